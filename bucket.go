@@ -1,0 +1,78 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// TokenBucket is an in-process token bucket per key.
+//
+// Each key's bucket starts full with capacity tokens and refills continuously
+// at the configured rate, never above capacity. Allow(n) takes n tokens if at
+// least n are there; a denial takes nothing. Time is kept in integer
+// nanoseconds, so decisions never drift.
+//
+// Memory is held only for keys whose bucket is not full; a bucket that has
+// refilled is forgotten, with no background goroutine.
+//
+// A TokenBucket is safe for concurrent use. The zero value is not usable;
+// create one with NewTokenBucket.
+type TokenBucket struct {
+	s *schedule
+}
+
+// NewTokenBucket returns an in-process token bucket of capacity tokens per key
+// refilling at refillRate tokens per second.
+//
+// The time per token, 1e9/refillRate nanoseconds, is rounded to the nearest
+// whole nanosecond; when it is a whole number already, every decision is
+// exact. It accepts WithClock. It returns an error wrapping ErrInvalidConfig
+// for a capacity <= 0, a refillRate that is <= 0, NaN, infinite or above 1e9
+// (less than 1 ns per token), a capacity whose fill time overflows, or an
+// option that does not apply.
+func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBucket, error) {
+	const kind = "NewTokenBucket"
+	cfg, err := applyOptions(kind, inProcess, opts)
+	if err != nil {
+		return nil, err
+	}
+	interval, err := rateInterval(kind, refillRate, float64(time.Second))
+	if err != nil {
+		return nil, err
+	}
+	s, err := newSchedule(kind, capacity, interval, cfg.clock)
+	if err != nil {
+		return nil, err
+	}
+	return &TokenBucket{s: s}, nil
+}
+
+// Allow takes n tokens from key's bucket if at least n are there. See Limiter
+// for the contract; ctx is not used, as the decision never blocks.
+func (b *TokenBucket) Allow(_ context.Context, key string, n int) (Result, error) {
+	return b.s.allow(key, n)
+}
+
+// FillTime returns the time a bucket takes to refill from empty to full:
+// capacity divided by the refill rate.
+func (b *TokenBucket) FillTime() time.Duration { return b.s.fillTime() }
+
+// rateInterval converts a rate in tokens per second into whole clock units
+// (unit of them per second) per token, rounded to nearest, and rejects rates
+// that are not positive and finite or that are faster than one token per
+// unit.
+func rateInterval(kind string, rate, unitsPerSecond float64) (int64, error) {
+	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
+		return 0, fmt.Errorf("%w: %s: refill rate %v must be a positive finite number of tokens per second", ErrInvalidConfig, kind, rate)
+	}
+	interval := unitsPerSecond / rate
+	if interval < 1 {
+		return 0, fmt.Errorf("%w: %s: refill rate %v/s gives less than one clock unit (1/%v s) per token", ErrInvalidConfig, kind, rate, unitsPerSecond)
+	}
+	if interval > maxTau {
+		return 0, fmt.Errorf("%w: %s: refill rate %v/s is so slow that one token overflows the clock", ErrInvalidConfig, kind, rate)
+	}
+	return int64(math.Round(interval)), nil
+}

@@ -1,0 +1,262 @@
+package ratelimit
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// epoch is the start of every fake clock in the tests.
+var epoch = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+
+// inProcessSubjects are the in-process limiters that behave as token buckets.
+var inProcessSubjects = []subject{
+	{"TokenBucket", func(t *testing.T, limit int, period time.Duration) (Limiter, func(time.Duration)) {
+		clock := NewFakeClock(epoch)
+		l, err := NewTokenBucket(limit, float64(limit)/period.Seconds(), WithClock(clock))
+		require.NoError(t, err)
+		return l, clock.Advance
+	}},
+	{"GCRA", func(t *testing.T, limit int, period time.Duration) (Limiter, func(time.Duration)) {
+		clock := NewFakeClock(epoch)
+		l, err := NewGCRA(limit, period, WithClock(clock))
+		require.NoError(t, err)
+		return l, clock.Advance
+	}},
+}
+
+func TestInProcessBucketScenarios(t *testing.T) {
+	runScenarios(t, inProcessSubjects, bucketScenarios)
+}
+
+func TestNewTokenBucketRejectsBadConfig(t *testing.T) {
+	nan, inf := 0.0, 1.0
+	nan /= nan
+	inf /= 0
+	cases := []struct {
+		name     string
+		capacity int
+		rate     float64
+		opts     []Option
+		want     string
+	}{
+		{"zero capacity", 0, 1, nil, "capacity 0"},
+		{"negative capacity", -3, 1, nil, "capacity -3"},
+		{"zero rate", 1, 0, nil, "refill rate 0"},
+		{"negative rate", 1, -2, nil, "refill rate -2"},
+		{"NaN rate", 1, nan, nil, "refill rate NaN"},
+		{"infinite rate", 1, inf, nil, "refill rate +Inf"},
+		{"faster than 1 ns per token", 1, 2e9, nil, "less than one clock unit"},
+		{"fill time overflows", 1 << 62, 1, nil, "overflows"},
+		{"one token overflows", 1, 1e-12, nil, "overflows"},
+		{"nil clock", 1, 1, []Option{WithClock(nil)}, "nil clock"},
+		{"typed nil clock", 1, 1, []Option{WithClock((*FakeClock)(nil))}, "nil clock"},
+		{"nil option", 1, 1, []Option{nil}, "option 0 is nil"},
+		{"key prefix", 1, 1, []Option{WithKeyPrefix("x:")}, "WithKeyPrefix"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := NewTokenBucket(tc.capacity, tc.rate, tc.opts...)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Nil(t, l)
+		})
+	}
+}
+
+func TestNewGCRARejectsBadConfig(t *testing.T) {
+	cases := []struct {
+		name   string
+		limit  int
+		period time.Duration
+		want   string
+	}{
+		{"zero limit", 0, time.Second, "limit 0"},
+		{"zero period", 1, 0, "period 0"},
+		{"negative period", 1, -time.Second, "period -1000000000"},
+		{"under 1 ns per request", 3, 2, "under one clock unit"},
+		{"fill time overflows", 1 << 40, 1 << 62, "overflows"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := NewGCRA(tc.limit, tc.period)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Nil(t, l)
+		})
+	}
+}
+
+func TestTokenBucketRoundsRateToWholeNanoseconds(t *testing.T) {
+	clock := NewFakeClock(epoch)
+	// 3 tokens/s is 333333333.3 ns per token, rounded to 333333333 ns.
+	l, err := NewTokenBucket(1, 3, WithClock(clock))
+	require.NoError(t, err)
+	assert.Equal(t, 333333333*time.Nanosecond, l.FillTime())
+	_, err = l.Allow(context.Background(), "k", 1)
+	require.NoError(t, err)
+	res, err := l.Allow(context.Background(), "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, 333333333*time.Nanosecond, res.RetryAfter)
+}
+
+func TestRetryAfterIsExactToTheNanosecond(t *testing.T) {
+	// 7 tokens/s is 142857142.86 ns per token, rounded to 142857143 ns.
+	clock := NewFakeClock(epoch)
+	l, err := NewTokenBucket(4, 7, WithClock(clock))
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = l.Allow(ctx, "k", 4)
+	require.NoError(t, err)
+	clock.Advance(12345)
+	for n := 1; n <= 4; n++ {
+		denied, err := l.Allow(ctx, "k", n)
+		require.NoError(t, err)
+		require.False(t, denied.Allowed)
+		clock.Advance(denied.RetryAfter - 1)
+		still, err := l.Allow(ctx, "k", n)
+		require.NoError(t, err)
+		assert.False(t, still.Allowed, "n=%d: denied 1 ns before RetryAfter", n)
+		assert.Equal(t, time.Duration(1), still.RetryAfter)
+		clock.Advance(1)
+		allowed, err := l.Allow(ctx, "k", n)
+		require.NoError(t, err)
+		assert.True(t, allowed.Allowed, "n=%d: allowed at RetryAfter", n)
+		// ResetAfter is exact: the bucket is full then, and not 1 ns before.
+		clock.Advance(allowed.ResetAfter - 1)
+		notFull, err := l.Allow(ctx, "k", 0)
+		require.NoError(t, err)
+		assert.Equal(t, 3, notFull.Remaining)
+		clock.Advance(1)
+		full, err := l.Allow(ctx, "k", 0)
+		require.NoError(t, err)
+		assert.Equal(t, Result{Allowed: true, Limit: 4, Remaining: 4}, full)
+		_, err = l.Allow(ctx, "k", 4)
+		require.NoError(t, err)
+	}
+}
+
+func TestSeed001ScheduleStaysExactForAMillionRequests(t *testing.T) {
+	// Capacity 5, 2 tokens/s, one request every 0.3 s: after the first
+	// eleven, the bucket gains 0.6 tokens a request, so from request 11 on
+	// denials and grants alternate as 0.6·k crosses whole numbers — exactly,
+	// however long it runs.
+	clock := NewFakeClock(epoch)
+	l, err := NewTokenBucket(5, 2, WithClock(clock))
+	require.NoError(t, err)
+	var allowed int
+	const requests = 1_000_000
+	for i := 0; i < requests; i++ {
+		res, err := l.Allow(context.Background(), "k", 1)
+		require.NoError(t, err)
+		if res.Allowed {
+			allowed++
+		}
+		clock.Advance(300 * time.Millisecond)
+	}
+	// Tokens available over the run: 5 at the start plus 2/s for
+	// (requests-1)·0.3 s, of which whole ones were taken.
+	want := 5 + (requests-1)*3/5
+	assert.Equal(t, want, allowed)
+}
+
+func TestConcurrentCallersOnOneKeyGetExactlyCapacity(t *testing.T) {
+	clock := NewFakeClock(epoch) // frozen: no refill during the test
+	const capacity = 1000
+	l, err := NewTokenBucket(capacity, 1, WithClock(clock))
+	require.NoError(t, err)
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 64; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				res, err := l.Allow(context.Background(), "shared", 1)
+				if err == nil && res.Allowed {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(capacity), allowed.Load())
+}
+
+func TestMemoryIsBoundedByActiveKeys(t *testing.T) {
+	const perPhase = 1_000_000
+	clock := NewFakeClock(epoch)
+	l, err := NewTokenBucket(10, 10, WithClock(clock)) // full again 1 s after use
+	require.NoError(t, err)
+	ctx := context.Background()
+	keys := make([]string, 2*perPhase)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(i)
+	}
+	for _, k := range keys[:perPhase] {
+		_, err := l.Allow(ctx, k, 1)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, perPhase, l.s.keys())
+
+	clock.Advance(2 * time.Second) // every bucket of the first phase is full
+	for _, k := range keys[perPhase:] {
+		_, err := l.Allow(ctx, k, 1)
+		require.NoError(t, err)
+	}
+	assert.LessOrEqual(t, l.s.keys(), perPhase, "keys held after the second phase")
+
+	clock.Advance(2 * time.Second)
+	// Touching each shard once (a peek on a handful of keys) lets it drop
+	// what has refilled.
+	for _, k := range keys[:1000] {
+		_, err := l.Allow(ctx, k, 0)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 0, l.s.keys())
+}
+
+func TestPeekCreatesNoKey(t *testing.T) {
+	l, err := NewTokenBucket(3, 1, WithClock(NewFakeClock(epoch)))
+	require.NoError(t, err)
+	for i := 0; i < 100; i++ {
+		_, err := l.Allow(context.Background(), strconv.Itoa(i), 0)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 0, l.s.keys())
+}
+
+func TestSystemClockIsMonotonic(t *testing.T) {
+	// Readings with a monotonic part make the limiter's time.Time.Sub
+	// immune to wall-clock jumps.
+	assert.Contains(t, systemClock{}.Now().String(), "m=+")
+	l, err := NewTokenBucket(1, 1)
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(l.s.start.String(), "m=+"), "start carries a monotonic reading")
+}
+
+func TestFakeClockIsSafeForConcurrentUse(t *testing.T) {
+	clock := NewFakeClock(epoch)
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 1000; i++ {
+				clock.Advance(time.Millisecond)
+				_ = clock.Now()
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, epoch.Add(8*time.Second), clock.Now())
+	clock.Set(epoch)
+	assert.Equal(t, epoch, clock.Now())
+}

@@ -1,0 +1,134 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// Limiter decides whether n units of work for key may happen now.
+//
+// Implementations are safe for concurrent use and never block on a rate: a
+// request that cannot proceed is denied at once with a Result that says how
+// long to wait. A denial is not an error. n == 0 is a peek: it is always
+// allowed, consumes nothing and creates no state. n < 0 returns an error
+// wrapping ErrInvalidCost, and n greater than the limit returns an error
+// wrapping ErrCostExceedsLimit with a Result whose Allowed is false; neither
+// changes any state.
+type Limiter interface {
+	Allow(ctx context.Context, key string, n int) (Result, error)
+}
+
+// Result is the outcome of one Allow call.
+type Result struct {
+	// Allowed reports whether the n tokens were taken.
+	Allowed bool
+	// Limit is the most that can ever be taken at once: the capacity of a
+	// token bucket, the burst of a GCRA, the limit of a fixed window.
+	Limit int
+	// Remaining is the number of whole tokens left after this decision.
+	Remaining int
+	// RetryAfter is, for a denial, the wait until this same request can
+	// succeed; it is 0 when the request was allowed.
+	RetryAfter time.Duration
+	// ResetAfter is the wait until the key is back to its full limit.
+	ResetAfter time.Duration
+}
+
+var (
+	// ErrInvalidConfig is wrapped by every constructor error: a capacity or
+	// limit <= 0, a rate that is <= 0, NaN, infinite or too fast for the
+	// clock's unit, a period or window <= 0, arithmetic that would overflow,
+	// a nil client, or an option that does not apply to the limiter.
+	ErrInvalidConfig = errors.New("ratelimit: invalid configuration")
+	// ErrInvalidCost is wrapped by the error Allow returns for n < 0.
+	ErrInvalidCost = errors.New("ratelimit: invalid cost")
+	// ErrCostExceedsLimit is wrapped by the error Allow returns for an n
+	// greater than the limiter's Limit: such a request can never succeed.
+	ErrCostExceedsLimit = errors.New("ratelimit: cost exceeds limit")
+)
+
+// Option configures a limiter at construction. Each limiter accepts only the
+// options that apply to it; any other makes its constructor fail with an error
+// wrapping ErrInvalidConfig.
+type Option func(*config) error
+
+// config collects what the options set.
+type config struct {
+	clock     Clock
+	clockSet  bool
+	prefix    string
+	prefixSet bool
+}
+
+// WithClock makes an in-process limiter read time from c instead of the system
+// clock. It does not apply to the Redis limiters, which use the server's TIME.
+// A nil c is an error.
+func WithClock(c Clock) Option {
+	return func(cfg *config) error {
+		if isNil(c) {
+			return fmt.Errorf("%w: WithClock: nil clock", ErrInvalidConfig)
+		}
+		cfg.clock, cfg.clockSet = c, true
+		return nil
+	}
+}
+
+// WithKeyPrefix sets the string put before every key in Redis: the Redis key is
+// exactly p + key. It applies to the Redis limiters only, each of which has its
+// own default prefix. An empty p means keys are used as they are.
+func WithKeyPrefix(p string) Option {
+	return func(cfg *config) error {
+		cfg.prefix, cfg.prefixSet = p, true
+		return nil
+	}
+}
+
+// backend says where a limiter keeps its state, which decides the options it
+// takes.
+type backend int
+
+const (
+	inProcess backend = iota
+	onRedis
+)
+
+// applyOptions runs opts over a config and rejects those that do not apply to
+// a limiter named kind kept in where.
+func applyOptions(kind string, where backend, opts []Option) (config, error) {
+	var cfg config
+	for i, opt := range opts {
+		if opt == nil {
+			return cfg, fmt.Errorf("%w: %s: option %d is nil", ErrInvalidConfig, kind, i)
+		}
+		if err := opt(&cfg); err != nil {
+			return cfg, fmt.Errorf("%s: %w", kind, err)
+		}
+	}
+	if where == onRedis && cfg.clockSet {
+		return cfg, fmt.Errorf("%w: %s: WithClock does not apply; Redis limiters use the server's TIME", ErrInvalidConfig, kind)
+	}
+	if where == inProcess && cfg.prefixSet {
+		return cfg, fmt.Errorf("%w: %s: WithKeyPrefix applies to Redis limiters only", ErrInvalidConfig, kind)
+	}
+	if cfg.clock == nil {
+		cfg.clock = systemClock{}
+	}
+	return cfg, nil
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer, map,
+// slice, channel or func, such as (*redis.Client)(nil).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
+		return rv.IsNil()
+	}
+	return false
+}

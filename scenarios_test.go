@@ -1,0 +1,182 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// step is one call in a scenario: move the clock by advance (negative moves it
+// back), then Allow(key, n), and expect want and an error matching err.
+type step struct {
+	advance time.Duration
+	key     string
+	n       int
+	want    Result
+	err     error
+}
+
+// scenario is a run of steps against a fresh limiter of limit tokens that
+// takes period to go from empty to full (a token bucket of capacity limit and
+// rate limit/period, a GCRA of limit per period, a window of limit per
+// period).
+type scenario struct {
+	name   string
+	limit  int
+	period time.Duration
+	steps  []step
+}
+
+// subject is one Limiter implementation under test. newLimiter returns a
+// fresh limiter and a function that moves the time it sees.
+type subject struct {
+	name       string
+	newLimiter func(t *testing.T, limit int, period time.Duration) (Limiter, func(time.Duration))
+}
+
+// runScenarios runs every scenario against every subject.
+func runScenarios(t *testing.T, subjects []subject, scenarios []scenario) {
+	t.Helper()
+	for _, sub := range subjects {
+		for _, sc := range scenarios {
+			t.Run(sub.name+"/"+sc.name, func(t *testing.T) {
+				l, advance := sub.newLimiter(t, sc.limit, sc.period)
+				for i, st := range sc.steps {
+					if st.advance != 0 {
+						advance(st.advance)
+					}
+					got, err := l.Allow(context.Background(), st.key, st.n)
+					msg := fmt.Sprintf("step %d: advance %v, Allow(%q, %d)", i, st.advance, st.key, st.n)
+					if st.err != nil {
+						require.ErrorIs(t, err, st.err, msg)
+					} else {
+						require.NoError(t, err, msg)
+					}
+					assert.Equal(t, st.want, got, msg)
+				}
+			})
+		}
+	}
+}
+
+// ok and no build expected Results for the bucket scenarios.
+func ok(limit, remaining int, reset time.Duration) Result {
+	return Result{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset}
+}
+
+func no(limit, remaining int, retry, reset time.Duration) Result {
+	return Result{Allowed: false, Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+}
+
+const ms = time.Millisecond
+
+// bucketScenarios hold for every limiter that behaves as a token bucket: the
+// in-process and Redis token buckets and GCRAs. Every period here is a whole
+// number of microseconds per token, so in-process and Redis limiters agree to
+// the nanosecond.
+var bucketScenarios = []scenario{
+	{
+		// Seed 001: capacity 5, 2 tokens/s, a request every 0.3 s from t=0.
+		name: "seed 001 schedule", limit: 5, period: 2500 * ms,
+		steps: []step{
+			{0, "k", 1, ok(5, 4, 500*ms), nil},
+			{300 * ms, "k", 1, ok(5, 3, 700*ms), nil},
+			{300 * ms, "k", 1, ok(5, 3, 900*ms), nil},
+			{300 * ms, "k", 1, ok(5, 2, 1100*ms), nil},
+			{300 * ms, "k", 1, ok(5, 2, 1300*ms), nil},
+			{300 * ms, "k", 1, ok(5, 2, 1500*ms), nil},
+			{300 * ms, "k", 1, ok(5, 1, 1700*ms), nil},
+			{300 * ms, "k", 1, ok(5, 1, 1900*ms), nil},
+			{300 * ms, "k", 1, ok(5, 0, 2100*ms), nil},
+			{300 * ms, "k", 1, ok(5, 0, 2300*ms), nil},
+			{300 * ms, "k", 1, ok(5, 0, 2500*ms), nil},
+			{300 * ms, "k", 1, no(5, 0, 200*ms, 2200*ms), nil},
+			{300 * ms, "k", 1, ok(5, 0, 2400*ms), nil},
+			{300 * ms, "k", 1, no(5, 0, 100*ms, 2100*ms), nil},
+			{300 * ms, "k", 1, ok(5, 0, 2300*ms), nil},
+		},
+	},
+	{
+		name: "drains then waits exactly RetryAfter", limit: 3, period: 3 * time.Second,
+		steps: []step{
+			{0, "k", 1, ok(3, 2, time.Second), nil},
+			{0, "k", 2, ok(3, 0, 3*time.Second), nil},
+			{0, "k", 1, no(3, 0, time.Second, 3*time.Second), nil},
+			{time.Second - time.Microsecond, "k", 1, no(3, 0, time.Microsecond, 2*time.Second+time.Microsecond), nil},
+			{time.Microsecond, "k", 1, ok(3, 0, 3*time.Second), nil},
+		},
+	},
+	{
+		name: "a denial takes nothing", limit: 2, period: 2 * time.Second,
+		steps: []step{
+			{0, "k", 2, ok(2, 0, 2*time.Second), nil},
+			{0, "k", 1, no(2, 0, time.Second, 2*time.Second), nil},
+			{0, "k", 1, no(2, 0, time.Second, 2*time.Second), nil},
+			{500 * ms, "k", 1, no(2, 0, 500*ms, 1500*ms), nil},
+			{500 * ms, "k", 1, ok(2, 0, 2*time.Second), nil},
+		},
+	},
+	{
+		name: "a large request waits while a small one passes", limit: 5, period: 5 * time.Second,
+		steps: []step{
+			{0, "k", 3, ok(5, 2, 3*time.Second), nil},
+			{0, "k", 3, no(5, 2, time.Second, 3*time.Second), nil},
+			{0, "k", 2, ok(5, 0, 5*time.Second), nil},
+			{2500 * ms, "k", 3, no(5, 2, 500*ms, 2500*ms), nil},
+			{500 * ms, "k", 3, ok(5, 0, 5*time.Second), nil},
+		},
+	},
+	{
+		name: "refill stops at capacity", limit: 4, period: 2 * time.Second,
+		steps: []step{
+			{0, "k", 4, ok(4, 0, 2*time.Second), nil},
+			{time.Hour, "k", 0, ok(4, 4, 0), nil},
+			{0, "k", 1, ok(4, 3, 500*ms), nil},
+		},
+	},
+	{
+		name: "peek consumes nothing", limit: 3, period: 3 * time.Second,
+		steps: []step{
+			{0, "k", 0, ok(3, 3, 0), nil},
+			{0, "k", 2, ok(3, 1, 2*time.Second), nil},
+			{0, "k", 0, ok(3, 1, 2*time.Second), nil},
+			{0, "k", 0, ok(3, 1, 2*time.Second), nil},
+			{0, "k", 1, ok(3, 0, 3*time.Second), nil},
+			{0, "k", 0, ok(3, 0, 3*time.Second), nil},
+		},
+	},
+	{
+		name: "invalid and impossible costs change nothing", limit: 3, period: 3 * time.Second,
+		steps: []step{
+			{0, "k", -1, Result{Limit: 3}, ErrInvalidCost},
+			{0, "k", 4, no(3, 3, 0, 0), ErrCostExceedsLimit},
+			{0, "k", 1, ok(3, 2, time.Second), nil},
+			{0, "k", 4, no(3, 2, 0, time.Second), ErrCostExceedsLimit},
+			{0, "k", -5, Result{Limit: 3}, ErrInvalidCost},
+			{0, "k", 2, ok(3, 0, 3*time.Second), nil},
+		},
+	},
+	{
+		name: "keys are independent", limit: 2, period: 2 * time.Second,
+		steps: []step{
+			{0, "a", 2, ok(2, 0, 2*time.Second), nil},
+			{0, "b", 1, ok(2, 1, time.Second), nil},
+			{0, "a", 1, no(2, 0, time.Second, 2*time.Second), nil},
+			{0, "", 2, ok(2, 0, 2*time.Second), nil},
+			{0, "b", 1, ok(2, 0, 2*time.Second), nil},
+		},
+	},
+	{
+		name: "a clock going backwards creates no tokens", limit: 2, period: 2 * time.Second,
+		steps: []step{
+			{0, "k", 2, ok(2, 0, 2*time.Second), nil},
+			{-time.Hour, "k", 1, no(2, 0, time.Second, 2*time.Second), nil},
+			{time.Hour, "k", 1, no(2, 0, time.Second, 2*time.Second), nil},
+			{time.Second, "k", 1, ok(2, 0, 2*time.Second), nil},
+		},
+	},
+}
