@@ -1,0 +1,46 @@
+// Package ratelimit decides, per key, whether n units of work may proceed
+// now: limiter.Allow(ctx, key, n) answers at once with a Result that says
+// whether the work was allowed, how much is left, when to retry and when the
+// key is back to its full limit. A denial is a Result, not an error.
+//
+// # Algorithms
+//
+// Token bucket (NewTokenBucket, NewRedisTokenBucket): each key has a bucket
+// of capacity tokens that refills continuously at a rate. Bursts up to the
+// capacity pass at once; over time, work is held to the rate. Choose it when
+// you think in "N per second, with bursts of C".
+//
+// GCRA (NewGCRA, NewRedisGCRA): the generic cell rate algorithm, configured as
+// "limit per period". It decides exactly as a token bucket of capacity limit
+// and rate limit/period, and stores a single timestamp per key. Choose it when
+// you think in "L per period" and want the smallest state.
+//
+// Fixed window (NewFixedWindow, NewRedisFixedWindow): a key may do limit units
+// of work in a window that opens at its first counted request and lasts the
+// window's length. It is the simplest to explain to users, and the cheapest on
+// Redis, but lets up to twice the limit through around a window's end.
+//
+// The in-process limiters keep state in memory, for one process. The Redis
+// limiters keep it in Redis and decide in one atomic script call on the
+// server's clock, so every replica of a service shares one limit; they work
+// with any go-redis v9 client, Redis Cluster included.
+//
+// # Exactness
+//
+// Time is kept in integers: nanoseconds in process, microseconds in Redis.
+// Where the time per token is a whole number of those units, every decision
+// is exact however many calls are made. A clock that goes backwards never
+// creates tokens: time stands still until the clock catches up.
+//
+// # Memory
+//
+// An in-process limiter holds state only for keys that are not at their full
+// limit. Keys that have refilled are dropped as the limiter is used, without
+// background goroutines, so memory is bounded by the keys active within the
+// last refill period.
+//
+// # Waiting
+//
+// Wait blocks until a limiter allows the work, for clients and workers that
+// should slow down rather than fail.
+package ratelimit

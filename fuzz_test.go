@@ -1,0 +1,75 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// FuzzTokenBucket drives a TokenBucket with arbitrary schedules and checks
+// its invariants: it decides as the exact model does (so it never denies what
+// the model allows), and in any stretch of calls it never allows more than
+// capacity + rate × elapsed tokens.
+func FuzzTokenBucket(f *testing.F) {
+	f.Add(uint8(5), uint16(500), []byte{0, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1})
+	f.Add(uint8(1), uint16(1), []byte{255, 1, 0, 2, 128, 1})
+	f.Add(uint8(3), uint16(1000), []byte{0, 3, 0, 1, 250, 2, 7, 0})
+	f.Fuzz(func(t *testing.T, capacity uint8, intervalMs uint16, program []byte) {
+		if capacity == 0 || intervalMs == 0 || len(program) > 400 {
+			return
+		}
+		c := int(capacity)
+		interval := time.Duration(intervalMs) * time.Millisecond
+		clock := NewFakeClock(epoch)
+		l, err := NewTokenBucket(c, float64(time.Second)/float64(interval), WithClock(clock))
+		if err != nil {
+			t.Fatalf("NewTokenBucket(%d, 1/%v): %v", c, interval, err)
+		}
+		model := newBucketModel(c, interval)
+
+		// Each pair of bytes is one call: a clock step of 0..255 tenths of
+		// an interval (the top values step back), then a cost.
+		type grant struct {
+			at time.Duration
+			n  int
+		}
+		// high is the latest clock reading so far: a clock that steps back
+		// and forward again has not made time pass twice.
+		var now, high time.Duration
+		var grants []grant
+		for i := 0; i+1 < len(program); i += 2 {
+			step := time.Duration(program[i]) * interval / 10
+			if program[i] >= 250 {
+				step = -step
+			}
+			n := int(program[i+1]) % (c + 2)
+			clock.Advance(step)
+			model.advance(step)
+			now += step
+			high = max(high, now)
+			got, err := l.Allow(context.Background(), "k", n)
+			want := model.allow("k", n)
+			if (err != nil) != (n > c) {
+				t.Fatalf("call %d: Allow(%d) error %v with capacity %d", i/2, n, err, c)
+			}
+			if got != want {
+				t.Fatalf("call %d: Allow(%d) after %v = %+v, model says %+v", i/2, n, step, got, want)
+			}
+			if got.Allowed && n > 0 {
+				grants = append(grants, grant{high, n})
+			}
+		}
+		// In any run of grants from i to j, tokens handed out are at most
+		// capacity plus what refilled over the clock's forward progress.
+		for i := range grants {
+			total := 0
+			for j := i; j < len(grants); j++ {
+				total += grants[j].n
+				elapsed := grants[j].at - grants[i].at
+				if total > c+int(elapsed/interval) {
+					t.Fatalf("grants %d..%d: %d tokens in %v with capacity %d and one per %v", i, j, total, elapsed, c, interval)
+				}
+			}
+		}
+	})
+}
