@@ -59,24 +59,29 @@ func (m *bucketModel) bucket(key string) *modelBucket {
 }
 
 // allow decides n for key as the DESIGN says, with exact Result fields. An n
-// above capacity is answered like a denial with no RetryAfter.
+// above capacity changes nothing and says only the limit. When the clock is
+// behind the key's last time, every wait includes the catching up.
 func (m *bucketModel) allow(key string, n int) Result {
-	b := m.bucket(key)
-	want := big.NewRat(int64(n), 1)
 	res := Result{Limit: int(m.capacity)}
+	if int64(n) > m.capacity {
+		return res
+	}
+	b := m.bucket(key)
+	lag := time.Duration(max(b.last-m.now, 0))
+	want := big.NewRat(int64(n), 1)
 	switch {
-	case int64(n) > m.capacity:
-		// Can never succeed: nothing taken, and no wait would help.
 	case b.tokens.Cmp(want) >= 0:
 		b.tokens.Sub(b.tokens, want)
 		res.Allowed = true
 	default:
 		missing := new(big.Rat).Sub(want, b.tokens)
-		res.RetryAfter = time.Duration(ratNanos(missing, m.interval))
+		res.RetryAfter = lag + time.Duration(ratNanos(missing, m.interval))
 	}
 	res.Remaining = int(new(big.Int).Quo(b.tokens.Num(), b.tokens.Denom()).Int64())
 	empty := new(big.Rat).Sub(big.NewRat(m.capacity, 1), b.tokens)
-	res.ResetAfter = time.Duration(ratNanos(empty, m.interval))
+	if empty.Sign() > 0 {
+		res.ResetAfter = lag + time.Duration(ratNanos(empty, m.interval))
+	}
 	return res
 }
 

@@ -94,41 +94,45 @@ func (s *schedule) allow(key string, n int) (Result, error) {
 	if n < 0 {
 		return Result{Limit: int(s.capacity)}, fmt.Errorf("%w: n = %d must be >= 0", ErrInvalidCost, n)
 	}
-	now := int64(s.clock.Now().Sub(s.start))
+	if int64(n) > s.capacity {
+		return Result{Limit: int(s.capacity)}, fmt.Errorf("%w: n = %d, limit = %d", ErrCostExceedsLimit, n, s.capacity)
+	}
+	reading := int64(s.clock.Now().Sub(s.start))
 	sh := &s.shards[maphash.String(s.seed, key)&(shardCount-1)]
 
 	sh.mu.Lock()
-	now = sh.advance(now, s.maxNow, s.span)
+	now := sh.advance(reading, s.maxNow, s.span)
 	tat, inCur := sh.lookup(key)
-	if tat < now {
-		tat = now
-	}
-	if int64(n) > s.capacity {
-		sh.mu.Unlock()
-		res := s.result(false, tat, now)
-		return res, fmt.Errorf("%w: n = %d, limit = %d", ErrCostExceedsLimit, n, s.capacity)
-	}
+	tat = max(tat, now)
 	newTat := tat + int64(n)*s.interval
-	if newTat-now > s.tau {
-		sh.mu.Unlock()
-		res := s.result(false, tat, now)
-		res.RetryAfter = time.Duration(newTat - s.tau - now)
-		return res, nil
-	}
-	if n > 0 {
+	allowed := newTat-now <= s.tau
+	if allowed && n > 0 {
 		sh.store(key, newTat, inCur)
 	}
 	sh.mu.Unlock()
-	return s.result(true, newTat, now), nil
+
+	// A clock behind the shard's time must first catch up: that lag is part
+	// of every wait.
+	lag := min(max(now-reading, 0), maxTau)
+	if !allowed {
+		res := s.result(false, tat, now, lag)
+		res.RetryAfter = time.Duration(lag + newTat - s.tau - now)
+		return res, nil
+	}
+	return s.result(true, newTat, now, lag), nil
 }
 
-// result describes a key whose tat is tat (>= now) at now.
-func (s *schedule) result(allowed bool, tat, now int64) Result {
+// result describes a key whose tat is tat (>= now) at the shard's time now,
+// read from a clock lag behind it.
+func (s *schedule) result(allowed bool, tat, now, lag int64) Result {
 	ahead := tat - now
+	if ahead > 0 {
+		ahead += lag
+	}
 	return Result{
 		Allowed:    allowed,
 		Limit:      int(s.capacity),
-		Remaining:  int((s.tau - ahead) / s.interval),
+		Remaining:  int((s.tau - (tat - now)) / s.interval),
 		ResetAfter: time.Duration(ahead),
 	}
 }
