@@ -102,13 +102,10 @@ type call struct {
 	n       int
 }
 
-// randomSchedule is a random run of calls: costs from 0 to capacity+1, gaps
-// from 0 to about two token intervals, now and then a long pause. With one
-// key the clock also steps back now and then; with several it does not, as
-// the in-process limiters let time stand still per shard of keys and the
-// shards are chosen by a random seed.
-func randomSchedule(r *rand.Rand, steps, capacity int, interval time.Duration, keys ...string) []call {
-	back := len(keys) == 1
+// randomSchedule is a random run of calls over keys: costs from 0 to
+// capacity+1, gaps from 0 to about two token intervals, now and then a long
+// pause, and, if back is set, now and then a clock that steps back.
+func randomSchedule(r *rand.Rand, steps, capacity int, interval time.Duration, back bool, keys ...string) []call {
 	calls := make([]call, steps)
 	for i := range calls {
 		c := call{key: keys[r.IntN(len(keys))], n: r.IntN(capacity + 2)}
@@ -136,11 +133,15 @@ func TestInProcessLimitersMatchTheModel(t *testing.T) {
 	for round := 0; round < 200; round++ {
 		capacity := 1 + r.IntN(12)
 		interval := time.Duration(1 + r.Int64N(int64(2*time.Second)))
-		keys := []string{"a", "b", "c"}
-		if round%2 == 0 {
+		// The clock steps back only in runs on one key: the in-process
+		// limiters let time stand still per shard of keys, and the shards
+		// are chosen by a random seed, so the model cannot follow a clock
+		// going back over several keys.
+		keys, back := []string{"a", "b", "c"}, round%2 == 0
+		if back {
 			keys = keys[:1]
 		}
-		calls := randomSchedule(r, 300, capacity, interval, keys...)
+		calls := randomSchedule(r, 300, capacity, interval, back, keys...)
 		for _, mk := range []struct {
 			name string
 			new  func(*FakeClock) (Limiter, error)

@@ -1,0 +1,111 @@
+package ratelimit
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed scripts/tokenbucket.lua
+var tokenBucketLua string
+
+// tokenBucketScript is immutable: go-redis only reads its source and hash.
+var tokenBucketScript = redis.NewScript(tokenBucketLua)
+
+// DefaultTokenBucketPrefix is the prefix RedisTokenBucket puts before every
+// key unless WithKeyPrefix says otherwise.
+const DefaultTokenBucketPrefix = "ratelimit:tb:"
+
+// RedisTokenBucket is a token bucket per key kept in Redis, so that every
+// process using the same Redis shares one bucket per key.
+//
+// Each decision is one EVALSHA of an embedded Lua script (EVAL when the server
+// does not have it cached, after a restart, failover or SCRIPT FLUSH), which
+// reads the time from the server's TIME, so clients' clocks do not matter.
+// Each key is one HASH at prefix+key, with fields credit and last_refill in
+// integer microseconds, and a TTL equal to the time until the bucket is full
+// again (whole ms, rounded up): a key that has expired is a full bucket.
+// Decisions are the same as an in-process TokenBucket's on the same schedule.
+//
+// Calls with n < 0 or n > capacity are answered without a round trip; n == 0
+// reads the bucket without creating the key. Redis errors, timeouts and
+// malformed replies are returned wrapped, with Allowed false.
+//
+// A RedisTokenBucket is safe for concurrent use as far as its client is. The
+// zero value is not usable; create one with NewRedisTokenBucket.
+type RedisTokenBucket struct {
+	client   redis.Scripter
+	prefix   string
+	capacity int
+	fillTime time.Duration
+	args     [2]any // capacity and microseconds per token, formatted once
+}
+
+// NewRedisTokenBucket returns a token bucket of capacity tokens per key
+// refilling at refillRate tokens per second, kept in Redis through client:
+// a *redis.Client, *redis.ClusterClient, *redis.Ring or failover client.
+//
+// The time per token, 1e6/refillRate microseconds, is rounded to the nearest
+// whole microsecond. It accepts WithKeyPrefix (default
+// DefaultTokenBucketPrefix). It returns an error wrapping ErrInvalidConfig for
+// a nil client, a capacity <= 0, a refillRate that is <= 0, NaN, infinite or
+// above 1e6 (less than 1 µs per token), a fill time beyond 2^52 µs, or an
+// option that does not apply.
+func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64, opts ...Option) (*RedisTokenBucket, error) {
+	const kind = "NewRedisTokenBucket"
+	cfg, err := applyOptions(kind, onRedis, opts)
+	if err != nil {
+		return nil, err
+	}
+	if isNil(client) {
+		return nil, fmt.Errorf("%w: %s: nil Redis client", ErrInvalidConfig, kind)
+	}
+	if capacity <= 0 {
+		return nil, fmt.Errorf("%w: %s: capacity %d must be > 0", ErrInvalidConfig, kind, capacity)
+	}
+	interval, err := rateInterval(kind, refillRate, 1e6)
+	if err != nil {
+		return nil, err
+	}
+	if int64(capacity) > maxRedisSpan/interval {
+		return nil, fmt.Errorf("%w: %s: capacity %d × %d µs per token is beyond the 2^52 µs a Redis script can count exactly", ErrInvalidConfig, kind, capacity, interval)
+	}
+	prefix := DefaultTokenBucketPrefix
+	if cfg.prefixSet {
+		prefix = cfg.prefix
+	}
+	return &RedisTokenBucket{
+		client:   client,
+		prefix:   prefix,
+		capacity: capacity,
+		fillTime: time.Duration(int64(capacity)*interval) * time.Microsecond,
+		args:     [2]any{strconv.Itoa(capacity), strconv.FormatInt(interval, 10)},
+	}, nil
+}
+
+// Allow takes n tokens from key's bucket in Redis if at least n are there.
+// See Limiter for the contract. ctx bounds the round trip.
+func (b *RedisTokenBucket) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if n < 0 {
+		return Result{Limit: b.capacity}, fmt.Errorf("%w: n = %d must be >= 0", ErrInvalidCost, n)
+	}
+	if n > b.capacity {
+		return Result{Limit: b.capacity}, fmt.Errorf("%w: n = %d, limit = %d", ErrCostExceedsLimit, n, b.capacity)
+	}
+	reply, err := tokenBucketScript.Run(ctx, b.client, []string{b.prefix + key}, b.args[0], b.args[1], n).Result()
+	if err != nil {
+		return Result{Limit: b.capacity}, fmt.Errorf("ratelimit: Redis token bucket %q: %w", b.prefix+key, err)
+	}
+	res, err := decisionFromReply(reply, b.capacity)
+	if err != nil {
+		return res, fmt.Errorf("ratelimit: Redis token bucket %q: %w", b.prefix+key, err)
+	}
+	return res, nil
+}
+
+// FillTime returns the time a bucket takes to refill from empty to full.
+func (b *RedisTokenBucket) FillTime() time.Duration { return b.fillTime }

@@ -1,0 +1,265 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// miniredisClock starts a miniredis whose TIME reads epoch, and returns a
+// client to it and a function that moves its time: TIME through SetTime, and
+// TTLs through FastForward, so keys expire as they would on a real server.
+// Real Redis keeps expiry as absolute times, so a clock that steps back and
+// forward again expires nothing until it passes its latest reading; TTLs are
+// moved only by that much.
+func miniredisClock(t *testing.T) (*miniredis.Miniredis, *redis.Client, func(time.Duration)) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	now, latest := epoch, epoch
+	m.SetTime(now)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	return m, client, func(d time.Duration) {
+		now = now.Add(d)
+		m.SetTime(now)
+		if now.After(latest) {
+			m.FastForward(now.Sub(latest))
+			latest = now
+		}
+	}
+}
+
+// redisBucketOnMiniredis is the Redis token bucket as a scenario subject.
+var redisBucketOnMiniredis = subject{"RedisTokenBucket/miniredis", func(t *testing.T, limit int, period time.Duration) (Limiter, func(time.Duration)) {
+	_, client, advance := miniredisClock(t)
+	l, err := NewRedisTokenBucket(client, limit, float64(limit)/period.Seconds())
+	require.NoError(t, err)
+	return l, advance
+}}
+
+func TestRedisTokenBucketScenarios(t *testing.T) {
+	runScenarios(t, []subject{redisBucketOnMiniredis}, bucketScenarios)
+}
+
+func TestRedisTokenBucketMatchesInProcessOnRandomSchedules(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	steps := 0
+	for round := 0; round < 24; round++ {
+		capacity := 1 + r.IntN(20)
+		interval := time.Duration(1+r.Int64N(2_000_000)) * time.Microsecond // whole µs
+		rate := float64(time.Second) / float64(interval)
+		_, client, advance := miniredisClock(t)
+		remote, err := NewRedisTokenBucket(client, capacity, rate)
+		require.NoError(t, err)
+		clock := NewFakeClock(epoch)
+		local, err := NewTokenBucket(capacity, rate, WithClock(clock))
+		require.NoError(t, err)
+
+		// Half the runs are on one key, for long runs of collisions. The
+		// clock only moves forward: after a step back, a Redis bucket's
+		// time stands still from its last write, an in-process one's from
+		// the last call to its shard, so they may differ until the clock
+		// catches up.
+		keys := []string{"a", "b", "c", "d"}
+		if round%2 == 0 {
+			keys = keys[:1]
+		}
+		for i, c := range randomSchedule(r, 250, capacity, interval, false, keys...) {
+			c.advance = c.advance.Truncate(time.Microsecond)
+			clock.Advance(c.advance)
+			advance(c.advance)
+			want, wantErr := local.Allow(context.Background(), c.key, c.n)
+			got, err := remote.Allow(context.Background(), c.key, c.n)
+			require.Equal(t, wantErr == nil, err == nil, "round %d step %d: errors %v and %v", round, i, wantErr, err)
+			require.Equal(t, want, got, "round %d step %d: capacity %d, interval %v, %+v", round, i, capacity, interval, c)
+			steps++
+		}
+	}
+	t.Logf("%d steps compared", steps)
+}
+
+func TestRedisTokenBucketPeekCreatesNoKey(t *testing.T) {
+	m, client, _ := miniredisClock(t)
+	l, err := NewRedisTokenBucket(client, 3, 1)
+	require.NoError(t, err)
+	res, err := l.Allow(context.Background(), "k", 0)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 3, Remaining: 3}, res)
+	assert.False(t, m.Exists(DefaultTokenBucketPrefix+"k"))
+}
+
+func TestRedisTokenBucketKeyAndTTL(t *testing.T) {
+	m, client, _ := miniredisClock(t)
+	l, err := NewRedisTokenBucket(client, 5, 3, WithKeyPrefix("app:")) // 333333 µs per token
+	require.NoError(t, err)
+	_, err = l.Allow(context.Background(), "user:1", 2)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"app:user:1"}, m.Keys(), "the Redis key is exactly prefix + key")
+	// 2 tokens are 666666 µs from full: 666.666 ms, rounded up.
+	assert.Equal(t, 667*time.Millisecond, m.TTL("app:user:1"))
+	// 3 tokens of 333333 µs left, computed at the server's time in µs.
+	assert.Equal(t, strconv.Itoa(3*333333), m.HGet("app:user:1", "credit"))
+	assert.Equal(t, strconv.FormatInt(epoch.UnixMicro(), 10), m.HGet("app:user:1", "last_refill"))
+}
+
+// refusingScripter fails the test on any call: for checks that no round
+// trip is made.
+type refusingScripter struct {
+	redis.Scripter
+	t *testing.T
+}
+
+func (s refusingScripter) EvalSha(context.Context, string, []string, ...any) *redis.Cmd {
+	s.t.Fatal("EvalSha called")
+	return nil
+}
+
+func (s refusingScripter) Eval(context.Context, string, []string, ...any) *redis.Cmd {
+	s.t.Fatal("Eval called")
+	return nil
+}
+
+func TestRedisTokenBucketRefusesBadCostsWithoutARoundTrip(t *testing.T) {
+	l, err := NewRedisTokenBucket(refusingScripter{t: t}, 3, 1)
+	require.NoError(t, err)
+	res, err := l.Allow(context.Background(), "k", -1)
+	require.ErrorIs(t, err, ErrInvalidCost)
+	assert.Equal(t, Result{Limit: 3}, res)
+	res, err = l.Allow(context.Background(), "k", 4)
+	require.ErrorIs(t, err, ErrCostExceedsLimit)
+	assert.Equal(t, Result{Limit: 3}, res)
+}
+
+// cannedScripter answers every script call with reply and err.
+type cannedScripter struct {
+	redis.Scripter
+	reply any
+	err   error
+}
+
+func (s cannedScripter) EvalSha(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return redis.NewCmdResult(s.reply, s.err)
+}
+
+func (s cannedScripter) Eval(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return redis.NewCmdResult(s.reply, s.err)
+}
+
+func TestRedisTokenBucketRejectsMalformedReplies(t *testing.T) {
+	boom := errors.New("connection reset")
+	cases := []struct {
+		name  string
+		reply any
+		err   error
+	}{
+		{"redis error", nil, boom},
+		{"nil reply", nil, nil},
+		{"a string", "OK", nil},
+		{"too short", []any{int64(1), int64(2), int64(0)}, nil},
+		{"too long", []any{int64(1), int64(2), int64(0), int64(0), int64(0)}, nil},
+		{"string field", []any{int64(1), "2", int64(0), int64(0)}, nil},
+		{"nil field", []any{int64(1), nil, int64(0), int64(0)}, nil},
+		{"allowed is 2", []any{int64(2), int64(2), int64(0), int64(0)}, nil},
+		{"remaining above limit", []any{int64(1), int64(4), int64(0), int64(0)}, nil},
+		{"negative remaining", []any{int64(1), int64(-1), int64(0), int64(0)}, nil},
+		{"allowed with a retry", []any{int64(1), int64(1), int64(5), int64(0)}, nil},
+		{"denied without a retry", []any{int64(0), int64(0), int64(0), int64(10)}, nil},
+		{"negative reset", []any{int64(0), int64(0), int64(5), int64(-1)}, nil},
+		{"retry overflows", []any{int64(0), int64(0), int64(1) << 62, int64(0)}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := NewRedisTokenBucket(cannedScripter{reply: tc.reply, err: tc.err}, 3, 1)
+			require.NoError(t, err)
+			res, err := l.Allow(context.Background(), "k", 1)
+			require.Error(t, err)
+			assert.Equal(t, Result{Limit: 3}, res)
+			if tc.err != nil {
+				assert.ErrorIs(t, err, tc.err)
+			}
+		})
+	}
+}
+
+func TestRedisTokenBucketWrongKeyTypeAndCorruptState(t *testing.T) {
+	m, client, _ := miniredisClock(t)
+	l, err := NewRedisTokenBucket(client, 3, 1)
+	require.NoError(t, err)
+	require.NoError(t, m.Set(DefaultTokenBucketPrefix+"str", "x"))
+	res, err := l.Allow(context.Background(), "str", 1)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "WRONGTYPE")
+	assert.False(t, res.Allowed)
+
+	for name, fields := range map[string][]string{
+		"garbled credit":     {"credit", "lots", "last_refill", "1"},
+		"missing last":       {"credit", "5"},
+		"negative credit":    {"credit", "-5", "last_refill", "1"},
+		"NaN credit":         {"credit", "nan", "last_refill", "1"},
+		"time beyond 2^53":   {"credit", "5", "last_refill", "1e300"},
+		"missing credit too": {"other", "1"},
+	} {
+		m.HSet(DefaultTokenBucketPrefix+name, fields...)
+		res, err := l.Allow(context.Background(), name, 1)
+		if name == "missing credit too" {
+			// Neither field is there: the bucket is full.
+			require.NoError(t, err, name)
+			assert.True(t, res.Allowed, name)
+			continue
+		}
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), "corrupt token bucket", name)
+		assert.False(t, res.Allowed, name)
+	}
+}
+
+func TestNewRedisTokenBucketRejectsBadConfig(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer client.Close()
+	cases := []struct {
+		name     string
+		client   redis.Scripter
+		capacity int
+		rate     float64
+		opts     []Option
+		want     string
+	}{
+		{"nil client", nil, 1, 1, nil, "nil Redis client"},
+		{"typed nil client", (*redis.Client)(nil), 1, 1, nil, "nil Redis client"},
+		{"typed nil cluster client", (*redis.ClusterClient)(nil), 1, 1, nil, "nil Redis client"},
+		{"zero capacity", client, 0, 1, nil, "capacity 0"},
+		{"zero rate", client, 1, 0, nil, "refill rate 0"},
+		{"faster than 1 µs per token", client, 1, 2e6, nil, "less than one clock unit"},
+		{"fill time beyond 2^52 µs", client, 1 << 40, 1e-3, nil, "2^52"},
+		{"WithClock", client, 1, 1, []Option{WithClock(NewFakeClock(epoch))}, "WithClock does not apply"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := NewRedisTokenBucket(tc.client, tc.capacity, tc.rate, tc.opts...)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Nil(t, l)
+		})
+	}
+}
+
+func TestRedisTokenBucketWorksThroughARing(t *testing.T) {
+	m, _, _ := miniredisClock(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": m.Addr()}})
+	defer ring.Close()
+	l, err := NewRedisTokenBucket(ring, 2, 1)
+	require.NoError(t, err)
+	for _, want := range []bool{true, true, false} {
+		res, err := l.Allow(context.Background(), "k", 1)
+		require.NoError(t, err)
+		assert.Equal(t, want, res.Allowed)
+	}
+}
