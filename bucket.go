@@ -71,7 +71,7 @@ func rateInterval(kind string, rate, unitsPerSecond float64) (int64, error) {
 	if interval < 1 {
 		return 0, fmt.Errorf("%w: %s: refill rate %v/s gives less than one clock unit (1/%v s) per token", ErrInvalidConfig, kind, rate, unitsPerSecond)
 	}
-	if interval > maxTau {
+	if interval > maxSpan {
 		return 0, fmt.Errorf("%w: %s: refill rate %v/s is so slow that one token overflows the clock", ErrInvalidConfig, kind, rate)
 	}
 	return int64(math.Round(interval)), nil

@@ -204,14 +204,14 @@ func TestMemoryIsBoundedByActiveKeys(t *testing.T) {
 		_, err := l.Allow(ctx, k, 1)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, perPhase, l.s.keys())
+	assert.Equal(t, perPhase, l.s.tats.len())
 
 	clock.Advance(2 * time.Second) // every bucket of the first phase is full
 	for _, k := range keys[perPhase:] {
 		_, err := l.Allow(ctx, k, 1)
 		require.NoError(t, err)
 	}
-	assert.LessOrEqual(t, l.s.keys(), perPhase, "keys held after the second phase")
+	assert.LessOrEqual(t, l.s.tats.len(), perPhase, "keys held after the second phase")
 
 	clock.Advance(2 * time.Second)
 	// Touching each shard once (a peek on a handful of keys) lets it drop
@@ -220,7 +220,7 @@ func TestMemoryIsBoundedByActiveKeys(t *testing.T) {
 		_, err := l.Allow(ctx, k, 0)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, 0, l.s.keys())
+	assert.Equal(t, 0, l.s.tats.len())
 }
 
 func TestPeekCreatesNoKey(t *testing.T) {
@@ -230,7 +230,7 @@ func TestPeekCreatesNoKey(t *testing.T) {
 		_, err := l.Allow(context.Background(), strconv.Itoa(i), 0)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, 0, l.s.keys())
+	assert.Equal(t, 0, l.s.tats.len())
 }
 
 func TestSystemClockIsMonotonic(t *testing.T) {

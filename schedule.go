@@ -2,9 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
-	"hash/maphash"
 	"math"
-	"sync"
 	"time"
 )
 
@@ -16,11 +14,10 @@ import (
 // new tat is at most tau = C·T ahead of now. That is a token bucket and GCRA
 // at once, in integers only, so no decision ever drifts.
 //
-// A key whose tat has passed is full, which is the same as an absent key, so
-// the engine keeps state only for keys that are not full. Keys are spread over
-// shards; each shard keeps two generations of keys and, on its own calls,
-// drops a generation once all its keys must be full again. No goroutine is
-// involved, and memory is bounded by the keys used within the last fill time.
+// A key whose tat has passed is full, the same as an absent key, so its tat is
+// also its expiry in the keyTable. Time stands still for the keys of a shard
+// while the clock reads earlier than the shard's latest call, so a clock going
+// backwards creates no tokens.
 //
 // A schedule is safe for concurrent use.
 type schedule struct {
@@ -29,38 +26,8 @@ type schedule struct {
 	interval int64     // T: nanoseconds per token, >= 1
 	capacity int64     // C: tokens, >= 1
 	tau      int64     // C·T: nanoseconds from empty to full
-	span     int64     // how long a generation lasts: max(tau, minSpan)
 	maxNow   int64     // time stands still past this, so tat arithmetic cannot overflow
-	seed     maphash.Seed
-	shards   [shardCount]shard
-}
-
-// shardCount is the number of independently locked parts of a schedule; a
-// power of two.
-const shardCount = 64
-
-// maxTau bounds C·T so that now + 2·tau never overflows an int64, even at the
-// largest clock reading a time.Duration can express.
-const maxTau = math.MaxInt64 / 4
-
-// minSpan is the shortest time a generation lasts, so that a bucket that
-// fills in microseconds does not make a new map on every call.
-const minSpan = int64(time.Millisecond)
-
-// shard holds the keys whose hash falls on it. Its fields are guarded by mu.
-type shard struct {
-	mu   sync.Mutex
-	now  int64      // latest time seen; the shard's time never goes backwards
-	cur  generation // keys written since cur.born
-	prev generation // keys last written before cur.born
-	_    [128 - 8 - 8 - 2*24]byte
-}
-
-// generation is a set of keys last written within one stretch of time.
-type generation struct {
-	tats   map[string]int64 // key → tat; nil until the first write
-	born   int64            // when the generation started
-	maxTat int64            // the latest tat written into it
+	tats     *keyTable[int64]
 }
 
 // newSchedule validates a bucket of capacity tokens refilling one token every
@@ -73,7 +40,7 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 	if interval < 1 {
 		return nil, fmt.Errorf("%w: %s: one token every %d ns is shorter than the clock's 1 ns unit", ErrInvalidConfig, kind, interval)
 	}
-	if int64(capacity) > maxTau/interval {
+	if int64(capacity) > maxSpan/interval {
 		return nil, fmt.Errorf("%w: %s: capacity %d × %s per token overflows the clock", ErrInvalidConfig, kind, capacity, time.Duration(interval))
 	}
 	tau := int64(capacity) * interval
@@ -83,9 +50,8 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 		interval: interval,
 		capacity: int64(capacity),
 		tau:      tau,
-		span:     max(tau, minSpan),
 		maxNow:   math.MaxInt64 - 2*tau,
-		seed:     maphash.MakeSeed(),
+		tats:     newKeyTable[int64](tau),
 	}, nil
 }
 
@@ -98,22 +64,25 @@ func (s *schedule) allow(key string, n int) (Result, error) {
 		return Result{Limit: int(s.capacity)}, fmt.Errorf("%w: n = %d, limit = %d", ErrCostExceedsLimit, n, s.capacity)
 	}
 	reading := int64(s.clock.Now().Sub(s.start))
-	sh := &s.shards[maphash.String(s.seed, key)&(shardCount-1)]
+	sh := s.tats.shard(key)
 
 	sh.mu.Lock()
-	now := sh.advance(reading, s.maxNow, s.span)
-	tat, inCur := sh.lookup(key)
-	tat = max(tat, now)
+	now := sh.advance(reading, s.maxNow, s.tats.span)
+	state, inCur := sh.lookup(key)
+	tat := now // an absent key is full
+	if state != nil {
+		tat = max(*state, now)
+	}
 	newTat := tat + int64(n)*s.interval
 	allowed := newTat-now <= s.tau
 	if allowed && n > 0 {
-		sh.store(key, newTat, inCur)
+		*sh.write(key, state, inCur, newTat) = newTat
 	}
 	sh.mu.Unlock()
 
 	// A clock behind the shard's time must first catch up: that lag is part
 	// of every wait.
-	lag := min(max(now-reading, 0), maxTau)
+	lag := min(max(now-reading, 0), maxSpan)
 	if !allowed {
 		res := s.result(false, tat, now, lag)
 		res.RetryAfter = time.Duration(lag + newTat - s.tau - now)
@@ -139,58 +108,3 @@ func (s *schedule) result(allowed bool, tat, now, lag int64) Result {
 
 // fillTime is the time from empty to full.
 func (s *schedule) fillTime() time.Duration { return time.Duration(s.tau) }
-
-// advance moves the shard's time to now, unless now is earlier (a clock going
-// backwards creates no tokens; time stands still until it catches up), and
-// drops generations whose keys are all full. It returns the shard's time.
-func (sh *shard) advance(now, maxNow, span int64) int64 {
-	now = min(max(now, sh.now), maxNow)
-	sh.now = now
-	if now-sh.cur.born < span {
-		return now
-	}
-	// Every key in prev was last written before cur.born, so its tat is at
-	// most cur.born + tau <= cur.born + span <= now: prev is all full, and
-	// goes. cur becomes prev, unless its keys are all full as well.
-	if sh.cur.maxTat <= now {
-		sh.prev = generation{}
-	} else {
-		sh.prev = sh.cur
-	}
-	sh.cur = generation{born: now}
-	return now
-}
-
-// lookup returns key's tat and whether it is in the current generation. An
-// absent key has tat 0, which is always in the past: full.
-func (sh *shard) lookup(key string) (tat int64, inCur bool) {
-	if tat, ok := sh.cur.tats[key]; ok {
-		return tat, true
-	}
-	return sh.prev.tats[key], false
-}
-
-// store writes key's tat into the current generation, moving it out of the
-// previous one if it was there.
-func (sh *shard) store(key string, tat int64, inCur bool) {
-	if !inCur {
-		delete(sh.prev.tats, key)
-		if sh.cur.tats == nil {
-			sh.cur.tats = make(map[string]int64)
-		}
-	}
-	sh.cur.tats[key] = tat
-	sh.cur.maxTat = max(sh.cur.maxTat, tat)
-}
-
-// keys returns how many keys the schedule holds. It is for tests.
-func (s *schedule) keys() int {
-	total := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		total += len(sh.cur.tats) + len(sh.prev.tats)
-		sh.mu.Unlock()
-	}
-	return total
-}

@@ -1,0 +1,132 @@
+package ratelimit
+
+import (
+	"hash/maphash"
+	"math"
+	"sync"
+	"time"
+)
+
+// keyTable holds the in-process limiters' per-key state, a V for each key
+// that is not back to its full limit, and forgets keys once they are, with no
+// goroutine.
+//
+// Each state has an expiry: the time after which the key is full again, so an
+// absent key means the same. Keys are spread over shards, each with its own
+// lock and its own time, which never goes backwards. A shard keeps two
+// generations of keys: cur, written since cur.born, and prev, written before.
+// A state written at time w expires by w + span at the latest, so once a
+// shard's time is span past cur.born, every key in prev has expired and prev
+// is dropped whole; cur becomes prev, or goes too if all of it has expired.
+// Memory is thus bounded by the keys written within the last two spans, and
+// by those within the last span once they have all expired.
+//
+// A keyTable is safe for concurrent use through its shards' locks.
+type keyTable[V any] struct {
+	seed   maphash.Seed
+	span   int64 // ns: no state outlives its write by more than this
+	shards [shardCount]tableShard[V]
+}
+
+// shardCount is the number of independently locked parts of a keyTable; a
+// power of two.
+const shardCount = 64
+
+// minSpan is the shortest time a generation lasts, so that limits that reset
+// within microseconds do not make a new map on every call.
+const minSpan = int64(time.Millisecond)
+
+// maxSpan bounds the in-process limiters' spans (time from empty to full, or a
+// window) so that now + 2·span never overflows an int64 at the largest clock
+// reading a time.Duration can express.
+const maxSpan = math.MaxInt64 / 4
+
+// tableShard holds the keys whose hash falls on it. Its fields are guarded by
+// mu.
+type tableShard[V any] struct {
+	mu   sync.Mutex
+	now  int64 // latest time seen; never goes backwards
+	cur  generation[V]
+	prev generation[V]
+	_    [64]byte // keeps neighbouring shards' locks off one cache line
+}
+
+// generation is a set of keys last written within one stretch of time. It
+// maps keys to pointers so that a call on a key already in the current
+// generation hashes the key into the map once, not twice.
+type generation[V any] struct {
+	states    map[string]*V // nil until the first write
+	born      int64        // when the generation started
+	maxExpiry int64        // the latest expiry written into it
+}
+
+// newKeyTable returns a keyTable whose states expire at most span ns after
+// they are written.
+func newKeyTable[V any](span int64) *keyTable[V] {
+	return &keyTable[V]{seed: maphash.MakeSeed(), span: max(span, minSpan)}
+}
+
+// shard returns key's shard.
+func (t *keyTable[V]) shard(key string) *tableShard[V] {
+	return &t.shards[maphash.String(t.seed, key)&(shardCount-1)]
+}
+
+// advance moves the shard's time to reading, unless reading is earlier (then
+// time stands still until the clock catches up), drops generations that have
+// all expired, and returns the shard's time. The caller holds sh.mu.
+func (sh *tableShard[V]) advance(reading, maxNow, span int64) int64 {
+	now := min(max(reading, sh.now), maxNow)
+	sh.now = now
+	if now-sh.cur.born < span {
+		return now
+	}
+	if sh.cur.maxExpiry <= now {
+		sh.prev = generation[V]{}
+	} else {
+		sh.prev = sh.cur
+	}
+	sh.cur = generation[V]{born: now}
+	return now
+}
+
+// lookup returns key's state, nil if there is none, and whether it is in the
+// current generation. The caller holds sh.mu.
+func (sh *tableShard[V]) lookup(key string) (state *V, inCur bool) {
+	if state, ok := sh.cur.states[key]; ok {
+		return state, true
+	}
+	return sh.prev.states[key], false
+}
+
+// write returns where to write key's new state, which expires at expiry:
+// state itself when it is in the current generation, state moved there from
+// the previous one, or a new state for an absent key (state nil). The caller
+// holds sh.mu.
+func (sh *tableShard[V]) write(key string, state *V, inCur bool, expiry int64) *V {
+	sh.cur.maxExpiry = max(sh.cur.maxExpiry, expiry)
+	if inCur {
+		return state
+	}
+	if state == nil {
+		state = new(V)
+	} else {
+		delete(sh.prev.states, key)
+	}
+	if sh.cur.states == nil {
+		sh.cur.states = make(map[string]*V)
+	}
+	sh.cur.states[key] = state
+	return state
+}
+
+// len returns how many keys the table holds. It is for tests.
+func (t *keyTable[V]) len() int {
+	total := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		total += len(sh.cur.states) + len(sh.prev.states)
+		sh.mu.Unlock()
+	}
+	return total
+}
