@@ -56,8 +56,8 @@ type tableShard[V any] struct {
 // generation hashes the key into the map once, not twice.
 type generation[V any] struct {
 	states    map[string]*V // nil until the first write
-	born      int64        // when the generation started
-	maxExpiry int64        // the latest expiry written into it
+	born      int64         // when the generation started
+	maxExpiry int64         // the latest expiry written into it
 }
 
 // newKeyTable returns a keyTable whose states expire at most span ns after
