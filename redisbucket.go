@@ -3,8 +3,6 @@ package ratelimit
 import (
 	"context"
 	_ "embed"
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,11 +36,8 @@ const DefaultTokenBucketPrefix = "ratelimit:tb:"
 // A RedisTokenBucket is safe for concurrent use as far as its client is. The
 // zero value is not usable; create one with NewRedisTokenBucket.
 type RedisTokenBucket struct {
-	client   redis.Scripter
-	prefix   string
-	capacity int
+	r        redisLimiter
 	fillTime time.Duration
-	args     [2]any // capacity and microseconds per token, formatted once
 }
 
 // NewRedisTokenBucket returns a token bucket of capacity tokens per key
@@ -57,54 +52,25 @@ type RedisTokenBucket struct {
 // option that does not apply.
 func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64, opts ...Option) (*RedisTokenBucket, error) {
 	const kind = "NewRedisTokenBucket"
-	cfg, err := applyOptions(kind, onRedis, opts)
+	r, err := newRedisLimiter(kind, "Redis token bucket", client, tokenBucketScript, DefaultTokenBucketPrefix, "capacity", capacity, opts)
 	if err != nil {
 		return nil, err
-	}
-	if isNil(client) {
-		return nil, fmt.Errorf("%w: %s: nil Redis client", ErrInvalidConfig, kind)
-	}
-	if capacity <= 0 {
-		return nil, fmt.Errorf("%w: %s: capacity %d must be > 0", ErrInvalidConfig, kind, capacity)
 	}
 	interval, err := rateInterval(kind, refillRate, 1e6)
 	if err != nil {
 		return nil, err
 	}
-	if int64(capacity) > maxRedisSpan/interval {
-		return nil, fmt.Errorf("%w: %s: capacity %d × %d µs per token is beyond the 2^52 µs a Redis script can count exactly", ErrInvalidConfig, kind, capacity, interval)
+	if err := checkRedisSpan(kind, int64(capacity), interval); err != nil {
+		return nil, err
 	}
-	prefix := DefaultTokenBucketPrefix
-	if cfg.prefixSet {
-		prefix = cfg.prefix
-	}
-	return &RedisTokenBucket{
-		client:   client,
-		prefix:   prefix,
-		capacity: capacity,
-		fillTime: time.Duration(int64(capacity)*interval) * time.Microsecond,
-		args:     [2]any{strconv.Itoa(capacity), strconv.FormatInt(interval, 10)},
-	}, nil
+	r.setParam(interval)
+	return &RedisTokenBucket{r: r, fillTime: time.Duration(int64(capacity)*interval) * time.Microsecond}, nil
 }
 
 // Allow takes n tokens from key's bucket in Redis if at least n are there.
 // See Limiter for the contract. ctx bounds the round trip.
 func (b *RedisTokenBucket) Allow(ctx context.Context, key string, n int) (Result, error) {
-	if n < 0 {
-		return Result{Limit: b.capacity}, fmt.Errorf("%w: n = %d must be >= 0", ErrInvalidCost, n)
-	}
-	if n > b.capacity {
-		return Result{Limit: b.capacity}, fmt.Errorf("%w: n = %d, limit = %d", ErrCostExceedsLimit, n, b.capacity)
-	}
-	reply, err := tokenBucketScript.Run(ctx, b.client, []string{b.prefix + key}, b.args[0], b.args[1], n).Result()
-	if err != nil {
-		return Result{Limit: b.capacity}, fmt.Errorf("ratelimit: Redis token bucket %q: %w", b.prefix+key, err)
-	}
-	res, err := decisionFromReply(reply, b.capacity)
-	if err != nil {
-		return res, fmt.Errorf("ratelimit: Redis token bucket %q: %w", b.prefix+key, err)
-	}
-	return res, nil
+	return b.r.allow(ctx, key, n)
 }
 
 // FillTime returns the time a bucket takes to refill from empty to full.

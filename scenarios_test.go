@@ -183,3 +183,68 @@ var bucketScenarios = []scenario{
 		},
 	},
 }
+
+// windowScenarios hold for the fixed windows, in process and on Redis. Every
+// time here is whole milliseconds, the unit of Redis expiry.
+var windowScenarios = []scenario{
+	{
+		name: "counts up to the limit; denials do not count", limit: 3, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", 1, ok(3, 2, 10*time.Second), nil},
+			{0, "k", 2, ok(3, 0, 10*time.Second), nil},
+			{4 * time.Second, "k", 1, no(3, 0, 6*time.Second, 6*time.Second), nil},
+			{0, "k", 1, no(3, 0, 6*time.Second, 6*time.Second), nil},
+			{6*time.Second - ms, "k", 1, no(3, 0, ms, ms), nil},
+			{ms, "k", 1, ok(3, 2, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "the window opens at the first counted request", limit: 2, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", 0, ok(2, 2, 0), nil},
+			{5 * time.Second, "k", 0, ok(2, 2, 0), nil},
+			{0, "k", 1, ok(2, 1, 10*time.Second), nil},
+			{9 * time.Second, "k", 0, ok(2, 1, time.Second), nil},
+			{0, "k", 1, ok(2, 0, time.Second), nil},
+			{time.Second, "k", 2, ok(2, 0, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "a burst across the boundary gets through twice", limit: 3, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", 1, ok(3, 2, 10*time.Second), nil},
+			{9900 * ms, "k", 2, ok(3, 0, 100*ms), nil},
+			{100 * ms, "k", 3, ok(3, 0, 10*time.Second), nil},
+			{0, "k", 1, no(3, 0, 10*time.Second, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "invalid and impossible costs change nothing", limit: 3, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", -1, Result{Limit: 3}, ErrInvalidCost},
+			{0, "k", 4, Result{Limit: 3}, ErrCostExceedsLimit},
+			{0, "k", 0, ok(3, 3, 0), nil},
+			{0, "k", 3, ok(3, 0, 10*time.Second), nil},
+			{0, "k", 4, Result{Limit: 3}, ErrCostExceedsLimit},
+			{0, "k", 1, no(3, 0, 10*time.Second, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "keys are independent", limit: 2, period: 10 * time.Second,
+		steps: []step{
+			{0, "a", 2, ok(2, 0, 10*time.Second), nil},
+			{time.Second, "b", 1, ok(2, 1, 10*time.Second), nil},
+			{0, "a", 1, no(2, 0, 9*time.Second, 9*time.Second), nil},
+			{0, "b", 1, ok(2, 0, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "a clock going backwards opens no window early", limit: 2, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", 2, ok(2, 0, 10*time.Second), nil},
+			{-time.Hour, "k", 1, no(2, 0, time.Hour+10*time.Second, time.Hour+10*time.Second), nil},
+			{time.Hour, "k", 1, no(2, 0, 10*time.Second, 10*time.Second), nil},
+			{10 * time.Second, "k", 1, ok(2, 1, 10*time.Second), nil},
+		},
+	},
+}

@@ -1,0 +1,68 @@
+package ratelimit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// epoch is the start of every fake clock in the tests.
+var epoch = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+
+// inProcessSubject makes a subject of an in-process limiter on a FakeClock.
+func inProcessSubject(name string, newLimiter func(limit int, period time.Duration, clock Clock) (Limiter, error)) subject {
+	return subject{name, func(t *testing.T, limit int, period time.Duration) (Limiter, func(time.Duration)) {
+		clock := NewFakeClock(epoch)
+		l, err := newLimiter(limit, period, clock)
+		require.NoError(t, err)
+		return l, clock.Advance
+	}}
+}
+
+// miniredisSubject makes a subject of a Redis limiter on a miniredis whose time
+// the test moves.
+func miniredisSubject(name string, newLimiter func(client *redis.Client, limit int, period time.Duration) (Limiter, error)) subject {
+	return subject{name + "/miniredis", func(t *testing.T, limit int, period time.Duration) (Limiter, func(time.Duration)) {
+		_, client, advance := miniredisClock(t)
+		l, err := newLimiter(client, limit, period)
+		require.NoError(t, err)
+		return l, advance
+	}}
+}
+
+// bucketSubjects are the limiters that behave as token buckets: capacity
+// limit, refilling in period from empty to full.
+var bucketSubjects = []subject{
+	inProcessSubject("TokenBucket", func(limit int, period time.Duration, clock Clock) (Limiter, error) {
+		return NewTokenBucket(limit, float64(limit)/period.Seconds(), WithClock(clock))
+	}),
+	inProcessSubject("GCRA", func(limit int, period time.Duration, clock Clock) (Limiter, error) {
+		return NewGCRA(limit, period, WithClock(clock))
+	}),
+	miniredisSubject("RedisTokenBucket", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
+		return NewRedisTokenBucket(client, limit, float64(limit)/period.Seconds())
+	}),
+	miniredisSubject("RedisGCRA", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
+		return NewRedisGCRA(client, limit, period)
+	}),
+}
+
+// windowSubjects are the fixed windows: limit per window of period.
+var windowSubjects = []subject{
+	inProcessSubject("FixedWindow", func(limit int, period time.Duration, clock Clock) (Limiter, error) {
+		return NewFixedWindow(limit, period, WithClock(clock))
+	}),
+	miniredisSubject("RedisFixedWindow", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
+		return NewRedisFixedWindow(client, limit, period)
+	}),
+}
+
+func TestBucketScenarios(t *testing.T) {
+	runScenarios(t, bucketSubjects, bucketScenarios)
+}
+
+func TestWindowScenarios(t *testing.T) {
+	runScenarios(t, windowSubjects, windowScenarios)
+}
