@@ -21,108 +21,181 @@ import (
 // miniredis cannot show, such as real Lua number formatting, real TIME, real
 // timeouts and a real cluster.
 
-func TestRealRedisTokenBucketSharesOneBudgetAcrossClients(t *testing.T) {
+// redisKind is one Redis limiter, built as limit per period.
+type redisKind struct {
+	name   string
+	prefix string
+	new    func(client redis.Scripter, limit int, period time.Duration) (Limiter, error)
+}
+
+var redisKinds = []redisKind{
+	{"RedisTokenBucket", DefaultTokenBucketPrefix, func(c redis.Scripter, limit int, period time.Duration) (Limiter, error) {
+		return NewRedisTokenBucket(c, limit, float64(limit)/period.Seconds())
+	}},
+	{"RedisGCRA", DefaultGCRAPrefix, func(c redis.Scripter, limit int, period time.Duration) (Limiter, error) {
+		return NewRedisGCRA(c, limit, period)
+	}},
+	{"RedisFixedWindow", DefaultFixedWindowPrefix, func(c redis.Scripter, limit int, period time.Duration) (Limiter, error) {
+		return NewRedisFixedWindow(c, limit, period)
+	}},
+}
+
+func TestRealRedisSharesOneBudgetAcrossClients(t *testing.T) {
 	server := redistest.Start(t)
 	const (
-		capacity = 10
-		rate     = 100.0 // tokens per second
-		clients  = 3
-		runFor   = 400 * time.Millisecond
+		limit   = 10
+		clients = 3
+		runFor  = 400 * time.Millisecond
 	)
-	var allowed atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < clients; i++ {
-		l, err := NewRedisTokenBucket(server.Client(t), capacity, rate)
-		require.NoError(t, err)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Since(start) < runFor {
-				res, err := l.Allow(context.Background(), "shared", 1)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if res.Allowed {
-					allowed.Add(1)
-				}
+	for _, kind := range redisKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			// Buckets refill 100 tokens/s; the window lasts past the test.
+			period := limit * 10 * time.Millisecond
+			if kind.prefix == DefaultFixedWindowPrefix {
+				period = time.Minute
 			}
-		}()
+			var allowed atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			for i := 0; i < clients; i++ {
+				l, err := kind.new(server.Client(t), limit, period)
+				require.NoError(t, err)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for time.Since(start) < runFor {
+						res, err := l.Allow(context.Background(), "shared", 1)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if res.Allowed {
+							allowed.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			got := float64(allowed.Load())
+			if kind.prefix == DefaultFixedWindowPrefix {
+				assert.Equal(t, float64(limit), got, "one window, shared")
+				return
+			}
+			// Seed 000's bound: never more than the capacity plus what
+			// refilled, and clients hammering a key get close to it.
+			bound := limit + float64(limit)/period.Seconds()*elapsed.Seconds()
+			t.Logf("%d clients allowed %v in %v; bound %.1f", clients, got, elapsed, bound)
+			assert.LessOrEqual(t, got, bound)
+			assert.GreaterOrEqual(t, got, 0.8*bound)
+		})
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	// Seed 000's bound: never more than the capacity plus what refilled.
-	bound := capacity + rate*elapsed.Seconds()
-	got := float64(allowed.Load())
-	t.Logf("%d clients allowed %v in %v; bound %.1f", clients, got, elapsed, bound)
-	assert.LessOrEqual(t, got, bound)
-	assert.GreaterOrEqual(t, got, 0.8*bound, "clients hammering a shared key get close to the bound")
 }
 
-func TestRealRedisTokenBucketKeepsEveryDigitAndSetsTheTTL(t *testing.T) {
+func TestRealRedisKeepsEveryDigitAndSetsTheTTL(t *testing.T) {
 	server := redistest.Start(t)
 	client := server.Client(t)
 	ctx := context.Background()
-	l, err := NewRedisTokenBucket(client, 5, 1) // 1 s per token
-	require.NoError(t, err)
-	res, err := l.Allow(ctx, "k", 3)
-	require.NoError(t, err)
-	assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 2, ResetAfter: 3 * time.Second}, res)
-
-	key := DefaultTokenBucketPrefix + "k"
-	fields, err := client.HGetAll(ctx, key).Result()
-	require.NoError(t, err)
-	assert.Equal(t, "2000000", fields["credit"])
-	// last_refill is the server's TIME in µs, every one of its 16 digits:
-	// tostring would have kept 14 and written it in exponent form.
-	last, err := strconv.ParseInt(fields["last_refill"], 10, 64)
-	require.NoError(t, err, "last_refill %q is a whole number", fields["last_refill"])
-	assert.Len(t, fields["last_refill"], 16)
-	serverNow, err := client.Time(ctx).Result()
-	require.NoError(t, err)
-	assert.InDelta(t, serverNow.UnixMicro(), last, float64(5*time.Second/time.Microsecond))
-
-	ttl, err := client.PTTL(ctx, key).Result()
-	require.NoError(t, err)
-	assert.LessOrEqual(t, ttl, 3*time.Second)
-	assert.Greater(t, ttl, 2500*time.Millisecond)
-}
-
-func TestRealRedisTokenBucketSurvivesScriptFlush(t *testing.T) {
-	server := redistest.Start(t)
-	client := server.Client(t)
-	ctx := context.Background()
-	l, err := NewRedisTokenBucket(client, 5, 0.001) // no refill during the test
-	require.NoError(t, err)
-	for want := 4; want >= 0; want-- {
-		if want == 2 {
-			require.NoError(t, client.ScriptFlush(ctx).Err())
-		}
-		res, err := l.Allow(ctx, "k", 1)
-		require.NoError(t, err, "after SCRIPT FLUSH the script is sent again with EVAL")
-		assert.True(t, res.Allowed)
-		assert.Equal(t, want, res.Remaining)
+	serverMicros := func() int64 {
+		now, err := client.Time(ctx).Result()
+		require.NoError(t, err)
+		return now.UnixMicro()
 	}
-	res, err := l.Allow(ctx, "k", 1)
-	require.NoError(t, err)
-	assert.False(t, res.Allowed)
+	// A whole number of µs with all 16 digits: tostring would have kept 14
+	// and written it in exponent form.
+	assertMicros := func(t *testing.T, s string, near int64) {
+		t.Helper()
+		v, err := strconv.ParseInt(s, 10, 64)
+		require.NoError(t, err, "%q is a whole number", s)
+		assert.Len(t, s, 16)
+		assert.InDelta(t, near, v, float64(10*time.Second/time.Microsecond))
+	}
+	assertTTL := func(t *testing.T, key string, want time.Duration) {
+		t.Helper()
+		ttl, err := client.PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		assert.LessOrEqual(t, ttl, want)
+		assert.Greater(t, ttl, want-500*time.Millisecond)
+	}
+
+	t.Run("RedisTokenBucket", func(t *testing.T) {
+		l, err := NewRedisTokenBucket(client, 5, 1) // 1 s per token
+		require.NoError(t, err)
+		res, err := l.Allow(ctx, "k", 3)
+		require.NoError(t, err)
+		assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 2, ResetAfter: 3 * time.Second}, res)
+		fields, err := client.HGetAll(ctx, DefaultTokenBucketPrefix+"k").Result()
+		require.NoError(t, err)
+		assert.Equal(t, "2000000", fields["credit"])
+		assertMicros(t, fields["last_refill"], serverMicros())
+		assertTTL(t, DefaultTokenBucketPrefix+"k", 3*time.Second)
+	})
+	t.Run("RedisGCRA", func(t *testing.T) {
+		l, err := NewRedisGCRA(client, 5, 5*time.Second)
+		require.NoError(t, err)
+		res, err := l.Allow(ctx, "k", 3)
+		require.NoError(t, err)
+		assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 2, ResetAfter: 3 * time.Second}, res)
+		tat, err := client.Get(ctx, DefaultGCRAPrefix+"k").Result()
+		require.NoError(t, err)
+		assertMicros(t, tat, serverMicros()+3_000_000)
+		assertTTL(t, DefaultGCRAPrefix+"k", 3*time.Second)
+	})
+	t.Run("RedisFixedWindow", func(t *testing.T) {
+		l, err := NewRedisFixedWindow(client, 5, 5*time.Second)
+		require.NoError(t, err)
+		res, err := l.Allow(ctx, "k", 3)
+		require.NoError(t, err)
+		assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 2, ResetAfter: 5 * time.Second}, res)
+		count, err := client.Get(ctx, DefaultFixedWindowPrefix+"k").Result()
+		require.NoError(t, err)
+		assert.Equal(t, "3", count)
+		assertTTL(t, DefaultFixedWindowPrefix+"k", 5*time.Second)
+	})
 }
 
-func TestRealRedisTokenBucketWrongKeyType(t *testing.T) {
+func TestRealRedisSurvivesScriptFlush(t *testing.T) {
 	server := redistest.Start(t)
 	client := server.Client(t)
 	ctx := context.Background()
-	require.NoError(t, client.LPush(ctx, DefaultTokenBucketPrefix+"list", "x").Err())
-	l, err := NewRedisTokenBucket(client, 5, 1)
-	require.NoError(t, err)
-	res, err := l.Allow(ctx, "list", 1)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "WRONGTYPE")
-	assert.Equal(t, Result{Limit: 5}, res)
+	for _, kind := range redisKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			l, err := kind.new(client, 5, time.Hour) // nothing refills during the test
+			require.NoError(t, err)
+			for want := 4; want >= 0; want-- {
+				if want == 2 {
+					require.NoError(t, client.ScriptFlush(ctx).Err())
+				}
+				res, err := l.Allow(ctx, "k", 1)
+				require.NoError(t, err, "after SCRIPT FLUSH the script is sent again with EVAL")
+				assert.True(t, res.Allowed)
+				assert.Equal(t, want, res.Remaining)
+			}
+			res, err := l.Allow(ctx, "k", 1)
+			require.NoError(t, err)
+			assert.False(t, res.Allowed)
+		})
+	}
 }
 
-func TestRealRedisTokenBucketStoppedServer(t *testing.T) {
+func TestRealRedisWrongKeyType(t *testing.T) {
+	server := redistest.Start(t)
+	client := server.Client(t)
+	ctx := context.Background()
+	for _, kind := range redisKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			require.NoError(t, client.LPush(ctx, kind.prefix+"list", "x").Err())
+			l, err := kind.new(client, 5, time.Second)
+			require.NoError(t, err)
+			res, err := l.Allow(ctx, "list", 1)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "WRONGTYPE")
+			assert.Equal(t, Result{Limit: 5}, res)
+		})
+	}
+}
+
+func TestRealRedisStoppedServer(t *testing.T) {
 	server := redistest.Start(t)
 	client := server.Client(t, func(o *redis.Options) {
 		o.DialTimeout = 100 * time.Millisecond
@@ -131,35 +204,43 @@ func TestRealRedisTokenBucketStoppedServer(t *testing.T) {
 		o.MaxRetries = -1
 		o.DialerRetries = 1
 	})
-	l, err := NewRedisTokenBucket(client, 5, 1)
-	require.NoError(t, err)
-	_, err = l.Allow(context.Background(), "k", 1)
-	require.NoError(t, err)
+	var limiters []Limiter
+	for _, kind := range redisKinds {
+		l, err := kind.new(client, 5, time.Second)
+		require.NoError(t, err)
+		_, err = l.Allow(context.Background(), "k", 1)
+		require.NoError(t, err)
+		limiters = append(limiters, l)
+	}
 
 	server.Kill()
-	start := time.Now()
-	res, err := l.Allow(context.Background(), "k", 1)
-	elapsed := time.Since(start)
-	require.Error(t, err)
-	assert.Equal(t, Result{Limit: 5}, res)
-	var netErr net.Error
-	assert.ErrorAs(t, err, &netErr, "the client's network error is wrapped")
-	assert.Less(t, elapsed, time.Second, "an error comes within the client's timeouts")
+	for i, l := range limiters {
+		start := time.Now()
+		res, err := l.Allow(context.Background(), "k", 1)
+		elapsed := time.Since(start)
+		require.Error(t, err, redisKinds[i].name)
+		assert.Equal(t, Result{Limit: 5}, res)
+		var netErr net.Error
+		assert.ErrorAs(t, err, &netErr, "%s: the client's network error is wrapped", redisKinds[i].name)
+		assert.Less(t, elapsed, time.Second, "%s: an error comes within the client's timeouts", redisKinds[i].name)
+	}
 }
 
-func TestRealRedisClusterTokenBucketAcrossSlots(t *testing.T) {
+func TestRealRedisClusterAcrossSlots(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
 	ctx := context.Background()
-	l, err := NewRedisTokenBucket(client, 2, 0.001)
-	require.NoError(t, err)
-	const keys = 300
-	for i := 0; i < keys; i++ {
-		key := "user:" + strconv.Itoa(i)
-		for j, want := range []bool{true, true, false} {
-			res, err := l.Allow(ctx, key, 1)
-			require.NoError(t, err, "key %s call %d", key, j)
-			require.Equal(t, want, res.Allowed, "key %s call %d", key, j)
+	const keys = 200
+	for _, kind := range redisKinds {
+		l, err := kind.new(client, 2, time.Hour)
+		require.NoError(t, err)
+		for i := 0; i < keys; i++ {
+			key := "user:" + strconv.Itoa(i)
+			for j, want := range []bool{true, true, false} {
+				res, err := l.Allow(ctx, key, 1)
+				require.NoError(t, err, "%s key %s call %d", kind.name, key, j)
+				require.Equal(t, want, res.Allowed, "%s key %s call %d", kind.name, key, j)
+			}
 		}
 	}
 	// The keys are spread over every master.
@@ -175,10 +256,10 @@ func TestRealRedisClusterTokenBucketAcrossSlots(t *testing.T) {
 	require.Len(t, sizes, 3)
 	var total int64
 	for _, n := range sizes {
-		assert.Greater(t, n, int64(keys/10), "every master holds a share of the keys: %v", sizes)
+		assert.Greater(t, n, int64(len(redisKinds)*keys/10), "every master holds a share of the keys: %v", sizes)
 		total += n
 	}
-	assert.Equal(t, int64(keys), total)
+	assert.Equal(t, int64(len(redisKinds)*keys), total)
 }
 
 // TestRealRedisRetriedTimeoutTakesTokensTwice shows why the Redis limiters
