@@ -21,10 +21,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/examples/internal/demoredis"
 )
 
 const (
@@ -42,7 +40,7 @@ const (
 func main() {
 	var err error
 	if id := os.Getenv(workerEnv); id != "" {
-		err = worker(id, os.Getenv("REDIS_ADDR"))
+		err = worker(id)
 	} else {
 		err = parent()
 	}
@@ -54,25 +52,17 @@ func main() {
 
 // parent starts Redis if needed, runs the workers and prints the totals.
 func parent() error {
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		m := miniredis.NewMiniRedis()
-		if err := m.StartAddr("127.0.0.1:0"); err != nil {
-			return fmt.Errorf("start embedded Redis: %w", err)
-		}
-		defer m.Close()
-		addr = m.Addr()
-		fmt.Printf("embedded Redis (miniredis) on %s; set REDIS_ADDR to use a real server\n", addr)
-	} else {
-		fmt.Printf("Redis at %s\n", addr)
+	r, err := demoredis.Open()
+	if err != nil {
+		return err
 	}
+	defer r.Close()
+	fmt.Println(r.Describe())
 
 	// Start from a full bucket.
-	client := redis.NewClient(&redis.Options{Addr: addr})
-	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := client.Del(ctx, ratelimit.DefaultTokenBucketPrefix+key).Err(); err != nil {
+	if err := r.Client.Del(ctx, ratelimit.DefaultTokenBucketPrefix+key).Err(); err != nil {
 		return fmt.Errorf("reset the demo key: %w", err)
 	}
 
@@ -91,7 +81,7 @@ func parent() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reports[i], errs[i] = runWorker(self, i+1, addr)
+			reports[i], errs[i] = runWorker(self, i+1, r.Addr)
 		}()
 	}
 	wg.Wait()
@@ -157,11 +147,15 @@ func runWorker(self string, id int, addr string) (report, error) {
 	return r, nil
 }
 
-// worker makes the requests on the shared bucket and reports its count.
-func worker(id, addr string) error {
-	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer client.Close()
-	limiter, err := ratelimit.NewRedisTokenBucket(client, capacity, rate)
+// worker makes the requests on the shared bucket at REDIS_ADDR, which the
+// parent set, and reports its count.
+func worker(id string) error {
+	r, err := demoredis.Open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	limiter, err := ratelimit.NewRedisTokenBucket(r.Client, capacity, rate)
 	if err != nil {
 		return err
 	}
