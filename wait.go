@@ -4,10 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 )
 
+// maxJitter caps the random time Wait adds to a sleep.
+const maxJitter = 250 * time.Millisecond
+
 // Wait blocks until l allows n for key, sleeping RetryAfter between tries.
+// Each sleep is lengthened by a random jitter of up to a tenth of it (at most
+// 250 ms), so that many waiters denied together do not all come back at the
+// same instant.
 //
 // It returns at once with the error of a call that fails, such as one wrapping
 // ErrCostExceedsLimit or ErrInvalidCost, and with an error wrapping
@@ -30,10 +37,15 @@ func Wait(ctx context.Context, l Limiter, key string, n int) (Result, error) {
 			// does not, so this loop cannot spin.
 			wait = time.Millisecond
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
-			return res, fmt.Errorf("ratelimit: Wait: %s until allowed is past the deadline: %w", wait, context.DeadlineExceeded)
+		sleep := wait + jitter(wait)
+		if deadline, ok := ctx.Deadline(); ok {
+			left := time.Until(deadline)
+			if left < wait {
+				return res, fmt.Errorf("ratelimit: Wait: %s until allowed is past the deadline: %w", wait, context.DeadlineExceeded)
+			}
+			sleep = min(sleep, left)
 		}
-		timer := time.NewTimer(wait)
+		timer := time.NewTimer(sleep)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -41,4 +53,9 @@ func Wait(ctx context.Context, l Limiter, key string, n int) (Result, error) {
 		case <-timer.C:
 		}
 	}
+}
+
+// jitter returns a random duration in [0, min(wait/10, maxJitter)].
+func jitter(wait time.Duration) time.Duration {
+	return time.Duration(rand.Int64N(int64(min(wait/10, maxJitter)) + 1))
 }

@@ -1,0 +1,180 @@
+package ratelimit
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// countingLimiter counts the calls that reach l.
+type countingLimiter struct {
+	l     Limiter
+	calls atomic.Int64
+}
+
+func (c *countingLimiter) Allow(ctx context.Context, key string, n int) (Result, error) {
+	c.calls.Add(1)
+	return c.l.Allow(ctx, key, n)
+}
+
+func TestDenyCacheNeverDeniesWhatTheBackendWouldAllow(t *testing.T) {
+	// Every limiter, in process and on miniredis, behind a DenyCache on a
+	// clock that moves with the backend's. Another client takes tokens on
+	// the backend directly now and then. Each answer the cache gives
+	// itself is checked against the backend's own: a denial there changes
+	// nothing, so asking is safe.
+	r := rand.New(rand.NewPCG(9, 10))
+	subjects := append(append([]subject{}, bucketSubjects...), windowSubjects...)
+	for _, sub := range subjects {
+		t.Run(sub.name, func(t *testing.T) {
+			local := 0
+			for round := 0; round < 6; round++ {
+				limit := 1 + r.IntN(8)
+				period := time.Duration(1+r.Int64N(4000)) * time.Millisecond
+				backend, advanceBackend := sub.newLimiter(t, limit, period)
+				clock := NewFakeClock(epoch)
+				counted := &countingLimiter{l: backend}
+				cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, MaxAge: time.Duration(r.Int64N(int64(2 * period)))})
+				require.NoError(t, err)
+				ctx := context.Background()
+				for i, c := range randomSchedule(r, 300, limit, period/time.Duration(limit), false, "a", "b") {
+					c.advance = c.advance.Truncate(time.Millisecond)
+					clock.Advance(c.advance)
+					advanceBackend(c.advance)
+					if r.IntN(5) == 0 {
+						_, _ = backend.Allow(ctx, c.key, 1) // another client
+					}
+					before := counted.calls.Load()
+					got, err := cache.Allow(ctx, c.key, c.n)
+					if c.n > limit {
+						require.ErrorIs(t, err, ErrCostExceedsLimit)
+						continue
+					}
+					require.NoError(t, err)
+					if counted.calls.Load() != before {
+						continue // the backend answered
+					}
+					local++
+					require.False(t, got.Allowed, "step %d: the cache only ever denies", i)
+					truth, err := backend.Allow(ctx, c.key, c.n)
+					require.NoError(t, err)
+					require.False(t, truth.Allowed, "step %d: the cache denied %+v, the backend allows it", i, c)
+					assert.LessOrEqual(t, got.RetryAfter, truth.RetryAfter, "step %d: the cache's wait is not longer than the backend's", i)
+				}
+			}
+			assert.Positive(t, local, "the cache answered some calls itself")
+		})
+	}
+}
+
+func TestDenyCacheAnswersAFloodLocally(t *testing.T) {
+	clock := NewFakeClock(epoch)
+	backend, err := NewTokenBucket(10, 1, WithClock(clock))
+	require.NoError(t, err)
+	counted := &countingLimiter{l: backend}
+	hooks := &recordingHooks{}
+	cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, Hooks: hooks})
+	require.NoError(t, err)
+	ctx := context.Background()
+	const calls = 10_000
+	allowed := 0
+	for i := 0; i < calls; i++ {
+		res, err := cache.Allow(ctx, "flood", 1)
+		require.NoError(t, err)
+		if res.Allowed {
+			allowed++
+		}
+		clock.Advance(time.Millisecond) // 1000 requests a second against 1 a second
+	}
+	// 10 s: the 10 of the burst, then one a second.
+	assert.Equal(t, 10+9, allowed)
+	backendCalls := counted.calls.Load()
+	t.Logf("%d calls, %d reached the backend (%.1f%% answered locally)", calls, backendCalls, 100*float64(calls-int(backendCalls))/calls)
+	assert.Less(t, backendCalls, int64(calls/10), "at least 90%% answered locally")
+	assert.Equal(t, FromDenyCache, hooks.last().Source)
+}
+
+func TestDenyCacheLetsSmallerRequestsThrough(t *testing.T) {
+	clock := NewFakeClock(epoch)
+	backend, err := NewTokenBucket(5, 1, WithClock(clock))
+	require.NoError(t, err)
+	counted := &countingLimiter{l: backend}
+	cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = cache.Allow(ctx, "k", 3)
+	require.NoError(t, err)
+	res, err := cache.Allow(ctx, "k", 3) // 2 left: denied, remembered
+	require.NoError(t, err)
+	require.False(t, res.Allowed)
+	calls := counted.calls.Load()
+	res, err = cache.Allow(ctx, "k", 4)
+	require.NoError(t, err)
+	assert.False(t, res.Allowed)
+	assert.Equal(t, calls, counted.calls.Load(), "a larger request is denied locally")
+	res, err = cache.Allow(ctx, "k", 2)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "a smaller one goes to the backend and passes")
+	assert.Equal(t, calls+1, counted.calls.Load())
+	_, err = cache.Allow(ctx, "k", 0)
+	require.NoError(t, err)
+	assert.Equal(t, calls+2, counted.calls.Load(), "peeks always go to the backend")
+}
+
+func TestDenyCacheMemoryIsBounded(t *testing.T) {
+	clock := NewFakeClock(epoch)
+	backend, err := NewTokenBucket(1, 1, WithClock(clock))
+	require.NoError(t, err)
+	cache, err := NewDenyCache(backend, DenyCacheConfig{Clock: clock, MaxKeys: 6400})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := 0; i < 50_000; i++ {
+		key := strconv.Itoa(i)
+		_, _ = cache.Allow(ctx, key, 1)
+		_, _ = cache.Allow(ctx, key, 1) // denied: remembered if there is room
+	}
+	assert.LessOrEqual(t, cache.denials.len(), 6400)
+	assert.Positive(t, cache.denials.len())
+	clock.Advance(3 * time.Second) // every denial has passed
+	for i := 0; i < 1000; i++ {
+		_, _ = cache.Allow(ctx, "x"+strconv.Itoa(i), 1)
+	}
+	assert.Equal(t, 0, cache.denials.len())
+}
+
+func TestNewDenyCacheRejectsBadConfig(t *testing.T) {
+	_, err := NewDenyCache(nil, DenyCacheConfig{})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	_, err = NewDenyCache(&stubBackend{}, DenyCacheConfig{MaxAge: -1})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	_, err = NewDenyCache(&stubBackend{}, DenyCacheConfig{MaxKeys: -1})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+// BenchmarkDenyCacheFlood floods one denied key through a DenyCache and
+// reports the share of calls answered without the backend.
+func BenchmarkDenyCacheFlood(b *testing.B) {
+	backend, err := NewTokenBucket(10, 10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	counted := &countingLimiter{l: backend}
+	cache, err := NewDenyCache(counted, DenyCacheConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_, _ = cache.Allow(ctx, "flood", 1)
+		}
+	})
+	b.ReportMetric(100*(1-float64(counted.calls.Load())/float64(b.N)), "%local")
+}

@@ -1,0 +1,76 @@
+package ratelimit
+
+import "time"
+
+// Hooks receives what the Guard and DenyCache decorators do, for metrics and
+// tracing. Implementations must be safe for concurrent use and fast: they are
+// called on the request path, after each decision. The library never logs;
+// NopHooks, the default, does nothing.
+type Hooks interface {
+	// Decided is called once per Allow call answered by the decorator.
+	Decided(Decision)
+	// BreakerChanged is called when a Guard's circuit breaker changes
+	// state.
+	BreakerChanged(from, to BreakerState)
+}
+
+// Decision describes one Allow call for Hooks.
+type Decision struct {
+	Key  string
+	Cost int
+	// Result and Err are what Allow returned.
+	Result Result
+	Err    error
+	// BackendErr is the backend's error when the answer came from the
+	// failure policy because the backend failed; nil otherwise.
+	BackendErr error
+	// Latency is the time Allow took, on the decorator's clock.
+	Latency time.Duration
+	// Source says who answered.
+	Source Source
+}
+
+// Source says who answered an Allow call.
+type Source int
+
+const (
+	// FromBackend: the wrapped limiter answered.
+	FromBackend Source = iota
+	// FromFallback: the backend failed or its breaker is open, and the
+	// fallback limiter answered.
+	FromFallback
+	// FromFailOpen: the backend failed or its breaker is open, and the
+	// request was allowed by policy.
+	FromFailOpen
+	// FromFailClosed: the backend failed or its breaker is open, and the
+	// request was denied by policy.
+	FromFailClosed
+	// FromDenyCache: a DenyCache answered from a remembered denial.
+	FromDenyCache
+)
+
+// String returns the source's name in lower case, for metric labels.
+func (s Source) String() string {
+	switch s {
+	case FromBackend:
+		return "backend"
+	case FromFallback:
+		return "fallback"
+	case FromFailOpen:
+		return "fail_open"
+	case FromFailClosed:
+		return "fail_closed"
+	case FromDenyCache:
+		return "deny_cache"
+	}
+	return "unknown"
+}
+
+// NopHooks is the Hooks that does nothing.
+type NopHooks struct{}
+
+// Decided does nothing.
+func (NopHooks) Decided(Decision) {}
+
+// BreakerChanged does nothing.
+func (NopHooks) BreakerChanged(from, to BreakerState) {}
