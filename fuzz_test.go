@@ -77,3 +77,73 @@ func FuzzTokenBucket(f *testing.F) {
 		}
 	})
 }
+
+// FuzzGCRA checks the in-process GCRA against the exact token-bucket model
+// it must equal, on arbitrary schedules over two keys.
+func FuzzGCRA(f *testing.F) {
+	f.Add(uint8(10), uint16(6000), []byte{0, 1, 0, 1, 60, 1, 0, 5, 255, 1})
+	f.Add(uint8(1), uint16(1), []byte{1, 1, 1, 1, 250, 1})
+	f.Fuzz(func(t *testing.T, limit uint8, intervalMs uint16, program []byte) {
+		if limit == 0 || intervalMs == 0 || len(program) > 600 {
+			return
+		}
+		interval := time.Duration(intervalMs) * time.Millisecond
+		clock := NewFakeClock(epoch)
+		l, err := NewGCRA(int(limit), interval*time.Duration(limit), WithClock(clock))
+		if err != nil {
+			t.Fatalf("NewGCRA(%d, %v): %v", limit, interval*time.Duration(limit), err)
+		}
+		model := newBucketModel(int(limit), interval)
+		// Each triple of bytes is one call: a clock step of 0..255 tenths of
+		// an interval, a key (odd or even), a cost. The clock never steps
+		// back here: with two keys on two shards, time may stand still
+		// differently for each (see randomSchedule).
+		for i := 0; i+2 < len(program); i += 3 {
+			step := time.Duration(program[i]) * interval / 10
+			key := string('a' + program[i+1]%2)
+			n := int(program[i+2]) % (int(limit) + 2)
+			clock.Advance(step)
+			model.advance(step)
+			got, err := l.Allow(context.Background(), key, n)
+			want := model.allow(key, n)
+			if (err != nil) != (n > int(limit)) || got != want {
+				t.Fatalf("call %d: Allow(%q, %d) = %+v, %v; model says %+v", i/3, key, n, got, err, want)
+			}
+		}
+	})
+}
+
+// FuzzFixedWindow checks the in-process fixed window against its model on
+// arbitrary schedules of one key, the clock stepping back now and then.
+func FuzzFixedWindow(f *testing.F) {
+	f.Add(uint8(20), uint16(30000), []byte{0, 1, 0, 1, 0, 25, 255, 1})
+	f.Add(uint8(3), uint16(10), []byte{5, 3, 5, 3, 250, 1, 1, 1})
+	f.Fuzz(func(t *testing.T, limit uint8, windowMs uint16, program []byte) {
+		if limit == 0 || windowMs == 0 || len(program) > 400 {
+			return
+		}
+		window := time.Duration(windowMs) * time.Millisecond
+		clock := NewFakeClock(epoch)
+		l, err := NewFixedWindow(int(limit), window, WithClock(clock))
+		if err != nil {
+			t.Fatalf("NewFixedWindow(%d, %v): %v", limit, window, err)
+		}
+		model := newWindowModel(int(limit), window)
+		// Each pair of bytes is one call: a clock step of 0..255 tenths of
+		// a window's limit-th part (the top values step back), then a cost.
+		for i := 0; i+1 < len(program); i += 2 {
+			step := time.Duration(program[i]) * window / time.Duration(10*int(limit))
+			if program[i] >= 250 {
+				step = -step
+			}
+			n := int(program[i+1]) % (int(limit) + 2)
+			clock.Advance(step)
+			model.advance(step)
+			got, err := l.Allow(context.Background(), "k", n)
+			want := model.allow("k", n)
+			if (err != nil) != (n > int(limit)) || got != want {
+				t.Fatalf("call %d: Allow(%d) after %v = %+v, %v; model says %+v", i/2, n, step, got, err, want)
+			}
+		}
+	})
+}
