@@ -1,0 +1,41 @@
+package main
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+func TestMetricsCountWhatTheHooksReport(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Decided(ratelimit.Decision{Source: ratelimit.FromBackend, Result: ratelimit.Result{Allowed: true}, Latency: time.Millisecond})
+	m.Decided(ratelimit.Decision{Source: ratelimit.FromFailClosed, BackendErr: errors.New("down")})
+	m.Decided(ratelimit.Decision{Source: ratelimit.FromDenyCache})
+	m.BreakerChanged(ratelimit.BreakerClosed, ratelimit.BreakerOpen)
+
+	for _, c := range []struct {
+		got  float64
+		want float64
+		what string
+	}{
+		{testutil.ToFloat64(m.decisions.WithLabelValues("backend", "allowed")), 1, "allowed by the backend"},
+		{testutil.ToFloat64(m.decisions.WithLabelValues("fail_closed", "denied")), 1, "denied by policy"},
+		{testutil.ToFloat64(m.cacheHits), 1, "deny cache hits"},
+		{testutil.ToFloat64(m.breaker.WithLabelValues("open")), 1, "breaker open"},
+		{testutil.ToFloat64(m.breaker.WithLabelValues("closed")), 0, "breaker not closed"},
+		{testutil.ToFloat64(m.changes.WithLabelValues("open")), 1, "changes to open"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.what, c.got, c.want)
+		}
+	}
+}
