@@ -1,0 +1,155 @@
+package httplimit_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/httplimit"
+)
+
+// errBackend stands for a Redis outage.
+var errBackend = errors.New("redis: connection refused")
+
+// errorLog collects what an OnError hook is given.
+type errorLog struct {
+	mu   sync.Mutex
+	errs []error
+	keys []string
+}
+
+func (l *errorLog) hook(r *http.Request, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, err)
+	l.keys = append(l.keys, r.Header.Get(keyHeader))
+}
+
+func TestLimiterErrorFailsOpen(t *testing.T) {
+	stub := &stubLimiter{err: fmt.Errorf("ratelimit: Redis token bucket %q: %w", "k", errBackend)}
+	var log errorLog
+	h, next := limited(t, stub, httplimit.WithOnError(log.hook))
+
+	w := do(h, "k", "")
+	assert.Equal(t, http.StatusOK, w.Code)
+	assert.Equal(t, "ok", w.Body.String())
+	assert.Empty(t, fields(w.Header()), "nothing is known about the key")
+	assert.Equal(t, int64(1), next.calls.Load())
+	require.Len(t, log.errs, 1)
+	assert.ErrorIs(t, log.errs[0], errBackend)
+	assert.Equal(t, []string{"k"}, log.keys)
+}
+
+func TestLimiterErrorFailsOpenWithoutHook(t *testing.T) {
+	h, next := limited(t, &stubLimiter{err: errBackend})
+	w := do(h, "k", "")
+	assert.Equal(t, http.StatusOK, w.Code)
+	assert.Equal(t, int64(1), next.calls.Load())
+}
+
+func TestLimiterErrorFailsClosed(t *testing.T) {
+	cases := []struct {
+		retry time.Duration
+		want  string
+	}{
+		{0, "1"},
+		{time.Second, "1"},
+		{2500 * time.Millisecond, "3"},
+		{time.Minute, "60"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.retry.String(), func(t *testing.T) {
+			var log errorLog
+			h, next := limited(t, &stubLimiter{err: errBackend}, httplimit.WithFailClosed(tc.retry), httplimit.WithOnError(log.hook))
+
+			w := do(h, "k", "")
+			assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+			assert.Equal(t, map[string][]string{"Retry-After": {tc.want}}, fields(w.Header()))
+			assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
+			var doc problemDoc
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &doc))
+			assert.Equal(t, "about:blank", doc.Type)
+			assert.Equal(t, 503, doc.Status)
+
+			w = do(h, "k", "text/plain")
+			assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+			assert.Equal(t, "Service Unavailable: Rate limiting is unavailable; retry after the number of seconds in Retry-After.\n", w.Body.String())
+
+			assert.Equal(t, int64(0), next.calls.Load())
+			assert.Len(t, log.errs, 2)
+		})
+	}
+}
+
+func TestKeyErrorIs500AndSkipsTheLimiter(t *testing.T) {
+	stub := &stubLimiter{res: ratelimit.Result{Allowed: true, Limit: 1, Remaining: 1}}
+	h, next := limited(t, stub)
+
+	w := do(h, "", "") // no X-Api-Key
+	assert.Equal(t, http.StatusInternalServerError, w.Code)
+	assert.Empty(t, fields(w.Header()))
+	var doc problemDoc
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &doc))
+	assert.Equal(t, problemDoc{Type: "about:blank", Title: "Internal Server Error", Status: 500, Detail: "The request could not be matched to a rate limit."}, doc)
+
+	w = do(h, "", "text/plain")
+	assert.Equal(t, http.StatusInternalServerError, w.Code)
+	assert.Equal(t, "Internal Server Error: The request could not be matched to a rate limit.\n", w.Body.String())
+
+	assert.Equal(t, 0, stub.callCount())
+	assert.Equal(t, int64(0), next.calls.Load())
+}
+
+func TestKeyErrorHandler(t *testing.T) {
+	stub := &stubLimiter{res: ratelimit.Result{Allowed: true, Limit: 1, Remaining: 1}}
+	var got error
+	h, next := limited(t, stub, httplimit.WithKeyErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
+		got = err
+		http.Error(w, "missing API key", http.StatusUnauthorized)
+	}))
+
+	w := do(h, "", "")
+	assert.Equal(t, http.StatusUnauthorized, w.Code)
+	assert.Equal(t, "missing API key\n", w.Body.String())
+	assert.ErrorIs(t, got, httplimit.ErrNoKey)
+	assert.Equal(t, 0, stub.callCount())
+	assert.Equal(t, int64(0), next.calls.Load())
+}
+
+func TestCostErrorsGoToTheKeyErrorHandler(t *testing.T) {
+	errCost := errors.New("bad batch size")
+	cases := []struct {
+		name string
+		cost httplimit.CostFunc
+		want error
+	}{
+		{"error", func(*http.Request) (int, error) { return 0, errCost }, errCost},
+		{"negative", func(*http.Request) (int, error) { return -1, nil }, ratelimit.ErrInvalidCost},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			stub := &stubLimiter{res: ratelimit.Result{Allowed: true, Limit: 1, Remaining: 1}}
+			h, _ := limited(t, stub, httplimit.WithCost(tc.cost))
+			w := do(h, "k", "")
+			assert.Equal(t, http.StatusInternalServerError, w.Code)
+
+			var got error
+			h, _ = limited(t, stub, httplimit.WithCost(tc.cost), httplimit.WithKeyErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
+				got = err
+				w.WriteHeader(http.StatusBadRequest)
+			}))
+			w = do(h, "k", "")
+			assert.Equal(t, http.StatusBadRequest, w.Code)
+			assert.ErrorIs(t, got, tc.want)
+			assert.Equal(t, 0, stub.callCount())
+		})
+	}
+}

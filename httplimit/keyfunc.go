@@ -1,0 +1,56 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+)
+
+// KeyFunc returns the key a request is limited under: who is asking (a user
+// id, an API key, a client address), so that each key has its own limit. It
+// must be safe for concurrent use. An error answers the request without
+// asking the limiter: 500 by default, or as WithKeyErrorHandler says.
+type KeyFunc func(*http.Request) (string, error)
+
+// ErrNoKey is wrapped by the errors of the KeyFuncs in this package when a
+// request does not carry what they key it by.
+var ErrNoKey = errors.New("httplimit: no rate-limit key in request")
+
+// KeyByHeader returns a KeyFunc that keys a request by the value of its
+// header field name (the first, if there are several). A request without the
+// field, or whose value is empty, gets an error wrapping ErrNoKey. The name
+// is matched case-insensitively; a name that is not a valid field name makes
+// every request get such an error.
+//
+// The KeyFunc is safe for concurrent use and does not allocate. Only key by
+// a header the client cannot forge, or one whose value is a
+// credential checked before the limit (an API key), since each new value is
+// a fresh limit.
+func KeyByHeader(name string) KeyFunc {
+	canonical := textproto.CanonicalMIMEHeaderKey(name)
+	if !isToken(name) {
+		err := fmt.Errorf("%w: %q is not a valid header field name", ErrNoKey, name)
+		return func(*http.Request) (string, error) { return "", err }
+	}
+	missing := fmt.Errorf("%w: header %s is missing or empty", ErrNoKey, canonical)
+	return func(r *http.Request) (string, error) {
+		if v := r.Header[canonical]; len(v) > 0 && v[0] != "" {
+			return v[0], nil
+		}
+		return "", missing
+	}
+}
+
+// isToken reports whether s is an RFC 9110 token, the syntax of a field name.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTokenChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}

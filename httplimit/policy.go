@@ -1,0 +1,108 @@
+package httplimit
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// HeaderStyle says which rate-limit header fields responses carry. The zero
+// value is BothHeaders.
+type HeaderStyle int
+
+const (
+	// BothHeaders sends the legacy fields and the IETF ones.
+	BothHeaders HeaderStyle = iota
+	// LegacyHeaders sends RateLimit-Limit, RateLimit-Remaining and
+	// RateLimit-Reset only.
+	LegacyHeaders
+	// IETFHeaders sends RateLimit-Policy and RateLimit only, as in
+	// draft-ietf-httpapi-ratelimit-headers-11.
+	IETFHeaders
+)
+
+// legacy reports whether s includes the legacy fields.
+func (s HeaderStyle) legacy() bool { return s != IETFHeaders }
+
+// ietf reports whether s includes the IETF structured fields.
+func (s HeaderStyle) ietf() bool { return s != LegacyHeaders }
+
+// fillTimer is implemented by the token buckets and GCRAs: the time from
+// empty to full.
+type fillTimer interface{ FillTime() time.Duration }
+
+// windower is implemented by the fixed windows: the length of a window.
+type windower interface{ Window() time.Duration }
+
+// policyWindow returns the w parameter in whole seconds, rounded up, and
+// whether there is one: set by WithPolicyWindow, or else learned from the
+// limiter's FillTime or Window method.
+func policyWindow(l ratelimit.Limiter, s *settings) (int64, bool) {
+	d := s.window
+	if !s.windowSet {
+		switch v := l.(type) {
+		case fillTimer:
+			d = v.FillTime()
+		case windower:
+			d = v.Window()
+		}
+	}
+	if d <= 0 {
+		return 0, false
+	}
+	return ceilSeconds(d), true
+}
+
+// checkPolicyName rejects a name that cannot be a structured-field string:
+// empty, or with a byte outside printable ASCII.
+func checkPolicyName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: httplimit: empty policy name", ratelimit.ErrInvalidConfig)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("%w: httplimit: policy name %q has byte %#x at %d; a structured-field string is printable ASCII only", ratelimit.ErrInvalidConfig, name, c, i)
+		}
+	}
+	return nil
+}
+
+// quoteSFString returns name as a structured-field string (RFC 9651 §4.1.6):
+// in double quotes, with '"' and '\' escaped by a backslash. name has passed
+// checkPolicyName.
+func quoteSFString(name string) string {
+	b := make([]byte, 0, len(name)+2)
+	b = append(b, '"')
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, name[i])
+	}
+	return string(append(b, '"'))
+}
+
+// policyParts returns the constant parts of the IETF fields for a policy
+// named name with window w seconds (hasW false leaves w out): what comes
+// before q, after q, and before r in RateLimit.
+func policyParts(name string, w int64, hasW bool) (beforeQ, afterQ, beforeR string) {
+	quoted := quoteSFString(name)
+	if hasW {
+		afterQ = ";w=" + strconv.FormatInt(w, 10)
+	}
+	return quoted + ";q=", afterQ, quoted + ";r="
+}
+
+// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}

@@ -1,0 +1,107 @@
+package httplimit
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// QuotaExceededType is the problem type of the draft
+// draft-ietf-httpapi-ratelimit-headers-11 (section 5.1) for requests that
+// exceed a quota policy, used in the problem documents of 429 and 413
+// answers.
+const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
+// quotaExceededTitle is the title of every QuotaExceededType document: RFC
+// 9457 asks that a type's title not change from one occurrence to the next.
+const quotaExceededTitle = "Quota exceeded"
+
+// problem is an RFC 9457 problem document, with the draft's
+// violated-policies extension member.
+type problem struct {
+	Type             string   `json:"type"`
+	Title            string   `json:"title"`
+	Status           int      `json:"status"`
+	Detail           string   `json:"detail,omitempty"`
+	ViolatedPolicies []string `json:"violated-policies,omitempty"`
+}
+
+// reply is a canned answer: a status and the same message as a problem
+// document and as plain text, built once at construction. It is immutable.
+type reply struct {
+	status int
+	json   []byte
+	text   []byte
+}
+
+// newReply builds the answer p. Should p fail to encode as JSON (it cannot:
+// its fields are strings and an int), the reply is text only.
+func newReply(p problem) reply {
+	r := reply{status: p.Status, text: []byte(p.Title + ": " + p.Detail + "\n")}
+	if js, err := json.Marshal(p); err == nil {
+		r.json = append(js, '\n')
+	}
+	return r
+}
+
+// The Content-Type values of the canned answers.
+const (
+	problemJSON = "application/problem+json"
+	plainText   = "text/plain; charset=utf-8"
+)
+
+// write answers r with the reply, as JSON or text as prefersJSON decides
+// from r's Accept field. Fields already set on w.Header() are kept.
+func (p *reply) write(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	body := p.text
+	contentType := plainText
+	if p.json != nil && prefersJSON(r.Header["Accept"]) {
+		body, contentType = p.json, problemJSON
+	}
+	h["Content-Type"] = []string{contentType}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	delete(h, "Content-Length")
+	w.WriteHeader(p.status)
+	_, _ = w.Write(body)
+}
+
+// replies are a Middleware's canned answers.
+type replies struct {
+	denied      reply // 429
+	tooLarge    reply // 413
+	unavailable reply // 503
+	keyError    reply // 500
+}
+
+// newReplies builds the canned answers for a policy named policy.
+func newReplies(policy string) replies {
+	violated := []string{policy}
+	return replies{
+		denied: newReply(problem{
+			Type:             QuotaExceededType,
+			Title:            quotaExceededTitle,
+			Status:           http.StatusTooManyRequests,
+			Detail:           "The request exceeds the rate limit; retry after the number of seconds in Retry-After.",
+			ViolatedPolicies: violated,
+		}),
+		tooLarge: newReply(problem{
+			Type:             QuotaExceededType,
+			Title:            quotaExceededTitle,
+			Status:           http.StatusRequestEntityTooLarge,
+			Detail:           "The request costs more than the rate limit allows at once, so it can never succeed; RateLimit-Limit gives the most a request may cost.",
+			ViolatedPolicies: violated,
+		}),
+		unavailable: newReply(problem{
+			Type:   "about:blank",
+			Title:  "Service Unavailable",
+			Status: http.StatusServiceUnavailable,
+			Detail: "Rate limiting is unavailable; retry after the number of seconds in Retry-After.",
+		}),
+		keyError: newReply(problem{
+			Type:   "about:blank",
+			Title:  "Internal Server Error",
+			Status: http.StatusInternalServerError,
+			Detail: "The request could not be matched to a rate limit.",
+		}),
+	}
+}
