@@ -106,9 +106,7 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 	}
 	t0 := c.clock.Now()
 	reading := int64(t0.Sub(c.start))
-	sh := c.denials.shard(key)
-	sh.mu.Lock()
-	now := sh.advance(reading, maxSpan, c.denials.span)
+	sh, now := c.denials.lock(key, reading, maxSpan)
 	// A cost above the limit goes on to the backend, whose error says so.
 	if d, _ := sh.lookup(key); d != nil && now < d.until && n >= d.n && n <= d.res.Limit {
 		res := d.res
@@ -127,8 +125,7 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 		return res, err
 	}
 	until := reading + min(int64(res.RetryAfter), c.maxAge)
-	sh.mu.Lock()
-	now = sh.advance(reading, maxSpan, c.denials.span)
+	sh, now = c.denials.lock(key, reading, maxSpan)
 	d, inCur := sh.lookup(key)
 	if until > now && (d != nil || len(sh.cur.states)+len(sh.prev.states) < c.perShard) {
 		*sh.write(key, d, inCur, until) = denial{until: until, at: reading, n: n, res: res}

@@ -68,17 +68,11 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 // Allow counts n against key's window if that keeps it within the limit. See
 // Limiter for the contract; ctx is not used, as the decision never blocks.
 func (w *FixedWindow) Allow(_ context.Context, key string, n int) (Result, error) {
-	if n < 0 {
-		return Result{Limit: int(w.limit)}, fmt.Errorf("%w: n = %d must be >= 0", ErrInvalidCost, n)
-	}
-	if int64(n) > w.limit {
-		return Result{Limit: int(w.limit)}, fmt.Errorf("%w: n = %d, limit = %d", ErrCostExceedsLimit, n, w.limit)
+	if err := checkCost(n, int(w.limit)); err != nil {
+		return Result{Limit: int(w.limit)}, err
 	}
 	reading := int64(w.clock.Now().Sub(w.start))
-	sh := w.windows.shard(key)
-
-	sh.mu.Lock()
-	now := sh.advance(reading, w.maxNow, w.windows.span)
+	sh, now := w.windows.lock(key, reading, w.maxNow)
 	state, inCur := sh.lookup(key)
 	var win openWindow // no window open: nothing counted
 	if state != nil && state.end > now {

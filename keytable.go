@@ -66,9 +66,12 @@ func newKeyTable[V any](span int64) *keyTable[V] {
 	return &keyTable[V]{seed: maphash.MakeSeed(), span: max(span, minSpan)}
 }
 
-// shard returns key's shard.
-func (t *keyTable[V]) shard(key string) *tableShard[V] {
-	return &t.shards[maphash.String(t.seed, key)&(shardCount-1)]
+// lock locks key's shard, moves its time to reading (see advance) and
+// returns the shard and its time. The caller unlocks sh.mu.
+func (t *keyTable[V]) lock(key string, reading, maxNow int64) (sh *tableShard[V], now int64) {
+	sh = &t.shards[maphash.String(t.seed, key)&(shardCount-1)]
+	sh.mu.Lock()
+	return sh, sh.advance(reading, maxNow, t.span)
 }
 
 // advance moves the shard's time to reading, unless reading is earlier (then

@@ -50,6 +50,20 @@ var (
 	ErrCostExceedsLimit = errors.New("ratelimit: cost exceeds limit")
 )
 
+// checkCost returns an error for a cost n that a limiter of limit can never
+// take: one wrapping ErrInvalidCost for n < 0, ErrCostExceedsLimit for
+// n > limit. Every limiter answers such calls with Result{Limit: limit} and
+// no change of state.
+func checkCost(n, limit int) error {
+	if n < 0 {
+		return fmt.Errorf("%w: n = %d must be >= 0", ErrInvalidCost, n)
+	}
+	if n > limit {
+		return fmt.Errorf("%w: n = %d, limit = %d", ErrCostExceedsLimit, n, limit)
+	}
+	return nil
+}
+
 // Option configures a limiter at construction. Each limiter accepts only the
 // options that apply to it; any other makes its constructor fail with an error
 // wrapping ErrInvalidConfig.

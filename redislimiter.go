@@ -68,11 +68,8 @@ func checkRedisSpan(kind string, count, micros int64) error {
 // allow decides n for key with one script call. See Limiter for the
 // contract.
 func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, error) {
-	if n < 0 {
-		return Result{Limit: r.limit}, fmt.Errorf("%w: n = %d must be >= 0", ErrInvalidCost, n)
-	}
-	if n > r.limit {
-		return Result{Limit: r.limit}, fmt.Errorf("%w: n = %d, limit = %d", ErrCostExceedsLimit, n, r.limit)
+	if err := checkCost(n, r.limit); err != nil {
+		return Result{Limit: r.limit}, err
 	}
 	reply, err := r.script.Run(ctx, r.client, []string{r.prefix + key}, r.args[0], r.args[1], n).Result()
 	if err == nil {

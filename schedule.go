@@ -57,17 +57,11 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 
 // allow decides n for key. See Limiter for the contract.
 func (s *schedule) allow(key string, n int) (Result, error) {
-	if n < 0 {
-		return Result{Limit: int(s.capacity)}, fmt.Errorf("%w: n = %d must be >= 0", ErrInvalidCost, n)
-	}
-	if int64(n) > s.capacity {
-		return Result{Limit: int(s.capacity)}, fmt.Errorf("%w: n = %d, limit = %d", ErrCostExceedsLimit, n, s.capacity)
+	if err := checkCost(n, int(s.capacity)); err != nil {
+		return Result{Limit: int(s.capacity)}, err
 	}
 	reading := int64(s.clock.Now().Sub(s.start))
-	sh := s.tats.shard(key)
-
-	sh.mu.Lock()
-	now := sh.advance(reading, s.maxNow, s.tats.span)
+	sh, now := s.tats.lock(key, reading, s.maxNow)
 	state, inCur := sh.lookup(key)
 	tat := now // an absent key is full
 	if state != nil {
