@@ -108,7 +108,7 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 	reading := int64(t0.Sub(c.start))
 	sh, now := c.denials.lock(key, reading, maxSpan)
 	// A cost above the limit goes on to the backend, whose error says so.
-	if d, _ := sh.lookup(key); d != nil && now < d.until && n >= d.n && n <= d.res.Limit {
+	if d, _ := sh.lookup(key); now < d.until && n >= d.n && n <= d.res.Limit {
 		res := d.res
 		sh.mu.Unlock()
 		res.RetryAfter = time.Duration(d.until - now)
@@ -126,9 +126,8 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 	}
 	until := reading + min(int64(res.RetryAfter), c.maxAge)
 	sh, now = c.denials.lock(key, reading, maxSpan)
-	d, inCur := sh.lookup(key)
-	if until > now && (d != nil || len(sh.cur.states)+len(sh.prev.states) < c.perShard) {
-		*sh.write(key, d, inCur, until) = denial{until: until, at: reading, n: n, res: res}
+	if _, w := sh.lookup(key); until > now && (w != absent || sh.size() < c.perShard) {
+		sh.write(key, w, denial{until: until, at: reading, n: n, res: res}, until)
 	}
 	sh.mu.Unlock()
 	return res, nil

@@ -73,10 +73,9 @@ func (w *FixedWindow) Allow(_ context.Context, key string, n int) (Result, error
 	}
 	reading := int64(w.clock.Now().Sub(w.start))
 	sh, now := w.windows.lock(key, reading, w.maxNow)
-	state, inCur := sh.lookup(key)
-	var win openWindow // no window open: nothing counted
-	if state != nil && state.end > now {
-		win = *state
+	win, at := sh.lookup(key)
+	if win.end <= now {
+		win = openWindow{} // no window open: nothing counted
 	}
 	allowed := win.count+int64(n) <= w.limit
 	if allowed && n > 0 {
@@ -84,7 +83,7 @@ func (w *FixedWindow) Allow(_ context.Context, key string, n int) (Result, error
 			win.end = now + w.window
 		}
 		win.count += int64(n)
-		*sh.write(key, state, inCur, win.end) = win
+		sh.write(key, at, win, win.end)
 	}
 	sh.mu.Unlock()
 

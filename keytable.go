@@ -43,22 +43,46 @@ const maxSpan = math.MaxInt64 / 4
 
 // tableShard holds the keys whose hash falls on it. Its fields are guarded by
 // mu.
+//
+// The key written last is also held in hot, and belongs to the current
+// generation. Writes to it while it stays the last key go to hot only, which
+// marks it dirty: its entry in cur.states is then stale until hot is flushed
+// there, when another key is written or the generations turn. A run of calls
+// on one key thus costs no map operation after the first, and a call on
+// another key costs the lookup and the update a plain map would.
 type tableShard[V any] struct {
 	mu   sync.Mutex
 	now  int64 // latest time seen; never goes backwards
+	hot  hotEntry[V]
 	cur  generation[V]
 	prev generation[V]
 	_    [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
-// generation is a set of keys last written within one stretch of time. It
-// maps keys to pointers so that a call on a key already in the current
-// generation hashes the key into the map once, not twice.
-type generation[V any] struct {
-	states    map[string]*V // nil until the first write
-	born      int64         // when the generation started
-	maxExpiry int64         // the latest expiry written into it
+// hotEntry is a shard's last written key and its state.
+type hotEntry[V any] struct {
+	key   string
+	state V
+	ok    bool // there is a hot key
+	dirty bool // state is newer than the key's entry in cur.states
 }
+
+// generation is a set of keys last written within one stretch of time.
+type generation[V any] struct {
+	states    map[string]V // nil until the first write
+	born      int64        // when the generation started
+	maxExpiry int64        // the latest expiry written into it
+}
+
+// where says where lookup found a key.
+type where int8
+
+const (
+	absent where = iota
+	inHot
+	inCur
+	inPrev
+)
 
 // newKeyTable returns a keyTable whose states expire at most span ns after
 // they are written.
@@ -83,6 +107,7 @@ func (sh *tableShard[V]) advance(reading, maxNow, span int64) int64 {
 	if now-sh.cur.born < span {
 		return now
 	}
+	sh.flushHot()
 	if sh.cur.maxExpiry <= now {
 		sh.prev = generation[V]{}
 	} else {
@@ -92,34 +117,54 @@ func (sh *tableShard[V]) advance(reading, maxNow, span int64) int64 {
 	return now
 }
 
-// lookup returns key's state, nil if there is none, and whether it is in the
-// current generation. The caller holds sh.mu.
-func (sh *tableShard[V]) lookup(key string) (state *V, inCur bool) {
-	if state, ok := sh.cur.states[key]; ok {
-		return state, true
+// lookup returns key's state and where it is; absent and the zero V if it is
+// nowhere. The caller holds sh.mu.
+func (sh *tableShard[V]) lookup(key string) (V, where) {
+	if sh.hot.ok && sh.hot.key == key {
+		return sh.hot.state, inHot
 	}
-	return sh.prev.states[key], false
+	if state, ok := sh.cur.states[key]; ok {
+		return state, inCur
+	}
+	if state, ok := sh.prev.states[key]; ok {
+		return state, inPrev
+	}
+	var zero V
+	return zero, absent
 }
 
-// write returns where to write key's new state, which expires at expiry:
-// state itself when it is in the current generation, state moved there from
-// the previous one, or a new state for an absent key (state nil). The caller
-// holds sh.mu.
-func (sh *tableShard[V]) write(key string, state *V, inCur bool, expiry int64) *V {
+// write sets the state of key, found by lookup at w, to state, which expires
+// at expiry. The key becomes the shard's hot key, in the current generation.
+// The caller holds sh.mu.
+func (sh *tableShard[V]) write(key string, w where, state V, expiry int64) {
 	sh.cur.maxExpiry = max(sh.cur.maxExpiry, expiry)
-	if inCur {
-		return state
+	if w == inHot {
+		sh.hot.state, sh.hot.dirty = state, true
+		return
 	}
-	if state == nil {
-		state = new(V)
-	} else {
+	sh.flushHot()
+	if w == inPrev {
 		delete(sh.prev.states, key)
 	}
 	if sh.cur.states == nil {
-		sh.cur.states = make(map[string]*V)
+		sh.cur.states = make(map[string]V)
 	}
 	sh.cur.states[key] = state
-	return state
+	sh.hot = hotEntry[V]{key: key, state: state, ok: true}
+}
+
+// flushHot writes a dirty hot key's state into the current generation's
+// map, and forgets the hot key.
+func (sh *tableShard[V]) flushHot() {
+	if sh.hot.dirty {
+		sh.cur.states[sh.hot.key] = sh.hot.state
+	}
+	sh.hot = hotEntry[V]{}
+}
+
+// size returns how many keys the shard holds. The caller holds sh.mu.
+func (sh *tableShard[V]) size() int {
+	return len(sh.cur.states) + len(sh.prev.states)
 }
 
 // len returns how many keys the table holds. It is for tests.
@@ -128,7 +173,7 @@ func (t *keyTable[V]) len() int {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		total += len(sh.cur.states) + len(sh.prev.states)
+		total += sh.size()
 		sh.mu.Unlock()
 	}
 	return total

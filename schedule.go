@@ -62,15 +62,12 @@ func (s *schedule) allow(key string, n int) (Result, error) {
 	}
 	reading := int64(s.clock.Now().Sub(s.start))
 	sh, now := s.tats.lock(key, reading, s.maxNow)
-	state, inCur := sh.lookup(key)
-	tat := now // an absent key is full
-	if state != nil {
-		tat = max(*state, now)
-	}
+	tat, w := sh.lookup(key)
+	tat = max(tat, now) // an absent key's tat, 0, has passed: it is full
 	newTat := tat + int64(n)*s.interval
 	allowed := newTat-now <= s.tau
 	if allowed && n > 0 {
-		*sh.write(key, state, inCur, newTat) = newTat
+		sh.write(key, w, newTat, newTat)
 	}
 	sh.mu.Unlock()
 
