@@ -18,6 +18,15 @@
 #   go test -run '^$' -bench . -skip '^BenchmarkMemoryPerKey$' -benchmem ./...
 #   go test -run '^$' -bench '^BenchmarkMemoryPerKey$' -benchtime 1x -benchmem ./...
 #
+# Redis: the BenchmarkRedis* rows (and BenchmarkDenyCacheFlood) need a Redis
+# at $RATELIMIT_BENCH_REDIS_ADDR (host:port) and skip themselves without one.
+# Unless that variable is already set, this script starts a throwaway
+# redis-server on a free 127.0.0.1 port, with no persistence
+#   redis-server --bind 127.0.0.1 --port PORT --save "" --appendonly no
+# exports the variable for every pass, and stops the server by its pid when
+# the script exits (normally, on an error, or on INT or TERM). Without
+# redis-server on PATH it says so and the Redis rows skip.
+#
 # The machine should be otherwise idle. Each pass waits (up to WAIT_IDLE
 # seconds, 60 by default; 0 to not wait) for the CPU to be at least 90% idle,
 # and latest.txt records the load and CPU idle before every pass, so a noisy
@@ -31,7 +40,74 @@ out=results/latest.txt
 summary=results/summary.txt
 mkdir -p results
 tmp="$(mktemp)"
-trap 'rm -f "$tmp"' EXIT
+redis_pid=
+redis_dir=
+cleanup() {
+	rm -f "$tmp"
+	if [[ -n $redis_pid ]]; then
+		kill "$redis_pid" 2>/dev/null || true
+		wait "$redis_pid" 2>/dev/null || true
+		echo "stopped redis-server (pid $redis_pid)" >&2
+	fi
+	if [[ -n $redis_dir ]]; then
+		rm -rf "$redis_dir"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# redis_ping succeeds when a Redis answers PING on 127.0.0.1:$1.
+redis_ping() {
+	local reply=
+	exec 9<>"/dev/tcp/127.0.0.1/$1" || return 1
+	printf 'PING\r\n' >&9
+	read -r -t 2 reply <&9 || true
+	exec 9>&-
+	[[ $reply == "+PONG"* ]]
+}
+
+# start_redis starts a throwaway redis-server on a free 127.0.0.1 port, sets
+# redis_pid, and exports RATELIMIT_BENCH_REDIS_ADDR.
+start_redis() {
+	redis_dir="$(mktemp -d)"
+	local try port i
+	for try in 1 2 3 4 5 6 7 8 9 10; do
+		port=$((20000 + RANDOM % 40000))
+		# In use if something accepts a connection there.
+		if (exec 9<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			continue
+		fi
+		redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+			--dir "$redis_dir" --logfile "$redis_dir/redis.log" --daemonize no &
+		redis_pid=$!
+		for i in $(seq 50); do
+			if redis_ping "$port" 2>/dev/null; then
+				export RATELIMIT_BENCH_REDIS_ADDR="127.0.0.1:$port"
+				return
+			fi
+			if ! kill -0 "$redis_pid" 2>/dev/null; then
+				break # it exited, probably the port was taken after all
+			fi
+			sleep 0.1
+		done
+		kill "$redis_pid" 2>/dev/null || true
+		wait "$redis_pid" 2>/dev/null || true
+		redis_pid=
+	done
+	echo "run.sh: could not start redis-server; see $redis_dir/redis.log" >&2
+	cat "$redis_dir/redis.log" >&2 || true
+	exit 1
+}
+
+if [[ -n ${RATELIMIT_BENCH_REDIS_ADDR:-} ]]; then
+	redis_note="RATELIMIT_BENCH_REDIS_ADDR=$RATELIMIT_BENCH_REDIS_ADDR (given)"
+elif command -v redis-server >/dev/null; then
+	start_redis
+	redis_note="$(redis-server --version | cut -d' ' -f1-3) started by run.sh (pid $redis_pid) on $RATELIMIT_BENCH_REDIS_ADDR, same host"
+else
+	redis_note="none: redis-server not found and RATELIMIT_BENCH_REDIS_ADDR unset, so the Redis rows skip"
+fi
 
 # cpu_idle prints the share of CPU time spent idle over the next second.
 cpu_idle() {
@@ -69,12 +145,14 @@ wait_idle() {
 	echo "# kernel: $(uname -sr), nproc: $(nproc), cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 	echo "# library: $(git -C .. log -1 --format='%h %s' 2>/dev/null || echo unknown)"
 	echo "# uncommitted outside bench/: $(git -C .. status --porcelain -- . ':!bench' 2>/dev/null | awk '{print $2}' | tr '\n' ' ')"
+	echo "# redis: $redis_note"
 	machine_state "before"
 } | tee "$tmp"
 
 for ((round = 1; round <= count; round++)); do
 	# Pass 1: speed. Any Benchmark* added to this module runs here too,
-	# including the Redis rows (see "Redis" below and in README.md).
+	# including the Redis rows (BenchmarkRedis, BenchmarkDenyCacheFlood),
+	# against the Redis started above.
 	wait_idle
 	machine_state "round $round/$count speed" | tee -a "$tmp"
 	go test -run '^$' -bench . -skip '^BenchmarkMemoryPerKey$' -benchmem ./... | tee -a "$tmp"
@@ -85,14 +163,9 @@ for ((round = 1; round <= count; round++)); do
 	go test -run '^$' -bench '^BenchmarkMemoryPerKey$' -benchtime 1x -benchmem ./... | tee -a "$tmp"
 done
 
-# Redis: benchmarks against a real Redis go in redis_test.go (BenchmarkRedis*)
-# and run in pass 1. They skip themselves unless RATELIMIT_BENCH_REDIS_ADDR
-# (host:port) is set, so export it before running this script to get them.
-
 machine_state "after" | tee -a "$tmp"
 chmod 644 "$tmp"
 mv "$tmp" "$out"
-trap - EXIT
 
 # The median of every figure of every benchmark, in the order they ran, and
 # for timings the range [min-max] as well.
