@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,8 +22,9 @@ const maxRedisSpan = 1 << 52
 // algorithm's as arguments, and a reply that is checked before it is
 // believed.
 //
-// Every script takes KEYS[1] and ARGV {limit, param, n} and returns {allowed
-// (0 or 1), remaining, retry_after µs, reset_after µs}.
+// Every script takes KEYS[1] and ARGV {limit, param, n} and returns the
+// string "allowed remaining retry_after reset_after": allowed is 0 or 1, the
+// waits are in µs.
 type redisLimiter struct {
 	name   string // the limiter's name in errors
 	client redis.Scripter
@@ -71,7 +73,9 @@ func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, er
 	if err := checkCost(n, r.limit); err != nil {
 		return Result{Limit: r.limit}, err
 	}
-	reply, err := r.script.Run(ctx, r.client, []string{r.prefix + key}, r.args[0], r.args[1], n).Result()
+	// The keys and arguments go in one allocation; go-redis copies both.
+	call := &scriptCall{keys: [1]string{r.prefix + key}, args: [3]any{r.args[0], r.args[1], n}}
+	reply, err := r.script.Run(ctx, r.client, call.keys[:], call.args[:]...).Result()
 	if err == nil {
 		var res Result
 		if res, err = decisionFromReply(reply, r.limit); err == nil {
@@ -81,22 +85,33 @@ func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, er
 	return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, r.prefix+key, err)
 }
 
-// decisionFromReply checks a Redis limiter script's reply, {allowed (0 or 1),
-// remaining, retry_after µs, reset_after µs}, and turns it into a Result. Any
-// reply of another shape is an error: a script reply is never trusted to
-// allow.
+// scriptCall holds one call's KEYS and ARGV.
+type scriptCall struct {
+	keys [1]string
+	args [3]any
+}
+
+// decisionFromReply checks a Redis limiter script's reply, the string
+// "allowed remaining retry_after reset_after" (allowed 0 or 1, the waits in
+// µs), and turns it into a Result. Any reply of another shape is an error: a
+// script reply is never trusted to allow.
 func decisionFromReply(reply any, limit int) (Result, error) {
-	fields, ok := reply.([]any)
-	if !ok || len(fields) != 4 {
+	text, ok := reply.(string)
+	if !ok {
 		return Result{}, fmt.Errorf("unexpected reply from Redis script: %#v", reply)
 	}
 	var v [4]int64
-	for i, f := range fields {
-		n, ok := f.(int64)
-		if !ok {
-			return Result{}, fmt.Errorf("unexpected reply from Redis script: field %d is %#v", i, f)
+	rest := text
+	for i := range v {
+		field, tail, found := strings.Cut(rest, " ")
+		if found == (i == len(v)-1) {
+			return Result{}, fmt.Errorf("unexpected reply from Redis script: %q", text)
 		}
-		v[i] = n
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return Result{}, fmt.Errorf("unexpected reply from Redis script: %q", text)
+		}
+		v[i], rest = n, tail
 	}
 	allowed, remaining, retry, reset := v[0], v[1], v[2], v[3]
 	const maxMicros = math.MaxInt64 / int64(time.Microsecond)
@@ -105,7 +120,7 @@ func decisionFromReply(reply any, limit int) (Result, error) {
 		remaining < 0 || remaining > int64(limit),
 		retry < 0 || retry > maxMicros || (allowed == 1) != (retry == 0),
 		reset < 0 || reset > maxMicros:
-		return Result{}, fmt.Errorf("reply from Redis script out of range: %v", v)
+		return Result{}, fmt.Errorf("reply from Redis script out of range: %q", text)
 	}
 	return Result{
 		Allowed:    allowed == 1,

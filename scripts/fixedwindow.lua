@@ -9,7 +9,9 @@
 -- ARGV[2]  window: whole milliseconds, >= 1
 -- ARGV[3]  n: requests asked for, 0 <= n <= limit; 0 only reads
 --
--- Returns {allowed (1 or 0), remaining, retry_after µs, reset_after µs}.
+-- Returns "allowed remaining retry_after reset_after": allowed is 1 or 0,
+-- the waits in µs; one string, which costs the client less to read than an
+-- array.
 -- Denials do not count; a denial's retry_after is the time until the window
 -- ends.
 
@@ -29,7 +31,7 @@ if stored then
 end
 
 if count + n > limit then
-  return {0, math.max(0, limit - count), left * 1000, left * 1000}
+  return string.format('%.0f %.0f %.0f %.0f', 0, math.max(0, limit - count), left * 1000, left * 1000)
 end
 if n > 0 then
   if count == 0 then
@@ -40,4 +42,4 @@ if n > 0 then
   end
   count = count + n
 end
-return {1, limit - count, 0, left * 1000}
+return string.format('%.0f %.0f %.0f %.0f', 1, limit - count, 0, left * 1000)

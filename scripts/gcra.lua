@@ -9,7 +9,9 @@
 -- ARGV[2]  interval: the emission interval, period/limit, whole µs, >= 1
 -- ARGV[3]  n: requests asked for, 0 <= n <= limit; 0 only reads
 --
--- Returns {allowed (1 or 0), remaining, retry_after µs, reset_after µs}.
+-- Returns "allowed remaining retry_after reset_after": allowed is 1 or 0,
+-- the waits in µs; one string, which costs the client less to read than an
+-- array.
 --
 -- With tau = limit × interval, a request for n at now moves tat to
 -- max(tat, now) + n × interval and is allowed iff that is at most tau ahead
@@ -42,10 +44,10 @@ local new_tat = tat + n * interval
 -- A peek is always answered; after a clock step back, tat may be more than
 -- tau ahead even with nothing asked for.
 if n > 0 and new_tat - now > tau then
-  return {0, math.max(0, math.floor((tau - (tat - now)) / interval)), new_tat - tau - now, tat - now}
+  return string.format('%.0f %.0f %.0f %.0f', 0, math.max(0, math.floor((tau - (tat - now)) / interval)), new_tat - tau - now, tat - now)
 end
 if n > 0 then
   tat = new_tat
   redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.max(1, math.ceil((tat - now) / 1000)))
 end
-return {1, math.max(0, math.floor((tau - (tat - now)) / interval)), 0, tat - now}
+return string.format('%.0f %.0f %.0f %.0f', 1, math.max(0, math.floor((tau - (tat - now)) / interval)), 0, tat - now)

@@ -11,8 +11,9 @@
 -- ARGV[2]  interval: whole microseconds per token, >= 1
 -- ARGV[3]  n: tokens asked for, 0 <= n <= capacity; 0 only reads
 --
--- Returns {allowed (1 or 0), remaining whole tokens, retry_after µs,
--- reset_after µs}.
+-- Returns "allowed remaining retry_after reset_after": allowed is 1 or 0,
+-- remaining whole tokens, the waits in µs; one string, which costs the client
+-- less to read than an array.
 --
 -- Time is the server's TIME, so clients' clocks do not matter. A server clock
 -- that steps back makes time stand still for the bucket until it catches up,
@@ -66,4 +67,4 @@ local reset = 0
 if credit < full then
   reset = lag + full - credit
 end
-return {allowed, math.floor(credit / interval), retry, reset}
+return string.format('%.0f %.0f %.0f %.0f', allowed, math.floor(credit / interval), retry, reset)
