@@ -43,4 +43,13 @@
 //
 // Wait blocks until a limiter allows the work, for clients and workers that
 // should slow down rather than fail.
+//
+// # Running in production
+//
+// Guard wraps a limiter whose backend can fail: a per-call timeout, a
+// failure policy (fail open, fail closed, or a local fallback limiter) and a
+// circuit breaker. DenyCache answers floods on denied keys locally without
+// ever denying what the backend would allow. Both report to Hooks, for
+// metrics. Package httplimit puts any Limiter in front of a net/http handler
+// with the standard rate-limit headers.
 package ratelimit
