@@ -52,48 +52,16 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		name string
 		memoryCase
 	}{
-		{"ratelimit-TokenBucket", memoryCase{func(b *testing.B) (func(string), func([]string), func()) {
-			clock := ratelimit.NewFakeClock(time.Unix(1_700_000_000, 0))
-			l, err := ratelimit.NewTokenBucket(memCapacity, memRate, ratelimit.WithClock(clock))
-			if err != nil {
-				b.Fatal(err)
-			}
-			insert := func(k string) {
-				if res, err := l.Allow(ctx, k, 1); err != nil || !res.Allowed {
-					b.Fatalf("Allow(%q) = %+v, %v", k, res, err)
-				}
-			}
-			refill := func(keys []string) {
-				clock.Advance(2*l.FillTime() + time.Second)
-				for _, k := range keys {
-					if _, err := l.Allow(ctx, k, 0); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			return insert, refill, func() { runtime.KeepAlive(l) }
-		}}},
-		{"ratelimit-GCRA", memoryCase{func(b *testing.B) (func(string), func([]string), func()) {
-			clock := ratelimit.NewFakeClock(time.Unix(1_700_000_000, 0))
-			l, err := ratelimit.NewGCRA(memCapacity, memFill, ratelimit.WithClock(clock))
-			if err != nil {
-				b.Fatal(err)
-			}
-			insert := func(k string) {
-				if res, err := l.Allow(ctx, k, 1); err != nil || !res.Allowed {
-					b.Fatalf("Allow(%q) = %+v, %v", k, res, err)
-				}
-			}
-			refill := func(keys []string) {
-				clock.Advance(2*l.FillTime() + time.Second)
-				for _, k := range keys {
-					if _, err := l.Allow(ctx, k, 0); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			return insert, refill, func() { runtime.KeepAlive(l) }
-		}}},
+		{"ratelimit-TokenBucket", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
+			return ratelimit.NewTokenBucket(memCapacity, memRate, ratelimit.WithClock(c))
+		})},
+		{"ratelimit-GCRA", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
+			return ratelimit.NewGCRA(memCapacity, memFill, ratelimit.WithClock(c))
+		})},
+		{"ratelimit-FixedWindow", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
+			w, err := ratelimit.NewFixedWindow(memCapacity, memFill, ratelimit.WithClock(c))
+			return windowFill{w}, err
+		})},
 		// memorystore reads the system clock and cannot be given another, so
 		// its refill step only peeks (Get). It drops keys only in its sweep
 		// goroutine, set here to run every 24h, so never during the
@@ -206,4 +174,43 @@ func heapAlloc() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// fakeClocked is a ratelimit limiter that says how long it takes to be back to
+// its full limit.
+type fakeClocked interface {
+	ratelimit.Limiter
+	FillTime() time.Duration
+}
+
+// windowFill gives a FixedWindow a FillTime: its window.
+type windowFill struct{ *ratelimit.FixedWindow }
+
+func (w windowFill) FillTime() time.Duration { return w.Window() }
+
+// ratelimitMemoryCase measures a ratelimit limiter built by newLimiter on a
+// fake clock: refill moves the clock past twice the fill time and peeks at
+// the keys, so that every shard drops what has refilled.
+func ratelimitMemoryCase(ctx context.Context, newLimiter func(ratelimit.Clock) (fakeClocked, error)) memoryCase {
+	return memoryCase{func(b *testing.B) (func(string), func([]string), func()) {
+		clock := ratelimit.NewFakeClock(time.Unix(1_700_000_000, 0))
+		l, err := newLimiter(clock)
+		if err != nil {
+			b.Fatal(err)
+		}
+		insert := func(k string) {
+			if res, err := l.Allow(ctx, k, 1); err != nil || !res.Allowed {
+				b.Fatalf("Allow(%q) = %+v, %v", k, res, err)
+			}
+		}
+		refill := func(keys []string) {
+			clock.Advance(2*l.FillTime() + time.Second)
+			for _, k := range keys {
+				if _, err := l.Allow(ctx, k, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		return insert, refill, func() { runtime.KeepAlive(l) }
+	}}
 }

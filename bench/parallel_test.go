@@ -44,34 +44,17 @@ func BenchmarkManyKeysParallel(b *testing.B) {
 
 	b.Run("ratelimit-TokenBucket", func(b *testing.B) {
 		l, err := ratelimit.NewTokenBucket(manyCapacity, manyRate)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, k := range keys {
-			if _, err := l.Allow(ctx, k, 1); err != nil {
-				b.Fatal(err)
-			}
-		}
-		runParallelKeys(b, keys, func(k string) bool {
-			res, err := l.Allow(ctx, k, 1)
-			return err == nil && res.Allowed
-		})
+		runParallelRatelimit(b, keys, l, err)
 	})
 
 	b.Run("ratelimit-GCRA", func(b *testing.B) {
 		l, err := ratelimit.NewGCRA(manyCapacity, manyPeriod)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, k := range keys {
-			if _, err := l.Allow(ctx, k, 1); err != nil {
-				b.Fatal(err)
-			}
-		}
-		runParallelKeys(b, keys, func(k string) bool {
-			res, err := l.Allow(ctx, k, 1)
-			return err == nil && res.Allowed
-		})
+		runParallelRatelimit(b, keys, l, err)
+	})
+
+	b.Run("ratelimit-FixedWindow", func(b *testing.B) {
+		l, err := ratelimit.NewFixedWindow(manyCapacity, manyPeriod)
+		runParallelRatelimit(b, keys, l, err)
 	})
 
 	b.Run("sethvargo-memorystore", func(b *testing.B) {
@@ -153,4 +136,22 @@ func runParallelKeys(b *testing.B, keys []string, allow func(key string) bool) {
 	b.StopTimer()
 	b.ReportMetric(float64(allowed.Load())/float64(b.N), "allowed/op")
 	b.ReportMetric(float64(started.Load()), "goroutines")
+}
+
+// runParallelRatelimit touches every key of l once, then runs
+// runParallelKeys on it; err is the constructor's.
+func runParallelRatelimit(b *testing.B, keys []string, l ratelimit.Limiter, err error) {
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, k := range keys {
+		if _, err := l.Allow(ctx, k, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runParallelKeys(b, keys, func(k string) bool {
+		res, err := l.Allow(ctx, k, 1)
+		return err == nil && res.Allowed
+	})
 }
