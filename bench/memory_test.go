@@ -90,38 +90,8 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 			}
 			return insert, refill, func() { s.Close(ctx) }
 		}}},
-		// The hand-rolled maps never drop a limiter; their refill step peeks
-		// with AllowN(t, 0) at a time past the fill time.
-		{"x-time-rate-mutexmap", memoryCase{func(b *testing.B) (func(string), func([]string), func()) {
-			m := newMutexRateMap(rate.Limit(memRate), memCapacity)
-			t0 := time.Unix(1_700_000_000, 0)
-			insert := func(k string) {
-				if !m.allowN(k, t0, 1) {
-					b.Fatalf("allowN(%q) denied", k)
-				}
-			}
-			refill := func(keys []string) {
-				for _, k := range keys {
-					m.allowN(k, t0.Add(2*memFill), 0)
-				}
-			}
-			return insert, refill, func() { runtime.KeepAlive(m) }
-		}}},
-		{"x-time-rate-syncmap", memoryCase{func(b *testing.B) (func(string), func([]string), func()) {
-			m := newSyncRateMap(rate.Limit(memRate), memCapacity)
-			t0 := time.Unix(1_700_000_000, 0)
-			insert := func(k string) {
-				if !m.allowN(k, t0, 1) {
-					b.Fatalf("allowN(%q) denied", k)
-				}
-			}
-			refill := func(keys []string) {
-				for _, k := range keys {
-					m.allowN(k, t0.Add(2*memFill), 0)
-				}
-			}
-			return insert, refill, func() { runtime.KeepAlive(m) }
-		}}},
+		{"x-time-rate-mutexmap", rateMapMemoryCase(func() rateMap { return newMutexRateMap(rate.Limit(memRate), memCapacity) })},
+		{"x-time-rate-syncmap", rateMapMemoryCase(func() rateMap { return newSyncRateMap(rate.Limit(memRate), memCapacity) })},
 	}
 
 	for _, c := range cases {
@@ -212,5 +182,31 @@ func ratelimitMemoryCase(ctx context.Context, newLimiter func(ratelimit.Clock) (
 			}
 		}
 		return insert, refill, func() { runtime.KeepAlive(l) }
+	}}
+}
+
+// rateMap is a hand-rolled per-key map of x/time/rate limiters.
+type rateMap interface {
+	allowN(key string, now time.Time, n int) bool
+}
+
+// rateMapMemoryCase measures a rateMap made by newMap. Such maps never drop a
+// limiter; the refill step peeks with allowN(t, 0) at a time past the fill
+// time.
+func rateMapMemoryCase(newMap func() rateMap) memoryCase {
+	return memoryCase{func(b *testing.B) (func(string), func([]string), func()) {
+		m := newMap()
+		t0 := time.Unix(1_700_000_000, 0)
+		insert := func(k string) {
+			if !m.allowN(k, t0, 1) {
+				b.Fatalf("allowN(%q) denied", k)
+			}
+		}
+		refill := func(keys []string) {
+			for _, k := range keys {
+				m.allowN(k, t0.Add(2*memFill), 0)
+			}
+		}
+		return insert, refill, func() { runtime.KeepAlive(m) }
 	}}
 }

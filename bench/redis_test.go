@@ -113,39 +113,15 @@ func BenchmarkRedis(b *testing.B) {
 	impls := []redisImpl{
 		{"ratelimit-RedisTokenBucket", func(b *testing.B, c *redis.Client) func(string) decideFunc {
 			l, err := ratelimit.NewRedisTokenBucket(c, redisLimit, redisRate)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return func(key string) decideFunc {
-				return func(ctx context.Context) (bool, error) {
-					res, err := l.Allow(ctx, key, 1)
-					return res.Allowed, err
-				}
-			}
+			return ratelimitDecisions(b, l, err)
 		}},
 		{"ratelimit-RedisGCRA", func(b *testing.B, c *redis.Client) func(string) decideFunc {
 			l, err := ratelimit.NewRedisGCRA(c, redisLimit, redisPeriod)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return func(key string) decideFunc {
-				return func(ctx context.Context) (bool, error) {
-					res, err := l.Allow(ctx, key, 1)
-					return res.Allowed, err
-				}
-			}
+			return ratelimitDecisions(b, l, err)
 		}},
 		{"ratelimit-RedisFixedWindow", func(b *testing.B, c *redis.Client) func(string) decideFunc {
 			l, err := ratelimit.NewRedisFixedWindow(c, redisLimit, redisPeriod)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return func(key string) decideFunc {
-				return func(ctx context.Context) (bool, error) {
-					res, err := l.Allow(ctx, key, 1)
-					return res.Allowed, err
-				}
-			}
+			return ratelimitDecisions(b, l, err)
 		}},
 		// go-redis/redis_rate v10: GCRA in a Lua script (EVALSHA through
 		// redis.Script, as ratelimit's), the same 1e6 per 1000 s, burst 1e6.
@@ -298,5 +274,19 @@ func runRedis(b *testing.B, decide []decideFunc, atStart func()) {
 func reportOpsPerSecond(b *testing.B) {
 	if s := b.Elapsed().Seconds(); s > 0 {
 		b.ReportMetric(float64(b.N)/s, "ops/s")
+	}
+}
+
+// ratelimitDecisions is the forKey of a ratelimit limiter row: one token of
+// key per decision. err is the constructor's.
+func ratelimitDecisions(b *testing.B, l ratelimit.Limiter, err error) func(string) decideFunc {
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func(key string) decideFunc {
+		return func(ctx context.Context) (bool, error) {
+			res, err := l.Allow(ctx, key, 1)
+			return res.Allowed, err
+		}
 	}
 }
