@@ -45,6 +45,13 @@ type breaker struct {
 	openedAt time.Time // when it last opened
 }
 
+// current returns the breaker's state.
+func (b *breaker) current() BreakerState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
+}
+
 // transition is a change of a breaker's state; from == to means none.
 type transition struct{ from, to BreakerState }
 

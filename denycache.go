@@ -29,7 +29,7 @@ import (
 // one with NewDenyCache.
 type DenyCache struct {
 	backend  Limiter
-	hooks    Hooks
+	hooks    Hooks // nil when nothing listens
 	clock    Clock
 	start    time.Time
 	maxAge   int64 // ns
@@ -82,14 +82,11 @@ func NewDenyCache(backend Limiter, cfg DenyCacheConfig) (*DenyCache, error) {
 	}
 	c := &DenyCache{
 		backend:  backend,
-		hooks:    cfg.Hooks,
+		hooks:    activeHooks(cfg.Hooks),
 		clock:    cfg.Clock,
 		maxAge:   int64(cfg.MaxAge),
 		perShard: max(cfg.MaxKeys/shardCount, 1),
 		denials:  newKeyTable[denial](int64(cfg.MaxAge)),
-	}
-	if isNil(c.hooks) {
-		c.hooks = NopHooks{}
 	}
 	if isNil(c.clock) {
 		c.clock = systemClock{}
@@ -113,7 +110,7 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 		sh.mu.Unlock()
 		res.RetryAfter = time.Duration(d.until - now)
 		res.ResetAfter = max(res.ResetAfter-time.Duration(now-d.at), res.RetryAfter)
-		if _, nop := c.hooks.(NopHooks); !nop {
+		if c.hooks != nil {
 			c.hooks.Decided(Decision{Key: key, Cost: n, Result: res, Source: FromDenyCache, Latency: c.clock.Now().Sub(t0)})
 		}
 		return res, nil

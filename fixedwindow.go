@@ -90,7 +90,7 @@ func (w *FixedWindow) Allow(_ context.Context, key string, n int) (Result, error
 	res := Result{Allowed: allowed, Limit: int(w.limit), Remaining: int(max(w.limit-win.count, 0))}
 	if win.count > 0 {
 		// A clock behind the shard's time must first catch up.
-		lag := min(max(now-reading, 0), maxSpan)
+		lag := lagBehind(now, reading)
 		res.ResetAfter = time.Duration(win.end - now + lag)
 	}
 	if !allowed {

@@ -75,7 +75,7 @@ type GuardConfig struct {
 type Guard struct {
 	backend   Limiter
 	cfg       GuardConfig
-	hooks     Hooks
+	hooks     Hooks // nil when nothing listens
 	clock     Clock
 	breaker   breaker
 	lastLimit atomic.Int64 // the Limit of the latest backend answer
@@ -108,10 +108,7 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 	if cfg.FailClosedRetryAfter == 0 {
 		cfg.FailClosedRetryAfter = time.Second
 	}
-	g := &Guard{backend: backend, cfg: cfg, hooks: cfg.Hooks, clock: cfg.Clock}
-	if isNil(g.hooks) {
-		g.hooks = NopHooks{}
-	}
+	g := &Guard{backend: backend, cfg: cfg, hooks: activeHooks(cfg.Hooks), clock: cfg.Clock}
 	if isNil(g.clock) {
 		g.clock = systemClock{}
 	}
@@ -122,7 +119,11 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 // Allow asks the backend, or answers by the failure policy when the backend
 // fails or the breaker is open. See Guard for the details.
 func (g *Guard) Allow(ctx context.Context, key string, n int) (Result, error) {
-	start := g.clock.Now()
+	// The clock is read only for a breaker or a listener.
+	var start time.Time
+	if g.cfg.BreakerFailures > 0 || g.hooks != nil {
+		start = g.clock.Now()
+	}
 	admitted, wait, change := true, time.Duration(0), transition{}
 	if g.cfg.BreakerFailures > 0 {
 		admitted, wait, change = g.breaker.admit(start)
@@ -185,8 +186,11 @@ func (g *Guard) byPolicy(ctx context.Context, key string, n int, retryAfter time
 	}
 }
 
-// decided reports a decision to the hooks.
+// decided reports a decision to the hooks, if any.
 func (g *Guard) decided(key string, n int, res Result, err, backendErr error, start time.Time, source Source) {
+	if g.hooks == nil {
+		return
+	}
 	g.hooks.Decided(Decision{
 		Key: key, Cost: n, Result: res, Err: err, BackendErr: backendErr,
 		Latency: g.clock.Now().Sub(start), Source: source,
@@ -195,14 +199,10 @@ func (g *Guard) decided(key string, n int, res Result, err, backendErr error, st
 
 // report tells the hooks of a breaker change, if there was one.
 func (g *Guard) report(t transition) {
-	if t.from != t.to {
+	if g.hooks != nil && t.from != t.to {
 		g.hooks.BreakerChanged(t.from, t.to)
 	}
 }
 
 // BreakerState returns the circuit breaker's state now.
-func (g *Guard) BreakerState() BreakerState {
-	g.breaker.mu.Lock()
-	defer g.breaker.mu.Unlock()
-	return g.breaker.state
-}
+func (g *Guard) BreakerState() BreakerState { return g.breaker.current() }

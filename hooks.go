@@ -74,3 +74,12 @@ func (NopHooks) Decided(Decision) {}
 
 // BreakerChanged does nothing.
 func (NopHooks) BreakerChanged(from, to BreakerState) {}
+
+// activeHooks returns h, or nil when h is nil or NopHooks, so that the
+// decorators can skip building reports nobody reads.
+func activeHooks(h Hooks) Hooks {
+	if _, nop := h.(NopHooks); nop || isNil(h) {
+		return nil
+	}
+	return h
+}

@@ -98,6 +98,13 @@ func (t *keyTable[V]) lock(key string, reading, maxNow int64) (sh *tableShard[V]
 	return sh, sh.advance(reading, maxNow, t.span)
 }
 
+// lagBehind returns how far a clock reading is behind a shard's time now:
+// the wait until the clock catches up, which every wait a limiter reports
+// must include. It is 0 for a reading at or past now.
+func lagBehind(now, reading int64) int64 {
+	return min(max(now-reading, 0), maxSpan)
+}
+
 // advance moves the shard's time to reading, unless reading is earlier (then
 // time stands still until the clock catches up), drops generations that have
 // all expired, and returns the shard's time. The caller holds sh.mu.

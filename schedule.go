@@ -73,7 +73,7 @@ func (s *schedule) allow(key string, n int) (Result, error) {
 
 	// A clock behind the shard's time must first catch up: that lag is part
 	// of every wait.
-	lag := min(max(now-reading, 0), maxSpan)
+	lag := lagBehind(now, reading)
 	if !allowed {
 		res := s.result(false, tat, now, lag)
 		res.RetryAfter = time.Duration(lag + newTat - s.tau - now)
