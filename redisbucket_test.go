@@ -177,36 +177,39 @@ func TestRedisTokenBucketRejectsMalformedReplies(t *testing.T) {
 	}
 }
 
+// requireRefused checks that Allow(key, 1) on l fails with an error whose
+// text contains want, answering Result{Limit: limit}: never an allow.
+func requireRefused(t *testing.T, l Limiter, key string, limit int, want string) {
+	t.Helper()
+	res, err := l.Allow(context.Background(), key, 1)
+	require.Error(t, err, key)
+	assert.Contains(t, err.Error(), want, key)
+	assert.Equal(t, Result{Limit: limit}, res, key)
+}
+
 func TestRedisTokenBucketWrongKeyTypeAndCorruptState(t *testing.T) {
 	m, client, _ := miniredisClock(t)
 	l, err := NewRedisTokenBucket(client, 3, 1)
 	require.NoError(t, err)
 	require.NoError(t, m.Set(DefaultTokenBucketPrefix+"str", "x"))
-	res, err := l.Allow(context.Background(), "str", 1)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "WRONGTYPE")
-	assert.False(t, res.Allowed)
+	requireRefused(t, l, "str", 3, "WRONGTYPE")
 
 	for name, fields := range map[string][]string{
-		"garbled credit":     {"credit", "lots", "last_refill", "1"},
-		"missing last":       {"credit", "5"},
-		"negative credit":    {"credit", "-5", "last_refill", "1"},
-		"NaN credit":         {"credit", "nan", "last_refill", "1"},
-		"time beyond 2^53":   {"credit", "5", "last_refill", "1e300"},
-		"missing credit too": {"other", "1"},
+		"garbled credit":   {"credit", "lots", "last_refill", "1"},
+		"missing last":     {"credit", "5"},
+		"negative credit":  {"credit", "-5", "last_refill", "1"},
+		"NaN credit":       {"credit", "nan", "last_refill", "1"},
+		"time beyond 2^53": {"credit", "5", "last_refill", "1e300"},
 	} {
 		m.HSet(DefaultTokenBucketPrefix+name, fields...)
-		res, err := l.Allow(context.Background(), name, 1)
-		if name == "missing credit too" {
-			// Neither field is there: the bucket is full.
-			require.NoError(t, err, name)
-			assert.True(t, res.Allowed, name)
-			continue
-		}
-		require.Error(t, err, name)
-		assert.Contains(t, err.Error(), "corrupt token bucket", name)
-		assert.False(t, res.Allowed, name)
+		requireRefused(t, l, name, 3, "corrupt token bucket")
 	}
+
+	// Neither field is there: the bucket is full.
+	m.HSet(DefaultTokenBucketPrefix+"other fields", "other", "1")
+	res, err := l.Allow(context.Background(), "other fields", 1)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed)
 }
 
 func TestNewRedisTokenBucketRejectsBadConfig(t *testing.T) {
