@@ -3,6 +3,7 @@ package httplimit
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/ratelimit-go/ratelimit"
 )
@@ -18,22 +19,54 @@ const (
 	fieldRetryAfter = "Retry-After"
 )
 
-// fieldWriter sets the rate-limit fields of one Middleware. It is immutable
-// after construction.
+// fieldWriter sets the rate-limit fields of one Middleware. Its settings
+// are fixed at construction; first holds the limit-only values of the first
+// limit its limiter reports. It is safe for concurrent use and must not be
+// copied after first use.
 type fieldWriter struct {
 	style   HeaderStyle
 	beforeQ string // `"default";q=`
 	afterQ  string // `;w=5`, or empty without a window
 	beforeR string // `"default";r=`
+	first   atomic.Pointer[limitValues]
+}
+
+// limitValues are the field values that depend on the limit only, which is
+// the same on every response of most limiters.
+type limitValues struct {
+	limit  int
+	q      string // RateLimit-Limit: "10"
+	policy string // RateLimit-Policy: `"default";q=10;w=5`
+}
+
+// limitValues returns the values for limit: those remembered for the first
+// limit seen when limit is that one, or else new ones, which are remembered
+// when they are the first. So a limiter with one limit has them formatted
+// once, and one whose limit varies pays what it did before, two short
+// strings per response.
+func (f *fieldWriter) limitValues(limit int) limitValues {
+	first := f.first.Load()
+	if first != nil && first.limit == limit {
+		return *first
+	}
+	q := strconv.Itoa(max(limit, 0))
+	v := limitValues{limit: limit, q: q}
+	if f.style.ietf() {
+		v.policy = f.beforeQ + q + f.afterQ
+	}
+	if first == nil {
+		f.first.CompareAndSwap(nil, &limitValues{limit: v.limit, q: v.q, policy: v.policy})
+	}
+	return v
 }
 
 // span is where one field value lies in a buffer: b[from:to].
 type span struct{ from, to int }
 
-// fieldBufSize is the room on the stack for the field values' bytes: enough
-// for the default policy name with numbers of up to 9 digits. Longer values
-// grow the buffer on the heap.
-const fieldBufSize = 80
+// fieldBufSize is the room on the stack for the bytes of the values that
+// change with each response: enough for the default policy name with numbers
+// of up to 9 digits. Longer values grow the buffer on the heap.
+const fieldBufSize = 64
 
 // fieldBlock holds the value slices of a response's fields in one
 // allocation.
@@ -44,28 +77,21 @@ type fieldBlock struct {
 // write sets the rate-limit fields for res on h, and Retry-After (res's
 // RetryAfter in whole seconds, rounded up, at least 1) when retry is true.
 //
-// All values are formatted into one buffer and made one string that backs
-// them all, and the fields' value slices share one backing array, each capped
-// at length 1 so that an append by a later handler copies instead of
-// overwriting a neighbour: two allocations per response, whatever the style.
+// The values that depend on the limit only come from limitValues. The others
+// are formatted into one buffer and made one string that backs them all, and
+// the fields' value slices share one backing array, each capped at length 1
+// so that an append by a later handler copies instead of overwriting a
+// neighbour: two allocations per response, whatever the style.
 func (f *fieldWriter) write(h http.Header, res ratelimit.Result, retry bool) {
-	limit := int64(max(res.Limit, 0))
+	lv := f.limitValues(res.Limit)
 	remaining := int64(max(res.Remaining, 0))
 	reset := ceilSeconds(res.ResetAfter)
 
 	var buf [fieldBufSize]byte
 	b := buf[:0]
-	var lim, rem, rst, pol, rl, ra span
+	var rem, rst, rl, ra span
 	if f.style.ietf() {
-		// `"default";q=10;w=5"default";r=3;t=2`: the legacy values are
-		// substrings of the IETF ones.
-		pol.from = len(b)
-		b = append(b, f.beforeQ...)
-		lim.from = len(b)
-		b = strconv.AppendInt(b, limit, 10)
-		lim.to = len(b)
-		b = append(b, f.afterQ...)
-		pol.to, rl.from = len(b), len(b)
+		// `"default";r=3;t=2`: the legacy values are substrings of it.
 		b = append(b, f.beforeR...)
 		rem.from = len(b)
 		b = strconv.AppendInt(b, remaining, 10)
@@ -75,9 +101,6 @@ func (f *fieldWriter) write(h http.Header, res ratelimit.Result, retry bool) {
 		b = strconv.AppendInt(b, reset, 10)
 		rst.to, rl.to = len(b), len(b)
 	} else {
-		lim.from = len(b)
-		b = strconv.AppendInt(b, limit, 10)
-		lim.to, rem.from = len(b), len(b)
 		b = strconv.AppendInt(b, remaining, 10)
 		rem.to, rst.from = len(b), len(b)
 		b = strconv.AppendInt(b, reset, 10)
@@ -92,12 +115,12 @@ func (f *fieldWriter) write(h http.Header, res ratelimit.Result, retry bool) {
 	blk := new(fieldBlock)
 	i := 0
 	if f.style.legacy() {
-		i = set(h, &blk.vals, i, fieldLimit, s[lim.from:lim.to])
+		i = set(h, &blk.vals, i, fieldLimit, lv.q)
 		i = set(h, &blk.vals, i, fieldRemaining, s[rem.from:rem.to])
 		i = set(h, &blk.vals, i, fieldReset, s[rst.from:rst.to])
 	}
 	if f.style.ietf() {
-		i = set(h, &blk.vals, i, fieldPolicy, s[pol.from:pol.to])
+		i = set(h, &blk.vals, i, fieldPolicy, lv.policy)
 		i = set(h, &blk.vals, i, fieldRateLimit, s[rl.from:rl.to])
 	}
 	if retry {
@@ -109,12 +132,12 @@ func (f *fieldWriter) write(h http.Header, res ratelimit.Result, retry bool) {
 // request whose cost exceeds the limit: RateLimit-Limit and RateLimit-Policy,
 // as the style allows.
 func (f *fieldWriter) writeLimitOnly(h http.Header, limit int) {
-	q := strconv.Itoa(max(limit, 0))
+	lv := f.limitValues(limit)
 	if f.style.legacy() {
-		h[fieldLimit] = []string{q}
+		h[fieldLimit] = []string{lv.q}
 	}
 	if f.style.ietf() {
-		h[fieldPolicy] = []string{f.beforeQ + q + f.afterQ}
+		h[fieldPolicy] = []string{lv.policy}
 	}
 }
 

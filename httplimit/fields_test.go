@@ -245,3 +245,26 @@ func TestLongPolicyName(t *testing.T) {
 		"Retry-After":         {"90"},
 	}, fields(w.Header()))
 }
+
+// The values that depend on the limit only are remembered for the first
+// limit seen; a limiter whose limit differs by key (tiers) must still get
+// each response's own.
+func TestLimitThatVariesByKey(t *testing.T) {
+	stub := &stubLimiter{}
+	h, _ := limited(t, stub, httplimit.WithPolicyWindow(time.Minute))
+	for _, limit := range []int{10, 1000, 10, 7, 1000} {
+		stub.mu.Lock()
+		stub.res = ratelimit.Result{Allowed: true, Limit: limit, Remaining: limit - 1, ResetAfter: time.Second}
+		stub.mu.Unlock()
+		q, r := strconv.Itoa(limit), strconv.Itoa(limit-1)
+		w := do(h, "k", "")
+		require.Equal(t, http.StatusOK, w.Code, "limit %d", limit)
+		assert.Equal(t, map[string][]string{
+			"RateLimit-Limit":     {q},
+			"RateLimit-Remaining": {r},
+			"RateLimit-Reset":     {"1"},
+			"RateLimit-Policy":    {`"default";q=` + q + ";w=60"},
+			"RateLimit":           {`"default";r=` + r + ";t=1"},
+		}, fields(w.Header()), "limit %d", limit)
+	}
+}
