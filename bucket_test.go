@@ -216,7 +216,25 @@ func TestSystemClockIsMonotonic(t *testing.T) {
 	assert.Contains(t, systemClock{}.Now().String(), "m=+")
 	l, err := NewTokenBucket(1, 1)
 	require.NoError(t, err)
-	assert.True(t, strings.Contains(l.s.start.String(), "m=+"), "start carries a monotonic reading")
+	assert.True(t, strings.Contains(l.s.base.start.String(), "m=+"), "start carries a monotonic reading")
+	assert.True(t, l.s.base.system, "the system clock is read through time.Since")
+}
+
+// On the system clock, clockBase reads the monotonic clock alone; what it
+// measures must be what Now().Sub measures.
+func TestClockBaseOnTheSystemClock(t *testing.T) {
+	b := newClockBase(systemClock{})
+	before := int64(time.Since(b.start))
+	got := b.elapsed()
+	after := int64(systemClock{}.Now().Sub(b.start))
+	assert.LessOrEqual(t, before, got)
+	assert.LessOrEqual(t, got, after)
+
+	fake := NewFakeClock(epoch)
+	fb := newClockBase(fake)
+	assert.False(t, fb.system)
+	fake.Advance(1500 * time.Millisecond)
+	assert.Equal(t, int64(1500*time.Millisecond), fb.elapsed())
 }
 
 func TestFakeClockIsSafeForConcurrentUse(t *testing.T) {

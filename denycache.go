@@ -30,8 +30,7 @@ import (
 type DenyCache struct {
 	backend  Limiter
 	hooks    Hooks // nil when nothing listens
-	clock    Clock
-	start    time.Time
+	base     clockBase
 	maxAge   int64 // ns
 	perShard int   // most denials a shard holds
 	denials  *keyTable[denial]
@@ -83,15 +82,15 @@ func NewDenyCache(backend Limiter, cfg DenyCacheConfig) (*DenyCache, error) {
 	c := &DenyCache{
 		backend:  backend,
 		hooks:    activeHooks(cfg.Hooks),
-		clock:    cfg.Clock,
 		maxAge:   int64(cfg.MaxAge),
 		perShard: max(cfg.MaxKeys/shardCount, 1),
 		denials:  newKeyTable[denial](int64(cfg.MaxAge)),
 	}
-	if isNil(c.clock) {
-		c.clock = systemClock{}
+	clock := cfg.Clock
+	if isNil(clock) {
+		clock = systemClock{}
 	}
-	c.start = c.clock.Now()
+	c.base = newClockBase(clock)
 	return c, nil
 }
 
@@ -101,8 +100,7 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 	if n <= 0 {
 		return c.backend.Allow(ctx, key, n)
 	}
-	t0 := c.clock.Now()
-	reading := int64(t0.Sub(c.start))
+	reading := c.base.elapsed()
 	sh, now := c.denials.lock(key, reading, maxSpan)
 	// A cost above the limit goes on to the backend, whose error says so.
 	if d, _ := sh.lookup(key); now < d.until && n >= d.n && n <= d.res.Limit {
@@ -111,7 +109,7 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 		res.RetryAfter = time.Duration(d.until - now)
 		res.ResetAfter = max(res.ResetAfter-time.Duration(now-d.at), res.RetryAfter)
 		if c.hooks != nil {
-			c.hooks.Decided(Decision{Key: key, Cost: n, Result: res, Source: FromDenyCache, Latency: c.clock.Now().Sub(t0)})
+			c.hooks.Decided(Decision{Key: key, Cost: n, Result: res, Source: FromDenyCache, Latency: time.Duration(c.base.elapsed() - reading)})
 		}
 		return res, nil
 	}

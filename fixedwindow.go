@@ -25,8 +25,7 @@ import (
 // A FixedWindow is safe for concurrent use. The zero value is not usable;
 // create one with NewFixedWindow.
 type FixedWindow struct {
-	clock   Clock
-	start   time.Time // clock reading that is time 0
+	base    clockBase
 	limit   int64
 	window  int64 // ns
 	maxNow  int64 // time stands still past this, so window ends cannot overflow
@@ -56,8 +55,7 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 		return nil, fmt.Errorf("%w: %s: window %v overflows the clock", ErrInvalidConfig, kind, window)
 	}
 	return &FixedWindow{
-		clock:   cfg.clock,
-		start:   cfg.clock.Now(),
+		base:    newClockBase(cfg.clock),
 		limit:   int64(limit),
 		window:  int64(window),
 		maxNow:  math.MaxInt64 - 2*int64(window),
@@ -71,7 +69,7 @@ func (w *FixedWindow) Allow(_ context.Context, key string, n int) (Result, error
 	if err := checkCost(n, int(w.limit)); err != nil {
 		return Result{Limit: int(w.limit)}, err
 	}
-	reading := int64(w.clock.Now().Sub(w.start))
+	reading := w.base.elapsed()
 	sh, now := w.windows.lock(key, reading, w.maxNow)
 	win, at := sh.lookup(key)
 	if win.end <= now {

@@ -21,12 +21,11 @@ import (
 //
 // A schedule is safe for concurrent use.
 type schedule struct {
-	clock    Clock
-	start    time.Time // clock reading that is time 0
-	interval int64     // T: nanoseconds per token, >= 1
-	capacity int64     // C: tokens, >= 1
-	tau      int64     // C·T: nanoseconds from empty to full
-	maxNow   int64     // time stands still past this, so tat arithmetic cannot overflow
+	base     clockBase
+	interval int64 // T: nanoseconds per token, >= 1
+	capacity int64 // C: tokens, >= 1
+	tau      int64 // C·T: nanoseconds from empty to full
+	maxNow   int64 // time stands still past this, so tat arithmetic cannot overflow
 	tats     *keyTable[int64]
 }
 
@@ -45,8 +44,7 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 	}
 	tau := int64(capacity) * interval
 	return &schedule{
-		clock:    clock,
-		start:    clock.Now(),
+		base:     newClockBase(clock),
 		interval: interval,
 		capacity: int64(capacity),
 		tau:      tau,
@@ -60,7 +58,7 @@ func (s *schedule) allow(key string, n int) (Result, error) {
 	if err := checkCost(n, int(s.capacity)); err != nil {
 		return Result{Limit: int(s.capacity)}, err
 	}
-	reading := int64(s.clock.Now().Sub(s.start))
+	reading := s.base.elapsed()
 	sh, now := s.tats.lock(key, reading, s.maxNow)
 	tat, w := sh.lookup(key)
 	tat = max(tat, now) // an absent key's tat, 0, has passed: it is full
