@@ -62,7 +62,10 @@ const pairBlock = 256
 // in-process TokenBucket of the hot-key configuration, which never runs dry
 // ("with"). "with" also reports ns-added/op, its ns/op less that of the
 // "without" run just before it, and allocs-added/op, counted exactly with
-// testing.AllocsPerRun over 1000 requests of each.
+// testing.AllocsPerRun over 1000 requests of each. "with-legacy" and
+// "with-ietf" are the same with WithHeaderStyle(LegacyHeaders) (three
+// fields) and WithHeaderStyle(IETFHeaders) (two) instead of the default
+// five, to show what each field costs.
 //
 // "paired" serves each of its b.N iterations through both handlers, in
 // alternating blocks of pairBlock requests (bare first in one block pair,
@@ -72,34 +75,28 @@ const pairBlock = 256
 // microseconds of each other, so a burst of load on the machine hits both
 // alike; its ns/op is the time of one request through each.
 func BenchmarkMiddleware(b *testing.B) {
-	l, err := ratelimit.NewTokenBucket(hotCapacity, hotRate)
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := httplimit.NewMiddleware(l, httplimit.KeyByHeader(middlewareKeyHeader))
-	if err != nil {
-		b.Fatal(err)
-	}
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set(middlewareKeyHeader, "hot")
 	bare := http.HandlerFunc(trivialHandler)
-	with := m.Handler(bare)
-	// The middleware must pass the request on and set its headers.
-	w := &discardWriter{header: make(http.Header)}
-	with.ServeHTTP(w, r)
-	if w.status != 0 && w.status != http.StatusOK || w.header.Get("RateLimit-Limit") == "" {
-		b.Fatalf("the middleware answered %d with headers %v", w.status, w.header)
-	}
-	extraAllocs := testing.AllocsPerRun(1000, func() { serveOnce(with, r) }) -
-		testing.AllocsPerRun(1000, func() { serveOnce(bare, r) })
-
+	with := limitedHandler(b, bare, r, httplimit.BothHeaders, "RateLimit-Limit")
 	var bareNs float64
 	b.Run("without", func(b *testing.B) { bareNs = serveLoop(b, bare, r) })
-	b.Run("with", func(b *testing.B) {
-		withNs := serveLoop(b, with, r)
-		b.ReportMetric(withNs-bareNs, "ns-added/op")
-		b.ReportMetric(extraAllocs, "allocs-added/op")
-	})
+	for _, row := range []struct {
+		name string
+		h    http.Handler
+	}{
+		{"with", with},
+		{"with-legacy", limitedHandler(b, bare, r, httplimit.LegacyHeaders, "RateLimit-Limit")},
+		{"with-ietf", limitedHandler(b, bare, r, httplimit.IETFHeaders, "RateLimit-Policy")},
+	} {
+		extraAllocs := testing.AllocsPerRun(1000, func() { serveOnce(row.h, r) }) -
+			testing.AllocsPerRun(1000, func() { serveOnce(bare, r) })
+		b.Run(row.name, func(b *testing.B) {
+			withNs := serveLoop(b, row.h, r)
+			b.ReportMetric(withNs-bareNs, "ns-added/op")
+			b.ReportMetric(extraAllocs, "allocs-added/op")
+		})
+	}
 	b.Run("paired", func(b *testing.B) {
 		b.ReportAllocs()
 		var bareT, withT time.Duration
@@ -127,4 +124,25 @@ func BenchmarkMiddleware(b *testing.B) {
 		b.ReportMetric(float64(withT-bareT)/float64(b.N), "ns-added/op")
 		b.ReportMetric(float64(bareT)/float64(b.N), "ns-without/op")
 	})
+}
+
+// limitedHandler returns next behind a middleware of the given header style
+// on an in-process TokenBucket of the hot-key configuration, after checking
+// that it passes r on with the field named field set.
+func limitedHandler(b *testing.B, next http.Handler, r *http.Request, style httplimit.HeaderStyle, field string) http.Handler {
+	l, err := ratelimit.NewTokenBucket(hotCapacity, hotRate)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := httplimit.NewMiddleware(l, httplimit.KeyByHeader(middlewareKeyHeader), httplimit.WithHeaderStyle(style))
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := m.Handler(next)
+	w := &discardWriter{header: make(http.Header)}
+	h.ServeHTTP(w, r)
+	if w.status != 0 && w.status != http.StatusOK || w.header.Get(field) == "" {
+		b.Fatalf("the middleware answered %d with headers %v", w.status, w.header)
+	}
+	return h
 }
