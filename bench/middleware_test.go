@@ -51,84 +51,89 @@ func serveLoop(b *testing.B, h http.Handler, r *http.Request) float64 {
 	return float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 }
 
-// pairBlock is how many requests the "paired" row serves through one handler
-// before it switches to the other.
-const pairBlock = 256
+// rotationBlock is how many requests the "interleaved" row serves through
+// one handler before it moves on to the next.
+const rotationBlock = 256
 
 // BenchmarkMiddleware is the cost httplimit's middleware adds to a request:
-// one goroutine serves one request, keyed by a header (KeyByHeader) to one hot key, through a
-// trivial handler, bare ("without") and behind the middleware on an
-// in-process TokenBucket of the hot-key configuration, which never runs dry
-// ("with"). "with" also reports ns-added/op, its ns/op less that of the
-// "without" run just before it, and allocs-added/op, counted exactly with
-// testing.AllocsPerRun over 1000 requests of each. "with-legacy" and
-// "with-ietf" are the same with WithHeaderStyle(LegacyHeaders) (three
-// fields) and WithHeaderStyle(IETFHeaders) (two) instead of the default
-// five, to show what each field costs.
+// one goroutine serves one request, keyed by a header (KeyByHeader) to one
+// hot key, through a trivial handler, bare ("without") and behind the
+// middleware on an in-process TokenBucket of the hot-key configuration,
+// which never runs dry ("with"). "with" also reports ns-added/op, its ns/op
+// less that of the "without" run just before it, and allocs-added/op,
+// counted exactly with testing.AllocsPerRun over 1000 requests of each.
 //
-// "floor-decide" and "floor-fields" bound what any such middleware could
-// reach: floorHandler's least work, with no fields and with the five default
-// fields preformatted, in the same way as "with".
-//
-// "paired" serves each of its b.N iterations through both handlers, in
-// alternating blocks of pairBlock requests (bare first in one block pair,
-// middleware first in the next), timing each block, and reports
-// ns-added/op, the middleware's time less the bare handler's per request,
-// and ns-without/op. The two are measured within a few hundred
-// microseconds of each other, so a burst of load on the machine hits both
-// alike; its ns/op is the time of one request through each.
+// "interleaved" serves each of its b.N iterations through every handler of
+// middlewareRows, in blocks of rotationBlock requests, one handler after the
+// other, each cycle starting one handler further on, and times each block.
+// The handlers are measured within a millisecond of each other, so drift in
+// the machine's speed hits all alike, where the separate rows are seconds
+// apart. It reports, per request, "without-ns/op" and each other handler's
+// time less the bare handler's as "<name>-added-ns/op"; its ns/op is the
+// time of one request through each.
 func BenchmarkMiddleware(b *testing.B) {
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set(middlewareKeyHeader, "hot")
-	bare := http.HandlerFunc(trivialHandler)
-	with := limitedHandler(b, bare, r, httplimit.BothHeaders, "RateLimit-Limit")
+	rows := middlewareRows(b, r)
+	bare, with := rows[0].h, rows[1].h
+
 	var bareNs float64
 	b.Run("without", func(b *testing.B) { bareNs = serveLoop(b, bare, r) })
-	for _, row := range []struct {
-		name string
-		h    http.Handler
-	}{
-		{"with", with},
-		{"with-legacy", limitedHandler(b, bare, r, httplimit.LegacyHeaders, "RateLimit-Limit")},
-		{"with-ietf", limitedHandler(b, bare, r, httplimit.IETFHeaders, "RateLimit-Policy")},
-		{"floor-decide", floorHandler(b, bare, false)},
-		{"floor-fields", floorHandler(b, bare, true)},
-	} {
-		extraAllocs := testing.AllocsPerRun(1000, func() { serveOnce(row.h, r) }) -
-			testing.AllocsPerRun(1000, func() { serveOnce(bare, r) })
-		b.Run(row.name, func(b *testing.B) {
-			withNs := serveLoop(b, row.h, r)
-			b.ReportMetric(withNs-bareNs, "ns-added/op")
-			b.ReportMetric(extraAllocs, "allocs-added/op")
-		})
-	}
-	b.Run("paired", func(b *testing.B) {
+	extraAllocs := testing.AllocsPerRun(1000, func() { serveOnce(with, r) }) -
+		testing.AllocsPerRun(1000, func() { serveOnce(bare, r) })
+	b.Run("with", func(b *testing.B) {
+		withNs := serveLoop(b, with, r)
+		b.ReportMetric(withNs-bareNs, "ns-added/op")
+		b.ReportMetric(extraAllocs, "allocs-added/op")
+	})
+	b.Run("interleaved", func(b *testing.B) {
 		b.ReportAllocs()
-		var bareT, withT time.Duration
-		for done, i := 0, 0; done < b.N; done, i = done+pairBlock, i+1 {
-			n := min(pairBlock, b.N-done)
-			first, second := http.Handler(bare), with
-			if i%2 == 1 {
-				first, second = with, bare
-			}
-			t0 := time.Now()
-			for range n {
-				serveOnce(first, r)
-			}
-			t1 := time.Now()
-			for range n {
-				serveOnce(second, r)
-			}
-			t2 := time.Now()
-			if i%2 == 0 {
-				bareT, withT = bareT+t1.Sub(t0), withT+t2.Sub(t1)
-			} else {
-				withT, bareT = withT+t1.Sub(t0), bareT+t2.Sub(t1)
+		spent := make([]time.Duration, len(rows))
+		for done, cycle := 0, 0; done < b.N; done, cycle = done+rotationBlock, cycle+1 {
+			n := min(rotationBlock, b.N-done)
+			for j := range rows {
+				k := (cycle + j) % len(rows)
+				t0 := time.Now()
+				for range n {
+					serveOnce(rows[k].h, r)
+				}
+				spent[k] += time.Since(t0)
 			}
 		}
-		b.ReportMetric(float64(withT-bareT)/float64(b.N), "ns-added/op")
-		b.ReportMetric(float64(bareT)/float64(b.N), "ns-without/op")
+		perRequest := func(d time.Duration) float64 { return float64(d) / float64(b.N) }
+		b.ReportMetric(perRequest(spent[0]), "without-ns/op")
+		for k := 1; k < len(rows); k++ {
+			b.ReportMetric(perRequest(spent[k]-spent[0]), rows[k].name+"-added-ns/op")
+		}
 	})
+}
+
+// middlewareRow is one handler of BenchmarkMiddleware's "interleaved" row.
+type middlewareRow struct {
+	name string
+	h    http.Handler
+}
+
+// middlewareRows returns the handlers the "interleaved" row compares, the
+// bare trivial handler first and the default middleware second:
+//
+//   - "with": httplimit's middleware with the default five fields;
+//   - "legacy" and "ietf": the same with WithHeaderStyle(LegacyHeaders)
+//     (three fields) and WithHeaderStyle(IETFHeaders) (two), to show what
+//     the fields cost;
+//   - "floor-decide" and "floor-fields": floorHandler's least work, with no
+//     fields and with the five default fields preformatted, which bound from
+//     below what any middleware doing this could cost.
+func middlewareRows(b *testing.B, r *http.Request) []middlewareRow {
+	bare := http.HandlerFunc(trivialHandler)
+	return []middlewareRow{
+		{"without", bare},
+		{"with", limitedHandler(b, bare, r, httplimit.BothHeaders, "RateLimit-Limit")},
+		{"legacy", limitedHandler(b, bare, r, httplimit.LegacyHeaders, "RateLimit-Limit")},
+		{"ietf", limitedHandler(b, bare, r, httplimit.IETFHeaders, "RateLimit-Policy")},
+		{"floor-decide", floorHandler(b, bare, false)},
+		{"floor-fields", floorHandler(b, bare, true)},
+	}
 }
 
 // limitedHandler returns next behind a middleware of the given header style
