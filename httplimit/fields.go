@@ -42,8 +42,9 @@ type limitValues struct {
 // limitValues returns the values for limit: those remembered for the first
 // limit seen when limit is that one, or else new ones, which are remembered
 // when they are the first. So a limiter with one limit has them formatted
-// once, and one whose limit varies pays what it did before, two short
-// strings per response.
+// once; a response with another limit has them formatted for it, up to two
+// more allocations (the RateLimit-Limit value, under 100 none, and the
+// RateLimit-Policy value).
 func (f *fieldWriter) limitValues(limit int) limitValues {
 	first := f.first.Load()
 	if first != nil && first.limit == limit {
@@ -81,7 +82,8 @@ type fieldBlock struct {
 // are formatted into one buffer and made one string that backs them all, and
 // the fields' value slices share one backing array, each capped at length 1
 // so that an append by a later handler copies instead of overwriting a
-// neighbour: two allocations per response, whatever the style.
+// neighbour: two allocations per response, whatever the style, plus those of
+// limitValues for a limit other than the first.
 func (f *fieldWriter) write(h http.Header, res ratelimit.Result, retry bool) {
 	lv := f.limitValues(res.Limit)
 	remaining := int64(max(res.Remaining, 0))
