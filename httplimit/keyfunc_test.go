@@ -35,17 +35,24 @@ func TestKeyByHeader(t *testing.T) {
 				r.Header.Add("X-Api-Key", v)
 			}
 			got, err := httplimit.KeyByHeader(tc.field)(r)
-			if tc.wantErr != "" {
-				require.Error(t, err)
-				assert.ErrorIs(t, err, httplimit.ErrNoKey)
-				assert.Contains(t, err.Error(), tc.wantErr)
-				assert.Empty(t, got)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
+			assertKey(t, tc.want, tc.wantErr, got, err)
 		})
 	}
+}
+
+// assertKey checks a KeyFunc's answer: key want and no error when wantErr is
+// empty, or else no key and an error wrapping ErrNoKey that contains wantErr.
+func assertKey(t *testing.T, want, wantErr, got string, err error) {
+	t.Helper()
+	if wantErr != "" {
+		require.Error(t, err)
+		assert.ErrorIs(t, err, httplimit.ErrNoKey)
+		assert.Contains(t, err.Error(), wantErr)
+		assert.Empty(t, got)
+		return
+	}
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
 }
 
 // ctxKey is the context key of the tests' user ids.
@@ -84,15 +91,7 @@ func TestKeyByContext(t *testing.T) {
 				r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, tc.value))
 			}
 			got, err := httplimit.KeyByContext(ctxKey{})(r)
-			if tc.wantErr != "" {
-				require.Error(t, err)
-				assert.ErrorIs(t, err, httplimit.ErrNoKey)
-				assert.Contains(t, err.Error(), tc.wantErr)
-				assert.Empty(t, got)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
+			assertKey(t, tc.want, tc.wantErr, got, err)
 		})
 	}
 }
