@@ -59,6 +59,9 @@ func (b *TokenBucket) Allow(_ context.Context, key string, n int) (Result, error
 // capacity divided by the refill rate.
 func (b *TokenBucket) FillTime() time.Duration { return b.s.fillTime() }
 
+// Policy returns the bucket's capacity and FillTime.
+func (b *TokenBucket) Policy() Policy { return b.s.policy() }
+
 // rateInterval converts a rate in tokens per second into whole clock units
 // (unit of them per second) per token, rounded to nearest, and rejects rates
 // that are not positive and finite or that are faster than one token per

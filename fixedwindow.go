@@ -100,6 +100,9 @@ func (w *FixedWindow) Allow(_ context.Context, key string, n int) (Result, error
 // Window returns the length of a window.
 func (w *FixedWindow) Window() time.Duration { return time.Duration(w.window) }
 
+// Policy returns the limit and the window's length.
+func (w *FixedWindow) Policy() Policy { return Policy{Limit: int(w.limit), Window: time.Duration(w.window)} }
+
 // checkWindow rejects a limit or window <= 0.
 func checkWindow(kind string, limit int, window time.Duration) error {
 	if limit <= 0 {
@@ -176,3 +179,6 @@ func (w *RedisFixedWindow) Allow(ctx context.Context, key string, n int) (Result
 
 // Window returns the length of a window.
 func (w *RedisFixedWindow) Window() time.Duration { return w.window }
+
+// Policy returns the limit and the window's length.
+func (w *RedisFixedWindow) Policy() Policy { return Policy{Limit: w.r.limit, Window: w.window} }

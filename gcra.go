@@ -57,6 +57,9 @@ func (g *GCRA) Allow(_ context.Context, key string, n int) (Result, error) {
 // limit: limit emission intervals, which is period up to rounding.
 func (g *GCRA) FillTime() time.Duration { return g.s.fillTime() }
 
+// Policy returns the limit and FillTime.
+func (g *GCRA) Policy() Policy { return g.s.policy() }
+
 // periodInterval returns period/limit in whole units, rounded to nearest,
 // rejecting a limit or period <= 0 and an interval under one unit.
 func periodInterval(kind string, limit int, period, unit time.Duration) (int64, error) {
@@ -143,3 +146,6 @@ func (g *RedisGCRA) Allow(ctx context.Context, key string, n int) (Result, error
 // FillTime returns the time a key takes to go from exhausted to its full
 // limit: limit emission intervals, which is period up to rounding.
 func (g *RedisGCRA) FillTime() time.Duration { return g.fillTime }
+
+// Policy returns the limit and FillTime.
+func (g *RedisGCRA) Policy() Policy { return Policy{Limit: g.r.limit, Window: g.fillTime} }

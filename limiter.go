@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/nilcheck"
 )
 
 // Limiter decides whether n units of work for key may happen now.
@@ -48,6 +49,18 @@ var (
 	// ErrCostExceedsLimit is wrapped by the error Allow returns for an n
 	// greater than the limiter's Limit: such a request can never succeed.
 	ErrCostExceedsLimit = errors.New("ratelimit: cost exceeds limit")
+	// ErrCorruptState is wrapped by the error a Redis limiter's Allow returns
+	// when the value stored under the key is not the limiter's own state:
+	// another Redis type, a HASH with other fields, a value the limiter never
+	// writes, or a key without the TTL it always sets. Such a key is left
+	// exactly as it was (fields, values, TTL), and the error names it. It
+	// concerns that key's data only, not the backend's health: a Guard
+	// returns it to the caller rather than answering by its failure policy,
+	// and its circuit breaker does not count it.
+	ErrCorruptState = errors.New("ratelimit: key holds state that is not the limiter's own")
+	// errNilContext is returned by the calls that need a context and were
+	// given a nil one.
+	errNilContext = errors.New("ratelimit: nil context")
 )
 
 // checkCost returns an error for a cost n that a limiter of limit can never
@@ -133,16 +146,6 @@ func applyOptions(kind string, where backend, opts []Option) (config, error) {
 	return cfg, nil
 }
 
-// isNil reports whether v is nil or an interface holding a nil pointer, map,
-// slice, channel or func, such as (*redis.Client)(nil).
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
-}
+// isNil reports whether v is nil or an interface holding a nil pointer, such
+// as (*redis.Client)(nil).
+func isNil(v any) bool { return nilcheck.IsNil(v) }

@@ -75,3 +75,6 @@ func (b *RedisTokenBucket) Allow(ctx context.Context, key string, n int) (Result
 
 // FillTime returns the time a bucket takes to refill from empty to full.
 func (b *RedisTokenBucket) FillTime() time.Duration { return b.fillTime }
+
+// Policy returns the bucket's capacity and FillTime.
+func (b *RedisTokenBucket) Policy() Policy { return Policy{Limit: b.r.limit, Window: b.fillTime} }

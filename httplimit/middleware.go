@@ -3,9 +3,9 @@ package httplimit
 import (
 	"fmt"
 	"net/http"
-	"reflect"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/nilcheck"
 )
 
 // Middleware rate-limits the requests of the handlers it wraps with one
@@ -98,15 +98,5 @@ func (b brokenHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	http.Error(w, string(b), http.StatusInternalServerError)
 }
 
-// isNil reports whether v is nil or an interface holding a nil pointer, map,
-// slice, channel or func.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
-}
+// isNil reports whether v is nil or an interface holding a nil pointer.
+func isNil(v any) bool { return nilcheck.IsNil(v) }

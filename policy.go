@@ -1,0 +1,44 @@
+package ratelimit
+
+import "time"
+
+// Policy is a limiter's quota as clients are told it, for instance in HTTP
+// rate-limit headers: at most Limit units of work at once, restored in
+// Window.
+//
+// Window is the time a key takes to go from exhausted back to its full limit:
+// capacity divided by the refill rate for a token bucket, the period for a
+// GCRA, the window for a fixed window. The zero Policy means the limiter does
+// not know its policy.
+type Policy struct {
+	// Limit is the most units that can be taken at once; it is never
+	// negative, and > 0 for every limiter of this package.
+	Limit int
+	// Window is the time from exhausted to full, or a fixed window's
+	// length; > 0 for every limiter of this package.
+	Window time.Duration
+}
+
+// PolicyReporter is implemented by limiters that know their Policy: every
+// limiter of this package, and the decorators (Guard, DenyCache), which
+// forward their backend's. Policy is constant for the limiter's life and
+// safe for concurrent use.
+type PolicyReporter interface {
+	Policy() Policy
+}
+
+// PolicyOf returns l's Policy and true when l reports one with a Limit > 0,
+// and the zero Policy and false otherwise: no answer ever claims a limit of
+// 0.
+func PolicyOf(l Limiter) (Policy, bool) {
+	r, ok := l.(PolicyReporter)
+	if !ok || isNil(r) {
+		return Policy{}, false
+	}
+	p := r.Policy()
+	if p.Limit <= 0 {
+		return Policy{}, false
+	}
+	p.Window = max(p.Window, 0)
+	return p, true
+}
