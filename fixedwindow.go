@@ -101,7 +101,9 @@ func (w *FixedWindow) Allow(_ context.Context, key string, n int) (Result, error
 func (w *FixedWindow) Window() time.Duration { return time.Duration(w.window) }
 
 // Policy returns the limit and the window's length.
-func (w *FixedWindow) Policy() Policy { return Policy{Limit: int(w.limit), Window: time.Duration(w.window)} }
+func (w *FixedWindow) Policy() Policy {
+	return Policy{Limit: int(w.limit), Window: time.Duration(w.window)}
+}
 
 // checkWindow rejects a limit or window <= 0.
 func checkWindow(kind string, limit int, window time.Duration) error {

@@ -99,4 +99,6 @@ func (s *schedule) result(allowed bool, tat, now, lag int64) Result {
 func (s *schedule) fillTime() time.Duration { return time.Duration(s.tau) }
 
 // policy is the capacity and the time from empty to full.
-func (s *schedule) policy() Policy { return Policy{Limit: int(s.capacity), Window: time.Duration(s.tau)} }
+func (s *schedule) policy() Policy {
+	return Policy{Limit: int(s.capacity), Window: time.Duration(s.tau)}
+}
