@@ -120,7 +120,7 @@ func TestRetryAfterIsExactToTheNanosecond(t *testing.T) {
 	}
 }
 
-func TestSeed001ScheduleStaysExactForAMillionRequests(t *testing.T) {
+func TestTokenBucketRequestEvery300msStaysExactForAMillionRequests(t *testing.T) {
 	// Capacity 5, 2 tokens/s, one request every 0.3 s: after the first
 	// eleven, the bucket gains 0.6 tokens a request, so from request 11 on
 	// denials and grants alternate as 0.6·k crosses whole numbers — exactly,

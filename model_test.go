@@ -58,9 +58,10 @@ func (m *bucketModel) bucket(key string) *modelBucket {
 	return b
 }
 
-// allow decides n for key as the DESIGN says, with exact Result fields. An n
-// above capacity changes nothing and says only the limit. When the clock is
-// behind the key's last time, every wait includes the catching up.
+// allow decides n for key as an exact token bucket, with exact Result
+// fields. An n above capacity changes nothing and says only the limit. When
+// the clock is behind the key's last time, every wait includes the catching
+// up.
 func (m *bucketModel) allow(key string, n int) Result {
 	res := Result{Limit: int(m.capacity)}
 	if int64(n) > m.capacity {

@@ -80,8 +80,9 @@ const ms = time.Millisecond
 // the nanosecond.
 var bucketScenarios = []scenario{
 	{
-		// Seed 001: capacity 5, 2 tokens/s, a request every 0.3 s from t=0.
-		name: "seed 001 schedule", limit: 5, period: 2500 * ms,
+		// Capacity 5, 2 tokens/s, a request every 0.3 s from t=0: the burst
+		// and the refill allow 0–10, then denials and grants alternate.
+		name: "request every 0.3 s on 5 at 2/s", limit: 5, period: 2500 * ms,
 		steps: []step{
 			{0, "k", 1, ok(5, 4, 500*ms), nil},
 			{300 * ms, "k", 1, ok(5, 3, 700*ms), nil},

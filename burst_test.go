@@ -9,9 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Seed 004's cases, on every limiter they apply to.
+// A burst against a fixed window and against a per-minute GCRA, on every
+// limiter each applies to.
 
-func TestSeed004FixedWindow20Per30Seconds(t *testing.T) {
+func TestFixedWindowBurstOf25Against20Per30sWaitsForTheWindowEnd(t *testing.T) {
 	// 25 requests at once against 20 per 30 s: the first 20 pass, the rest
 	// are limited until the window ends.
 	for _, sub := range windowSubjects {
@@ -44,7 +45,7 @@ func TestSeed004FixedWindow20Per30Seconds(t *testing.T) {
 	}
 }
 
-func TestSeed004GCRA10PerMinute(t *testing.T) {
+func TestGCRA10PerMinuteAllowsABurstOf10ThenOneEvery6s(t *testing.T) {
 	// 10 per minute: a burst of 10, then one every 6 s.
 	for _, sub := range bucketSubjects {
 		t.Run(sub.name, func(t *testing.T) {
