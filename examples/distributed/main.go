@@ -1,7 +1,7 @@
-// Command distributed runs seed 000's demo: three worker processes share one
-// Redis token bucket (capacity 10, 5 tokens/s), each making 30 requests 0.1 s
-// apart on the same key, and the total allowed stays within the bucket's
-// bound however the requests interleave.
+// Command distributed shows one limit shared by several processes: three
+// worker processes share one Redis token bucket (capacity 10, 5 tokens/s),
+// each making 30 requests 0.1 s apart on the same key, and the total allowed
+// stays within the bucket's bound however the requests interleave.
 //
 // With no configuration it starts an embedded Redis (miniredis) in this
 // process and the workers, which are this program run again, connect to it
@@ -32,6 +32,9 @@ const (
 	capacity = 10
 	rate     = 5.0 // tokens per second
 	key      = "demo:shared"
+	// prefix is the demo's own key prefix, so that the parent knows the
+	// Redis key it resets: prefix + key.
+	prefix = "ratelimit-demo:distributed:"
 
 	workerEnv  = "RATELIMIT_DEMO_WORKER"
 	resultMark = "RESULT "
@@ -62,7 +65,7 @@ func parent() error {
 	// Start from a full bucket.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := r.Client.Del(ctx, ratelimit.DefaultTokenBucketPrefix+key).Err(); err != nil {
+	if err := r.Client.Del(ctx, prefix+key).Err(); err != nil {
 		return fmt.Errorf("reset the demo key: %w", err)
 	}
 
@@ -155,7 +158,7 @@ func worker(id string) error {
 		return err
 	}
 	defer r.Close()
-	limiter, err := ratelimit.NewRedisTokenBucket(r.Client, capacity, rate)
+	limiter, err := ratelimit.NewRedisTokenBucket(r.Client, capacity, rate, ratelimit.WithKeyPrefix(prefix))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
-// Command fixedwindow runs seed 004's fixed-window case on Redis: 20 requests
-// per 30 s per key, asked for 25 times at once. The first 20 pass; the rest
-// are limited until the window ends, when the key gets 20 more.
+// Command fixedwindow runs a Redis fixed window of 20 requests per 30 s per
+// key, asked for 25 times at once. The first 20 pass; the rest are limited
+// until the window ends, when the key gets 20 more.
 //
 // It uses an embedded Redis whose clock it moves forward instead of waiting,
 // or the server at REDIS_ADDR, where it really waits (30 s).

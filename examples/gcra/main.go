@@ -1,5 +1,5 @@
-// Command gcra runs seed 004's GCRA case on Redis: 10 requests per minute per
-// key. A burst of 10 passes at once; after that, one request every 6 s.
+// Command gcra runs a Redis GCRA of 10 requests per minute per key. A burst
+// of 10 passes at once; after that, one request every 6 s.
 //
 // It uses an embedded Redis whose clock it moves forward instead of waiting,
 // or the server at REDIS_ADDR, where it really waits (about 30 s).

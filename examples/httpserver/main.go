@@ -1,4 +1,4 @@
-// Command httpserver serves seed 002's API behind the httplimit middleware:
+// Command httpserver serves a small JSON API behind the httplimit middleware:
 // GET /api/v1/data?user_id=… answers {"user_id": …, "data": …}, limited per
 // user to bursts of 10 refilling at 2 per second, in a Redis token bucket.
 //
@@ -63,7 +63,8 @@ func run() error {
 	limit, err := httplimit.NewMiddleware(limiter, userKey,
 		httplimit.WithKeyErrorHandler(badRequest),
 		httplimit.WithOnError(func(r *http.Request, err error) {
-			// Fail open, as seed 002 advises, but say so.
+			// Fail open: an outage of Redis is not an outage of the
+			// API. But say so.
 			log.Printf("rate limiter unavailable, letting %s %s through: %v", r.Method, r.URL.Path, err)
 		}))
 	if err != nil {

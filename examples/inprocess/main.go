@@ -1,6 +1,8 @@
-// Command inprocess runs seed 001's demo on the real clock: a token bucket of
-// capacity 5 refilling at 2 tokens per second, asked for one token every
-// 0.3 s, fifteen times. It prints each decision and the whole tokens left.
+// Command inprocess runs an in-process token bucket on the real clock: a
+// bucket of capacity 5 refilling at 2 tokens per second, asked for one token
+// every 0.3 s, fifteen times. The burst and the refill let about the first
+// eleven through; after that denials and grants alternate. It prints each
+// decision and the whole tokens left.
 package main
 
 import (
