@@ -13,27 +13,32 @@ import (
 // When the backend denies n for key with RetryAfter r, no request for n or
 // more on key can succeed within r: tokens refill no faster than the rate,
 // a window does not end early, and other clients only take tokens. So for
-// the next r (at most MaxAge), DenyCache denies requests for key of cost n or
-// more itself, with the RetryAfter left. Requests for less, peeks, and
-// everything after r go to the backend. It never denies what the backend
-// would allow, as long as the backend's clock and the DenyCache's run at the
-// same rate (the time is taken before the backend is asked, so the round
-// trip only shortens what is remembered).
+// the next r, or MaxAge if that is shorter, DenyCache denies requests for key
+// of cost n or more itself. A local denial is the backend's, aged: its
+// RetryAfter and ResetAfter are the backend's less the time passed since the
+// backend was asked, so MaxAge bounds only how long a denial is remembered,
+// never the wait reported. Requests for less, peeks, and everything after
+// that go to the backend. It never denies what the backend would allow, as
+// long as the backend's clock and the DenyCache's run at the same rate (the
+// time is taken before the backend is asked, so the round trip only shortens
+// what is remembered).
 //
 // Put it directly around the rate-limiting backend, inside a Guard: a
 // fail-closed denial from a Guard is not a verdict of the rate and must not
-// be remembered. It reports to Hooks only the calls it answers itself.
+// be remembered. It reports to Hooks only the calls it answers itself, and
+// reports its backend's Policy as its own.
 //
-// Memory is bounded: at most MaxKeys denials, each forgotten once it has
-// passed, with no goroutine. A DenyCache is safe for concurrent use. Create
-// one with NewDenyCache.
+// Memory is bounded: at most MaxKeys denials are held at once, each
+// forgotten once it has passed, with no goroutine. A DenyCache is safe for
+// concurrent use. Create one with NewDenyCache.
 type DenyCache struct {
-	backend  Limiter
-	hooks    Hooks // nil when nothing listens
-	base     clockBase
-	maxAge   int64 // ns
-	perShard int   // most denials a shard holds
-	denials  *keyTable[denial]
+	backend Limiter
+	policy  Policy
+	hooks   Hooks // nil when nothing listens
+	base    clockBase
+	maxAge  int64 // ns
+	maxKeys int64
+	denials *keyTable[denial]
 }
 
 // denial is a backend's denial of n for a key: until (ns) no request for n or
@@ -49,10 +54,12 @@ type denial struct {
 // 1 s, 100 000 keys, no hooks and the system clock.
 type DenyCacheConfig struct {
 	// MaxAge is the longest a denial is remembered; 0 means 1 s. Longer
-	// saves more calls on long waits; shorter bounds memory in time.
+	// saves more calls on long waits; shorter bounds memory in time. It
+	// does not change the RetryAfter a local denial reports.
 	MaxAge time.Duration
 	// MaxKeys is the most keys remembered at once; 0 means 100 000. When
-	// full, new denials are not remembered until old ones pass.
+	// that many are held, new denials are not remembered until old ones
+	// are dropped, which happens within two MaxAges of their passing.
 	MaxKeys int
 	// Hooks receives the calls answered locally; nil means NopHooks.
 	Hooks Hooks
@@ -80,12 +87,14 @@ func NewDenyCache(backend Limiter, cfg DenyCacheConfig) (*DenyCache, error) {
 		cfg.MaxKeys = 100_000
 	}
 	c := &DenyCache{
-		backend:  backend,
-		hooks:    activeHooks(cfg.Hooks),
-		maxAge:   int64(cfg.MaxAge),
-		perShard: max(cfg.MaxKeys/shardCount, 1),
-		denials:  newKeyTable[denial](int64(cfg.MaxAge)),
+		backend: backend,
+		hooks:   activeHooks(cfg.Hooks),
+		maxAge:  min(int64(cfg.MaxAge), maxSpan),
+		maxKeys: int64(cfg.MaxKeys),
+		denials: newKeyTable[denial](min(int64(cfg.MaxAge), maxSpan)),
 	}
+	c.policy, _ = PolicyOf(backend)
+	c.denials.counted = true
 	clock := cfg.Clock
 	if isNil(clock) {
 		clock = systemClock{}
@@ -97,6 +106,9 @@ func NewDenyCache(backend Limiter, cfg DenyCacheConfig) (*DenyCache, error) {
 // Allow denies locally while a remembered denial covers the request, and asks
 // the backend otherwise. See DenyCache.
 func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if c == nil || c.backend == nil {
+		return Result{}, errNotMadeBy("DenyCache", "NewDenyCache")
+	}
 	if n <= 0 {
 		return c.backend.Allow(ctx, key, n)
 	}
@@ -104,10 +116,8 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 	sh, now := c.denials.lock(key, reading, maxSpan)
 	// A cost above the limit goes on to the backend, whose error says so.
 	if d, _ := sh.lookup(key); now < d.until && n >= d.n && n <= d.res.Limit {
-		res := d.res
 		sh.mu.Unlock()
-		res.RetryAfter = time.Duration(d.until - now)
-		res.ResetAfter = max(res.ResetAfter-time.Duration(now-d.at), res.RetryAfter)
+		res := d.res.aged(time.Duration(now - d.at))
 		if c.hooks != nil {
 			c.hooks.Decided(Decision{Key: key, Cost: n, Result: res, Source: FromDenyCache, Latency: time.Duration(c.base.elapsed() - reading)})
 		}
@@ -119,11 +129,42 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 	if err != nil || res.Allowed || res.RetryAfter <= 0 {
 		return res, err
 	}
-	until := reading + min(int64(res.RetryAfter), c.maxAge)
-	sh, now = c.denials.lock(key, reading, maxSpan)
-	if _, w := sh.lookup(key); until > now && (w != absent || sh.size() < c.perShard) {
-		sh.write(key, w, denial{until: until, at: reading, n: n, res: res}, until)
-	}
-	sh.mu.Unlock()
+	c.remember(key, denial{until: reading + min(int64(res.RetryAfter), c.maxAge), at: reading, n: n, res: res})
 	return res, nil
 }
+
+// remember holds d for key until d.until, unless it has passed already or
+// MaxKeys are held.
+func (c *DenyCache) remember(key string, d denial) {
+	for swept := false; ; swept = true {
+		sh, now := c.denials.lock(key, d.at, maxSpan)
+		if d.until <= now {
+			sh.mu.Unlock()
+			return
+		}
+		if _, w := sh.lookup(key); w != absent || c.denials.reserve(c.maxKeys) {
+			sh.write(key, w, d, d.until)
+			sh.mu.Unlock()
+			return
+		}
+		sh.mu.Unlock()
+		if swept {
+			return
+		}
+		// Full: shards no call has touched may hold denials that have
+		// passed.
+		c.denials.sweep(c.base.elapsed(), maxSpan)
+	}
+}
+
+// aged returns r as it reads elapsed later: its waits shortened by elapsed,
+// never below 0, and ResetAfter never below RetryAfter.
+func (r Result) aged(elapsed time.Duration) Result {
+	r.RetryAfter = max(r.RetryAfter-elapsed, 0)
+	r.ResetAfter = max(r.ResetAfter-elapsed, r.RetryAfter)
+	return r
+}
+
+// Policy returns the backend's Policy, or the zero Policy if the backend
+// reports none.
+func (c *DenyCache) Policy() Policy { return c.policy }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -177,4 +178,137 @@ func BenchmarkDenyCacheFlood(b *testing.B) {
 		}
 	})
 	b.ReportMetric(100*(1-float64(counted.calls.Load())/float64(b.N)), "%local")
+}
+
+func TestDenyCacheReportsTheBackendsRetryAfterLessTheTimePassed(t *testing.T) {
+	// One token a minute: the backend's denial says 60 s, far beyond the
+	// default MaxAge of 1 s, which must bound only how long the denial is
+	// remembered.
+	clock := NewFakeClock(epoch)
+	backend, err := NewTokenBucket(1, 1.0/60, WithClock(clock))
+	require.NoError(t, err)
+	counted := &countingLimiter{l: backend}
+	cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = cache.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	first, err := cache.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	require.False(t, first.Allowed)
+	assert.Equal(t, time.Minute, first.RetryAfter)
+	calls := counted.calls.Load()
+
+	clock.Advance(250 * time.Millisecond)
+	local, err := cache.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, calls, counted.calls.Load(), "answered locally")
+	assert.Equal(t, Result{Limit: 1, RetryAfter: time.Minute - 250*time.Millisecond, ResetAfter: time.Minute - 250*time.Millisecond}, local)
+
+	// Past MaxAge the backend is asked again, and says the same.
+	clock.Advance(time.Second)
+	again, err := cache.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, calls+1, counted.calls.Load(), "asked the backend after MaxAge")
+	assert.Equal(t, time.Minute-1250*time.Millisecond, again.RetryAfter)
+}
+
+func TestWaitThroughADenyCacheFailsAtOnceWhenTheDeadlineIsTooNear(t *testing.T) {
+	clock := NewFakeClock(epoch)
+	backend, err := NewTokenBucket(1, 1.0/60, WithClock(clock))
+	require.NoError(t, err)
+	cache, err := NewDenyCache(backend, DenyCacheConfig{Clock: clock})
+	require.NoError(t, err)
+	_, err = cache.Allow(context.Background(), "k", 1)
+	require.NoError(t, err)
+	_, err = cache.Allow(context.Background(), "k", 1) // remembered
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := Wait(ctx, cache, "k", 1)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.False(t, res.Allowed)
+	assert.Less(t, time.Since(start), time.Second, "no sleep in vain")
+}
+
+func TestDenyCacheHoldsAtMostMaxKeys(t *testing.T) {
+	for _, maxKeys := range []int{1, 3, 63, 65} {
+		clock := NewFakeClock(epoch)
+		backend, err := NewTokenBucket(1, 1, WithClock(clock))
+		require.NoError(t, err)
+		counted := &countingLimiter{l: backend}
+		cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, MaxKeys: maxKeys})
+		require.NoError(t, err)
+		ctx := context.Background()
+		for i := 0; i < 500; i++ {
+			key := strconv.Itoa(i)
+			_, _ = cache.Allow(ctx, key, 1)
+			_, _ = cache.Allow(ctx, key, 1) // denied: remembered if there is room
+		}
+		assert.Equal(t, maxKeys, cache.denials.len(), "MaxKeys %d", maxKeys)
+
+		// Once they have passed, new denials take their place, even when
+		// no call touches the shards that hold the old ones.
+		clock.Advance(3 * time.Second)
+		for i := 0; i < 2*maxKeys; i++ {
+			key := "new" + strconv.Itoa(i)
+			_, _ = cache.Allow(ctx, key, 1)
+			_, _ = cache.Allow(ctx, key, 1)
+			if i < maxKeys {
+				before := counted.calls.Load()
+				_, _ = cache.Allow(ctx, key, 1)
+				assert.Equal(t, before, counted.calls.Load(), "MaxKeys %d: %s remembered", maxKeys, key)
+			}
+			assert.LessOrEqual(t, cache.denials.len(), maxKeys)
+			assert.Equal(t, int64(cache.denials.len()), cache.denials.held.Load())
+		}
+	}
+}
+
+func TestDenyCacheHoldsAtMostMaxKeysUnderConcurrency(t *testing.T) {
+	backend, err := NewTokenBucket(1, 1e-3)
+	require.NoError(t, err)
+	cache, err := NewDenyCache(backend, DenyCacheConfig{MaxKeys: 10, MaxAge: time.Hour})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				key := strconv.Itoa(g*1000 + i)
+				_, _ = cache.Allow(context.Background(), key, 1)
+				_, _ = cache.Allow(context.Background(), key, 1)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 10, cache.denials.len())
+	assert.Equal(t, int64(10), cache.denials.held.Load())
+}
+
+func TestDenyCacheReportsItsBackendsPolicy(t *testing.T) {
+	backend, err := NewTokenBucket(10, 2)
+	require.NoError(t, err)
+	cache, err := NewDenyCache(backend, DenyCacheConfig{})
+	require.NoError(t, err)
+	assert.Equal(t, Policy{Limit: 10, Window: 5 * time.Second}, cache.Policy())
+	p, ok := PolicyOf(cache)
+	assert.True(t, ok)
+	assert.Equal(t, backend.Policy(), p)
+
+	opaque, err := NewDenyCache(&stubBackend{}, DenyCacheConfig{})
+	require.NoError(t, err)
+	_, ok = PolicyOf(opaque)
+	assert.False(t, ok, "a backend without a policy gives none")
+}
+
+func TestDenyCacheNotMadeByItsConstructorErrs(t *testing.T) {
+	var nilCache *DenyCache
+	_, err := nilCache.Allow(context.Background(), "k", 1)
+	require.Error(t, err)
+	_, err = (&DenyCache{}).Allow(context.Background(), "k", 1)
+	require.Error(t, err)
 }

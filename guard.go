@@ -13,20 +13,23 @@ type FailurePolicy int
 
 const (
 	// FailOpen allows requests while the backend fails: the limit is
-	// lifted, the service stays up. The Result says Allowed, with the Limit
-	// of the backend's latest answer and zeros for the rest. Choose it when an outage of the
-	// limiter must not become an outage of the service (seed 002's advice
-	// for most APIs).
+	// lifted, the service stays up. The Result says Allowed, with the
+	// backend's Limit (from its Policy, or else its latest answer) and zeros
+	// for the rest. Choose it when an outage of the limiter must not become
+	// an outage of the service, as for most APIs.
 	FailOpen FailurePolicy = iota
 	// FailClosed denies requests while the backend fails, with a
-	// RetryAfter of FailClosedRetryAfter, or the rest of the breaker's
-	// cool-down while it is open. Choose it when
-	// the limit protects something that must not be overrun (a paid
-	// upstream, a login endpoint under attack).
+	// RetryAfter (and ResetAfter) of FailClosedRetryAfter, or the rest of
+	// the breaker's cool-down while it is open, and the backend's Limit.
+	// Choose it when the limit protects something that must not be overrun
+	// (a paid upstream, a login endpoint under attack).
 	FailClosed
 	// FailOver asks the Guard's Fallback limiter instead, typically an
 	// in-process TokenBucket sized for one replica's share of the limit.
-	// Choose it for a middle way: still limited, roughly.
+	// Choose it for a middle way: still limited, roughly. A cost within the
+	// backend's limit that the fallback can never take (it exceeds the
+	// fallback's limit) is denied, with the RetryAfter FailClosed would
+	// give, rather than answered with ErrCostExceedsLimit.
 	FailOver
 )
 
@@ -61,19 +64,28 @@ type GuardConfig struct {
 
 // Guard wraps a Limiter whose backend can fail, typically a Redis limiter,
 // so that its failures cannot take the service down with it. Each call gets
-// the configured timeout; a backend error (not ErrInvalidCost or
-// ErrCostExceedsLimit, which pass through) is answered by the failure
-// policy with a nil error and reported to Hooks; and a circuit breaker stops
+// the configured timeout; a backend error is answered by the failure policy
+// with a nil error and reported to Hooks; and a circuit breaker stops
 // calling a backend that keeps failing, answering from the policy at once
 // until a probe after the cool-down succeeds.
 //
-// Use it around every limiter that talks to a network. A call whose caller
-// gave up (its own ctx is done) returns the ctx's error rather than a policy
-// answer, and does not count against the backend.
+// Some errors say nothing about the backend's health, and pass through to
+// the caller as they are, without a policy answer and without counting
+// toward the breaker: ErrInvalidCost and ErrCostExceedsLimit (the caller's
+// cost), ErrCorruptState (one key's data in Redis is not the limiter's own:
+// that call returns the error with Allowed false, and every other key is
+// decided as before), and the error of a call whose caller gave up (its own
+// ctx is done). A nil ctx is an error too, and the backend is not called.
+//
+// Use it around every limiter that talks to a network. It reports its
+// backend's Policy as its own, and its policy answers carry the backend's
+// Limit, so that what clients are told does not change while the backend is
+// down.
 //
 // A Guard is safe for concurrent use. Create one with NewGuard.
 type Guard struct {
 	backend   Limiter
+	policy    Policy // the backend's; zero if it reports none
 	cfg       GuardConfig
 	hooks     Hooks // nil when nothing listens
 	clock     Clock
@@ -109,6 +121,7 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 		cfg.FailClosedRetryAfter = time.Second
 	}
 	g := &Guard{backend: backend, cfg: cfg, hooks: activeHooks(cfg.Hooks), clock: cfg.Clock}
+	g.policy, _ = PolicyOf(backend)
 	if isNil(g.clock) {
 		g.clock = systemClock{}
 	}
@@ -119,6 +132,12 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 // Allow asks the backend, or answers by the failure policy when the backend
 // fails or the breaker is open. See Guard for the details.
 func (g *Guard) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if g == nil || g.backend == nil {
+		return Result{}, errNotMadeBy("Guard", "NewGuard")
+	}
+	if ctx == nil {
+		return Result{Limit: g.limit()}, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
+	}
 	// The clock is read only for a breaker or a listener.
 	var start time.Time
 	if g.cfg.BreakerFailures > 0 || g.hooks != nil {
@@ -148,6 +167,10 @@ func (g *Guard) Allow(ctx context.Context, key string, n int) (Result, error) {
 		g.lastLimit.Store(int64(res.Limit))
 	case errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostExceedsLimit):
 		// The caller's mistake, not the backend's: no failure.
+	case errors.Is(err, ErrCorruptState):
+		// One key's data, not the backend's health: no verdict, so the
+		// breaker neither counts it nor closes on it.
+		outcome = noVerdict
 	case ctx.Err() != nil:
 		// The caller gave up; that says nothing about the backend.
 		outcome = noVerdict
@@ -173,18 +196,50 @@ var errBreakerOpen = errors.New("ratelimit: circuit breaker open")
 
 // byPolicy answers a call the backend could not: allowed, denied with
 // retryAfter, or asked of the fallback.
+//
+// A cost the backend could never take is refused as the backend would
+// refuse it, whatever the policy: with ErrInvalidCost for n < 0, and with
+// ErrCostExceedsLimit above the backend's limit when that is known.
 func (g *Guard) byPolicy(ctx context.Context, key string, n int, retryAfter time.Duration) (Result, Source, error) {
-	limit := int(g.lastLimit.Load())
+	limit := g.limit()
+	source := policySource[g.cfg.OnFailure]
+	if n < 0 || (limit > 0 && n > limit) {
+		return Result{Limit: limit}, source, checkCost(n, limit)
+	}
+	retryAfter = max(retryAfter, time.Nanosecond)
 	switch g.cfg.OnFailure {
 	case FailOver:
 		res, err := g.cfg.Fallback.Allow(ctx, key, n)
-		return res, FromFallback, err
+		if errors.Is(err, ErrCostExceedsLimit) {
+			// The backend could take n, once it is back.
+			return Result{Limit: limit, RetryAfter: retryAfter, ResetAfter: retryAfter}, source, nil
+		}
+		if limit > 0 {
+			res.Limit = limit
+		}
+		return res, source, err
 	case FailClosed:
-		return Result{Limit: limit, RetryAfter: max(retryAfter, time.Nanosecond)}, FromFailClosed, nil
+		return Result{Limit: limit, RetryAfter: retryAfter, ResetAfter: retryAfter}, source, nil
 	default:
-		return Result{Allowed: true, Limit: limit}, FromFailOpen, nil
+		return Result{Allowed: true, Limit: limit}, source, nil
 	}
 }
+
+// policySource is the Source of each policy's answers.
+var policySource = [...]Source{FailOpen: FromFailOpen, FailClosed: FromFailClosed, FailOver: FromFallback}
+
+// limit returns the backend's limit: its Policy's, or else that of its
+// latest answer; 0 while neither is known.
+func (g *Guard) limit() int {
+	if g.policy.Limit > 0 {
+		return g.policy.Limit
+	}
+	return int(g.lastLimit.Load())
+}
+
+// Policy returns the backend's Policy, or the zero Policy if the backend
+// reports none.
+func (g *Guard) Policy() Policy { return g.policy }
 
 // decided reports a decision to the hooks, if any.
 func (g *Guard) decided(key string, n int, res Result, err, backendErr error, start time.Time, source Source) {

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,9 +79,9 @@ func TestGuardFailurePolicies(t *testing.T) {
 		source Source
 	}{
 		{"fail open", GuardConfig{}, Result{Allowed: true, Limit: 10}, FromFailOpen},
-		{"fail closed", GuardConfig{OnFailure: FailClosed}, Result{Limit: 10, RetryAfter: time.Second}, FromFailClosed},
-		{"fail closed with a retry", GuardConfig{OnFailure: FailClosed, FailClosedRetryAfter: 3 * time.Second}, Result{Limit: 10, RetryAfter: 3 * time.Second}, FromFailClosed},
-		{"fail over", GuardConfig{OnFailure: FailOver, Fallback: fallback}, Result{Allowed: true, Limit: 1, ResetAfter: time.Second}, FromFallback},
+		{"fail closed", GuardConfig{OnFailure: FailClosed}, Result{Limit: 10, RetryAfter: time.Second, ResetAfter: time.Second}, FromFailClosed},
+		{"fail closed with a retry", GuardConfig{OnFailure: FailClosed, FailClosedRetryAfter: 3 * time.Second}, Result{Limit: 10, RetryAfter: 3 * time.Second, ResetAfter: 3 * time.Second}, FromFailClosed},
+		{"fail over", GuardConfig{OnFailure: FailOver, Fallback: fallback}, Result{Allowed: true, Limit: 10, ResetAfter: time.Second}, FromFallback},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,7 +146,7 @@ func TestGuardBreakerOpensProbesAndCloses(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		res, err := g.Allow(ctx, "k", 1)
 		require.NoError(t, err)
-		assert.Equal(t, Result{RetryAfter: 6 * time.Second}, res)
+		assert.Equal(t, Result{RetryAfter: 6 * time.Second, ResetAfter: 6 * time.Second}, res)
 	}
 	assert.Equal(t, int64(3), backend.calls.Load())
 	assert.ErrorIs(t, hooks.last().BackendErr, errBreakerOpen)
@@ -269,4 +270,121 @@ func TestNewGuardRejectsBadConfig(t *testing.T) {
 			assert.Nil(t, g)
 		})
 	}
+}
+
+func TestGuardPassesCorruptStateThroughWithoutMovingTheBreaker(t *testing.T) {
+	for _, policy := range []FailurePolicy{FailOpen, FailClosed} {
+		clock := NewFakeClock(epoch)
+		bad := fmt.Errorf("ratelimit: Redis token bucket \"k\": %w", ErrCorruptState)
+		backend := &stubBackend{res: Result{Limit: 2}, err: bad}
+		hooks := &recordingHooks{}
+		g, err := NewGuard(backend, GuardConfig{OnFailure: policy, BreakerFailures: 5, BreakerCoolDown: time.Minute, Hooks: hooks, Clock: clock})
+		require.NoError(t, err)
+		for i := 0; i < 20; i++ {
+			res, err := g.Allow(context.Background(), "bad", 1)
+			require.ErrorIs(t, err, ErrCorruptState, "policy %d: the caller sees the key's error", policy)
+			assert.False(t, res.Allowed)
+		}
+		assert.Equal(t, BreakerClosed, g.BreakerState(), "policy %d", policy)
+		assert.Equal(t, FromBackend, hooks.last().Source)
+		assert.ErrorIs(t, hooks.last().Err, ErrCorruptState)
+		assert.Empty(t, hooks.changes)
+
+		// Nor does it count between real failures: four failures, a bad
+		// key, one more failure is five in a row only if it reset nothing
+		// and counted nothing.
+		backend.set(Result{}, errDown)
+		for i := 0; i < 4; i++ {
+			_, err := g.Allow(context.Background(), "k", 1)
+			require.NoError(t, err)
+		}
+		backend.set(Result{}, bad)
+		_, err = g.Allow(context.Background(), "bad", 1)
+		require.ErrorIs(t, err, ErrCorruptState)
+		assert.Equal(t, BreakerClosed, g.BreakerState())
+		backend.set(Result{}, errDown)
+		_, err = g.Allow(context.Background(), "k", 1)
+		require.NoError(t, err)
+		assert.Equal(t, BreakerOpen, g.BreakerState(), "the fifth real failure in a row opens it")
+	}
+}
+
+func TestGuardFailOverDeniesACostOnlyTheFallbackCannotTake(t *testing.T) {
+	// A shared limit of 100, a fallback of 25 per replica, the backend
+	// down: a cost of 30 is valid and must wait for the backend, not be
+	// told it can never succeed.
+	backend, err := NewTokenBucket(100, 10)
+	require.NoError(t, err)
+	down := &policyStub{stubBackend: stubBackend{err: errDown}, policy: backend.Policy()}
+	fallback, err := NewTokenBucket(25, 2.5)
+	require.NoError(t, err)
+	clock := NewFakeClock(epoch)
+	g, err := NewGuard(down, GuardConfig{OnFailure: FailOver, Fallback: fallback, BreakerFailures: 1, BreakerCoolDown: 10 * time.Second, Clock: clock})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	res, err := g.Allow(ctx, "k", 30) // the backend fails: FailClosedRetryAfter
+	require.NoError(t, err)
+	assert.Equal(t, Result{Limit: 100, RetryAfter: time.Second, ResetAfter: time.Second}, res)
+	require.Equal(t, BreakerOpen, g.BreakerState())
+
+	clock.Advance(3 * time.Second) // open: the rest of the cool-down
+	res, err = g.Allow(ctx, "k", 30)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Limit: 100, RetryAfter: 7 * time.Second, ResetAfter: 7 * time.Second}, res)
+
+	res, err = g.Allow(ctx, "k", 20)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "the fallback takes what it can")
+	assert.Equal(t, 100, res.Limit, "answers carry the backend's limit")
+	assert.Equal(t, 5, res.Remaining)
+
+	res, err = g.Allow(ctx, "k", 101)
+	require.ErrorIs(t, err, ErrCostExceedsLimit, "beyond the backend's limit it can never succeed")
+	assert.Equal(t, Result{Limit: 100}, res)
+	_, err = g.Allow(ctx, "k", -1)
+	require.ErrorIs(t, err, ErrInvalidCost)
+}
+
+// policyStub is a stubBackend that reports a Policy.
+type policyStub struct {
+	stubBackend
+	policy Policy
+}
+
+func (p *policyStub) Policy() Policy { return p.policy }
+
+func TestGuardAnswersCarryTheBackendsPolicyWhenItIsDownFromTheStart(t *testing.T) {
+	for _, tc := range []struct {
+		policy FailurePolicy
+		want   Result
+	}{
+		{FailOpen, Result{Allowed: true, Limit: 10}},
+		{FailClosed, Result{Limit: 10, RetryAfter: time.Second, ResetAfter: time.Second}},
+	} {
+		down := &policyStub{stubBackend: stubBackend{err: errDown}, policy: Policy{Limit: 10, Window: 5 * time.Second}}
+		g, err := NewGuard(down, GuardConfig{OnFailure: tc.policy})
+		require.NoError(t, err)
+		assert.Equal(t, down.policy, g.Policy())
+		res, err := g.Allow(context.Background(), "k", 1)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, res, "policy %d: never a limit of 0", tc.policy)
+	}
+}
+
+func TestGuardRefusesANilContext(t *testing.T) {
+	backend := &stubBackend{res: Result{Allowed: true, Limit: 1}}
+	g, err := NewGuard(backend, GuardConfig{Timeout: time.Second, BreakerFailures: 1, BreakerCoolDown: time.Second})
+	require.NoError(t, err)
+	var nilCtx context.Context
+	_, err = g.Allow(nilCtx, "k", 1)
+	require.ErrorContains(t, err, "nil context")
+	assert.Zero(t, backend.calls.Load(), "the backend is not asked")
+	assert.Equal(t, BreakerClosed, g.BreakerState())
+
+	var nilGuard *Guard
+	_, err = nilGuard.Allow(context.Background(), "k", 1)
+	require.Error(t, err)
+	_, err = (&Guard{}).Allow(context.Background(), "k", 1)
+	require.Error(t, err)
 }

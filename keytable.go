@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +27,13 @@ type keyTable[V any] struct {
 	seed   maphash.Seed
 	span   int64 // ns: no state outlives its write by more than this
 	shards [shardCount]tableShard[V]
+
+	// counted makes the table keep held, the number of keys in all shards,
+	// for a bound on the keys held at once (see reserve). Limiters leave
+	// it off: one counter shared by every core costs on the hot path.
+	counted   bool
+	held      atomic.Int64
+	lastSweep atomic.Int64 // the reading of the latest sweep
 }
 
 // shardCount is the number of independently locked parts of a keyTable; a
@@ -95,14 +103,70 @@ func newKeyTable[V any](span int64) *keyTable[V] {
 func (t *keyTable[V]) lock(key string, reading, maxNow int64) (sh *tableShard[V], now int64) {
 	sh = &t.shards[maphash.String(t.seed, key)&(shardCount-1)]
 	sh.mu.Lock()
-	return sh, sh.advance(reading, maxNow, t.span)
+	return sh, t.advance(sh, reading, maxNow)
+}
+
+// advance advances sh (see tableShard.advance) and, in a counted table,
+// takes the keys it drops off held. The caller holds sh.mu.
+func (t *keyTable[V]) advance(sh *tableShard[V], reading, maxNow int64) int64 {
+	if !t.counted {
+		return sh.advance(reading, maxNow, t.span)
+	}
+	before := sh.size()
+	now := sh.advance(reading, maxNow, t.span)
+	if dropped := before - sh.size(); dropped != 0 {
+		t.held.Add(-int64(dropped))
+	}
+	return now
+}
+
+// reserve counts one more key in a counted table if fewer than limit are
+// held, and reports whether it did; the caller then writes a key that was
+// absent. Concurrent reservations never take held past limit.
+func (t *keyTable[V]) reserve(limit int64) bool {
+	for {
+		held := t.held.Load()
+		if held >= limit {
+			return false
+		}
+		if t.held.CompareAndSwap(held, held+1) {
+			return true
+		}
+	}
+}
+
+// sweep advances every shard to reading, so that a counted table drops the
+// keys of shards no call has touched since they expired. It runs at most
+// once per minSpan of readings, as it locks every shard in turn. The caller
+// holds no shard's lock.
+func (t *keyTable[V]) sweep(reading, maxNow int64) {
+	last := t.lastSweep.Load()
+	if reading-last < minSpan && reading >= last || !t.lastSweep.CompareAndSwap(last, reading) {
+		return
+	}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		t.advance(sh, reading, maxNow)
+		sh.mu.Unlock()
+	}
 }
 
 // lagBehind returns how far a clock reading is behind a shard's time now:
 // the wait until the clock catches up, which every wait a limiter reports
 // must include. It is 0 for a reading at or past now.
+// The lag saturates at maxSpan, however far back the clock was set, so that
+// adding it to a span cannot overflow.
 func lagBehind(now, reading int64) int64 {
-	return min(max(now-reading, 0), maxSpan)
+	if reading >= now {
+		return 0
+	}
+	// now >= 0, so now-maxSpan cannot overflow, and when reading is above
+	// it, neither can now-reading.
+	if reading <= now-maxSpan {
+		return maxSpan
+	}
+	return now - reading
 }
 
 // advance moves the shard's time to reading, unless reading is earlier (then

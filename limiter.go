@@ -77,6 +77,12 @@ func checkCost(n, limit int) error {
 	return nil
 }
 
+// errNotMadeBy returns the error of a call on a nil or zero-value type that
+// must be made by its constructor.
+func errNotMadeBy(typ, constructor string) error {
+	return fmt.Errorf("ratelimit: %s not made by %s", typ, constructor)
+}
+
 // Option configures a limiter at construction. Each limiter accepts only the
 // options that apply to it; any other makes its constructor fail with an error
 // wrapping ErrInvalidConfig.
