@@ -118,7 +118,7 @@ func TestDenialOverARealConnection(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	assert.Equal(t, "4", resp.Header.Get("Retry-After"))
 	assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
-	assert.Equal(t, `"default";r=0;t=8`, resp.Header.Get("RateLimit"))
+	assert.Equal(t, `"default";r=0;t=4`, resp.Header.Get("RateLimit"))
 	assert.Contains(t, body, `"type":"https://iana.org/assignments/http-problem-types#quota-exceeded"`)
 
 	resp, body = get("text/plain")
@@ -178,9 +178,9 @@ func TestDeniedHandlerGetsResultAndFields(t *testing.T) {
 	assert.Equal(t, map[string][]string{
 		"RateLimit-Limit":     {"2"},
 		"RateLimit-Remaining": {"0"},
-		"RateLimit-Reset":     {"8"},
+		"RateLimit-Reset":     {"4"},
 		"RateLimit-Policy":    {`"default";q=2;w=8`},
-		"RateLimit":           {`"default";r=0;t=8`},
+		"RateLimit":           {`"default";r=0;t=4`},
 		"Retry-After":         {"4"},
 	}, fields(w.Header()))
 	assert.Equal(t, int64(2), next.calls.Load())

@@ -20,15 +20,35 @@ const (
 )
 
 // fieldWriter sets the rate-limit fields of one Middleware. Its settings
-// are fixed at construction; first holds the limit-only values of the first
-// limit its limiter reports. It is safe for concurrent use and must not be
-// copied after first use.
+// are fixed at construction. When the limiter reports a Policy, fixed is
+// set and first holds the policy's limit-only values, used on every
+// response; otherwise first holds those of the first limit a Result
+// reports. It is safe for concurrent use and must not be copied after first
+// use.
 type fieldWriter struct {
 	style   HeaderStyle
 	beforeQ string // `"default";q=`
 	afterQ  string // `;w=5`, or empty without a window
 	beforeR string // `"default";r=`
+	fixed   bool
 	first   atomic.Pointer[limitValues]
+}
+
+// fixLimit makes every response carry limit, the limiter's policy, whatever
+// its Results say.
+func (f *fieldWriter) fixLimit(limit int) {
+	f.first.Store(f.format(limit))
+	f.fixed = true
+}
+
+// format returns the limit-only values for limit.
+func (f *fieldWriter) format(limit int) *limitValues {
+	q := strconv.Itoa(max(limit, 0))
+	v := &limitValues{limit: limit, q: q}
+	if f.style.ietf() {
+		v.policy = f.beforeQ + q + f.afterQ
+	}
+	return v
 }
 
 // limitValues are the field values that depend on the limit only, which is
@@ -45,16 +65,15 @@ type limitValues struct {
 // once; a response with another limit has them formatted for it, up to two
 // more allocations (the RateLimit-Limit value, under 100 none, and the
 // RateLimit-Policy value).
+//
+// A limiter with a Policy has its values formatted once, at construction,
+// and they are returned whatever limit is.
 func (f *fieldWriter) limitValues(limit int) limitValues {
 	first := f.first.Load()
-	if first != nil && first.limit == limit {
+	if f.fixed || (first != nil && first.limit == limit) {
 		return *first
 	}
-	q := strconv.Itoa(max(limit, 0))
-	v := limitValues{limit: limit, q: q}
-	if f.style.ietf() {
-		v.policy = f.beforeQ + q + f.afterQ
-	}
+	v := *f.format(limit)
 	if first == nil {
 		f.first.CompareAndSwap(nil, &limitValues{limit: v.limit, q: v.q, policy: v.policy})
 	}
@@ -76,7 +95,11 @@ type fieldBlock struct {
 }
 
 // write sets the rate-limit fields for res on h, and Retry-After (res's
-// RetryAfter in whole seconds, rounded up, at least 1) when retry is true.
+// RetryAfter in whole seconds, rounded up, at least 1) when retry is true,
+// that is for a denial. The reset (RateLimit-Reset, and t of RateLimit) is
+// ResetAfter on an allowed request and the Retry-After value on a denial,
+// so that the two always agree. RateLimit-Limit and RateLimit-Policy are
+// left out while the limit is unknown (<= 0): no answer claims a limit of 0.
 //
 // The values that depend on the limit only come from limitValues. The others
 // are formatted into one buffer and made one string that backs them all, and
@@ -88,10 +111,13 @@ func (f *fieldWriter) write(h http.Header, res ratelimit.Result, retry bool) {
 	lv := f.limitValues(res.Limit)
 	remaining := int64(max(res.Remaining, 0))
 	reset := ceilSeconds(res.ResetAfter)
+	if retry {
+		reset = max(ceilSeconds(res.RetryAfter), 1)
+	}
 
 	var buf [fieldBufSize]byte
 	b := buf[:0]
-	var rem, rst, rl, ra span
+	var rem, rst, rl span
 	if f.style.ietf() {
 		// `"default";r=3;t=2`: the legacy values are substrings of it.
 		b = append(b, f.beforeR...)
@@ -108,25 +134,25 @@ func (f *fieldWriter) write(h http.Header, res ratelimit.Result, retry bool) {
 		b = strconv.AppendInt(b, reset, 10)
 		rst.to = len(b)
 	}
-	if retry {
-		ra.from = len(b)
-		b = strconv.AppendInt(b, max(ceilSeconds(res.RetryAfter), 1), 10)
-		ra.to = len(b)
-	}
 	s := string(b)
 	blk := new(fieldBlock)
 	i := 0
+	known := lv.limit > 0
 	if f.style.legacy() {
-		i = set(h, &blk.vals, i, fieldLimit, lv.q)
+		if known {
+			i = set(h, &blk.vals, i, fieldLimit, lv.q)
+		}
 		i = set(h, &blk.vals, i, fieldRemaining, s[rem.from:rem.to])
 		i = set(h, &blk.vals, i, fieldReset, s[rst.from:rst.to])
 	}
 	if f.style.ietf() {
-		i = set(h, &blk.vals, i, fieldPolicy, lv.policy)
+		if known {
+			i = set(h, &blk.vals, i, fieldPolicy, lv.policy)
+		}
 		i = set(h, &blk.vals, i, fieldRateLimit, s[rl.from:rl.to])
 	}
 	if retry {
-		set(h, &blk.vals, i, fieldRetryAfter, s[ra.from:ra.to])
+		set(h, &blk.vals, i, fieldRetryAfter, s[rst.from:rst.to])
 	}
 }
 
@@ -135,6 +161,9 @@ func (f *fieldWriter) write(h http.Header, res ratelimit.Result, retry bool) {
 // as the style allows.
 func (f *fieldWriter) writeLimitOnly(h http.Header, limit int) {
 	lv := f.limitValues(limit)
+	if lv.limit <= 0 {
+		return
+	}
 	if f.style.legacy() {
 		h[fieldLimit] = []string{lv.q}
 	}

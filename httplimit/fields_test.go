@@ -51,9 +51,9 @@ func TestFieldsOnATokenBucketDrainingAndRefilling(t *testing.T) {
 	assert.Equal(t, map[string][]string{
 		"RateLimit-Limit":     {"10"},
 		"RateLimit-Remaining": {"0"},
-		"RateLimit-Reset":     {"5"},
+		"RateLimit-Reset":     {"1"}, // on a denial, the Retry-After
 		"RateLimit-Policy":    {`"default";q=10;w=5`},
-		"RateLimit":           {`"default";r=0;t=5`},
+		"RateLimit":           {`"default";r=0;t=1`},
 		"Retry-After":         {"1"}, // 0.5 s, rounded up
 	}, fields(w.Header()))
 
@@ -157,11 +157,10 @@ func TestOutOfRangeResultsAreClamped(t *testing.T) {
 	w := do(h, "k", "")
 	assert.Equal(t, http.StatusTooManyRequests, w.Code)
 	assert.Equal(t, map[string][]string{
-		"RateLimit-Limit":     {"0"},
+		// An unknown limit is not sent; the reset agrees with Retry-After.
 		"RateLimit-Remaining": {"0"},
-		"RateLimit-Reset":     {"0"},
-		"RateLimit-Policy":    {`"default";q=0`},
-		"RateLimit":           {`"default";r=0;t=0`},
+		"RateLimit-Reset":     {"1"},
+		"RateLimit":           {`"default";r=0;t=1`},
 		"Retry-After":         {"1"},
 	}, fields(w.Header()))
 	assert.Equal(t, int64(0), next.calls.Load())
@@ -239,9 +238,9 @@ func TestLongPolicyName(t *testing.T) {
 	assert.Equal(t, map[string][]string{
 		"RateLimit-Limit":     {"1000000000"},
 		"RateLimit-Remaining": {"999999999"},
-		"RateLimit-Reset":     {"360000"},
+		"RateLimit-Reset":     {"90"},
 		"RateLimit-Policy":    {`"` + name + `";q=1000000000;w=3600000`},
-		"RateLimit":           {`"` + name + `";r=999999999;t=360000`},
+		"RateLimit":           {`"` + name + `";r=999999999;t=90`},
 		"Retry-After":         {"90"},
 	}, fields(w.Header()))
 }

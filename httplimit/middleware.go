@@ -31,10 +31,15 @@ type Middleware struct {
 // NewMiddleware returns a Middleware that asks l about every request, under
 // the key that key gives it.
 //
-// The w parameter of RateLimit-Policy is learned from l when it has a
-// FillTime() time.Duration method (the token buckets and GCRAs: the time from
-// empty to full) or a Window() time.Duration method (the fixed windows), and
-// is left out otherwise, unless WithPolicyWindow sets it.
+// The policy is read from l once, here: when l reports one
+// (ratelimit.PolicyOf: every limiter of package ratelimit, and Guard and
+// DenyCache, which forward their backend's), RateLimit-Limit and q are its
+// Limit on every response, and w its Window, rounded up to whole seconds; so
+// the fields through Guard and DenyCache equal those of the bare limiter,
+// also while its backend is down. Otherwise the limit is each Result's, and
+// w is learned from a FillTime() or Window() time.Duration method, or left
+// out; a limit that is unknown (0) is never sent. WithPolicyWindow sets w
+// in any case.
 //
 // It returns an error wrapping ratelimit.ErrInvalidConfig for a nil l
 // (including an interface holding a nil pointer), a nil key, a nil Option or
@@ -57,7 +62,7 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 	}
 	w, hasW := policyWindow(l, &s)
 	beforeQ, afterQ, beforeR := policyParts(s.policyName, w, hasW)
-	return &Middleware{
+	m := &Middleware{
 		limiter:     l,
 		key:         key,
 		cost:        s.cost,
@@ -69,7 +74,11 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		denied:      s.denied,
 		fields:      fieldWriter{style: s.style, beforeQ: beforeQ, afterQ: afterQ, beforeR: beforeR},
 		replies:     newReplies(s.policyName),
-	}, nil
+	}
+	if p, ok := ratelimit.PolicyOf(l); ok {
+		m.fields.fixLimit(p.Limit)
+	}
+	return m, nil
 }
 
 // Handler returns a handler that rate-limits requests and passes those

@@ -37,16 +37,20 @@ type fillTimer interface{ FillTime() time.Duration }
 type windower interface{ Window() time.Duration }
 
 // policyWindow returns the w parameter in whole seconds, rounded up, and
-// whether there is one: set by WithPolicyWindow, or else learned from the
-// limiter's FillTime or Window method.
+// whether there is one: set by WithPolicyWindow, or else the Window of the
+// limiter's Policy, or else learned from its FillTime or Window method.
 func policyWindow(l ratelimit.Limiter, s *settings) (int64, bool) {
 	d := s.window
 	if !s.windowSet {
-		switch v := l.(type) {
-		case fillTimer:
-			d = v.FillTime()
-		case windower:
-			d = v.Window()
+		if p, ok := ratelimit.PolicyOf(l); ok {
+			d = p.Window
+		} else {
+			switch v := l.(type) {
+			case fillTimer:
+				d = v.FillTime()
+			case windower:
+				d = v.Window()
+			}
 		}
 	}
 	if d <= 0 {

@@ -1,0 +1,113 @@
+package httplimit_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// redisKinds builds each Redis limiter as 5 per 10 s.
+var redisKinds = []struct {
+	name string
+	new  func(redis.Scripter) (ratelimit.Limiter, error)
+}{
+	{"RedisTokenBucket", func(c redis.Scripter) (ratelimit.Limiter, error) { return ratelimit.NewRedisTokenBucket(c, 5, 0.5) }},
+	{"RedisGCRA", func(c redis.Scripter) (ratelimit.Limiter, error) { return ratelimit.NewRedisGCRA(c, 5, 10*time.Second) }},
+	{"RedisFixedWindow", func(c redis.Scripter) (ratelimit.Limiter, error) {
+		return ratelimit.NewRedisFixedWindow(c, 5, 10*time.Second)
+	}},
+}
+
+// redisAt starts a miniredis whose TIME reads epoch and returns a client to
+// it and a function that moves its time.
+func redisAt(t *testing.T) (*redis.Client, func(time.Duration)) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	now := epoch
+	m.SetTime(now)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	return client, func(d time.Duration) {
+		now = now.Add(d)
+		m.SetTime(now)
+		m.FastForward(d)
+	}
+}
+
+// productionStack wraps l as the README's production section recommends:
+// a DenyCache inside a Guard, with a breaker.
+func productionStack(t *testing.T, l ratelimit.Limiter, clock ratelimit.Clock, policy ratelimit.FailurePolicy) ratelimit.Limiter {
+	t.Helper()
+	cache, err := ratelimit.NewDenyCache(l, ratelimit.DenyCacheConfig{Clock: clock})
+	require.NoError(t, err)
+	guard, err := ratelimit.NewGuard(cache, ratelimit.GuardConfig{
+		Timeout: time.Second, OnFailure: policy, BreakerFailures: 3, BreakerCoolDown: time.Second, Clock: clock,
+	})
+	require.NoError(t, err)
+	return guard
+}
+
+func TestHeadersThroughTheProductionStackEqualTheBareLimiters(t *testing.T) {
+	for _, kind := range redisKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			bareClient, advanceBare := redisAt(t)
+			stackClient, advanceStack := redisAt(t)
+			bare, err := kind.new(bareClient)
+			require.NoError(t, err)
+			backend, err := kind.new(stackClient)
+			require.NoError(t, err)
+			clock := ratelimit.NewFakeClock(epoch)
+			stack := productionStack(t, backend, clock, ratelimit.FailOpen)
+			bareHandler, _ := limited(t, bare)
+			stackHandler, _ := limited(t, stack)
+
+			for i, gap := range []time.Duration{0, 0, 0, 0, 0, 0, 300 * ms, 300 * ms, 700 * ms, 2 * time.Second, 0, 0, 1500 * ms, 6 * time.Second, 0} {
+				advanceBare(gap)
+				advanceStack(gap)
+				clock.Advance(gap)
+				want := do(bareHandler, "alice", "")
+				got := do(stackHandler, "alice", "")
+				require.Equal(t, want.Code, got.Code, "request %d", i)
+				assert.Equal(t, fields(want.Header()), fields(got.Header()), "request %d", i)
+				assert.Equal(t, "5", got.Header().Get("RateLimit-Limit"), "request %d", i)
+			}
+		})
+	}
+}
+
+func TestHeadersWhileRedisIsDownFromTheStart(t *testing.T) {
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
+	defer client.Close()
+	m.Close() // down before the first request
+
+	for _, kind := range redisKinds {
+		l, err := kind.new(client)
+		require.NoError(t, err)
+		const policy = `"default";q=5;w=10`
+
+		open, _ := limited(t, productionStack(t, l, ratelimit.NewFakeClock(epoch), ratelimit.FailOpen))
+		resp := do(open, "alice", "")
+		assert.Equal(t, http.StatusOK, resp.Code, kind.name)
+		assert.Equal(t, "5", resp.Header().Get("RateLimit-Limit"), "%s: fail open never claims a limit of 0", kind.name)
+		assert.Equal(t, policy, resp.Header().Get("RateLimit-Policy"), kind.name)
+
+		closed, _ := limited(t, productionStack(t, l, ratelimit.NewFakeClock(epoch), ratelimit.FailClosed))
+		resp = do(closed, "alice", "")
+		assert.Equal(t, http.StatusTooManyRequests, resp.Code, kind.name)
+		assert.Equal(t, "5", resp.Header().Get("RateLimit-Limit"), kind.name)
+		assert.Equal(t, policy, resp.Header().Get("RateLimit-Policy"), kind.name)
+		assert.Equal(t, "1", resp.Header().Get("Retry-After"), kind.name)
+		assert.Equal(t, "1", resp.Header().Get("RateLimit-Reset"), "%s: the reset agrees with Retry-After", kind.name)
+		assert.Equal(t, `"default";r=0;t=1`, resp.Header().Get("RateLimit"), kind.name)
+	}
+}
+
+const ms = time.Millisecond
