@@ -25,6 +25,10 @@
 // server's clock, so every replica of a service shares one limit; they work
 // with any go-redis v9 client, Redis Cluster included.
 //
+// Every limiter reports its Policy: the most that can be taken at once and
+// the time from empty back to full, as clients are told it (httplimit puts
+// it in the rate-limit headers). PolicyOf reads it from any Limiter.
+//
 // # Exactness
 //
 // Time is kept in integers: nanoseconds in process, microseconds in Redis.

@@ -14,10 +14,14 @@
 //	RateLimit-Policy: "default";q=10;w=5
 //	RateLimit: "default";r=3;t=2
 //
-// where q is the limit, r the whole units remaining, t the seconds until the
-// key is back to its full limit and w the seconds the limiter takes to go from
-// empty to full, all rounded up. WithHeaderStyle chooses the legacy fields,
-// the IETF ones or both (the default).
+// where q is the limit, r the whole units remaining, w the seconds the
+// limiter takes to go from empty to full, and t the seconds until the key is
+// back to its full limit on an allowed request, or until the request can
+// succeed on a denial (so that it agrees with Retry-After), all rounded up.
+// RateLimit-Reset is t too. The limit and w come from the limiter's
+// ratelimit.Policy, read once when the middleware is built, so a Guard or
+// DenyCache gives the same fields as the limiter it wraps. WithHeaderStyle
+// chooses the legacy fields, the IETF ones or both (the default).
 //
 // A denied request is answered 429 Too Many Requests with Retry-After in
 // whole seconds (at least 1) and a short body: an RFC 9457 problem document
@@ -29,7 +33,11 @@
 //
 // A limiter error fails open: the request passes without rate-limit fields
 // and the error goes to the WithOnError hook, if any; nothing is logged.
-// WithFailClosed answers 503 Service Unavailable instead. A cost greater than
+// WithFailClosed answers 503 Service Unavailable instead. A ratelimit.Guard
+// answers its backend's failures by its own failure policy, with a nil
+// error, so behind a Guard only the errors it passes through (such as one
+// wrapping ratelimit.ErrCorruptState) reach this choice: pick the failure
+// policy in the Guard. A cost greater than
 // the limit (ratelimit.ErrCostExceedsLimit) is not a failure: it can never
 // succeed, and is answered 413 Content Too Large. An error from the KeyFunc
 // or CostFunc is answered 500 Internal Server Error unless
