@@ -10,21 +10,287 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Wait sleeps for real, so these tests use short real waits: the limiters
-// themselves are covered on fake clocks elsewhere.
+// The tests of Wait's loop run waitWith on a waitFakeTime: its sleeps return
+// at once and only move a fake clock, so no test sleeps for real.
 
-func TestWaitSleepsUntilAllowed(t *testing.T) {
-	l, err := NewTokenBucket(1, 50) // one token every 20 ms
-	require.NoError(t, err)
-	ctx := context.Background()
-	_, err = l.Allow(ctx, "k", 1)
-	require.NoError(t, err)
+// waitAnswer is one scripted answer of a waitScript.
+type waitAnswer struct {
+	res Result
+	err error
+}
 
-	start := time.Now()
+// waitScript is a Limiter that gives its answers in order and records the
+// key and cost of each call. A call past the end of the script fails the test.
+type waitScript struct {
+	t       *testing.T
+	answers []waitAnswer
+	keys    []string
+	costs   []int
+}
+
+func (s *waitScript) Allow(_ context.Context, key string, n int) (Result, error) {
+	s.keys = append(s.keys, key)
+	s.costs = append(s.costs, n)
+	i := len(s.keys) - 1
+	if i >= len(s.answers) {
+		s.t.Errorf("Allow called %d times, the script has %d answers", i+1, len(s.answers))
+		return Result{}, errors.New("script exhausted")
+	}
+	return s.answers[i].res, s.answers[i].err
+}
+
+// calls returns how many times Allow was called.
+func (s *waitScript) calls() int { return len(s.keys) }
+
+// waitDenied returns a denial that asks to retry after d.
+func waitDenied(d time.Duration) waitAnswer {
+	return waitAnswer{res: Result{Limit: 5, RetryAfter: d, ResetAfter: 2 * d}}
+}
+
+// waitAllowed is an answer that allows the request.
+var waitAllowed = waitAnswer{res: Result{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: time.Second}}
+
+// waitFakeTime is a fake waitTime. Each sleep is recorded and moves the clock
+// at once, unless block is set: then the sleep reports itself on block and
+// waits for ctx to be done. Each jitter bound asked is recorded, and the
+// jitter returned is the bound when atMax is set, 0 otherwise.
+type waitFakeTime struct {
+	now    time.Time
+	sleeps []time.Duration
+	bounds []time.Duration
+	atMax  bool
+	block  chan time.Duration
+}
+
+func newWaitFakeTime() *waitFakeTime { return &waitFakeTime{now: epoch} }
+
+func (f *waitFakeTime) waitTime() waitTime {
+	return waitTime{
+		now: func() time.Time { return f.now },
+		sleep: func(ctx context.Context, d time.Duration) error {
+			f.sleeps = append(f.sleeps, d)
+			if f.block != nil {
+				f.block <- d
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			f.now = f.now.Add(d)
+			return nil
+		},
+		jitter: func(bound time.Duration) time.Duration {
+			f.bounds = append(f.bounds, bound)
+			if f.atMax {
+				return bound
+			}
+			return 0
+		},
+	}
+}
+
+// waitDeadlineContext is a context whose deadline is fixed on the fake clock
+// and never fires by itself.
+type waitDeadlineContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c waitDeadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// withFakeDeadline returns a context whose deadline is d after epoch.
+func withFakeDeadline(d time.Duration) context.Context {
+	return waitDeadlineContext{Context: context.Background(), deadline: epoch.Add(d)}
+}
+
+func TestWaitSleepsRetryAfterBetweenTries(t *testing.T) {
+	l := &waitScript{t: t, answers: []waitAnswer{waitDenied(200 * time.Millisecond), waitDenied(50 * time.Millisecond), waitAllowed}}
+	ft := newWaitFakeTime()
+
+	res, err := waitWith(context.Background(), l, "user:7", 3, ft.waitTime())
+	require.NoError(t, err)
+	assert.Equal(t, waitAllowed.res, res)
+	assert.Equal(t, []time.Duration{200 * time.Millisecond, 50 * time.Millisecond}, ft.sleeps)
+	assert.Equal(t, []string{"user:7", "user:7", "user:7"}, l.keys)
+	assert.Equal(t, []int{3, 3, 3}, l.costs)
+}
+
+func TestWaitDoesNotSleepWhenAllowedAtOnce(t *testing.T) {
+	l := &waitScript{t: t, answers: []waitAnswer{waitAllowed}}
+	ft := newWaitFakeTime()
+
+	res, err := waitWith(withFakeDeadline(time.Nanosecond), l, "k", 1, ft.waitTime())
+	require.NoError(t, err)
+	assert.Equal(t, waitAllowed.res, res)
+	assert.Empty(t, ft.sleeps)
+	assert.Empty(t, ft.bounds)
+}
+
+func TestWaitJitterIsUpToATenthOfTheWaitAndAtMost250ms(t *testing.T) {
+	tests := []struct {
+		name       string
+		retryAfter time.Duration
+		wantBound  time.Duration
+	}{
+		{"a tenth of a short wait", time.Second, 100 * time.Millisecond},
+		{"a tenth of 2.5 s is exactly the cap", 2500 * time.Millisecond, 250 * time.Millisecond},
+		{"capped on a long wait", 10 * time.Second, 250 * time.Millisecond},
+		{"capped on a wait of an hour", time.Hour, 250 * time.Millisecond},
+		{"a tenth of a wait of nanoseconds", 1234567 * time.Nanosecond, 123456 * time.Nanosecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, atMax := range []bool{false, true} {
+				l := &waitScript{t: t, answers: []waitAnswer{waitDenied(tt.retryAfter), waitAllowed}}
+				ft := newWaitFakeTime()
+				ft.atMax = atMax
+
+				_, err := waitWith(context.Background(), l, "k", 1, ft.waitTime())
+				require.NoError(t, err)
+				assert.Equal(t, []time.Duration{tt.wantBound}, ft.bounds)
+				want := tt.retryAfter
+				if atMax {
+					want += tt.wantBound
+				}
+				assert.Equal(t, []time.Duration{want}, ft.sleeps, "jitter at its max: %v", atMax)
+			}
+		})
+	}
+}
+
+func TestWaitSleepsAtLeastAMillisecondOnANonPositiveRetryAfter(t *testing.T) {
+	l := &waitScript{t: t, answers: []waitAnswer{waitDenied(0), waitDenied(-5 * time.Second), waitDenied(time.Nanosecond), waitAllowed}}
+	ft := newWaitFakeTime()
+	ft.atMax = true
+
+	res, err := waitWith(context.Background(), l, "k", 1, ft.waitTime())
+	require.NoError(t, err)
+	assert.Equal(t, waitAllowed.res, res)
+	assert.Equal(t, []time.Duration{100 * time.Microsecond, 100 * time.Microsecond, 100 * time.Microsecond}, ft.bounds)
+	want := time.Millisecond + 100*time.Microsecond
+	assert.Equal(t, []time.Duration{want, want, want}, ft.sleeps)
+}
+
+func TestWaitGivesUpAtOnceWhenTheDeadlineComesBeforeRetryAfter(t *testing.T) {
+	denial := waitDenied(time.Second)
+	l := &waitScript{t: t, answers: []waitAnswer{denial}}
+	ft := newWaitFakeTime()
+
+	res, err := waitWith(withFakeDeadline(999*time.Millisecond), l, "k", 1, ft.waitTime())
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, denial.res, res)
+	assert.Empty(t, ft.sleeps)
+	assert.Equal(t, 1, l.calls())
+}
+
+func TestWaitGivesUpWhenTheTimeAlreadySpentLeavesTooLittle(t *testing.T) {
+	second := waitDenied(600 * time.Millisecond)
+	l := &waitScript{t: t, answers: []waitAnswer{waitDenied(600 * time.Millisecond), second}}
+	ft := newWaitFakeTime()
+
+	res, err := waitWith(withFakeDeadline(time.Second), l, "k", 1, ft.waitTime())
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, second.res, res)
+	assert.Equal(t, []time.Duration{600 * time.Millisecond}, ft.sleeps)
+}
+
+func TestWaitCapsTheSleepAtTheTimeLeftBeforeTheDeadline(t *testing.T) {
+	tests := []struct {
+		name      string
+		deadline  time.Duration
+		wantSleep time.Duration
+	}{
+		{"the deadline falls inside the jitter", 1050 * time.Millisecond, 1050 * time.Millisecond},
+		{"the deadline is exactly RetryAfter", time.Second, time.Second},
+		{"the deadline is past the jitter", 2 * time.Second, 1100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &waitScript{t: t, answers: []waitAnswer{waitDenied(time.Second), waitAllowed}}
+			ft := newWaitFakeTime()
+			ft.atMax = true
+
+			res, err := waitWith(withFakeDeadline(tt.deadline), l, "k", 1, ft.waitTime())
+			require.NoError(t, err)
+			assert.Equal(t, waitAllowed.res, res)
+			assert.Equal(t, []time.Duration{tt.wantSleep}, ft.sleeps)
+		})
+	}
+}
+
+func TestWaitReturnsWhenTheContextIsCancelledDuringASleep(t *testing.T) {
+	denial := waitDenied(time.Hour)
+	l := &waitScript{t: t, answers: []waitAnswer{denial}}
+	ft := newWaitFakeTime()
+	ft.block = make(chan time.Duration)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	type outcome struct {
+		res Result
+		err error
+	}
+	done := make(chan outcome)
+	go func() {
+		res, err := waitWith(ctx, l, "k", 1, ft.waitTime())
+		done <- outcome{res, err}
+	}()
+	assert.Equal(t, time.Hour, <-ft.block)
+	cancel()
+	got := <-done
+
+	require.ErrorIs(t, got.err, context.Canceled)
+	assert.Equal(t, denial.res, got.res)
+	assert.Equal(t, 1, l.calls())
+}
+
+func TestWaitReturnsTheErrorOfAFailingTryAtOnce(t *testing.T) {
+	boom := errors.New("backend down")
+	failure := waitAnswer{res: Result{Limit: 5}, err: boom}
+	l := &waitScript{t: t, answers: []waitAnswer{waitDenied(300 * time.Millisecond), failure}}
+	ft := newWaitFakeTime()
+
+	res, err := waitWith(context.Background(), l, "k", 1, ft.waitTime())
+	require.ErrorIs(t, err, boom)
+	assert.Equal(t, failure.res, res)
+	assert.Equal(t, []time.Duration{300 * time.Millisecond}, ft.sleeps)
+}
+
+// The tests below run the real Wait; none of them sleeps.
+
+func TestWaitRejectsANilContextWithoutCallingTheLimiter(t *testing.T) {
+	l := &waitScript{t: t}
+	var ctx context.Context // nil
 	res, err := Wait(ctx, l, "k", 1)
+	require.ErrorIs(t, err, errNilContext)
+	assert.Equal(t, Result{}, res)
+	assert.Equal(t, 0, l.calls())
+}
+
+func TestWaitRejectsANilLimiter(t *testing.T) {
+	tests := []struct {
+		name string
+		l    Limiter
+	}{
+		{"nil interface", nil},
+		{"nil *TokenBucket", (*TokenBucket)(nil)},
+		{"nil pointer to a stub", (*waitScript)(nil)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Wait(context.Background(), tt.l, "k", 1)
+			require.ErrorIs(t, err, errNilLimiter)
+			assert.EqualError(t, err, "ratelimit: Wait: nil limiter")
+			assert.Equal(t, Result{}, res)
+		})
+	}
+}
+
+func TestWaitReturnsAtOnceWhenAllowed(t *testing.T) {
+	l, err := NewTokenBucket(2, 1)
+	require.NoError(t, err)
+	res, err := Wait(context.Background(), l, "k", 2)
 	require.NoError(t, err)
 	assert.True(t, res.Allowed)
-	assert.GreaterOrEqual(t, time.Since(start), 15*time.Millisecond, "Wait returned before a token could have refilled")
+	assert.Equal(t, 0, res.Remaining)
 }
 
 func TestWaitReturnsAtOnceWhenTheCostCanNeverSucceed(t *testing.T) {
@@ -37,44 +303,31 @@ func TestWaitReturnsAtOnceWhenTheCostCanNeverSucceed(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidCost)
 }
 
-func TestWaitGivesUpAtOnceWhenTheDeadlineComesFirst(t *testing.T) {
-	l, err := NewTokenBucket(1, 0.1) // one token every 10 s
+func TestWaitGivesUpAtOnceOnARealDeadlineBeforeRetryAfter(t *testing.T) {
+	l, err := NewTokenBucket(1, 0.0001) // one token every 10,000 s, past the hour allowed
 	require.NoError(t, err)
 	_, err = l.Allow(context.Background(), "k", 1)
 	require.NoError(t, err)
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	start := time.Now()
 	res, err := Wait(ctx, l, "k", 1)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.False(t, res.Allowed)
-	assert.Less(t, time.Since(start), 500*time.Millisecond, "Wait slept although the deadline came first")
 }
 
-func TestWaitStopsWhenTheContextIsCancelled(t *testing.T) {
-	l, err := NewTokenBucket(1, 0.1)
-	require.NoError(t, err)
-	_, err = l.Allow(context.Background(), "k", 1)
-	require.NoError(t, err)
-
+func TestSleepContextReturnsAtOnceWhenTheContextIsDone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(20*time.Millisecond, cancel)
-	_, err = Wait(ctx, l, "k", 1)
-	require.ErrorIs(t, err, context.Canceled)
+	cancel()
+	assert.Equal(t, context.Canceled, sleepContext(ctx, time.Hour))
 }
 
-func TestWaitPassesBackendErrors(t *testing.T) {
-	boom := errors.New("backend down")
-	_, err := Wait(context.Background(), failingLimiter{boom}, "k", 1)
-	require.ErrorIs(t, err, boom)
-	_, err = Wait(context.Background(), nil, "k", 1)
-	require.Error(t, err)
-}
-
-// failingLimiter answers every call with err.
-type failingLimiter struct{ err error }
-
-func (f failingLimiter) Allow(context.Context, string, int) (Result, error) {
-	return Result{}, f.err
+func TestRandomJitterStaysWithinItsBound(t *testing.T) {
+	assert.Equal(t, time.Duration(0), randomJitter(0))
+	assert.Equal(t, time.Duration(0), randomJitter(-time.Second))
+	for range 1000 {
+		j := randomJitter(3)
+		assert.GreaterOrEqual(t, j, time.Duration(0))
+		assert.LessOrEqual(t, j, time.Duration(3))
+	}
 }
