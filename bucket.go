@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"time"
 )
@@ -38,6 +37,9 @@ func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBuc
 	if err != nil {
 		return nil, err
 	}
+	if err := checkLimit(kind, "capacity", capacity, math.MaxInt64); err != nil {
+		return nil, err
+	}
 	interval, err := rateInterval(kind, refillRate, float64(time.Second))
 	if err != nil {
 		return nil, err
@@ -61,21 +63,3 @@ func (b *TokenBucket) FillTime() time.Duration { return b.s.fillTime() }
 
 // Policy returns the bucket's capacity and FillTime.
 func (b *TokenBucket) Policy() Policy { return b.s.policy() }
-
-// rateInterval converts a rate in tokens per second into whole clock units
-// (unit of them per second) per token, rounded to nearest, and rejects rates
-// that are not positive and finite or that are faster than one token per
-// unit.
-func rateInterval(kind string, rate, unitsPerSecond float64) (int64, error) {
-	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
-		return 0, fmt.Errorf("%w: %s: refill rate %v must be a positive finite number of tokens per second", ErrInvalidConfig, kind, rate)
-	}
-	interval := unitsPerSecond / rate
-	if interval < 1 {
-		return 0, fmt.Errorf("%w: %s: refill rate %v/s gives less than one clock unit (1/%v s) per token", ErrInvalidConfig, kind, rate, unitsPerSecond)
-	}
-	if interval > maxSpan {
-		return 0, fmt.Errorf("%w: %s: refill rate %v/s is so slow that one token overflows the clock", ErrInvalidConfig, kind, rate)
-	}
-	return int64(math.Round(interval)), nil
-}

@@ -2,12 +2,9 @@ package ratelimit
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // FixedWindow is an in-process fixed-window counter per key: at most limit
@@ -75,7 +72,8 @@ func (w *FixedWindow) Allow(_ context.Context, key string, n int) (Result, error
 	if win.end <= now {
 		win = openWindow{} // no window open: nothing counted
 	}
-	allowed := win.count+int64(n) <= w.limit
+	// count <= limit always, so this cannot overflow as count + n could.
+	allowed := int64(n) <= w.limit-win.count
 	if allowed && n > 0 {
 		if win.count == 0 {
 			win.end = now + w.window
@@ -104,83 +102,3 @@ func (w *FixedWindow) Window() time.Duration { return time.Duration(w.window) }
 func (w *FixedWindow) Policy() Policy {
 	return Policy{Limit: int(w.limit), Window: time.Duration(w.window)}
 }
-
-// checkWindow rejects a limit or window <= 0.
-func checkWindow(kind string, limit int, window time.Duration) error {
-	if limit <= 0 {
-		return fmt.Errorf("%w: %s: limit %d must be > 0", ErrInvalidConfig, kind, limit)
-	}
-	if window <= 0 {
-		return fmt.Errorf("%w: %s: window %v must be > 0", ErrInvalidConfig, kind, window)
-	}
-	return nil
-}
-
-//go:embed scripts/fixedwindow.lua
-var fixedWindowLua string
-
-// fixedWindowScript is immutable: go-redis only reads its source and hash.
-var fixedWindowScript = redis.NewScript(fixedWindowLua)
-
-// DefaultFixedWindowPrefix is the prefix RedisFixedWindow puts before every
-// key unless WithKeyPrefix says otherwise.
-const DefaultFixedWindowPrefix = "ratelimit:fw:"
-
-// RedisFixedWindow is a fixed-window counter per key kept in Redis: at most
-// limit units of work per window, shared by every process using the same
-// Redis.
-//
-// It decides as FixedWindow does. Each decision is one EVALSHA of an embedded
-// Lua script; each key is one counter at prefix+key whose PX TTL is the time
-// left in its window, so the window's time is the server's own.
-//
-// Calls with n < 0 or n > limit are answered without a round trip; n == 0
-// reads without creating the key. Redis errors, timeouts and malformed replies
-// are returned wrapped, with Allowed false.
-//
-// A RedisFixedWindow is safe for concurrent use as far as its client is. The
-// zero value is not usable; create one with NewRedisFixedWindow.
-type RedisFixedWindow struct {
-	r      redisLimiter
-	window time.Duration
-}
-
-// NewRedisFixedWindow returns a fixed window of limit per window per key kept
-// in Redis through client: a *redis.Client, *redis.ClusterClient,
-// *redis.Ring or failover client.
-//
-// Redis keeps expiry in milliseconds, so window must be a whole number of
-// them. It accepts WithKeyPrefix (default DefaultFixedWindowPrefix). It
-// returns an error wrapping ErrInvalidConfig for a nil client, a limit <= 0, a
-// window <= 0, not whole milliseconds or beyond 2^52 µs, or an option that
-// does not apply.
-func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration, opts ...Option) (*RedisFixedWindow, error) {
-	const kind = "NewRedisFixedWindow"
-	r, err := newRedisLimiter(kind, "Redis fixed window", client, fixedWindowScript, DefaultFixedWindowPrefix, "limit", limit, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkWindow(kind, limit, window); err != nil {
-		return nil, err
-	}
-	if window%time.Millisecond != 0 {
-		return nil, fmt.Errorf("%w: %s: window %v is not a whole number of milliseconds, the unit of Redis expiry", ErrInvalidConfig, kind, window)
-	}
-	if err := checkRedisSpan(kind, window.Milliseconds(), 1000); err != nil {
-		return nil, err
-	}
-	r.setParam(window.Milliseconds())
-	return &RedisFixedWindow{r: r, window: window}, nil
-}
-
-// Allow counts n against key's window in Redis if that keeps it within the
-// limit. See Limiter for the contract. ctx bounds the round trip.
-func (w *RedisFixedWindow) Allow(ctx context.Context, key string, n int) (Result, error) {
-	return w.r.allow(ctx, key, n)
-}
-
-// Window returns the length of a window.
-func (w *RedisFixedWindow) Window() time.Duration { return w.window }
-
-// Policy returns the limit and the window's length.
-func (w *RedisFixedWindow) Policy() Policy { return Policy{Limit: w.r.limit, Window: w.window} }

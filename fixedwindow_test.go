@@ -2,12 +2,12 @@ package ratelimit
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -123,73 +123,42 @@ func TestFixedWindowMemoryIsBoundedByOpenWindows(t *testing.T) {
 	assert.Equal(t, 0, l.windows.len(), "peeks create nothing, and ended windows are gone")
 }
 
-func TestRedisFixedWindowKeyAndTTL(t *testing.T) {
-	m, client, advance := miniredisClock(t)
-	l, err := NewRedisFixedWindow(client, 20, 30*time.Second)
-	require.NoError(t, err)
-	_, err = l.Allow(context.Background(), "k", 3)
-	require.NoError(t, err)
-	advance(10 * time.Second)
-	res, err := l.Allow(context.Background(), "k", 2)
-	require.NoError(t, err)
-	assert.Equal(t, Result{Allowed: true, Limit: 20, Remaining: 15, ResetAfter: 20 * time.Second}, res)
-	got, err := m.Get(DefaultFixedWindowPrefix + "k")
-	require.NoError(t, err)
-	assert.Equal(t, "5", got, "one counter per key")
-	assert.Equal(t, 20*time.Second, m.TTL(DefaultFixedWindowPrefix+"k"), "INCRBY keeps the window's TTL")
-}
-
-func TestRedisFixedWindowCorruptStateAndWrongType(t *testing.T) {
-	m, client, _ := miniredisClock(t)
-	l, err := NewRedisFixedWindow(client, 3, time.Second)
-	require.NoError(t, err)
-	m.HSet(DefaultFixedWindowPrefix+"hash", "f", "v")
-	requireRefused(t, l, "hash", 3, "WRONGTYPE")
-
-	for _, v := range []string{"many", "-1", "1.5", "nan"} {
-		require.NoError(t, m.Set(DefaultFixedWindowPrefix+v, v))
-		m.SetTTL(DefaultFixedWindowPrefix+v, time.Second)
-		requireRefused(t, l, v, 3, "corrupt fixed window")
-	}
-	// A counter without a TTL would be a window that never ends.
-	require.NoError(t, m.Set(DefaultFixedWindowPrefix+"forever", "1"))
-	requireRefused(t, l, "forever", 3, "corrupt fixed window")
-}
-
-func TestNewFixedWindowsRejectBadConfig(t *testing.T) {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	defer client.Close()
+func TestNewFixedWindowRejectsBadConfig(t *testing.T) {
 	cases := []struct {
 		name   string
 		limit  int
 		window time.Duration
 		opts   []Option
-		redis  bool
 		want   string
 	}{
-		{"zero limit", 0, time.Second, nil, false, "limit 0"},
-		{"zero window", 1, 0, nil, false, "window 0s"},
-		{"negative window", 1, -time.Second, nil, false, "window -1s"},
-		{"window overflows", 1, 1 << 62, nil, false, "overflows"},
-		{"key prefix in process", 1, time.Second, []Option{WithKeyPrefix("x")}, false, "WithKeyPrefix"},
-		{"zero limit on Redis", 0, time.Second, nil, true, "limit 0"},
-		{"zero window on Redis", 1, 0, nil, true, "window 0s"},
-		{"not whole ms on Redis", 1, 1500 * time.Microsecond, nil, true, "whole number of milliseconds"},
-		{"beyond 2^52 µs on Redis", 1, (1 << 62) / time.Millisecond * time.Millisecond, nil, true, "2^52"},
-		{"clock on Redis", 1, time.Second, []Option{WithClock(NewFakeClock(epoch))}, true, "WithClock"},
+		{"zero limit", 0, time.Second, nil, "limit 0"},
+		{"zero window", 1, 0, nil, "window 0s"},
+		{"negative window", 1, -time.Second, nil, "window -1s"},
+		{"window overflows", 1, 1 << 62, nil, "overflows"},
+		{"key prefix in process", 1, time.Second, []Option{WithKeyPrefix("x")}, "WithKeyPrefix"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var err error
-			if tc.redis {
-				_, err = NewRedisFixedWindow(client, tc.limit, tc.window, tc.opts...)
-			} else {
-				_, err = NewFixedWindow(tc.limit, tc.window, tc.opts...)
-			}
+			_, err := NewFixedWindow(tc.limit, tc.window, tc.opts...)
 			require.ErrorIs(t, err, ErrInvalidConfig)
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
-	_, err := NewRedisFixedWindow(nil, 1, time.Second)
-	require.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+func TestFixedWindowWithTheLargestLimitNeverOverflows(t *testing.T) {
+	// count + n would wrap around past MaxInt64 and allow.
+	l, err := NewFixedWindow(math.MaxInt, time.Second, WithClock(NewFakeClock(epoch)))
+	require.NoError(t, err)
+	ctx := context.Background()
+	res, err := l.Allow(ctx, "k", math.MaxInt)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed)
+	assert.Zero(t, res.Remaining)
+	for _, n := range []int{1, math.MaxInt} {
+		res, err = l.Allow(ctx, "k", n)
+		require.NoError(t, err)
+		assert.False(t, res.Allowed, "n = %d", n)
+		assert.Equal(t, time.Second, res.RetryAfter)
+	}
 }

@@ -1,9 +1,6 @@
 package ratelimit
 
 import (
-	"context"
-	"math/rand/v2"
-	"strconv"
 	"testing"
 	"time"
 
@@ -11,100 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func TestRedisGCRAMatchesTheTokenBucketOnRandomSchedules(t *testing.T) {
-	// GCRA with limit L per period P decides exactly as a token bucket of
-	// capacity L refilling L/P: in process and on Redis, step by step.
-	r := rand.New(rand.NewPCG(5, 6))
-	for round := 0; round < 16; round++ {
-		limit := 1 + r.IntN(15)
-		interval := time.Duration(1+r.Int64N(1_500_000)) * time.Microsecond
-		period := interval * time.Duration(limit)
-		rate := float64(limit) / period.Seconds()
-
-		_, client, advance := miniredisClock(t)
-		redisGCRA, err := NewRedisGCRA(client, limit, period)
-		require.NoError(t, err)
-		redisBucket, err := NewRedisTokenBucket(client, limit, rate)
-		require.NoError(t, err)
-		clock := NewFakeClock(epoch)
-		gcra, err := NewGCRA(limit, period, WithClock(clock))
-		require.NoError(t, err)
-
-		for i, c := range randomSchedule(r, 200, limit, interval, false, "a", "b") {
-			c.advance = c.advance.Truncate(time.Microsecond)
-			clock.Advance(c.advance)
-			advance(c.advance)
-			want, wantErr := redisBucket.Allow(context.Background(), c.key, c.n)
-			for name, l := range map[string]Limiter{"RedisGCRA": redisGCRA, "GCRA": gcra} {
-				got, err := l.Allow(context.Background(), c.key, c.n)
-				require.Equal(t, wantErr == nil, err == nil, "%s round %d step %d: errors %v and %v", name, round, i, wantErr, err)
-				require.Equal(t, want, got, "%s round %d step %d: limit %d per %v, %+v", name, round, i, limit, period, c)
-			}
-		}
-	}
-}
-
-func TestRedisGCRAKeyAndTTL(t *testing.T) {
-	m, client, _ := miniredisClock(t)
-	l, err := NewRedisGCRA(client, 10, time.Minute) // one every 6 s
-	require.NoError(t, err)
-	res, err := l.Allow(context.Background(), "api", 3)
-	require.NoError(t, err)
-	assert.Equal(t, Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 18 * time.Second}, res)
-	// One STRING: the theoretical arrival time in µs, 18 s from now.
-	assert.Equal(t, []string{DefaultGCRAPrefix + "api"}, m.Keys())
-	got, err := m.Get(DefaultGCRAPrefix + "api")
-	require.NoError(t, err)
-	assert.Equal(t, strconv.FormatInt(epoch.Add(18*time.Second).UnixMicro(), 10), got)
-	assert.Equal(t, 18*time.Second, m.TTL(DefaultGCRAPrefix+"api"))
-
-	res, err = l.Allow(context.Background(), "fresh", 0)
-	require.NoError(t, err)
-	assert.Equal(t, Result{Allowed: true, Limit: 10, Remaining: 10}, res)
-	assert.False(t, m.Exists(DefaultGCRAPrefix+"fresh"), "a peek creates no key")
-}
-
-func TestRedisGCRACorruptStateAndWrongType(t *testing.T) {
-	m, client, _ := miniredisClock(t)
-	l, err := NewRedisGCRA(client, 3, time.Second)
-	require.NoError(t, err)
-	m.HSet(DefaultGCRAPrefix+"hash", "f", "v")
-	requireRefused(t, l, "hash", 3, "WRONGTYPE")
-	for _, v := range []string{"soon", "-1", "nan", "1e300"} {
-		require.NoError(t, m.Set(DefaultGCRAPrefix+v, v))
-		requireRefused(t, l, v, 3, "corrupt GCRA state")
-	}
-}
-
-func TestNewRedisGCRARejectsBadConfig(t *testing.T) {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	defer client.Close()
-	cases := []struct {
-		name   string
-		client redis.Scripter
-		limit  int
-		period time.Duration
-		opts   []Option
-		want   string
-	}{
-		{"nil client", nil, 1, time.Second, nil, "nil Redis client"},
-		{"typed nil client", (*redis.Ring)(nil), 1, time.Second, nil, "nil Redis client"},
-		{"zero limit", client, 0, time.Second, nil, "limit 0"},
-		{"zero period", client, 1, 0, nil, "period 0s"},
-		{"under 1 µs per request", client, 1000, time.Millisecond - 1, nil, "under one clock unit"},
-		{"beyond 2^52 µs", client, 1 << 30, 1 << 62, nil, "2^52"},
-		{"WithClock", client, 1, time.Second, []Option{WithClock(NewFakeClock(epoch))}, "WithClock"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			l, err := NewRedisGCRA(tc.client, tc.limit, tc.period, tc.opts...)
-			require.ErrorIs(t, err, ErrInvalidConfig)
-			assert.Contains(t, err.Error(), tc.want)
-			assert.Nil(t, l)
-		})
-	}
-}
 
 func TestGCRARoundsTheEmissionInterval(t *testing.T) {
 	// 1 minute / 7 = 8571428571.43 ns, rounded to 8571428571 ns; in Redis

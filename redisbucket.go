@@ -47,13 +47,12 @@ type RedisTokenBucket struct {
 // The time per token, 1e6/refillRate microseconds, is rounded to the nearest
 // whole microsecond. It accepts WithKeyPrefix (default
 // DefaultTokenBucketPrefix). It returns an error wrapping ErrInvalidConfig for
-// a nil client, a capacity <= 0, a refillRate that is <= 0, NaN, infinite or
-// above 1e6 (less than 1 µs per token), a fill time beyond 2^52 µs, or an
-// option that does not apply.
+// a nil client, a capacity <= 0 or above 2^52, a refillRate that is <= 0, NaN,
+// infinite or above 1e6 (less than 1 µs per token), a fill time beyond 2^52
+// µs, or an option that does not apply.
 func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64, opts ...Option) (*RedisTokenBucket, error) {
 	const kind = "NewRedisTokenBucket"
-	r, err := newRedisLimiter(kind, "Redis token bucket", client, tokenBucketScript, DefaultTokenBucketPrefix, "capacity", capacity, opts)
-	if err != nil {
+	if err := checkLimit(kind, "capacity", capacity, maxRedisLimit); err != nil {
 		return nil, err
 	}
 	interval, err := rateInterval(kind, refillRate, 1e6)
@@ -63,7 +62,17 @@ func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64
 	if err := checkRedisSpan(kind, int64(capacity), interval); err != nil {
 		return nil, err
 	}
-	r.setParam(interval)
+	r, err := newRedisLimiter(client, redisSpec{
+		kind:          kind,
+		name:          "Redis token bucket",
+		script:        tokenBucketScript,
+		defaultPrefix: DefaultTokenBucketPrefix,
+		limit:         capacity,
+		param:         interval,
+	}, opts)
+	if err != nil {
+		return nil, err
+	}
 	return &RedisTokenBucket{r: r, fillTime: time.Duration(int64(capacity)*interval) * time.Microsecond}, nil
 }
 
@@ -77,4 +86,6 @@ func (b *RedisTokenBucket) Allow(ctx context.Context, key string, n int) (Result
 func (b *RedisTokenBucket) FillTime() time.Duration { return b.fillTime }
 
 // Policy returns the bucket's capacity and FillTime.
-func (b *RedisTokenBucket) Policy() Policy { return Policy{Limit: b.r.limit, Window: b.fillTime} }
+func (b *RedisTokenBucket) Policy() Policy {
+	return Policy{Limit: b.r.limit, Window: b.fillTime}
+}

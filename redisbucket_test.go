@@ -227,6 +227,7 @@ func TestNewRedisTokenBucketRejectsBadConfig(t *testing.T) {
 		{"typed nil client", (*redis.Client)(nil), 1, 1, nil, "nil Redis client"},
 		{"typed nil cluster client", (*redis.ClusterClient)(nil), 1, 1, nil, "nil Redis client"},
 		{"zero capacity", client, 0, 1, nil, "capacity 0"},
+		{"capacity beyond 2^52", client, maxRedisLimit + 1, 1e6, nil, "above 4503599627370496"},
 		{"zero rate", client, 1, 0, nil, "refill rate 0"},
 		{"faster than 1 µs per token", client, 1, 2e6, nil, "less than one clock unit"},
 		{"fill time beyond 2^52 µs", client, 1 << 40, 1e-3, nil, "2^52"},

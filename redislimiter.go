@@ -11,12 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// maxRedisSpan bounds, in microseconds, a Redis limiter's time from empty to
-// full (or its window), so that the scripts' sums of it and the server's
-// clock stay below 2^53, where Lua's doubles stop holding every integer, and
-// convert to time.Duration without overflow.
-const maxRedisSpan = 1 << 52
-
 // redisLimiter is what the Redis limiters share: one script call per
 // decision on one key, prefix + key, with the limit and one more number of the
 // algorithm's as arguments, and a reply that is checked before it is
@@ -34,37 +28,41 @@ type redisLimiter struct {
 	args   [2]any // limit and param, formatted once
 }
 
+// redisSpec is everything a Redis limiter is built from, its numbers already
+// checked by its constructor.
+type redisSpec struct {
+	kind          string // the constructor's name, in configuration errors
+	name          string // the limiter's name, in Allow's errors
+	script        *redis.Script
+	defaultPrefix string // the algorithm's Default*Prefix
+	limit         int    // the script's first argument
+	param         int64  // the script's second argument, the algorithm's own number
+}
+
 // newRedisLimiter checks what every Redis limiter's constructor checks (the
-// options, the client, the limit) and returns the shared part. kind is the
-// constructor's name, limitName what its limit is called.
-func newRedisLimiter(kind, name string, client redis.Scripter, script *redis.Script, defaultPrefix, limitName string, limit int, opts []Option) (redisLimiter, error) {
-	cfg, err := applyOptions(kind, onRedis, opts)
+// options and the client) and returns the limiter spec describes, whole, with
+// the key prefix WithKeyPrefix gives or else the algorithm's default.
+func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redisLimiter, error) {
+	cfg, err := applyOptions(spec.kind, onRedis, opts)
 	if err != nil {
 		return redisLimiter{}, err
 	}
 	if isNil(client) {
-		return redisLimiter{}, fmt.Errorf("%w: %s: nil Redis client", ErrInvalidConfig, kind)
+		return redisLimiter{}, fmt.Errorf("%w: %s: nil Redis client", ErrInvalidConfig, spec.kind)
 	}
-	if limit <= 0 {
-		return redisLimiter{}, fmt.Errorf("%w: %s: %s %d must be > 0", ErrInvalidConfig, kind, limitName, limit)
-	}
-	prefix := defaultPrefix
+	limit, param := strconv.Itoa(spec.limit), strconv.FormatInt(spec.param, 10)
+	prefix := spec.defaultPrefix
 	if cfg.prefixSet {
 		prefix = cfg.prefix
 	}
-	return redisLimiter{name: name, client: client, script: script, prefix: prefix, limit: limit, args: [2]any{strconv.Itoa(limit)}}, nil
-}
-
-// setParam sets the script's second argument, the algorithm's own number.
-func (r *redisLimiter) setParam(param int64) { r.args[1] = strconv.FormatInt(param, 10) }
-
-// checkRedisSpan rejects a span of count × micros µs beyond maxRedisSpan;
-// count and micros are >= 1.
-func checkRedisSpan(kind string, count, micros int64) error {
-	if count > maxRedisSpan/micros {
-		return fmt.Errorf("%w: %s: %d × %d µs is beyond the 2^52 µs a Redis script can count exactly", ErrInvalidConfig, kind, count, micros)
-	}
-	return nil
+	return redisLimiter{
+		name:   spec.name,
+		client: client,
+		script: spec.script,
+		prefix: prefix,
+		limit:  spec.limit,
+		args:   [2]any{limit, param},
+	}, nil
 }
 
 // allow decides n for key with one script call. See Limiter for the
@@ -82,7 +80,7 @@ func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, er
 			return res, nil
 		}
 	}
-	return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, r.prefix+key, err)
+	return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, call.keys[0], err)
 }
 
 // scriptCall holds one call's KEYS and ARGV.

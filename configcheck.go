@@ -1,0 +1,93 @@
+package ratelimit
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// The configuration checks of every constructor, in-process and Redis, so
+// that each rule is written once. Each returns an error wrapping
+// ErrInvalidConfig whose text starts with kind, the constructor's name.
+
+// maxRedisSpan bounds, in microseconds, a Redis limiter's time from empty to
+// full (or its window), so that the scripts' sums of it and the server's
+// clock stay below 2^53, where Lua's doubles stop holding every integer, and
+// convert to time.Duration without overflow.
+const maxRedisSpan = 1 << 52
+
+// maxRedisLimit bounds a Redis limiter's limit (or capacity), so that a count
+// plus a cost, both at most the limit, stays at most 2^53, which Lua's doubles
+// hold exactly.
+const maxRedisLimit = 1 << 52
+
+// checkLimit rejects a limit (called what: "limit" or "capacity") that is
+// <= 0 or above most.
+func checkLimit(kind, what string, limit int, most int64) error {
+	if limit <= 0 {
+		return fmt.Errorf("%w: %s: %s %d must be > 0", ErrInvalidConfig, kind, what, limit)
+	}
+	if int64(limit) > most {
+		return fmt.Errorf("%w: %s: %s %d is above %d, the most it can count exactly", ErrInvalidConfig, kind, what, limit, most)
+	}
+	return nil
+}
+
+// rateInterval converts a rate in tokens per second into whole clock units
+// (unit of them per second) per token, rounded to nearest, and rejects rates
+// that are not positive and finite or that are faster than one token per
+// unit.
+func rateInterval(kind string, rate, unitsPerSecond float64) (int64, error) {
+	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
+		return 0, fmt.Errorf("%w: %s: refill rate %v must be a positive finite number of tokens per second", ErrInvalidConfig, kind, rate)
+	}
+	interval := unitsPerSecond / rate
+	if interval < 1 {
+		return 0, fmt.Errorf("%w: %s: refill rate %v/s gives less than one clock unit (1/%v s) per token", ErrInvalidConfig, kind, rate, unitsPerSecond)
+	}
+	if interval > maxSpan {
+		return 0, fmt.Errorf("%w: %s: refill rate %v/s is so slow that one token overflows the clock", ErrInvalidConfig, kind, rate)
+	}
+	return int64(math.Round(interval)), nil
+}
+
+// periodInterval returns period/limit in whole units, rounded to nearest,
+// rejecting a limit or period <= 0 and an interval under one unit.
+func periodInterval(kind string, limit int, period, unit time.Duration) (int64, error) {
+	if err := checkLimit(kind, "limit", limit, math.MaxInt64); err != nil {
+		return 0, err
+	}
+	if period <= 0 {
+		return 0, fmt.Errorf("%w: %s: period %v must be > 0", ErrInvalidConfig, kind, period)
+	}
+	if int64(period)/int64(unit) < int64(limit) {
+		return 0, fmt.Errorf("%w: %s: period %v / limit %d is under one clock unit (%v) per request", ErrInvalidConfig, kind, period, limit, unit)
+	}
+	// period/(limit·unit) rounded to nearest, halves up; limit·unit <= period.
+	d := int64(limit) * int64(unit)
+	interval, rem := int64(period)/d, int64(period)%d
+	if rem >= d-rem {
+		interval++
+	}
+	return interval, nil
+}
+
+// checkWindow rejects a limit or window <= 0.
+func checkWindow(kind string, limit int, window time.Duration) error {
+	if err := checkLimit(kind, "limit", limit, math.MaxInt64); err != nil {
+		return err
+	}
+	if window <= 0 {
+		return fmt.Errorf("%w: %s: window %v must be > 0", ErrInvalidConfig, kind, window)
+	}
+	return nil
+}
+
+// checkRedisSpan rejects a span of count × micros µs beyond maxRedisSpan;
+// count and micros are >= 1.
+func checkRedisSpan(kind string, count, micros int64) error {
+	if count > maxRedisSpan/micros {
+		return fmt.Errorf("%w: %s: %d × %d µs is beyond the 2^52 µs a Redis script can count exactly", ErrInvalidConfig, kind, count, micros)
+	}
+	return nil
+}

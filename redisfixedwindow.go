@@ -1,0 +1,90 @@
+package ratelimit
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed scripts/fixedwindow.lua
+var fixedWindowLua string
+
+// fixedWindowScript is immutable: go-redis only reads its source and hash.
+var fixedWindowScript = redis.NewScript(fixedWindowLua)
+
+// DefaultFixedWindowPrefix is the prefix RedisFixedWindow puts before every
+// key unless WithKeyPrefix says otherwise.
+const DefaultFixedWindowPrefix = "ratelimit:fw:"
+
+// RedisFixedWindow is a fixed-window counter per key kept in Redis: at most
+// limit units of work per window, shared by every process using the same
+// Redis.
+//
+// It decides as FixedWindow does. Each decision is one EVALSHA of an embedded
+// Lua script; each key is one counter at prefix+key whose PX TTL is the time
+// left in its window, so the window's time is the server's own.
+//
+// Calls with n < 0 or n > limit are answered without a round trip; n == 0
+// reads without creating the key. Redis errors, timeouts and malformed replies
+// are returned wrapped, with Allowed false.
+//
+// A RedisFixedWindow is safe for concurrent use as far as its client is. The
+// zero value is not usable; create one with NewRedisFixedWindow.
+type RedisFixedWindow struct {
+	r      redisLimiter
+	window time.Duration
+}
+
+// NewRedisFixedWindow returns a fixed window of limit per window per key kept
+// in Redis through client: a *redis.Client, *redis.ClusterClient,
+// *redis.Ring or failover client.
+//
+// Redis keeps expiry in milliseconds, so window must be a whole number of
+// them. It accepts WithKeyPrefix (default DefaultFixedWindowPrefix). It returns
+// an error wrapping ErrInvalidConfig for a nil client, a limit <= 0 or above
+// 2^52 (beyond which the script cannot count exactly), a window <= 0, not
+// whole milliseconds or beyond 2^52 µs, or an option that does not apply.
+func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration, opts ...Option) (*RedisFixedWindow, error) {
+	const kind = "NewRedisFixedWindow"
+	if err := checkLimit(kind, "limit", limit, maxRedisLimit); err != nil {
+		return nil, err
+	}
+	if err := checkWindow(kind, limit, window); err != nil {
+		return nil, err
+	}
+	if window%time.Millisecond != 0 {
+		return nil, fmt.Errorf("%w: %s: window %v is not a whole number of milliseconds, the unit of Redis expiry", ErrInvalidConfig, kind, window)
+	}
+	if err := checkRedisSpan(kind, window.Milliseconds(), 1000); err != nil {
+		return nil, err
+	}
+	r, err := newRedisLimiter(client, redisSpec{
+		kind:          kind,
+		name:          "Redis fixed window",
+		script:        fixedWindowScript,
+		defaultPrefix: DefaultFixedWindowPrefix,
+		limit:         limit,
+		param:         window.Milliseconds(),
+	}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &RedisFixedWindow{r: r, window: window}, nil
+}
+
+// Allow counts n against key's window in Redis if that keeps it within the
+// limit. See Limiter for the contract. ctx bounds the round trip.
+func (w *RedisFixedWindow) Allow(ctx context.Context, key string, n int) (Result, error) {
+	return w.r.allow(ctx, key, n)
+}
+
+// Window returns the length of a window.
+func (w *RedisFixedWindow) Window() time.Duration { return w.window }
+
+// Policy returns the limit and the window's length.
+func (w *RedisFixedWindow) Policy() Policy {
+	return Policy{Limit: w.r.limit, Window: w.window}
+}

@@ -1,0 +1,89 @@
+package ratelimit
+
+import (
+	"context"
+	_ "embed"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed scripts/gcra.lua
+var gcraLua string
+
+// gcraScript is immutable: go-redis only reads its source and hash.
+var gcraScript = redis.NewScript(gcraLua)
+
+// DefaultGCRAPrefix is the prefix RedisGCRA puts before every key unless
+// WithKeyPrefix says otherwise.
+const DefaultGCRAPrefix = "ratelimit:gcra:"
+
+// RedisGCRA is a GCRA limiter per key kept in Redis: limit requests per period,
+// with bursts of up to limit, shared by every process using the same Redis.
+//
+// Each decision is one EVALSHA of an embedded Lua script on the server's TIME.
+// Each key is one STRING at prefix+key holding the theoretical arrival time in
+// integer microseconds, with a TTL equal to the time until the key is back to
+// its full limit (whole ms, rounded up). It decides exactly as a
+// RedisTokenBucket of capacity limit and rate limit/period.
+//
+// Calls with n < 0 or n > limit are answered without a round trip; n == 0
+// reads without creating the key. Redis errors, timeouts and malformed replies
+// are returned wrapped, with Allowed false.
+//
+// A RedisGCRA is safe for concurrent use as far as its client is. The zero
+// value is not usable; create one with NewRedisGCRA.
+type RedisGCRA struct {
+	r        redisLimiter
+	fillTime time.Duration
+}
+
+// NewRedisGCRA returns a GCRA of limit per period per key kept in Redis
+// through client: a *redis.Client, *redis.ClusterClient, *redis.Ring or
+// failover client.
+//
+// The emission interval period/limit is rounded to the nearest microsecond.
+// It accepts WithKeyPrefix (default DefaultGCRAPrefix). It returns an error
+// wrapping ErrInvalidConfig for a nil client, a limit <= 0 or above 2^52, a
+// period <= 0, a period/limit under 1 µs, a limit × interval beyond 2^52 µs,
+// or an option that does not apply.
+func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts ...Option) (*RedisGCRA, error) {
+	const kind = "NewRedisGCRA"
+	if err := checkLimit(kind, "limit", limit, maxRedisLimit); err != nil {
+		return nil, err
+	}
+	interval, err := periodInterval(kind, limit, period, time.Microsecond)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRedisSpan(kind, int64(limit), interval); err != nil {
+		return nil, err
+	}
+	r, err := newRedisLimiter(client, redisSpec{
+		kind:          kind,
+		name:          "Redis GCRA",
+		script:        gcraScript,
+		defaultPrefix: DefaultGCRAPrefix,
+		limit:         limit,
+		param:         interval,
+	}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &RedisGCRA{r: r, fillTime: time.Duration(int64(limit)*interval) * time.Microsecond}, nil
+}
+
+// Allow decides n for key in Redis. See Limiter for the contract. ctx bounds
+// the round trip.
+func (g *RedisGCRA) Allow(ctx context.Context, key string, n int) (Result, error) {
+	return g.r.allow(ctx, key, n)
+}
+
+// FillTime returns the time a key takes to go from exhausted to its full
+// limit: limit emission intervals, which is period up to rounding.
+func (g *RedisGCRA) FillTime() time.Duration { return g.fillTime }
+
+// Policy returns the limit and FillTime.
+func (g *RedisGCRA) Policy() Policy {
+	return Policy{Limit: g.r.limit, Window: g.fillTime}
+}
