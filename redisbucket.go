@@ -14,8 +14,12 @@ var tokenBucketLua string
 // tokenBucketScript is immutable: go-redis only reads its source and hash.
 var tokenBucketScript = redis.NewScript(tokenBucketLua)
 
-// DefaultTokenBucketPrefix is the prefix RedisTokenBucket puts before every
-// key unless WithKeyPrefix says otherwise.
+// DefaultTokenBucketPrefix starts the key prefix RedisTokenBucket uses unless
+// WithKeyPrefix gives one: the default prefix is DefaultTokenBucketPrefix +
+// "<capacity>:<interval>:", the interval being the time per token in whole
+// microseconds, for example "ratelimit:tb:10:100000:" for a capacity of 10
+// refilling 10 per second. Buckets that decide differently thus never share a
+// key by accident; see KeyPrefix.
 const DefaultTokenBucketPrefix = "ratelimit:tb:"
 
 // RedisTokenBucket is a token bucket per key kept in Redis, so that every
@@ -24,10 +28,11 @@ const DefaultTokenBucketPrefix = "ratelimit:tb:"
 // Each decision is one EVALSHA of an embedded Lua script (EVAL when the server
 // does not have it cached, after a restart, failover or SCRIPT FLUSH), which
 // reads the time from the server's TIME, so clients' clocks do not matter.
-// Each key is one HASH at prefix+key, with fields credit and last_refill in
-// integer microseconds, and a TTL equal to the time until the bucket is full
-// again (whole ms, rounded up): a key that has expired is a full bucket.
-// Decisions are the same as an in-process TokenBucket's on the same schedule.
+// Each key is one HASH at KeyPrefix()+key, with the fields credit and
+// last_refill in integer microseconds, and a TTL equal to the time until the
+// bucket is full again (whole ms, rounded up): a key that has expired is a
+// full bucket. Decisions are the same as an in-process TokenBucket's on the
+// same schedule.
 //
 // Calls with n < 0 or n > capacity are answered without a round trip; n == 0
 // reads the bucket without creating the key. Redis errors, timeouts and
@@ -45,11 +50,12 @@ type RedisTokenBucket struct {
 // a *redis.Client, *redis.ClusterClient, *redis.Ring or failover client.
 //
 // The time per token, 1e6/refillRate microseconds, is rounded to the nearest
-// whole microsecond. It accepts WithKeyPrefix (default
-// DefaultTokenBucketPrefix). It returns an error wrapping ErrInvalidConfig for
-// a nil client, a capacity <= 0 or above 2^52, a refillRate that is <= 0, NaN,
-// infinite or above 1e6 (less than 1 µs per token), a fill time beyond 2^52
-// µs, or an option that does not apply.
+// whole microsecond. It accepts WithKeyPrefix; by default the key prefix is
+// DefaultTokenBucketPrefix + "<capacity>:<interval>:" (see KeyPrefix). It
+// returns an error wrapping ErrInvalidConfig for a nil client, a capacity <= 0
+// or above 2^52, a refillRate that is <= 0, NaN, infinite or above 1e6 (less
+// than 1 µs per token), a fill time beyond 2^52 µs, or an option that does
+// not apply.
 func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64, opts ...Option) (*RedisTokenBucket, error) {
 	const kind = "NewRedisTokenBucket"
 	if err := checkLimit(kind, "capacity", capacity, maxRedisLimit); err != nil {
@@ -81,6 +87,12 @@ func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64
 func (b *RedisTokenBucket) Allow(ctx context.Context, key string, n int) (Result, error) {
 	return b.r.allow(ctx, key, n)
 }
+
+// KeyPrefix returns the string b puts before every key: the Redis key of key
+// is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or else
+// DefaultTokenBucketPrefix + "<capacity>:<interval>:", with the time per token
+// in whole microseconds.
+func (b *RedisTokenBucket) KeyPrefix() string { return b.r.prefix }
 
 // FillTime returns the time a bucket takes to refill from empty to full.
 func (b *RedisTokenBucket) FillTime() time.Duration { return b.fillTime }

@@ -77,7 +77,7 @@ func TestRedisTokenBucketPeekCreatesNoKey(t *testing.T) {
 	res, err := l.Allow(context.Background(), "k", 0)
 	require.NoError(t, err)
 	assert.Equal(t, Result{Allowed: true, Limit: 3, Remaining: 3}, res)
-	assert.False(t, m.Exists(DefaultTokenBucketPrefix+"k"))
+	assert.False(t, m.Exists(l.KeyPrefix()+"k"))
 }
 
 func TestRedisTokenBucketKeyAndTTL(t *testing.T) {
@@ -191,7 +191,7 @@ func TestRedisTokenBucketWrongKeyTypeAndCorruptState(t *testing.T) {
 	m, client, _ := miniredisClock(t)
 	l, err := NewRedisTokenBucket(client, 3, 1)
 	require.NoError(t, err)
-	require.NoError(t, m.Set(DefaultTokenBucketPrefix+"str", "x"))
+	require.NoError(t, m.Set(l.KeyPrefix()+"str", "x"))
 	requireRefused(t, l, "str", 3, "WRONGTYPE")
 
 	for name, fields := range map[string][]string{
@@ -201,12 +201,12 @@ func TestRedisTokenBucketWrongKeyTypeAndCorruptState(t *testing.T) {
 		"NaN credit":       {"credit", "nan", "last_refill", "1"},
 		"time beyond 2^53": {"credit", "5", "last_refill", "1e300"},
 	} {
-		m.HSet(DefaultTokenBucketPrefix+name, fields...)
+		m.HSet(l.KeyPrefix()+name, fields...)
 		requireRefused(t, l, name, 3, "corrupt token bucket")
 	}
 
 	// Neither field is there: the bucket is full.
-	m.HSet(DefaultTokenBucketPrefix+"other fields", "other", "1")
+	m.HSet(l.KeyPrefix()+"other fields", "other", "1")
 	res, err := l.Allow(context.Background(), "other fields", 1)
 	require.NoError(t, err)
 	assert.True(t, res.Allowed)

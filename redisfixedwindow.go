@@ -15,8 +15,11 @@ var fixedWindowLua string
 // fixedWindowScript is immutable: go-redis only reads its source and hash.
 var fixedWindowScript = redis.NewScript(fixedWindowLua)
 
-// DefaultFixedWindowPrefix is the prefix RedisFixedWindow puts before every
-// key unless WithKeyPrefix says otherwise.
+// DefaultFixedWindowPrefix starts the key prefix RedisFixedWindow uses unless
+// WithKeyPrefix gives one: the default prefix is DefaultFixedWindowPrefix +
+// "<limit>:<window>:", the window in whole milliseconds, for example
+// "ratelimit:fw:100:60000:" for 100 per minute. Windows that decide
+// differently thus never share a key by accident; see KeyPrefix.
 const DefaultFixedWindowPrefix = "ratelimit:fw:"
 
 // RedisFixedWindow is a fixed-window counter per key kept in Redis: at most
@@ -24,8 +27,8 @@ const DefaultFixedWindowPrefix = "ratelimit:fw:"
 // Redis.
 //
 // It decides as FixedWindow does. Each decision is one EVALSHA of an embedded
-// Lua script; each key is one counter at prefix+key whose PX TTL is the time
-// left in its window, so the window's time is the server's own.
+// Lua script; each key is one counter at KeyPrefix()+key whose PX TTL is the
+// time left in its window, so the window's time is the server's own.
 //
 // Calls with n < 0 or n > limit are answered without a round trip; n == 0
 // reads without creating the key. Redis errors, timeouts and malformed replies
@@ -43,7 +46,8 @@ type RedisFixedWindow struct {
 // *redis.Ring or failover client.
 //
 // Redis keeps expiry in milliseconds, so window must be a whole number of
-// them. It accepts WithKeyPrefix (default DefaultFixedWindowPrefix). It returns
+// them. It accepts WithKeyPrefix; by default the key prefix is
+// DefaultFixedWindowPrefix + "<limit>:<window>:" (see KeyPrefix). It returns
 // an error wrapping ErrInvalidConfig for a nil client, a limit <= 0 or above
 // 2^52 (beyond which the script cannot count exactly), a window <= 0, not
 // whole milliseconds or beyond 2^52 µs, or an option that does not apply.
@@ -80,6 +84,12 @@ func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration,
 func (w *RedisFixedWindow) Allow(ctx context.Context, key string, n int) (Result, error) {
 	return w.r.allow(ctx, key, n)
 }
+
+// KeyPrefix returns the string w puts before every key: the Redis key of key
+// is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or else
+// DefaultFixedWindowPrefix + "<limit>:<window>:", with the window in whole
+// milliseconds.
+func (w *RedisFixedWindow) KeyPrefix() string { return w.r.prefix }
 
 // Window returns the length of a window.
 func (w *RedisFixedWindow) Window() time.Duration { return w.window }

@@ -20,26 +20,26 @@ func TestRedisFixedWindowKeyAndTTL(t *testing.T) {
 	res, err := l.Allow(context.Background(), "k", 2)
 	require.NoError(t, err)
 	assert.Equal(t, Result{Allowed: true, Limit: 20, Remaining: 15, ResetAfter: 20 * time.Second}, res)
-	got, err := m.Get(DefaultFixedWindowPrefix + "k")
+	got, err := m.Get(l.KeyPrefix() + "k")
 	require.NoError(t, err)
 	assert.Equal(t, "5", got, "one counter per key")
-	assert.Equal(t, 20*time.Second, m.TTL(DefaultFixedWindowPrefix+"k"), "INCRBY keeps the window's TTL")
+	assert.Equal(t, 20*time.Second, m.TTL(l.KeyPrefix()+"k"), "INCRBY keeps the window's TTL")
 }
 
 func TestRedisFixedWindowCorruptStateAndWrongType(t *testing.T) {
 	m, client, _ := miniredisClock(t)
 	l, err := NewRedisFixedWindow(client, 3, time.Second)
 	require.NoError(t, err)
-	m.HSet(DefaultFixedWindowPrefix+"hash", "f", "v")
+	m.HSet(l.KeyPrefix()+"hash", "f", "v")
 	requireRefused(t, l, "hash", 3, "WRONGTYPE")
 
 	for _, v := range []string{"many", "-1", "1.5", "nan"} {
-		require.NoError(t, m.Set(DefaultFixedWindowPrefix+v, v))
-		m.SetTTL(DefaultFixedWindowPrefix+v, time.Second)
+		require.NoError(t, m.Set(l.KeyPrefix()+v, v))
+		m.SetTTL(l.KeyPrefix()+v, time.Second)
 		requireRefused(t, l, v, 3, "corrupt fixed window")
 	}
 	// A counter without a TTL would be a window that never ends.
-	require.NoError(t, m.Set(DefaultFixedWindowPrefix+"forever", "1"))
+	require.NoError(t, m.Set(l.KeyPrefix()+"forever", "1"))
 	requireRefused(t, l, "forever", 3, "corrupt fixed window")
 }
 

@@ -14,18 +14,22 @@ var gcraLua string
 // gcraScript is immutable: go-redis only reads its source and hash.
 var gcraScript = redis.NewScript(gcraLua)
 
-// DefaultGCRAPrefix is the prefix RedisGCRA puts before every key unless
-// WithKeyPrefix says otherwise.
+// DefaultGCRAPrefix starts the key prefix RedisGCRA uses unless WithKeyPrefix
+// gives one: the default prefix is DefaultGCRAPrefix + "<limit>:<interval>:",
+// the emission interval being in whole microseconds, for example
+// "ratelimit:gcra:100:600000:" for 100 per minute. Limiters that decide
+// differently thus never share a key by accident; see KeyPrefix.
 const DefaultGCRAPrefix = "ratelimit:gcra:"
 
 // RedisGCRA is a GCRA limiter per key kept in Redis: limit requests per period,
 // with bursts of up to limit, shared by every process using the same Redis.
 //
 // Each decision is one EVALSHA of an embedded Lua script on the server's TIME.
-// Each key is one STRING at prefix+key holding the theoretical arrival time in
-// integer microseconds, with a TTL equal to the time until the key is back to
-// its full limit (whole ms, rounded up). It decides exactly as a
-// RedisTokenBucket of capacity limit and rate limit/period.
+// Each key is one STRING at KeyPrefix()+key holding the theoretical arrival
+// time in integer microseconds, with a TTL equal to the
+// time until the key is back to its full limit (whole ms, rounded up). It
+// decides exactly as a RedisTokenBucket of capacity limit and rate
+// limit/period.
 //
 // Calls with n < 0 or n > limit are answered without a round trip; n == 0
 // reads without creating the key. Redis errors, timeouts and malformed replies
@@ -43,10 +47,11 @@ type RedisGCRA struct {
 // failover client.
 //
 // The emission interval period/limit is rounded to the nearest microsecond.
-// It accepts WithKeyPrefix (default DefaultGCRAPrefix). It returns an error
-// wrapping ErrInvalidConfig for a nil client, a limit <= 0 or above 2^52, a
-// period <= 0, a period/limit under 1 µs, a limit × interval beyond 2^52 µs,
-// or an option that does not apply.
+// It accepts WithKeyPrefix; by default the key prefix is DefaultGCRAPrefix +
+// "<limit>:<interval>:" (see KeyPrefix). It returns an error wrapping
+// ErrInvalidConfig for a nil client, a limit <= 0 or above 2^52, a period
+// <= 0, a period/limit under 1 µs, a limit × interval beyond 2^52 µs, or an
+// option that does not apply.
 func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts ...Option) (*RedisGCRA, error) {
 	const kind = "NewRedisGCRA"
 	if err := checkLimit(kind, "limit", limit, maxRedisLimit); err != nil {
@@ -78,6 +83,12 @@ func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts .
 func (g *RedisGCRA) Allow(ctx context.Context, key string, n int) (Result, error) {
 	return g.r.allow(ctx, key, n)
 }
+
+// KeyPrefix returns the string g puts before every key: the Redis key of key
+// is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or else
+// DefaultGCRAPrefix + "<limit>:<interval>:", with the emission interval in
+// whole microseconds.
+func (g *RedisGCRA) KeyPrefix() string { return g.r.prefix }
 
 // FillTime returns the time a key takes to go from exhausted to its full
 // limit: limit emission intervals, which is period up to rounding.

@@ -53,26 +53,26 @@ func TestRedisGCRAKeyAndTTL(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 18 * time.Second}, res)
 	// One STRING: the theoretical arrival time in µs, 18 s from now.
-	assert.Equal(t, []string{DefaultGCRAPrefix + "api"}, m.Keys())
-	got, err := m.Get(DefaultGCRAPrefix + "api")
+	assert.Equal(t, []string{l.KeyPrefix() + "api"}, m.Keys())
+	got, err := m.Get(l.KeyPrefix() + "api")
 	require.NoError(t, err)
 	assert.Equal(t, strconv.FormatInt(epoch.Add(18*time.Second).UnixMicro(), 10), got)
-	assert.Equal(t, 18*time.Second, m.TTL(DefaultGCRAPrefix+"api"))
+	assert.Equal(t, 18*time.Second, m.TTL(l.KeyPrefix()+"api"))
 
 	res, err = l.Allow(context.Background(), "fresh", 0)
 	require.NoError(t, err)
 	assert.Equal(t, Result{Allowed: true, Limit: 10, Remaining: 10}, res)
-	assert.False(t, m.Exists(DefaultGCRAPrefix+"fresh"), "a peek creates no key")
+	assert.False(t, m.Exists(l.KeyPrefix()+"fresh"), "a peek creates no key")
 }
 
 func TestRedisGCRACorruptStateAndWrongType(t *testing.T) {
 	m, client, _ := miniredisClock(t)
 	l, err := NewRedisGCRA(client, 3, time.Second)
 	require.NoError(t, err)
-	m.HSet(DefaultGCRAPrefix+"hash", "f", "v")
+	m.HSet(l.KeyPrefix()+"hash", "f", "v")
 	requireRefused(t, l, "hash", 3, "WRONGTYPE")
 	for _, v := range []string{"soon", "-1", "nan", "1e300"} {
-		require.NoError(t, m.Set(DefaultGCRAPrefix+v, v))
+		require.NoError(t, m.Set(l.KeyPrefix()+v, v))
 		requireRefused(t, l, v, 3, "corrupt GCRA state")
 	}
 }

@@ -40,8 +40,11 @@ type redisSpec struct {
 }
 
 // newRedisLimiter checks what every Redis limiter's constructor checks (the
-// options and the client) and returns the limiter spec describes, whole, with
-// the key prefix WithKeyPrefix gives or else the algorithm's default.
+// options and the client) and returns the limiter spec describes, whole. Its
+// key prefix is the one WithKeyPrefix gives, exactly; by default, the
+// algorithm's default prefix followed by "<limit>:<param>:", so that limiters
+// of one algorithm whose scripts would decide differently never share a key
+// unless told to.
 func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redisLimiter, error) {
 	cfg, err := applyOptions(spec.kind, onRedis, opts)
 	if err != nil {
@@ -51,7 +54,7 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 		return redisLimiter{}, fmt.Errorf("%w: %s: nil Redis client", ErrInvalidConfig, spec.kind)
 	}
 	limit, param := strconv.Itoa(spec.limit), strconv.FormatInt(spec.param, 10)
-	prefix := spec.defaultPrefix
+	prefix := spec.defaultPrefix + limit + ":" + param + ":"
 	if cfg.prefixSet {
 		prefix = cfg.prefix
 	}

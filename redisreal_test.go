@@ -21,25 +21,6 @@ import (
 // miniredis cannot show, such as real Lua number formatting, real TIME, real
 // timeouts and a real cluster.
 
-// redisKind is one Redis limiter, built as limit per period.
-type redisKind struct {
-	name   string
-	prefix string
-	new    func(client redis.Scripter, limit int, period time.Duration) (Limiter, error)
-}
-
-var redisKinds = []redisKind{
-	{"RedisTokenBucket", DefaultTokenBucketPrefix, func(c redis.Scripter, limit int, period time.Duration) (Limiter, error) {
-		return NewRedisTokenBucket(c, limit, float64(limit)/period.Seconds())
-	}},
-	{"RedisGCRA", DefaultGCRAPrefix, func(c redis.Scripter, limit int, period time.Duration) (Limiter, error) {
-		return NewRedisGCRA(c, limit, period)
-	}},
-	{"RedisFixedWindow", DefaultFixedWindowPrefix, func(c redis.Scripter, limit int, period time.Duration) (Limiter, error) {
-		return NewRedisFixedWindow(c, limit, period)
-	}},
-}
-
 func TestRealRedisSharesOneBudgetAcrossClients(t *testing.T) {
 	server := redistest.Start(t)
 	const (
@@ -51,7 +32,7 @@ func TestRealRedisSharesOneBudgetAcrossClients(t *testing.T) {
 		t.Run(kind.name, func(t *testing.T) {
 			// Buckets refill 100 tokens/s; the window lasts past the test.
 			period := limit * 10 * time.Millisecond
-			if kind.prefix == DefaultFixedWindowPrefix {
+			if kind.window {
 				period = time.Minute
 			}
 			var allowed atomic.Int64
@@ -78,12 +59,12 @@ func TestRealRedisSharesOneBudgetAcrossClients(t *testing.T) {
 			wg.Wait()
 			elapsed := time.Since(start)
 			got := float64(allowed.Load())
-			if kind.prefix == DefaultFixedWindowPrefix {
+			if kind.window {
 				assert.Equal(t, float64(limit), got, "one window, shared")
 				return
 			}
-			// Seed 000's bound: never more than the capacity plus what
-			// refilled, and clients hammering a key get close to it.
+			// Never more than the capacity plus what refilled, and clients
+			// hammering a key get close to it.
 			bound := limit + float64(limit)/period.Seconds()*elapsed.Seconds()
 			t.Logf("%d clients allowed %v in %v; bound %.1f", clients, got, elapsed, bound)
 			assert.LessOrEqual(t, got, bound)
@@ -124,11 +105,11 @@ func TestRealRedisKeepsEveryDigitAndSetsTheTTL(t *testing.T) {
 		res, err := l.Allow(ctx, "k", 3)
 		require.NoError(t, err)
 		assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 2, ResetAfter: 3 * time.Second}, res)
-		fields, err := client.HGetAll(ctx, DefaultTokenBucketPrefix+"k").Result()
+		fields, err := client.HGetAll(ctx, l.KeyPrefix()+"k").Result()
 		require.NoError(t, err)
 		assert.Equal(t, "2000000", fields["credit"])
 		assertMicros(t, fields["last_refill"], serverMicros())
-		assertTTL(t, DefaultTokenBucketPrefix+"k", 3*time.Second)
+		assertTTL(t, l.KeyPrefix()+"k", 3*time.Second)
 	})
 	t.Run("RedisGCRA", func(t *testing.T) {
 		l, err := NewRedisGCRA(client, 5, 5*time.Second)
@@ -136,10 +117,10 @@ func TestRealRedisKeepsEveryDigitAndSetsTheTTL(t *testing.T) {
 		res, err := l.Allow(ctx, "k", 3)
 		require.NoError(t, err)
 		assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 2, ResetAfter: 3 * time.Second}, res)
-		tat, err := client.Get(ctx, DefaultGCRAPrefix+"k").Result()
+		tat, err := client.Get(ctx, l.KeyPrefix()+"k").Result()
 		require.NoError(t, err)
 		assertMicros(t, tat, serverMicros()+3_000_000)
-		assertTTL(t, DefaultGCRAPrefix+"k", 3*time.Second)
+		assertTTL(t, l.KeyPrefix()+"k", 3*time.Second)
 	})
 	t.Run("RedisFixedWindow", func(t *testing.T) {
 		l, err := NewRedisFixedWindow(client, 5, 5*time.Second)
@@ -147,10 +128,10 @@ func TestRealRedisKeepsEveryDigitAndSetsTheTTL(t *testing.T) {
 		res, err := l.Allow(ctx, "k", 3)
 		require.NoError(t, err)
 		assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 2, ResetAfter: 5 * time.Second}, res)
-		count, err := client.Get(ctx, DefaultFixedWindowPrefix+"k").Result()
+		count, err := client.Get(ctx, l.KeyPrefix()+"k").Result()
 		require.NoError(t, err)
 		assert.Equal(t, "3", count)
-		assertTTL(t, DefaultFixedWindowPrefix+"k", 5*time.Second)
+		assertTTL(t, l.KeyPrefix()+"k", 5*time.Second)
 	})
 }
 
@@ -178,15 +159,20 @@ func TestRealRedisSurvivesScriptFlush(t *testing.T) {
 	}
 }
 
+func TestRealRedisDefaultPrefixesTellConfigurationsApart(t *testing.T) {
+	server := redistest.Start(t)
+	checkDefaultPrefixesTellConfigurationsApart(t, server.Client(t))
+}
+
 func TestRealRedisWrongKeyType(t *testing.T) {
 	server := redistest.Start(t)
 	client := server.Client(t)
 	ctx := context.Background()
 	for _, kind := range redisKinds {
 		t.Run(kind.name, func(t *testing.T) {
-			require.NoError(t, client.LPush(ctx, kind.prefix+"list", "x").Err())
 			l, err := kind.new(client, 5, time.Second)
 			require.NoError(t, err)
+			require.NoError(t, client.LPush(ctx, l.KeyPrefix()+"list", "x").Err())
 			res, err := l.Allow(ctx, "list", 1)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "WRONGTYPE")
