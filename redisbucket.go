@@ -39,7 +39,8 @@ const DefaultTokenBucketPrefix = "ratelimit:tb:"
 // malformed replies are returned wrapped, with Allowed false.
 //
 // A RedisTokenBucket is safe for concurrent use as far as its client is. The
-// zero value is not usable; create one with NewRedisTokenBucket.
+// zero value is not usable (its Allow returns an error wrapping
+// ErrInvalidConfig); create one with NewRedisTokenBucket.
 type RedisTokenBucket struct {
 	r        redisLimiter
 	fillTime time.Duration
@@ -83,8 +84,13 @@ func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64
 }
 
 // Allow takes n tokens from key's bucket in Redis if at least n are there.
-// See Limiter for the contract. ctx bounds the round trip.
+// See Limiter for the contract. ctx bounds the round trip; a nil ctx is an
+// error. On a nil or zero-value b, Allow returns an error wrapping
+// ErrInvalidConfig.
 func (b *RedisTokenBucket) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if b == nil || b.r.client == nil {
+		return Result{}, notBuilt("RedisTokenBucket")
+	}
 	return b.r.allow(ctx, key, n)
 }
 
@@ -97,7 +103,11 @@ func (b *RedisTokenBucket) KeyPrefix() string { return b.r.prefix }
 // FillTime returns the time a bucket takes to refill from empty to full.
 func (b *RedisTokenBucket) FillTime() time.Duration { return b.fillTime }
 
-// Policy returns the bucket's capacity and FillTime.
+// Policy returns the bucket's capacity and FillTime; the zero Policy for a nil
+// b.
 func (b *RedisTokenBucket) Policy() Policy {
+	if b == nil {
+		return Policy{}
+	}
 	return Policy{Limit: b.r.limit, Window: b.fillTime}
 }

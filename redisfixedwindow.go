@@ -35,7 +35,8 @@ const DefaultFixedWindowPrefix = "ratelimit:fw:"
 // are returned wrapped, with Allowed false.
 //
 // A RedisFixedWindow is safe for concurrent use as far as its client is. The
-// zero value is not usable; create one with NewRedisFixedWindow.
+// zero value is not usable (its Allow returns an error wrapping
+// ErrInvalidConfig); create one with NewRedisFixedWindow.
 type RedisFixedWindow struct {
 	r      redisLimiter
 	window time.Duration
@@ -80,8 +81,13 @@ func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration,
 }
 
 // Allow counts n against key's window in Redis if that keeps it within the
-// limit. See Limiter for the contract. ctx bounds the round trip.
+// limit. See Limiter for the contract. ctx bounds the round trip; a nil ctx
+// is an error. On a nil or zero-value w, Allow returns an error wrapping
+// ErrInvalidConfig.
 func (w *RedisFixedWindow) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if w == nil || w.r.client == nil {
+		return Result{}, notBuilt("RedisFixedWindow")
+	}
 	return w.r.allow(ctx, key, n)
 }
 
@@ -94,7 +100,11 @@ func (w *RedisFixedWindow) KeyPrefix() string { return w.r.prefix }
 // Window returns the length of a window.
 func (w *RedisFixedWindow) Window() time.Duration { return w.window }
 
-// Policy returns the limit and the window's length.
+// Policy returns the limit and the window's length; the zero Policy for a nil
+// w.
 func (w *RedisFixedWindow) Policy() Policy {
+	if w == nil {
+		return Policy{}
+	}
 	return Policy{Limit: w.r.limit, Window: w.window}
 }

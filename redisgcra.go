@@ -36,7 +36,8 @@ const DefaultGCRAPrefix = "ratelimit:gcra:"
 // are returned wrapped, with Allowed false.
 //
 // A RedisGCRA is safe for concurrent use as far as its client is. The zero
-// value is not usable; create one with NewRedisGCRA.
+// value is not usable (its Allow returns an error wrapping ErrInvalidConfig);
+// create one with NewRedisGCRA.
 type RedisGCRA struct {
 	r        redisLimiter
 	fillTime time.Duration
@@ -79,8 +80,12 @@ func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts .
 }
 
 // Allow decides n for key in Redis. See Limiter for the contract. ctx bounds
-// the round trip.
+// the round trip; a nil ctx is an error. On a nil or zero-value g, Allow
+// returns an error wrapping ErrInvalidConfig.
 func (g *RedisGCRA) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if g == nil || g.r.client == nil {
+		return Result{}, notBuilt("RedisGCRA")
+	}
 	return g.r.allow(ctx, key, n)
 }
 
@@ -94,7 +99,10 @@ func (g *RedisGCRA) KeyPrefix() string { return g.r.prefix }
 // limit: limit emission intervals, which is period up to rounding.
 func (g *RedisGCRA) FillTime() time.Duration { return g.fillTime }
 
-// Policy returns the limit and FillTime.
+// Policy returns the limit and FillTime; the zero Policy for a nil g.
 func (g *RedisGCRA) Policy() Policy {
+	if g == nil {
+		return Policy{}
+	}
 	return Policy{Limit: g.r.limit, Window: g.fillTime}
 }

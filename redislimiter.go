@@ -68,9 +68,18 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 	}, nil
 }
 
+// notBuilt is the error of a call on a nil or zero-value Redis limiter of the
+// named type, which its constructor never returns.
+func notBuilt(typ string) error {
+	return fmt.Errorf("%w: a nil or zero-value *%s; create one with New%s", ErrInvalidConfig, typ, typ)
+}
+
 // allow decides n for key with one script call. See Limiter for the
 // contract.
 func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, error) {
+	if ctx == nil {
+		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
+	}
 	if err := checkCost(n, r.limit); err != nil {
 		return Result{Limit: r.limit}, err
 	}

@@ -115,3 +115,36 @@ func TestRedisConfigurationsWithTheSameScriptArgumentsShareAPrefix(t *testing.T)
 	require.NoError(t, err)
 	assert.Equal(t, "", e.KeyPrefix())
 }
+
+func TestRedisLimitersRefuseANilContextWithoutARoundTrip(t *testing.T) {
+	var nilCtx context.Context
+	for _, kind := range redisKinds {
+		l, err := kind.new(refusingScripter{t: t}, 3, time.Second)
+		require.NoError(t, err)
+		for _, n := range []int{1, 0, -1, 4} {
+			res, err := l.Allow(nilCtx, "k", n)
+			require.ErrorIs(t, err, errNilContext, "%s, n = %d", kind.name, n)
+			assert.Equal(t, Result{Limit: 3}, res, kind.name)
+		}
+	}
+}
+
+func TestRedisLimitersRefuseNilAndZeroValues(t *testing.T) {
+	ctx := context.Background()
+	for name, l := range map[string]Limiter{
+		"nil RedisTokenBucket":  (*RedisTokenBucket)(nil),
+		"zero RedisTokenBucket": &RedisTokenBucket{},
+		"nil RedisGCRA":         (*RedisGCRA)(nil),
+		"zero RedisGCRA":        &RedisGCRA{},
+		"nil RedisFixedWindow":  (*RedisFixedWindow)(nil),
+		"zero RedisFixedWindow": &RedisFixedWindow{},
+	} {
+		res, err := l.Allow(ctx, "k", 1)
+		require.ErrorIs(t, err, ErrInvalidConfig, name)
+		assert.Contains(t, err.Error(), "create one with New", name)
+		assert.Equal(t, Result{}, res, name)
+		_, ok := PolicyOf(l)
+		assert.False(t, ok, name)
+		assert.Equal(t, Policy{}, l.(PolicyReporter).Policy(), name)
+	}
+}
