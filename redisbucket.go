@@ -28,15 +28,18 @@ const DefaultTokenBucketPrefix = "ratelimit:tb:"
 // Each decision is one EVALSHA of an embedded Lua script (EVAL when the server
 // does not have it cached, after a restart, failover or SCRIPT FLUSH), which
 // reads the time from the server's TIME, so clients' clocks do not matter.
-// Each key is one HASH at KeyPrefix()+key, with the fields credit and
+// Each key is one HASH at KeyPrefix()+key, with exactly the fields credit and
 // last_refill in integer microseconds, and a TTL equal to the time until the
 // bucket is full again (whole ms, rounded up): a key that has expired is a
 // full bucket. Decisions are the same as an in-process TokenBucket's on the
 // same schedule.
 //
 // Calls with n < 0 or n > capacity are answered without a round trip; n == 0
-// reads the bucket without creating the key. Redis errors, timeouts and
-// malformed replies are returned wrapped, with Allowed false.
+// reads the bucket without creating the key. A key holding anything else (a
+// value of another type, a HASH with other fields or values, no TTL) is left
+// exactly as it is, and Allow returns an error naming it and wrapping
+// ErrCorruptState. Redis errors, timeouts and malformed replies are returned
+// wrapped. Every error comes with Allowed false.
 //
 // A RedisTokenBucket is safe for concurrent use as far as its client is. The
 // zero value is not usable (its Allow returns an error wrapping

@@ -78,6 +78,7 @@ func TestRedisTokenBucketPeekCreatesNoKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Result{Allowed: true, Limit: 3, Remaining: 3}, res)
 	assert.False(t, m.Exists(l.KeyPrefix()+"k"))
+	assert.Empty(t, m.Keys())
 }
 
 func TestRedisTokenBucketKeyAndTTL(t *testing.T) {
@@ -177,39 +178,26 @@ func TestRedisTokenBucketRejectsMalformedReplies(t *testing.T) {
 	}
 }
 
-// requireRefused checks that Allow(key, 1) on l fails with an error whose
-// text contains want, answering Result{Limit: limit}: never an allow.
-func requireRefused(t *testing.T, l Limiter, key string, limit int, want string) {
-	t.Helper()
-	res, err := l.Allow(context.Background(), key, 1)
-	require.Error(t, err, key)
-	assert.Contains(t, err.Error(), want, key)
-	assert.Equal(t, Result{Limit: limit}, res, key)
-}
-
-func TestRedisTokenBucketWrongKeyTypeAndCorruptState(t *testing.T) {
-	m, client, _ := miniredisClock(t)
-	l, err := NewRedisTokenBucket(client, 3, 1)
+func TestRedisTokenBucketLeavesAnApplicationHashAlone(t *testing.T) {
+	// Keys used as they are: a session HASH of the application's own is
+	// not a bucket, so it is neither written into nor given a TTL.
+	m, client, advance := miniredisClock(t)
+	l, err := NewRedisTokenBucket(client, 3, 1, WithKeyPrefix(""))
 	require.NoError(t, err)
-	require.NoError(t, m.Set(l.KeyPrefix()+"str", "x"))
-	requireRefused(t, l, "str", 3, "WRONGTYPE")
-
-	for name, fields := range map[string][]string{
-		"garbled credit":   {"credit", "lots", "last_refill", "1"},
-		"missing last":     {"credit", "5"},
-		"negative credit":  {"credit", "-5", "last_refill", "1"},
-		"NaN credit":       {"credit", "nan", "last_refill", "1"},
-		"time beyond 2^53": {"credit", "5", "last_refill", "1e300"},
-	} {
-		m.HSet(l.KeyPrefix()+name, fields...)
-		requireRefused(t, l, name, 3, "corrupt token bucket")
+	m.HSet("session:42", "user", "alice", "role", "admin")
+	for _, n := range []int{1, 0} {
+		res, err := l.Allow(context.Background(), "session:42", n)
+		require.ErrorIs(t, err, ErrCorruptState)
+		assert.Contains(t, err.Error(), `"session:42"`, "the error names the key")
+		assert.Equal(t, Result{Limit: 3}, res)
 	}
-
-	// Neither field is there: the bucket is full.
-	m.HSet(l.KeyPrefix()+"other fields", "other", "1")
-	res, err := l.Allow(context.Background(), "other fields", 1)
+	advance(time.Second)
+	fields, err := m.HKeys("session:42")
 	require.NoError(t, err)
-	assert.True(t, res.Allowed)
+	assert.Equal(t, []string{"role", "user"}, fields)
+	assert.Equal(t, "alice", m.HGet("session:42", "user"))
+	assert.Equal(t, "admin", m.HGet("session:42", "role"))
+	assert.Zero(t, m.TTL("session:42"), "still no TTL")
 }
 
 func TestNewRedisTokenBucketRejectsBadConfig(t *testing.T) {

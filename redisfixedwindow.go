@@ -27,12 +27,16 @@ const DefaultFixedWindowPrefix = "ratelimit:fw:"
 // Redis.
 //
 // It decides as FixedWindow does. Each decision is one EVALSHA of an embedded
-// Lua script; each key is one counter at KeyPrefix()+key whose PX TTL is the
-// time left in its window, so the window's time is the server's own.
+// Lua script; each key is one counter at KeyPrefix()+key (a STRING of decimal
+// digits, at least 1) whose PX TTL is the time left in its window, so the
+// window's time is the server's own.
 //
 // Calls with n < 0 or n > limit are answered without a round trip; n == 0
-// reads without creating the key. Redis errors, timeouts and malformed replies
-// are returned wrapped, with Allowed false.
+// reads without creating the key. A key holding anything else (a value of
+// another type, another value, no TTL) is left exactly as it is, and Allow
+// returns an error naming it and wrapping ErrCorruptState. Redis errors,
+// timeouts and malformed replies are returned wrapped. Every error comes with
+// Allowed false.
 //
 // A RedisFixedWindow is safe for concurrent use as far as its client is. The
 // zero value is not usable (its Allow returns an error wrapping

@@ -26,23 +26,6 @@ func TestRedisFixedWindowKeyAndTTL(t *testing.T) {
 	assert.Equal(t, 20*time.Second, m.TTL(l.KeyPrefix()+"k"), "INCRBY keeps the window's TTL")
 }
 
-func TestRedisFixedWindowCorruptStateAndWrongType(t *testing.T) {
-	m, client, _ := miniredisClock(t)
-	l, err := NewRedisFixedWindow(client, 3, time.Second)
-	require.NoError(t, err)
-	m.HSet(l.KeyPrefix()+"hash", "f", "v")
-	requireRefused(t, l, "hash", 3, "WRONGTYPE")
-
-	for _, v := range []string{"many", "-1", "1.5", "nan"} {
-		require.NoError(t, m.Set(l.KeyPrefix()+v, v))
-		m.SetTTL(l.KeyPrefix()+v, time.Second)
-		requireRefused(t, l, v, 3, "corrupt fixed window")
-	}
-	// A counter without a TTL would be a window that never ends.
-	require.NoError(t, m.Set(l.KeyPrefix()+"forever", "1"))
-	requireRefused(t, l, "forever", 3, "corrupt fixed window")
-}
-
 func TestNewRedisFixedWindowRejectsBadConfig(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer client.Close()

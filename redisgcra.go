@@ -26,14 +26,17 @@ const DefaultGCRAPrefix = "ratelimit:gcra:"
 //
 // Each decision is one EVALSHA of an embedded Lua script on the server's TIME.
 // Each key is one STRING at KeyPrefix()+key holding the theoretical arrival
-// time in integer microseconds, with a TTL equal to the
+// time in integer microseconds (decimal digits only), with a TTL equal to the
 // time until the key is back to its full limit (whole ms, rounded up). It
 // decides exactly as a RedisTokenBucket of capacity limit and rate
 // limit/period.
 //
 // Calls with n < 0 or n > limit are answered without a round trip; n == 0
-// reads without creating the key. Redis errors, timeouts and malformed replies
-// are returned wrapped, with Allowed false.
+// reads without creating the key. A key holding anything else (a value of
+// another type, another value, no TTL) is left exactly as it is, and Allow
+// returns an error naming it and wrapping ErrCorruptState. Redis errors,
+// timeouts and malformed replies are returned wrapped. Every error comes with
+// Allowed false.
 //
 // A RedisGCRA is safe for concurrent use as far as its client is. The zero
 // value is not usable (its Allow returns an error wrapping ErrInvalidConfig);

@@ -11,6 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// stateErrorCode starts the error reply with which a script refuses a key that
+// does not hold its state (see the scripts' headers).
+const stateErrorCode = "RATELIMIT_STATE "
+
 // redisLimiter is what the Redis limiters share: one script call per
 // decision on one key, prefix + key, with the limit and one more number of the
 // algorithm's as arguments, and a reply that is checked before it is
@@ -91,6 +95,11 @@ func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, er
 		if res, err = decisionFromReply(reply, r.limit); err == nil {
 			return res, nil
 		}
+	} else if redis.HasErrorPrefix(err, stateErrorCode) {
+		// The script refused a key that does not hold its state: that
+		// concerns this key's data, not the backend.
+		why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "ERR "), stateErrorCode)
+		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w: %s", r.name, call.keys[0], ErrCorruptState, why)
 	}
 	return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, call.keys[0], err)
 }

@@ -2,6 +2,9 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
+	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -114,6 +117,218 @@ func TestRedisConfigurationsWithTheSameScriptArgumentsShareAPrefix(t *testing.T)
 	e, err := NewRedisFixedWindow(client, 5, time.Second, WithKeyPrefix(""))
 	require.NoError(t, err)
 	assert.Equal(t, "", e.KeyPrefix())
+}
+
+// keySnapshot is everything about a Redis key a limiter could change.
+type keySnapshot struct {
+	typ   string
+	value any
+	pttl  time.Duration // as go-redis reads PTTL: -1 without a TTL
+}
+
+// snapshotKey reads key's type, value and PTTL through client.
+func snapshotKey(t *testing.T, client redis.Cmdable, key string) keySnapshot {
+	t.Helper()
+	ctx := context.Background()
+	var s keySnapshot
+	var err error
+	s.typ, err = client.Type(ctx, key).Result()
+	require.NoError(t, err)
+	switch s.typ {
+	case "string":
+		s.value, err = client.Get(ctx, key).Result()
+	case "hash":
+		s.value, err = client.HGetAll(ctx, key).Result()
+	case "list":
+		s.value, err = client.LRange(ctx, key, 0, -1).Result()
+	case "set":
+		var members []string
+		members, err = client.SMembers(ctx, key).Result()
+		sort.Strings(members)
+		s.value = members
+	default:
+		t.Fatalf("snapshot of a %s", s.typ)
+	}
+	require.NoError(t, err)
+	s.pttl, err = client.PTTL(ctx, key).Result()
+	require.NoError(t, err)
+	return s
+}
+
+// requireUnchanged checks that key is as before: type, value, and TTL (or
+// the lack of one). A TTL may only have run down by the time since before.
+func requireUnchanged(t *testing.T, client redis.Cmdable, key string, before keySnapshot) {
+	t.Helper()
+	after := snapshotKey(t, client, key)
+	require.Equal(t, before.typ, after.typ, key)
+	require.Equal(t, before.value, after.value, key)
+	if before.pttl < 0 {
+		require.Equal(t, before.pttl, after.pttl, "%s: still no TTL", key)
+		return
+	}
+	require.LessOrEqual(t, after.pttl, before.pttl, key)
+	require.Greater(t, after.pttl, before.pttl-5*time.Second, "%s: the TTL was not reset", key)
+}
+
+// foreignValue puts something under a key that is not a limiter's state.
+type foreignValue struct {
+	name string
+	set  func(ctx context.Context, c redis.Cmdable, key string) error
+}
+
+// foreignString is a STRING v with a TTL of an hour, or none if ttl is 0.
+func foreignString(name, v string, ttl time.Duration) foreignValue {
+	return foreignValue{name, func(ctx context.Context, c redis.Cmdable, key string) error {
+		return c.Set(ctx, key, v, ttl).Err()
+	}}
+}
+
+// foreignHash is a HASH of fields with a TTL of ttl, or none if ttl is 0.
+func foreignHash(name string, ttl time.Duration, fields ...string) foreignValue {
+	return foreignValue{name, func(ctx context.Context, c redis.Cmdable, key string) error {
+		if err := c.HSet(ctx, key, fields).Err(); err != nil {
+			return err
+		}
+		if ttl > 0 {
+			return c.PExpire(ctx, key, ttl).Err()
+		}
+		return nil
+	}}
+}
+
+// foreignTypes are values of other Redis types than a STRING or a HASH.
+var foreignTypes = []foreignValue{
+	{"a LIST", func(ctx context.Context, c redis.Cmdable, key string) error {
+		return c.RPush(ctx, key, "a", "b").Err()
+	}},
+	{"a SET", func(ctx context.Context, c redis.Cmdable, key string) error {
+		if err := c.SAdd(ctx, key, "x", "y").Err(); err != nil {
+			return err
+		}
+		return c.Expire(ctx, key, time.Hour).Err()
+	}},
+}
+
+// foreignNumbers are STRINGs that are not a whole number as the scripts
+// write one: decimal digits without a leading zero, below 2^53.
+func foreignNumbers() []foreignValue {
+	var vs []foreignValue
+	for _, v := range []string{"2.5", "0x10", " 5", "5 ", "1e3", "-1", "+1", "", "05", "nan", "inf", "soon", "9007199254740992", "99999999999999999"} {
+		vs = append(vs, foreignString(strconv.Quote(v), v, time.Hour))
+	}
+	return vs
+}
+
+// foreignValues returns, for a Redis limiter kind, values under a key that
+// are not its state.
+func foreignValues(kind string) []foreignValue {
+	vs := append([]foreignValue(nil), foreignTypes...)
+	const valid = "1732934400123456" // a time in µs, a count, a credit
+	switch kind {
+	case "RedisTokenBucket":
+		vs = append(vs,
+			foreignString("a STRING", "5", time.Hour),
+			foreignHash("an application HASH", 0, "user", "alice", "role", "admin"),
+			foreignHash("an application HASH with a TTL", time.Hour, "user", "alice", "role", "admin"),
+			foreignHash("credit only", time.Hour, "credit", "5"),
+			foreignHash("last_refill only", time.Hour, "last_refill", valid),
+			foreignHash("a third field", time.Hour, "credit", "5", "last_refill", valid, "user", "alice"),
+			foreignHash("a bucket without a TTL", 0, "credit", "5", "last_refill", valid),
+		)
+		for _, v := range foreignNumbers() {
+			vs = append(vs,
+				foreignHash("credit "+v.name, time.Hour, "credit", v.name[1:len(v.name)-1], "last_refill", valid),
+				foreignHash("last_refill "+v.name, time.Hour, "credit", "5", "last_refill", v.name[1:len(v.name)-1]))
+		}
+	case "RedisGCRA":
+		vs = append(vs, foreignNumbers()...)
+		vs = append(vs,
+			foreignHash("a HASH", time.Hour, "user", "alice", "role", "admin"),
+			foreignString("a time without a TTL", valid, 0))
+	case "RedisFixedWindow":
+		vs = append(vs, foreignNumbers()...)
+		vs = append(vs,
+			foreignHash("a HASH", time.Hour, "user", "alice", "role", "admin"),
+			foreignString("a zero count", "0", time.Hour),
+			foreignString("a count without a TTL", "1", 0))
+	}
+	return vs
+}
+
+// checkForeignStateIsLeftAlone checks, for each Redis limiter on client,
+// that a key holding anything but the limiter's own state is refused with
+// an error wrapping ErrCorruptState that names the key, for a request and
+// for a peek, and is left exactly as it was.
+func checkForeignStateIsLeftAlone(t *testing.T, client redis.UniversalClient) {
+	ctx := context.Background()
+	for _, kind := range redisKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			l, err := kind.new(client, 3, time.Second)
+			require.NoError(t, err)
+			for i, v := range foreignValues(kind.name) {
+				key := "foreign:" + strconv.Itoa(i)
+				redisKey := l.KeyPrefix() + key
+				require.NoError(t, v.set(ctx, client, redisKey), v.name)
+				before := snapshotKey(t, client, redisKey)
+				for _, n := range []int{1, 0} {
+					res, err := l.Allow(ctx, key, n)
+					require.ErrorIs(t, err, ErrCorruptState, "%s, n = %d", v.name, n)
+					assert.Contains(t, err.Error(), strconv.Quote(redisKey), "%s: the error names the key", v.name)
+					assert.Equal(t, Result{Limit: 3}, res, v.name)
+				}
+				requireUnchanged(t, client, redisKey, before)
+			}
+			// A key of the limiter's own is still decided.
+			res, err := l.Allow(ctx, "own", 1)
+			require.NoError(t, err)
+			assert.True(t, res.Allowed)
+			res, err = l.Allow(ctx, "own", 1)
+			require.NoError(t, err)
+			assert.True(t, res.Allowed)
+		})
+	}
+}
+
+func TestRedisLimitersLeaveForeignStateAlone(t *testing.T) {
+	_, client, _ := miniredisClock(t)
+	checkForeignStateIsLeftAlone(t, client)
+}
+
+// redisReplyError is an error reply as go-redis returns one.
+type redisReplyError string
+
+func (e redisReplyError) Error() string { return string(e) }
+func (redisReplyError) RedisError()     {}
+
+func TestRedisLimitersTellCorruptStateFromBackendErrors(t *testing.T) {
+	cases := []struct {
+		name    string
+		err     error
+		corrupt bool
+	}{
+		{"a refusal", redisReplyError("RATELIMIT_STATE not a STRING"), true},
+		{"a refusal with ERR", redisReplyError("ERR RATELIMIT_STATE not a STRING"), true},
+		{"WRONGTYPE from elsewhere", redisReplyError("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
+		{"another error reply", redisReplyError("ERR something else"), false},
+		{"OOM", redisReplyError("OOM command not allowed when used memory > 'maxmemory'"), false},
+		{"not a reply", errors.New("RATELIMIT_STATE from the network?"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, kind := range redisKinds {
+				l, err := kind.new(cannedScripter{err: tc.err}, 3, time.Second)
+				require.NoError(t, err)
+				res, err := l.Allow(context.Background(), "k", 1)
+				require.Error(t, err)
+				assert.Equal(t, Result{Limit: 3}, res)
+				assert.Equal(t, tc.corrupt, errors.Is(err, ErrCorruptState), "%s: %v", kind.name, err)
+				assert.Contains(t, err.Error(), strconv.Quote(l.KeyPrefix()+"k"), kind.name)
+				if !tc.corrupt {
+					assert.ErrorIs(t, err, tc.err, kind.name)
+				}
+			}
+		})
+	}
 }
 
 func TestRedisLimitersRefuseANilContextWithoutARoundTrip(t *testing.T) {

@@ -164,21 +164,9 @@ func TestRealRedisDefaultPrefixesTellConfigurationsApart(t *testing.T) {
 	checkDefaultPrefixesTellConfigurationsApart(t, server.Client(t))
 }
 
-func TestRealRedisWrongKeyType(t *testing.T) {
+func TestRealRedisLimitersLeaveForeignStateAlone(t *testing.T) {
 	server := redistest.Start(t)
-	client := server.Client(t)
-	ctx := context.Background()
-	for _, kind := range redisKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			l, err := kind.new(client, 5, time.Second)
-			require.NoError(t, err)
-			require.NoError(t, client.LPush(ctx, l.KeyPrefix()+"list", "x").Err())
-			res, err := l.Allow(ctx, "list", 1)
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), "WRONGTYPE")
-			assert.Equal(t, Result{Limit: 5}, res)
-		})
-	}
+	checkForeignStateIsLeftAlone(t, server.Client(t))
 }
 
 func TestRealRedisStoppedServer(t *testing.T) {

@@ -1,10 +1,12 @@
 -- Fixed window for ratelimit's RedisFixedWindow: one call decides one request.
 --
 -- KEYS[1]  a STRING: the whole requests counted in the key's current window,
---          with a PX TTL of the time left in the window. The window opens at
---          the key's first counted request and lasts the window's length; when
---          the key expires, the window has ended. An absent key has no window
---          open. The window's time is the server's own expiry clock.
+--          >= 1, written as decimal digits (no sign, point, exponent or
+--          leading zero), below 2^53, with a PX TTL of the time left in the
+--          window. The window opens at the key's first counted request and
+--          lasts the window's length; when the key expires, the window has
+--          ended. An absent key has no window open. The window's time is the
+--          server's own expiry clock.
 -- ARGV[1]  limit: whole requests per window, >= 1
 -- ARGV[2]  window: whole milliseconds, >= 1
 -- ARGV[3]  n: requests asked for, 0 <= n <= limit; 0 only reads
@@ -14,19 +16,55 @@
 -- array.
 -- Denials do not count; a denial's retry_after is the time until the window
 -- ends.
+--
+-- Anything else under KEYS[1] (another type, another value, a count without
+-- a TTL) is not ours: the script touches nothing and returns an error reply
+-- starting with RATELIMIT_STATE. Other Redis errors are passed on as they
+-- are.
 
+local key = KEYS[1]
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
 
+-- refuse answers a key that does not hold our state.
+local function refuse(why)
+  return redis.error_reply('RATELIMIT_STATE ' .. why)
+end
+
+-- whole reads a value as this script writes it: decimal digits without a
+-- leading zero, below 2^53. It returns nil for anything else.
+local function whole(s)
+  if type(s) ~= 'string' or #s > 16 or not (s == '0' or string.find(s, '^[1-9]%d*$')) then
+    return nil
+  end
+  local v = tonumber(s)
+  if v >= 9007199254740992 then
+    return nil
+  end
+  return v
+end
+
 local count, left = 0, 0
-local stored = redis.call('GET', KEYS[1])
+-- pcall, so that a key of another type is answered rather than aborting.
+local stored = redis.pcall('GET', key)
+if type(stored) == 'table' then
+  if string.sub(stored.err, 1, 9) == 'WRONGTYPE' then
+    return refuse('not a STRING')
+  end
+  return stored
+end
 if stored then
-  count = tonumber(stored)
-  left = redis.call('PTTL', KEYS[1])
-  -- The comparisons are false for nil and NaN as well as out-of-range values.
-  if not (count and count >= 0 and count == math.floor(count) and left > 0) then
-    return redis.error_reply('ERR ratelimit: corrupt fixed window at ' .. KEYS[1])
+  count = whole(stored)
+  if not (count and count >= 1) then
+    return refuse('not a count of whole requests from 1 below 2^53')
+  end
+  left = redis.call('PTTL', key)
+  if left < 0 then
+    return refuse('a count without the TTL every write sets')
+  end
+  if left == 0 then
+    return redis.error_reply('ERR ratelimit: corrupt fixed window at ' .. key)
   end
 end
 
@@ -35,10 +73,10 @@ if count + n > limit then
 end
 if n > 0 then
   if count == 0 then
-    redis.call('SET', KEYS[1], n, 'PX', window)
+    redis.call('SET', key, n, 'PX', window)
     left = window
   else
-    redis.call('INCRBY', KEYS[1], n)
+    redis.call('INCRBY', key, n)
   end
   count = count + n
 end
