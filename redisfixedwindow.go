@@ -29,7 +29,8 @@ const DefaultFixedWindowPrefix = "ratelimit:fw:"
 // It decides as FixedWindow does. Each decision is one EVALSHA of an embedded
 // Lua script; each key is one counter at KeyPrefix()+key (a STRING of decimal
 // digits, at least 1) whose PX TTL is the time left in its window, so the
-// window's time is the server's own.
+// window's time is the server's own. A window whose time is up has ended,
+// also during the millisecond in which Redis still keeps its key.
 //
 // Calls with n < 0 or n > limit are answered without a round trip; n == 0
 // reads without creating the key. A key holding anything else (a value of

@@ -61,3 +61,33 @@ func TestNewRedisFixedWindowRejectsBadConfig(t *testing.T) {
 	require.NoError(t, err, "2^52 itself can be counted")
 	assert.Equal(t, maxRedisLimit, l.Policy().Limit)
 }
+
+func TestRedisFixedWindowEndsWhenItsTimeIsUp(t *testing.T) {
+	// miniredis keeps a key whose TTL is under 1 ms and reports PTTL 0, as
+	// Redis does during a key's expiry millisecond: the window has ended.
+	m, client, _ := miniredisClock(t)
+	l, err := NewRedisFixedWindow(client, 2, 10*time.Millisecond)
+	require.NoError(t, err)
+	ctx := context.Background()
+	res, err := l.Allow(ctx, "k", 2)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	key := l.KeyPrefix() + "k"
+
+	m.FastForward(9*time.Millisecond + 500*time.Microsecond)
+	require.True(t, m.Exists(key))
+	pttl, err := client.PTTL(ctx, key).Result()
+	require.NoError(t, err)
+	require.Zero(t, pttl, "the key is in its last millisecond")
+
+	res, err = l.Allow(ctx, "k", 0)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 2, Remaining: 2}, res, "no window is open")
+	res, err = l.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: 10 * time.Millisecond}, res, "a new window opened")
+	got, err := m.Get(key)
+	require.NoError(t, err)
+	assert.Equal(t, "1", got)
+	assert.Equal(t, 10*time.Millisecond, m.TTL(key))
+}

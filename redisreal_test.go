@@ -169,6 +169,65 @@ func TestRealRedisLimitersLeaveForeignStateAlone(t *testing.T) {
 	checkForeignStateIsLeftAlone(t, server.Client(t))
 }
 
+// TestRealRedisFixedWindowNeverErrsAtAWindowsEnd hammers a 10 ms window from
+// one client: Redis keeps a key through its expiry millisecond with PTTL 0,
+// and a window whose time is up has ended, so no call may fail there. Each
+// window, told by the first allowed call's Remaining, allows at most the
+// limit, and the next opens no sooner than a window later (less the expiry
+// millisecond, and a millisecond for the two clocks).
+func TestRealRedisFixedWindowNeverErrsAtAWindowsEnd(t *testing.T) {
+	server := redistest.Start(t)
+	const (
+		limit  = 5
+		window = 10 * time.Millisecond
+		runFor = 300 * time.Millisecond
+	)
+	l, err := NewRedisFixedWindow(server.Client(t), limit, window)
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	type call struct {
+		start, end time.Duration
+		res        Result
+	}
+	var calls []call
+	var errs []error
+	begin := time.Now()
+	for i := 0; i < 50_000 && time.Since(begin) < runFor; i++ {
+		start := time.Since(begin)
+		res, err := l.Allow(ctx, "k", 1)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		calls = append(calls, call{start, time.Since(begin), res})
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%d errors in %d calls; the first: %v", len(errs), len(errs)+len(calls), errs[0])
+	}
+
+	var opened []call
+	count := 0
+	for i, c := range calls {
+		switch {
+		case !c.res.Allowed:
+			require.Zero(t, c.res.Remaining, "call %d: a denial comes with nothing left", i)
+		case c.res.Remaining == limit-1:
+			opened, count = append(opened, c), 1
+		default:
+			count++
+			require.LessOrEqual(t, count, limit, "call %d allowed more than the limit in one window", i)
+			require.Equal(t, limit-count, c.res.Remaining, "call %d", i)
+		}
+	}
+	for i := 1; i < len(opened); i++ {
+		gap := opened[i].end - opened[i-1].start
+		require.GreaterOrEqual(t, gap, window-2*time.Millisecond, "window %d opened %v after the one before", i, gap)
+	}
+	t.Logf("%d calls, %d windows", len(calls), len(opened))
+	require.GreaterOrEqual(t, len(opened), 10, "the run crossed many windows' ends")
+}
+
 func TestRealRedisStoppedServer(t *testing.T) {
 	server := redistest.Start(t)
 	client := server.Client(t, func(o *redis.Options) {

@@ -4,9 +4,10 @@
 --          >= 1, written as decimal digits (no sign, point, exponent or
 --          leading zero), below 2^53, with a PX TTL of the time left in the
 --          window. The window opens at the key's first counted request and
---          lasts the window's length; when the key expires, the window has
---          ended. An absent key has no window open. The window's time is the
---          server's own expiry clock.
+--          lasts the window's length; when its time is up, the window has
+--          ended: an absent key, or one whose PTTL is 0 (Redis keeps a key
+--          through its expiry millisecond), has no window open. The window's
+--          time is the server's own expiry clock.
 -- ARGV[1]  limit: whole requests per window, >= 1
 -- ARGV[2]  window: whole milliseconds, >= 1
 -- ARGV[3]  n: requests asked for, 0 <= n <= limit; 0 only reads
@@ -64,7 +65,7 @@ if stored then
     return refuse('a count without the TTL every write sets')
   end
   if left == 0 then
-    return redis.error_reply('ERR ratelimit: corrupt fixed window at ' .. key)
+    count = 0 -- the window's time is up: it has ended
   end
 end
 
@@ -73,6 +74,7 @@ if count + n > limit then
 end
 if n > 0 then
   if count == 0 then
+    -- Opens a window, replacing one whose time is up.
     redis.call('SET', key, n, 'PX', window)
     left = window
   else
