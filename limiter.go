@@ -42,7 +42,9 @@ var (
 	// ErrInvalidConfig is wrapped by every constructor error: a capacity or
 	// limit <= 0, a rate that is <= 0, NaN, infinite or too fast for the
 	// clock's unit, a period or window <= 0, arithmetic that would overflow,
-	// a nil client, or an option that does not apply to the limiter.
+	// a nil client, or an option that does not apply to the limiter. Allow
+	// on a nil or zero-value Redis limiter, which no constructor returns,
+	// wraps it too.
 	ErrInvalidConfig = errors.New("ratelimit: invalid configuration")
 	// ErrInvalidCost is wrapped by the error Allow returns for n < 0.
 	ErrInvalidCost = errors.New("ratelimit: invalid cost")
@@ -110,8 +112,14 @@ func WithClock(c Clock) Option {
 }
 
 // WithKeyPrefix sets the string put before every key in Redis: the Redis key is
-// exactly p + key. It applies to the Redis limiters only, each of which has its
-// own default prefix. An empty p means keys are used as they are.
+// exactly p + key. It applies to the Redis limiters only. Without it, each
+// Redis limiter uses a default prefix naming its algorithm and configuration
+// (DefaultTokenBucketPrefix, DefaultGCRAPrefix or DefaultFixedWindowPrefix
+// followed by "<limit>:<param>:"), so limiters that decide differently never
+// share a key by accident. Limiters given the same p share their keys on
+// purpose, whatever their configurations, so a redeploy with a new limit
+// keeps what keys have used. An empty p means keys are used as they are. A
+// limiter's KeyPrefix method returns the prefix in use.
 func WithKeyPrefix(p string) Option {
 	return func(cfg *config) error {
 		cfg.prefix, cfg.prefixSet = p, true
