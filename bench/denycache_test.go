@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -81,5 +82,92 @@ func BenchmarkDenyCacheFlood(b *testing.B) {
 				b.ReportMetric(float64(local)/s, "redis-calls-saved/s")
 			}
 		})
+	}
+}
+
+// runRedis is BenchmarkDenyCacheFlood's runner (BenchmarkRedis has its own,
+// runRedisRow, with a fixed number of goroutines; this one is kept so that
+// the flood's figures stay comparable). It times the decisions in
+// len(decide) goroutines, goroutine i always calling decide[i], and reports
+// allowed/op, ops/s (calls of all goroutines per second of wall time) and
+// how many goroutines ran. One goroutine is a plain loop; more use
+// b.RunParallel with the parallelism that makes GOMAXPROCS × parallelism =
+// len(decide) (32 on this 2-core machine for 64). Each decision is made once
+// before the timer starts, so that the timed calls find their key in Redis;
+// then atStart, if not nil, is called.
+func runRedis(b *testing.B, decide []decideFunc, atStart func()) {
+	ctx := context.Background()
+	for _, d := range decide {
+		if _, err := d(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if atStart != nil {
+		atStart()
+	}
+	goroutines := len(decide)
+	var allowed, failed, started atomic.Int64
+	var firstErr atomic.Pointer[error]
+	b.ReportAllocs()
+	if goroutines == 1 {
+		d := decide[0]
+		started.Store(1)
+		b.ResetTimer()
+		ok := int64(0)
+		for i := 0; i < b.N; i++ {
+			a, err := d(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if a {
+				ok++
+			}
+		}
+		b.StopTimer()
+		allowed.Store(ok)
+	} else {
+		procs := runtime.GOMAXPROCS(0)
+		parallelism := (goroutines + procs - 1) / procs
+		if parallelism*procs != goroutines {
+			b.Logf("GOMAXPROCS is %d: b.RunParallel will start %d goroutines, not %d", procs, parallelism*procs, goroutines)
+		}
+		b.SetParallelism(parallelism)
+		var nextID atomic.Int64
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			started.Add(1)
+			d := decide[int(nextID.Add(1)-1)%goroutines]
+			ok, bad := int64(0), int64(0)
+			for pb.Next() {
+				a, err := d(ctx)
+				if err != nil {
+					if bad == 0 {
+						e := err // only a failing call pays for e's allocation
+						firstErr.CompareAndSwap(nil, &e)
+					}
+					bad++
+				}
+				if a {
+					ok++
+				}
+			}
+			allowed.Add(ok)
+			failed.Add(bad)
+		})
+		b.StopTimer()
+	}
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d of %d calls failed; the first: %v", n, b.N, *firstErr.Load())
+	}
+	reportAllowed(b, int(allowed.Load()))
+	reportOpsPerSecond(b)
+	b.ReportMetric(float64(started.Load()), "goroutines")
+}
+
+// reportOpsPerSecond reports the b.N calls per second of the benchmark's
+// timed wall time: the throughput, so that ratios between rows are easy.
+func reportOpsPerSecond(b *testing.B) {
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s, "ops/s")
 	}
 }

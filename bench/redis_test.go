@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"os"
-	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,70 +22,103 @@ import (
 )
 
 // redisAddrEnv names the environment variable that holds the host:port of
-// the Redis the BenchmarkRedis* benchmarks use. Unset, they skip. run.sh
-// starts a throwaway redis-server on 127.0.0.1 and sets it.
+// the Redis the Redis benchmarks use. Unset, they skip. run.sh starts a
+// throwaway redis-server on 127.0.0.1 and sets it.
 const redisAddrEnv = "RATELIMIT_BENCH_REDIS_ADDR"
 
 // redisPoolSize is the go-redis connection pool of every benchmark client:
-// at least one connection for each of the most goroutines any Redis
-// benchmark runs, so that no goroutine waits for a connection.
-const redisPoolSize = 64
+// one connection for each of the most goroutines any Redis benchmark runs,
+// so that no goroutine waits for a connection. All of them are dialled
+// before any timing.
+const redisPoolSize = 256
 
-// redisGoroutines are the goroutine counts each BenchmarkRedis row runs at.
-var redisGoroutines = [...]int{1, 64}
+// redisGoroutines are the goroutine counts each BenchmarkRedis row runs at:
+// exactly that many goroutines, whatever GOMAXPROCS is.
+var redisGoroutines = [...]int{1, 8, 64, 256}
 
-// The Redis configuration, the same for every implementation: 1,000,000
-// requests per 1000 s with bursts of 1,000,000 (token bucket: capacity 1e6,
-// 1000 tokens/s; GCRA: 1e6 per 1000 s, 1 ms per request; fixed windows:
-// 1e6 per 1000 s window). Every sub-benchmark run uses keys of its own, so a
-// key starts full (or with no window open) and is allowed until it has been
-// asked 1e6 times in that run, far more than a run makes (about 50k calls per
-// key per second of -benchtime): every call is allowed, and every call but a
-// key's first finds its state in Redis and writes it back.
+// redisKeysets are the key sets of BenchmarkRedis: numRedisKeys keys that
+// every goroutine walks, and one hot key that every goroutine asks about.
+var redisKeysets = [...]struct {
+	name string
+	n    int
+}{
+	{"keys=10000", numRedisKeys},
+	{"keys=hot", 1},
+}
+
+// numRedisKeys is the size of the large key set, and redisKeyStride the step
+// by which each goroutine walks it: a prime that shares no factor with
+// numRedisKeys (checked by TestConfigurations), so that each goroutine visits
+// every key, in an order that scatters consecutive calls over the key set.
 const (
-	redisLimit  = 1_000_000
-	redisPeriod = 1000 * time.Second
-	redisRate   = float64(redisLimit) / 1000 // tokens per second
+	numRedisKeys   = 10_000
+	redisKeyStride = 7919
 )
 
-// redisClient returns a go-redis v9 client of redisPoolSize connections to
-// the Redis at $RATELIMIT_BENCH_REDIS_ADDR, all of them dialled before it
-// returns, and closes it when b ends. It skips b when the variable is unset.
-func redisClient(b *testing.B) *redis.Client {
+// redisConfig is the limit every implementation of a Redis row is given:
+// limit requests per period, with bursts of up to limit (token bucket:
+// capacity limit, refilling at limit/period; GCRA and redis_rate: limit per
+// period, burst limit; fixed windows: limit per period-long window).
+type redisConfig struct {
+	limit  int
+	period time.Duration
+}
+
+// rate is the token bucket's refill rate, in tokens per second.
+func (c redisConfig) rate() float64 { return float64(c.limit) / c.period.Seconds() }
+
+// redisBenchConfig is BenchmarkRedis's configuration, 1,000,000 per 1000 s:
+// far more than any run makes on one key (a run makes a few hundred thousand
+// calls at most, and the hot key is a new key in every run), so every call is
+// allowed, which the benchmark checks. TestRedisRowsExact runs the same rows
+// at a limit they reach.
+var redisBenchConfig = redisConfig{limit: 1_000_000, period: 1000 * time.Second}
+
+// redisClient returns a go-redis v9 client with a pool of redisPoolSize
+// connections to the Redis at $RATELIMIT_BENCH_REDIS_ADDR, every one of them
+// dialled before it returns, and closes it when tb ends. It skips tb when the
+// variable is unset.
+func redisClient(tb testing.TB) *redis.Client {
 	addr := os.Getenv(redisAddrEnv)
 	if addr == "" {
-		b.Skipf("%s is not set: export it (host:port of a Redis), or use run.sh, which starts a throwaway redis-server", redisAddrEnv)
+		tb.Skipf("%s is not set: export it (host:port of a Redis), or use run.sh, which starts a throwaway redis-server", redisAddrEnv)
 	}
 	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: redisPoolSize})
-	b.Cleanup(func() { _ = c.Close() })
-	// Dial every connection now, with as many PINGs at once as the pool
-	// holds, so that no timed call pays for a dial.
-	var wg sync.WaitGroup
-	errs := make([]error, redisPoolSize)
-	for i := range errs {
-		wg.Go(func() { errs[i] = c.Ping(context.Background()).Err() })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			b.Fatalf("Redis at %s (%s): %v", addr, redisAddrEnv, err)
+	tb.Cleanup(func() { _ = c.Close() })
+	// Dial every connection now: redisPoolSize sticky connections, each
+	// holding its own pool connection until it is closed, so that all of
+	// them are open at once; closing them puts them back in the pool, idle.
+	ctx := context.Background()
+	conns := make([]*redis.Conn, redisPoolSize)
+	for i := range conns {
+		conns[i] = c.Conn()
+		if err := conns[i].Ping(ctx).Err(); err != nil {
+			tb.Fatalf("Redis at %s (%s): %v", addr, redisAddrEnv, err)
 		}
+	}
+	for _, cn := range conns {
+		if err := cn.Close(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if n := c.PoolStats().IdleConns; n < redisPoolSize {
+		tb.Fatalf("%d idle connections after dialling %d", n, redisPoolSize)
 	}
 	return c
 }
 
-// redisRun numbers the runs of Redis sub-benchmarks, so that each run uses
-// keys of its own; redisRunBase tells this process's keys from another's on
-// a Redis that outlives it.
+// redisRun numbers the key sets of Redis benchmarks and tests, so that each
+// gets keys of its own; redisRunBase tells this process's keys from another's
+// on a Redis that outlives it.
 var (
 	redisRun     atomic.Int64
 	redisRunBase = strconv.FormatInt(time.Now().UnixNano(), 36)
 )
 
-// redisBenchKeys returns n new keys, "ratelimit-bench:<process>:<run>:g<i>",
-// that no earlier run has used.
+// redisBenchKeys returns n new keys, "ratelimit-bench:<process>:<run>:k<i>",
+// that nothing earlier in this process has used.
 func redisBenchKeys(n int) []string {
-	run := "ratelimit-bench:" + redisRunBase + ":" + strconv.FormatInt(redisRun.Add(1), 10) + ":g"
+	run := "ratelimit-bench:" + redisRunBase + ":" + strconv.FormatInt(redisRun.Add(1), 10) + ":k"
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = run + strconv.Itoa(i)
@@ -93,41 +129,38 @@ func redisBenchKeys(n int) []string {
 // decideFunc makes one decision of one request for the key it was made for.
 type decideFunc func(ctx context.Context) (allowed bool, err error)
 
-// redisImpl is one row of BenchmarkRedis: setup makes the limiter on the
-// shared client and returns forKey, which returns the decision for one key
-// (so that a row can build what it sends for that key once).
+// redisImpl is one implementation of BenchmarkRedis: setup makes its limiter
+// for cfg on the shared client and returns forKey, which returns the decision
+// for one key (so that a row can build what it sends for a key once).
 type redisImpl struct {
 	name  string
-	setup func(b *testing.B, c *redis.Client) (forKey func(key string) decideFunc)
+	setup func(tb testing.TB, c *redis.Client, cfg redisConfig) (forKey func(key string) decideFunc)
 }
 
-// BenchmarkRedis times one decision per call against a real Redis, for each
-// implementation, with 1 and with 64 goroutines sharing one go-redis client
-// (PoolSize 64). Goroutine g always asks about its own key, keys[g]: no two
-// goroutines share a key, so the 64-goroutine rows measure the client and
-// the server under concurrency, not 64 writers queueing on one key's state
-// (Redis runs scripts one at a time anyway; a shared key would only change
-// which state each script finds). Each row reports allowed/op and ops/s,
-// the calls of all goroutines per second of wall time.
-func BenchmarkRedis(b *testing.B) {
-	impls := []redisImpl{
-		{"ratelimit-RedisTokenBucket", func(b *testing.B, c *redis.Client) func(string) decideFunc {
-			l, err := ratelimit.NewRedisTokenBucket(c, redisLimit, redisRate)
-			return ratelimitDecisions(b, l, err)
+// rawRedisImpl names the row that is a floor, not a limiter.
+const rawRedisImpl = "raw-EVALSHA-return-1"
+
+// redisImpls returns the implementations of BenchmarkRedis, in the order the
+// rows run.
+func redisImpls() []redisImpl {
+	return []redisImpl{
+		{"ratelimit-RedisTokenBucket", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
+			l, err := ratelimit.NewRedisTokenBucket(c, cfg.limit, cfg.rate())
+			return ratelimitDecisions(tb, l, err)
 		}},
-		{"ratelimit-RedisGCRA", func(b *testing.B, c *redis.Client) func(string) decideFunc {
-			l, err := ratelimit.NewRedisGCRA(c, redisLimit, redisPeriod)
-			return ratelimitDecisions(b, l, err)
+		{"ratelimit-RedisGCRA", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
+			l, err := ratelimit.NewRedisGCRA(c, cfg.limit, cfg.period)
+			return ratelimitDecisions(tb, l, err)
 		}},
-		{"ratelimit-RedisFixedWindow", func(b *testing.B, c *redis.Client) func(string) decideFunc {
-			l, err := ratelimit.NewRedisFixedWindow(c, redisLimit, redisPeriod)
-			return ratelimitDecisions(b, l, err)
+		{"ratelimit-RedisFixedWindow", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
+			l, err := ratelimit.NewRedisFixedWindow(c, cfg.limit, cfg.period)
+			return ratelimitDecisions(tb, l, err)
 		}},
 		// go-redis/redis_rate v10: GCRA in a Lua script (EVALSHA through
-		// redis.Script, as ratelimit's), the same 1e6 per 1000 s, burst 1e6.
-		{"redis_rate", func(b *testing.B, c *redis.Client) func(string) decideFunc {
+		// redis.Script), limit per period, burst limit.
+		{"redis_rate", func(_ testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
 			l := redis_rate.NewLimiter(c)
-			limit := redis_rate.Limit{Rate: redisLimit, Burst: redisLimit, Period: redisPeriod}
+			limit := redis_rate.Limit{Rate: cfg.limit, Burst: cfg.limit, Period: cfg.period}
 			return func(key string) decideFunc {
 				return func(ctx context.Context) (bool, error) {
 					res, err := l.Allow(ctx, key, limit)
@@ -139,15 +172,14 @@ func BenchmarkRedis(b *testing.B) {
 			}
 		}},
 		// ulule/limiter v3 with its Redis store (go-redis v9): a fixed
-		// window, INCRBY and PEXPIRE in a Lua script by EVALSHA, 1e6 per
-		// 1000 s. Get counts one request and says whether the limit is
-		// reached.
-		{"ulule-limiter", func(b *testing.B, c *redis.Client) func(string) decideFunc {
+		// window, INCRBY and PEXPIRE in a Lua script by EVALSHA. Get counts
+		// one request and says whether the limit is reached.
+		{"ulule-limiter", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
 			store, err := ulredis.NewStoreWithOptions(c, limiter.StoreOptions{Prefix: "ratelimit-bench-ulule"})
 			if err != nil {
-				b.Fatal(err)
+				tb.Fatal(err)
 			}
-			l := limiter.New(store, limiter.Rate{Period: redisPeriod, Limit: redisLimit})
+			l := limiter.New(store, limiter.Rate{Period: cfg.period, Limit: int64(cfg.limit)})
 			return func(key string) decideFunc {
 				return func(ctx context.Context) (bool, error) {
 					lc, err := l.Get(ctx, key)
@@ -158,16 +190,15 @@ func BenchmarkRedis(b *testing.B) {
 		// The round-trip floor: EVALSHA of a script that only returns 1,
 		// through the same client, with the same shape of call as
 		// ratelimit's (one key and the three arguments RedisTokenBucket
-		// sends: "1000000", "1000", 1). The keys and arguments are built
-		// once per goroutine, not per call.
-		{"raw-EVALSHA-return-1", func(b *testing.B, c *redis.Client) func(string) decideFunc {
+		// sends). A key's keys slice is built once, the arguments once.
+		{rawRedisImpl, func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
 			sha, err := c.ScriptLoad(context.Background(), "return 1").Result()
 			if err != nil {
-				b.Fatal(err)
+				tb.Fatal(err)
 			}
-			limit, interval := strconv.Itoa(redisLimit), strconv.Itoa(int(1e6/redisRate))
+			args := []any{strconv.Itoa(cfg.limit), strconv.Itoa(int(1e6 / cfg.rate())), 1}
 			return func(key string) decideFunc {
-				keys, args := []string{key}, []any{limit, interval, 1}
+				keys := []string{key}
 				return func(ctx context.Context) (bool, error) {
 					n, err := c.EvalSha(ctx, sha, keys, args...).Int64()
 					return n == 1, err
@@ -175,113 +206,13 @@ func BenchmarkRedis(b *testing.B) {
 			}
 		}},
 	}
-
-	c := redisClient(b)
-	for _, impl := range impls {
-		b.Run(impl.name, func(b *testing.B) {
-			for _, g := range redisGoroutines {
-				b.Run("g="+strconv.Itoa(g), func(b *testing.B) {
-					forKey := impl.setup(b, c)
-					decide := make([]decideFunc, g)
-					for i, k := range redisBenchKeys(g) {
-						decide[i] = forKey(k)
-					}
-					runRedis(b, decide, nil)
-				})
-			}
-		})
-	}
 }
 
-// runRedis times the decisions in len(decide) goroutines, goroutine i always
-// calling decide[i], and reports allowed/op, ops/s (calls of all goroutines
-// per second of wall time) and how many goroutines ran. One goroutine is a
-// plain loop; more use b.RunParallel with the parallelism that makes
-// GOMAXPROCS × parallelism = len(decide) (32 on this 2-core machine for 64).
-// Each decision is made once before the timer starts, so that the timed calls
-// find their key in Redis; then atStart, if not nil, is called.
-func runRedis(b *testing.B, decide []decideFunc, atStart func()) {
-	ctx := context.Background()
-	for _, d := range decide {
-		if _, err := d(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if atStart != nil {
-		atStart()
-	}
-	goroutines := len(decide)
-	var allowed, failed, started atomic.Int64
-	var firstErr atomic.Pointer[error]
-	b.ReportAllocs()
-	if goroutines == 1 {
-		d := decide[0]
-		started.Store(1)
-		b.ResetTimer()
-		ok := int64(0)
-		for i := 0; i < b.N; i++ {
-			a, err := d(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if a {
-				ok++
-			}
-		}
-		b.StopTimer()
-		allowed.Store(ok)
-	} else {
-		procs := runtime.GOMAXPROCS(0)
-		parallelism := (goroutines + procs - 1) / procs
-		if parallelism*procs != goroutines {
-			b.Logf("GOMAXPROCS is %d: b.RunParallel will start %d goroutines, not %d", procs, parallelism*procs, goroutines)
-		}
-		b.SetParallelism(parallelism)
-		var nextID atomic.Int64
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			started.Add(1)
-			d := decide[int(nextID.Add(1)-1)%goroutines]
-			ok, bad := int64(0), int64(0)
-			for pb.Next() {
-				a, err := d(ctx)
-				if err != nil {
-					if bad == 0 {
-						e := err // only a failing call pays for e's allocation
-						firstErr.CompareAndSwap(nil, &e)
-					}
-					bad++
-				}
-				if a {
-					ok++
-				}
-			}
-			allowed.Add(ok)
-			failed.Add(bad)
-		})
-		b.StopTimer()
-	}
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d of %d calls failed; the first: %v", n, b.N, *firstErr.Load())
-	}
-	reportAllowed(b, int(allowed.Load()))
-	reportOpsPerSecond(b)
-	b.ReportMetric(float64(started.Load()), "goroutines")
-}
-
-// reportOpsPerSecond reports the b.N calls per second of the benchmark's
-// timed wall time: the throughput, so that ratios between rows are easy.
-func reportOpsPerSecond(b *testing.B) {
-	if s := b.Elapsed().Seconds(); s > 0 {
-		b.ReportMetric(float64(b.N)/s, "ops/s")
-	}
-}
-
-// ratelimitDecisions is the forKey of a ratelimit limiter row: one token of
-// key per decision. err is the constructor's.
-func ratelimitDecisions(b *testing.B, l ratelimit.Limiter, err error) func(string) decideFunc {
+// ratelimitDecisions is the forKey of a ratelimit limiter: one token of key
+// per decision, through the Limiter interface. err is the constructor's.
+func ratelimitDecisions(tb testing.TB, l ratelimit.Limiter, err error) func(string) decideFunc {
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return func(key string) decideFunc {
 		return func(ctx context.Context) (bool, error) {
@@ -289,4 +220,324 @@ func ratelimitDecisions(b *testing.B, l ratelimit.Limiter, err error) func(strin
 			return res.Allowed, err
 		}
 	}
+}
+
+// decisions returns forKey's decision for each key.
+func decisions(forKey func(string) decideFunc, keys []string) []decideFunc {
+	d := make([]decideFunc, len(keys))
+	for i, k := range keys {
+		d[i] = forKey(k)
+	}
+	return d
+}
+
+// BenchmarkRedis times decisions against a real Redis: for each
+// implementation (redisImpls), over a key set (redisKeysets) and with a fixed
+// number of goroutines (redisGoroutines) sharing b.N calls, all through one
+// go-redis client whose redisPoolSize connections are dialled up front.
+//
+// A row reports, besides ns/op (wall time per decision) and allocs/op (per
+// decision, client side): decisions/s; the p50 and p99 latency of a call;
+// allowed/op; and, from INFO read before and after the timed calls, the
+// server's CPU time per decision, the EVAL/EVALSHA calls per decision and the
+// time the server spent in them per decision. See runRedisRow.
+//
+// The large key set is the same numRedisKeys keys for every row of an
+// implementation, each asked once before the first row; the hot key is a new
+// key in every run, asked once before the timer starts.
+func BenchmarkRedis(b *testing.B) {
+	c := redisClient(b)
+	for _, impl := range redisImpls() {
+		b.Run(impl.name, func(b *testing.B) {
+			for _, ks := range redisKeysets {
+				b.Run(ks.name, func(b *testing.B) {
+					var keys []string
+					if ks.n > 1 {
+						keys = redisBenchKeys(ks.n)
+						touchAll(b, decisions(impl.setup(b, c, redisBenchConfig), keys), 64)
+					}
+					for _, g := range redisGoroutines {
+						b.Run("g="+strconv.Itoa(g), func(b *testing.B) {
+							rowKeys := keys
+							if rowKeys == nil {
+								rowKeys = redisBenchKeys(ks.n)
+							}
+							decide := decisions(impl.setup(b, c, redisBenchConfig), rowKeys)
+							if len(rowKeys) == 1 {
+								touchAll(b, decide, 1)
+							}
+							runRedisRow(b, c, decide, g)
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+// touchAll makes each decision once, in goroutines goroutines, so that the
+// keys exist before any timing.
+func touchAll(tb testing.TB, decide []decideFunc, goroutines int) {
+	var next atomic.Int64
+	errs := make([]error, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(decide) {
+					return
+				}
+				if _, err := decide[i](context.Background()); err != nil {
+					errs[g] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// runRedisRow times b.N decisions made by exactly goroutines goroutines that
+// walk decide (see redisLoad), and reports the row's figures:
+//
+//   - decisions/s: b.N per second of timed wall time;
+//   - p50-ns, p99-ns: the latency of one call, as its caller sees it;
+//   - allowed/op: the share of calls allowed (the benchmark fails if any
+//     was denied: the rows measure allowed decisions);
+//   - server-us/decision: the server's CPU time (used_cpu_sys +
+//     used_cpu_user of INFO cpu) over the timed calls, per decision;
+//   - evalsha/decision: calls of EVALSHA, EVAL and their _RO forms
+//     (INFO commandstats) over the timed calls, per decision;
+//   - script-us/decision: the time the server spent in those calls
+//     (their usec in INFO commandstats), per decision;
+//   - allocs/op, B/op (b.ReportAllocs): per decision, client side.
+//
+// The INFO reads are outside the timed span, but the server's CPU figure
+// counts everything the server did between them: the timed calls, its own
+// periodic work and whatever other clients asked of it (none on a throwaway
+// server).
+func runRedisRow(b *testing.B, c *redis.Client, decide []decideFunc, goroutines int) {
+	ctx := context.Background()
+	lat := make([]int64, b.N)
+	load := startRedisLoad(ctx, decide, goroutines, b.N, lat)
+	before, err := readServerStats(ctx, c)
+	if err != nil {
+		load.abandon()
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	res := load.run()
+	b.StopTimer()
+	after, err := readServerStats(ctx, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res.failed > 0 {
+		b.Fatalf("%d of %d calls failed; the first: %v", res.failed, b.N, res.firstErr)
+	}
+	if res.allowed != int64(b.N) {
+		b.Errorf("%d of %d calls were denied: the limit was reached, and the row would mix denials into its figures; use a shorter -benchtime", int64(b.N)-res.allowed, b.N)
+	}
+	n := float64(b.N)
+	reportAllowed(b, int(res.allowed))
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(n/s, "decisions/s")
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(percentile(lat, 50)), "p50-ns")
+	b.ReportMetric(float64(percentile(lat, 99)), "p99-ns")
+	d := after.sub(before)
+	b.ReportMetric(d.cpuSeconds*1e6/n, "server-us/decision")
+	b.ReportMetric(float64(d.scriptCalls)/n, "evalsha/decision")
+	b.ReportMetric(float64(d.scriptUsec)/n, "script-us/decision")
+}
+
+// percentile returns the nearest-rank p-th percentile of sorted, which is
+// not empty: the smallest value that at least p% of the values do not
+// exceed.
+func percentile(sorted []int64, p int) int64 {
+	rank := (len(sorted)*p + 99) / 100 // ceil(len × p / 100)
+	return sorted[max(rank, 1)-1]
+}
+
+// redisLoad is n calls made by a fixed number of goroutines. Goroutine g of
+// G starts at key g·len(decide)/G and steps through decide by
+// redisKeyStride (wrapping), so with one key every call asks about it, and
+// with many each goroutine visits every key, the goroutines spread over the
+// key set. The goroutines share the n calls through one counter, call i
+// recording its latency in lat[i].
+type redisLoad struct {
+	ctx        context.Context
+	decide     []decideFunc
+	goroutines int
+	n          int64
+	lat        []int64
+	base       time.Time // latencies are differences of time.Since(base): monotonic clock only
+
+	next     atomic.Int64
+	allowed  atomic.Int64
+	failed   atomic.Int64
+	firstErr atomic.Pointer[error]
+	release  chan struct{}
+	done     sync.WaitGroup
+}
+
+// redisLoadResult is what a redisLoad's calls decided.
+type redisLoadResult struct {
+	allowed, failed int64
+	firstErr        error
+}
+
+// startRedisLoad starts the goroutines of a load of n calls, which wait for
+// run. lat, if not nil, has n entries.
+func startRedisLoad(ctx context.Context, decide []decideFunc, goroutines, n int, lat []int64) *redisLoad {
+	l := &redisLoad{
+		ctx:        ctx,
+		decide:     decide,
+		goroutines: goroutines,
+		n:          int64(n),
+		lat:        lat,
+		base:       time.Now(),
+		release:    make(chan struct{}),
+	}
+	for g := range goroutines {
+		l.done.Go(func() { l.work(g) })
+	}
+	return l
+}
+
+// run releases the goroutines and returns when all n calls have returned.
+func (l *redisLoad) run() redisLoadResult {
+	close(l.release)
+	l.done.Wait()
+	r := redisLoadResult{allowed: l.allowed.Load(), failed: l.failed.Load()}
+	if e := l.firstErr.Load(); e != nil {
+		r.firstErr = *e
+	}
+	return r
+}
+
+// abandon ends the goroutines without making any call.
+func (l *redisLoad) abandon() {
+	l.next.Store(l.n)
+	l.run()
+}
+
+func (l *redisLoad) work(g int) {
+	k := len(l.decide)
+	pos, stride := g*k/l.goroutines, redisKeyStride%k
+	var ok, bad int64
+	<-l.release
+	for {
+		i := l.next.Add(1) - 1
+		if i >= l.n {
+			break
+		}
+		d := l.decide[pos]
+		if pos += stride; pos >= k {
+			pos -= k
+		}
+		start := time.Since(l.base)
+		a, err := d(l.ctx)
+		end := time.Since(l.base)
+		if l.lat != nil {
+			l.lat[i] = int64(end - start)
+		}
+		if err != nil {
+			if bad == 0 {
+				e := err // only a failing call pays for e's allocation
+				l.firstErr.CompareAndSwap(nil, &e)
+			}
+			bad++
+		}
+		if a {
+			ok++
+		}
+	}
+	l.allowed.Add(ok)
+	l.failed.Add(bad)
+}
+
+// serverStats is what INFO says of a Redis server's work so far.
+type serverStats struct {
+	cpuSeconds  float64 // used_cpu_sys + used_cpu_user: the server process
+	scriptCalls int64   // calls of EVAL, EVALSHA, EVAL_RO, EVALSHA_RO
+	scriptUsec  int64   // their usec: time spent executing them
+}
+
+func (s serverStats) sub(t serverStats) serverStats {
+	return serverStats{s.cpuSeconds - t.cpuSeconds, s.scriptCalls - t.scriptCalls, s.scriptUsec - t.scriptUsec}
+}
+
+// readServerStats reads INFO cpu and INFO commandstats (two commands, so
+// that a Redis older than 7, which takes one section, answers too).
+func readServerStats(ctx context.Context, c *redis.Client) (serverStats, error) {
+	cpu, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		return serverStats{}, fmt.Errorf("INFO cpu: %w", err)
+	}
+	cmds, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return serverStats{}, fmt.Errorf("INFO commandstats: %w", err)
+	}
+	return parseServerStats(cpu + "\n" + cmds)
+}
+
+// scriptCommands are the commandstats entries counted as script calls.
+var scriptCommands = map[string]bool{
+	"cmdstat_eval": true, "cmdstat_evalsha": true,
+	"cmdstat_eval_ro": true, "cmdstat_evalsha_ro": true,
+}
+
+// parseServerStats reads the fields of serverStats from INFO's text:
+//
+//	used_cpu_sys:1.234567
+//	used_cpu_user:2.345678
+//	cmdstat_evalsha:calls=10,usec=50,usec_per_call=5.00,rejected_calls=0,failed_calls=0
+func parseServerStats(info string) (serverStats, error) {
+	var s serverStats
+	var seen int
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		name, value, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if !ok {
+			continue
+		}
+		switch {
+		case name == "used_cpu_sys" || name == "used_cpu_user":
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				return s, fmt.Errorf("INFO %s: %w", name, err)
+			}
+			s.cpuSeconds += v
+			seen++
+		case scriptCommands[name]:
+			for field := range strings.SplitSeq(value, ",") {
+				k, v, _ := strings.Cut(field, "=")
+				if k != "calls" && k != "usec" {
+					continue
+				}
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return s, fmt.Errorf("INFO %s %s: %w", name, k, err)
+				}
+				if k == "calls" {
+					s.scriptCalls += n
+				} else {
+					s.scriptUsec += n
+				}
+			}
+		}
+	}
+	if seen != 2 {
+		return s, fmt.Errorf("INFO cpu: used_cpu_sys and used_cpu_user not both found in %q", info)
+	}
+	return s, sc.Err()
 }
