@@ -29,6 +29,37 @@
 // the time from empty back to full, as clients are told it (httplimit puts
 // it in the rate-limit headers). PolicyOf reads it from any Limiter.
 //
+// # Coalescing
+//
+// A Redis limiter used through a *redis.Client (one server, or a failover
+// client) coalesces its calls. A call that finds fewer than 4 script calls
+// of its limiter in flight goes at once, alone: no timer, no added latency.
+// Calls that arrive while 4 are in flight wait in a queue; when a script
+// call returns, its leader hands the queue (up to 128 requests) to the first
+// queued call, which sends it as one call of the batch script and answers
+// the others. The script decides them in order, on one reading of the
+// server's TIME, and writes each key before the next request reads it, so
+// every call gets exactly the Result it would have got alone, calls on the
+// same key in one batch see each other's effects, and a key holding foreign
+// state answers only its own call with ErrCorruptState. No goroutine is
+// started: every caller returns as soon as its answer is there.
+//
+// A call whose ctx ends while it waits in the queue returns the ctx's error
+// at once and is not sent. One whose batch is already on the wire also
+// returns at once, but its decision may still be made on the server, as with
+// a timeout of a call of its own. A batch is sent with no caller's
+// cancellation and with the latest of its callers' deadlines (none if one has
+// none), so one caller giving up never fails the others. A server error or
+// a lost connection fails the calls of that batch only, each with an error
+// wrapping the cause. NOSCRIPT (after SCRIPT FLUSH, a restart or a failover)
+// is answered by go-redis sending the script with EVAL. go-redis retries a
+// command whose connection failed when MaxRetries >= 0, and a retried batch
+// may then be decided twice, as a retried single call may: use
+// MaxRetries: -1 with the Redis limiters, or WithoutCoalescing to keep what
+// a lost reply puts at risk to one decision. Through a cluster or ring
+// client, whose calls are routed by their first key, every decision is a
+// script call of its own.
+//
 // # Exactness
 //
 // Time is kept in integers: nanoseconds in process, microseconds in Redis.

@@ -92,10 +92,12 @@ type Option func(*config) error
 
 // config collects what the options set.
 type config struct {
-	clock     Clock
-	clockSet  bool
-	prefix    string
-	prefixSet bool
+	clock       Clock
+	clockSet    bool
+	prefix      string
+	prefixSet   bool
+	coalesce    bool
+	coalesceSet bool
 }
 
 // WithClock makes an in-process limiter read time from c instead of the system
@@ -127,6 +129,22 @@ func WithKeyPrefix(p string) Option {
 	}
 }
 
+// WithoutCoalescing makes a Redis limiter send every decision as a script
+// call of its own, instead of gathering the calls that arrive while others
+// are in flight into one call (see RedisTokenBucket). Coalescing adds no
+// latency when calls do not overlap, and multiplies the decisions one Redis
+// server can make; turn it off when each decision must travel alone: when
+// the client retries commands (MaxRetries >= 0) and a lost reply must put
+// at most one decision at risk of being made twice, or when tracing or
+// command metrics must show one script call per decision. It applies to the
+// Redis limiters only.
+func WithoutCoalescing() Option {
+	return func(cfg *config) error {
+		cfg.coalesce, cfg.coalesceSet = false, true
+		return nil
+	}
+}
+
 // backend says where a limiter keeps its state, which decides the options it
 // takes.
 type backend int
@@ -153,6 +171,12 @@ func applyOptions(kind string, where backend, opts []Option) (config, error) {
 	}
 	if where == inProcess && cfg.prefixSet {
 		return cfg, fmt.Errorf("%w: %s: WithKeyPrefix applies to Redis limiters only", ErrInvalidConfig, kind)
+	}
+	if where == inProcess && cfg.coalesceSet {
+		return cfg, fmt.Errorf("%w: %s: WithoutCoalescing applies to Redis limiters only", ErrInvalidConfig, kind)
+	}
+	if where == onRedis && !cfg.coalesceSet {
+		cfg.coalesce = true
 	}
 	if cfg.clock == nil {
 		cfg.clock = systemClock{}

@@ -2,17 +2,10 @@ package ratelimit
 
 import (
 	"context"
-	_ "embed"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-//go:embed scripts/tokenbucket.lua
-var tokenBucketLua string
-
-// tokenBucketScript is immutable: go-redis only reads its source and hash.
-var tokenBucketScript = redis.NewScript(tokenBucketLua)
 
 // DefaultTokenBucketPrefix starts the key prefix RedisTokenBucket uses unless
 // WithKeyPrefix gives one: the default prefix is DefaultTokenBucketPrefix +
@@ -25,9 +18,15 @@ const DefaultTokenBucketPrefix = "ratelimit:tb:"
 // RedisTokenBucket is a token bucket per key kept in Redis, so that every
 // process using the same Redis shares one bucket per key.
 //
-// Each decision is one EVALSHA of an embedded Lua script (EVAL when the server
-// does not have it cached, after a restart, failover or SCRIPT FLUSH), which
-// reads the time from the server's TIME, so clients' clocks do not matter.
+// Decisions are made by an embedded Lua script, sent with EVALSHA (EVAL when
+// the server does not have it cached, after a restart, failover or SCRIPT
+// FLUSH), which reads the time from the server's TIME, so clients' clocks do
+// not matter. Through a *redis.Client (one server, or a failover client),
+// calls that arrive while others are in flight are coalesced: gathered and
+// decided together by one script call, in order, each with exactly the
+// Result it would have had alone (see "Coalescing" in the package
+// documentation, and WithoutCoalescing). Through a cluster or ring client
+// each decision is one script call.
 // Each key is one HASH at KeyPrefix()+key, with exactly the fields credit and
 // last_refill in integer microseconds, and a TTL equal to the time until the
 // bucket is full again (whole ms, rounded up): a key that has expired is a
@@ -75,7 +74,7 @@ func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64
 	r, err := newRedisLimiter(client, redisSpec{
 		kind:          kind,
 		name:          "Redis token bucket",
-		script:        tokenBucketScript,
+		algo:          "t",
 		defaultPrefix: DefaultTokenBucketPrefix,
 		limit:         capacity,
 		param:         interval,

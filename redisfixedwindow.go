@@ -2,18 +2,11 @@ package ratelimit
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-//go:embed scripts/fixedwindow.lua
-var fixedWindowLua string
-
-// fixedWindowScript is immutable: go-redis only reads its source and hash.
-var fixedWindowScript = redis.NewScript(fixedWindowLua)
 
 // DefaultFixedWindowPrefix starts the key prefix RedisFixedWindow uses unless
 // WithKeyPrefix gives one: the default prefix is DefaultFixedWindowPrefix +
@@ -26,8 +19,8 @@ const DefaultFixedWindowPrefix = "ratelimit:fw:"
 // limit units of work per window, shared by every process using the same
 // Redis.
 //
-// It decides as FixedWindow does. Each decision is one EVALSHA of an embedded
-// Lua script; each key is one counter at KeyPrefix()+key (a STRING of decimal
+// It decides as FixedWindow does, by an embedded Lua script whose calls are
+// coalesced as RedisTokenBucket's are; each key is one counter at KeyPrefix()+key (a STRING of decimal
 // digits, at least 1) whose PX TTL is the time left in its window, so the
 // window's time is the server's own. A window whose time is up has ended,
 // also during the millisecond in which Redis still keeps its key.
@@ -74,7 +67,7 @@ func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration,
 	r, err := newRedisLimiter(client, redisSpec{
 		kind:          kind,
 		name:          "Redis fixed window",
-		script:        fixedWindowScript,
+		algo:          "w",
 		defaultPrefix: DefaultFixedWindowPrefix,
 		limit:         limit,
 		param:         window.Milliseconds(),

@@ -2,17 +2,10 @@ package ratelimit
 
 import (
 	"context"
-	_ "embed"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-//go:embed scripts/gcra.lua
-var gcraLua string
-
-// gcraScript is immutable: go-redis only reads its source and hash.
-var gcraScript = redis.NewScript(gcraLua)
 
 // DefaultGCRAPrefix starts the key prefix RedisGCRA uses unless WithKeyPrefix
 // gives one: the default prefix is DefaultGCRAPrefix + "<limit>:<interval>:",
@@ -24,7 +17,8 @@ const DefaultGCRAPrefix = "ratelimit:gcra:"
 // RedisGCRA is a GCRA limiter per key kept in Redis: limit requests per period,
 // with bursts of up to limit, shared by every process using the same Redis.
 //
-// Each decision is one EVALSHA of an embedded Lua script on the server's TIME.
+// Decisions are made by an embedded Lua script on the server's TIME, and are
+// coalesced as RedisTokenBucket's are.
 // Each key is one STRING at KeyPrefix()+key holding the theoretical arrival
 // time in integer microseconds (decimal digits only), with a TTL equal to the
 // time until the key is back to its full limit (whole ms, rounded up). It
@@ -71,7 +65,7 @@ func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts .
 	r, err := newRedisLimiter(client, redisSpec{
 		kind:          kind,
 		name:          "Redis GCRA",
-		script:        gcraScript,
+		algo:          "g",
 		defaultPrefix: DefaultGCRAPrefix,
 		limit:         limit,
 		param:         interval,

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"math"
 	"strconv"
@@ -11,9 +12,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// stateErrorCode starts the error reply with which a script refuses a key that
-// does not hold its state (see the scripts' headers).
-const stateErrorCode = "RATELIMIT_STATE "
+//go:embed scripts/batch.lua
+var batchLua string
+
+// batchScript decides the requests of every Redis limiter, many per call.
+// It is immutable: go-redis only reads its source and hash.
+var batchScript = redis.NewScript(batchLua)
 
 // redisLimiter is what the Redis limiters share: one script call per
 // decision on one key, prefix + key, with the limit and one more number of the
@@ -26,10 +30,11 @@ const stateErrorCode = "RATELIMIT_STATE "
 type redisLimiter struct {
 	name   string // the limiter's name in errors
 	client redis.Scripter
-	script *redis.Script
 	prefix string
 	limit  int
 	args   [2]any // limit and param, formatted once
+	algo   any    // the batch script's name of the algorithm: "t", "g" or "w"
+	co     *coalescer
 }
 
 // redisSpec is everything a Redis limiter is built from, its numbers already
@@ -37,7 +42,7 @@ type redisLimiter struct {
 type redisSpec struct {
 	kind          string // the constructor's name, in configuration errors
 	name          string // the limiter's name, in Allow's errors
-	script        *redis.Script
+	algo          string // the batch script's name of the algorithm: "t", "g" or "w"
 	defaultPrefix string // the algorithm's Default*Prefix
 	limit         int    // the script's first argument
 	param         int64  // the script's second argument, the algorithm's own number
@@ -62,14 +67,21 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 	if cfg.prefixSet {
 		prefix = cfg.prefix
 	}
-	return redisLimiter{
+	r := redisLimiter{
 		name:   spec.name,
 		client: client,
-		script: spec.script,
 		prefix: prefix,
 		limit:  spec.limit,
 		args:   [2]any{limit, param},
-	}, nil
+		algo:   spec.algo,
+	}
+	// Only a client of one server can send a batch whose keys lie in
+	// several hash slots; a cluster or ring client routes each call by its
+	// first key, so there every decision travels alone.
+	if _, oneServer := client.(*redis.Client); cfg.coalesce && oneServer {
+		r.co = &coalescer{maxInFlight: defaultMaxInFlight, maxBatch: defaultMaxBatch, send: r.sendBatch}
+	}
+	return r, nil
 }
 
 // notBuilt is the error of a call on a nil or zero-value Redis limiter of the
@@ -78,8 +90,9 @@ func notBuilt(typ string) error {
 	return fmt.Errorf("%w: a nil or zero-value *%s; create one with New%s", ErrInvalidConfig, typ, typ)
 }
 
-// allow decides n for key with one script call. See Limiter for the
-// contract.
+// allow decides n for key. See Limiter for the contract. With coalescing,
+// the call may travel in one script call with others (see coalescer);
+// without, it is one call of its own.
 func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, error) {
 	if ctx == nil {
 		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
@@ -87,27 +100,60 @@ func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, er
 	if err := checkCost(n, r.limit); err != nil {
 		return Result{Limit: r.limit}, err
 	}
-	// The keys and arguments go in one allocation; go-redis copies both.
-	call := &scriptCall{keys: [1]string{r.prefix + key}, args: [3]any{r.args[0], r.args[1], n}}
-	reply, err := r.script.Run(ctx, r.client, call.keys[:], call.args[:]...).Result()
-	if err == nil {
-		var res Result
-		if res, err = decisionFromReply(reply, r.limit); err == nil {
-			return res, nil
-		}
-	} else if redis.HasErrorPrefix(err, stateErrorCode) {
-		// The script refused a key that does not hold its state: that
-		// concerns this key's data, not the backend.
-		why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "ERR "), stateErrorCode)
-		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w: %s", r.name, call.keys[0], ErrCorruptState, why)
+	p := &pending{ctx: ctx, key: r.prefix + key, n: n}
+	if r.co == nil {
+		r.sendBatch(ctx, []*pending{p})
+	} else if !r.co.do(p) {
+		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, ctx.Err())
 	}
-	return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, call.keys[0], err)
+	return p.res, p.err
 }
 
-// scriptCall holds one call's KEYS and ARGV.
-type scriptCall struct {
-	keys [1]string
-	args [3]any
+// batchArgs is how many arguments of the batch script each request of one
+// check takes: its number of checks, then kind, limit, param and cost.
+const batchArgs = 5
+
+// sendBatch decides batch with one call of the batch script, and sets each
+// call's res and err: its decision, the error that refused its key, or the
+// batch's error.
+func (r *redisLimiter) sendBatch(ctx context.Context, batch []*pending) {
+	keys := make([]string, len(batch))
+	args := make([]any, 1+batchArgs*len(batch))
+	args[0] = len(batch)
+	for i, p := range batch {
+		keys[i] = p.key
+		a := args[1+batchArgs*i : 1+batchArgs*(i+1)]
+		a[0], a[1], a[2], a[3], a[4] = 1, r.algo, r.args[0], r.args[1], p.n
+	}
+	reply, err := batchScript.Run(ctx, r.client, keys, args...).Result()
+	var replies []any
+	if err == nil {
+		var ok bool
+		if replies, ok = reply.([]any); !ok || len(replies) != len(batch) {
+			err = fmt.Errorf("unexpected reply from Redis script: %#v", reply)
+		}
+	}
+	for i, p := range batch {
+		if err != nil {
+			p.res, p.err = Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, err)
+			continue
+		}
+		p.res, p.err = r.decision(p.key, replies[i])
+	}
+}
+
+// decision turns one request's reply from the batch script into its answer.
+func (r *redisLimiter) decision(key string, reply any) (Result, error) {
+	if text, ok := reply.(string); ok && strings.HasPrefix(text, "!") {
+		// The script refused a key that does not hold its state: that
+		// concerns this key's data, not the backend.
+		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w: %s", r.name, key, ErrCorruptState, text[1:])
+	}
+	res, err := decisionFromReply(reply, r.limit)
+	if err != nil {
+		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, key, err)
+	}
+	return res, nil
 }
 
 // decisionFromReply checks a Redis limiter script's reply, the string

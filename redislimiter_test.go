@@ -303,20 +303,21 @@ func (redisReplyError) RedisError()     {}
 func TestRedisLimitersTellCorruptStateFromBackendErrors(t *testing.T) {
 	cases := []struct {
 		name    string
+		reply   any
 		err     error
 		corrupt bool
 	}{
-		{"a refusal", redisReplyError("RATELIMIT_STATE not a STRING"), true},
-		{"a refusal with ERR", redisReplyError("ERR RATELIMIT_STATE not a STRING"), true},
-		{"WRONGTYPE from elsewhere", redisReplyError("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
-		{"another error reply", redisReplyError("ERR something else"), false},
-		{"OOM", redisReplyError("OOM command not allowed when used memory > 'maxmemory'"), false},
-		{"not a reply", errors.New("RATELIMIT_STATE from the network?"), false},
+		{"a refusal", []any{"!k: not a STRING"}, nil, true},
+		{"a refusal-like error reply", nil, redisReplyError("ERR RATELIMIT_STATE not a STRING"), false},
+		{"WRONGTYPE from elsewhere", nil, redisReplyError("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
+		{"another error reply", nil, redisReplyError("ERR something else"), false},
+		{"OOM", nil, redisReplyError("OOM command not allowed when used memory > 'maxmemory'"), false},
+		{"not a reply", nil, errors.New("!from the network?"), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, kind := range redisKinds {
-				l, err := kind.new(cannedScripter{err: tc.err}, 3, time.Second)
+				l, err := kind.new(cannedScripter{reply: tc.reply, err: tc.err}, 3, time.Second)
 				require.NoError(t, err)
 				res, err := l.Allow(context.Background(), "k", 1)
 				require.Error(t, err)

@@ -1,0 +1,155 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Coalescing: while a script call of a Redis limiter is in flight, the Allow
+// calls that arrive are queued, and sent together as one call of the batch
+// script when a call in flight returns. No goroutine is started: the caller
+// that finds room leads its batch, and a leader whose batch is done hands
+// the next batch (the queue, up to maxBatch calls) to the first of its
+// calls, which leads it in turn, so that every goroutine returns as soon as
+// its own answer is there.
+
+const (
+	// defaultMaxInFlight is how many batches of one limiter may be on the
+	// wire at once: enough to keep a Redis server busy while replies travel
+	// and are parsed, few enough that batches grow under load.
+	defaultMaxInFlight = 4
+	// defaultMaxBatch bounds the requests of one script call, so that one
+	// call never holds the server for long.
+	defaultMaxBatch = 128
+)
+
+// pending is one Allow call on its way through a coalescer.
+type pending struct {
+	ctx   context.Context
+	key   string // the Redis key
+	n     int
+	res   Result
+	err   error
+	done  chan struct{} // receives once: the answer is there, or lead is set
+	lead  []*pending    // a batch this call must send; set under the coalescer's lock
+	taken bool          // in a batch; set under the coalescer's lock
+}
+
+// coalescer gathers the calls of one Redis limiter into batches. Its fields
+// are guarded by mu. It is safe for concurrent use.
+type coalescer struct {
+	mu          sync.Mutex
+	inFlight    int
+	queue       []*pending
+	maxInFlight int
+	maxBatch    int
+	send        func(ctx context.Context, batch []*pending) // fills every call's res and err
+}
+
+// do decides p: at once, as a batch of its own, when fewer than maxInFlight
+// batches are on the wire and none is waiting; otherwise in a later batch.
+// It returns p's answer, or, when p.ctx ends while p waits, waiting false:
+// the caller then answers with the ctx's error and must not read p again.
+func (c *coalescer) do(p *pending) (waited bool) {
+	c.mu.Lock()
+	if c.inFlight < c.maxInFlight && len(c.queue) == 0 {
+		c.inFlight++
+		c.mu.Unlock()
+		c.lead([]*pending{p})
+		return true
+	}
+	p.done = make(chan struct{}, 1)
+	c.queue = append(c.queue, p)
+	c.mu.Unlock()
+
+	select {
+	case <-p.done:
+	case <-p.ctx.Done():
+		c.mu.Lock()
+		if !p.taken {
+			c.remove(p)
+			c.mu.Unlock()
+			return false
+		}
+		leads := p.lead != nil
+		c.mu.Unlock()
+		if !leads {
+			// Its batch is on the wire: its decision may still be made,
+			// but the caller has given up.
+			return false
+		}
+		<-p.done // handed a batch, which must be sent all the same
+	}
+	if p.lead != nil {
+		c.lead(p.lead)
+	}
+	return true
+}
+
+// lead sends batch, answers its calls, and hands the next batch over. A
+// batch of one is sent with its call's ctx; a larger one with none of its
+// callers' cancellation (each caller stops waiting on its own) and the
+// latest of their deadlines, if every one has a deadline.
+func (c *coalescer) lead(batch []*pending) {
+	ctx := batch[0].ctx
+	if len(batch) > 1 {
+		var cancel context.CancelFunc
+		ctx, cancel = batchContext(batch)
+		defer cancel()
+	}
+	c.send(ctx, batch)
+	for _, q := range batch[1:] {
+		q.done <- struct{}{}
+	}
+	c.handOver()
+}
+
+// handOver gives the queued calls, up to maxBatch, to the first of them to
+// send, or frees the batch's place on the wire when none is queued.
+func (c *coalescer) handOver() {
+	c.mu.Lock()
+	if len(c.queue) == 0 {
+		c.inFlight--
+		c.mu.Unlock()
+		return
+	}
+	size := min(len(c.queue), c.maxBatch)
+	batch := make([]*pending, size)
+	copy(batch, c.queue)
+	c.queue = c.queue[size:]
+	if len(c.queue) == 0 {
+		c.queue = nil
+	}
+	for _, q := range batch {
+		q.taken = true
+	}
+	batch[0].lead = batch
+	c.mu.Unlock()
+	batch[0].done <- struct{}{}
+}
+
+// remove takes p out of the queue. The caller holds mu.
+func (c *coalescer) remove(p *pending) {
+	for i, q := range c.queue {
+		if q == p {
+			c.queue = append(c.queue[:i], c.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// batchContext returns the context a batch of several calls is sent with.
+func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, p := range batch {
+		d, ok := p.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.WithoutCancel(batch[0].ctx))
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+}
