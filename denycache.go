@@ -10,15 +10,17 @@ import (
 // requests on a denied key locally, without a round trip, for as long as the
 // backend cannot possibly allow them.
 //
-// When the backend denies n for key with RetryAfter r, no request for n or
-// more on key can succeed within r: tokens refill no faster than the rate,
-// a window does not end early, and other clients only take tokens. So for
-// the next r, or MaxAge if that is shorter, DenyCache denies requests for key
-// of cost n or more itself. A local denial is the backend's, aged: its
-// RetryAfter and ResetAfter are the backend's less the time passed since the
-// backend was asked, so MaxAge bounds only how long a denial is remembered,
-// never the wait reported. Requests for less, peeks, and everything after
-// that go to the backend. It never denies what the backend would allow, as
+// When the backend denies n for key with RetryAfter r and n-1 remaining, no
+// request for n on key can succeed within r, and its Remaining stays n-1
+// until then: tokens refill no faster than the rate, a window does not end
+// early, and other clients only take tokens. So for the next r, or MaxAge if
+// that is shorter, DenyCache denies requests for key of cost n itself. A
+// local denial is the backend's, aged: its RetryAfter and ResetAfter are the
+// backend's less the time passed since the backend was asked, so MaxAge
+// bounds only how long a denial is remembered, never the wait reported, and
+// a local answer is the one the backend would give. Requests of another
+// cost, peeks, denials with other Remaining values, and everything after
+// that go to the backend. A nil ctx is an error. It never denies what the backend would allow, as
 // long as the backend's clock and the DenyCache's run at the same rate (the
 // time is taken before the backend is asked, so the round trip only shortens
 // what is remembered).
@@ -109,13 +111,16 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 	if c == nil || c.backend == nil {
 		return Result{}, errNotMadeBy("DenyCache", "NewDenyCache")
 	}
+	if ctx == nil {
+		return Result{Limit: c.policy.Limit}, fmt.Errorf("ratelimit: DenyCache: %w", errNilContext)
+	}
 	if n <= 0 {
 		return c.backend.Allow(ctx, key, n)
 	}
 	reading := c.base.elapsed()
 	sh, now := c.denials.lock(key, reading, maxSpan)
 	// A cost above the limit goes on to the backend, whose error says so.
-	if d, _ := sh.lookup(key); now < d.until && n >= d.n && n <= d.res.Limit {
+	if d, _ := sh.lookup(key); now < d.until && n == d.n {
 		sh.mu.Unlock()
 		res := d.res.aged(time.Duration(now - d.at))
 		if c.hooks != nil {
@@ -126,7 +131,10 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 	sh.mu.Unlock()
 
 	res, err := c.backend.Allow(ctx, key, n)
-	if err != nil || res.Allowed || res.RetryAfter <= 0 {
+	// Only a denial whose Remaining cannot change before the same request
+	// is allowed (n-1 left: it grows no further until n are there) is
+	// remembered, so that a local answer equals the backend's, aged.
+	if err != nil || res.Allowed || res.RetryAfter <= 0 || res.Remaining != n-1 {
 		return res, err
 	}
 	c.remember(key, denial{until: reading + min(int64(res.RetryAfter), c.maxAge), at: reading, n: n, res: res})

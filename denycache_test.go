@@ -115,10 +115,15 @@ func TestDenyCacheLetsSmallerRequestsThrough(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.Allowed)
 	calls := counted.calls.Load()
+	res, err = cache.Allow(ctx, "k", 3)
+	require.NoError(t, err)
+	assert.False(t, res.Allowed)
+	assert.Equal(t, calls, counted.calls.Load(), "the same request is denied locally")
 	res, err = cache.Allow(ctx, "k", 4)
 	require.NoError(t, err)
 	assert.False(t, res.Allowed)
-	assert.Equal(t, calls, counted.calls.Load(), "a larger request is denied locally")
+	assert.Equal(t, calls+1, counted.calls.Load(), "another cost goes to the backend, whose wait differs")
+	calls++
 	res, err = cache.Allow(ctx, "k", 2)
 	require.NoError(t, err)
 	assert.True(t, res.Allowed, "a smaller one goes to the backend and passes")
@@ -311,4 +316,40 @@ func TestDenyCacheNotMadeByItsConstructorErrs(t *testing.T) {
 	require.Error(t, err)
 	_, err = (&DenyCache{}).Allow(context.Background(), "k", 1)
 	require.Error(t, err)
+}
+
+func TestDenyCacheLocalAnswersEqualTheBackendsForCostsAboveOne(t *testing.T) {
+	// 10 at 10/s, drained, asked for 5: 0 left is not 4, so the denial is
+	// not remembered (its Remaining grows while it waits); asked for 1 with
+	// none left, it is, and the local answers match the backend's.
+	clock := NewFakeClock(epoch)
+	backend, err := NewTokenBucket(10, 10, WithClock(clock))
+	require.NoError(t, err)
+	bare, err := NewTokenBucket(10, 10, WithClock(clock))
+	require.NoError(t, err)
+	cache, err := NewDenyCache(backend, DenyCacheConfig{Clock: clock})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, l := range []Limiter{cache, bare} {
+		_, err := l.Allow(ctx, "k", 10)
+		require.NoError(t, err)
+	}
+	for i, n := range []int{5, 5, 9, 1, 1, 5, 1} {
+		clock.Advance(30 * time.Millisecond)
+		want, err := bare.Allow(ctx, "k", n)
+		require.NoError(t, err)
+		got, err := cache.Allow(ctx, "k", n)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "step %d, n %d", i, n)
+	}
+}
+
+func TestDenyCacheRefusesANilContext(t *testing.T) {
+	backend, err := NewTokenBucket(1, 1)
+	require.NoError(t, err)
+	cache, err := NewDenyCache(backend, DenyCacheConfig{})
+	require.NoError(t, err)
+	var nilCtx context.Context
+	_, err = cache.Allow(nilCtx, "k", 1)
+	require.ErrorContains(t, err, "nil context")
 }

@@ -207,6 +207,9 @@ func (g *Guard) byPolicy(ctx context.Context, key string, n int, retryAfter time
 		return Result{Limit: limit}, source, checkCost(n, limit)
 	}
 	retryAfter = max(retryAfter, time.Nanosecond)
+	if n == 0 && g.cfg.OnFailure != FailOver {
+		return Result{Allowed: true, Limit: limit}, source, nil // a peek is always allowed
+	}
 	switch g.cfg.OnFailure {
 	case FailOver:
 		res, err := g.cfg.Fallback.Allow(ctx, key, n)

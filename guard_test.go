@@ -388,3 +388,12 @@ func TestGuardRefusesANilContext(t *testing.T) {
 	_, err = (&Guard{}).Allow(context.Background(), "k", 1)
 	require.Error(t, err)
 }
+
+func TestGuardAllowsPeeksWhileTheBackendFails(t *testing.T) {
+	backend := &stubBackend{err: errDown}
+	g, err := NewGuard(backend, GuardConfig{OnFailure: FailClosed})
+	require.NoError(t, err)
+	res, err := g.Allow(context.Background(), "k", 0)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "a peek is always allowed")
+}

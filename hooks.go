@@ -16,6 +16,7 @@ type Hooks interface {
 
 // Decision describes one Allow call for Hooks.
 type Decision struct {
+	// Key and Cost are the call's key and n.
 	Key  string
 	Cost int
 	// Result and Err are what Allow returned.

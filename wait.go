@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -64,7 +65,9 @@ func waitWith(ctx context.Context, l Limiter, key string, n int, wt waitTime) (R
 			return res, err
 		}
 		wait := max(res.RetryAfter, minWait)
-		sleep := wait + wt.jitter(min(wait/10, maxJitter))
+		// Saturated, so that a wait near the largest Duration cannot wrap
+		// around into a busy loop.
+		sleep := wait + min(wt.jitter(min(wait/10, maxJitter)), math.MaxInt64-wait)
 		if deadline, ok := ctx.Deadline(); ok {
 			left := deadline.Sub(wt.now())
 			if left < wait {
