@@ -109,7 +109,7 @@ func NewDenyCache(backend Limiter, cfg DenyCacheConfig) (*DenyCache, error) {
 // the backend otherwise. See DenyCache.
 func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error) {
 	if c == nil || c.backend == nil {
-		return Result{}, errNotMadeBy("DenyCache", "NewDenyCache")
+		return Result{}, notBuilt("DenyCache")
 	}
 	if ctx == nil {
 		return Result{Limit: c.policy.Limit}, fmt.Errorf("ratelimit: DenyCache: %w", errNilContext)

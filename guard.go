@@ -133,7 +133,7 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 // fails or the breaker is open. See Guard for the details.
 func (g *Guard) Allow(ctx context.Context, key string, n int) (Result, error) {
 	if g == nil || g.backend == nil {
-		return Result{}, errNotMadeBy("Guard", "NewGuard")
+		return Result{}, notBuilt("Guard")
 	}
 	if ctx == nil {
 		return Result{Limit: g.limit()}, fmt.Errorf("ratelimit: Guard: %w", errNilContext)

@@ -43,8 +43,8 @@ var (
 	// limit <= 0, a rate that is <= 0, NaN, infinite or too fast for the
 	// clock's unit, a period or window <= 0, arithmetic that would overflow,
 	// a nil client, or an option that does not apply to the limiter. Allow
-	// on a nil or zero-value Redis limiter, which no constructor returns,
-	// wraps it too.
+	// on a nil or zero-value Redis limiter, Guard or DenyCache, which no
+	// constructor returns, wraps it too.
 	ErrInvalidConfig = errors.New("ratelimit: invalid configuration")
 	// ErrInvalidCost is wrapped by the error Allow returns for n < 0.
 	ErrInvalidCost = errors.New("ratelimit: invalid cost")
@@ -79,10 +79,10 @@ func checkCost(n, limit int) error {
 	return nil
 }
 
-// errNotMadeBy returns the error of a call on a nil or zero-value type that
-// must be made by its constructor.
-func errNotMadeBy(typ, constructor string) error {
-	return fmt.Errorf("ratelimit: %s not made by %s", typ, constructor)
+// notBuilt is the error of a call on a nil or zero-value *typ, which its
+// constructor NewTyp never returns.
+func notBuilt(typ string) error {
+	return fmt.Errorf("%w: a nil or zero-value *%s; create one with New%s", ErrInvalidConfig, typ, typ)
 }
 
 // Option configures a limiter at construction. Each limiter accepts only the
@@ -92,12 +92,11 @@ type Option func(*config) error
 
 // config collects what the options set.
 type config struct {
-	clock       Clock
-	clockSet    bool
-	prefix      string
-	prefixSet   bool
-	coalesce    bool
-	coalesceSet bool
+	clock      Clock
+	clockSet   bool
+	prefix     string
+	prefixSet  bool
+	noCoalesce bool
 }
 
 // WithClock makes an in-process limiter read time from c instead of the system
@@ -140,7 +139,7 @@ func WithKeyPrefix(p string) Option {
 // Redis limiters only.
 func WithoutCoalescing() Option {
 	return func(cfg *config) error {
-		cfg.coalesce, cfg.coalesceSet = false, true
+		cfg.noCoalesce = true
 		return nil
 	}
 }
@@ -172,11 +171,8 @@ func applyOptions(kind string, where backend, opts []Option) (config, error) {
 	if where == inProcess && cfg.prefixSet {
 		return cfg, fmt.Errorf("%w: %s: WithKeyPrefix applies to Redis limiters only", ErrInvalidConfig, kind)
 	}
-	if where == inProcess && cfg.coalesceSet {
+	if where == inProcess && cfg.noCoalesce {
 		return cfg, fmt.Errorf("%w: %s: WithoutCoalescing applies to Redis limiters only", ErrInvalidConfig, kind)
-	}
-	if where == onRedis && !cfg.coalesceSet {
-		cfg.coalesce = true
 	}
 	if cfg.clock == nil {
 		cfg.clock = systemClock{}

@@ -12,25 +12,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
 
-// miniredisClock starts a miniredis whose TIME reads epoch, and returns a
-// client to it and a function that moves its time: TIME through SetTime, and
-// TTLs through FastForward. Real Redis keeps expiry as absolute times, so a
-// clock stepping back lengthens every TTL by the step; FastForward with a
-// negative duration does the same.
+// miniredisClock starts a miniredis whose TIME reads epoch; see
+// redistest.Miniredis.
 func miniredisClock(t *testing.T) (*miniredis.Miniredis, *redis.Client, func(time.Duration)) {
 	t.Helper()
-	m := miniredis.RunT(t)
-	now := epoch
-	m.SetTime(now)
-	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = client.Close() })
-	return m, client, func(d time.Duration) {
-		now = now.Add(d)
-		m.SetTime(now)
-		m.FastForward(d)
-	}
+	return redistest.Miniredis(t, epoch)
 }
 
 func TestRedisTokenBucketMatchesInProcessOnRandomSchedules(t *testing.T) {

@@ -19,14 +19,11 @@ var batchLua string
 // It is immutable: go-redis only reads its source and hash.
 var batchScript = redis.NewScript(batchLua)
 
-// redisLimiter is what the Redis limiters share: one script call per
-// decision on one key, prefix + key, with the limit and one more number of the
-// algorithm's as arguments, and a reply that is checked before it is
-// believed.
-//
-// Every script takes KEYS[1] and ARGV {limit, param, n} and returns the
-// string "allowed remaining retry_after reset_after": allowed is 0 or 1, the
-// waits are in µs.
+// redisLimiter is what the Redis limiters share: decisions on prefix + key
+// by the batch script, one check per request with the algorithm's name, the
+// limit and one more number of the algorithm's as arguments, sent alone or
+// coalesced with others (co, nil without coalescing), and replies that are
+// checked before they are believed.
 type redisLimiter struct {
 	name   string // the limiter's name in errors
 	client redis.Scripter
@@ -78,16 +75,10 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 	// Only a client of one server can send a batch whose keys lie in
 	// several hash slots; a cluster or ring client routes each call by its
 	// first key, so there every decision travels alone.
-	if _, oneServer := client.(*redis.Client); cfg.coalesce && oneServer {
+	if _, oneServer := client.(*redis.Client); !cfg.noCoalesce && oneServer {
 		r.co = &coalescer{maxInFlight: defaultMaxInFlight, maxBatch: defaultMaxBatch, send: r.sendBatch}
 	}
 	return r, nil
-}
-
-// notBuilt is the error of a call on a nil or zero-value Redis limiter of the
-// named type, which its constructor never returns.
-func notBuilt(typ string) error {
-	return fmt.Errorf("%w: a nil or zero-value *%s; create one with New%s", ErrInvalidConfig, typ, typ)
 }
 
 // allow decides n for key. See Limiter for the contract. With coalescing,
@@ -156,7 +147,8 @@ func (r *redisLimiter) decision(key string, reply any) (Result, error) {
 	return res, nil
 }
 
-// decisionFromReply checks a Redis limiter script's reply, the string
+// decisionFromReply checks the batch script's reply to a request of one
+// check, the string
 // "allowed remaining retry_after reset_after" (allowed 0 or 1, the waits in
 // µs), and turns it into a Result. Any reply of another shape is an error: a
 // script reply is never trusted to allow.

@@ -29,13 +29,11 @@ type schedule struct {
 	tats     *keyTable[int64]
 }
 
-// newSchedule validates a bucket of capacity tokens refilling one token every
-// interval nanoseconds and returns its engine. kind names the limiter in
-// errors.
+// newSchedule returns the engine of a bucket of capacity tokens (> 0, which
+// its callers have checked) refilling one token every interval nanoseconds,
+// rejecting an interval or a fill time the clock cannot hold. kind names the
+// limiter in errors.
 func newSchedule(kind string, capacity int, interval int64, clock Clock) (*schedule, error) {
-	if capacity <= 0 {
-		return nil, fmt.Errorf("%w: %s: capacity %d must be > 0", ErrInvalidConfig, kind, capacity)
-	}
 	if interval < 1 {
 		return nil, fmt.Errorf("%w: %s: one token every %d ns is shorter than the clock's 1 ns unit", ErrInvalidConfig, kind, interval)
 	}

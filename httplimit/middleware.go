@@ -60,7 +60,8 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 			return nil, err
 		}
 	}
-	w, hasW := policyWindow(l, &s)
+	policy, hasPolicy := ratelimit.PolicyOf(l)
+	w, hasW := policyWindow(l, policy, hasPolicy, &s)
 	beforeQ, afterQ, beforeR := policyParts(s.policyName, w, hasW)
 	m := &Middleware{
 		limiter:     l,
@@ -75,8 +76,8 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		fields:      fieldWriter{style: s.style, beforeQ: beforeQ, afterQ: afterQ, beforeR: beforeR},
 		replies:     newReplies(s.policyName),
 	}
-	if p, ok := ratelimit.PolicyOf(l); ok {
-		m.fields.fixLimit(p.Limit)
+	if hasPolicy {
+		m.fields.fixLimit(policy.Limit)
 	}
 	return m, nil
 }

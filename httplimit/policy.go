@@ -38,11 +38,12 @@ type windower interface{ Window() time.Duration }
 
 // policyWindow returns the w parameter in whole seconds, rounded up, and
 // whether there is one: set by WithPolicyWindow, or else the Window of the
-// limiter's Policy, or else learned from its FillTime or Window method.
-func policyWindow(l ratelimit.Limiter, s *settings) (int64, bool) {
+// limiter's Policy p (hasPolicy), or else learned from its FillTime or
+// Window method.
+func policyWindow(l ratelimit.Limiter, p ratelimit.Policy, hasPolicy bool, s *settings) (int64, bool) {
 	d := s.window
 	if !s.windowSet {
-		if p, ok := ratelimit.PolicyOf(l); ok {
+		if hasPolicy {
 			d = p.Window
 		} else {
 			switch v := l.(type) {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
 
 // redisKinds builds each Redis limiter as 5 per 10 s.
@@ -23,22 +24,6 @@ var redisKinds = []struct {
 	{"RedisFixedWindow", func(c redis.Scripter) (ratelimit.Limiter, error) {
 		return ratelimit.NewRedisFixedWindow(c, 5, 10*time.Second)
 	}},
-}
-
-// redisAt starts a miniredis whose TIME reads epoch and returns a client to
-// it and a function that moves its time.
-func redisAt(t *testing.T) (*redis.Client, func(time.Duration)) {
-	t.Helper()
-	m := miniredis.RunT(t)
-	now := epoch
-	m.SetTime(now)
-	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = client.Close() })
-	return client, func(d time.Duration) {
-		now = now.Add(d)
-		m.SetTime(now)
-		m.FastForward(d)
-	}
 }
 
 // productionStack wraps l as the README's production section recommends:
@@ -57,8 +42,8 @@ func productionStack(t *testing.T, l ratelimit.Limiter, clock ratelimit.Clock, p
 func TestHeadersThroughTheProductionStackEqualTheBareLimiters(t *testing.T) {
 	for _, kind := range redisKinds {
 		t.Run(kind.name, func(t *testing.T) {
-			bareClient, advanceBare := redisAt(t)
-			stackClient, advanceStack := redisAt(t)
+			_, bareClient, advanceBare := redistest.Miniredis(t, epoch)
+			_, stackClient, advanceStack := redistest.Miniredis(t, epoch)
 			bare, err := kind.new(bareClient)
 			require.NoError(t, err)
 			backend, err := kind.new(stackClient)

@@ -104,20 +104,19 @@ local function bucket(key, capacity, interval, n)
   else
     lag = last - now
   end
+  -- until_full is the wait until a bucket holding c is full again.
+  local function until_full(c)
+    if c < full then
+      return lag + full - c
+    end
+    return 0
+  end
   local cost = n * interval
   if credit < cost then
-    local reset = 0
-    if credit < full then
-      reset = lag + full - credit
-    end
-    return false, math.floor(credit / interval), lag + cost - credit, reset
+    return false, math.floor(credit / interval), lag + cost - credit, until_full(credit)
   end
   local left = credit - cost
-  local reset = 0
-  if left < full then
-    reset = lag + full - left
-  end
-  return true, math.floor(left / interval), 0, reset, function()
+  return true, math.floor(left / interval), 0, until_full(left), function()
     if n > 0 then
       redis.call('HSET', key, 'credit', string.format('%.0f', left), 'last_refill', string.format('%.0f', last))
       redis.call('PEXPIRE', key, ms(lag + full - left))
