@@ -139,9 +139,10 @@ func TestRedisTokenBucketRejectsMalformedReplies(t *testing.T) {
 		{"nil reply", nil, nil},
 		{"an integer", int64(1), nil},
 		{"an array of integers", []any{int64(1), int64(2), int64(0), int64(0)}, nil},
-		{"two replies for one call", []any{"1 2 0 0", "1 2 0 0"}, nil},
-		{"no reply for the call", []any{}, nil},
-		{"a bare string", "1 2 0 0", nil},
+		{"an array of one line", []any{"1 2 0 0"}, nil},
+		{"two lines for one call", "1 2 0 0\n1 2 0 0", nil},
+		{"a line and an empty one", "1 2 0 0\n", nil},
+		{"a refusal of a second check the call does not have", "!2 not a HASH", nil},
 		{"empty", "", nil},
 		{"too short", "1 2 0", nil},
 		{"too long", "1 2 0 0 0", nil},
@@ -159,11 +160,7 @@ func TestRedisTokenBucketRejectsMalformedReplies(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			reply := tc.reply
-			if text, ok := reply.(string); ok && tc.name != "a bare string" {
-				reply = []any{text} // the batch script answers an array
-			}
-			l, err := NewRedisTokenBucket(cannedScripter{reply: reply, err: tc.err}, 3, 1)
+			l, err := NewRedisTokenBucket(cannedScripter{reply: tc.reply, err: tc.err}, 3, 1)
 			require.NoError(t, err)
 			res, err := l.Allow(context.Background(), "k", 1)
 			require.Error(t, err)

@@ -117,46 +117,42 @@ func (r *redisLimiter) sendBatch(ctx context.Context, batch []*pending) {
 		a[0], a[1], a[2], a[3], a[4] = 1, r.algo, r.args[0], r.args[1], p.n
 	}
 	reply, err := batchScript.Run(ctx, r.client, keys, args...).Result()
-	var replies []any
-	if err == nil {
-		var ok bool
-		if replies, ok = reply.([]any); !ok || len(replies) != len(batch) {
-			err = fmt.Errorf("unexpected reply from Redis script: %#v", reply)
-		}
+	text, ok := reply.(string)
+	if err == nil && (!ok || strings.Count(text, "\n") != len(batch)-1) {
+		// One line per request, no more, no fewer.
+		err = fmt.Errorf("unexpected reply from Redis script: %.200q", fmt.Sprint(reply))
 	}
-	for i, p := range batch {
+	for _, p := range batch {
 		if err != nil {
 			p.res, p.err = Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, err)
 			continue
 		}
-		p.res, p.err = r.decision(p.key, replies[i])
+		var line string
+		line, text, _ = strings.Cut(text, "\n")
+		p.res, p.err = r.decision(p.key, line)
 	}
 }
 
-// decision turns one request's reply from the batch script into its answer.
-func (r *redisLimiter) decision(key string, reply any) (Result, error) {
-	if text, ok := reply.(string); ok && strings.HasPrefix(text, "!") {
+// decision turns one request's line of the batch script's reply into its
+// answer.
+func (r *redisLimiter) decision(key string, line string) (Result, error) {
+	if reason, refused := strings.CutPrefix(line, "!1 "); refused {
 		// The script refused a key that does not hold its state: that
 		// concerns this key's data, not the backend.
-		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w: %s", r.name, key, ErrCorruptState, text[1:])
+		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w: %s", r.name, key, ErrCorruptState, reason)
 	}
-	res, err := decisionFromReply(reply, r.limit)
+	res, err := decisionFromLine(line, r.limit)
 	if err != nil {
 		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, key, err)
 	}
 	return res, nil
 }
 
-// decisionFromReply checks the batch script's reply to a request of one
-// check, the string
-// "allowed remaining retry_after reset_after" (allowed 0 or 1, the waits in
-// µs), and turns it into a Result. Any reply of another shape is an error: a
-// script reply is never trusted to allow.
-func decisionFromReply(reply any, limit int) (Result, error) {
-	text, ok := reply.(string)
-	if !ok {
-		return Result{}, fmt.Errorf("unexpected reply from Redis script: %#v", reply)
-	}
+// decisionFromLine checks the batch script's line for a request of one
+// check, "allowed remaining retry_after reset_after" (allowed 0 or 1, the
+// waits in µs), and turns it into a Result. A line of any other shape is an
+// error: a script reply is never trusted to allow.
+func decisionFromLine(text string, limit int) (Result, error) {
 	var v [4]int64
 	rest := text
 	for i := range v {

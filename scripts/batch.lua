@@ -13,12 +13,15 @@
 --             whole milliseconds
 --     n       cost, 0 <= n <= limit; 0 only reads
 --
--- Returns an array of R strings, one per request. An answered request is
--- "allowed remaining retry_after reset_after" for each of its checks in
--- order, separated by spaces: allowed 1 or 0 (the request's, the same for
--- all its checks), remaining whole units, the waits in µs. A request whose
--- key does not hold the state its check writes gets "!" and the reason,
--- changes nothing, and the requests after it are decided as usual.
+-- Returns one string: a line per request, in order, separated by "\n". An
+-- answered request's line is "allowed remaining retry_after reset_after"
+-- for each of its checks in order, all separated by spaces: allowed 1 or 0
+-- (the request's, the same for all its checks), remaining whole units, the
+-- waits in µs. A check that allows on its own reports 0 for retry_after;
+-- when the request is denied it reports what it holds, since nothing was
+-- taken from it. A request with a key that does not hold the state its
+-- check writes gets "!i reason" instead, i the number of that check from
+-- 1; it changes nothing, and the requests after it are decided as usual.
 --
 -- The state of each kind, which every write keeps, and anything else under
 -- a key is refused (another type, other fields, other values, no TTL):
@@ -54,48 +57,54 @@ local function whole(s)
   return v
 end
 
--- read runs a read command under pcall, so that a key of another type is a
--- refusal rather than the end of the whole batch. It returns the reply, or
--- nil and the reason to refuse; other errors end the script.
-local function read(cmd, key, want)
-  local reply = redis.pcall(cmd, key)
+-- wrongtype tells whether a reply of redis.pcall is the error of a key of
+-- another type; any other error ends the script.
+local function wrongtype(reply)
   if type(reply) == 'table' and reply.err then
     if string.sub(reply.err, 1, 9) == 'WRONGTYPE' then
-      return nil, 'not a ' .. want
+      return true
     end
     error(reply.err)
   end
-  return reply
+  return false
 end
 
 local function ms(us)
   return math.max(1, math.ceil(us / 1000))
 end
 
--- Each check function reads its key and returns allowed, remaining, retry,
--- reset and a function that writes the key if the request is allowed; or
--- nil and the reason its key is refused.
+-- Each check function reads its key and returns allowed, remaining, retry
+-- and reset as they are once its cost is taken (or, when it does not allow,
+-- as they are), then the values its writer writes, nil when there is
+-- nothing to write; or nil and the reason its key is refused. Nothing is
+-- written before every check of a request has allowed.
 
 local function bucket(key, capacity, interval, n)
   local full = capacity * interval
-  local state, why = read('HGETALL', key, 'HASH')
-  if not state then
-    return nil, why
+  local state = redis.pcall('HGETALL', key)
+  if wrongtype(state) then
+    return nil, 'not a HASH'
   end
   local credit, last = full, now
   if #state > 0 then
-    local fields = {}
-    for i = 1, #state - 1, 2 do
-      fields[state[i]] = state[i + 1]
+    if #state ~= 4 then
+      credit = nil
+    elseif state[1] == 'credit' and state[3] == 'last_refill' then
+      credit, last = whole(state[2]), whole(state[4])
+    elseif state[1] == 'last_refill' and state[3] == 'credit' then
+      credit, last = whole(state[4]), whole(state[2])
+    else
+      credit = nil
     end
-    credit, last = whole(fields['credit']), whole(fields['last_refill'])
-    if #state ~= 4 or not (credit and last) then
+    if not (credit and last) then
       return nil, 'not a HASH of exactly credit and last_refill, whole numbers below 2^53'
     end
     if redis.call('PTTL', key) < 0 then
       return nil, 'a HASH without the TTL every write sets'
     end
-    credit = math.min(credit, full)
+    if credit > full then
+      credit = full
+    end
   end
   local lag = 0
   if now > last then
@@ -104,32 +113,31 @@ local function bucket(key, capacity, interval, n)
   else
     lag = last - now
   end
-  -- until_full is the wait until a bucket holding c is full again.
-  local function until_full(c)
-    if c < full then
-      return lag + full - c
-    end
-    return 0
-  end
   local cost = n * interval
   if credit < cost then
-    return false, math.floor(credit / interval), lag + cost - credit, until_full(credit)
+    local reset = 0
+    if credit < full then
+      reset = lag + full - credit
+    end
+    return false, math.floor(credit / interval), lag + cost - credit, reset
   end
   local left = credit - cost
-  return true, math.floor(left / interval), 0, until_full(left), function()
-    if n > 0 then
-      redis.call('HSET', key, 'credit', string.format('%.0f', left), 'last_refill', string.format('%.0f', last))
-      redis.call('PEXPIRE', key, ms(lag + full - left))
-    end
+  local reset = 0
+  if left < full then
+    reset = lag + full - left
   end
+  if n == 0 then
+    return true, math.floor(left / interval), 0, reset
+  end
+  return true, math.floor(left / interval), 0, reset, left, last, ms(lag + full - left)
 end
 
 local function gcra(key, limit, interval, n)
-  local tau = limit * interval
-  local stored, why = read('GET', key, 'STRING')
-  if why then
-    return nil, why
+  local stored = redis.pcall('GET', key)
+  if wrongtype(stored) then
+    return nil, 'not a STRING'
   end
+  local tau = limit * interval
   local tat = now
   if stored then
     tat = whole(stored)
@@ -139,26 +147,24 @@ local function gcra(key, limit, interval, n)
     if redis.call('PTTL', key) < 0 then
       return nil, 'a time without the TTL every write sets'
     end
-    tat = math.max(tat, now)
+    if tat < now then
+      tat = now
+    end
   end
   local new_tat = tat + n * interval
   if n > 0 and new_tat - now > tau then
     return false, math.max(0, math.floor((tau - (tat - now)) / interval)), new_tat - tau - now, tat - now
   end
   if n == 0 then
-    new_tat = tat
+    return true, math.max(0, math.floor((tau - (tat - now)) / interval)), 0, tat - now
   end
-  return true, math.max(0, math.floor((tau - (new_tat - now)) / interval)), 0, new_tat - now, function()
-    if n > 0 then
-      redis.call('SET', key, string.format('%.0f', new_tat), 'PX', ms(new_tat - now))
-    end
-  end
+  return true, math.max(0, math.floor((tau - (new_tat - now)) / interval)), 0, new_tat - now, new_tat, ms(new_tat - now)
 end
 
 local function window(key, limit, length, n)
-  local stored, why = read('GET', key, 'STRING')
-  if why then
-    return nil, why
+  local stored = redis.pcall('GET', key)
+  if wrongtype(stored) then
+    return nil, 'not a STRING'
   end
   local count, left = 0, 0
   if stored then
@@ -177,60 +183,101 @@ local function window(key, limit, length, n)
   if count + n > limit then
     return false, math.max(0, limit - count), left * 1000, left * 1000
   end
-  if n > 0 and count == 0 then
-    left = length
+  if n == 0 then
+    return true, limit - count, 0, left * 1000
   end
-  return true, limit - count - n, 0, left * 1000, function()
-    if n > 0 then
-      if count == 0 then
-        redis.call('SET', key, n, 'PX', length) -- opens a window, replacing one whose time is up
-      else
-        redis.call('INCRBY', key, n)
-      end
-    end
+  if count == 0 then
+    return true, limit - n, 0, length * 1000, n, length -- opens a window
   end
+  return true, limit - count - n, 0, left * 1000, n
 end
+
+-- The writers write what their check returned, once every check of the
+-- request has allowed.
+local writers = {
+  t = function(key, left, last, ttl)
+    redis.call('HSET', key, 'credit', string.format('%.0f', left), 'last_refill', string.format('%.0f', last))
+    redis.call('PEXPIRE', key, ttl)
+  end,
+  g = function(key, tat, ttl)
+    redis.call('SET', key, string.format('%.0f', tat), 'PX', ttl)
+  end,
+  w = function(key, n, opens)
+    if opens then
+      redis.call('SET', key, n, 'PX', opens) -- replaces a window whose time is up
+    else
+      redis.call('INCRBY', key, n)
+    end
+  end,
+}
 
 local checks = {t = bucket, g = gcra, w = window}
 
-local replies = {}
+local function line(allowed, remaining, retry, reset)
+  return string.format('%d %.0f %.0f %.0f', allowed, remaining, retry, reset)
+end
+
+local lines = {}
 local a, k = 2, 1
 for r = 1, tonumber(ARGV[1]) do
   local c = tonumber(ARGV[a])
   a = a + 1
-  local all, refused = true, nil
-  local parts, writes = {}, {}
-  for i = 1, c do
-    local check = checks[ARGV[a]]
-    local ok, remaining, retry, reset, write = check(KEYS[k], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
-    if ok == nil and not refused then
-      refused = KEYS[k] .. ': ' .. remaining
+  if c == 1 then
+    -- One check: it decides alone, and writes at once.
+    local kind, key = ARGV[a], KEYS[k]
+    local ok, remaining, retry, reset, w1, w2, w3 = checks[kind](key, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
+    if ok == nil then
+      lines[r] = '!1 ' .. remaining
+    elseif ok then
+      if w1 then
+        writers[kind](key, w1, w2, w3)
+      end
+      lines[r] = line(1, remaining, 0, reset)
+    else
+      lines[r] = line(0, remaining, retry, reset)
     end
-    all = all and ok
-    parts[i] = {remaining, retry, reset}
-    writes[i] = write
     a, k = a + 4, k + 1
-  end
-  if refused then
-    replies[r] = '!' .. refused
   else
-    local out = {}
-    local allowed = 0
-    if all then
-      allowed = 1
-      for i = 1, c do
-        writes[i]()
-      end
-    end
+    -- Several checks: all of them allow, and then all write, or none does.
+    local first_a, first_k = a, k
+    local all, refused = true, nil
+    local parts = {}
     for i = 1, c do
-      local p = parts[i]
-      local retry = p[2]
-      if all then
-        retry = 0
+      local kind, key = ARGV[a], KEYS[k]
+      local p = {checks[kind](key, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))}
+      if p[1] == nil then
+        if not refused then
+          refused = '!' .. i .. ' ' .. p[2]
+        end
+      elseif not p[1] then
+        all = false
       end
-      out[i] = string.format('%d %.0f %.0f %.0f', allowed, p[1], retry, p[3])
+      parts[i] = p
+      a, k = a + 4, k + 1
     end
-    replies[r] = table.concat(out, ' ')
+    if refused then
+      lines[r] = refused
+    else
+      local out = {}
+      a, k = first_a, first_k
+      for i = 1, c do
+        local kind, key, p = ARGV[a], KEYS[k], parts[i]
+        if all then
+          if p[5] then
+            writers[kind](key, p[5], p[6], p[7])
+          end
+          out[i] = line(1, p[2], 0, p[4])
+        elseif p[1] then
+          -- It would allow, but the request is denied: report it untouched.
+          local _, remaining, _, reset = checks[kind](key, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), 0)
+          out[i] = line(0, remaining, 0, reset)
+        else
+          out[i] = line(0, p[2], p[3], p[4])
+        end
+        a, k = a + 4, k + 1
+      end
+      lines[r] = table.concat(out, ' ')
+    end
   end
 end
-return replies
+return table.concat(lines, '\n')
