@@ -31,18 +31,24 @@
 //
 // # Coalescing
 //
-// A Redis limiter used through a *redis.Client (one server, or a failover
-// client) coalesces its calls. A call that finds fewer than 4 script calls
-// of its limiter in flight goes at once, alone: no timer, no added latency.
-// Calls that arrive while 4 are in flight wait in a queue; when a script
-// call returns, its leader hands the queue (up to 128 requests) to the first
-// queued call, which sends it as one call of the batch script and answers
-// the others. The script decides them in order, on one reading of the
-// server's TIME, and writes each key before the next request reads it, so
-// every call gets exactly the Result it would have got alone, calls on the
-// same key in one batch see each other's effects, and a key holding foreign
-// state answers only its own call with ErrCorruptState. No goroutine is
-// started: every caller returns as soon as its answer is there.
+// A Redis limiter coalesces its calls. A call that finds fewer than 4 script
+// calls of its limiter in flight goes at once, alone: no timer, no added
+// latency. Calls that arrive while 4 are in flight wait in a queue; when a
+// script call returns, its leader hands the queue (up to 128 requests) to
+// the first queued call, which sends it and answers the others. The batch
+// script decides a call's requests in order, on one reading of the server's
+// TIME, and writes each key before the next request reads it, so every call
+// gets exactly the Result it would have got alone, calls on the same key in
+// one batch see each other's effects, and a key holding foreign state
+// answers only its own call with ErrCorruptState. No goroutine is started:
+// every caller returns as soon as its answer is there.
+//
+// Through a *redis.Client (one server, or a failover client) a batch is one
+// script call. Through a *redis.ClusterClient it is one script call per hash
+// slot, since a script may only touch the keys of one slot, and the calls
+// for each node go in one pipeline; through a *redis.Ring, one per hash tag,
+// pipelined to each shard. Through any other redis.Scripter every decision
+// is a call of its own.
 //
 // A call whose ctx ends while it waits in the queue returns the ctx's error
 // at once and is not sent. One whose batch is already on the wire also
@@ -52,13 +58,19 @@
 // none), so one caller giving up never fails the others. A server error or
 // a lost connection fails the calls of that batch only, each with an error
 // wrapping the cause. NOSCRIPT (after SCRIPT FLUSH, a restart or a failover)
-// is answered by go-redis sending the script with EVAL. go-redis retries a
-// command whose connection failed when MaxRetries >= 0, and a retried batch
-// may then be decided twice, as a retried single call may: use
-// MaxRetries: -1 with the Redis limiters, or WithoutCoalescing to keep what
-// a lost reply puts at risk to one decision. Through a cluster or ring
-// client, whose calls are routed by their first key, every decision is a
-// script call of its own.
+// is answered by sending the script again with EVAL.
+//
+// A script call is sent at most once. go-redis retries a command whose
+// connection failed after it was sent (when MaxRetries >= 0), though the
+// server may have run it; the Redis limiters let go-redis send a script call
+// again only after a reply that says the server did not run it (a cluster's
+// MOVED, ASK or TRYAGAIN, LOADING, READONLY and the like), so a retry never
+// decides a batch twice: the calls of a batch whose reply was lost get an
+// error, and their decisions may have been made.
+//
+// WithoutCoalescing makes every decision a script call of its own: for a
+// client shared with latency-sensitive work that should not wait behind a
+// batch, or to keep what one lost reply puts at risk to one decision.
 //
 // # Exactness
 //

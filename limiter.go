@@ -130,13 +130,12 @@ func WithKeyPrefix(p string) Option {
 
 // WithoutCoalescing makes a Redis limiter send every decision as a script
 // call of its own, instead of gathering the calls that arrive while others
-// are in flight into one call (see RedisTokenBucket). Coalescing adds no
-// latency when calls do not overlap, and multiplies the decisions one Redis
-// server can make; turn it off when each decision must travel alone: when
-// the client retries commands (MaxRetries >= 0) and a lost reply must put
-// at most one decision at risk of being made twice, or when tracing or
-// command metrics must show one script call per decision. It applies to the
-// Redis limiters only.
+// are in flight into one call (see the package doc, Coalescing). Coalescing
+// adds no latency when calls do not overlap, and multiplies the decisions
+// one Redis server can make; turn it off when each decision must travel
+// alone: when a lost reply must put at most one decision in doubt, or when
+// tracing or command metrics must show one script call per decision. It
+// applies to the Redis limiters only.
 func WithoutCoalescing() Option {
 	return func(cfg *config) error {
 		cfg.noCoalesce = true

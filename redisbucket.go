@@ -21,12 +21,10 @@ const DefaultTokenBucketPrefix = "ratelimit:tb:"
 // Decisions are made by an embedded Lua script, sent with EVALSHA (EVAL when
 // the server does not have it cached, after a restart, failover or SCRIPT
 // FLUSH), which reads the time from the server's TIME, so clients' clocks do
-// not matter. Through a *redis.Client (one server, or a failover client),
-// calls that arrive while others are in flight are coalesced: gathered and
-// decided together by one script call, in order, each with exactly the
-// Result it would have had alone (see "Coalescing" in the package
-// documentation, and WithoutCoalescing). Through a cluster or ring client
-// each decision is one script call.
+// not matter. Calls that arrive while others are in flight are coalesced:
+// gathered and decided together by one script call (one per hash slot on a
+// cluster), in order, each with exactly the Result it would have had alone
+// (see "Coalescing" in the package documentation, and WithoutCoalescing).
 // Each key is one HASH at KeyPrefix()+key, with exactly the fields credit and
 // last_refill in integer microseconds, and a TTL equal to the time until the
 // bucket is full again (whole ms, rounded up): a key that has expired is a

@@ -12,13 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed scripts/batch.lua
-var batchLua string
-
-// batchScript decides the requests of every Redis limiter, many per call.
-// It is immutable: go-redis only reads its source and hash.
-var batchScript = redis.NewScript(batchLua)
-
 // redisLimiter is what the Redis limiters share: decisions on prefix + key
 // by the batch script, one check per request with the algorithm's name, the
 // limit and one more number of the algorithm's as arguments, sent alone or
@@ -31,6 +24,7 @@ type redisLimiter struct {
 	limit  int
 	args   [2]any // limit and param, formatted once
 	algo   any    // the batch script's name of the algorithm: "t", "g" or "w"
+	route  route  // how the client's server(s) take a batch
 	co     *coalescer
 }
 
@@ -72,10 +66,8 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 		args:   [2]any{limit, param},
 		algo:   spec.algo,
 	}
-	// Only a client of one server can send a batch whose keys lie in
-	// several hash slots; a cluster or ring client routes each call by its
-	// first key, so there every decision travels alone.
-	if _, oneServer := client.(*redis.Client); !cfg.noCoalesce && oneServer {
+	r.route = routeOf(client)
+	if !cfg.noCoalesce && r.route != routeAlone {
 		r.co = &coalescer{maxInFlight: defaultMaxInFlight, maxBatch: defaultMaxBatch, send: r.sendBatch}
 	}
 	return r, nil
@@ -98,39 +90,6 @@ func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, er
 		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, ctx.Err())
 	}
 	return p.res, p.err
-}
-
-// batchArgs is how many arguments of the batch script each request of one
-// check takes: its number of checks, then kind, limit, param and cost.
-const batchArgs = 5
-
-// sendBatch decides batch with one call of the batch script, and sets each
-// call's res and err: its decision, the error that refused its key, or the
-// batch's error.
-func (r *redisLimiter) sendBatch(ctx context.Context, batch []*pending) {
-	keys := make([]string, len(batch))
-	args := make([]any, 1+batchArgs*len(batch))
-	args[0] = len(batch)
-	for i, p := range batch {
-		keys[i] = p.key
-		a := args[1+batchArgs*i : 1+batchArgs*(i+1)]
-		a[0], a[1], a[2], a[3], a[4] = 1, r.algo, r.args[0], r.args[1], p.n
-	}
-	reply, err := batchScript.Run(ctx, r.client, keys, args...).Result()
-	text, ok := reply.(string)
-	if err == nil && (!ok || strings.Count(text, "\n") != len(batch)-1) {
-		// One line per request, no more, no fewer.
-		err = fmt.Errorf("unexpected reply from Redis script: %.200q", fmt.Sprint(reply))
-	}
-	for _, p := range batch {
-		if err != nil {
-			p.res, p.err = Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, err)
-			continue
-		}
-		var line string
-		line, text, _ = strings.Cut(text, "\n")
-		p.res, p.err = r.decision(p.key, line)
-	}
 }
 
 // decision turns one request's line of the batch script's reply into its

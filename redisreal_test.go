@@ -295,11 +295,11 @@ func TestRealRedisClusterAcrossSlots(t *testing.T) {
 	assert.Equal(t, int64(len(redisKinds)*keys), total)
 }
 
-// TestRealRedisRetriedTimeoutTakesTokensTwice shows why the Redis limiters
-// want a client with retries off: go-redis retries a command whose reply
-// timed out, but the server may already have run the script, so one Allow
-// can take its tokens twice.
-func TestRealRedisRetriedTimeoutTakesTokensTwice(t *testing.T) {
+// TestRealRedisRetriedTimeoutDecidesOnce: go-redis retries a command whose
+// reply timed out, but the server may already have run the script; the
+// limiters let go-redis send a script call only once, so one Allow never
+// takes its tokens twice, and the caller gets an error that says why.
+func TestRealRedisRetriedTimeoutDecidesOnce(t *testing.T) {
 	server := redistest.Start(t)
 	ctx := context.Background()
 
@@ -336,9 +336,13 @@ func TestRealRedisRetriedTimeoutTakesTokensTwice(t *testing.T) {
 			server.Resume()
 		}()
 		res, err := l.Allow(ctx, "retried", 1)
+		require.ErrorIs(t, err, errNotResent)
+		assert.Contains(t, err.Error(), `"ratelimit:tb:10:1000000000:retried"`, "the error names the key")
+		assert.Equal(t, Result{Limit: 10}, res)
+
+		res, err = l.Allow(ctx, "retried", 0)
 		require.NoError(t, err)
-		assert.True(t, res.Allowed)
-		assert.Equal(t, 8, res.Remaining, "one Allow took 2 tokens: the timed-out try ran too")
+		assert.Equal(t, 9, res.Remaining, "the timed-out try ran, and it alone: one token taken")
 	})
 
 	t.Run("without retries", func(t *testing.T) {

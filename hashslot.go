@@ -1,0 +1,45 @@
+package ratelimit
+
+import "strings"
+
+// clusterSlots is the number of hash slots of a Redis Cluster.
+const clusterSlots = 16384
+
+// hashTag returns the part of key that Redis Cluster (and go-redis's Ring)
+// hashes: the text between the first "{" and the first "}" after it, when
+// that text is not empty; otherwise the whole key.
+func hashTag(key string) string {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			return key[open+1 : open+1+end]
+		}
+	}
+	return key
+}
+
+// hashSlot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
+// hash tag, modulo clusterSlots.
+func hashSlot(key string) int {
+	var crc uint16
+	for _, b := range []byte(hashTag(key)) {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^b]
+	}
+	return int(crc) % clusterSlots
+}
+
+// crc16Table is the CRC16-CCITT (XMODEM, polynomial 0x1021) of each byte
+// value. It is computed once and never written.
+var crc16Table = func() (t [256]uint16) {
+	for i := range t {
+		crc := uint16(i) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+		t[i] = crc
+	}
+	return t
+}()

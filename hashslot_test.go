@@ -1,0 +1,26 @@
+package ratelimit
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestHashSlotMatchesRedisCluster(t *testing.T) {
+	// The slots Redis's CLUSTER KEYSLOT gives for these keys.
+	for key, want := range map[string]int{
+		"":                     0,
+		"123456789":            12739, // CRC16/XMODEM's check value 0x31C3
+		"foo":                  12182,
+		"user:1000":            1649,
+		"{user1000}.following": 3443,
+		"{user1000}.followers": 3443,
+		"user1000":             3443,
+		"foo{}{bar}":           8363,
+		"foo{{bar}}zap":        4015,
+		"foo{bar}{zap}":        5061,
+		"bar":                  5061,
+	} {
+		assert.Equal(t, want, hashSlot(key), "slot of %q", key)
+	}
+}
