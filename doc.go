@@ -31,9 +31,9 @@
 //
 // # Coalescing
 //
-// A Redis limiter coalesces its calls. A call that finds fewer than 4 script
+// A Redis limiter coalesces its calls. A call that finds fewer than 2 script
 // calls of its limiter in flight goes at once, alone: no timer, no added
-// latency. Calls that arrive while 4 are in flight wait in a queue; when a
+// latency. Calls that arrive while 2 are in flight wait in a queue; when a
 // script call returns, its leader hands the queue (up to 128 requests) to
 // the first queued call, which sends it and answers the others. The batch
 // script decides a call's requests in order, on one reading of the server's

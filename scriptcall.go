@@ -52,8 +52,13 @@ func routeOf(client redis.Scripter) route {
 }
 
 // batchArgs is how many arguments of the batch script each request of one
-// check takes: its number of checks, then kind, limit, param and cost.
-const batchArgs = 5
+// check takes: its number of checks, then the number of its limit and its
+// cost; limitArgs is how many the limits take before the requests: their
+// number, then the one limit's kind, limit and param.
+const (
+	batchArgs = 3
+	limitArgs = 4
+)
 
 // scriptCall is one call of the batch script: the requests it decides, and
 // its command.
@@ -121,16 +126,17 @@ func (r *redisLimiter) split(batch []*pending) []scriptCall {
 // its SHA, or "eval" and its source) on batch. Its first script argument is
 // an onceArg, so that go-redis sends it at most once.
 func (r *redisLimiter) command(ctx context.Context, batch []*pending, verb, script string) *redis.Cmd {
-	args := make([]any, 3+len(batch)+1+batchArgs*len(batch))
+	args := make([]any, 3+len(batch)+1+limitArgs+batchArgs*len(batch))
 	args[0], args[1], args[2] = verb, script, len(batch)
 	keys := args[3 : 3+len(batch)]
 	argv := args[3+len(batch):]
 	once := newOnceArg(len(batch))
 	argv[0] = once
+	argv[1], argv[2], argv[3], argv[4] = 1, r.algo, r.args[0], r.args[1]
 	for i, p := range batch {
 		keys[i] = p.key
-		a := argv[1+batchArgs*i : 1+batchArgs*(i+1)]
-		a[0], a[1], a[2], a[3], a[4] = 1, r.algo, r.args[0], r.args[1], p.n
+		a := argv[1+limitArgs+batchArgs*i : 1+limitArgs+batchArgs*(i+1)]
+		a[0], a[1], a[2] = 1, 1, p.n
 	}
 	cmd := redis.NewCmd(ctx, args...)
 	once.cmd = cmd

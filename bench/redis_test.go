@@ -148,6 +148,12 @@ func redisImpls() []redisImpl {
 			l, err := ratelimit.NewRedisTokenBucket(c, cfg.limit, cfg.rate())
 			return ratelimitDecisions(tb, l, err)
 		}},
+		// The same limiter with one script call per decision: the path
+		// every decision took before coalescing, for its latency alone.
+		{"ratelimit-RedisTokenBucket-WithoutCoalescing", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
+			l, err := ratelimit.NewRedisTokenBucket(c, cfg.limit, cfg.rate(), ratelimit.WithoutCoalescing())
+			return ratelimitDecisions(tb, l, err)
+		}},
 		{"ratelimit-RedisGCRA", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
 			l, err := ratelimit.NewRedisGCRA(c, cfg.limit, cfg.period)
 			return ratelimitDecisions(tb, l, err)

@@ -2,15 +2,18 @@
 -- in order, on one reading of the server's TIME.
 --
 -- ARGV[1]   R, the number of requests, >= 1
+-- ARGV[2]   S, the number of limits the checks below refer to, >= 1
+-- then, for each limit, three arguments:
+--   kind    't' token bucket, 'g' GCRA, 'w' fixed window
+--   limit   capacity or limit: whole units, 1 <= limit <= 2^52
+--   param   't', 'g': whole microseconds per unit; 'w': the window in
+--           whole milliseconds
 -- then, for each request in order:
 --   c       its number of checks, >= 1; the request is allowed only if every
 --           check allows it, and then every check takes its cost (all or
 --           nothing)
---   then, for each check, four arguments and one key, the next of KEYS:
---     kind    't' token bucket, 'g' GCRA, 'w' fixed window
---     limit   capacity or limit: whole units, 1 <= limit <= 2^52
---     param   't', 'g': whole microseconds per unit; 'w': the window in
---             whole milliseconds
+--   then, for each check, two arguments and one key, the next of KEYS:
+--     s       the number of its limit, 1 to S
 --     n       cost, 0 <= n <= limit; 0 only reads
 --
 -- Returns one string: a line per request, in order, separated by "\n". An
@@ -217,15 +220,26 @@ local function line(allowed, remaining, retry, reset)
   return string.format('%d %.0f %.0f %.0f', allowed, remaining, retry, reset)
 end
 
+local kinds, limits, params = {}, {}, {}
+local a = 3
+for i = 1, tonumber(ARGV[2]) do
+  kinds[i], limits[i], params[i] = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  if not checks[kinds[i]] then
+    error('ratelimit batch script: unknown kind ' .. tostring(kinds[i]))
+  end
+  a = a + 3
+end
+
 local lines = {}
-local a, k = 2, 1
+local k = 1
 for r = 1, tonumber(ARGV[1]) do
   local c = tonumber(ARGV[a])
   a = a + 1
   if c == 1 then
     -- One check: it decides alone, and writes at once.
-    local kind, key = ARGV[a], KEYS[k]
-    local ok, remaining, retry, reset, w1, w2, w3 = checks[kind](key, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
+    local s, key = tonumber(ARGV[a]), KEYS[k]
+    local kind = kinds[s]
+    local ok, remaining, retry, reset, w1, w2, w3 = checks[kind](key, limits[s], params[s], tonumber(ARGV[a + 1]))
     if ok == nil then
       lines[r] = '!1 ' .. remaining
     elseif ok then
@@ -236,15 +250,15 @@ for r = 1, tonumber(ARGV[1]) do
     else
       lines[r] = line(0, remaining, retry, reset)
     end
-    a, k = a + 4, k + 1
+    a, k = a + 2, k + 1
   else
     -- Several checks: all of them allow, and then all write, or none does.
     local first_a, first_k = a, k
     local all, refused = true, nil
     local parts = {}
     for i = 1, c do
-      local kind, key = ARGV[a], KEYS[k]
-      local p = {checks[kind](key, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))}
+      local s, key = tonumber(ARGV[a]), KEYS[k]
+      local p = {checks[kinds[s]](key, limits[s], params[s], tonumber(ARGV[a + 1]))}
       if p[1] == nil then
         if not refused then
           refused = '!' .. i .. ' ' .. p[2]
@@ -253,7 +267,7 @@ for r = 1, tonumber(ARGV[1]) do
         all = false
       end
       parts[i] = p
-      a, k = a + 4, k + 1
+      a, k = a + 2, k + 1
     end
     if refused then
       lines[r] = refused
@@ -261,20 +275,20 @@ for r = 1, tonumber(ARGV[1]) do
       local out = {}
       a, k = first_a, first_k
       for i = 1, c do
-        local kind, key, p = ARGV[a], KEYS[k], parts[i]
+        local s, key, p = tonumber(ARGV[a]), KEYS[k], parts[i]
         if all then
           if p[5] then
-            writers[kind](key, p[5], p[6], p[7])
+            writers[kinds[s]](key, p[5], p[6], p[7])
           end
           out[i] = line(1, p[2], 0, p[4])
         elseif p[1] then
           -- It would allow, but the request is denied: report it untouched.
-          local _, remaining, _, reset = checks[kind](key, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), 0)
+          local _, remaining, _, reset = checks[kinds[s]](key, limits[s], params[s], 0)
           out[i] = line(0, remaining, 0, reset)
         else
           out[i] = line(0, p[2], p[3], p[4])
         end
-        a, k = a + 4, k + 1
+        a, k = a + 2, k + 1
       end
       lines[r] = table.concat(out, ' ')
     end
