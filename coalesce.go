@@ -19,11 +19,12 @@ const (
 	// wire at once: one being decided while the reply of another travels
 	// and is parsed, few enough that batches grow under load (measured in
 	// bench/README.md: 2 gave more decisions per second than 1, 3, 4 or 6
-	// at 64 and 256 goroutines).
+	// at 64 and 256 goroutines, though fewer than one call per decision at
+	// 8).
 	defaultMaxInFlight = 2
 	// defaultMaxBatch bounds the requests of one script call, so that one
 	// call never holds the server for long: a batch of 128 runs for about
-	// 0.5 to 0.7 ms (bench/README.md).
+	// 0.5 to 1.1 ms (bench/README.md).
 	defaultMaxBatch = 128
 )
 
