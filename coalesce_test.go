@@ -231,15 +231,7 @@ func TestRealRedisClusterCoalescedCallsStayExact(t *testing.T) {
 	})
 
 	// The keys were spread over every master.
-	var mu sync.Mutex
-	var sizes []int64
-	require.NoError(t, client.ForEachMaster(context.Background(), func(ctx context.Context, node *redis.Client) error {
-		n, err := node.DBSize(ctx).Result()
-		mu.Lock()
-		sizes = append(sizes, n)
-		mu.Unlock()
-		return err
-	}))
+	sizes := masterSizes(t, client)
 	require.Len(t, sizes, 3)
 	for _, n := range sizes {
 		assert.Greater(t, n, int64(len(redisKinds)*coalescedKeys/10), "every master holds a share of the keys: %v", sizes)

@@ -277,15 +277,7 @@ func TestRealRedisClusterAcrossSlots(t *testing.T) {
 		}
 	}
 	// The keys are spread over every master.
-	var mu sync.Mutex
-	var sizes []int64
-	require.NoError(t, client.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-		n, err := node.DBSize(ctx).Result()
-		mu.Lock()
-		sizes = append(sizes, n)
-		mu.Unlock()
-		return err
-	}))
+	sizes := masterSizes(t, client)
 	require.Len(t, sizes, 3)
 	var total int64
 	for _, n := range sizes {
@@ -293,6 +285,21 @@ func TestRealRedisClusterAcrossSlots(t *testing.T) {
 		total += n
 	}
 	assert.Equal(t, int64(len(redisKinds)*keys), total)
+}
+
+// masterSizes returns the number of keys on each master of client's cluster.
+func masterSizes(t *testing.T, client *redis.ClusterClient) []int64 {
+	t.Helper()
+	var mu sync.Mutex
+	var sizes []int64
+	require.NoError(t, client.ForEachMaster(context.Background(), func(ctx context.Context, node *redis.Client) error {
+		n, err := node.DBSize(ctx).Result()
+		mu.Lock()
+		sizes = append(sizes, n)
+		mu.Unlock()
+		return err
+	}))
+	return sizes
 }
 
 // TestRealRedisRetriedTimeoutDecidesOnce: go-redis retries a command whose
