@@ -326,3 +326,22 @@ func TestRedisLimitersWithoutCoalescingSendOneCallPerDecision(t *testing.T) {
 	_, err = NewTokenBucket(1, 1, WithoutCoalescing())
 	require.ErrorIs(t, err, ErrInvalidConfig, "in-process limiters do not coalesce")
 }
+
+func TestRealRedisLimitersWorkThroughAnAutoPipeliner(t *testing.T) {
+	// An AutoPipeliner reads a command's arguments to size its batches
+	// before it writes them: a call through it is sent as go-redis sends
+	// any command.
+	server := redistest.Start(t)
+	auto, err := server.Client(t).AutoPipeline()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = auto.Close() })
+	for _, kind := range redisKinds {
+		l, err := kind.new(auto, 2, time.Hour)
+		require.NoError(t, err)
+		for i, want := range []bool{true, true, false} {
+			res, err := l.Allow(context.Background(), "piped", 1)
+			require.NoError(t, err, "%s call %d", kind.name, i)
+			assert.Equal(t, want, res.Allowed, "%s call %d", kind.name, i)
+		}
+	}
+}

@@ -63,10 +63,11 @@
 // A script call is sent at most once. go-redis retries a command whose
 // connection failed after it was sent (when MaxRetries >= 0), though the
 // server may have run it; the Redis limiters let go-redis send a script call
-// again only after a reply that says the server did not run it (a cluster's
-// MOVED, ASK or TRYAGAIN, LOADING, READONLY and the like), so a retry never
-// decides a batch twice: the calls of a batch whose reply was lost get an
-// error, and their decisions may have been made.
+// again only when it follows a cluster's MOVED or ASK to another node, so a
+// retry never decides a batch twice: the calls of a batch whose reply was
+// lost get an error, and their decisions may have been made. A
+// *redis.AutoPipeliner, which reads a command's arguments before it sends
+// them, is the exception: through it calls go with go-redis's own retries.
 //
 // WithoutCoalescing makes every decision a script call of its own: for a
 // client shared with latency-sensitive work that should not wait behind a

@@ -25,7 +25,9 @@ type redisLimiter struct {
 	args   [2]any // limit and param, formatted once
 	algo   any    // the batch script's name of the algorithm: "t", "g" or "w"
 	route  route  // how the client's server(s) take a batch
-	co     *coalescer
+	// sendOnce: script calls carry an onceArg (see sendsOnce).
+	sendOnce bool
+	co       *coalescer
 }
 
 // redisSpec is everything a Redis limiter is built from, its numbers already
@@ -66,7 +68,7 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 		args:   [2]any{limit, param},
 		algo:   spec.algo,
 	}
-	r.route = routeOf(client)
+	r.route, r.sendOnce = routeOf(client), sendsOnce(client)
 	if !cfg.noCoalesce && r.route != routeAlone {
 		r.co = &coalescer{maxInFlight: defaultMaxInFlight, maxBatch: defaultMaxBatch, send: r.sendBatch}
 	}

@@ -51,6 +51,15 @@ func routeOf(client redis.Scripter) route {
 	return routeAlone
 }
 
+// sendsOnce reports whether a script call through client can be held to
+// one write with an onceArg. A *redis.AutoPipeliner cannot: it marshals a
+// command's arguments to size its batches before it writes them, and its
+// calls go with go-redis's own retry policy.
+func sendsOnce(client redis.Scripter) bool {
+	_, auto := client.(*redis.AutoPipeliner)
+	return !auto
+}
+
 // batchArgs is how many arguments of the batch script each request of one
 // check takes: its number of checks, then the number of its limit and its
 // cost; limitArgs is how many the limits take before the requests: their
@@ -124,14 +133,20 @@ func (r *redisLimiter) split(batch []*pending) []scriptCall {
 
 // command returns the command that runs the batch script (by "evalsha" and
 // its SHA, or "eval" and its source) on batch. Its first script argument is
-// an onceArg, so that go-redis sends it at most once.
+// an onceArg, so that go-redis sends it at most once, where the client
+// allows (sendsOnce).
 func (r *redisLimiter) command(ctx context.Context, batch []*pending, verb, script string) *redis.Cmd {
 	args := make([]any, 3+len(batch)+1+limitArgs+batchArgs*len(batch))
 	args[0], args[1], args[2] = verb, script, len(batch)
 	keys := args[3 : 3+len(batch)]
 	argv := args[3+len(batch):]
-	once := newOnceArg(len(batch))
-	argv[0] = once
+	var once *onceArg
+	if r.sendOnce {
+		once = newOnceArg(len(batch))
+		argv[0] = once
+	} else {
+		argv[0] = len(batch)
+	}
 	argv[1], argv[2], argv[3], argv[4] = 1, r.algo, r.args[0], r.args[1]
 	for i, p := range batch {
 		keys[i] = p.key
@@ -139,7 +154,9 @@ func (r *redisLimiter) command(ctx context.Context, batch []*pending, verb, scri
 		a[0], a[1], a[2] = 1, 1, p.n
 	}
 	cmd := redis.NewCmd(ctx, args...)
-	once.cmd = cmd
+	if once != nil {
+		once.cmd = cmd
+	}
 	return cmd
 }
 

@@ -22,13 +22,15 @@ var errNotResent = errors.New("the Redis client tried to send the script call ag
 // whose connection failed after it was written (MaxRetries), though the
 // server may have run it. onceArg lets a call be written again only when
 // the server answered the earlier try with an error that says it did not
-// run the call (unrun), which go-redis follows for a cluster's MOVED or
-// TRYAGAIN; any other second write fails with errNotResent, which go-redis
-// returns without retrying.
+// run the call (unrun) and go-redis set that error on the command before
+// trying again, as a cluster client does when it follows MOVED or ASK to
+// another node. Any other second write fails with errNotResent, which
+// go-redis returns without retrying; so a retry of go-redis's within one
+// client, after LOADING or TRYAGAIN as after a timeout, becomes an error.
 //
-// cmd is the call's command, whose error go-redis sets between the tries a
-// cluster client makes; nil when the call is not made through a command of
-// ours, and then no second write is allowed. It is safe for concurrent use.
+// cmd is the call's command; nil when the call is not made through a
+// command of ours, and then no second write is allowed. It is safe for
+// concurrent use.
 type onceArg struct {
 	text []byte
 	cmd  *redis.Cmd
