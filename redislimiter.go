@@ -24,10 +24,7 @@ type redisLimiter struct {
 	limit  int
 	args   [2]any // limit and param, formatted once
 	algo   any    // the batch script's name of the algorithm: "t", "g" or "w"
-	route  route  // how the client's server(s) take a batch
-	// sendOnce: script calls carry an onceArg (see sendsOnce).
-	sendOnce bool
-	co       *coalescer
+	co     *coalescer
 }
 
 // redisSpec is everything a Redis limiter is built from, its numbers already
@@ -68,8 +65,7 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 		args:   [2]any{limit, param},
 		algo:   spec.algo,
 	}
-	r.route, r.sendOnce = routeOf(client), sendsOnce(client)
-	if !cfg.noCoalesce && r.route != routeAlone {
+	if !cfg.noCoalesce && routeOf(client) != routeAlone {
 		r.co = &coalescer{maxInFlight: defaultMaxInFlight, maxBatch: defaultMaxBatch, send: r.sendBatch}
 	}
 	return r, nil

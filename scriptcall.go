@@ -88,18 +88,14 @@ func (r *redisLimiter) sendBatch(ctx context.Context, batch []*pending) {
 	// A server that does not know the script (after SCRIPT FLUSH, a restart
 	// or a failover) refused those calls unrun: send them again whole.
 	var again []scriptCall
-	for _, c := range calls {
-		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			again = append(again, scriptCall{batch: c.batch, cmd: r.command(ctx, c.batch, "eval", batchLua)})
+	for i := range calls {
+		if err := calls[i].cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			calls[i].cmd = r.command(ctx, calls[i].batch, "eval", batchLua)
+			again = append(again, calls[i])
 		}
 	}
 	if again != nil {
 		r.run(ctx, again)
-		for i, c := range calls {
-			if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-				calls[i], again = again[0], again[1:]
-			}
-		}
 	}
 	for _, c := range calls {
 		r.answer(c)
@@ -110,14 +106,15 @@ func (r *redisLimiter) sendBatch(ctx context.Context, batch []*pending) {
 // server; for a cluster, one per hash slot; for a ring, one per hash tag.
 // Each call keeps the order of its requests.
 func (r *redisLimiter) split(batch []*pending) []scriptCall {
-	if len(batch) == 1 || r.route == routeOne || r.route == routeAlone {
+	route := routeOf(r.client)
+	if len(batch) == 1 || route == routeOne || route == routeAlone {
 		return []scriptCall{{batch: batch}}
 	}
 	var calls []scriptCall
 	index := make(map[any]int, len(batch))
 	for _, p := range batch {
 		var group any = hashTag(p.key)
-		if r.route == routeSlot {
+		if route == routeSlot {
 			group = hashSlot(p.key)
 		}
 		i, ok := index[group]
@@ -141,7 +138,7 @@ func (r *redisLimiter) command(ctx context.Context, batch []*pending, verb, scri
 	keys := args[3 : 3+len(batch)]
 	argv := args[3+len(batch):]
 	var once *onceArg
-	if r.sendOnce {
+	if sendsOnce(r.client) {
 		once = newOnceArg(len(batch))
 		argv[0] = once
 	} else {
@@ -190,16 +187,15 @@ func (r *redisLimiter) run(ctx context.Context, calls []scriptCall) {
 			_ = c.Process(ctx, call.cmd)
 			continue
 		}
-		// A Scripter of another kind: through its own EVALSHA or EVAL, with
-		// an onceArg that allows no second write.
-		args := call.cmd.Args()
-		n := len(call.batch)
-		keys := make([]string, n)
-		for i := range keys {
-			keys[i] = args[3+i].(string)
+		// A Scripter of another kind: through its own EVALSHA or EVAL. The
+		// onceArg allows no second write, as go-redis never sets an error on
+		// call.cmd meanwhile.
+		keys := make([]string, len(call.batch))
+		for i, p := range call.batch {
+			keys[i] = p.key
 		}
-		argv := args[3+n:]
-		argv[0] = newOnceArg(n)
+		args := call.cmd.Args()
+		argv := args[3+len(keys):]
 		var res *redis.Cmd
 		if args[0] == "eval" {
 			res = r.client.Eval(ctx, batchLua, keys, argv...)

@@ -32,13 +32,16 @@ var errNotResent = errors.New("the Redis client tried to send the script call ag
 // command of ours, and then no second write is allowed. It is safe for
 // concurrent use.
 type onceArg struct {
-	text []byte
+	text []byte // in buf
+	buf  [20]byte
 	cmd  *redis.Cmd
 	sent atomic.Bool
 }
 
 func newOnceArg(requests int) *onceArg {
-	return &onceArg{text: strconv.AppendInt(nil, int64(requests), 10)}
+	a := &onceArg{}
+	a.text = strconv.AppendInt(a.buf[:0], int64(requests), 10)
+	return a
 }
 
 // MarshalBinary returns the argument's text the first time, and after an

@@ -15,6 +15,8 @@
 --   then, for each check, two arguments and one key, the next of KEYS:
 --     s       the number of its limit, 1 to S
 --     n       cost, 0 <= n <= limit; 0 only reads
+--   the checks of one request are on different keys: each reads its key
+--   before any of them writes
 --
 -- Returns one string: a line per request, in order, separated by "\n". An
 -- answered request's line is "allowed remaining retry_after reset_after"
@@ -253,9 +255,8 @@ for r = 1, tonumber(ARGV[1]) do
     a, k = a + 2, k + 1
   else
     -- Several checks: all of them allow, and then all write, or none does.
-    local first_a, first_k = a, k
     local all, refused = true, nil
-    local parts = {}
+    local specs, keys, parts = {}, {}, {}
     for i = 1, c do
       local s, key = tonumber(ARGV[a]), KEYS[k]
       local p = {checks[kinds[s]](key, limits[s], params[s], tonumber(ARGV[a + 1]))}
@@ -266,16 +267,15 @@ for r = 1, tonumber(ARGV[1]) do
       elseif not p[1] then
         all = false
       end
-      parts[i] = p
+      specs[i], keys[i], parts[i] = s, key, p
       a, k = a + 2, k + 1
     end
     if refused then
       lines[r] = refused
     else
       local out = {}
-      a, k = first_a, first_k
       for i = 1, c do
-        local s, key, p = tonumber(ARGV[a]), KEYS[k], parts[i]
+        local s, key, p = specs[i], keys[i], parts[i]
         if all then
           if p[5] then
             writers[kinds[s]](key, p[5], p[6], p[7])
@@ -288,7 +288,6 @@ for r = 1, tonumber(ARGV[1]) do
         else
           out[i] = line(0, p[2], p[3], p[4])
         end
-        a, k = a + 2, k + 1
       end
       lines[r] = table.concat(out, ' ')
     end

@@ -1,0 +1,72 @@
+package ratelimit
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+)
+
+// The Redis limiters send one check per request today; these tests call the
+// batch script directly with requests of two checks, all or nothing.
+
+func TestBatchScriptRequestOfTwoChecksTakesFromBothOrNeither(t *testing.T) {
+	_, client, _ := miniredisClock(t)
+	ctx := context.Background()
+	// Limit 1: a token bucket of 3, 1 s per token; limit 2: a fixed window
+	// of 1 per minute.
+	run := func(n int) string {
+		reply, err := client.Eval(ctx, batchLua, []string{"tb", "fw"},
+			1, 2, "t", 3, 1_000_000, "w", 1, 60_000,
+			2, 1, n, 2, n).Text()
+		require.NoError(t, err)
+		return reply
+	}
+	assert.Equal(t, "1 2 0 1000000 1 0 0 60000000", run(1), "both allow: both take")
+	assert.Equal(t, "0 2 0 1000000 0 0 60000000 60000000", run(1),
+		"the window denies: the bucket reports 2 left, untouched, and no wait of its own")
+	assert.Equal(t, "1 2 0 1000000 1 0 0 60000000", run(0), "a peek of both: the denial took nothing")
+}
+
+func TestBatchScriptRequestOfTwoChecksWithAForeignKeyChangesNothing(t *testing.T) {
+	m, client, _ := miniredisClock(t)
+	ctx := context.Background()
+	_, err := m.Lpush("fw", "x")
+	require.NoError(t, err)
+	reply, err := client.Eval(ctx, batchLua, []string{"tb", "fw", "tb2"},
+		2, 2, "t", 3, 1_000_000, "w", 1, 60_000,
+		2, 1, 1, 2, 1, // refused: fw is a LIST
+		1, 1, 1, // the next request is decided as usual
+	).Text()
+	require.NoError(t, err)
+	assert.Equal(t, "!2 not a STRING\n1 2 0 1000000", reply)
+	assert.False(t, m.Exists("tb"), "the refused request wrote nothing")
+}
+
+func TestRealRedisBatchScriptRequestOfTwoChecksTakesFromBothOrNeither(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	// Limit 1: GCRA of 5, 1 s apart; limit 2: a fixed window of 2 per minute.
+	run := func() []string {
+		reply, err := client.Eval(ctx, batchLua, []string{"g", "fw"},
+			1, 2, "g", 5, 1_000_000, "w", 2, 60_000,
+			2, 1, 1, 2, 1).Text()
+		require.NoError(t, err)
+		fields := strings.Fields(reply)
+		require.Len(t, fields, 8, reply)
+		return fields
+	}
+	assert.Equal(t, []string{"1", "4", "0"}, run()[0:3], "both allow: 4 left in the GCRA")
+	assert.Equal(t, []string{"1", "3", "0"}, run()[0:3], "both allow: 3 left in the GCRA")
+	denied := run() // the window of 2 is spent
+	assert.Equal(t, []string{"0", "3", "0"}, denied[0:3], "the GCRA is untouched by the denial: 3 left, no wait of its own")
+	assert.Equal(t, []string{"0", "0"}, denied[4:6], "the window denies with 0 left")
+	ttl, err := client.PTTL(ctx, "g").Result()
+	require.NoError(t, err)
+	assert.InDelta(t, float64(2*time.Second), float64(ttl), float64(200*time.Millisecond), "the GCRA key holds the 2 taken, not 3")
+}
