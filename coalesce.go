@@ -28,13 +28,16 @@ const (
 	defaultMaxBatch = 128
 )
 
-// pending is one Allow call on its way through a coalescer.
+// pending is one request (an Allow, or a Settle or Reset) on its way to the
+// batch script, through a coalescer or not.
 type pending struct {
 	ctx   context.Context
-	key   string // the Redis key
-	n     int
-	res   Result
-	err   error
+	key   string   // the Redis key of its first check
+	more  []string // the Redis keys of its other checks, for a Composite
+	n     int      // an Allow's cost
+	op    *adjustOp
+	line  string // its line of the script's reply, when err is nil
+	err   error  // its script call's error
 	done  chan struct{} // receives once: the answer is there, or lead is set
 	lead  []*pending    // a batch this call must send; set under the coalescer's lock
 	taken bool          // in a batch; set under the coalescer's lock

@@ -50,6 +50,7 @@ type denial struct {
 	at    int64 // when the backend was asked
 	n     int
 	res   Result
+	bound int // the index of the backend's policy that bound res
 }
 
 // DenyCacheConfig configures a DenyCache. The zero value means a MaxAge of
@@ -108,14 +109,22 @@ func NewDenyCache(backend Limiter, cfg DenyCacheConfig) (*DenyCache, error) {
 // Allow denies locally while a remembered denial covers the request, and asks
 // the backend otherwise. See DenyCache.
 func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error) {
+	res, _, err := c.AllowBound(ctx, key, n)
+	return res, err
+}
+
+// AllowBound decides as Allow does, and also returns the index in Policies
+// of the policy that bound the decision: the backend's, remembered with its
+// denial, when the backend is a MultiPolicy; 0 otherwise.
+func (c *DenyCache) AllowBound(ctx context.Context, key string, n int) (Result, int, error) {
 	if c == nil || c.backend == nil {
-		return Result{}, notBuilt("DenyCache")
+		return Result{}, 0, notBuilt("DenyCache")
 	}
 	if ctx == nil {
-		return Result{Limit: c.policy.Limit}, fmt.Errorf("ratelimit: DenyCache: %w", errNilContext)
+		return Result{Limit: c.policy.Limit}, 0, fmt.Errorf("ratelimit: DenyCache: %w", errNilContext)
 	}
 	if n <= 0 {
-		return c.backend.Allow(ctx, key, n)
+		return forwardBound(ctx, c.backend, key, n)
 	}
 	reading := c.base.elapsed()
 	sh, now := c.denials.lock(key, reading, maxSpan)
@@ -126,19 +135,86 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 		if c.hooks != nil {
 			c.hooks.Decided(Decision{Key: key, Cost: n, Result: res, Source: FromDenyCache, Latency: time.Duration(c.base.elapsed() - reading)})
 		}
-		return res, nil
+		return res, d.bound, nil
 	}
 	sh.mu.Unlock()
 
-	res, err := c.backend.Allow(ctx, key, n)
+	res, bound, err := forwardBound(ctx, c.backend, key, n)
 	// Only a denial whose Remaining cannot change before the same request
 	// is allowed (n-1 left: it grows no further until n are there) is
 	// remembered, so that a local answer equals the backend's, aged.
 	if err != nil || res.Allowed || res.RetryAfter <= 0 || res.Remaining != n-1 {
-		return res, err
+		return res, bound, err
 	}
-	c.remember(key, denial{until: reading + min(int64(res.RetryAfter), c.maxAge), at: reading, n: n, res: res})
-	return res, nil
+	c.remember(key, denial{until: reading + min(int64(res.RetryAfter), c.maxAge), at: reading, n: n, res: res, bound: bound})
+	return res, bound, nil
+}
+
+// Policies returns the backend's policies (see PoliciesOf).
+func (c *DenyCache) Policies() []NamedPolicy {
+	if c == nil {
+		return nil
+	}
+	return PoliciesOf(c.backend)
+}
+
+// Refund forwards to the backend, which must be an Adjuster, and then
+// forgets any denial remembered for key: units given back may let it
+// through.
+func (c *DenyCache) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
+	return c.Settle(ctx, key, n, 0, opts...)
+}
+
+// Settle forwards to the backend, which must be an Adjuster. When cost is
+// less than taken, units are given back, and any denial remembered for key
+// is forgotten; a larger cost only lengthens what the backend denies.
+func (c *DenyCache) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+	a, err := c.adjuster()
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := a.Settle(ctx, key, taken, cost, opts...)
+	if err == nil && cost < taken {
+		c.forget(key)
+	}
+	return res, err
+}
+
+// Reset forwards to the backend, which must be an Adjuster, and forgets
+// any denial remembered for key.
+func (c *DenyCache) Reset(ctx context.Context, key string) error {
+	a, err := c.adjuster()
+	if err != nil {
+		return err
+	}
+	err = a.Reset(ctx, key)
+	if err == nil {
+		c.forget(key)
+	}
+	return err
+}
+
+// adjuster returns the backend as an Adjuster, or an error saying it is
+// not one.
+func (c *DenyCache) adjuster() (Adjuster, error) {
+	if c == nil || c.backend == nil {
+		return nil, notBuilt("DenyCache")
+	}
+	a, ok := c.backend.(Adjuster)
+	if !ok {
+		return nil, fmt.Errorf("ratelimit: DenyCache: the backend, a %T, cannot refund, settle or reset", c.backend)
+	}
+	return a, nil
+}
+
+// forget drops the denial remembered for key, if any, by marking it passed.
+func (c *DenyCache) forget(key string) {
+	sh, _ := c.denials.lock(key, c.base.elapsed(), maxSpan)
+	if d, w := sh.lookup(key); w != absent {
+		d.until = 0
+		sh.write(key, w, d, 0)
+	}
+	sh.mu.Unlock()
 }
 
 // remember holds d for key until d.until, unless it has passed already or

@@ -85,7 +85,8 @@ type GuardConfig struct {
 // A Guard is safe for concurrent use. Create one with NewGuard.
 type Guard struct {
 	backend   Limiter
-	policy    Policy // the backend's; zero if it reports none
+	policy    Policy        // the backend's; zero if it reports none
+	policies  []NamedPolicy // the backend's, by PoliciesOf
 	cfg       GuardConfig
 	hooks     Hooks // nil when nothing listens
 	clock     Clock
@@ -122,6 +123,7 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 	}
 	g := &Guard{backend: backend, cfg: cfg, hooks: activeHooks(cfg.Hooks), clock: cfg.Clock}
 	g.policy, _ = PolicyOf(backend)
+	g.policies = PoliciesOf(backend)
 	if isNil(g.clock) {
 		g.clock = systemClock{}
 	}
@@ -132,11 +134,20 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 // Allow asks the backend, or answers by the failure policy when the backend
 // fails or the breaker is open. See Guard for the details.
 func (g *Guard) Allow(ctx context.Context, key string, n int) (Result, error) {
+	res, _, err := g.AllowBound(ctx, key, n)
+	return res, err
+}
+
+// AllowBound decides as Allow does, and also returns the index in Policies
+// of the policy that bound the decision: the backend's when it answered and
+// is a MultiPolicy, that of the policy whose limit an answer by the failure
+// policy reports otherwise, and 0 for a backend of one policy.
+func (g *Guard) AllowBound(ctx context.Context, key string, n int) (Result, int, error) {
 	if g == nil || g.backend == nil {
-		return Result{}, notBuilt("Guard")
+		return Result{}, 0, notBuilt("Guard")
 	}
 	if ctx == nil {
-		return Result{Limit: g.limit()}, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
+		return Result{Limit: g.limit()}, 0, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
 	}
 	// The clock is read only for a breaker or a listener.
 	var start time.Time
@@ -151,7 +162,7 @@ func (g *Guard) Allow(ctx context.Context, key string, n int) (Result, error) {
 	if !admitted {
 		res, source, err := g.byPolicy(ctx, key, n, wait)
 		g.decided(key, n, res, err, errBreakerOpen, start, source)
-		return res, err
+		return res, g.policyIndex(res.Limit), err
 	}
 
 	callCtx := ctx
@@ -160,7 +171,7 @@ func (g *Guard) Allow(ctx context.Context, key string, n int) (Result, error) {
 		callCtx, cancel = context.WithTimeout(ctx, g.cfg.Timeout)
 		defer cancel()
 	}
-	res, err := g.backend.Allow(callCtx, key, n)
+	res, bound, err := forwardBound(callCtx, g.backend, key, n)
 	outcome := backendOK
 	switch {
 	case err == nil:
@@ -182,12 +193,85 @@ func (g *Guard) Allow(ctx context.Context, key string, n int) (Result, error) {
 	}
 	if outcome != backendFailed {
 		g.decided(key, n, res, err, nil, start, FromBackend)
-		return res, err
+		return res, bound, err
 	}
 	backendErr := err
 	res, source, err := g.byPolicy(ctx, key, n, g.cfg.FailClosedRetryAfter)
 	g.decided(key, n, res, err, backendErr, start, source)
-	return res, err
+	return res, g.policyIndex(res.Limit), err
+}
+
+// policyIndex returns the index in Policies of the first policy of limit,
+// or 0.
+func (g *Guard) policyIndex(limit int) int {
+	for i, p := range g.policies {
+		if p.Limit == limit {
+			return i
+		}
+	}
+	return 0
+}
+
+// Policies returns the backend's policies (see PoliciesOf).
+func (g *Guard) Policies() []NamedPolicy {
+	if g == nil {
+		return nil
+	}
+	return append([]NamedPolicy(nil), g.policies...)
+}
+
+// Refund forwards to the backend, which must be an Adjuster, within the
+// Guard's Timeout. Adjustments bypass the breaker and the failure policy:
+// their errors are returned.
+func (g *Guard) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
+	return g.Settle(ctx, key, n, 0, opts...)
+}
+
+// Settle forwards to the backend, which must be an Adjuster, within the
+// Guard's Timeout. Its errors are returned, as the breaker and the failure
+// policy concern Allow only.
+func (g *Guard) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+	a, err := g.adjuster()
+	if err != nil {
+		return Result{}, err
+	}
+	ctx, cancel := g.adjustContext(ctx)
+	defer cancel()
+	return a.Settle(ctx, key, taken, cost, opts...)
+}
+
+// Reset forwards to the backend, which must be an Adjuster, within the
+// Guard's Timeout.
+func (g *Guard) Reset(ctx context.Context, key string) error {
+	a, err := g.adjuster()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := g.adjustContext(ctx)
+	defer cancel()
+	return a.Reset(ctx, key)
+}
+
+// adjuster returns the backend as an Adjuster, or an error saying it is
+// not one.
+func (g *Guard) adjuster() (Adjuster, error) {
+	if g == nil || g.backend == nil {
+		return nil, notBuilt("Guard")
+	}
+	a, ok := g.backend.(Adjuster)
+	if !ok {
+		return nil, fmt.Errorf("ratelimit: Guard: the backend, a %T, cannot refund, settle or reset", g.backend)
+	}
+	return a, nil
+}
+
+// adjustContext bounds ctx by the Guard's Timeout, if any; a nil ctx is
+// left for the backend to refuse.
+func (g *Guard) adjustContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == nil || g.cfg.Timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, g.cfg.Timeout)
 }
 
 // errBreakerOpen is the BackendErr Hooks see for calls the open breaker

@@ -15,16 +15,15 @@ import (
 // redisLimiter is what the Redis limiters share: decisions on prefix + key
 // by the batch script, one check per request with the algorithm's name, the
 // limit and one more number of the algorithm's as arguments, sent alone or
-// coalesced with others (co, nil without coalescing), and replies that are
-// checked before they are believed.
+// coalesced with others, and replies that are checked before they are
+// believed.
 type redisLimiter struct {
 	name   string // the limiter's name in errors
 	client redis.Scripter
 	prefix string
 	limit  int
-	args   [2]any // limit and param, formatted once
-	algo   any    // the batch script's name of the algorithm: "t", "g" or "w"
-	co     *coalescer
+	spec   [3]any // the batch script's limit: algorithm ("t", "g" or "w"), limit and param, formatted
+	send   *sender
 }
 
 // redisSpec is everything a Redis limiter is built from, its numbers already
@@ -62,12 +61,9 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 		client: client,
 		prefix: prefix,
 		limit:  spec.limit,
-		args:   [2]any{limit, param},
-		algo:   spec.algo,
+		spec:   [3]any{spec.algo, limit, param},
 	}
-	if !cfg.noCoalesce && routeOf(client) != routeAlone {
-		r.co = &coalescer{maxInFlight: defaultMaxInFlight, maxBatch: defaultMaxBatch, send: r.sendBatch}
-	}
+	r.send = newSender(client, [][3]any{r.spec}, cfg.noCoalesce)
 	return r, nil
 }
 
@@ -81,13 +77,46 @@ func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, er
 	if err := checkCost(n, r.limit); err != nil {
 		return Result{Limit: r.limit}, err
 	}
-	p := &pending{ctx: ctx, key: r.prefix + key, n: n}
-	if r.co == nil {
-		r.sendBatch(ctx, []*pending{p})
-	} else if !r.co.do(p) {
-		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, ctx.Err())
+	return r.request(&pending{ctx: ctx, key: r.prefix + key, n: n})
+}
+
+// request sends p and turns its line of the reply into its answer.
+func (r *redisLimiter) request(p *pending) (Result, error) {
+	if !r.send.do(p) {
+		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, p.ctx.Err())
 	}
-	return p.res, p.err
+	if p.err != nil {
+		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, p.err)
+	}
+	return r.decision(p.key, p.line)
+}
+
+// settle applies a Settle of taken and cost to key. See Adjuster.
+func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if ctx == nil {
+		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
+	}
+	a, err := adjustOptions(r.name, opts)
+	if err != nil {
+		return Result{Limit: r.limit}, err
+	}
+	if err := checkSettle(taken, cost, r.limit); err != nil {
+		return Result{Limit: r.limit}, err
+	}
+	p := &pending{ctx: ctx, key: r.prefix + key}
+	if p.op, err = newSettleOp(routeOf(r.client), p.key, taken, cost, a); err != nil {
+		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, err)
+	}
+	return r.request(p)
+}
+
+// reset empties key. See Adjuster.
+func (r *redisLimiter) reset(ctx context.Context, key string) error {
+	if ctx == nil {
+		return fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
+	}
+	_, err := r.request(&pending{ctx: ctx, key: r.prefix + key, op: &adjustOp{reset: true}})
+	return err
 }
 
 // decision turns one request's line of the batch script's reply into its
@@ -110,6 +139,14 @@ func (r *redisLimiter) decision(key string, line string) (Result, error) {
 // waits in µs), and turns it into a Result. A line of any other shape is an
 // error: a script reply is never trusted to allow.
 func decisionFromLine(text string, limit int) (Result, error) {
+	return parseLine(text, limit, false)
+}
+
+// parseLine parses one check's "allowed remaining retry_after reset_after"
+// as decisionFromLine does. With part, the check is one of several of a
+// request, and may be denied with no wait of its own (another check
+// denied).
+func parseLine(text string, limit int, part bool) (Result, error) {
 	var v [4]int64
 	rest := text
 	for i := range v {
@@ -128,7 +165,7 @@ func decisionFromLine(text string, limit int) (Result, error) {
 	switch {
 	case allowed != 0 && allowed != 1,
 		remaining < 0 || remaining > int64(limit),
-		retry < 0 || retry > maxMicros || (allowed == 1) != (retry == 0),
+		retry < 0 || retry > maxMicros || allowed == 1 && retry != 0 || allowed == 0 && retry == 0 && !part,
 		reset < 0 || reset > maxMicros:
 		return Result{}, fmt.Errorf("reply from Redis script out of range: %q", text)
 	}

@@ -234,8 +234,14 @@ func foreignValues(kind string) []foreignValue {
 			foreignHash("last_refill only", time.Hour, "last_refill", valid),
 			foreignHash("a third field", time.Hour, "credit", "5", "last_refill", valid, "user", "alice"),
 			foreignHash("a bucket without a TTL", 0, "credit", "5", "last_refill", valid),
+			foreignHash("credit \"-0\"", time.Hour, "credit", "-0", "last_refill", valid),
+			foreignHash("credit \"--1\"", time.Hour, "credit", "--1", "last_refill", valid),
 		)
 		for _, v := range foreignNumbers() {
+			if v.name == `"-1"` {
+				// A bucket in debt has a credit below 0.
+				v = foreignString(`"-05"`, "-05", time.Hour)
+			}
 			vs = append(vs,
 				foreignHash("credit "+v.name, time.Hour, "credit", v.name[1:len(v.name)-1], "last_refill", valid),
 				foreignHash("last_refill "+v.name, time.Hour, "credit", "5", "last_refill", v.name[1:len(v.name)-1]))

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -60,14 +61,43 @@ func sendsOnce(client redis.Scripter) bool {
 	return !auto
 }
 
-// batchArgs is how many arguments of the batch script each request of one
-// check takes: its number of checks, then the number of its limit and its
-// cost; limitArgs is how many the limits take before the requests: their
-// number, then the one limit's kind, limit and param.
-const (
-	batchArgs = 3
-	limitArgs = 4
-)
+// sender sends the batch script calls of one Redis limiter, or of the
+// Redis parts of a Composite: its limits, and its requests, one check per
+// limit in order. It is immutable and safe for concurrent use.
+type sender struct {
+	client redis.Scripter
+	// limits is the script's arguments after R: S, then each limit's kind,
+	// limit and param, formatted once.
+	limits []any
+	co     *coalescer // nil without coalescing
+}
+
+// newSender returns the sender of limits (kind, limit and param each) for
+// client, coalescing unless noCoalesce or the client's route forbids it.
+func newSender(client redis.Scripter, limits [][3]any, noCoalesce bool) *sender {
+	s := &sender{client: client, limits: make([]any, 0, 1+3*len(limits))}
+	s.limits = append(s.limits, len(limits))
+	for _, l := range limits {
+		s.limits = append(s.limits, l[0], l[1], l[2])
+	}
+	if !noCoalesce && routeOf(client) != routeAlone {
+		s.co = &coalescer{maxInFlight: defaultMaxInFlight, maxBatch: defaultMaxBatch, send: s.sendBatch}
+	}
+	return s
+}
+
+// checks returns how many checks each request has: one per limit.
+func (s *sender) checks() int { return len(s.limits) / 3 }
+
+// do sends p, alone or coalesced, and reports whether it got an answer
+// (p.line or p.err); false when p.ctx ended while p waited for its batch.
+func (s *sender) do(p *pending) bool {
+	if s.co == nil {
+		s.sendBatch(p.ctx, []*pending{p})
+		return true
+	}
+	return s.co.do(p)
+}
 
 // scriptCall is one call of the batch script: the requests it decides, and
 // its command.
@@ -77,36 +107,37 @@ type scriptCall struct {
 }
 
 // sendBatch decides batch with as few script calls as its client's route
-// allows, sent together, and sets each call's res and err: its decision,
-// the error that refused its key, or its script call's error.
-func (r *redisLimiter) sendBatch(ctx context.Context, batch []*pending) {
-	calls := r.split(batch)
+// allows, sent together, and sets each request's line (its line of the
+// reply) or err (its script call's error).
+func (s *sender) sendBatch(ctx context.Context, batch []*pending) {
+	calls := s.split(batch)
 	for i := range calls {
-		calls[i].cmd = r.command(ctx, calls[i].batch, "evalsha", batchSHA)
+		calls[i].cmd = s.command(ctx, calls[i].batch, "evalsha", batchSHA)
 	}
-	r.run(ctx, calls)
+	s.run(ctx, calls)
 	// A server that does not know the script (after SCRIPT FLUSH, a restart
 	// or a failover) refused those calls unrun: send them again whole.
 	var again []scriptCall
 	for i := range calls {
 		if err := calls[i].cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			calls[i].cmd = r.command(ctx, calls[i].batch, "eval", batchLua)
+			calls[i].cmd = s.command(ctx, calls[i].batch, "eval", batchLua)
 			again = append(again, calls[i])
 		}
 	}
 	if again != nil {
-		r.run(ctx, again)
+		s.run(ctx, again)
 	}
 	for _, c := range calls {
-		r.answer(c)
+		answer(c)
 	}
 }
 
 // split returns the script calls that decide batch: one for a single
 // server; for a cluster, one per hash slot; for a ring, one per hash tag.
-// Each call keeps the order of its requests.
-func (r *redisLimiter) split(batch []*pending) []scriptCall {
-	route := routeOf(r.client)
+// Each call keeps the order of its requests. The keys of one request share
+// a slot (and tag); their owners see to it.
+func (s *sender) split(batch []*pending) []scriptCall {
+	route := routeOf(s.client)
 	if len(batch) == 1 || route == routeOne || route == routeAlone {
 		return []scriptCall{{batch: batch}}
 	}
@@ -132,23 +163,62 @@ func (r *redisLimiter) split(batch []*pending) []scriptCall {
 // its SHA, or "eval" and its source) on batch. Its first script argument is
 // an onceArg, so that go-redis sends it at most once, where the client
 // allows (sendsOnce).
-func (r *redisLimiter) command(ctx context.Context, batch []*pending, verb, script string) *redis.Cmd {
-	args := make([]any, 3+len(batch)+1+limitArgs+batchArgs*len(batch))
-	args[0], args[1], args[2] = verb, script, len(batch)
-	keys := args[3 : 3+len(batch)]
-	argv := args[3+len(batch):]
-	var once *onceArg
-	if sendsOnce(r.client) {
-		once = newOnceArg(len(batch))
-		argv[0] = once
-	} else {
-		argv[0] = len(batch)
+func (s *sender) command(ctx context.Context, batch []*pending, verb, script string) *redis.Cmd {
+	c := s.checks()
+	nkeys, nargs := 0, 1+len(s.limits)
+	for _, p := range batch {
+		nkeys += c
+		switch {
+		case p.op == nil:
+			nargs += 1 + 2*c
+		case p.op.reset:
+			nargs += 2 + c
+		default:
+			nargs += 5 + c
+			if p.op.token != "" {
+				nkeys++
+			}
+		}
 	}
-	argv[1], argv[2], argv[3], argv[4] = 1, r.algo, r.args[0], r.args[1]
-	for i, p := range batch {
-		keys[i] = p.key
-		a := argv[1+limitArgs+batchArgs*i : 1+limitArgs+batchArgs*(i+1)]
-		a[0], a[1], a[2] = 1, 1, p.n
+	args := make([]any, 3, 3+nkeys+nargs)
+	args[0], args[1], args[2] = verb, script, nkeys
+	for _, p := range batch {
+		args = append(args, p.key)
+		for _, k := range p.more {
+			args = append(args, k)
+		}
+		if p.op != nil && p.op.token != "" {
+			args = append(args, p.op.token)
+		}
+	}
+	var once *onceArg
+	if sendsOnce(s.client) {
+		once = newOnceArg(len(batch))
+		args = append(args, once)
+	} else {
+		args = append(args, len(batch))
+	}
+	args = append(args, s.limits...)
+	for _, p := range batch {
+		switch {
+		case p.op == nil:
+			args = append(args, c)
+			for i := 1; i <= c; i++ {
+				args = append(args, i, p.n)
+			}
+			continue
+		case p.op.reset:
+			args = append(args, "X", c)
+		default:
+			ttl := 0
+			if p.op.token != "" {
+				ttl = int(SettleTokenTTL / time.Millisecond)
+			}
+			args = append(args, "S", c, p.op.d, p.op.age, ttl)
+		}
+		for i := 1; i <= c; i++ {
+			args = append(args, i)
+		}
 	}
 	cmd := redis.NewCmd(ctx, args...)
 	if once != nil {
@@ -171,9 +241,9 @@ type pipeliner interface {
 
 // run sends calls, together when there are several, and leaves each reply
 // or error in its command.
-func (r *redisLimiter) run(ctx context.Context, calls []scriptCall) {
+func (s *sender) run(ctx context.Context, calls []scriptCall) {
 	if len(calls) > 1 {
-		if c, ok := r.client.(pipeliner); ok {
+		if c, ok := s.client.(pipeliner); ok {
 			pipe := c.Pipeline()
 			for _, call := range calls {
 				_ = pipe.Process(ctx, call.cmd)
@@ -183,33 +253,33 @@ func (r *redisLimiter) run(ctx context.Context, calls []scriptCall) {
 		}
 	}
 	for _, call := range calls {
-		if c, ok := r.client.(processor); ok {
+		if c, ok := s.client.(processor); ok {
 			_ = c.Process(ctx, call.cmd)
 			continue
 		}
 		// A Scripter of another kind: through its own EVALSHA or EVAL. The
 		// onceArg allows no second write, as go-redis never sets an error on
 		// call.cmd meanwhile.
-		keys := make([]string, len(call.batch))
-		for i, p := range call.batch {
-			keys[i] = p.key
-		}
 		args := call.cmd.Args()
+		keys := make([]string, args[2].(int))
+		for i := range keys {
+			keys[i] = args[3+i].(string)
+		}
 		argv := args[3+len(keys):]
 		var res *redis.Cmd
 		if args[0] == "eval" {
-			res = r.client.Eval(ctx, batchLua, keys, argv...)
+			res = s.client.Eval(ctx, batchLua, keys, argv...)
 		} else {
-			res = r.client.EvalSha(ctx, batchSHA, keys, argv...)
+			res = s.client.EvalSha(ctx, batchSHA, keys, argv...)
 		}
 		call.cmd.SetVal(res.Val())
 		call.cmd.SetErr(res.Err())
 	}
 }
 
-// answer sets the res and err of each request of call from its reply: one
+// answer sets the line or err of each request of call from its reply: one
 // line per request.
-func (r *redisLimiter) answer(call scriptCall) {
+func answer(call scriptCall) {
 	reply, err := call.cmd.Result()
 	text, ok := reply.(string)
 	if err == nil && (!ok || strings.Count(text, "\n") != len(call.batch)-1) {
@@ -218,11 +288,9 @@ func (r *redisLimiter) answer(call scriptCall) {
 	}
 	for _, p := range call.batch {
 		if err != nil {
-			p.res, p.err = Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, err)
+			p.err = err
 			continue
 		}
-		var line string
-		line, text, _ = strings.Cut(text, "\n")
-		p.res, p.err = r.decision(p.key, line)
+		p.line, text, _ = strings.Cut(text, "\n")
 	}
 }

@@ -8,13 +8,27 @@
 --   limit   capacity or limit: whole units, 1 <= limit <= 2^52
 --   param   't', 'g': whole microseconds per unit; 'w': the window in
 --           whole milliseconds
--- then, for each request in order:
---   c       its number of checks, >= 1; the request is allowed only if every
---           check allows it, and then every check takes its cost (all or
---           nothing)
---   then, for each check, two arguments and one key, the next of KEYS:
---     s       the number of its limit, 1 to S
---     n       cost, 0 <= n <= limit; 0 only reads
+-- then, for each request in order, one of three kinds:
+--   an Allow:
+--     c       its number of checks, >= 1; the request is allowed only if
+--             every check allows it, and then every check takes its cost
+--             (all or nothing)
+--     then, for each check, two arguments and one key, the next of KEYS:
+--       s       the number of its limit, 1 to S
+--       n       cost, 0 <= n <= limit; 0 only reads
+--   a Settle, which replaces the units an allowed request took by its
+--   true cost on every check, or on none:
+--     'S', c, d, age, tok
+--       d     cost minus taken, whole units, |d| <= 2^52: > 0 takes d more
+--             (into debt if need be), < 0 gives -d back (never above full;
+--             a window only when it had opened age µs ago or earlier)
+--       age   µs since the units were taken, or -1 when not known
+--       tok   1 when one more key follows the checks' keys: a token key,
+--             which the Settle creates (PX SettleTokenTTL) and which, when
+--             it is there already, makes the Settle change nothing
+--     then, for each check, one argument (s) and one key
+--   a Reset, which empties every check's key, or none:
+--     'X', c, then for each check, one argument (s) and one key
 --   the checks of one request are on different keys: each reads its key
 --   before any of them writes
 --
@@ -27,19 +41,26 @@
 -- taken from it. A request with a key that does not hold the state its
 -- check writes gets "!i reason" instead, i the number of that check from
 -- 1; it changes nothing, and the requests after it are decided as usual.
+-- A Settle's line is "1 remaining 0 reset_after" per check, as the keys are
+-- after it (after the earlier Settle, when its token was there); a Reset's
+-- is "1 limit 0 0" per check.
 --
 -- The state of each kind, which every write keeps, and anything else under
 -- a key is refused (another type, other fields, other values, no TTL):
 --   't'  a HASH of exactly credit and last_refill: refill time banked,
---        tokens × interval (0 empty, capacity × interval full), and the
---        server time it was computed at, both integer µs; PEXPIRE until full.
+--        tokens × interval (0 empty, capacity × interval full, below 0 in
+--        debt after a Settle), and the server time it was computed at, both
+--        integer µs; PEXPIRE until full.
 --   'g'  a STRING: the theoretical arrival time in integer µs, the server time
 --        at which the key is full again; PX until then.
---   'w'  a STRING: the count of the window, >= 1, with PX the time left in
---        the window; a key with PTTL 0 has ended.
--- Numbers are decimal digits without sign, point, exponent or leading zero,
--- below 2^53, which Lua's doubles hold exactly, and are written with
--- string.format('%.0f') since tostring keeps only 14 significant digits.
+--   'w'  a STRING: the count of the window, >= 1 (above limit in debt after
+--        a Settle), with PX the time left in the window; a key with PTTL 0
+--        has ended.
+-- Numbers are decimal digits without sign (credit may have a '-'), point,
+-- exponent or leading zero, below 2^53 in size, which Lua's doubles hold
+-- exactly, and are written with string.format('%.0f') since tostring keeps
+-- only 14 significant digits. A debt is bounded: a key is never more than
+-- 2^52 µs (or units) from full.
 -- An absent key is full (no window open), and every TTL is the time until
 -- then, whole ms rounded up, so a key that expires is exactly a full one.
 -- A server clock that steps back makes time stand still for a key until it
@@ -61,6 +82,17 @@ local function whole(s)
   end
   return v
 end
+
+-- signed reads a number as whole does, or its negative with a '-'.
+local function signed(s)
+  if type(s) == 'string' and string.sub(s, 1, 1) == '-' and s ~= '-0' then
+    local v = whole(string.sub(s, 2))
+    return v and -v
+  end
+  return whole(s)
+end
+
+local maxdebt = 4503599627370496 -- 2^52
 
 -- wrongtype tells whether a reply of redis.pcall is the error of a key of
 -- another type; any other error ends the script.
@@ -84,8 +116,13 @@ end
 -- nothing to write; or nil and the reason its key is refused. Nothing is
 -- written before every check of a request has allowed.
 
-local function bucket(key, capacity, interval, n)
-  local full = capacity * interval
+-- The state functions read a key as of now, or return nil and the reason
+-- it is refused.
+
+-- bucket_state returns a bucket's credit, refilled up to full, the time it
+-- holds (last, never earlier than it was), and how far the clock is behind
+-- that time.
+local function bucket_state(key, full)
   local state = redis.pcall('HGETALL', key)
   if wrongtype(state) then
     return nil, 'not a HASH'
@@ -95,9 +132,9 @@ local function bucket(key, capacity, interval, n)
     if #state ~= 4 then
       credit = nil
     elseif state[1] == 'credit' and state[3] == 'last_refill' then
-      credit, last = whole(state[2]), whole(state[4])
+      credit, last = signed(state[2]), whole(state[4])
     elseif state[1] == 'last_refill' and state[3] == 'credit' then
-      credit, last = whole(state[4]), whole(state[2])
+      credit, last = signed(state[4]), whole(state[2])
     else
       credit = nil
     end
@@ -118,13 +155,65 @@ local function bucket(key, capacity, interval, n)
   else
     lag = last - now
   end
+  return credit, last, lag
+end
+
+-- gcra_state returns a GCRA key's theoretical arrival time, at least now.
+local function gcra_state(key)
+  local stored = redis.pcall('GET', key)
+  if wrongtype(stored) then
+    return nil, 'not a STRING'
+  end
+  if not stored then
+    return now
+  end
+  local tat = whole(stored)
+  if not tat then
+    return nil, 'not a time in whole microseconds below 2^53'
+  end
+  if redis.call('PTTL', key) < 0 then
+    return nil, 'a time without the TTL every write sets'
+  end
+  return math.max(tat, now)
+end
+
+-- window_state returns a window's count, 0 when none is open, and the ms
+-- left in it.
+local function window_state(key)
+  local stored = redis.pcall('GET', key)
+  if wrongtype(stored) then
+    return nil, 'not a STRING'
+  end
+  if not stored then
+    return 0, 0
+  end
+  local count = whole(stored)
+  if not (count and count >= 1) then
+    return nil, 'not a count of whole requests from 1 below 2^53'
+  end
+  local left = redis.call('PTTL', key)
+  if left < 0 then
+    return nil, 'a count without the TTL every write sets'
+  end
+  if left == 0 then
+    return 0, 0 -- the window's time is up: it has ended
+  end
+  return count, left
+end
+
+local function bucket(key, capacity, interval, n)
+  local full = capacity * interval
+  local credit, last, lag = bucket_state(key, full)
+  if not credit then
+    return nil, last
+  end
   local cost = n * interval
-  if credit < cost then
+  if n > 0 and credit < cost then
     local reset = 0
     if credit < full then
       reset = lag + full - credit
     end
-    return false, math.floor(credit / interval), lag + cost - credit, reset
+    return false, math.max(0, math.floor(credit / interval)), lag + cost - credit, reset
   end
   local left = credit - cost
   local reset = 0
@@ -132,30 +221,17 @@ local function bucket(key, capacity, interval, n)
     reset = lag + full - left
   end
   if n == 0 then
-    return true, math.floor(left / interval), 0, reset
+    return true, math.max(0, math.floor(left / interval)), 0, reset
   end
   return true, math.floor(left / interval), 0, reset, left, last, ms(lag + full - left)
 end
 
 local function gcra(key, limit, interval, n)
-  local stored = redis.pcall('GET', key)
-  if wrongtype(stored) then
-    return nil, 'not a STRING'
+  local tat, reason = gcra_state(key)
+  if not tat then
+    return nil, reason
   end
   local tau = limit * interval
-  local tat = now
-  if stored then
-    tat = whole(stored)
-    if not tat then
-      return nil, 'not a time in whole microseconds below 2^53'
-    end
-    if redis.call('PTTL', key) < 0 then
-      return nil, 'a time without the TTL every write sets'
-    end
-    if tat < now then
-      tat = now
-    end
-  end
   local new_tat = tat + n * interval
   if n > 0 and new_tat - now > tau then
     return false, math.max(0, math.floor((tau - (tat - now)) / interval)), new_tat - tau - now, tat - now
@@ -167,34 +243,78 @@ local function gcra(key, limit, interval, n)
 end
 
 local function window(key, limit, length, n)
-  local stored = redis.pcall('GET', key)
-  if wrongtype(stored) then
-    return nil, 'not a STRING'
+  local count, left = window_state(key)
+  if not count then
+    return nil, left
   end
-  local count, left = 0, 0
-  if stored then
-    count = whole(stored)
-    if not (count and count >= 1) then
-      return nil, 'not a count of whole requests from 1 below 2^53'
-    end
-    left = redis.call('PTTL', key)
-    if left < 0 then
-      return nil, 'a count without the TTL every write sets'
-    end
-    if left == 0 then
-      count = 0 -- the window's time is up: it has ended
-    end
-  end
-  if count + n > limit then
+  if n > 0 and count + n > limit then
     return false, math.max(0, limit - count), left * 1000, left * 1000
   end
   if n == 0 then
-    return true, limit - count, 0, left * 1000
+    return true, math.max(0, limit - count), 0, left * 1000
   end
   if count == 0 then
     return true, limit - n, 0, length * 1000, n, length -- opens a window
   end
   return true, limit - count - n, 0, left * 1000, n
+end
+
+-- The settle functions apply d (units: more taken when > 0, given back when
+-- < 0) to a key whose state has been checked, and return its remaining and
+-- reset_after. A key that is full again is deleted.
+
+local function bucket_settle(key, capacity, interval, d)
+  local full = capacity * interval
+  local credit, last, lag = bucket_state(key, full)
+  local left = math.max(full - maxdebt, math.min(full, credit - d * interval))
+  if left >= full then
+    redis.call('DEL', key)
+    return capacity, 0
+  end
+  if d ~= 0 then
+    redis.call('HSET', key, 'credit', string.format('%.0f', left), 'last_refill', string.format('%.0f', last))
+    redis.call('PEXPIRE', key, ms(lag + full - left))
+  end
+  return math.max(0, math.floor(left / interval)), lag + full - left
+end
+
+local function gcra_settle(key, limit, interval, d)
+  local tat = gcra_state(key)
+  local new_tat = math.min(now + maxdebt, math.max(now, tat + d * interval))
+  if new_tat <= now then
+    redis.call('DEL', key)
+    return limit, 0
+  end
+  if d ~= 0 then
+    redis.call('SET', key, string.format('%.0f', new_tat), 'PX', ms(new_tat - now))
+  end
+  return math.max(0, math.floor((limit * interval - (new_tat - now)) / interval)), new_tat - now
+end
+
+local function window_settle(key, limit, length, d, age)
+  local count, left = window_state(key)
+  if d < 0 then
+    -- Only into the window that took the units: one that had opened by
+    -- then.
+    if count > 0 and (age < 0 or age <= (length - left) * 1000) then
+      if count + d <= 0 then
+        redis.call('DEL', key) -- the window ends
+        return limit, 0
+      end
+      redis.call('DECRBY', key, -d)
+      count = count + d
+    end
+  elseif d > 0 then
+    if count == 0 then
+      count, left = math.min(d, maxdebt), length
+      redis.call('SET', key, string.format('%.0f', count), 'PX', length) -- opens a window
+    else
+      local more = math.min(count + d, maxdebt) - count
+      redis.call('INCRBY', key, string.format('%.0f', more))
+      count = count + more
+    end
+  end
+  return math.max(0, limit - count), left * 1000
 end
 
 -- The writers write what their check returned, once every check of the
@@ -217,6 +337,7 @@ local writers = {
 }
 
 local checks = {t = bucket, g = gcra, w = window}
+local settles = {t = bucket_settle, g = gcra_settle, w = window_settle}
 
 local function line(allowed, remaining, retry, reset)
   return string.format('%d %.0f %.0f %.0f', allowed, remaining, retry, reset)
@@ -235,7 +356,8 @@ end
 local lines = {}
 local k = 1
 for r = 1, tonumber(ARGV[1]) do
-  local c = tonumber(ARGV[a])
+  local head = ARGV[a]
+  local c = tonumber(head)
   a = a + 1
   if c == 1 then
     -- One check: it decides alone, and writes at once.
@@ -253,7 +375,7 @@ for r = 1, tonumber(ARGV[1]) do
       lines[r] = line(0, remaining, retry, reset)
     end
     a, k = a + 2, k + 1
-  else
+  elseif c then
     -- Several checks: all of them allow, and then all write, or none does.
     local all, refused = true, nil
     local specs, keys, parts = {}, {}, {}
@@ -287,6 +409,57 @@ for r = 1, tonumber(ARGV[1]) do
           out[i] = line(0, remaining, 0, reset)
         else
           out[i] = line(0, p[2], p[3], p[4])
+        end
+      end
+      lines[r] = table.concat(out, ' ')
+    end
+  else
+    -- A Settle ('S') or a Reset ('X'): every key is checked first, and
+    -- then all are changed, or none is.
+    c = tonumber(ARGV[a])
+    local d, age, tokttl = 0, -1, 0
+    if head == 'S' then
+      d, age, tokttl = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+      a = a + 4
+    elseif head == 'X' then
+      a = a + 1
+    else
+      error('ratelimit batch script: unknown request ' .. tostring(head))
+    end
+    local refused
+    local specs, keys = {}, {}
+    for i = 1, c do
+      local s, key = tonumber(ARGV[a]), KEYS[k]
+      local ok, reason = checks[kinds[s]](key, limits[s], params[s], 0)
+      if ok == nil and not refused then
+        refused = '!' .. i .. ' ' .. reason
+      end
+      specs[i], keys[i] = s, key
+      a, k = a + 1, k + 1
+    end
+    local tokkey
+    if tokttl > 0 then
+      tokkey = KEYS[k]
+      k = k + 1
+    end
+    if refused then
+      lines[r] = refused
+    else
+      local out = {}
+      -- A token seen before: that Settle has been applied; answer the
+      -- keys as they are.
+      local seen = tokkey and not redis.call('SET', tokkey, '1', 'NX', 'PX', tokttl)
+      for i = 1, c do
+        local s, key = specs[i], keys[i]
+        if head == 'X' then
+          redis.call('DEL', key)
+          out[i] = line(1, limits[s], 0, 0)
+        elseif seen then
+          local _, remaining, _, reset = checks[kinds[s]](key, limits[s], params[s], 0)
+          out[i] = line(1, remaining, 0, reset)
+        else
+          local remaining, reset = settles[kinds[s]](key, limits[s], params[s], d, age)
+          out[i] = line(1, remaining, 0, reset)
         end
       end
       lines[r] = table.concat(out, ' ')

@@ -1,0 +1,127 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Adjuster is a Limiter whose takings can be corrected after the work they
+// admitted: given back, settled at their true cost, or wiped. Every limiter
+// of this package implements it, as do Composite, Guard and DenyCache, and
+// the in-process and Redis limiters adjust identically.
+//
+// The Result of Refund and Settle describes the key after the adjustment:
+// Allowed is true (an adjustment is never refused for lack of units),
+// Remaining is what is left, never below 0 even in debt, RetryAfter is 0,
+// and ResetAfter is the wait until the key is full again, debt included.
+// A Composite's is combined as its Allow's is.
+//
+// Implementations are safe for concurrent use.
+type Adjuster interface {
+	Limiter
+	// Refund gives back n units that an allowed call took from key, never
+	// filling it above its limit. A fixed window gives them back only to
+	// the window that took them (see TakenAt), and a window whose count
+	// falls to 0 ends. It is Settle(ctx, key, n, 0, opts...).
+	Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error)
+	// Settle replaces taken, the units an allowed call took from key on an
+	// estimate, by cost, the work's true cost. A smaller cost gives back
+	// the difference as Refund does; a larger one takes the rest at once,
+	// even when that leaves the key in debt (a token bucket or GCRA with
+	// less than nothing, a window counted past its limit): calls are then
+	// denied until the debt is paid, at the limiter's rate or by the
+	// window's end. A debt never lets a key allow more later. taken must
+	// be between 0 and the limit; cost may exceed the limit, up to 2^52.
+	// Either below 0 or cost above 2^52 (ErrInvalidCost), or taken above
+	// the limit (ErrCostExceedsLimit), is an error that changes nothing.
+	Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error)
+	// Reset returns key to its full limit, as if it had never been used;
+	// for example, a successful login clearing failed attempts.
+	Reset(ctx context.Context, key string) error
+}
+
+// AdjustOption qualifies one Refund or Settle call.
+type AdjustOption func(*adjustment)
+
+// adjustment collects what the AdjustOptions of one call set.
+type adjustment struct {
+	token    string
+	tokenSet bool
+	takenAt  time.Time
+	hasTaken bool
+}
+
+// WithToken makes a Refund or Settle on Redis idempotent: the first call
+// with token for a key applies, and any later one with the same token for
+// the same key (a retry after a timeout or a lost connection, when the
+// first may have run) changes nothing and answers the key's state. The
+// token is remembered for SettleTokenTTL beside the key, in its hash slot,
+// so that one script call on a cluster reads and writes both. A token is
+// any non-empty string of at most 128 bytes; use one per unit of work, such
+// as a request ID. Without a token, a Redis call is sent at most once and
+// is never repeated by go-redis's retries, so a caller that retries an
+// ambiguous failure itself must pass one. In process, where a call cannot
+// fail halfway, the token is checked and otherwise ignored.
+func WithToken(token string) AdjustOption {
+	return func(a *adjustment) { a.token, a.tokenSet = token, true }
+}
+
+// TakenAt says when the units being refunded or settled were taken: a time
+// read just before the Allow call that took them. A FixedWindow gives units
+// back only when the window open now was open at t, so that a refund never
+// lands in a later window; without TakenAt, it gives them back to the window
+// open now. Token buckets and GCRA ignore it. On Redis, t is turned into
+// an age on the client's monotonic clock, so client and server clocks need
+// not agree.
+func TakenAt(t time.Time) AdjustOption {
+	return func(a *adjustment) { a.takenAt, a.hasTaken = t, true }
+}
+
+// SettleTokenTTL is how long a Redis limiter remembers a WithToken token
+// after the call that applied it: long enough to cover go-redis's own
+// retries (seconds) and a caller's retry of a call that timed out (seconds
+// to a minute or two), short enough that memory stays small: one key of
+// about 100 bytes per token, so 1,000 settles a second keep about 30 MB.
+const SettleTokenTTL = 5 * time.Minute
+
+// maxTokenLen bounds a WithToken token, which is stored in a key name.
+const maxTokenLen = 128
+
+// adjustOptions applies opts to an adjustment, rejecting nil options and
+// tokens that are empty or longer than maxTokenLen. kind names the limiter
+// in errors.
+func adjustOptions(kind string, opts []AdjustOption) (adjustment, error) {
+	var a adjustment
+	for i, opt := range opts {
+		if opt == nil {
+			return a, fmt.Errorf("ratelimit: %s: adjust option %d is nil", kind, i)
+		}
+		opt(&a)
+	}
+	if a.tokenSet && a.token == "" {
+		return a, fmt.Errorf("ratelimit: %s: WithToken: empty token", kind)
+	}
+	if len(a.token) > maxTokenLen {
+		return a, fmt.Errorf("ratelimit: %s: WithToken: a token of %d bytes; at most %d", kind, len(a.token), maxTokenLen)
+	}
+	return a, nil
+}
+
+// maxSettleCost bounds the cost of a Settle: 2^52, the largest whole
+// number every store holds exactly.
+const maxSettleCost = 1 << 52
+
+// checkSettle returns an error for a Settle that cannot be applied on a
+// limiter of limit: taken or cost below 0, or cost above 2^52
+// (ErrInvalidCost), taken above the limit (ErrCostExceedsLimit: no allowed
+// call took that much).
+func checkSettle(taken, cost, limit int) error {
+	if taken < 0 || cost < 0 || cost > maxSettleCost {
+		return fmt.Errorf("%w: taken = %d and cost = %d must be >= 0, and cost at most 2^52", ErrInvalidCost, taken, cost)
+	}
+	if taken > limit {
+		return fmt.Errorf("%w: taken = %d, limit = %d", ErrCostExceedsLimit, taken, limit)
+	}
+	return nil
+}

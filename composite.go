@@ -1,0 +1,345 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+)
+
+// Part is one limit of a Composite: a limiter, the name its policy goes by,
+// and the key it applies to.
+type Part struct {
+	// Name names the part's policy, in HTTP headers and errors: 1 to 64
+	// printable ASCII characters other than '"' and '\', unique within the
+	// Composite.
+	Name string
+	// Limiter decides the part. All the parts of a Composite are
+	// in-process limiters of this package (TokenBucket, GCRA, FixedWindow),
+	// or all are Redis limiters of this package on the same client.
+	Limiter Limiter
+	// Key derives the part's key from the key of the call, for a limit on
+	// another subject (the tenant a user belongs to, say); nil means the
+	// call's key. On Redis Cluster every part's Redis key must be in one
+	// hash slot: give the keys the same hash tag, as in "{tenant7}:user42"
+	// and "{tenant7}". Key must be safe for concurrent use.
+	Key func(key string) string
+}
+
+// Composite is a Limiter of several limits at once, all or nothing: Allow
+// allows n only when every part allows it, and then takes n from every
+// part; a denial takes nothing from any part. In process the parts are
+// decided under all their locks at once; on Redis, one script call decides
+// every part atomically, coalesced with other calls as a single limiter's
+// are.
+//
+// The Result of Allow is that of the part that bound the decision: for a
+// denial, the denying part with the longest RetryAfter; for an allowed
+// call, the part with the fewest units left (the first of those). Its
+// Limit and Remaining are that part's, RetryAfter is the longest of the
+// parts' (after it every part would allow the same call), and ResetAfter
+// the longest (after it every part is full). AllowBound says which part
+// bound, and AllowParts gives every part's Result. A cost above any part's
+// limit is an error wrapping ErrCostExceedsLimit, with that part's Limit.
+//
+// A Composite is safe for concurrent use. Create one with NewComposite.
+type Composite struct {
+	parts    []Part
+	policies []NamedPolicy
+	local    *localParts // the parts, when in process
+	remote   *redisParts // the parts, when on Redis
+}
+
+// NamedPolicy is one of the policies a limiter reports, with its name.
+type NamedPolicy struct {
+	Name string
+	Policy
+}
+
+// maxPolicyName bounds a Part's Name.
+const maxPolicyName = 64
+
+// NewComposite returns a Composite of parts. It returns an error wrapping
+// ErrInvalidConfig for no parts, a nil Limiter, a Name that is empty,
+// repeated, longer than 64 characters or not printable ASCII (or holds '"'
+// or '\'), or parts that are not all in-process limiters of this package or
+// all Redis limiters of this package on one client.
+func NewComposite(parts ...Part) (*Composite, error) {
+	const kind = "NewComposite"
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("%w: %s: no parts", ErrInvalidConfig, kind)
+	}
+	c := &Composite{parts: append([]Part(nil), parts...)}
+	seen := make(map[string]bool, len(parts))
+	limiters := make([]Limiter, len(parts))
+	for i, p := range parts {
+		if isNil(p.Limiter) {
+			return nil, fmt.Errorf("%w: %s: part %d (%q) has a nil Limiter", ErrInvalidConfig, kind, i, p.Name)
+		}
+		if err := checkPartName(p.Name); err != nil {
+			return nil, fmt.Errorf("%w: %s: part %d: %v", ErrInvalidConfig, kind, i, err)
+		}
+		if seen[p.Name] {
+			return nil, fmt.Errorf("%w: %s: two parts are named %q", ErrInvalidConfig, kind, p.Name)
+		}
+		seen[p.Name] = true
+		policy, _ := PolicyOf(p.Limiter)
+		c.policies = append(c.policies, NamedPolicy{Name: p.Name, Policy: policy})
+		limiters[i] = p.Limiter
+	}
+	var localErr, remoteErr error
+	if c.local, localErr = newLocalParts(limiters); localErr == nil {
+		return c, nil
+	}
+	if c.remote, remoteErr = newRedisParts(limiters); remoteErr == nil {
+		return c, nil
+	}
+	return nil, fmt.Errorf("%w: %s: the parts must be all in-process limiters of this package (%v) or all Redis limiters of this package on one client (%v)", ErrInvalidConfig, kind, localErr, remoteErr)
+}
+
+// checkPartName returns an error for a name a policy cannot go by.
+func checkPartName(name string) error {
+	if name == "" || len(name) > maxPolicyName {
+		return fmt.Errorf("a Name must be 1 to %d characters, got %q", maxPolicyName, name)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return fmt.Errorf("Name %q: only printable ASCII other than '\"' and '\\'", name)
+		}
+	}
+	return nil
+}
+
+// partsBuffer is where a call keeps its parts' keys and Results without
+// allocating, for up to four parts.
+type partsBuffer struct {
+	keys    [4]string
+	results [4]Result
+}
+
+// slices returns keys and results of length n, in b when they fit.
+func (b *partsBuffer) slices(n int) ([]string, []Result) {
+	if n <= len(b.keys) {
+		return b.keys[:n], b.results[:n]
+	}
+	return make([]string, n), make([]Result, n)
+}
+
+// Allow takes n from every part's key if every part allows it, and nothing
+// otherwise. See Composite for the Result; a nil ctx is an error.
+func (c *Composite) Allow(ctx context.Context, key string, n int) (Result, error) {
+	res, _, err := c.AllowBound(ctx, key, n)
+	return res, err
+}
+
+// AllowBound decides as Allow does, and also returns the index of the part
+// that bound the decision (see Composite), in the order of Policies.
+func (c *Composite) AllowBound(ctx context.Context, key string, n int) (Result, int, error) {
+	var buf partsBuffer
+	keys, results := buf.slices(len(c.parts))
+	bound, err := c.decide(ctx, key, n, keys, results)
+	if err != nil {
+		return results[bound], bound, err
+	}
+	return combine(results, bound), bound, nil
+}
+
+// AllowParts decides as Allow does, and also returns each part's Result, in
+// the order of Policies: a part that would have allowed a denied call reports
+// its state untouched, with RetryAfter 0.
+func (c *Composite) AllowParts(ctx context.Context, key string, n int) (Result, []Result, error) {
+	keys, results := make([]string, len(c.parts)), make([]Result, len(c.parts))
+	bound, err := c.decide(ctx, key, n, keys, results)
+	if err != nil {
+		return results[bound], nil, err
+	}
+	return combine(results, bound), results, nil
+}
+
+// decide fills keys with the parts' keys and results with their Results,
+// and returns the index of the part that bound the decision; on an error,
+// the index of the Result to answer with.
+func (c *Composite) decide(ctx context.Context, key string, n int, keys []string, results []Result) (int, error) {
+	if c == nil || len(c.parts) == 0 {
+		return 0, notBuilt("Composite")
+	}
+	for i := range results {
+		results[i] = Result{Limit: c.policies[i].Limit}
+	}
+	if ctx == nil {
+		return 0, fmt.Errorf("ratelimit: Composite: %w", errNilContext)
+	}
+	if n < 0 {
+		return 0, checkCost(n, c.policies[0].Limit)
+	}
+	if i := c.tightest(); n > c.policies[i].Limit {
+		return i, fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[i].Name, checkCost(n, c.policies[i].Limit))
+	}
+	if err := c.keys(key, keys); err != nil {
+		return 0, err
+	}
+	if c.local != nil {
+		c.local.allow(keys, n, results)
+	} else if err := c.remote.allow(ctx, keys, n, results); err != nil {
+		return 0, err
+	}
+	return bound(results), nil
+}
+
+// tightest returns the index of the part with the smallest limit.
+func (c *Composite) tightest() int {
+	t := 0
+	for i, p := range c.policies {
+		if p.Limit < c.policies[t].Limit {
+			t = i
+		}
+	}
+	return t
+}
+
+// keys fills keys with each part's key for key, and refuses two parts on
+// one limiter and key, which would count one subject twice.
+func (c *Composite) keys(key string, keys []string) error {
+	for i, p := range c.parts {
+		keys[i] = key
+		if p.Key != nil {
+			keys[i] = p.Key(key)
+		}
+		for j := range i {
+			if keys[j] == keys[i] && c.parts[j].Limiter == p.Limiter {
+				return fmt.Errorf("ratelimit: Composite: parts %q and %q are the same limiter on the same key %q", c.parts[j].Name, p.Name, keys[i])
+			}
+		}
+	}
+	return nil
+}
+
+// bound returns the index of the part that bound a decision whose parts
+// answered results: for a denial, the denying part with the longest
+// RetryAfter; otherwise the part with the fewest units left.
+func bound(results []Result) int {
+	b := 0
+	for i, r := range results {
+		if r.RetryAfter > results[b].RetryAfter || r.RetryAfter == results[b].RetryAfter && r.Remaining < results[b].Remaining {
+			b = i
+		}
+	}
+	return b
+}
+
+// combine returns a Composite's Result: the bound part's, with the longest
+// RetryAfter and ResetAfter of all parts.
+func combine(results []Result, b int) Result {
+	res := results[b]
+	for _, r := range results {
+		res.RetryAfter = max(res.RetryAfter, r.RetryAfter)
+		res.ResetAfter = max(res.ResetAfter, r.ResetAfter)
+	}
+	return res
+}
+
+// Refund gives n back to every part's key (see Adjuster), in one step: in
+// process under all the parts' locks, on Redis in one script call.
+func (c *Composite) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
+	return c.Settle(ctx, key, n, 0, opts...)
+}
+
+// Settle settles every part's key (see Adjuster), in one step: in process
+// under all the parts' locks, on Redis in one script call. Its Result is
+// combined as Allow's.
+func (c *Composite) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+	if c == nil || len(c.parts) == 0 {
+		return Result{}, notBuilt("Composite")
+	}
+	if ctx == nil {
+		return Result{Limit: c.policies[0].Limit}, fmt.Errorf("ratelimit: Composite: %w", errNilContext)
+	}
+	a, err := adjustOptions("Composite", opts)
+	if err != nil {
+		return Result{Limit: c.policies[0].Limit}, err
+	}
+	if i := c.tightest(); checkSettle(taken, cost, c.policies[i].Limit) != nil {
+		return Result{Limit: c.policies[i].Limit}, fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[i].Name, checkSettle(taken, cost, c.policies[i].Limit))
+	}
+	var buf partsBuffer
+	keys, results := buf.slices(len(c.parts))
+	if err := c.keys(key, keys); err != nil {
+		return Result{Limit: c.policies[0].Limit}, err
+	}
+	if c.local != nil {
+		c.local.settle(keys, taken, cost, a, results)
+	} else if err := c.remote.settle(ctx, keys, taken, cost, a, results); err != nil {
+		return Result{Limit: c.policies[0].Limit}, err
+	}
+	return combine(results, bound(results)), nil
+}
+
+// Reset returns every part's key to full, in one step.
+func (c *Composite) Reset(ctx context.Context, key string) error {
+	if c == nil || len(c.parts) == 0 {
+		return notBuilt("Composite")
+	}
+	if ctx == nil {
+		return fmt.Errorf("ratelimit: Composite: %w", errNilContext)
+	}
+	var buf partsBuffer
+	keys, _ := buf.slices(len(c.parts))
+	if err := c.keys(key, keys); err != nil {
+		return err
+	}
+	if c.local != nil {
+		c.local.reset(keys)
+		return nil
+	}
+	return c.remote.reset(ctx, keys)
+}
+
+// Policies returns the parts' policies, named, in order. The slice is the
+// caller's.
+func (c *Composite) Policies() []NamedPolicy {
+	if c == nil {
+		return nil
+	}
+	return append([]NamedPolicy(nil), c.policies...)
+}
+
+// Policy returns the policy of the part with the smallest limit, for what
+// shows one policy; Policies gives them all.
+func (c *Composite) Policy() Policy {
+	if c == nil || len(c.policies) == 0 {
+		return Policy{}
+	}
+	return c.policies[c.tightest()].Policy
+}
+
+// MultiPolicy is implemented by limiters that decide by several named
+// policies and say which one bound each decision: Composite, and Guard and
+// DenyCache, which forward their backend's (one policy named "default" when
+// the backend has one). httplimit uses it to send every policy in its
+// headers.
+type MultiPolicy interface {
+	Limiter
+	Policies() []NamedPolicy
+	AllowBound(ctx context.Context, key string, n int) (Result, int, error)
+}
+
+// PoliciesOf returns l's policies: those of a MultiPolicy, or else l's one
+// Policy named "default", or nil when l reports none.
+func PoliciesOf(l Limiter) []NamedPolicy {
+	if m, ok := l.(MultiPolicy); ok && !isNil(m) {
+		return m.Policies()
+	}
+	if p, ok := PolicyOf(l); ok {
+		return []NamedPolicy{{Name: "default", Policy: p}}
+	}
+	return nil
+}
+
+// forwardBound decides n for key through backend, with the index of the
+// policy that bound the decision when backend is a MultiPolicy, and 0
+// otherwise. It is how the decorators forward AllowBound.
+func forwardBound(ctx context.Context, backend Limiter, key string, n int) (Result, int, error) {
+	if m, ok := backend.(MultiPolicy); ok {
+		return m.AllowBound(ctx, key, n)
+	}
+	res, err := backend.Allow(ctx, key, n)
+	return res, 0, err
+}

@@ -1,0 +1,110 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// perSecondAndPerMinute returns a Redis Composite of a token bucket of 10
+// refilling 10 a second ("per-second") and a fixed window of 3 a minute
+// ("per-minute") on client.
+func perSecondAndPerMinute(t *testing.T, client redis.Scripter, opts ...Option) *Composite {
+	t.Helper()
+	bucket, err := NewRedisTokenBucket(client, 10, 10, opts...)
+	require.NoError(t, err)
+	window, err := NewRedisFixedWindow(client, 3, time.Minute, opts...)
+	require.NoError(t, err)
+	c, err := NewComposite(Part{Name: "per-second", Limiter: bucket}, Part{Name: "per-minute", Limiter: window})
+	require.NoError(t, err)
+	return c
+}
+
+func TestRedisCompositeTakesFromEveryPartOrNone(t *testing.T) {
+	_, client, _ := miniredisClock(t)
+	c := perSecondAndPerMinute(t, client)
+	ctx := context.Background()
+	for i := range 3 {
+		res, err := c.Allow(ctx, "alice", 1)
+		require.NoError(t, err)
+		assert.True(t, res.Allowed, "call %d", i)
+	}
+	res, bound, err := c.AllowBound(ctx, "alice", 1)
+	require.NoError(t, err)
+	assert.Equal(t, 1, bound, "the window denies")
+	assert.Equal(t, Result{Limit: 3, Remaining: 0, RetryAfter: time.Minute, ResetAfter: time.Minute}, res)
+	_, parts, err := c.AllowParts(ctx, "alice", 0)
+	require.NoError(t, err)
+	assert.Equal(t, 7, parts[0].Remaining, "the bucket lost nothing to the denial")
+}
+
+func TestRedisSettleIntoDebtThenRefundThenReset(t *testing.T) {
+	_, client, advance := miniredisClock(t)
+	ctx := context.Background()
+	b, err := NewRedisTokenBucket(client, 10, 1) // 1 token a second
+	require.NoError(t, err)
+	res, err := b.Allow(ctx, "k", 5)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	res, err = b.Settle(ctx, "k", 5, 25)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 10, Remaining: 0, ResetAfter: 25 * time.Second}, res, "15 in debt")
+	res, err = b.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Limit: 10, RetryAfter: 16 * time.Second, ResetAfter: 25 * time.Second}, res)
+	res, err = b.Allow(ctx, "k", 0)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "a peek in debt")
+	advance(16 * time.Second)
+	res, err = b.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 10, Remaining: 0, ResetAfter: 10 * time.Second}, res)
+	res, err = b.Refund(ctx, "k", 4)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 10, Remaining: 4, ResetAfter: 6 * time.Second}, res)
+	require.NoError(t, b.Reset(ctx, "k"))
+	res, err = b.Allow(ctx, "k", 0)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 10, Remaining: 10}, res)
+}
+
+func TestRedisSettleWithATokenAppliesOnce(t *testing.T) {
+	m, client, _ := miniredisClock(t)
+	ctx := context.Background()
+	c := perSecondAndPerMinute(t, client)
+	_, err := c.Allow(ctx, "bob", 2)
+	require.NoError(t, err)
+	first, err := c.Refund(ctx, "bob", 2, WithToken("req-1"))
+	require.NoError(t, err)
+	again, err := c.Refund(ctx, "bob", 2, WithToken("req-1"))
+	require.NoError(t, err)
+	assert.Equal(t, first, again)
+	_, parts, err := c.AllowParts(ctx, "bob", 0)
+	require.NoError(t, err)
+	assert.Equal(t, 10, parts[0].Remaining)
+	assert.Equal(t, 3, parts[1].Remaining)
+	assert.True(t, m.Exists("{ratelimit:tb:10:100000:bob}:settled:req-1"), m.Keys())
+}
+
+func TestRedisFixedWindowRefundsOnlyIntoTheWindowThatTookThem(t *testing.T) {
+	_, client, advance := miniredisClock(t)
+	ctx := context.Background()
+	w, err := NewRedisFixedWindow(client, 3, time.Minute)
+	require.NoError(t, err)
+	takenAt := time.Now()
+	_, err = w.Allow(ctx, "k", 2)
+	require.NoError(t, err)
+	advance(time.Minute) // that window ends
+	_, err = w.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	res, err := w.Refund(ctx, "k", 2, TakenAt(takenAt.Add(-time.Hour)))
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Remaining, "nothing given back to a later window")
+	res, err = w.Refund(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 3, Remaining: 3}, res, "refunded to 0, the window ends")
+}

@@ -1,0 +1,179 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// redisParts decides a Composite's Redis parts: each request is one request
+// of the batch script with a check per part, all or nothing, sent alone or
+// coalesced with the Composite's other calls. It is immutable and safe for
+// concurrent use.
+type redisParts struct {
+	parts []*redisLimiter
+	route route
+	send  *sender
+}
+
+// newRedisParts returns the Redis engine of limiters, or an error unless
+// every one is a Redis limiter of this package and all share one client.
+// The parts coalesce unless one of them was built WithoutCoalescing.
+func newRedisParts(limiters []Limiter) (*redisParts, error) {
+	rp := &redisParts{}
+	specs := make([][3]any, len(limiters))
+	noCoalesce := false
+	for i, l := range limiters {
+		var r *redisLimiter
+		switch l := l.(type) {
+		case *RedisTokenBucket:
+			r = &l.r
+		case *RedisGCRA:
+			r = &l.r
+		case *RedisFixedWindow:
+			r = &l.r
+		default:
+			return nil, fmt.Errorf("part %d is a %T", i, l)
+		}
+		if r.client == nil {
+			return nil, fmt.Errorf("part %d is a zero-value %T", i, l)
+		}
+		if i > 0 && r.client != rp.parts[0].client {
+			return nil, fmt.Errorf("parts 0 and %d have different Redis clients", i)
+		}
+		rp.parts = append(rp.parts, r)
+		specs[i] = r.spec
+		noCoalesce = noCoalesce || r.send.co == nil
+	}
+	rp.route = routeOf(rp.parts[0].client)
+	rp.send = newSender(rp.parts[0].client, specs, noCoalesce)
+	return rp, nil
+}
+
+// request returns the request of the batch script for the parts' keys:
+// their Redis keys, which must differ, and on a cluster or ring share a
+// hash slot.
+func (rp *redisParts) request(ctx context.Context, keys []string) (*pending, error) {
+	p := &pending{ctx: ctx, key: rp.parts[0].prefix + keys[0]}
+	if len(keys) > 1 {
+		p.more = make([]string, len(keys)-1)
+	}
+	for i := 1; i < len(keys); i++ {
+		k := rp.parts[i].prefix + keys[i]
+		p.more[i-1] = k
+		if k == p.key || contains(p.more[:i-1], k) {
+			return nil, fmt.Errorf("two parts have the same Redis key %q", k)
+		}
+		if (rp.route == routeSlot || rp.route == routeTag) && hashSlot(k) != hashSlot(p.key) {
+			return nil, fmt.Errorf("the parts' Redis keys %q and %q are in different hash slots, which one script call cannot touch; "+
+				"give the keys one hash tag, as in \"{tenant}:user\" and \"{tenant}\" (see Part.Key)", p.key, k)
+		}
+	}
+	return p, nil
+}
+
+// contains reports whether keys holds k.
+func contains(keys []string, k string) bool {
+	for _, x := range keys {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// key returns the Redis key of check i of p.
+func (p *pending) checkKey(i int) string {
+	if i == 0 {
+		return p.key
+	}
+	return p.more[i-1]
+}
+
+// allow decides n for the parts' keys, all or nothing, and sets each part's
+// Result.
+func (rp *redisParts) allow(ctx context.Context, keys []string, n int, results []Result) error {
+	p, err := rp.request(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("ratelimit: Composite: %w", err)
+	}
+	p.n = n
+	return rp.do(p, results)
+}
+
+// settle applies a Settle of taken and cost to every part's key, or to
+// none, and sets each part's Result.
+func (rp *redisParts) settle(ctx context.Context, keys []string, taken, cost int, a adjustment, results []Result) error {
+	p, err := rp.request(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("ratelimit: Composite: %w", err)
+	}
+	if p.op, err = newSettleOp(rp.route, p.key, taken, cost, a); err != nil {
+		return fmt.Errorf("ratelimit: Composite: %w", err)
+	}
+	return rp.do(p, results)
+}
+
+// reset empties every part's key, or none.
+func (rp *redisParts) reset(ctx context.Context, keys []string) error {
+	p, err := rp.request(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("ratelimit: Composite: %w", err)
+	}
+	p.op = &adjustOp{reset: true}
+	var buf partsBuffer
+	_, results := buf.slices(len(keys))
+	return rp.do(p, results)
+}
+
+// do sends p and sets results from its line of the reply: a group of four
+// numbers per part, all with the same verdict; or "!i reason" when part i's
+// key does not hold its limiter's state.
+func (rp *redisParts) do(p *pending, results []Result) error {
+	if !rp.send.do(p) {
+		return fmt.Errorf("ratelimit: Composite %q: %w", p.key, p.ctx.Err())
+	}
+	if p.err != nil {
+		return fmt.Errorf("ratelimit: Composite %q: %w", p.key, p.err)
+	}
+	line := p.line
+	if strings.HasPrefix(line, "!") {
+		num, reason, _ := strings.Cut(line[1:], " ")
+		for i := range rp.parts {
+			if num == fmt.Sprint(i+1) {
+				r := rp.parts[i]
+				return fmt.Errorf("ratelimit: Composite: %s %q: %w: %s", r.name, p.checkKey(i), ErrCorruptState, reason)
+			}
+		}
+		return fmt.Errorf("ratelimit: Composite %q: unexpected reply from Redis script: %q", p.key, line)
+	}
+	rest := line
+	for i, r := range rp.parts {
+		group := rest
+		if i < len(rp.parts)-1 {
+			end := nthSpace(rest, 4)
+			if end < 0 {
+				return fmt.Errorf("ratelimit: Composite %q: unexpected reply from Redis script: %q", p.key, line)
+			}
+			group, rest = rest[:end], rest[end+1:]
+		}
+		res, err := parseLine(group, r.limit, true)
+		if err != nil || i > 0 && res.Allowed != results[0].Allowed {
+			return fmt.Errorf("ratelimit: Composite %q: unexpected reply from Redis script: %q", p.key, line)
+		}
+		results[i] = res
+	}
+	return nil
+}
+
+// nthSpace returns the index of the nth space in s, or -1.
+func nthSpace(s string, n int) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ' ' {
+			if n--; n == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
