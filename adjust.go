@@ -68,12 +68,15 @@ func WithToken(token string) AdjustOption {
 }
 
 // TakenAt says when the units being refunded or settled were taken: a time
-// read just before the Allow call that took them. A FixedWindow gives units
-// back only when the window open now was open at t, so that a refund never
-// lands in a later window; without TakenAt, it gives them back to the window
-// open now. Token buckets and GCRA ignore it. On Redis, t is turned into
-// an age on the client's monotonic clock, so client and server clocks need
-// not agree.
+// read just after the Allow call that took them returned. A FixedWindow
+// gives units back only when the window open now had opened by t, so that
+// a refund never lands in a later window (one that opened after t); the
+// units of the call that opened the window are given back to it. Without
+// TakenAt, it gives them back to the window open now. Token buckets and
+// GCRA ignore it. On Redis, t is turned into an age on the client's
+// monotonic clock, so client and server clocks need not agree, and a window
+// counts as open by t when it opened no more than 1 ms after it, as Redis
+// keeps a window's end in whole milliseconds.
 func TakenAt(t time.Time) AdjustOption {
 	return func(a *adjustment) { a.takenAt, a.hasTaken = t, true }
 }

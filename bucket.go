@@ -57,9 +57,48 @@ func (b *TokenBucket) Allow(_ context.Context, key string, n int) (Result, error
 	return b.s.allow(key, n)
 }
 
-// FillTime returns the time a bucket takes to refill from empty to full:
-// capacity divided by the refill rate.
-func (b *TokenBucket) FillTime() time.Duration { return b.s.fillTime() }
+// Refund gives n tokens back to key, never above the limit. It is
+// Settle(ctx, key, n, 0, opts...).
+func (b *TokenBucket) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
+	return b.Settle(ctx, key, n, 0, opts...)
+}
 
-// Policy returns the bucket's capacity and FillTime.
-func (b *TokenBucket) Policy() Policy { return b.s.policy() }
+// Settle replaces taken, the tokens an allowed call took from key, by cost:
+// it gives back the difference or takes the rest, into debt if need be. See
+// Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
+// is not used.
+func (b *TokenBucket) Settle(_ context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+	if b == nil || b.s == nil {
+		return Result{}, notBuilt("TokenBucket")
+	}
+	return b.s.settle("TokenBucket", key, taken, cost, opts)
+}
+
+// Reset returns key to its full limit. ctx is not used. It fails only on a
+// nil or zero-value *TokenBucket, with an error wrapping ErrInvalidConfig.
+func (b *TokenBucket) Reset(_ context.Context, key string) error {
+	if b == nil || b.s == nil {
+		return notBuilt("TokenBucket")
+	}
+	b.s.reset(key)
+	return nil
+}
+
+// FillTime returns the time a bucket takes to refill from empty to full:
+// capacity divided by the refill rate; 0 for a nil or zero-value
+// *TokenBucket.
+func (b *TokenBucket) FillTime() time.Duration {
+	if b == nil || b.s == nil {
+		return 0
+	}
+	return b.s.fillTime()
+}
+
+// Policy returns the bucket's capacity and FillTime; the zero Policy for a
+// nil or zero-value *TokenBucket.
+func (b *TokenBucket) Policy() Policy {
+	if b == nil || b.s == nil {
+		return Policy{}
+	}
+	return b.s.policy()
+}

@@ -22,9 +22,10 @@ const (
 	// at 64 and 256 goroutines, though fewer than one call per decision at
 	// 8).
 	defaultMaxInFlight = 2
-	// defaultMaxBatch bounds the requests of one script call, so that one
-	// call never holds the server for long: a batch of 128 runs for about
-	// 0.5 to 1.1 ms (bench/README.md).
+	// defaultMaxBatch bounds the checks of one script call (its requests,
+	// times a Composite's parts), so that one call never holds the server
+	// for long: a batch of 128 runs for about 0.5 to 1.1 ms
+	// (bench/README.md).
 	defaultMaxBatch = 128
 )
 
@@ -34,13 +35,23 @@ type pending struct {
 	ctx   context.Context
 	key   string   // the Redis key of its first check
 	more  []string // the Redis keys of its other checks, for a Composite
-	n     int      // an Allow's cost
+	n     int      // an Allow's cost, or a Settle's cost minus taken
+	costs []int    // the n of each check, when they differ (a Composite's)
 	op    *adjustOp
-	line  string // its line of the script's reply, when err is nil
-	err   error  // its script call's error
+	line  string        // its line of the script's reply, when err is nil
+	err   error         // its script call's error
 	done  chan struct{} // receives once: the answer is there, or lead is set
 	lead  []*pending    // a batch this call must send; set under the coalescer's lock
 	taken bool          // in a batch; set under the coalescer's lock
+}
+
+// cost returns the n of p's check i: an Allow's cost, or a Settle's cost
+// minus taken.
+func (p *pending) cost(i int) int {
+	if p.costs != nil {
+		return p.costs[i]
+	}
+	return p.n
 }
 
 // coalescer gathers the calls of one Redis limiter into batches. Its fields

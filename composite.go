@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"math/bits"
 )
 
 // Part is one limit of a Composite: a limiter, the name its policy goes by,
@@ -22,6 +23,14 @@ type Part struct {
 	// hash slot: give the keys the same hash tag, as in "{tenant7}:user42"
 	// and "{tenant7}". Key must be safe for concurrent use.
 	Key func(key string) string
+	// PerCall makes the part count calls rather than units, for a limit
+	// on requests beside one on their cost (requests and tokens per
+	// minute): each allowed call takes 1 from it whatever n is (a peek,
+	// n == 0, takes nothing), and n is not checked against its limit.
+	// Settle gives the call back when cost is 0 and taken is not (a
+	// Refund), takes it when taken is 0 and cost is not, and otherwise
+	// leaves the part alone.
+	PerCall bool
 }
 
 // Composite is a Limiter of several limits at once, all or nothing: Allow
@@ -33,7 +42,8 @@ type Part struct {
 //
 // The Result of Allow is that of the part that bound the decision: for a
 // denial, the denying part with the longest RetryAfter; for an allowed
-// call, the part with the fewest units left (the first of those). Its
+// call, the part with the smallest share of its limit left (the first of
+// those). Its
 // Limit and Remaining are that part's, RetryAfter is the longest of the
 // parts' (after it every part would allow the same call), and ResetAfter
 // the longest (after it every part is full). AllowBound says which part
@@ -44,6 +54,9 @@ type Part struct {
 type Composite struct {
 	parts    []Part
 	policies []NamedPolicy
+	tight    int         // the part with the smallest limit among those that count units
+	perCall  bool        // every part counts calls
+	shared   bool        // two parts have the same Limiter
 	local    *localParts // the parts, when in process
 	remote   *redisParts // the parts, when on Redis
 }
@@ -84,7 +97,11 @@ func NewComposite(parts ...Part) (*Composite, error) {
 		policy, _ := PolicyOf(p.Limiter)
 		c.policies = append(c.policies, NamedPolicy{Name: p.Name, Policy: policy})
 		limiters[i] = p.Limiter
+		for j := range i {
+			c.shared = c.shared || parts[j].Limiter == p.Limiter
+		}
 	}
+	c.tight, c.perCall = tightest(c.parts, c.policies)
 	var localErr, remoteErr error
 	if c.local, localErr = newLocalParts(limiters); localErr == nil {
 		return c, nil
@@ -102,26 +119,30 @@ func checkPartName(name string) error {
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			return fmt.Errorf("Name %q: only printable ASCII other than '\"' and '\\'", name)
+			return fmt.Errorf("the Name %q has a character other than printable ASCII without '\"' and '\\'", name)
 		}
 	}
 	return nil
 }
 
-// partsBuffer is where a call keeps its parts' keys and Results without
-// allocating, for up to four parts.
+// partsBuffer is where a call keeps its parts' keys, costs and Results
+// without allocating, for up to four parts.
 type partsBuffer struct {
 	keys    [4]string
+	costs   [4]int
 	results [4]Result
 }
 
-// slices returns keys and results of length n, in b when they fit.
-func (b *partsBuffer) slices(n int) ([]string, []Result) {
+// slices returns keys, costs and results of length n, in b when they fit.
+func (b *partsBuffer) slices(n int) ([]string, []int, []Result) {
 	if n <= len(b.keys) {
-		return b.keys[:n], b.results[:n]
+		return b.keys[:n], b.costs[:n], b.results[:n]
 	}
-	return make([]string, n), make([]Result, n)
+	return make([]string, n), make([]int, n), make([]Result, n)
 }
+
+// once is what a PerCall part counts of n units: 1 for n > 0, 0 for none.
+func once(n int) int { return min(n, 1) }
 
 // Allow takes n from every part's key if every part allows it, and nothing
 // otherwise. See Composite for the Result; a nil ctx is an error.
@@ -134,8 +155,8 @@ func (c *Composite) Allow(ctx context.Context, key string, n int) (Result, error
 // that bound the decision (see Composite), in the order of Policies.
 func (c *Composite) AllowBound(ctx context.Context, key string, n int) (Result, int, error) {
 	var buf partsBuffer
-	keys, results := buf.slices(len(c.parts))
-	bound, err := c.decide(ctx, key, n, keys, results)
+	keys, costs, results := buf.slices(len(c.parts))
+	bound, err := c.decide(ctx, key, n, keys, costs, results)
 	if err != nil {
 		return results[bound], bound, err
 	}
@@ -146,53 +167,78 @@ func (c *Composite) AllowBound(ctx context.Context, key string, n int) (Result, 
 // the order of Policies: a part that would have allowed a denied call reports
 // its state untouched, with RetryAfter 0.
 func (c *Composite) AllowParts(ctx context.Context, key string, n int) (Result, []Result, error) {
-	keys, results := make([]string, len(c.parts)), make([]Result, len(c.parts))
-	bound, err := c.decide(ctx, key, n, keys, results)
+	keys, costs, results := make([]string, len(c.parts)), make([]int, len(c.parts)), make([]Result, len(c.parts))
+	bound, err := c.decide(ctx, key, n, keys, costs, results)
 	if err != nil {
 		return results[bound], nil, err
 	}
 	return combine(results, bound), results, nil
 }
 
-// decide fills keys with the parts' keys and results with their Results,
-// and returns the index of the part that bound the decision; on an error,
-// the index of the Result to answer with.
-func (c *Composite) decide(ctx context.Context, key string, n int, keys []string, results []Result) (int, error) {
+// decide fills keys with the parts' keys, costs with what each takes of n,
+// and results with their Results, and returns the index of the part that
+// bound the decision; on an error, the index of the Result to answer with.
+func (c *Composite) decide(ctx context.Context, key string, n int, keys []string, costs []int, results []Result) (int, error) {
 	if c == nil || len(c.parts) == 0 {
 		return 0, notBuilt("Composite")
 	}
-	for i := range results {
-		results[i] = Result{Limit: c.policies[i].Limit}
-	}
-	if ctx == nil {
-		return 0, fmt.Errorf("ratelimit: Composite: %w", errNilContext)
-	}
-	if n < 0 {
-		return 0, checkCost(n, c.policies[0].Limit)
-	}
-	if i := c.tightest(); n > c.policies[i].Limit {
-		return i, fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[i].Name, checkCost(n, c.policies[i].Limit))
+	if err := c.check(ctx, n); err != nil {
+		c.failed(results)
+		return c.tight, err
 	}
 	if err := c.keys(key, keys); err != nil {
+		c.failed(results)
 		return 0, err
 	}
+	for i, p := range c.parts {
+		costs[i] = n
+		if p.PerCall {
+			costs[i] = once(n)
+		}
+	}
 	if c.local != nil {
-		c.local.allow(keys, n, results)
-	} else if err := c.remote.allow(ctx, keys, n, results); err != nil {
+		c.local.allow(keys, costs, results)
+	} else if err := c.remote.allow(ctx, keys, costs, results); err != nil {
+		c.failed(results)
 		return 0, err
 	}
 	return bound(results), nil
 }
 
-// tightest returns the index of the part with the smallest limit.
-func (c *Composite) tightest() int {
-	t := 0
-	for i, p := range c.policies {
-		if p.Limit < c.policies[t].Limit {
-			t = i
+// check returns the error of a call that no part can decide: a nil ctx, a
+// cost below 0, or one above the smallest limit of the parts that count
+// units.
+func (c *Composite) check(ctx context.Context, n int) error {
+	switch {
+	case ctx == nil:
+		return fmt.Errorf("ratelimit: Composite: %w", errNilContext)
+	case n < 0:
+		return checkCost(n, c.policies[c.tight].Limit)
+	case !c.perCall && n > c.policies[c.tight].Limit:
+		return fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[c.tight].Name, checkCost(n, c.policies[c.tight].Limit))
+	}
+	return nil
+}
+
+// failed sets results to those of a call that decided nothing: each part's
+// Limit alone.
+func (c *Composite) failed(results []Result) {
+	for i := range results {
+		results[i] = Result{Limit: c.policies[i].Limit}
+	}
+}
+
+// tightest returns the index of the part with the smallest limit among
+// those that count units, and true when every part counts calls (the
+// index is then 0).
+func tightest(parts []Part, policies []NamedPolicy) (int, bool) {
+	t, perCall := 0, true
+	for i, p := range policies {
+		if !parts[i].PerCall && (perCall || p.Limit < policies[t].Limit) {
+			t, perCall = i, false
 		}
 	}
-	return t
+	return t, perCall
 }
 
 // keys fills keys with each part's key for key, and refuses two parts on
@@ -202,6 +248,9 @@ func (c *Composite) keys(key string, keys []string) error {
 		keys[i] = key
 		if p.Key != nil {
 			keys[i] = p.Key(key)
+		}
+		if !c.shared {
+			continue
 		}
 		for j := range i {
 			if keys[j] == keys[i] && c.parts[j].Limiter == p.Limiter {
@@ -214,24 +263,37 @@ func (c *Composite) keys(key string, keys []string) error {
 
 // bound returns the index of the part that bound a decision whose parts
 // answered results: for a denial, the denying part with the longest
-// RetryAfter; otherwise the part with the fewest units left.
+// RetryAfter; otherwise the part with the smallest share of its limit left.
+// Ties go to the first.
 func bound(results []Result) int {
 	b := 0
-	for i, r := range results {
-		if r.RetryAfter > results[b].RetryAfter || r.RetryAfter == results[b].RetryAfter && r.Remaining < results[b].Remaining {
+	for i := 1; i < len(results); i++ {
+		r, br := &results[i], &results[b]
+		if r.RetryAfter > br.RetryAfter || r.RetryAfter == br.RetryAfter && lessLeft(r, br) {
 			b = i
 		}
 	}
 	return b
 }
 
+// lessLeft reports whether a has a smaller share of its limit left than b:
+// a.Remaining/a.Limit < b.Remaining/b.Limit, compared exactly.
+func lessLeft(a, b *Result) bool {
+	if a.Limit == b.Limit {
+		return a.Remaining < b.Remaining
+	}
+	aHi, aLo := bits.Mul64(uint64(max(a.Remaining, 0)), uint64(max(b.Limit, 1)))
+	bHi, bLo := bits.Mul64(uint64(max(b.Remaining, 0)), uint64(max(a.Limit, 1)))
+	return aHi < bHi || aHi == bHi && aLo < bLo
+}
+
 // combine returns a Composite's Result: the bound part's, with the longest
 // RetryAfter and ResetAfter of all parts.
 func combine(results []Result, b int) Result {
 	res := results[b]
-	for _, r := range results {
-		res.RetryAfter = max(res.RetryAfter, r.RetryAfter)
-		res.ResetAfter = max(res.ResetAfter, r.ResetAfter)
+	for i := range results {
+		res.RetryAfter = max(res.RetryAfter, results[i].RetryAfter)
+		res.ResetAfter = max(res.ResetAfter, results[i].ResetAfter)
 	}
 	return res
 }
@@ -256,17 +318,27 @@ func (c *Composite) Settle(ctx context.Context, key string, taken, cost int, opt
 	if err != nil {
 		return Result{Limit: c.policies[0].Limit}, err
 	}
-	if i := c.tightest(); checkSettle(taken, cost, c.policies[i].Limit) != nil {
-		return Result{Limit: c.policies[i].Limit}, fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[i].Name, checkSettle(taken, cost, c.policies[i].Limit))
+	limit := c.policies[c.tight].Limit
+	if c.perCall {
+		limit = maxSettleCost // no limit on taken
+	}
+	if err := checkSettle(taken, cost, limit); err != nil {
+		return Result{Limit: c.policies[c.tight].Limit}, fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[c.tight].Name, err)
 	}
 	var buf partsBuffer
-	keys, results := buf.slices(len(c.parts))
+	keys, changes, results := buf.slices(len(c.parts))
 	if err := c.keys(key, keys); err != nil {
 		return Result{Limit: c.policies[0].Limit}, err
 	}
+	for i, p := range c.parts {
+		changes[i] = cost - taken
+		if p.PerCall {
+			changes[i] = once(cost) - once(taken)
+		}
+	}
 	if c.local != nil {
-		c.local.settle(keys, taken, cost, a, results)
-	} else if err := c.remote.settle(ctx, keys, taken, cost, a, results); err != nil {
+		c.local.settle(keys, changes, a, results)
+	} else if err := c.remote.settle(ctx, keys, changes, a, results); err != nil {
 		return Result{Limit: c.policies[0].Limit}, err
 	}
 	return combine(results, bound(results)), nil
@@ -281,7 +353,7 @@ func (c *Composite) Reset(ctx context.Context, key string) error {
 		return fmt.Errorf("ratelimit: Composite: %w", errNilContext)
 	}
 	var buf partsBuffer
-	keys, _ := buf.slices(len(c.parts))
+	keys, _, _ := buf.slices(len(c.parts))
 	if err := c.keys(key, keys); err != nil {
 		return err
 	}
@@ -301,13 +373,14 @@ func (c *Composite) Policies() []NamedPolicy {
 	return append([]NamedPolicy(nil), c.policies...)
 }
 
-// Policy returns the policy of the part with the smallest limit, for what
-// shows one policy; Policies gives them all.
+// Policy returns the policy of the part with the smallest limit (among
+// those that count units, if any do), for what shows one policy; Policies
+// gives them all.
 func (c *Composite) Policy() Policy {
 	if c == nil || len(c.policies) == 0 {
 		return Policy{}
 	}
-	return c.policies[c.tightest()].Policy
+	return c.policies[c.tight].Policy
 }
 
 // MultiPolicy is implemented by limiters that decide by several named

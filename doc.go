@@ -29,13 +29,41 @@
 // the time from empty back to full, as clients are told it (httplimit puts
 // it in the rate-limit headers). PolicyOf reads it from any Limiter.
 //
+// # Several limits in one decision
+//
+// A Composite holds several parts, each a limiter with its own algorithm and
+// configuration and, optionally, a key derived from the call's (a user's and
+// its tenant's), and allows n only when every part allows it: then it takes
+// n from every part, and a denial takes nothing from any. In process the
+// parts are decided under all their locks at once; on Redis one script
+// request decides them all, coalesced with other calls. Its Result is that
+// of the part that bound the decision, with the longest RetryAfter and
+// ResetAfter of all parts; AllowBound says which part bound, Policies lists
+// them all (httplimit sends every one in its headers). On Redis Cluster the
+// parts' Redis keys must share a hash slot: give them one hash tag, as in
+// "{acme}:alice" for the user and "{acme}" for the tenant; a call whose
+// keys do not is refused with an error, and nothing is spent.
+//
+// # Costs settled afterwards
+//
+// Every limiter, Composite, Guard and DenyCache is an Adjuster. Refund gives
+// units back; Settle replaces the estimate an allowed call took by the true
+// cost, giving back the difference or taking the rest, into debt if need
+// be, so that the next calls wait until it is paid; Reset returns a key to
+// full. A fixed window gives units back only to the window that took them
+// (TakenAt). On Redis an adjustment is a request of the same batch script,
+// sent at most once; WithToken makes a caller's own retry of it safe, the
+// token being remembered for SettleTokenTTL in a key of the same hash slot.
+// A DenyCache forgets a key's denial when units are given back.
+//
 // # Coalescing
 //
 // A Redis limiter coalesces its calls. A call that finds fewer than 2 script
 // calls of its limiter in flight goes at once, alone: no timer, no added
 // latency. Calls that arrive while 2 are in flight wait in a queue; when a
-// script call returns, its leader hands the queue (up to 128 requests) to
-// the first queued call, which sends it and answers the others. The batch
+// script call returns, its leader hands the queue (up to 128 requests; 128
+// checks for a Composite, whose requests check each part) to the first
+// queued call, which sends it and answers the others. The batch
 // script decides a call's requests in order, on one reading of the server's
 // TIME, and writes each key before the next request reads it, so every call
 // gets exactly the Result it would have got alone, calls on the same key in

@@ -69,36 +69,151 @@ func (w *FixedWindow) Allow(_ context.Context, key string, n int) (Result, error
 	reading := w.base.elapsed()
 	sh, now := w.windows.lock(key, reading, w.maxNow)
 	win, at := sh.lookup(key)
-	if win.end <= now {
-		win = openWindow{} // no window open: nothing counted
-	}
-	// count <= limit always, so this cannot overflow as count + n could.
-	allowed := int64(n) <= w.limit-win.count
+	win, next, allowed := w.take(win, now, n)
 	if allowed && n > 0 {
+		sh.write(key, at, next, next.end)
+	}
+	sh.mu.Unlock()
+	// A clock behind the shard's time must first catch up.
+	lag := lagBehind(now, reading)
+	if !allowed {
+		return w.denial(win, now, lag), nil
+	}
+	return w.result(true, next, now, lag), nil
+}
+
+// take decides n at the shard's time now for a key whose stored window is
+// win (the zero openWindow when absent), without writing: it returns the
+// window open now (the zero openWindow if none is), the window after
+// counting n, and whether n is allowed. A peek is always allowed, even in
+// debt.
+func (w *FixedWindow) take(win openWindow, now int64, n int) (cur, next openWindow, allowed bool) {
+	if !win.open(now) {
+		win = openWindow{}
+	}
+	// Allowed iff n fits in what is left, nothing in debt, where only a
+	// peek is; limit-count cannot overflow as count+n could.
+	allowed = int64(n) <= max(w.limit-win.count, 0)
+	next = win
+	if allowed && n > 0 {
+		if win.count == 0 {
+			next.end = now + w.window
+		}
+		next.count += int64(n)
+	}
+	return win, next, allowed
+}
+
+// denial is the Result of a take that denied n with the window cur open, at
+// the shard's time now read from a clock lag behind it: the call can succeed
+// once the window ends.
+func (w *FixedWindow) denial(cur openWindow, now, lag int64) Result {
+	res := w.result(false, cur, now, lag)
+	res.RetryAfter = res.ResetAfter
+	return res
+}
+
+// result describes a key whose window open at the shard's time now is win
+// (the zero openWindow if none is), read from a clock lag behind it. In
+// debt, nothing remains.
+func (w *FixedWindow) result(allowed bool, win openWindow, now, lag int64) Result {
+	res := Result{Allowed: allowed, Limit: int(w.limit), Remaining: int(max(w.limit-win.count, 0))}
+	if win.count > 0 {
+		res.ResetAfter = time.Duration(win.end - now + lag)
+	}
+	return res
+}
+
+// open reports whether the window is open at now: it has counted something
+// and has not ended.
+func (win openWindow) open(now int64) bool { return win.end > now && win.count > 0 }
+
+// Refund gives n units back to key's window, if it is the window that took
+// them (see TakenAt); a window whose count falls to 0 ends. It is
+// Settle(ctx, key, n, 0, opts...).
+func (w *FixedWindow) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
+	return w.Settle(ctx, key, n, 0, opts...)
+}
+
+// Settle replaces taken, the units an allowed call counted for key, by
+// cost. A smaller cost takes the difference off the window open now, if it
+// was open at TakenAt's time (or TakenAt is not given); a window whose count
+// falls to 0 ends. A larger cost counts the rest at once, past the limit if
+// need be, in the window open now or in one it opens. See Adjuster for the
+// contract; ctx is not used.
+func (w *FixedWindow) Settle(_ context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+	if w == nil || w.windows == nil {
+		return Result{}, notBuilt("FixedWindow")
+	}
+	a, err := adjustOptions("FixedWindow", opts)
+	if err != nil {
+		return Result{Limit: int(w.limit)}, err
+	}
+	if err := checkSettle(taken, cost, int(w.limit)); err != nil {
+		return Result{Limit: int(w.limit)}, err
+	}
+	reading := w.base.elapsed()
+	sh, now := w.windows.lock(key, reading, w.maxNow)
+	res := w.settleLocked(sh, key, int64(cost-taken), a, now, lagBehind(now, reading))
+	sh.mu.Unlock()
+	return res, nil
+}
+
+// settleLocked counts d more units for key (takes -d off for a negative d)
+// in sh, locked, at its time now read from a clock lag behind it, and
+// returns the key's Result.
+func (w *FixedWindow) settleLocked(sh *tableShard[openWindow], key string, d int64, a adjustment, now, lag int64) Result {
+	win, at := sh.lookup(key)
+	if !win.open(now) {
+		win = openWindow{}
+	}
+	switch {
+	case d > 0:
 		if win.count == 0 {
 			win.end = now + w.window
 		}
-		win.count += int64(n)
+		// A debt stops growing at 2^52 (or the limit, if higher): this is
+		// min(count+d, most), without overflow as d <= 2^52 <= most.
+		most := max(w.limit, maxSettleCost)
+		win.count = min(win.count, most-d) + d
 		sh.write(key, at, win, win.end)
+	case d < 0 && win.count > 0 && (!a.hasTaken || w.reading(a.takenAt) >= win.end-w.window):
+		if win.count += d; win.count > 0 {
+			sh.write(key, at, win, win.end)
+		} else {
+			win = openWindow{}
+			w.windows.remove(sh, key, at)
+		}
 	}
-	sh.mu.Unlock()
+	return w.result(true, win, now, lag)
+}
 
-	res := Result{Allowed: allowed, Limit: int(w.limit), Remaining: int(max(w.limit-win.count, 0))}
-	if win.count > 0 {
-		// A clock behind the shard's time must first catch up.
-		lag := lagBehind(now, reading)
-		res.ResetAfter = time.Duration(win.end - now + lag)
+// reading converts t to the limiter's time base, as a clock reading of t
+// would be.
+func (w *FixedWindow) reading(t time.Time) int64 { return int64(t.Sub(w.base.start)) }
+
+// Reset ends key's window: it is back to its full limit. ctx is not used.
+// It fails only on a nil or zero-value *FixedWindow, with an error wrapping
+// ErrInvalidConfig.
+func (w *FixedWindow) Reset(_ context.Context, key string) error {
+	if w == nil || w.windows == nil {
+		return notBuilt("FixedWindow")
 	}
-	if !allowed {
-		res.RetryAfter = res.ResetAfter
-	}
-	return res, nil
+	sh, _ := w.windows.lock(key, w.base.elapsed(), w.maxNow)
+	_, at := sh.lookup(key)
+	w.windows.remove(sh, key, at)
+	sh.mu.Unlock()
+	return nil
 }
 
 // Window returns the length of a window.
 func (w *FixedWindow) Window() time.Duration { return time.Duration(w.window) }
 
-// Policy returns the limit and the window's length.
+// Policy returns the limit and the window's length; the zero Policy for a
+// nil or zero-value *FixedWindow.
 func (w *FixedWindow) Policy() Policy {
+	if w == nil {
+		return Policy{}
+	}
 	return Policy{Limit: int(w.limit), Window: time.Duration(w.window)}
 }

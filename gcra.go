@@ -49,9 +49,48 @@ func (g *GCRA) Allow(_ context.Context, key string, n int) (Result, error) {
 	return g.s.allow(key, n)
 }
 
-// FillTime returns the time a key takes to go from exhausted to its full
-// limit: limit emission intervals, which is period up to rounding.
-func (g *GCRA) FillTime() time.Duration { return g.s.fillTime() }
+// Refund gives n tokens back to key, never above the limit. It is
+// Settle(ctx, key, n, 0, opts...).
+func (g *GCRA) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
+	return g.Settle(ctx, key, n, 0, opts...)
+}
 
-// Policy returns the limit and FillTime.
-func (g *GCRA) Policy() Policy { return g.s.policy() }
+// Settle replaces taken, the tokens an allowed call took from key, by cost:
+// it gives back the difference or takes the rest, into debt if need be. See
+// Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
+// is not used.
+func (g *GCRA) Settle(_ context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+	if g == nil || g.s == nil {
+		return Result{}, notBuilt("GCRA")
+	}
+	return g.s.settle("GCRA", key, taken, cost, opts)
+}
+
+// Reset returns key to its full limit. ctx is not used. It fails only on a
+// nil or zero-value *GCRA, with an error wrapping ErrInvalidConfig.
+func (g *GCRA) Reset(_ context.Context, key string) error {
+	if g == nil || g.s == nil {
+		return notBuilt("GCRA")
+	}
+	g.s.reset(key)
+	return nil
+}
+
+// FillTime returns the time a key takes to go from exhausted to its full
+// limit: limit emission intervals, which is period up to rounding; 0 for a
+// nil or zero-value *GCRA.
+func (g *GCRA) FillTime() time.Duration {
+	if g == nil || g.s == nil {
+		return 0
+	}
+	return g.s.fillTime()
+}
+
+// Policy returns the limit and FillTime; the zero Policy for a nil or
+// zero-value *GCRA.
+func (g *GCRA) Policy() Policy {
+	if g == nil || g.s == nil {
+		return Policy{}
+	}
+	return g.s.policy()
+}

@@ -22,10 +22,15 @@ import (
 // Memory is thus bounded by the keys written within the last two spans, and
 // by those within the last span once they have all expired.
 //
+// A table whose states may outlive span (a token bucket in debt) says how
+// to read a state's expiry (see outliving): the states of a generation about
+// to be dropped that have not expired are then carried into the current one,
+// which costs a look at every key of that generation, once.
+//
 // A keyTable is safe for concurrent use through its shards' locks.
 type keyTable[V any] struct {
 	seed   maphash.Seed
-	span   int64 // ns: no state outlives its write by more than this
+	span   int64 // ns: no state outlives its write by more than this, but see outliving
 	shards [shardCount]tableShard[V]
 
 	// counted makes the table keep held, the number of keys in all shards,
@@ -64,7 +69,10 @@ type tableShard[V any] struct {
 	hot  hotEntry[V]
 	cur  generation[V]
 	prev generation[V]
-	_    [64]byte // keeps neighbouring shards' locks off one cache line
+	// expiry, when set (see keyTable.outliving), returns a state's
+	// expiry, so that turn keeps the states that outlive their generation.
+	expiry func(V) int64
+	_      [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 // hotEntry is a shard's last written key and its state.
@@ -98,26 +106,55 @@ func newKeyTable[V any](span int64) *keyTable[V] {
 	return &keyTable[V]{seed: maphash.MakeSeed(), span: max(span, minSpan)}
 }
 
+// outliving makes t keep the states that outlive their write by more than
+// span, reading a state's expiry with expiry, and returns t. It is called
+// before t is used.
+func (t *keyTable[V]) outliving(expiry func(V) int64) *keyTable[V] {
+	for i := range t.shards {
+		t.shards[i].expiry = expiry
+	}
+	return t
+}
+
+// shard returns the shard key falls on.
+func (t *keyTable[V]) shard(key string) *tableShard[V] {
+	return &t.shards[maphash.String(t.seed, key)&(shardCount-1)]
+}
+
 // lock locks key's shard, moves its time to reading (see advance) and
 // returns the shard and its time. The caller unlocks sh.mu.
 func (t *keyTable[V]) lock(key string, reading, maxNow int64) (sh *tableShard[V], now int64) {
-	sh = &t.shards[maphash.String(t.seed, key)&(shardCount-1)]
+	sh = t.shard(key)
 	sh.mu.Lock()
 	return sh, t.advance(sh, reading, maxNow)
 }
 
-// advance advances sh (see tableShard.advance) and, in a counted table,
-// takes the keys it drops off held. The caller holds sh.mu.
+// advance moves sh's time to reading (see tableShard.advance), turning its
+// generations when due, and returns its time. The caller holds sh.mu.
 func (t *keyTable[V]) advance(sh *tableShard[V], reading, maxNow int64) int64 {
-	if !t.counted {
-		return sh.advance(reading, maxNow, t.span)
+	if sh.step(reading, maxNow, t.span) {
+		t.turn(sh)
 	}
+	return sh.now
+}
+
+// turn turns sh's generations (see tableShard.turn) and, in a counted table,
+// takes the keys it drops off held. The caller holds sh.mu.
+func (t *keyTable[V]) turn(sh *tableShard[V]) {
 	before := sh.size()
-	now := sh.advance(reading, maxNow, t.span)
-	if dropped := before - sh.size(); dropped != 0 {
+	sh.turn()
+	if dropped := before - sh.size(); t.counted && dropped != 0 {
 		t.held.Add(-int64(dropped))
 	}
-	return now
+}
+
+// remove deletes key, found by lookup in sh at w, and in a counted table
+// takes it off held. The caller holds sh.mu.
+func (t *keyTable[V]) remove(sh *tableShard[V], key string, w where) {
+	sh.remove(key, w)
+	if t.counted && w != absent {
+		t.held.Add(-1)
+	}
 }
 
 // reserve counts one more key in a counted table if fewer than limit are
@@ -173,19 +210,46 @@ func lagBehind(now, reading int64) int64 {
 // time stands still until the clock catches up), drops generations that have
 // all expired, and returns the shard's time. The caller holds sh.mu.
 func (sh *tableShard[V]) advance(reading, maxNow, span int64) int64 {
-	now := min(max(reading, sh.now), maxNow)
-	sh.now = now
-	if now-sh.cur.born < span {
-		return now
+	if sh.step(reading, maxNow, span) {
+		sh.turn()
 	}
+	return sh.now
+}
+
+// step moves the shard's time to reading, but never back nor past maxNow,
+// and reports whether its generations are due to turn: whether the current
+// one is span old. The caller holds sh.mu.
+func (sh *tableShard[V]) step(reading, maxNow, span int64) bool {
+	sh.now = min(max(reading, sh.now), maxNow)
+	return sh.now-sh.cur.born >= span
+}
+
+// turn starts a new current generation at the shard's time: the current one
+// becomes prev, unless all of it has expired, and the old prev is dropped,
+// but for the states that sh.expiry, when set, says expire later, which move
+// to the new generation. The caller holds sh.mu.
+func (sh *tableShard[V]) turn() {
+	now := sh.now
 	sh.flushHot()
+	old := sh.prev
 	if sh.cur.maxExpiry <= now {
 		sh.prev = generation[V]{}
 	} else {
 		sh.prev = sh.cur
 	}
 	sh.cur = generation[V]{born: now}
-	return now
+	if sh.expiry == nil || old.maxExpiry <= now {
+		return
+	}
+	for key, state := range old.states {
+		if e := sh.expiry(state); e > now {
+			if sh.cur.states == nil {
+				sh.cur.states = make(map[string]V)
+			}
+			sh.cur.states[key] = state
+			sh.cur.maxExpiry = max(sh.cur.maxExpiry, e)
+		}
+	}
 }
 
 // lookup returns key's state and where it is; absent and the zero V if it is
@@ -222,6 +286,20 @@ func (sh *tableShard[V]) write(key string, w where, state V, expiry int64) {
 	}
 	sh.cur.states[key] = state
 	sh.hot = hotEntry[V]{key: key, state: state, ok: true}
+}
+
+// remove deletes key, found by lookup at w. The caller holds sh.mu.
+func (sh *tableShard[V]) remove(key string, w where) {
+	switch w {
+	case inHot:
+		// The hot key's entry in cur.states goes with it.
+		delete(sh.cur.states, key)
+		sh.hot = hotEntry[V]{}
+	case inCur:
+		delete(sh.cur.states, key)
+	case inPrev:
+		delete(sh.prev.states, key)
+	}
 }
 
 // flushHot writes a dirty hot key's state into the current generation's

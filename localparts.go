@@ -1,16 +1,297 @@
 package ratelimit
 
-import "errors"
+import (
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+	"unsafe"
+)
 
-// localParts decides a Composite's in-process parts under all their locks.
-type localParts struct{}
-
-func newLocalParts(limiters []Limiter) (*localParts, error) {
-	return nil, errors.New("not yet")
+// localParts decides a Composite's in-process parts under all their locks at
+// once, with the engines their own Allow, Settle and Reset use.
+//
+// A call locks the shard of every part's key in one global order, by the
+// shard's address, so that calls of Composites sharing limiters, in any order
+// of parts, never deadlock; a shard two parts' keys fall on is locked once.
+// Each part keeps its own time: its shard's, from its own clock's reading, as
+// its own Allow would.
+type localParts struct {
+	parts []localPart
 }
 
-func (l *localParts) allow(keys []string, n int, results []Result) {}
+// localPart is one part: a schedule (TokenBucket, GCRA) or a FixedWindow, and
+// how it reads its clock.
+type localPart struct {
+	s *schedule
+	w *FixedWindow
 
-func (l *localParts) settle(keys []string, taken, cost int, a adjustment, results []Result) {}
+	base *clockBase // s's or w's
+	// from is the index of the part whose clock reading this part shares:
+	// its own, or an earlier part's on the same clock. Parts on the system
+	// clock read its monotonic time, at from's reading plus offset, which
+	// is exact: offset is the monotonic time between their starts.
+	from   int
+	offset int64
+}
 
-func (l *localParts) reset(keys []string) {}
+// newLocalParts returns the engine of a Composite of limiters, or an error
+// naming the first that is not an in-process limiter of this package.
+func newLocalParts(limiters []Limiter) (*localParts, error) {
+	l := &localParts{parts: make([]localPart, len(limiters))}
+	for i, lim := range limiters {
+		p := &l.parts[i]
+		switch v := lim.(type) {
+		case *TokenBucket:
+			if v != nil {
+				p.s = v.s
+			}
+		case *GCRA:
+			if v != nil {
+				p.s = v.s
+			}
+		case *FixedWindow:
+			if v != nil && v.windows != nil {
+				p.w = v
+			}
+		default:
+			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA or *FixedWindow", i, lim)
+		}
+		switch {
+		case p.s != nil:
+			p.base = &p.s.base
+		case p.w != nil:
+			p.base = &p.w.base
+		default:
+			return nil, fmt.Errorf("part %d is a nil or zero-value %T", i, lim)
+		}
+		p.from = i
+		for j := range i {
+			if q := &l.parts[j]; q.from == j && sameClock(q.base, p.base) {
+				p.from = j
+				if p.base.system {
+					p.offset = int64(q.base.start.Sub(p.base.start))
+				}
+				break
+			}
+		}
+	}
+	return l, nil
+}
+
+// sameClock reports whether a and b read one clock: the system clock, or
+// the same Clock value behind a pointer. Other Clock values are not compared,
+// as comparing them could panic.
+func sameClock(a, b *clockBase) bool {
+	if a.system || b.system {
+		return a.system && b.system
+	}
+	if a == b {
+		return true
+	}
+	va, vb := reflect.ValueOf(a.clock), reflect.ValueOf(b.clock)
+	return va.Kind() == reflect.Pointer && va.Type() == vb.Type() && va.Pointer() == vb.Pointer()
+}
+
+// partCall is one part's share of a call: its time, where its key is, and
+// what its engine made of it.
+type partCall struct {
+	reading int64     // the part's clock reading, in its time base
+	at      time.Time // the clock's reading, when it is not the system clock
+	now     int64     // the part's shard's time
+
+	mu     *sync.Mutex // the shard's
+	tsh    *tableShard[int64]
+	wsh    *tableShard[openWindow]
+	where  where // where the shard holds the key
+	shared bool  // another part's key falls on the same shard
+
+	allowed   bool
+	cur, next int64      // a schedule's tat in force and after the call
+	win, nwin openWindow // a fixed window's window open and after the call
+}
+
+// callBuffer holds the partCalls of up to four parts, without allocating.
+type callBuffer struct {
+	calls [4]partCall
+	order [4]int
+}
+
+// slices returns calls and order of length n, in b when they fit.
+func (b *callBuffer) slices(n int) ([]partCall, []int) {
+	if n <= len(b.calls) {
+		return b.calls[:n], b.order[:n]
+	}
+	return make([]partCall, n), make([]int, n)
+}
+
+// allow decides costs[i] (0 <= costs[i] <= part i's limit) for keys[i] on
+// every part i, all or nothing, and fills results with each part's Result:
+// for a denial, a part that denies says so as its own Allow would, and the
+// others report their state untouched, with RetryAfter 0; every part's
+// Allowed is false.
+func (l *localParts) allow(keys []string, costs []int, results []Result) {
+	var buf callBuffer
+	parts := l.parts
+	calls, order := buf.slices(len(parts))
+	// Equal lengths spare the loops their bounds checks.
+	calls, keys, costs, results = calls[:len(parts)], keys[:len(parts)], costs[:len(parts)], results[:len(parts)]
+	l.lock(keys, calls, order)
+	allowed := true
+	for i := range parts {
+		p, c := &parts[i], &calls[i]
+		if p.s != nil {
+			c.now = p.s.tats.advance(c.tsh, c.reading, p.s.maxNow)
+			var tat int64
+			tat, c.where = c.tsh.lookup(keys[i])
+			c.cur, c.next, c.allowed = p.s.take(tat, c.now, costs[i])
+		} else {
+			c.now = p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
+			var win openWindow
+			win, c.where = c.wsh.lookup(keys[i])
+			c.win, c.nwin, c.allowed = p.w.take(win, c.now, costs[i])
+		}
+		allowed = allowed && c.allowed
+	}
+	if allowed {
+		for i := range parts {
+			p, c := &parts[i], &calls[i]
+			switch {
+			case costs[i] == 0: // a peek writes nothing
+			case p.s != nil:
+				if c.shared {
+					// Another part's write may have moved the key
+					// in the shard they share.
+					_, c.where = c.tsh.lookup(keys[i])
+				}
+				c.tsh.write(keys[i], c.where, c.next, c.next)
+			default:
+				if c.shared {
+					_, c.where = c.wsh.lookup(keys[i])
+				}
+				c.wsh.write(keys[i], c.where, c.nwin, c.nwin.end)
+			}
+		}
+	}
+	unlock(calls, order)
+
+	for i := range parts {
+		p, c := &parts[i], &calls[i]
+		lag := lagBehind(c.now, c.reading)
+		// A part that would have allowed a denied call reports its state
+		// untouched, with nothing to wait for.
+		switch {
+		case p.s != nil && allowed:
+			results[i] = p.s.result(true, c.next, c.now, lag)
+		case p.s != nil && c.allowed:
+			results[i] = p.s.result(false, c.cur, c.now, lag)
+		case p.s != nil:
+			results[i] = p.s.denial(c.cur, c.next, c.now, lag)
+		case allowed:
+			results[i] = p.w.result(true, c.nwin, c.now, lag)
+		case c.allowed:
+			results[i] = p.w.result(false, c.win, c.now, lag)
+		default:
+			results[i] = p.w.denial(c.win, c.now, lag)
+		}
+	}
+}
+
+// settle takes changes[i] more units from keys[i] on every part i (gives
+// -changes[i] back when negative), as the part's Settle would for a cost
+// that much above what was taken, and fills results with each part's
+// Result. Each change is valid for its part: at least minus its limit, at
+// most 2^52.
+func (l *localParts) settle(keys []string, changes []int, a adjustment, results []Result) {
+	var buf callBuffer
+	calls, order := buf.slices(len(l.parts))
+	l.lock(keys, calls, order)
+	for i := range calls {
+		d := int64(changes[i])
+		p, c := &l.parts[i], &calls[i]
+		if p.s != nil {
+			now := p.s.tats.advance(c.tsh, c.reading, p.s.maxNow)
+			results[i] = p.s.settleLocked(c.tsh, keys[i], d, now, lagBehind(now, c.reading))
+		} else {
+			now := p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
+			results[i] = p.w.settleLocked(c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
+		}
+	}
+	unlock(calls, order)
+}
+
+// reset returns every part's key to full.
+func (l *localParts) reset(keys []string) {
+	var buf callBuffer
+	calls, order := buf.slices(len(l.parts))
+	l.lock(keys, calls, order)
+	for i := range calls {
+		p, c := &l.parts[i], &calls[i]
+		if p.s != nil {
+			p.s.tats.advance(c.tsh, c.reading, p.s.maxNow)
+			_, w := c.tsh.lookup(keys[i])
+			p.s.tats.remove(c.tsh, keys[i], w)
+		} else {
+			p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
+			_, w := c.wsh.lookup(keys[i])
+			p.w.windows.remove(c.wsh, keys[i], w)
+		}
+	}
+	unlock(calls, order)
+}
+
+// lock reads every part's clock, each clock once, and locks the shards of
+// all keys in the order of their addresses, each once, writing that order
+// into order. The caller moves each shard's time (keyTable.advance; a shard
+// two parts share is moved to the same reading twice, which is moving it
+// once) and unlocks with unlock(calls, order).
+func (l *localParts) lock(keys []string, calls []partCall, order []int) {
+	parts := l.parts
+	calls, keys = calls[:len(parts)], keys[:len(parts)]
+	for i := range parts {
+		p, c := &parts[i], &calls[i]
+		switch {
+		case p.from != i && p.base.system:
+			c.reading = calls[p.from].reading + p.offset
+		case p.from != i:
+			c.reading = int64(calls[p.from].at.Sub(p.base.start))
+		case p.base.system:
+			c.reading = p.base.elapsed()
+		default:
+			c.at = p.base.clock.Now()
+			c.reading = int64(c.at.Sub(p.base.start))
+		}
+		if p.s != nil {
+			c.tsh = p.s.tats.shard(keys[i])
+			c.mu = &c.tsh.mu
+		} else {
+			c.wsh = p.w.windows.shard(keys[i])
+			c.mu = &c.wsh.mu
+		}
+		// Insertion sort, by the address of the shard's lock.
+		j := i
+		for ; j > 0 && lockAddr(calls[order[j-1]].mu) > lockAddr(c.mu); j-- {
+			order[j] = order[j-1]
+		}
+		order[j] = i
+	}
+	for k, i := range order {
+		if k > 0 && calls[order[k-1]].mu == calls[i].mu {
+			calls[order[k-1]].shared, calls[i].shared = true, true
+			continue
+		}
+		calls[i].mu.Lock()
+	}
+}
+
+// unlock unlocks the shards lock locked.
+func unlock(calls []partCall, order []int) {
+	for k, i := range order {
+		if k == 0 || calls[order[k-1]].mu != calls[i].mu {
+			calls[i].mu.Unlock()
+		}
+	}
+}
+
+// lockAddr is the address of a lock, which orders the locks a call takes.
+func lockAddr(mu *sync.Mutex) uintptr { return uintptr(unsafe.Pointer(mu)) }

@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// adjustOp is a Settle or a Reset request for the batch script.
+// adjustOp is a Settle or a Reset request for the batch script; a Settle's
+// cost minus taken (> 0 takes more, < 0 gives back) is its request's n.
 type adjustOp struct {
 	reset bool
-	d     int // a Settle's cost minus taken: > 0 takes more, < 0 gives back
 	age   int64
 	// age is the µs since the units were taken, rounded up; -1 when not
 	// known.
@@ -21,11 +21,11 @@ type adjustOp struct {
 // that remembers the token.
 const tokenInfix = ":settled:"
 
-// newSettleOp returns the Settle of taken and cost on the request whose
-// first key is key, on a client of route. A token goes in a key of the same
-// hash slot as key (see tokenKey), which a cluster or ring requires.
-func newSettleOp(r route, key string, taken, cost int, a adjustment) (*adjustOp, error) {
-	op := &adjustOp{d: cost - taken, age: -1}
+// newSettleOp returns the Settle on the request whose first key is key, on
+// a client of route. A token goes in a key of the same hash slot as key (see
+// tokenKey), which a cluster or ring requires.
+func newSettleOp(r route, key string, a adjustment) (*adjustOp, error) {
+	op := &adjustOp{age: -1}
 	if a.hasTaken {
 		age := time.Since(a.takenAt)
 		op.age = int64((max(age, 0) + time.Microsecond - 1) / time.Microsecond)

@@ -108,3 +108,31 @@ func TestRedisFixedWindowRefundsOnlyIntoTheWindowThatTookThem(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Result{Allowed: true, Limit: 3, Remaining: 3}, res, "refunded to 0, the window ends")
 }
+
+func TestRedisCompositePerCallPartCountsCallsNotUnits(t *testing.T) {
+	_, client, _ := miniredisClock(t)
+	ctx := context.Background()
+	requests, err := NewRedisFixedWindow(client, 2, time.Minute)
+	require.NoError(t, err)
+	tokens, err := NewRedisTokenBucket(client, 1000, 1000.0/60)
+	require.NoError(t, err)
+	c, err := NewComposite(Part{Name: "requests", Limiter: requests, PerCall: true}, Part{Name: "tokens", Limiter: tokens})
+	require.NoError(t, err)
+
+	_, parts, err := c.AllowParts(ctx, "key", 300)
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 700}, []int{parts[0].Remaining, parts[1].Remaining}, "one call, 300 tokens")
+	_, err = c.Settle(ctx, "key", 300, 120)
+	require.NoError(t, err)
+	_, parts, err = c.AllowParts(ctx, "key", 0)
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 880}, []int{parts[0].Remaining, parts[1].Remaining}, "a settle leaves the call counted")
+	_, err = c.Refund(ctx, "key", 120)
+	require.NoError(t, err)
+	_, parts, err = c.AllowParts(ctx, "key", 0)
+	require.NoError(t, err)
+	assert.Equal(t, []int{2, 1000}, []int{parts[0].Remaining, parts[1].Remaining}, "a refund gives the call back too")
+	res, err := c.Allow(ctx, "key", 1000)
+	require.NoError(t, err, "n is checked against the unit parts' limits only")
+	assert.True(t, res.Allowed)
+}

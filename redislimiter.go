@@ -103,8 +103,8 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 	if err := checkSettle(taken, cost, r.limit); err != nil {
 		return Result{Limit: r.limit}, err
 	}
-	p := &pending{ctx: ctx, key: r.prefix + key}
-	if p.op, err = newSettleOp(routeOf(r.client), p.key, taken, cost, a); err != nil {
+	p := &pending{ctx: ctx, key: r.prefix + key, n: cost - taken}
+	if p.op, err = newSettleOp(routeOf(r.client), p.key, a); err != nil {
 		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, err)
 	}
 	return r.request(p)

@@ -90,25 +90,26 @@ func (p *pending) checkKey(i int) string {
 	return p.more[i-1]
 }
 
-// allow decides n for the parts' keys, all or nothing, and sets each part's
-// Result.
-func (rp *redisParts) allow(ctx context.Context, keys []string, n int, results []Result) error {
+// allow decides costs[i] for part i's key, all or nothing, and sets each
+// part's Result.
+func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, results []Result) error {
 	p, err := rp.request(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
-	p.n = n
+	p.costs = append([]int(nil), costs...) // p outlives the call's buffers
 	return rp.do(p, results)
 }
 
-// settle applies a Settle of taken and cost to every part's key, or to
-// none, and sets each part's Result.
-func (rp *redisParts) settle(ctx context.Context, keys []string, taken, cost int, a adjustment, results []Result) error {
+// settle applies to every part's key, or to none, the Settle whose cost
+// minus taken is changes[i] for part i, and sets each part's Result.
+func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, a adjustment, results []Result) error {
 	p, err := rp.request(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
-	if p.op, err = newSettleOp(rp.route, p.key, taken, cost, a); err != nil {
+	p.costs = append([]int(nil), changes...) // p outlives the call's buffers
+	if p.op, err = newSettleOp(rp.route, p.key, a); err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
 	return rp.do(p, results)
@@ -122,7 +123,7 @@ func (rp *redisParts) reset(ctx context.Context, keys []string) error {
 	}
 	p.op = &adjustOp{reset: true}
 	var buf partsBuffer
-	_, results := buf.slices(len(keys))
+	_, _, results := buf.slices(len(keys))
 	return rp.do(p, results)
 }
 

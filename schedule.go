@@ -14,10 +14,14 @@ import (
 // new tat is at most tau = C·T ahead of now. That is a token bucket and GCRA
 // at once, in integers only, so no decision ever drifts.
 //
+// A Settle that takes more than the key holds leaves it in debt, with tat more
+// than tau ahead of now: only peeks are allowed until time has paid the debt
+// off. A refund moves tat back, never before now.
+//
 // A key whose tat has passed is full, the same as an absent key, so its tat is
-// also its expiry in the keyTable. Time stands still for the keys of a shard
-// while the clock reads earlier than the shard's latest call, so a clock going
-// backwards creates no tokens.
+// also its expiry in the keyTable, and a key a refund fills is removed. Time
+// stands still for the keys of a shard while the clock reads earlier than the
+// shard's latest call, so a clock going backwards creates no tokens.
 //
 // A schedule is safe for concurrent use.
 type schedule struct {
@@ -47,7 +51,7 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 		capacity: int64(capacity),
 		tau:      tau,
 		maxNow:   math.MaxInt64 - 2*tau,
-		tats:     newKeyTable[int64](tau),
+		tats:     newKeyTable[int64](tau).outliving(tatExpiry),
 	}, nil
 }
 
@@ -59,27 +63,43 @@ func (s *schedule) allow(key string, n int) (Result, error) {
 	reading := s.base.elapsed()
 	sh, now := s.tats.lock(key, reading, s.maxNow)
 	tat, w := sh.lookup(key)
-	tat = max(tat, now) // an absent key's tat, 0, has passed: it is full
-	newTat := tat + int64(n)*s.interval
-	allowed := newTat-now <= s.tau
+	tat, next, allowed := s.take(tat, now, n)
 	if allowed && n > 0 {
-		sh.write(key, w, newTat, newTat)
+		sh.write(key, w, next, next)
 	}
 	sh.mu.Unlock()
-
 	// A clock behind the shard's time must first catch up: that lag is part
 	// of every wait.
 	lag := lagBehind(now, reading)
 	if !allowed {
-		res := s.result(false, tat, now, lag)
-		res.RetryAfter = time.Duration(lag + newTat - s.tau - now)
-		return res, nil
+		return s.denial(tat, next, now, lag), nil
 	}
-	return s.result(true, newTat, now, lag), nil
+	return s.result(true, next, now, lag), nil
+}
+
+// take decides n at the shard's time now for a key whose stored tat is tat
+// (0 when absent), without writing: it returns the key's tat in force, the
+// tat after taking n, and whether n is allowed. A peek is always allowed,
+// even in debt.
+func (s *schedule) take(tat, now int64, n int) (cur, next int64, allowed bool) {
+	cur = max(tat, now) // a tat that has passed is full
+	next = cur + int64(n)*s.interval
+	// Allowed iff next-now <= tau, but a peek (next == cur) always is, even
+	// in debt: for n > 0, next > cur, so the max changes nothing.
+	return cur, next, next-now <= max(s.tau, cur-now)
+}
+
+// denial is the Result of a take that denied n, returning cur and next, at
+// the shard's time now read from a clock lag behind it: the key stays at
+// cur, and n fits once next is at most tau ahead.
+func (s *schedule) denial(cur, next, now, lag int64) Result {
+	res := s.result(false, cur, now, lag)
+	res.RetryAfter = time.Duration(lag + next - s.tau - now)
+	return res
 }
 
 // result describes a key whose tat is tat (>= now) at the shard's time now,
-// read from a clock lag behind it.
+// read from a clock lag behind it. In debt, nothing remains.
 func (s *schedule) result(allowed bool, tat, now, lag int64) Result {
 	ahead := tat - now
 	if ahead > 0 {
@@ -88,10 +108,70 @@ func (s *schedule) result(allowed bool, tat, now, lag int64) Result {
 	return Result{
 		Allowed:    allowed,
 		Limit:      int(s.capacity),
-		Remaining:  int((s.tau - (tat - now)) / s.interval),
+		Remaining:  int(max(s.tau-(tat-now), 0) / s.interval),
 		ResetAfter: time.Duration(ahead),
 	}
 }
+
+// settle replaces taken by cost for key (see Adjuster). kind names the
+// limiter in errors.
+func (s *schedule) settle(kind, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if _, err := adjustOptions(kind, opts); err != nil {
+		return Result{Limit: int(s.capacity)}, err
+	}
+	if err := checkSettle(taken, cost, int(s.capacity)); err != nil {
+		return Result{Limit: int(s.capacity)}, err
+	}
+	reading := s.base.elapsed()
+	sh, now := s.tats.lock(key, reading, s.maxNow)
+	res := s.settleLocked(sh, key, int64(cost-taken), now, lagBehind(now, reading))
+	sh.mu.Unlock()
+	return res, nil
+}
+
+// settleLocked takes d more units from key (gives -d back for a negative
+// d) in sh, locked, at its time now read from a clock lag behind it, and
+// returns the key's Result. A tat that passes now is full: the key goes.
+func (s *schedule) settleLocked(sh *tableShard[int64], key string, d, now, lag int64) Result {
+	tat, w := sh.lookup(key)
+	tat = max(tat, now)
+	switch {
+	case d > 0:
+		tat = s.owe(tat, now, d)
+		sh.write(key, w, tat, tat)
+	case d < 0:
+		// -d <= capacity, so -d·T <= tau cannot overflow.
+		if tat = max(tat+d*s.interval, now); tat == now {
+			s.tats.remove(sh, key, w)
+		} else {
+			sh.write(key, w, tat, tat)
+		}
+	}
+	return s.result(true, tat, now, lag)
+}
+
+// owe returns tat (>= now) moved d > 0 tokens later, in debt if need be,
+// but never more than maxSpan ahead of now, nor so far that take's
+// arithmetic could overflow.
+func (s *schedule) owe(tat, now, d int64) int64 {
+	// now <= maxNow leaves room for 2·tau above it.
+	most := now + min(maxSpan, math.MaxInt64-s.tau-now)
+	if d > (most-tat)/s.interval {
+		return max(most, tat)
+	}
+	return tat + d*s.interval
+}
+
+// reset forgets key: it is full again.
+func (s *schedule) reset(key string) {
+	sh, _ := s.tats.lock(key, s.base.elapsed(), s.maxNow)
+	_, w := sh.lookup(key)
+	s.tats.remove(sh, key, w)
+	sh.mu.Unlock()
+}
+
+// tatExpiry is the expiry of a tat: the tat itself, when the key is full.
+func tatExpiry(tat int64) int64 { return tat }
 
 // fillTime is the time from empty to full.
 func (s *schedule) fillTime() time.Duration { return time.Duration(s.tau) }

@@ -73,7 +73,8 @@ type sender struct {
 }
 
 // newSender returns the sender of limits (kind, limit and param each) for
-// client, coalescing unless noCoalesce or the client's route forbids it.
+// client, coalescing unless noCoalesce or the client's route forbids it,
+// with batches of at most defaultMaxBatch checks.
 func newSender(client redis.Scripter, limits [][3]any, noCoalesce bool) *sender {
 	s := &sender{client: client, limits: make([]any, 0, 1+3*len(limits))}
 	s.limits = append(s.limits, len(limits))
@@ -81,7 +82,9 @@ func newSender(client redis.Scripter, limits [][3]any, noCoalesce bool) *sender 
 		s.limits = append(s.limits, l[0], l[1], l[2])
 	}
 	if !noCoalesce && routeOf(client) != routeAlone {
-		s.co = &coalescer{maxInFlight: defaultMaxInFlight, maxBatch: defaultMaxBatch, send: s.sendBatch}
+		// The bound is on checks, which is what holds the server: a
+		// Composite's requests have one per part.
+		s.co = &coalescer{maxInFlight: defaultMaxInFlight, maxBatch: max(1, defaultMaxBatch/len(limits)), send: s.sendBatch}
 	}
 	return s
 }
@@ -174,7 +177,7 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 		case p.op.reset:
 			nargs += 2 + c
 		default:
-			nargs += 5 + c
+			nargs += 4 + 2*c
 			if p.op.token != "" {
 				nkeys++
 			}
@@ -204,20 +207,22 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 		case p.op == nil:
 			args = append(args, c)
 			for i := 1; i <= c; i++ {
-				args = append(args, i, p.n)
+				args = append(args, i, p.cost(i-1))
 			}
-			continue
 		case p.op.reset:
 			args = append(args, "X", c)
+			for i := 1; i <= c; i++ {
+				args = append(args, i)
+			}
 		default:
 			ttl := 0
 			if p.op.token != "" {
 				ttl = int(SettleTokenTTL / time.Millisecond)
 			}
-			args = append(args, "S", c, p.op.d, p.op.age, ttl)
-		}
-		for i := 1; i <= c; i++ {
-			args = append(args, i)
+			args = append(args, "S", c, p.op.age, ttl)
+			for i := 1; i <= c; i++ {
+				args = append(args, i, p.cost(i-1))
+			}
 		}
 	}
 	cmd := redis.NewCmd(ctx, args...)

@@ -18,15 +18,18 @@
 --       n       cost, 0 <= n <= limit; 0 only reads
 --   a Settle, which replaces the units an allowed request took by its
 --   true cost on every check, or on none:
---     'S', c, d, age, tok
---       d     cost minus taken, whole units, |d| <= 2^52: > 0 takes d more
---             (into debt if need be), < 0 gives -d back (never above full;
---             a window only when it had opened age µs ago or earlier)
---       age   µs since the units were taken, or -1 when not known
---       tok   1 when one more key follows the checks' keys: a token key,
---             which the Settle creates (PX SettleTokenTTL) and which, when
---             it is there already, makes the Settle change nothing
---     then, for each check, one argument (s) and one key
+--     'S', c, age, tokttl
+--       age     µs since the units were taken, or -1 when not known
+--       tokttl  ms, > 0 when one more key follows the checks' keys: a
+--               token key, which the Settle creates with PX tokttl and
+--               which, when it is there already, makes the Settle change
+--               nothing; 0 without
+--     then, for each check, two arguments and one key:
+--       s       the number of its limit
+--       d       cost minus taken, whole units, |d| <= 2^52: > 0 takes d
+--               more (into debt if need be), < 0 gives -d back (never
+--               above full; a window only when it had opened age µs ago or
+--               earlier)
 --   a Reset, which empties every check's key, or none:
 --     'X', c, then for each check, one argument (s) and one key
 --   the checks of one request are on different keys: each reads its key
@@ -295,8 +298,8 @@ local function window_settle(key, limit, length, d, age)
   local count, left = window_state(key)
   if d < 0 then
     -- Only into the window that took the units: one that had opened by
-    -- then.
-    if count > 0 and (age < 0 or age <= (length - left) * 1000) then
+    -- then, age µs ago, give or take the 1 ms of PTTL's unit.
+    if count > 0 and (age < 0 or age <= (length - left + 1) * 1000) then
       if count + d <= 0 then
         redis.call('DEL', key) -- the window ends
         return limit, 0
@@ -355,6 +358,8 @@ end
 
 local lines = {}
 local k = 1
+-- The columns of a request's checks, by check number.
+local cs, ck, cok, crem, cretry, creset, cw1, cw2, cw3 = {}, {}, {}, {}, {}, {}, {}, {}, {}
 for r = 1, tonumber(ARGV[1]) do
   local head = ARGV[a]
   local c = tonumber(head)
@@ -377,65 +382,70 @@ for r = 1, tonumber(ARGV[1]) do
     a, k = a + 2, k + 1
   elseif c then
     -- Several checks: all of them allow, and then all write, or none does.
+    -- Their answers are kept in the columns below, reused by every request.
     local all, refused = true, nil
-    local specs, keys, parts = {}, {}, {}
     for i = 1, c do
       local s, key = tonumber(ARGV[a]), KEYS[k]
-      local p = {checks[kinds[s]](key, limits[s], params[s], tonumber(ARGV[a + 1]))}
-      if p[1] == nil then
+      local ok, remaining, retry, reset, w1, w2, w3 = checks[kinds[s]](key, limits[s], params[s], tonumber(ARGV[a + 1]))
+      if ok == nil then
         if not refused then
-          refused = '!' .. i .. ' ' .. p[2]
+          refused = '!' .. i .. ' ' .. remaining
         end
-      elseif not p[1] then
+      elseif not ok then
         all = false
       end
-      specs[i], keys[i], parts[i] = s, key, p
+      cs[i], ck[i], cok[i], crem[i], cretry[i], creset[i], cw1[i], cw2[i], cw3[i] = s, key, ok, remaining, retry, reset, w1, w2, w3
       a, k = a + 2, k + 1
     end
     if refused then
       lines[r] = refused
     else
-      local out = {}
+      local out = ''
       for i = 1, c do
-        local s, key, p = specs[i], keys[i], parts[i]
+        local s, key = cs[i], ck[i]
+        local text
         if all then
-          if p[5] then
-            writers[kinds[s]](key, p[5], p[6], p[7])
+          if cw1[i] then
+            writers[kinds[s]](key, cw1[i], cw2[i], cw3[i])
           end
-          out[i] = line(1, p[2], 0, p[4])
-        elseif p[1] then
+          text = line(1, crem[i], 0, creset[i])
+        elseif cok[i] then
           -- It would allow, but the request is denied: report it untouched.
           local _, remaining, _, reset = checks[kinds[s]](key, limits[s], params[s], 0)
-          out[i] = line(0, remaining, 0, reset)
+          text = line(0, remaining, 0, reset)
         else
-          out[i] = line(0, p[2], p[3], p[4])
+          text = line(0, crem[i], cretry[i], creset[i])
+        end
+        if i == 1 then
+          out = text
+        else
+          out = out .. ' ' .. text
         end
       end
-      lines[r] = table.concat(out, ' ')
+      lines[r] = out
     end
   else
     -- A Settle ('S') or a Reset ('X'): every key is checked first, and
     -- then all are changed, or none is.
     c = tonumber(ARGV[a])
-    local d, age, tokttl = 0, -1, 0
+    local age, tokttl, step = -1, 0, 1
     if head == 'S' then
-      d, age, tokttl = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-      a = a + 4
+      age, tokttl, step = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), 2
+      a = a + 3
     elseif head == 'X' then
       a = a + 1
     else
       error('ratelimit batch script: unknown request ' .. tostring(head))
     end
     local refused
-    local specs, keys = {}, {}
     for i = 1, c do
       local s, key = tonumber(ARGV[a]), KEYS[k]
       local ok, reason = checks[kinds[s]](key, limits[s], params[s], 0)
       if ok == nil and not refused then
         refused = '!' .. i .. ' ' .. reason
       end
-      specs[i], keys[i] = s, key
-      a, k = a + 1, k + 1
+      cs[i], ck[i], cw1[i] = s, key, tonumber(ARGV[a + 1])
+      a, k = a + step, k + 1
     end
     local tokkey
     if tokttl > 0 then
@@ -450,7 +460,7 @@ for r = 1, tonumber(ARGV[1]) do
       -- keys as they are.
       local seen = tokkey and not redis.call('SET', tokkey, '1', 'NX', 'PX', tokttl)
       for i = 1, c do
-        local s, key = specs[i], keys[i]
+        local s, key = cs[i], ck[i]
         if head == 'X' then
           redis.call('DEL', key)
           out[i] = line(1, limits[s], 0, 0)
@@ -458,7 +468,7 @@ for r = 1, tonumber(ARGV[1]) do
           local _, remaining, _, reset = checks[kinds[s]](key, limits[s], params[s], 0)
           out[i] = line(1, remaining, 0, reset)
         else
-          local remaining, reset = settles[kinds[s]](key, limits[s], params[s], d, age)
+          local remaining, reset = settles[kinds[s]](key, limits[s], params[s], cw1[i], age)
           out[i] = line(1, remaining, 0, reset)
         end
       end
