@@ -3,6 +3,7 @@ package bench
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,7 +124,12 @@ type middlewareRow struct {
 //     the fields cost;
 //   - "floor-decide" and "floor-fields": floorHandler's least work, with no
 //     fields and with the five default fields preformatted, which bound from
-//     below what any middleware doing this could cost.
+//     below what any middleware doing this could cost;
+//   - "composite": the default middleware on a Composite of two in-process
+//     TokenBuckets, the hot-key one and one four times its size, decided
+//     through AllowBound, with both policies in RateLimit-Policy;
+//   - "refund": the default middleware with WithRefund whose rule never
+//     refunds: the cost of reading the time and wrapping the writer.
 func middlewareRows(b *testing.B, r *http.Request) []middlewareRow {
 	bare := http.HandlerFunc(trivialHandler)
 	return []middlewareRow{
@@ -133,18 +139,51 @@ func middlewareRows(b *testing.B, r *http.Request) []middlewareRow {
 		{"ietf", limitedHandler(b, bare, r, httplimit.IETFHeaders, "RateLimit-Policy")},
 		{"floor-decide", floorHandler(b, bare, false)},
 		{"floor-fields", floorHandler(b, bare, true)},
+		{"composite", compositeHandler(b, bare, r)},
+		{"refund", limitedHandler(b, bare, r, httplimit.BothHeaders, "RateLimit-Limit",
+			httplimit.WithRefund(func(*http.Request, int) bool { return false }))},
 	}
 }
 
+// compositeHandler returns next behind the default middleware on a
+// Composite of two in-process TokenBuckets, "per-second" of the hot-key
+// configuration and "per-minute" four times its size at the same rate,
+// after checking that it passes r on with both policies listed.
+func compositeHandler(b *testing.B, next http.Handler, r *http.Request) http.Handler {
+	fast, err := ratelimit.NewTokenBucket(hotCapacity, hotRate)
+	if err != nil {
+		b.Fatal(err)
+	}
+	slow, err := ratelimit.NewTokenBucket(4*hotCapacity, hotRate)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := ratelimit.NewComposite(ratelimit.Part{Name: "per-second", Limiter: fast}, ratelimit.Part{Name: "per-minute", Limiter: slow})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := httplimit.NewMiddleware(c, httplimit.KeyByHeader(middlewareKeyHeader))
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := m.Handler(next)
+	w := &discardWriter{header: make(http.Header)}
+	h.ServeHTTP(w, r)
+	if w.status != 0 && w.status != http.StatusOK || !strings.Contains(w.header.Get("RateLimit-Policy"), `"per-minute"`) {
+		b.Fatalf("the middleware answered %d with headers %v", w.status, w.header)
+	}
+	return h
+}
+
 // limitedHandler returns next behind a middleware of the given header style
-// on an in-process TokenBucket of the hot-key configuration, after checking
-// that it passes r on with the field named field set.
-func limitedHandler(b *testing.B, next http.Handler, r *http.Request, style httplimit.HeaderStyle, field string) http.Handler {
+// and options on an in-process TokenBucket of the hot-key configuration,
+// after checking that it passes r on with the field named field set.
+func limitedHandler(b *testing.B, next http.Handler, r *http.Request, style httplimit.HeaderStyle, field string, opts ...httplimit.Option) http.Handler {
 	l, err := ratelimit.NewTokenBucket(hotCapacity, hotRate)
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := httplimit.NewMiddleware(l, httplimit.KeyByHeader(middlewareKeyHeader), httplimit.WithHeaderStyle(style))
+	m, err := httplimit.NewMiddleware(l, httplimit.KeyByHeader(middlewareKeyHeader), append([]httplimit.Option{httplimit.WithHeaderStyle(style)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,6 +29,53 @@
 // for clients that take JSON, plain text otherwise. The wrapped handler is
 // not called. WithDeniedHandler replaces that answer.
 //
+// # Several policies
+//
+// A limiter of several limits at once, such as a ratelimit.Composite of 10
+// requests a second and 1000 an hour (or a Guard or DenyCache around one:
+// any ratelimit.MultiPolicy with two policies or more), is asked through
+// AllowBound, which also says which policy bound the decision. Every
+// response lists all the policies, in order, under the names the limiter
+// gives them, and RateLimit names the one that bound:
+//
+//	RateLimit-Policy: "per-second";q=10;w=1, "per-hour";q=1000;w=3600
+//	RateLimit: "per-hour";r=3;t=2
+//
+// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset come from the
+// same decision: the bound policy's limit and remaining units, and the
+// longest wait of all the policies (until every one is full again, or
+// until every one would allow the request), so that t and RateLimit-Reset
+// still agree with Retry-After. A denial's problem document names the
+// bound policy in violated-policies. The list is formatted once, when the
+// middleware is built. WithPolicyName and WithPolicyWindow describe a
+// limiter's one policy, and are errors with a limiter of several.
+//
+// # Adjusting after the handler
+//
+// The units a request takes are decided before its handler runs. Two
+// options correct them once it has returned, on a limiter that is a
+// ratelimit.Adjuster (every limiter of package ratelimit, Composite, Guard
+// and DenyCache are):
+//
+//   - WithRefund gives the units back when a rule says the response should
+//     not count, given the request and the response's status: not counting
+//     5xx answers, say, or, on a login endpoint keyed by account, counting
+//     failed attempts only (give back on success).
+//   - WithSettle lets the handler report the request's true cost with
+//     SetCost (rows read, tokens generated); the middleware then settles
+//     the units taken at that cost, giving the difference back or taking
+//     the rest, into debt if need be, so that later requests wait it out.
+//
+// A refund wins over a reported cost. The adjustment is made before
+// ServeHTTP returns, under the request's context without its cancellation
+// and bounded by DefaultAdjustTimeout (WithAdjustTimeout), with
+// ratelimit.TakenAt the time read just after the request was decided (on
+// the clock of WithClock, for an in-process limiter on a clock of its own);
+// its errors go to the WithOnError hook, wrapping ErrAdjustment. Denied,
+// skipped and failed-open requests took nothing and are never adjusted. The
+// fields of the response were set before the handler ran, so they do not
+// show the adjustment; the next response does.
+//
 // # Failures
 //
 // A limiter error fails open: the request passes without rate-limit fields
@@ -46,5 +93,9 @@
 // # Concurrency
 //
 // A Middleware and the handlers it returns are safe for concurrent use, hold
-// no mutable state of their own and start no goroutines.
+// no mutable state of their own and start no goroutines. Without WithRefund
+// and WithSettle, the handler gets the request and http.ResponseWriter it
+// was given; WithRefund wraps the writer to learn the status (the wrapper
+// has an Unwrap method for http.ResponseController), and WithSettle gives
+// the request a context that carries its cost.
 package httplimit

@@ -3,6 +3,7 @@ package httplimit
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -25,6 +26,10 @@ const (
 // response; otherwise first holds those of the first limit a Result
 // reports. It is safe for concurrent use and must not be copied after first
 // use.
+//
+// For a limiter with several policies, parts holds each policy's values
+// instead, all formatted at construction, and the single-policy fields are
+// unused.
 type fieldWriter struct {
 	style   HeaderStyle
 	beforeQ string // `"default";q=`
@@ -32,6 +37,41 @@ type fieldWriter struct {
 	beforeR string // `"default";r=`
 	fixed   bool
 	first   atomic.Pointer[limitValues]
+	parts   []partValues
+}
+
+// partValues are the values of the fields when one policy of several bound
+// a decision: its limit, the whole policy list, and the start of its
+// RateLimit item.
+type partValues struct {
+	limitValues        // limit and q are the policy's; policy is the list of all
+	beforeR     string // `"per-hour";r=`
+}
+
+// setPolicies formats the values of every policy in policies, for a limiter
+// with several.
+func (f *fieldWriter) setPolicies(policies []ratelimit.NamedPolicy) {
+	items := make([]string, len(policies))
+	for i, p := range policies {
+		items[i] = policyItem(p.Name, p.Limit, p.Window)
+	}
+	list := strings.Join(items, ", ")
+	f.parts = make([]partValues, len(policies))
+	for i, p := range policies {
+		_, _, beforeR := policyParts(p.Name, 0, false)
+		f.parts[i] = partValues{
+			limitValues: limitValues{limit: p.Limit, q: strconv.Itoa(p.Limit), policy: list},
+			beforeR:     beforeR,
+		}
+	}
+}
+
+// part returns the values of policy i, or nil when there is no such policy.
+func (f *fieldWriter) part(i int) *partValues {
+	if i < 0 || i >= len(f.parts) {
+		return nil
+	}
+	return &f.parts[i]
 }
 
 // fixLimit makes every response carry limit, the limiter's policy, whatever
@@ -84,9 +124,9 @@ func (f *fieldWriter) limitValues(limit int) limitValues {
 type span struct{ from, to int }
 
 // fieldBufSize is the room on the stack for the bytes of the values that
-// change with each response: enough for the default policy name with numbers
-// of up to 9 digits. Longer values grow the buffer on the heap.
-const fieldBufSize = 64
+// change with each response: enough for a policy name of 40 bytes with
+// numbers of up to 10 digits. Longer values grow the buffer on the heap.
+const fieldBufSize = 96
 
 // fieldBlock holds the value slices of a response's fields in one
 // allocation.
@@ -96,7 +136,9 @@ type fieldBlock struct {
 
 // write sets the rate-limit fields for res on h, and Retry-After (res's
 // RetryAfter in whole seconds, rounded up, at least 1) when retry is true,
-// that is for a denial. The reset (RateLimit-Reset, and t of RateLimit) is
+// that is for a denial. lv are the limit-only values (from limitValues, or
+// of the policy that bound the decision) and beforeR the start of the
+// RateLimit value (f.beforeR, or that policy's). The reset (RateLimit-Reset, and t of RateLimit) is
 // ResetAfter on an allowed request and the Retry-After value on a denial,
 // so that the two always agree. RateLimit-Limit and RateLimit-Policy are
 // left out while the limit is unknown (<= 0): no answer claims a limit of 0.
@@ -107,8 +149,7 @@ type fieldBlock struct {
 // so that an append by a later handler copies instead of overwriting a
 // neighbour: two allocations per response, whatever the style, plus those of
 // limitValues for a limit other than the first.
-func (f *fieldWriter) write(h http.Header, res ratelimit.Result, retry bool) {
-	lv := f.limitValues(res.Limit)
+func (f *fieldWriter) write(h http.Header, lv *limitValues, beforeR string, res ratelimit.Result, retry bool) {
 	remaining := int64(max(res.Remaining, 0))
 	reset := ceilSeconds(res.ResetAfter)
 	if retry {
@@ -120,7 +161,7 @@ func (f *fieldWriter) write(h http.Header, res ratelimit.Result, retry bool) {
 	var rem, rst, rl span
 	if f.style.ietf() {
 		// `"default";r=3;t=2`: the legacy values are substrings of it.
-		b = append(b, f.beforeR...)
+		b = append(b, beforeR...)
 		rem.from = len(b)
 		b = strconv.AppendInt(b, remaining, 10)
 		rem.to = len(b)
@@ -157,10 +198,9 @@ func (f *fieldWriter) write(h http.Header, res ratelimit.Result, retry bool) {
 }
 
 // writeLimitOnly sets the fields that do not depend on a key's state, for a
-// request whose cost exceeds the limit: RateLimit-Limit and RateLimit-Policy,
-// as the style allows.
-func (f *fieldWriter) writeLimitOnly(h http.Header, limit int) {
-	lv := f.limitValues(limit)
+// request whose cost exceeds the limit: RateLimit-Limit and RateLimit-Policy
+// from lv, as the style allows.
+func (f *fieldWriter) writeLimitOnly(h http.Header, lv *limitValues) {
 	if lv.limit <= 0 {
 		return
 	}

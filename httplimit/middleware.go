@@ -3,6 +3,7 @@ package httplimit
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/nilcheck"
@@ -26,6 +27,18 @@ type Middleware struct {
 	denied      DeniedHandler
 	fields      fieldWriter
 	replies     replies
+
+	// multi decides through AllowBound when the limiter has several
+	// policies; nil otherwise.
+	multi ratelimit.MultiPolicy
+
+	// adjuster is the limiter, when a WithRefund or WithSettle option
+	// adjusts requests after their handler; nil otherwise.
+	adjuster   ratelimit.Adjuster
+	refund     func(*http.Request, int) bool
+	settle     bool
+	adjustWait time.Duration
+	clock      ratelimit.Clock // nil: time.Now
 }
 
 // NewMiddleware returns a Middleware that asks l about every request, under
@@ -41,9 +54,24 @@ type Middleware struct {
 // out; a limit that is unknown (0) is never sent. WithPolicyWindow sets w
 // in any case.
 //
+// When l has several policies (a ratelimit.MultiPolicy whose Policies are
+// two or more: a Composite, or a Guard or DenyCache around one), every
+// request is decided through AllowBound, RateLimit-Policy lists every
+// policy under its name, in order, and RateLimit, RateLimit-Limit and the
+// problem document of a denial name the policy that bound the decision (see
+// the package documentation). Such an l must report a limit > 0 for every
+// policy, and a name that is printable ASCII; WithPolicyName and
+// WithPolicyWindow, which describe one policy, are errors with it. A
+// MultiPolicy with one policy is a single-policy limiter whose policy is
+// named as it says (Guard and DenyCache call the one policy of a
+// single-policy backend "default"), unless WithPolicyName renames it.
+//
 // It returns an error wrapping ratelimit.ErrInvalidConfig for a nil l
-// (including an interface holding a nil pointer), a nil key, a nil Option or
-// an option given a value it cannot use.
+// (including an interface holding a nil pointer), a nil key, a nil Option,
+// an option given a value it cannot use, an option that does not apply to
+// l (WithRefund or WithSettle with an l that is not a ratelimit.Adjuster,
+// WithPolicyName or WithPolicyWindow with an l of several policies), or an
+// l of several policies one of which cannot be sent.
 func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middleware, error) {
 	if isNil(l) {
 		return nil, fmt.Errorf("%w: httplimit: nil limiter", ratelimit.ErrInvalidConfig)
@@ -51,7 +79,7 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 	if key == nil {
 		return nil, fmt.Errorf("%w: httplimit: nil KeyFunc", ratelimit.ErrInvalidConfig)
 	}
-	s := settings{policyName: defaultPolicyName, closedRetry: defaultClosedRetry}
+	s := settings{policyName: defaultPolicyName, closedRetry: defaultClosedRetry, adjustWait: DefaultAdjustTimeout}
 	for i, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("%w: httplimit: option %d is nil", ratelimit.ErrInvalidConfig, i)
@@ -60,9 +88,10 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 			return nil, err
 		}
 	}
-	policy, hasPolicy := ratelimit.PolicyOf(l)
-	w, hasW := policyWindow(l, policy, hasPolicy, &s)
-	beforeQ, afterQ, beforeR := policyParts(s.policyName, w, hasW)
+	multi, policies, single, err := multiPolicies(l)
+	if err != nil {
+		return nil, err
+	}
 	m := &Middleware{
 		limiter:     l,
 		key:         key,
@@ -73,13 +102,80 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		closedRetry: max(ceilSeconds(s.closedRetry), 1),
 		keyError:    s.keyError,
 		denied:      s.denied,
-		fields:      fieldWriter{style: s.style, beforeQ: beforeQ, afterQ: afterQ, beforeR: beforeR},
-		replies:     newReplies(s.policyName),
+		multi:       multi,
+		refund:      s.refund,
+		settle:      s.settle,
+		adjustWait:  s.adjustWait,
+		clock:       s.clock,
 	}
+	if err := m.setAdjuster(l); err != nil {
+		return nil, err
+	}
+	if multi != nil {
+		if err := m.setPolicies(policies, &s); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+
+	policy, hasPolicy := ratelimit.PolicyOf(l)
+	if single != nil && !s.policyNameSet {
+		if err := checkPolicyName(single.Name); err != nil {
+			return nil, fmt.Errorf("%w (the limiter's policy)", err)
+		}
+		s.policyName = single.Name
+	}
+	if single != nil && single.Limit > 0 {
+		policy, hasPolicy = single.Policy, true
+		policy.Window = max(policy.Window, 0)
+	}
+	w, hasW := policyWindow(l, policy, hasPolicy, &s)
+	beforeQ, afterQ, beforeR := policyParts(s.policyName, w, hasW)
+	m.fields = fieldWriter{style: s.style, beforeQ: beforeQ, afterQ: afterQ, beforeR: beforeR}
+	m.replies = newReplies(s.policyName)
 	if hasPolicy {
 		m.fields.fixLimit(policy.Limit)
 	}
 	return m, nil
+}
+
+// setAdjuster keeps l as the Adjuster that WithRefund or WithSettle needs,
+// or returns an error when they are set and l is not one.
+func (m *Middleware) setAdjuster(l ratelimit.Limiter) error {
+	if m.refund == nil && !m.settle {
+		return nil
+	}
+	a, ok := l.(ratelimit.Adjuster)
+	if !ok {
+		option := "WithRefund"
+		if m.refund == nil {
+			option = "WithSettle"
+		}
+		return fmt.Errorf("%w: httplimit: %s needs a limiter that can give units back, a ratelimit.Adjuster; %T is not one", ratelimit.ErrInvalidConfig, option, l)
+	}
+	m.adjuster = a
+	return nil
+}
+
+// setPolicies sets up the fields and answers of a limiter with the several
+// policies policies, which WithPolicyName and WithPolicyWindow cannot
+// describe.
+func (m *Middleware) setPolicies(policies []ratelimit.NamedPolicy, s *settings) error {
+	switch {
+	case s.policyNameSet:
+		return fmt.Errorf("%w: httplimit: WithPolicyName names a limiter's one policy; this limiter (%T) has %d, named by itself", ratelimit.ErrInvalidConfig, m.limiter, len(policies))
+	case s.windowSet:
+		return fmt.Errorf("%w: httplimit: WithPolicyWindow sets a limiter's one policy window; this limiter (%T) has %d policies, and reports the window of each", ratelimit.ErrInvalidConfig, m.limiter, len(policies))
+	}
+	names := make([]string, len(policies))
+	for i, p := range policies {
+		names[i] = p.Name
+	}
+	m.fields = fieldWriter{style: s.style}
+	m.fields.setPolicies(policies)
+	m.replies = newReplies(policies[0].Name)
+	m.replies.setPolicies(names)
+	return nil
 }
 
 // Handler returns a handler that rate-limits requests and passes those
@@ -110,3 +206,11 @@ func (b brokenHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 
 // isNil reports whether v is nil or an interface holding a nil pointer.
 func isNil(v any) bool { return nilcheck.IsNil(v) }
+
+// now returns the time of a decision, for ratelimit.TakenAt.
+func (m *Middleware) now() time.Time {
+	if m.clock != nil {
+		return m.clock.Now()
+	}
+	return time.Now()
+}

@@ -29,17 +29,22 @@ type DeniedHandler func(w http.ResponseWriter, r *http.Request, res ratelimit.Re
 
 // settings collects what the options set.
 type settings struct {
-	policyName  string
-	style       HeaderStyle
-	window      time.Duration // the w parameter; 0 leaves it out
-	windowSet   bool
-	cost        CostFunc
-	skip        func(*http.Request) bool
-	onError     func(*http.Request, error)
-	failClosed  bool
-	closedRetry time.Duration
-	keyError    ErrorHandler
-	denied      DeniedHandler
+	policyName    string
+	policyNameSet bool
+	style         HeaderStyle
+	window        time.Duration // the w parameter; 0 leaves it out
+	windowSet     bool
+	cost          CostFunc
+	skip          func(*http.Request) bool
+	onError       func(*http.Request, error)
+	failClosed    bool
+	closedRetry   time.Duration
+	keyError      ErrorHandler
+	denied        DeniedHandler
+	refund        func(*http.Request, int) bool
+	settle        bool
+	adjustWait    time.Duration
+	clock         ratelimit.Clock
 }
 
 // defaultPolicyName names the policy in the IETF fields unless
@@ -51,15 +56,22 @@ const defaultPolicyName = "default"
 const defaultClosedRetry = time.Second
 
 // WithPolicyName sets the policy's name in the RateLimit-Policy and RateLimit
-// fields and in problem documents; the default is "default". The name is sent
-// as a structured-field string, so it must be non-empty printable ASCII
-// (0x20 to 0x7E); any other name is an error.
+// fields and in problem documents. The default is the name the limiter gives
+// its one policy (a ratelimit.MultiPolicy of one policy, such as a Guard,
+// names it "default" unless it wraps a one-part Composite), or else
+// "default". The name is sent as a structured-field string, so it must be
+// non-empty printable ASCII (0x20 to 0x7E); any other name is an error.
+//
+// It names the one policy of a limiter that has one. A limiter with several
+// policies (a ratelimit.MultiPolicy such as a Composite) names each of them
+// itself (ratelimit.Part's Name), so NewMiddleware returns an error for
+// WithPolicyName with such a limiter.
 func WithPolicyName(name string) Option {
 	return func(s *settings) error {
 		if err := checkPolicyName(name); err != nil {
 			return err
 		}
-		s.policyName = name
+		s.policyName, s.policyNameSet = name, true
 		return nil
 	}
 }
@@ -78,9 +90,14 @@ func WithHeaderStyle(style HeaderStyle) Option {
 }
 
 // WithPolicyWindow sets the w parameter of RateLimit-Policy to d, rounded up
-// to whole seconds, in place of what the limiter tells through a FillTime or
-// Window method; a d of 0 leaves w out. A negative d is an error. Use it for a
-// limiter that has neither method, such as a wrapper.
+// to whole seconds, in place of the limiter's policy Window or what it tells
+// through a FillTime or Window method; a d of 0 leaves w out. A negative d
+// is an error. Use it for a limiter that reports no policy, such as a
+// wrapper of your own.
+//
+// Like WithPolicyName, it applies to a limiter with one policy: a limiter
+// with several reports the window of each, and NewMiddleware returns an
+// error for WithPolicyWindow with it.
 func WithPolicyWindow(d time.Duration) Option {
 	return func(s *settings) error {
 		if d < 0 {
@@ -118,9 +135,11 @@ func WithSkip(f func(*http.Request) bool) Option {
 
 // WithOnError sets a hook called with every error the limiter returns, other
 // than those wrapping ratelimit.ErrCostExceedsLimit, before the request is
-// let through (or, with WithFailClosed, answered 503). There is no hook and
-// no logging by default. f must be safe for concurrent use. A nil f is an
-// error.
+// let through (or, with WithFailClosed, answered 503), and with the error of
+// every Refund or Settle that fails after a handler has returned (see
+// WithRefund and WithSettle), which wraps ErrAdjustment: the request has
+// been served by then. There is no hook and no logging by default. f must
+// be safe for concurrent use. A nil f is an error.
 func WithOnError(f func(*http.Request, error)) Option {
 	return func(s *settings) error {
 		if f == nil {
@@ -171,6 +190,117 @@ func WithDeniedHandler(h DeniedHandler) Option {
 			return fmt.Errorf("%w: httplimit: WithDeniedHandler: nil handler", ratelimit.ErrInvalidConfig)
 		}
 		s.denied = h
+		return nil
+	}
+}
+
+// DefaultAdjustTimeout bounds the Refund or Settle call the middleware makes
+// after a handler returns (see WithRefund and WithSettle), unless
+// WithAdjustTimeout says otherwise.
+const DefaultAdjustTimeout = time.Second
+
+// WithRefund gives back the units an allowed request took when refund
+// reports true for it once its handler has returned: refund is called with
+// the request and the status of its response, and a true answer makes the
+// middleware call the limiter's Refund for the request's key and cost, so
+// that the response does not count. The limiter must be a
+// ratelimit.Adjuster (every limiter of package ratelimit, Composite, Guard
+// and DenyCache are), or NewMiddleware returns an error; a nil refund is an
+// error too.
+//
+// The status is the first final status the handler gave WriteHeader, or 200
+// when it wrote a body or flushed without one, or wrote nothing at all, as
+// net/http answers; informational (1xx) statuses other than 101 are not
+// final. To learn it, the middleware wraps the http.ResponseWriter the
+// handler gets (one allocation per allowed request); the wrapper has an
+// Unwrap method, so http.ResponseController reaches the server's writer
+// through it, and it implements http.Flusher, io.ReaderFrom, and
+// http.Hijacker when the server's writer does. A hijacked connection's
+// status is 200 unless the handler called WriteHeader first. A handler that
+// panics is not adjusted.
+//
+// For instance, not to count failures of the service itself:
+//
+//	httplimit.WithRefund(func(_ *http.Request, status int) bool { return status >= 500 })
+//
+// or, on a login endpoint keyed by account, to count failed attempts only:
+//
+//	httplimit.WithRefund(func(_ *http.Request, status int) bool { return status < 400 })
+//
+// A refund wins over a cost reported with SetCost: the response does not
+// count at all. See WithSettle for when and how the call is made and where
+// its errors go.
+func WithRefund(refund func(r *http.Request, status int) bool) Option {
+	return func(s *settings) error {
+		if refund == nil {
+			return fmt.Errorf("%w: httplimit: WithRefund: nil func", ratelimit.ErrInvalidConfig)
+		}
+		s.refund = refund
+		return nil
+	}
+}
+
+// WithSettle lets handlers report the true cost of an allowed request with
+// SetCost, when it is only known once the work is done (rows scanned,
+// tokens generated, bytes sent). After the handler returns, the middleware
+// calls the limiter's Settle to replace the units the request took (its
+// cost, 1 or the CostFunc's) by the cost reported last: a smaller cost gives
+// the difference back, a larger one takes the rest, even into debt, so that
+// later requests are denied until it is paid. A request whose handler
+// reports no cost, or the cost it took, is not adjusted. Estimate at least
+// 1 with WithCost: a request of cost 0 only reads the key's state and is
+// allowed even when the key is in debt. The limiter must be a
+// ratelimit.Adjuster, or NewMiddleware returns an error.
+//
+// WithSettle puts the request's cost slot in its context, which costs two
+// allocations per allowed request; without it, SetCost reports false and
+// nothing is settled.
+//
+// The Refund (see WithRefund) or Settle call is made once the handler has
+// returned, before ServeHTTP returns, so a slow limiter delays the end of
+// the response by one call (a handler can flush its response first with
+// http.ResponseController). It runs under the request's context without
+// its cancellation (context.WithoutCancel: the client may have gone, and
+// the units must be adjusted anyway), bounded by DefaultAdjustTimeout or
+// WithAdjustTimeout, and with ratelimit.TakenAt the time read just after
+// the request was decided (from the system clock, or WithClock's), so a
+// fixed window adjusts only the window that counted it. Its error goes to the WithOnError hook, wrapping
+// ErrAdjustment and the limiter's error. Requests that were denied, that
+// failed open on a limiter error, or that were skipped (WithSkip) took
+// nothing and are never adjusted.
+func WithSettle() Option {
+	return func(s *settings) error {
+		s.settle = true
+		return nil
+	}
+}
+
+// WithAdjustTimeout bounds the Refund or Settle call made after a handler
+// returns (see WithRefund and WithSettle) by d instead of
+// DefaultAdjustTimeout. A d <= 0 is an error.
+func WithAdjustTimeout(d time.Duration) Option {
+	return func(s *settings) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: httplimit: WithAdjustTimeout: %v must be > 0", ratelimit.ErrInvalidConfig, d)
+		}
+		s.adjustWait = d
+		return nil
+	}
+}
+
+// WithClock sets the clock the middleware reads, just after it decides a
+// request, the time it passes to ratelimit.TakenAt when it adjusts the
+// request afterwards (see WithRefund and WithSettle). That time must be on
+// the limiter's clock: the default, the system clock, is right for the
+// Redis limiters and for in-process limiters on the system clock; give an
+// in-process limiter's other clock (a ratelimit.FakeClock in tests) here.
+// A nil c is an error.
+func WithClock(c ratelimit.Clock) Option {
+	return func(s *settings) error {
+		if isNil(c) {
+			return fmt.Errorf("%w: httplimit: WithClock: nil clock", ratelimit.ErrInvalidConfig)
+		}
+		s.clock = c
 		return nil
 	}
 }

@@ -100,6 +100,42 @@ func policyParts(name string, w int64, hasW bool) (beforeQ, afterQ, beforeR stri
 	return quoted + ";q=", afterQ, quoted + ";r="
 }
 
+// policyItem returns one policy as a member of RateLimit-Policy:
+// `"per-hour";q=1000;w=3600`, without w when window <= 0.
+func policyItem(name string, limit int, window time.Duration) string {
+	beforeQ, afterQ, _ := policyParts(name, ceilSeconds(window), window > 0)
+	return beforeQ + strconv.Itoa(limit) + afterQ
+}
+
+// multiPolicies returns the policies of l when it decides by two or more
+// (a ratelimit.MultiPolicy, such as a Composite or a Guard around one), and
+// nil otherwise, with an error wrapping ratelimit.ErrInvalidConfig when one
+// of them cannot be sent: a limit <= 0 or a name that is not a
+// structured-field string. single is l's one policy when it has exactly
+// one, with its name.
+func multiPolicies(l ratelimit.Limiter) (multi ratelimit.MultiPolicy, policies []ratelimit.NamedPolicy, single *ratelimit.NamedPolicy, err error) {
+	mp, ok := l.(ratelimit.MultiPolicy)
+	if !ok || isNil(mp) {
+		return nil, nil, nil, nil
+	}
+	policies = mp.Policies()
+	switch len(policies) {
+	case 0:
+		return nil, nil, nil, nil
+	case 1:
+		return nil, nil, &policies[0], nil
+	}
+	for i, p := range policies {
+		if err := checkPolicyName(p.Name); err != nil {
+			return nil, nil, nil, fmt.Errorf("%w (the limiter's policy %d)", err, i)
+		}
+		if p.Limit <= 0 {
+			return nil, nil, nil, fmt.Errorf("%w: httplimit: the limiter's policy %d (%q) has limit %d; every policy of a limiter with several must have a limit > 0", ratelimit.ErrInvalidConfig, i, p.Name, p.Limit)
+		}
+	}
+	return mp, policies, nil, nil
+}
+
 // ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {

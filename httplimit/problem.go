@@ -65,32 +65,75 @@ func (p *reply) write(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// replies are a Middleware's canned answers.
+// replies are a Middleware's canned answers. For a limiter with several
+// policies, deniedBy and tooLargeBy hold the 429 and 413 answers naming
+// each policy as the violated one, in the order of the policies.
 type replies struct {
 	denied      reply // 429
 	tooLarge    reply // 413
 	unavailable reply // 503
 	keyError    reply // 500
+	deniedBy    []reply
+	tooLargeBy  []reply
+}
+
+// newDenied returns the 429 answer to a request denied by policy (the
+// first for a single-policy limiter).
+func newDenied(policy string) reply {
+	return newReply(problem{
+		Type:             QuotaExceededType,
+		Title:            quotaExceededTitle,
+		Status:           http.StatusTooManyRequests,
+		Detail:           "The request exceeds the rate limit; retry after the number of seconds in Retry-After.",
+		ViolatedPolicies: []string{policy},
+	})
+}
+
+// newTooLarge returns the 413 answer to a request whose cost exceeds the
+// limit of policy.
+func newTooLarge(policy string) reply {
+	return newReply(problem{
+		Type:             QuotaExceededType,
+		Title:            quotaExceededTitle,
+		Status:           http.StatusRequestEntityTooLarge,
+		Detail:           "The request costs more than the rate limit allows at once, so it can never succeed; RateLimit-Limit gives the most a request may cost.",
+		ViolatedPolicies: []string{policy},
+	})
+}
+
+// setPolicies builds the 429 and 413 answers naming each of names.
+func (r *replies) setPolicies(names []string) {
+	r.deniedBy = make([]reply, len(names))
+	r.tooLargeBy = make([]reply, len(names))
+	for i, name := range names {
+		r.deniedBy[i] = newDenied(name)
+		r.tooLargeBy[i] = newTooLarge(name)
+	}
+}
+
+// deniedFor returns the 429 answer naming policy i of several, or the
+// single policy's answer when there are not several.
+func (r *replies) deniedFor(i int) *reply {
+	if i >= 0 && i < len(r.deniedBy) {
+		return &r.deniedBy[i]
+	}
+	return &r.denied
+}
+
+// tooLargeFor returns the 413 answer naming policy i of several, or the
+// single policy's answer when there are not several.
+func (r *replies) tooLargeFor(i int) *reply {
+	if i >= 0 && i < len(r.tooLargeBy) {
+		return &r.tooLargeBy[i]
+	}
+	return &r.tooLarge
 }
 
 // newReplies builds the canned answers for a policy named policy.
 func newReplies(policy string) replies {
-	violated := []string{policy}
 	return replies{
-		denied: newReply(problem{
-			Type:             QuotaExceededType,
-			Title:            quotaExceededTitle,
-			Status:           http.StatusTooManyRequests,
-			Detail:           "The request exceeds the rate limit; retry after the number of seconds in Retry-After.",
-			ViolatedPolicies: violated,
-		}),
-		tooLarge: newReply(problem{
-			Type:             QuotaExceededType,
-			Title:            quotaExceededTitle,
-			Status:           http.StatusRequestEntityTooLarge,
-			Detail:           "The request costs more than the rate limit allows at once, so it can never succeed; RateLimit-Limit gives the most a request may cost.",
-			ViolatedPolicies: violated,
-		}),
+		denied:   newDenied(policy),
+		tooLarge: newTooLarge(policy),
 		unavailable: newReply(problem{
 			Type:   "about:blank",
 			Title:  "Service Unavailable",

@@ -19,7 +19,8 @@ type limitedHandler struct {
 //
 //   - skipped (WithSkip): passed on, no fields;
 //   - KeyFunc or CostFunc error, or a negative cost: the key-error answer;
-//   - allowed: fields set, passed on;
+//   - allowed: fields set, passed on, and adjusted after next returns as
+//     WithRefund and WithSettle say;
 //   - denied: fields and Retry-After set, 429 (or the WithDeniedHandler);
 //   - cost above the limit: RateLimit-Limit and RateLimit-Policy set, 413;
 //   - any other limiter error: the WithOnError hook, then passed on without
@@ -45,35 +46,95 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if m.multi != nil {
+		h.serveMulti(w, r, key, cost)
+		return
+	}
 
 	res, err := m.limiter.Allow(r.Context(), key, cost)
 	switch {
 	case err == nil && res.Allowed:
-		m.fields.write(w.Header(), res, false)
-		h.next.ServeHTTP(w, r)
-	case err == nil:
-		m.fields.write(w.Header(), res, true)
-		if m.denied != nil {
-			m.denied(w, r, res)
+		lv := m.fields.limitValues(res.Limit)
+		m.fields.write(w.Header(), &lv, m.fields.beforeR, res, false)
+		if m.adjuster != nil {
+			// The time just after the decision: a fixed window gives units
+			// back only to a window open by then (ratelimit.TakenAt).
+			h.serveTracked(w, r, key, cost, m.now())
 			return
 		}
-		m.replies.denied.write(w, r)
+		h.next.ServeHTTP(w, r)
+	case err == nil:
+		lv := m.fields.limitValues(res.Limit)
+		m.fields.write(w.Header(), &lv, m.fields.beforeR, res, true)
+		m.answerDenied(w, r, res, &m.replies.denied)
 	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
 		// The limiter says nothing about the key's state on this path, so
 		// only the fields that do not depend on it are set.
-		m.fields.writeLimitOnly(w.Header(), res.Limit)
+		lv := m.fields.limitValues(res.Limit)
+		m.fields.writeLimitOnly(w.Header(), &lv)
 		m.replies.tooLarge.write(w, r)
 	default:
-		if m.onError != nil {
-			m.onError(r, err)
-		}
-		if m.failClosed {
-			setRetryAfter(w.Header(), m.closedRetry)
-			m.replies.unavailable.write(w, r)
+		h.failed(w, r, err)
+	}
+}
+
+// serveMulti is ServeHTTP's decision for a limiter of several policies,
+// through AllowBound: the fields, and the problem document of a denial,
+// are those of the policy that bound it. An index that names no policy is
+// a limiter error.
+func (h *limitedHandler) serveMulti(w http.ResponseWriter, r *http.Request, key string, cost int) {
+	m := h.m
+	res, bound, err := m.multi.AllowBound(r.Context(), key, cost)
+	p := m.fields.part(bound)
+	switch {
+	case p == nil && err != nil:
+		h.failed(w, r, fmt.Errorf("httplimit: the limiter's AllowBound answered policy %d of %d, and: %w", bound, len(m.fields.parts), err))
+	case p == nil:
+		h.failed(w, r, fmt.Errorf("httplimit: the limiter's AllowBound answered policy %d of %d", bound, len(m.fields.parts)))
+	case err == nil && res.Allowed:
+		m.fields.write(w.Header(), &p.limitValues, p.beforeR, res, false)
+		if m.adjuster != nil {
+			// The time just after the decision: a fixed window gives units
+			// back only to a window open by then (ratelimit.TakenAt).
+			h.serveTracked(w, r, key, cost, m.now())
 			return
 		}
 		h.next.ServeHTTP(w, r)
+	case err == nil:
+		m.fields.write(w.Header(), &p.limitValues, p.beforeR, res, true)
+		m.answerDenied(w, r, res, m.replies.deniedFor(bound))
+	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
+		m.fields.writeLimitOnly(w.Header(), &p.limitValues)
+		m.replies.tooLargeFor(bound).write(w, r)
+	default:
+		h.failed(w, r, err)
 	}
+}
+
+// answerDenied answers a denied request: by the WithDeniedHandler, or with
+// the 429 reply.
+func (m *Middleware) answerDenied(w http.ResponseWriter, r *http.Request, res ratelimit.Result, reply *reply) {
+	if m.denied != nil {
+		m.denied(w, r, res)
+		return
+	}
+	reply.write(w, r)
+}
+
+// failed handles a limiter error: the WithOnError hook, then the request
+// passed on without fields, or 503 under WithFailClosed. Nothing was taken,
+// so nothing is adjusted.
+func (h *limitedHandler) failed(w http.ResponseWriter, r *http.Request, err error) {
+	m := h.m
+	if m.onError != nil {
+		m.onError(r, err)
+	}
+	if m.failClosed {
+		setRetryAfter(w.Header(), m.closedRetry)
+		m.replies.unavailable.write(w, r)
+		return
+	}
+	h.next.ServeHTTP(w, r)
 }
 
 // answerKeyError answers a request whose key or cost could not be found: by

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
 
@@ -96,3 +97,48 @@ func TestHeadersWhileRedisIsDownFromTheStart(t *testing.T) {
 }
 
 const ms = time.Millisecond
+
+// Refunds and settled costs reach Redis through the production stack.
+func TestAdjustmentsThroughTheProductionStack(t *testing.T) {
+	for _, kind := range redisKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			_, client, _ := redistest.Miniredis(t, epoch)
+			backend, err := kind.new(client)
+			require.NoError(t, err)
+			stack := productionStack(t, backend, ratelimit.NewFakeClock(epoch), ratelimit.FailOpen)
+			var log errorLog
+			h, next := adjusting(t, stack, httplimit.WithRefund(serverErrors), httplimit.WithSettle(), httplimit.WithOnError(log.hook))
+
+			for i := range 8 {
+				require.Equal(t, http.StatusInternalServerError, get(h, "alice", "/?status=500").Code, "request %d", i)
+			}
+			w := get(h, "alice", "/?cost=3") // 1 taken, settled at 3
+			assert.Equal(t, "4", w.Header().Get("RateLimit-Remaining"))
+			w = get(h, "alice", "/?cost=0") // 1 taken, given back
+			assert.Equal(t, "1", w.Header().Get("RateLimit-Remaining"))
+			w = get(h, "alice", "/")
+			assert.Equal(t, "1", w.Header().Get("RateLimit-Remaining"))
+			w = get(h, "alice", "/")
+			assert.Equal(t, "0", w.Header().Get("RateLimit-Remaining"))
+			assert.Equal(t, http.StatusTooManyRequests, get(h, "alice", "/").Code)
+			assert.Equal(t, int64(12), next.calls.Load())
+			assert.Empty(t, log.errs)
+		})
+	}
+}
+
+// A refund of the request that opened a window lands in that window.
+func TestRefundOfTheRequestThatOpenedAWindow(t *testing.T) {
+	_, client, _ := redistest.Miniredis(t, epoch)
+	onRedis, err := ratelimit.NewRedisFixedWindow(client, 2, time.Minute)
+	require.NoError(t, err)
+	inProcess, err := ratelimit.NewFixedWindow(2, time.Minute) // on the system clock
+	require.NoError(t, err)
+	for _, l := range []ratelimit.Limiter{inProcess, onRedis} {
+		h, _ := adjusting(t, l, httplimit.WithRefund(serverErrors))
+		for i := range 3 {
+			w := get(h, "k", "/?status=500")
+			assert.Equal(t, "1", w.Header().Get("RateLimit-Remaining"), "%T: request %d", l, i)
+		}
+	}
+}
