@@ -154,6 +154,9 @@ func (c *Composite) Allow(ctx context.Context, key string, n int) (Result, error
 // AllowBound decides as Allow does, and also returns the index of the part
 // that bound the decision (see Composite), in the order of Policies.
 func (c *Composite) AllowBound(ctx context.Context, key string, n int) (Result, int, error) {
+	if c == nil || len(c.parts) == 0 {
+		return Result{}, 0, notBuilt("Composite")
+	}
 	var buf partsBuffer
 	keys, costs, results := buf.slices(len(c.parts))
 	bound, err := c.decide(ctx, key, n, keys, costs, results)
@@ -167,6 +170,9 @@ func (c *Composite) AllowBound(ctx context.Context, key string, n int) (Result, 
 // the order of Policies: a part that would have allowed a denied call reports
 // its state untouched, with RetryAfter 0.
 func (c *Composite) AllowParts(ctx context.Context, key string, n int) (Result, []Result, error) {
+	if c == nil || len(c.parts) == 0 {
+		return Result{}, nil, notBuilt("Composite")
+	}
 	keys, costs, results := make([]string, len(c.parts)), make([]int, len(c.parts)), make([]Result, len(c.parts))
 	bound, err := c.decide(ctx, key, n, keys, costs, results)
 	if err != nil {
@@ -178,10 +184,8 @@ func (c *Composite) AllowParts(ctx context.Context, key string, n int) (Result, 
 // decide fills keys with the parts' keys, costs with what each takes of n,
 // and results with their Results, and returns the index of the part that
 // bound the decision; on an error, the index of the Result to answer with.
+// c is built.
 func (c *Composite) decide(ctx context.Context, key string, n int, keys []string, costs []int, results []Result) (int, error) {
-	if c == nil || len(c.parts) == 0 {
-		return 0, notBuilt("Composite")
-	}
 	if err := c.check(ctx, n); err != nil {
 		c.failed(results)
 		return c.tight, err
@@ -190,9 +194,9 @@ func (c *Composite) decide(ctx context.Context, key string, n int, keys []string
 		c.failed(results)
 		return 0, err
 	}
-	for i, p := range c.parts {
+	for i := range c.parts {
 		costs[i] = n
-		if p.PerCall {
+		if c.parts[i].PerCall {
 			costs[i] = once(n)
 		}
 	}
