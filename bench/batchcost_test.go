@@ -19,7 +19,7 @@ const fullBatch = 128
 
 // BenchmarkRedisFullBatch times one call of the library's batch script
 // deciding fullBatch requests of one check each, every request on a key of
-// its own, for each algorithm: what one full batch holds the server for. It
+// its own, for each algorithm, and of a Composite's two checks: what one full batch holds the server for. It
 // calls the script directly, with the arguments a limiter sends (limit
 // 1,000,000 per 1000 s, cost 1), over 100 sets of fullBatch keys in turn, so
 // that the keys exist and are updated, as under load.
@@ -35,19 +35,28 @@ func BenchmarkRedisFullBatch(b *testing.B) {
 	}
 	script := redis.NewScript(string(src))
 	ctx := context.Background()
-	for _, kind := range []struct{ name, code, param string }{
-		{"TokenBucket", "t", "1000"},    // µs per token
-		{"GCRA", "g", "1000"},           // µs per request
-		{"FixedWindow", "w", "1000000"}, // window in ms
+	for _, kind := range []struct {
+		name   string
+		limits []any // kind, limit and param of each limit; a request has one check per limit
+	}{
+		{"TokenBucket", []any{"t", 1_000_000, 1000}},      // µs per token
+		{"GCRA", []any{"g", 1_000_000, 1000}},             // µs per request
+		{"FixedWindow", []any{"w", 1_000_000, 1_000_000}}, // window in ms
+		// A Composite's request: both checks on keys of their own.
+		{"Composite-TokenBucket+FixedWindow", []any{"t", 1_000_000, 1000, "w", 1_000_000, 1_000_000}},
 	} {
 		b.Run(kind.name+"/requests="+strconv.Itoa(fullBatch), func(b *testing.B) {
-			args := []any{fullBatch, 1, kind.code, 1_000_000, kind.param}
+			checks := len(kind.limits) / 3
+			args := append([]any{fullBatch, checks}, kind.limits...)
 			for range fullBatch {
-				args = append(args, 1, 1, 1) // one check, of limit 1, cost 1
+				args = append(args, checks)
+				for s := 1; s <= checks; s++ {
+					args = append(args, s, 1) // limit s, cost 1
+				}
 			}
 			sets := make([][]string, 100)
 			for i := range sets {
-				sets[i] = redisBenchKeys(fullBatch)
+				sets[i] = redisBenchKeys(fullBatch * checks)
 				if err := script.Run(ctx, c, sets[i], args...).Err(); err != nil {
 					b.Fatal(err)
 				}

@@ -162,6 +162,22 @@ func redisImpls() []redisImpl {
 			l, err := ratelimit.NewRedisFixedWindow(c, cfg.limit, cfg.period)
 			return ratelimitDecisions(tb, l, err)
 		}},
+		// Two limits in one decision: a token bucket and a fixed window of
+		// the same key, all or nothing, in one script request.
+		{"ratelimit-Composite-RedisTokenBucket+RedisFixedWindow", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
+			bucket, err := ratelimit.NewRedisTokenBucket(c, cfg.limit, cfg.rate())
+			if err != nil {
+				tb.Fatal(err)
+			}
+			window, err := ratelimit.NewRedisFixedWindow(c, cfg.limit, cfg.period)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			l, err := ratelimit.NewComposite(
+				ratelimit.Part{Name: "bucket", Limiter: bucket},
+				ratelimit.Part{Name: "window", Limiter: window})
+			return ratelimitDecisions(tb, l, err)
+		}},
 		// go-redis/redis_rate v10: GCRA in a Lua script (EVALSHA through
 		// redis.Script), limit per period, burst limit.
 		{"redis_rate", func(_ testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
