@@ -72,37 +72,54 @@ func (op compositeOp) apply(ctx context.Context, c *Composite) (Result, []Result
 // letter, so that "a1" and "a2" share tenant "tenant-a".
 func tenantKey(key string) string { return "tenant-" + key[:len(key)-1] }
 
-// localCompositeOf returns an in-process Composite of a token bucket of 5
-// per period, a GCRA of 8 per period on the tenant's key, a fixed window of
-// 6 per period, and a GCRA of 4 calls per period, on clock.
-func localCompositeOf(t *testing.T, period time.Duration, clock Clock) *Composite {
-	t.Helper()
-	bucket, err := NewTokenBucket(5, float64(5)/period.Seconds(), WithClock(clock))
-	require.NoError(t, err)
-	gcra, err := NewGCRA(8, period, WithClock(clock))
-	require.NoError(t, err)
-	window, err := NewFixedWindow(6, period, WithClock(clock))
-	require.NoError(t, err)
-	calls, err := NewGCRA(4, period, WithClock(clock))
-	require.NoError(t, err)
-	c, err := NewComposite(Part{Name: "user", Limiter: bucket},
-		Part{Name: "tenant", Limiter: gcra, Key: tenantKey},
-		Part{Name: "window", Limiter: window},
-		Part{Name: "calls", Limiter: calls, PerCall: true})
-	require.NoError(t, err)
-	return c
+// limiters makes the limiters of the Composites below: a token bucket, a
+// GCRA and a fixed window of limit per period, in process or on Redis.
+type limiters struct {
+	bucket, gcra, window func(limit int, period time.Duration) (Limiter, error)
 }
 
-// redisCompositeOf returns the same Composite on Redis through client.
-func redisCompositeOf(t *testing.T, period time.Duration, client redis.Scripter) *Composite {
+// inProcessLimiters makes in-process limiters on clock.
+func inProcessLimiters(clock Clock) limiters {
+	return limiters{
+		bucket: func(limit int, period time.Duration) (Limiter, error) {
+			return NewTokenBucket(limit, float64(limit)/period.Seconds(), WithClock(clock))
+		},
+		gcra: func(limit int, period time.Duration) (Limiter, error) {
+			return NewGCRA(limit, period, WithClock(clock))
+		},
+		window: func(limit int, period time.Duration) (Limiter, error) {
+			return NewFixedWindow(limit, period, WithClock(clock))
+		},
+	}
+}
+
+// redisLimiters makes Redis limiters through client.
+func redisLimiters(client redis.Scripter) limiters {
+	return limiters{
+		bucket: func(limit int, period time.Duration) (Limiter, error) {
+			return NewRedisTokenBucket(client, limit, float64(limit)/period.Seconds())
+		},
+		gcra: func(limit int, period time.Duration) (Limiter, error) {
+			return NewRedisGCRA(client, limit, period)
+		},
+		window: func(limit int, period time.Duration) (Limiter, error) {
+			return NewRedisFixedWindow(client, limit, period)
+		},
+	}
+}
+
+// compositeOf returns a Composite of a token bucket of 5 per period, a GCRA
+// of 8 per period on the tenant's key, a fixed window of 6 per period, and a
+// GCRA of 4 calls per period, made by build.
+func compositeOf(t *testing.T, period time.Duration, build limiters) *Composite {
 	t.Helper()
-	bucket, err := NewRedisTokenBucket(client, 5, float64(5)/period.Seconds())
+	bucket, err := build.bucket(5, period)
 	require.NoError(t, err)
-	gcra, err := NewRedisGCRA(client, 8, period)
+	gcra, err := build.gcra(8, period)
 	require.NoError(t, err)
-	window, err := NewRedisFixedWindow(client, 6, period)
+	window, err := build.window(6, period)
 	require.NoError(t, err)
-	calls, err := NewRedisGCRA(client, 4, period)
+	calls, err := build.gcra(4, period)
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "user", Limiter: bucket},
 		Part{Name: "tenant", Limiter: gcra, Key: tenantKey},
@@ -113,7 +130,7 @@ func redisCompositeOf(t *testing.T, period time.Duration, client redis.Scripter)
 }
 
 // TestCompositeAdjustmentsDecideAlikeInProcessAndOnMiniredis runs random
-// streams of Allow, Refund, Settle and Reset on a three-part Composite in
+// streams of Allow, Refund, Settle and Reset on a four-part Composite in
 // process and on miniredis, with time moving, and requires every Result to
 // be the same.
 func TestCompositeAdjustmentsDecideAlikeInProcessAndOnMiniredis(t *testing.T) {
@@ -122,9 +139,9 @@ func TestCompositeAdjustmentsDecideAlikeInProcessAndOnMiniredis(t *testing.T) {
 	for round := range 8 {
 		period := time.Duration(1+r.IntN(10)) * time.Second
 		clock := NewFakeClock(epoch)
-		local := localCompositeOf(t, period, clock)
+		local := compositeOf(t, period, inProcessLimiters(clock))
 		_, client, advance := miniredisClock(t)
-		remote := redisCompositeOf(t, period, client)
+		remote := compositeOf(t, period, redisLimiters(client))
 		for i, op := range randomCompositeOps(r, 300, true, "a1", "a2", "b1") {
 			clock.Advance(op.advance)
 			advance(op.advance)
@@ -162,8 +179,8 @@ func checkCompositeAdjustmentsAsInProcess(t *testing.T, client redis.Scripter) {
 	r := rand.New(rand.NewPCG(14, 15))
 	const period = 10 * 24 * time.Hour
 	for round := range 6 {
-		local := localCompositeOf(t, period, NewFakeClock(epoch))
-		remote := redisCompositeOf(t, period, client)
+		local := compositeOf(t, period, inProcessLimiters(NewFakeClock(epoch)))
+		remote := compositeOf(t, period, redisLimiters(client))
 		users := []string{fmt.Sprint("{a", round, "}x"), fmt.Sprint("{a", round, "}y"), fmt.Sprint("{b", round, "}x")}
 		for i, op := range randomCompositeOps(r, 150, false, users...) {
 			want, wantParts, wantErr := op.apply(ctx, local)
