@@ -1,0 +1,100 @@
+// Package grpclimit is gRPC server middleware that rate-limits calls with
+// any ratelimit.Limiter, as package httplimit does for net/http.
+//
+// NewInterceptor takes a limiter and a KeyFunc that names the caller of a
+// call from its context and method (KeyByPeer, KeyByMetadata, or your
+// own). Its Unary and Stream methods return the server interceptors, which
+// ask the limiter about every call and either pass it to the handler or
+// answer it; a stream is decided once, when it opens.
+//
+//	limiter, _ := ratelimit.NewRedisTokenBucket(client, 10, 2)
+//	in, _ := grpclimit.NewInterceptor(limiter, grpclimit.KeyByMetadata("x-api-key"),
+//		grpclimit.WithSkip(grpclimit.SkipHealthAndReflection))
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(in.Unary()),
+//		grpc.ChainStreamInterceptor(in.Stream()))
+//
+// # Response metadata
+//
+// Every call the limiter decided carries, in its response header metadata,
+// the fields httplimit sends as HTTP header fields, under the same names in
+// lower case and with the same values:
+//
+//	ratelimit-limit: 10
+//	ratelimit-remaining: 3
+//	ratelimit-reset: 2
+//	ratelimit-policy: "default";q=10;w=5
+//	ratelimit: "default";r=3;t=2
+//
+// where q is the limit, r the whole units remaining, w the seconds the
+// limiter takes to go from empty to full, and t (and ratelimit-reset) the
+// seconds until the key is back to its full limit on an allowed call, or
+// until the call can succeed on a denial, all rounded up. A denial adds
+// retry-after, in whole seconds, at least 1. WithHeaderStyle chooses the
+// legacy fields, the IETF ones (draft-ietf-httpapi-ratelimit-headers-11)
+// or both (the default). The policies are read from the limiter once, when
+// the Interceptor is built, so a Guard or DenyCache gives the same fields
+// as the limiter it wraps.
+//
+// A limiter of several limits at once (a ratelimit.MultiPolicy such as a
+// ratelimit.Composite, or a Guard around one) is asked through AllowBound:
+// ratelimit-policy lists every policy, in order, and the other fields are
+// those of the policy that bound the decision:
+//
+//	ratelimit-policy: "per-second";q=10;w=1, "per-hour";q=1000;w=3600
+//	ratelimit: "per-hour";r=3;t=2
+//
+// # Answers
+//
+// A denied call is answered codes.ResourceExhausted, with two status
+// details: an errdetails.RetryInfo whose RetryDelay is the limiter's
+// RetryAfter, exactly (retry-after is that delay rounded up to whole
+// seconds), and an errdetails.QuotaFailure whose violation names the
+// policy that bound the decision (QuotaId, and Subject "policy:NAME"). Its
+// handler is not called.
+//
+// A call whose cost is above the limit (ratelimit.ErrCostExceedsLimit),
+// which httplimit answers 413 Content Too Large, can never succeed: it is
+// answered codes.ResourceExhausted, as gRPC answers a message larger than
+// the largest it accepts, with a QuotaFailure and no RetryInfo (no wait
+// helps), and only ratelimit-limit and ratelimit-policy in the metadata.
+// Clients tell the two apart by the RetryInfo.
+//
+// An error from the KeyFunc or CostFunc (or a negative cost) answers the
+// call with the error's own gRPC status when it carries one, and
+// codes.Internal otherwise, without the error's text. KeyByMetadata's
+// missing key answers codes.Unauthenticated; KeyByPeer's call without an IP
+// address, codes.Internal.
+//
+// # Failures and shadow mode
+//
+// A limiter error fails open: the call passes without rate-limit metadata
+// and the error goes to the WithOnError hook, if any; nothing is logged.
+// WithFailClosed answers codes.Unavailable instead, with a RetryInfo and
+// retry-after. A ratelimit.Guard answers its backend's failures by its own
+// failure policy, with a nil error, so behind a Guard only the errors it
+// passes through reach this choice: pick the failure policy in the Guard.
+//
+// To watch what a limit would do before enforcing it, wrap the limiter in
+// a shadow limiter (ratelimit.NewShadow), which decides, reports and
+// always allows: the interceptor needs nothing of its own for it.
+//
+// # go-grpc-middleware
+//
+// go-grpc-middleware v2's interceptors/ratelimit package takes a Limiter,
+// interface{ Limit(ctx context.Context) error }, and an Interceptor is one:
+//
+//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(ratelimit.UnaryServerInterceptor(in)))
+//
+// Limit decides as Unary does and sets the same metadata, but those
+// interceptors answer every error with a codes.ResourceExhausted status of
+// their own that quotes its message: the client gets no RetryInfo or
+// QuotaFailure, and key errors and fail-closed answers become
+// ResourceExhausted too. The retry-after metadata still gets through. Use
+// Unary and Stream when clients should see the details.
+//
+// # Concurrency
+//
+// An Interceptor and the interceptors it returns are safe for concurrent
+// use, hold no mutable state of their own and start no goroutines.
+package grpclimit

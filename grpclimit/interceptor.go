@@ -1,0 +1,301 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Interceptor rate-limits the calls of a gRPC server with one Limiter,
+// keyed by a KeyFunc: Unary and Stream return its server interceptors, and
+// Limit makes it the Limiter of go-grpc-middleware's ratelimit
+// interceptors.
+//
+// An Interceptor is immutable and safe for concurrent use. The zero value
+// is not usable (its interceptors answer codes.Internal); create one with
+// NewInterceptor.
+type Interceptor struct {
+	limiter     ratelimit.Limiter
+	multi       ratelimit.MultiPolicy // the limiter, when it has several policies
+	key         KeyFunc
+	cost        CostFunc
+	skip        SkipFunc
+	onError     func(context.Context, string, error)
+	failClosed  bool
+	closedRetry time.Duration
+	fields      fields
+}
+
+// NewInterceptor returns an Interceptor that asks l about every call,
+// under the key that key gives it.
+//
+// The policies are read from l once, here (ratelimit.PoliciesOf): every
+// limiter of package ratelimit reports one, named "default", and Guard and
+// DenyCache forward their backend's, so the metadata through them equals
+// the bare limiter's. When l has several (a ratelimit.MultiPolicy such as a
+// Composite), every call is decided through AllowBound, ratelimit-policy
+// lists them all and the other fields are those of the policy that bound
+// the decision. A limiter that reports no policy gets its limit from each
+// Result, and no w.
+//
+// It returns an error wrapping ratelimit.ErrInvalidConfig for a nil l
+// (including an interface holding a nil pointer), a nil key, a nil Option,
+// an option given a value it cannot use, or a policy of l that cannot be
+// sent: a name that is not printable ASCII, or, for a limiter of several
+// policies, a limit <= 0.
+func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Interceptor, error) {
+	if isNil(l) {
+		return nil, fmt.Errorf("%w: grpclimit: nil limiter", ratelimit.ErrInvalidConfig)
+	}
+	if key == nil {
+		return nil, fmt.Errorf("%w: grpclimit: nil KeyFunc", ratelimit.ErrInvalidConfig)
+	}
+	s := settings{closedRetry: defaultClosedRetry}
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: grpclimit: option %d is nil", ratelimit.ErrInvalidConfig, i)
+		}
+		if err := opt(&s); err != nil {
+			return nil, err
+		}
+	}
+	policies := ratelimit.PoliciesOf(l)
+	for i, p := range policies {
+		if !checkPolicyName(p.Name) {
+			return nil, fmt.Errorf("%w: grpclimit: the limiter's policy %d is named %q; a structured-field string is non-empty printable ASCII", ratelimit.ErrInvalidConfig, i, p.Name)
+		}
+		if p.Limit <= 0 && len(policies) > 1 {
+			return nil, fmt.Errorf("%w: grpclimit: the limiter's policy %d (%q) has limit %d; every policy of a limiter with several must have a limit > 0", ratelimit.ErrInvalidConfig, i, p.Name, p.Limit)
+		}
+	}
+	if len(policies) == 1 && policies[0].Limit <= 0 {
+		policies = nil // the limit comes from each Result
+	}
+	in := &Interceptor{
+		limiter:     l,
+		key:         key,
+		cost:        s.cost,
+		skip:        s.skip,
+		onError:     s.onError,
+		failClosed:  s.failClosed,
+		closedRetry: s.closedRetry,
+		fields:      newFields(s.style, policies),
+	}
+	if len(policies) > 1 {
+		in.multi = l.(ratelimit.MultiPolicy) // PoliciesOf lists several for a MultiPolicy only
+	}
+	return in, nil
+}
+
+// Unary returns the unary server interceptor: the call is decided before
+// its handler runs, the rate-limit metadata is set with grpc.SetHeader, and
+// a call that is denied or answered by a failure policy never reaches the
+// handler.
+func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		md, err := i.decide(ctx, info.FullMethod)
+		if md != nil {
+			_ = grpc.SetHeader(ctx, md) // fails only outside a gRPC server
+		}
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream returns the stream server interceptor. A stream is decided once,
+// when it opens, at the cost of one call (or the CostFunc's): the messages
+// it then carries are not counted. The rate-limit metadata is set on the
+// stream's header (ServerStream.SetHeader), which the handler's first
+// message or SendHeader sends; a denied stream's handler never runs.
+func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		md, err := i.decide(ss.Context(), info.FullMethod)
+		if md != nil {
+			_ = ss.SetHeader(md) // fails only once the header is sent, which it cannot be yet
+		}
+		if err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// Limit decides the call of ctx as Unary does, for go-grpc-middleware v2's
+// ratelimit.UnaryServerInterceptor and StreamServerInterceptor, whose
+// Limiter interface it implements: the method comes from grpc.Method(ctx),
+// the rate-limit metadata is set with grpc.SetHeader(ctx), and the error is
+// the status Unary would answer, or nil to let the call through. Those
+// interceptors answer any error with a codes.ResourceExhausted status of
+// their own that quotes its message, so the client gets neither the status
+// details (RetryInfo, QuotaFailure) nor the codes of key errors and
+// fail-closed answers; the metadata, retry-after included, reaches it. Use
+// Unary and Stream when clients should see them. On the client side there
+// is no method and no header to set: Limit is for servers.
+func (i *Interceptor) Limit(ctx context.Context) error {
+	method, _ := grpc.Method(ctx)
+	md, err := i.decide(ctx, method)
+	if md != nil {
+		_ = grpc.SetHeader(ctx, md)
+	}
+	return err
+}
+
+// decide decides the call of method and returns the metadata to set on its
+// response (nil for none) and the error to answer it with (nil to let it
+// through):
+//
+//   - skipped (WithSkip): no metadata, let through;
+//   - KeyFunc or CostFunc error, or a negative cost: the error's own status,
+//     or codes.Internal;
+//   - allowed: the fields, let through;
+//   - denied: the fields and retry-after, codes.ResourceExhausted with
+//     RetryInfo and QuotaFailure;
+//   - cost above the limit: ratelimit-limit and ratelimit-policy,
+//     codes.ResourceExhausted with QuotaFailure and no RetryInfo;
+//   - any other limiter error: the WithOnError hook, then let through
+//     without metadata, or codes.Unavailable with RetryInfo and retry-after
+//     under WithFailClosed.
+func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, error) {
+	if i == nil || i.limiter == nil || i.key == nil {
+		return nil, status.Error(codes.Internal, "grpclimit: Interceptor not made by NewInterceptor")
+	}
+	if i.skip != nil && i.skip(ctx, method) {
+		return nil, nil
+	}
+	key, err := i.key(ctx, method)
+	if err != nil {
+		return nil, keyStatus(err)
+	}
+	cost := 1
+	if i.cost != nil {
+		if cost, err = i.cost(ctx, method); err == nil && cost < 0 {
+			err = fmt.Errorf("grpclimit: CostFunc returned %d: %w", cost, ratelimit.ErrInvalidCost)
+		}
+		if err != nil {
+			return nil, keyStatus(err)
+		}
+	}
+
+	var res ratelimit.Result
+	bound := 0
+	if i.multi != nil {
+		res, bound, err = i.multi.AllowBound(ctx, key, cost)
+	} else {
+		res, err = i.limiter.Allow(ctx, key, cost)
+	}
+	p, ok := i.fields.policy(bound, res)
+	switch {
+	case !ok && err != nil:
+		return i.failed(ctx, method, fmt.Errorf("grpclimit: the limiter's AllowBound answered policy %d of %d, and: %w", bound, len(i.fields.policies), err))
+	case !ok:
+		return i.failed(ctx, method, fmt.Errorf("grpclimit: the limiter's AllowBound answered policy %d of %d", bound, len(i.fields.policies)))
+	case err == nil && res.Allowed:
+		return i.fields.metadata(&p, res, false), nil
+	case err == nil:
+		return i.fields.metadata(&p, res, true), denied(&p, res)
+	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
+		return i.fields.limitOnly(&p), tooLarge(&p, cost)
+	default:
+		return i.failed(ctx, method, err)
+	}
+}
+
+// failed handles a limiter error: the WithOnError hook, then the call let
+// through without metadata, or codes.Unavailable under WithFailClosed.
+func (i *Interceptor) failed(ctx context.Context, method string, err error) (metadata.MD, error) {
+	if i.onError != nil {
+		i.onError(ctx, method, err)
+	}
+	if !i.failClosed {
+		return nil, nil
+	}
+	st := withDetails(status.New(codes.Unavailable, "grpclimit: rate limiting is unavailable; retry after the RetryInfo delay"),
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(i.closedRetry)})
+	return retryAfterOnly(ceilSeconds(i.closedRetry)), st.Err()
+}
+
+// keyStatus returns the answer to a call whose key or cost could not be
+// found: err's own gRPC status, or codes.Internal with a message that does
+// not show err (which may say more about the server than a client should
+// know).
+func keyStatus(err error) error {
+	if st, ok := status.FromError(err); ok {
+		return st.Err()
+	}
+	return status.Error(codes.Internal, "grpclimit: the call's rate-limit key or cost could not be found")
+}
+
+// denied returns the answer to a call res denied under policy p:
+// codes.ResourceExhausted with RetryInfo (res's RetryAfter, exactly) and a
+// QuotaFailure naming p.
+func denied(p *policyValues, res ratelimit.Result) error {
+	msg := fmt.Sprintf("grpclimit: rate limit exceeded (policy %q); retry after %v", p.name, res.RetryAfter)
+	return withDetails(status.New(codes.ResourceExhausted, msg),
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(res.RetryAfter)},
+		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+			Subject:     "policy:" + p.name,
+			QuotaId:     p.name,
+			Description: "the call exceeds the rate limit policy " + p.list1(),
+		}}},
+	).Err()
+}
+
+// tooLarge returns the answer to a call whose cost exceeds policy p's
+// limit, which can never succeed: codes.ResourceExhausted, as gRPC answers
+// a message larger than the largest it accepts, with a QuotaFailure and no
+// RetryInfo, since no wait will help.
+func tooLarge(p *policyValues, cost int) error {
+	msg := fmt.Sprintf("grpclimit: the call's cost %d exceeds the limit %d of policy %q and can never succeed", cost, p.limit, p.name)
+	return withDetails(status.New(codes.ResourceExhausted, msg),
+		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+			Subject:     "policy:" + p.name,
+			QuotaId:     p.name,
+			Description: fmt.Sprintf("the call's cost %d exceeds the limit of the policy %s", cost, p.list1()),
+		}}},
+	).Err()
+}
+
+// list1 returns p's own item of ratelimit-policy, `"default";q=10;w=5`,
+// or its quoted name when its limit is unknown.
+func (p *policyValues) list1() string {
+	if p.limit <= 0 {
+		return quoteSFString(p.name)
+	}
+	return p.item
+}
+
+// withDetails returns st with details, or st alone should they fail to
+// marshal (they cannot: they are well-formed messages).
+func withDetails(st *status.Status, details ...protoadapt.MessageV1) *status.Status {
+	if d, err := st.WithDetails(details...); err == nil {
+		return d
+	}
+	return st
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer, map,
+// slice, channel or func. (The root module's copy is internal to it, and
+// this module may be built against another version of it.)
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
+		return rv.IsNil()
+	}
+	return false
+}

@@ -1,0 +1,331 @@
+package grpclimit_test
+
+import (
+	"context"
+	"errors"
+
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/grpclimit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// bucket returns a token bucket of capacity 3 refilling 2 a second on a
+// fake clock: w = 1.5 s, sent as 2; a denial right after three calls waits
+// 500 ms exactly.
+func bucket(t *testing.T) (*ratelimit.TokenBucket, *ratelimit.FakeClock) {
+	t.Helper()
+	clock := ratelimit.NewFakeClock(epoch)
+	b, err := ratelimit.NewTokenBucket(3, 2, ratelimit.WithClock(clock))
+	require.NoError(t, err)
+	return b, clock
+}
+
+func byPeer(t *testing.T) grpclimit.KeyFunc {
+	t.Helper()
+	k, err := grpclimit.KeyByPeer(grpclimit.PeerConfig{})
+	require.NoError(t, err)
+	return k
+}
+
+func TestUnaryFieldsAndDenialOverLoopback(t *testing.T) {
+	b, _ := bucket(t)
+	in, err := grpclimit.NewInterceptor(b, byPeer(t))
+	require.NoError(t, err)
+	c := serve(t, interceptors(in)...)
+
+	want := []map[string][]string{
+		{"ratelimit-limit": {"3"}, "ratelimit-remaining": {"2"}, "ratelimit-reset": {"1"}, "ratelimit-policy": {`"default";q=3;w=2`}, "ratelimit": {`"default";r=2;t=1`}},
+		{"ratelimit-limit": {"3"}, "ratelimit-remaining": {"1"}, "ratelimit-reset": {"1"}, "ratelimit-policy": {`"default";q=3;w=2`}, "ratelimit": {`"default";r=1;t=1`}},
+		{"ratelimit-limit": {"3"}, "ratelimit-remaining": {"0"}, "ratelimit-reset": {"2"}, "ratelimit-policy": {`"default";q=3;w=2`}, "ratelimit": {`"default";r=0;t=2`}},
+	}
+	for i, w := range want {
+		hdr, err := check(t, c)
+		require.NoError(t, err, "call %d", i)
+		assert.Equal(t, w, rateFields(hdr), "call %d", i)
+	}
+
+	// The 4th at once: denied, with the limiter's RetryAfter exactly.
+	hdr, err := check(t, c)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	assert.Equal(t, map[string][]string{
+		"ratelimit-limit": {"3"}, "ratelimit-remaining": {"0"}, "ratelimit-reset": {"1"},
+		"ratelimit-policy": {`"default";q=3;w=2`}, "ratelimit": {`"default";r=0;t=1`}, "retry-after": {"1"},
+	}, rateFields(hdr))
+	ri, qf := details(t, err)
+	require.NotNil(t, ri)
+	assert.Equal(t, 500*time.Millisecond, ri.GetRetryDelay().AsDuration())
+	require.NotNil(t, qf)
+	require.Len(t, qf.GetViolations(), 1)
+	assert.Equal(t, "default", qf.GetViolations()[0].GetQuotaId())
+	assert.Equal(t, "policy:default", qf.GetViolations()[0].GetSubject())
+	assert.Contains(t, qf.GetViolations()[0].GetDescription(), `"default";q=3;w=2`)
+	assert.Contains(t, status.Convert(err).Message(), "retry after 500ms")
+}
+
+func TestStreamDecidedOnceWhenItOpens(t *testing.T) {
+	b, _ := bucket(t)
+	in, err := grpclimit.NewInterceptor(b, byPeer(t))
+	require.NoError(t, err)
+	c := serve(t, interceptors(in)...)
+
+	watch := func() (map[string][]string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+		require.NoError(t, err)
+		_, recvErr := s.Recv()
+		hdr, err := s.Header()
+		require.NoError(t, err)
+		return rateFields(hdr), recvErr
+	}
+	for i := range 3 {
+		f, err := watch()
+		require.NoError(t, err, "stream %d", i)
+		assert.Equal(t, []string{`"default";q=3;w=2`}, f["ratelimit-policy"])
+		assert.Equal(t, []string{[]string{"2", "1", "0"}[i]}, f["ratelimit-remaining"])
+		assert.NotContains(t, f, "retry-after")
+	}
+	f, err := watch()
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	assert.Equal(t, []string{"1"}, f["retry-after"])
+	assert.Equal(t, []string{`"default";r=0;t=1`}, f["ratelimit"])
+	ri, _ := details(t, err)
+	require.NotNil(t, ri)
+	assert.Equal(t, 500*time.Millisecond, ri.GetRetryDelay().AsDuration())
+}
+
+func TestCompositeSendsEveryPolicyAndTheBoundOne(t *testing.T) {
+	clock := ratelimit.NewFakeClock(epoch)
+	perSecond, err := ratelimit.NewTokenBucket(2, 2, ratelimit.WithClock(clock))
+	require.NoError(t, err)
+	perMinute, err := ratelimit.NewFixedWindow(5, time.Minute, ratelimit.WithClock(clock))
+	require.NoError(t, err)
+	comp, err := ratelimit.NewComposite(
+		ratelimit.Part{Name: "per-second", Limiter: perSecond},
+		ratelimit.Part{Name: "per-minute", Limiter: perMinute},
+	)
+	require.NoError(t, err)
+	in, err := grpclimit.NewInterceptor(comp, byPeer(t))
+	require.NoError(t, err)
+	c := serve(t, interceptors(in)...)
+
+	const policies = `"per-second";q=2;w=1, "per-minute";q=5;w=60`
+	hdr, err := check(t, c)
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]string{
+		"ratelimit-limit": {"2"}, "ratelimit-remaining": {"1"}, "ratelimit-reset": {"60"},
+		"ratelimit-policy": {policies}, "ratelimit": {`"per-second";r=1;t=60`},
+	}, rateFields(hdr))
+	_, err = check(t, c)
+	require.NoError(t, err)
+
+	hdr, err = check(t, c)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	assert.Equal(t, []string{policies}, hdr["ratelimit-policy"])
+	assert.Equal(t, []string{`"per-second";r=0;t=1`}, hdr["ratelimit"])
+	ri, qf := details(t, err)
+	assert.Equal(t, 500*time.Millisecond, ri.GetRetryDelay().AsDuration())
+	assert.Equal(t, "per-second", qf.GetViolations()[0].GetQuotaId())
+	assert.Contains(t, qf.GetViolations()[0].GetDescription(), `"per-second";q=2;w=1`)
+
+	// Three more seconds: the per-second part is full, and the per-minute
+	// one (2 of 5 used) binds.
+	clock.Advance(3 * time.Second)
+	hdr, err = check(t, c)
+	require.NoError(t, err)
+	assert.Equal(t, []string{`"per-minute";r=2;t=57`}, hdr["ratelimit"])
+	assert.Equal(t, []string{"5"}, hdr["ratelimit-limit"])
+}
+
+func TestLimiterErrorFailsOpenByDefault(t *testing.T) {
+	boom := errors.New("backend down")
+	stub := &stubLimiter{err: boom}
+	var hooked atomic.Value
+	in, err := grpclimit.NewInterceptor(stub, byPeer(t), grpclimit.WithOnError(func(_ context.Context, method string, err error) {
+		hooked.Store(method + ": " + err.Error())
+	}))
+	require.NoError(t, err)
+	c := serve(t, interceptors(in)...)
+
+	hdr, err := check(t, c)
+	require.NoError(t, err)
+	assert.Empty(t, rateFields(hdr))
+	assert.Equal(t, "/grpc.health.v1.Health/Check: backend down", hooked.Load())
+}
+
+func TestLimiterErrorFailsClosedWithTheOption(t *testing.T) {
+	stub := &stubLimiter{err: errors.New("backend down")}
+	var hooks atomic.Int64
+	in, err := grpclimit.NewInterceptor(stub, byPeer(t),
+		grpclimit.WithFailClosed(2500*time.Millisecond),
+		grpclimit.WithOnError(func(context.Context, string, error) { hooks.Add(1) }))
+	require.NoError(t, err)
+	c := serve(t, interceptors(in)...)
+
+	hdr, err := check(t, c)
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	assert.Equal(t, map[string][]string{"retry-after": {"3"}}, rateFields(hdr))
+	ri, _ := details(t, err)
+	require.NotNil(t, ri)
+	assert.Equal(t, 2500*time.Millisecond, ri.GetRetryDelay().AsDuration())
+	assert.Equal(t, int64(1), hooks.Load())
+}
+
+func TestKeyByMetadata(t *testing.T) {
+	b, _ := bucket(t)
+	in, err := grpclimit.NewInterceptor(b, grpclimit.KeyByMetadata("X-API-Key"))
+	require.NoError(t, err)
+	c := serve(t, interceptors(in)...)
+
+	_, err = check(t, c)
+	assert.Equal(t, codes.Unauthenticated, status.Code(err), "%v", err)
+	_, err = check(t, c, "x-api-key", "")
+	assert.Equal(t, codes.Unauthenticated, status.Code(err), "%v", err)
+
+	for range 3 {
+		_, err = check(t, c, "x-api-key", "alice")
+		require.NoError(t, err)
+	}
+	_, err = check(t, c, "x-api-key", "alice")
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
+	hdr, err := check(t, c, "x-api-key", "bob") // a key of its own
+	require.NoError(t, err)
+	assert.Equal(t, []string{"2"}, hdr["ratelimit-remaining"])
+}
+
+func TestKeyAndCostErrors(t *testing.T) {
+	stub := &stubLimiter{res: ratelimit.Result{Allowed: true, Limit: 1}}
+	plain := func(context.Context, string) (string, error) { return "", errors.New("secret database detail") }
+	own := func(context.Context, string) (string, error) {
+		return "", status.Error(codes.PermissionDenied, "who are you")
+	}
+	okKey := func(context.Context, string) (string, error) { return "k", nil }
+	tests := []struct {
+		name string
+		key  grpclimit.KeyFunc
+		opts []grpclimit.Option
+		code codes.Code
+	}{
+		{"plain key error", plain, nil, codes.Internal},
+		{"key error with a status", own, nil, codes.PermissionDenied},
+		{"cost error", okKey, []grpclimit.Option{grpclimit.WithCost(func(context.Context, string) (int, error) { return 0, errors.New("no") })}, codes.Internal},
+		{"negative cost", okKey, []grpclimit.Option{grpclimit.WithCost(func(context.Context, string) (int, error) { return -1, nil })}, codes.Internal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in, err := grpclimit.NewInterceptor(stub, tt.key, tt.opts...)
+			require.NoError(t, err)
+			c := serve(t, interceptors(in)...)
+			_, err = check(t, c)
+			assert.Equal(t, tt.code, status.Code(err), "%v", err)
+			assert.NotContains(t, err.Error(), "secret")
+		})
+	}
+	assert.Zero(t, stub.calls.Load(), "the limiter is not asked")
+}
+
+func TestCostAboveTheLimit(t *testing.T) {
+	b, _ := bucket(t)
+	in, err := grpclimit.NewInterceptor(b, byPeer(t), grpclimit.WithCost(func(context.Context, string) (int, error) { return 4, nil }))
+	require.NoError(t, err)
+	c := serve(t, interceptors(in)...)
+
+	hdr, err := check(t, c)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	assert.Equal(t, map[string][]string{"ratelimit-limit": {"3"}, "ratelimit-policy": {`"default";q=3;w=2`}}, rateFields(hdr))
+	ri, qf := details(t, err)
+	assert.Nil(t, ri, "no wait helps")
+	require.NotNil(t, qf)
+	assert.Contains(t, qf.GetViolations()[0].GetDescription(), "cost 4")
+}
+
+func TestSkip(t *testing.T) {
+	stub := &stubLimiter{res: ratelimit.Result{Limit: 1, RetryAfter: time.Second}} // denies everything
+	in, err := grpclimit.NewInterceptor(stub, byPeer(t), grpclimit.WithSkip(grpclimit.SkipHealthAndReflection))
+	require.NoError(t, err)
+	c := serve(t, interceptors(in)...)
+
+	hdr, err := check(t, c)
+	require.NoError(t, err)
+	assert.Empty(t, rateFields(hdr))
+	assert.Zero(t, stub.calls.Load())
+}
+
+func TestLimiterWithoutPolicyTakesTheResultsLimit(t *testing.T) {
+	stub := &stubLimiter{res: ratelimit.Result{Allowed: true, Limit: 7, Remaining: 6, ResetAfter: 1500 * time.Millisecond}}
+	in, err := grpclimit.NewInterceptor(stub, byPeer(t), grpclimit.WithHeaderStyle(grpclimit.IETFHeaders))
+	require.NoError(t, err)
+	c := serve(t, interceptors(in)...)
+	hdr, err := check(t, c)
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]string{"ratelimit-policy": {`"default";q=7`}, "ratelimit": {`"default";r=6;t=2`}}, rateFields(hdr))
+}
+
+func TestHeaderStyleLegacy(t *testing.T) {
+	b, _ := bucket(t)
+	in, err := grpclimit.NewInterceptor(b, byPeer(t), grpclimit.WithHeaderStyle(grpclimit.LegacyHeaders))
+	require.NoError(t, err)
+	c := serve(t, interceptors(in)...)
+	hdr, err := check(t, c)
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]string{"ratelimit-limit": {"3"}, "ratelimit-remaining": {"2"}, "ratelimit-reset": {"1"}}, rateFields(hdr))
+}
+
+func TestGuardGivesTheBareLimitersFields(t *testing.T) {
+	b, _ := bucket(t)
+	g, err := ratelimit.NewGuard(b, ratelimit.GuardConfig{})
+	require.NoError(t, err)
+	in, err := grpclimit.NewInterceptor(g, byPeer(t))
+	require.NoError(t, err)
+	c := serve(t, interceptors(in)...)
+	hdr, err := check(t, c)
+	require.NoError(t, err)
+	assert.Equal(t, []string{`"default";q=3;w=2`}, hdr["ratelimit-policy"])
+	assert.Equal(t, []string{`"default";r=2;t=1`}, hdr["ratelimit"])
+}
+
+func TestNewInterceptorRejects(t *testing.T) {
+	b, _ := bucket(t)
+	key := grpclimit.KeyByMetadata("x-api-key")
+	var nilBucket *ratelimit.TokenBucket
+	tests := []struct {
+		name string
+		l    ratelimit.Limiter
+		key  grpclimit.KeyFunc
+		opts []grpclimit.Option
+	}{
+		{"nil limiter", nil, key, nil},
+		{"typed nil limiter", nilBucket, key, nil},
+		{"nil key", b, nil, nil},
+		{"nil option", b, key, []grpclimit.Option{nil}},
+		{"unknown style", b, key, []grpclimit.Option{grpclimit.WithHeaderStyle(7)}},
+		{"nil cost", b, key, []grpclimit.Option{grpclimit.WithCost(nil)}},
+		{"nil skip", b, key, []grpclimit.Option{grpclimit.WithSkip(nil)}},
+		{"nil hook", b, key, []grpclimit.Option{grpclimit.WithOnError(nil)}},
+		{"negative fail-closed retry", b, key, []grpclimit.Option{grpclimit.WithFailClosed(-time.Second)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in, err := grpclimit.NewInterceptor(tt.l, tt.key, tt.opts...)
+			assert.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
+			assert.Nil(t, in)
+		})
+	}
+}
+
+func TestZeroInterceptorAnswersInternal(t *testing.T) {
+	var in grpclimit.Interceptor
+	_, err := in.Unary()(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/x.Y/Z"},
+		func(context.Context, any) (any, error) { t.Fatal("handler called"); return nil, nil })
+	assert.Equal(t, codes.Internal, status.Code(err))
+	assert.Equal(t, codes.Internal, status.Code(in.Limit(context.Background())))
+}
