@@ -388,9 +388,9 @@ func (c *Composite) Policy() Policy {
 }
 
 // MultiPolicy is implemented by limiters that decide by several named
-// policies and say which one bound each decision: Composite, and Guard and
-// DenyCache, which forward their backend's (one policy named "default" when
-// the backend has one). httplimit uses it to send every policy in its
+// policies and say which one bound each decision: Composite, and Guard,
+// DenyCache and Shadow, which forward their backend's (one policy named
+// "default" when the backend has one). httplimit uses it to send every policy in its
 // headers.
 type MultiPolicy interface {
 	Limiter

@@ -46,7 +46,7 @@
 //
 // # Costs settled afterwards
 //
-// Every limiter, Composite, Guard and DenyCache is an Adjuster. Refund gives
+// Every limiter, Composite, Guard, DenyCache and Shadow is an Adjuster. Refund gives
 // units back; Settle replaces the estimate an allowed call took by the true
 // cost, giving back the difference or taking the rest, into debt if need
 // be, so that the next calls wait until it is paid; Reset returns a key to
@@ -55,6 +55,12 @@
 // sent at most once; WithToken makes a caller's own retry of it safe, the
 // token being remembered for SettleTokenTTL in a key of the same hash slot.
 // A DenyCache forgets a key's denial when units are given back.
+//
+// # Shadow mode
+//
+// A Shadow runs a limiter without enforcing it: every call is decided and
+// spent as if enforced, denials are let through and reported to Hooks with
+// Source FromShadow, and SetEnforce switches to enforcing at run time.
 //
 // # Coalescing
 //

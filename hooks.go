@@ -2,8 +2,8 @@ package ratelimit
 
 import "time"
 
-// Hooks receives what the Guard and DenyCache decorators do, for metrics and
-// tracing. Implementations must be safe for concurrent use and fast: they are
+// Hooks receives what the Guard, DenyCache and Shadow decorators do, for
+// metrics and tracing. Implementations must be safe for concurrent use and fast: they are
 // called on the request path, after each decision. The library never logs;
 // NopHooks, the default, does nothing.
 type Hooks interface {
@@ -19,7 +19,10 @@ type Decision struct {
 	// Key and Cost are the call's key and n.
 	Key  string
 	Cost int
-	// Result and Err are what Allow returned.
+	// Result and Err are what Allow returned, except in a decision of
+	// Source FromShadow, whose Result is the backend's denial (Allowed
+	// false, with its RetryAfter) that the Shadow let through: Allow
+	// returned it with Allowed true and a RetryAfter of 0.
 	Result Result
 	Err    error
 	// BackendErr is the backend's error when the answer came from the
@@ -48,6 +51,9 @@ const (
 	FromFailClosed
 	// FromDenyCache: a DenyCache answered from a remembered denial.
 	FromDenyCache
+	// FromShadow: the backend denied the call and a Shadow, not
+	// enforcing, let it through; the Decision's Result is the denial.
+	FromShadow
 )
 
 // String returns the source's name in lower case, for metric labels.
@@ -63,6 +69,8 @@ func (s Source) String() string {
 		return "fail_closed"
 	case FromDenyCache:
 		return "deny_cache"
+	case FromShadow:
+		return "shadow"
 	}
 	return "unknown"
 }

@@ -43,8 +43,8 @@ var (
 	// limit <= 0, a rate that is <= 0, NaN, infinite or too fast for the
 	// clock's unit, a period or window <= 0, arithmetic that would overflow,
 	// a nil client, or an option that does not apply to the limiter. Allow
-	// on a nil or zero-value Redis limiter, Guard or DenyCache, which no
-	// constructor returns, wraps it too.
+	// on a nil or zero-value Redis limiter, Composite, Guard, DenyCache or
+	// Shadow, which no constructor returns, wraps it too.
 	ErrInvalidConfig = errors.New("ratelimit: invalid configuration")
 	// ErrInvalidCost is wrapped by the error Allow returns for n < 0.
 	ErrInvalidCost = errors.New("ratelimit: invalid cost")

@@ -20,8 +20,8 @@ type Policy struct {
 }
 
 // PolicyReporter is implemented by limiters that know their Policy: every
-// limiter of this package, and the decorators (Guard, DenyCache), which
-// forward their backend's. Policy is constant for the limiter's life and
+// limiter of this package, and the decorators (Guard, DenyCache, Shadow),
+// which forward their backend's. Policy is constant for the limiter's life and
 // safe for concurrent use.
 type PolicyReporter interface {
 	Policy() Policy

@@ -76,6 +76,33 @@
 // fields of the response were set before the handler ran, so they do not
 // show the adjustment; the next response does.
 //
+// # Rolling out a limit in shadow mode
+//
+// A ratelimit.Shadow decides and spends every request as if its limit were
+// enforced, and lets through those it would deny while it shadows; its
+// SetEnforce switches to enforcing at run time. Given one, the middleware
+// never answers 429 while it shadows: a request it would have denied is
+// passed on with the fields of an allowed request (the limiter's limit,
+// remaining units and reset time), without Retry-After, and with
+// WithShadowHeader one more field that says it would have been denied, the
+// RateLimit value the denial would have carried:
+//
+//	RateLimit-Shadow: "default";r=0;t=1
+//
+// Such a request took nothing, so WithRefund and WithSettle never adjust
+// it, and SetCost reports false in its handler. The WithDeniedHandler is
+// not called for it, and WithOnError sees the limiter's errors as before:
+// a Shadow changes verdicts, not errors. To count or log the requests that
+// would have been denied, give the Shadow a ratelimit.Hooks: their
+// decisions come with Source ratelimit.FromShadow and the denial's Result.
+// Once SetEnforce(true) is called, the next request is decided as by the
+// bare limiter, 429 included.
+//
+// Give the middleware the Shadow itself, outermost (a Guard or DenyCache
+// goes inside it): the middleware learns which requests would have been
+// denied through ratelimit.ShadowLimiter, which decorators do not forward,
+// and WithShadowHeader is an error with any other limiter.
+//
 // # Failures
 //
 // A limiter error fails open: the request passes without rate-limit fields

@@ -18,6 +18,7 @@ const (
 	fieldPolicy     = "Ratelimit-Policy"
 	fieldRateLimit  = "Ratelimit"
 	fieldRetryAfter = "Retry-After"
+	fieldShadow     = "Ratelimit-Shadow"
 )
 
 // fieldWriter sets the rate-limit fields of one Middleware. Its settings
@@ -222,4 +223,17 @@ func set(h http.Header, vals *[6]string, i int, key, v string) int {
 // setRetryAfter sets Retry-After to seconds, at least 1.
 func setRetryAfter(h http.Header, seconds int64) {
 	h[fieldRetryAfter] = []string{strconv.FormatInt(max(seconds, 1), 10)}
+}
+
+// writeShadow sets RateLimit-Shadow (see WithShadowHeader) to the RateLimit
+// value of the denial res, which a shadowing limiter let through: beforeR,
+// the units remaining, and t, its RetryAfter in whole seconds, rounded up,
+// at least 1.
+func writeShadow(h http.Header, beforeR string, res ratelimit.Result) {
+	b := make([]byte, 0, len(beforeR)+24)
+	b = append(b, beforeR...)
+	b = strconv.AppendInt(b, int64(max(res.Remaining, 0)), 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, max(ceilSeconds(res.RetryAfter), 1), 10)
+	h[fieldShadow] = []string{string(b)}
 }

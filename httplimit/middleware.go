@@ -32,6 +32,12 @@ type Middleware struct {
 	// policies; nil otherwise.
 	multi ratelimit.MultiPolicy
 
+	// shadow decides through AllowShadow when the limiter is a
+	// ratelimit.ShadowLimiter; nil otherwise. shadowHeader is
+	// WithShadowHeader.
+	shadow       ratelimit.ShadowLimiter
+	shadowHeader bool
+
 	// adjuster is the limiter, when a WithRefund or WithSettle option
 	// adjusts requests after their handler; nil otherwise.
 	adjuster   ratelimit.Adjuster
@@ -70,8 +76,14 @@ type Middleware struct {
 // (including an interface holding a nil pointer), a nil key, a nil Option,
 // an option given a value it cannot use, an option that does not apply to
 // l (WithRefund or WithSettle with an l that is not a ratelimit.Adjuster,
+// WithShadowHeader with an l that is not a ratelimit.ShadowLimiter,
 // WithPolicyName or WithPolicyWindow with an l of several policies), or an
 // l of several policies one of which cannot be sent.
+//
+// When l is a ratelimit.ShadowLimiter (a ratelimit.Shadow), every request
+// is decided through AllowShadow, so that a request let through against a
+// denial is known: it took nothing, so it is never refunded or settled,
+// and under WithShadowHeader its response says it would have been denied.
 func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middleware, error) {
 	if isNil(l) {
 		return nil, fmt.Errorf("%w: httplimit: nil limiter", ratelimit.ErrInvalidConfig)
@@ -109,6 +121,9 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		clock:       s.clock,
 	}
 	if err := m.setAdjuster(l); err != nil {
+		return nil, err
+	}
+	if err := m.setShadow(l, s.shadowHeader); err != nil {
 		return nil, err
 	}
 	if multi != nil {
@@ -154,6 +169,20 @@ func (m *Middleware) setAdjuster(l ratelimit.Limiter) error {
 		return fmt.Errorf("%w: httplimit: %s needs a limiter that can give units back, a ratelimit.Adjuster; %T is not one", ratelimit.ErrInvalidConfig, option, l)
 	}
 	m.adjuster = a
+	return nil
+}
+
+// setShadow keeps l as the ShadowLimiter it decides through when it is
+// one, or returns an error when header (WithShadowHeader) is set and l is
+// not one.
+func (m *Middleware) setShadow(l ratelimit.Limiter, header bool) error {
+	if sl, ok := l.(ratelimit.ShadowLimiter); ok && !isNil(sl) {
+		m.shadow, m.shadowHeader = sl, header
+		return nil
+	}
+	if header {
+		return fmt.Errorf("%w: httplimit: WithShadowHeader needs a limiter that can say which requests it let through against a denial, a ratelimit.ShadowLimiter such as a ratelimit.Shadow given as it is; %T is not one", ratelimit.ErrInvalidConfig, l)
+	}
 	return nil
 }
 

@@ -45,6 +45,7 @@ type settings struct {
 	settle        bool
 	adjustWait    time.Duration
 	clock         ratelimit.Clock
+	shadowHeader  bool
 }
 
 // defaultPolicyName names the policy in the IETF fields unless
@@ -301,6 +302,33 @@ func WithClock(c ratelimit.Clock) Option {
 			return fmt.Errorf("%w: httplimit: WithClock: nil clock", ratelimit.ErrInvalidConfig)
 		}
 		s.clock = c
+		return nil
+	}
+}
+
+// WithShadowHeader makes every response that a shadowing limiter let
+// through against a denial carry one more field, RateLimit-Shadow, whose
+// value is the RateLimit value the denial would have carried, in the
+// draft's syntax whatever the header style:
+//
+//	RateLimit-Shadow: "default";r=0;t=1
+//
+// with t the seconds until the request could have succeeded (the
+// Retry-After the denial would have had, at least 1) and r the units left;
+// for a limiter of several policies, the item names the policy that would
+// have denied. It tells clients that they are over a limit that is not
+// enforced yet. The other rate-limit fields are those of an allowed
+// request, with the limiter's Limit, Remaining and ResetAfter. Responses the
+// limiter allowed, and all responses while it enforces, do not carry it.
+//
+// The limiter must be a ratelimit.ShadowLimiter, such as a ratelimit.Shadow,
+// given to NewMiddleware as it is (a Guard or DenyCache around a Shadow
+// hides it), or NewMiddleware returns an error. Without this option, such a
+// limiter's would-be denials are let through with the fields of an allowed
+// request only.
+func WithShadowHeader() Option {
+	return func(s *settings) error {
+		s.shadowHeader = true
 		return nil
 	}
 }

@@ -24,7 +24,10 @@ type limitedHandler struct {
 //   - denied: fields and Retry-After set, 429 (or the WithDeniedHandler);
 //   - cost above the limit: RateLimit-Limit and RateLimit-Policy set, 413;
 //   - any other limiter error: the WithOnError hook, then passed on without
-//     fields, or 503 with Retry-After under WithFailClosed.
+//     fields, or 503 with Retry-After under WithFailClosed;
+//   - let through by a shadowing limiter against a denial: fields set as
+//     allowed, RateLimit-Shadow too under WithShadowHeader, passed on and
+//     never adjusted.
 func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
 	if m.skip != nil && m.skip(r) {
@@ -45,6 +48,10 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.answerKeyError(w, r, err)
 			return
 		}
+	}
+	if m.shadow != nil {
+		h.serveShadow(w, r, key, cost)
+		return
 	}
 	if m.multi != nil {
 		h.serveMulti(w, r, key, cost)
@@ -106,6 +113,58 @@ func (h *limitedHandler) serveMulti(w http.ResponseWriter, r *http.Request, key 
 	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
 		m.fields.writeLimitOnly(w.Header(), &p.limitValues)
 		m.replies.tooLargeFor(bound).write(w, r)
+	default:
+		h.failed(w, r, err)
+	}
+}
+
+// serveShadow is ServeHTTP's decision for a ratelimit.ShadowLimiter, of one
+// policy or several, through AllowShadow: as ServeHTTP's or serveMulti's,
+// except that a request let through against a denial took nothing, so it
+// is passed on without being tracked for an adjustment, and carries
+// RateLimit-Shadow under WithShadowHeader.
+func (h *limitedHandler) serveShadow(w http.ResponseWriter, r *http.Request, key string, cost int) {
+	m := h.m
+	sr, err := m.shadow.AllowShadow(r.Context(), key, cost)
+	var lv limitValues
+	beforeR, denied, tooLarge := m.fields.beforeR, &m.replies.denied, &m.replies.tooLarge
+	if m.multi != nil {
+		p := m.fields.part(sr.Bound)
+		if p == nil {
+			if err != nil {
+				h.failed(w, r, fmt.Errorf("httplimit: the limiter's AllowShadow answered policy %d of %d, and: %w", sr.Bound, len(m.fields.parts), err))
+			} else {
+				h.failed(w, r, fmt.Errorf("httplimit: the limiter's AllowShadow answered policy %d of %d", sr.Bound, len(m.fields.parts)))
+			}
+			return
+		}
+		lv, beforeR = p.limitValues, p.beforeR
+		denied, tooLarge = m.replies.deniedFor(sr.Bound), m.replies.tooLargeFor(sr.Bound)
+	} else {
+		lv = m.fields.limitValues(sr.Limit)
+	}
+	switch {
+	case err == nil && sr.WouldDeny:
+		m.fields.write(w.Header(), &lv, beforeR, sr.Result, false)
+		if m.shadowHeader {
+			writeShadow(w.Header(), beforeR, sr.Backend)
+		}
+		h.next.ServeHTTP(w, r)
+	case err == nil && sr.Allowed:
+		m.fields.write(w.Header(), &lv, beforeR, sr.Result, false)
+		if m.adjuster != nil {
+			// The time just after the decision: a fixed window gives units
+			// back only to a window open by then (ratelimit.TakenAt).
+			h.serveTracked(w, r, key, cost, m.now())
+			return
+		}
+		h.next.ServeHTTP(w, r)
+	case err == nil:
+		m.fields.write(w.Header(), &lv, beforeR, sr.Result, true)
+		m.answerDenied(w, r, sr.Result, denied)
+	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
+		m.fields.writeLimitOnly(w.Header(), &lv)
+		tooLarge.write(w, r)
 	default:
 		h.failed(w, r, err)
 	}

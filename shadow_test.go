@@ -1,0 +1,398 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// shadowStart is the fake clocks' start in the Shadow tests.
+var shadowStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// newShadowBucket returns a token bucket of capacity refilling at rate on
+// clock.
+func newShadowBucket(t *testing.T, capacity int, rate float64, clock Clock) *TokenBucket {
+	t.Helper()
+	b, err := NewTokenBucket(capacity, rate, WithClock(clock))
+	require.NoError(t, err)
+	return b
+}
+
+// shadowStep is one call of a schedule: after advance, n for key.
+type shadowStep struct {
+	advance time.Duration
+	key     string
+	n       int
+}
+
+// shadowSchedule drains "a" past empty, lets it refill partly, asks for
+// more than is there, and touches "b", with costs of 0 to 3.
+var shadowSchedule = func() []shadowStep {
+	var steps []shadowStep
+	for range 8 {
+		steps = append(steps, shadowStep{0, "a", 1})
+	}
+	for i := range 30 {
+		steps = append(steps, shadowStep{300 * time.Millisecond, "a", 1 + i%3})
+		if i%4 == 0 {
+			steps = append(steps, shadowStep{0, "b", 2}, shadowStep{0, "a", 0})
+		}
+	}
+	return steps
+}()
+
+func TestShadowSpendsExactlyAsEnforced(t *testing.T) {
+	ctx := context.Background()
+	clock := NewFakeClock(shadowStart)
+	enforced := newShadowBucket(t, 5, 2, clock)
+	shadowed := newShadowBucket(t, 5, 2, clock)
+	s, err := NewShadow(shadowed, ShadowConfig{})
+	require.NoError(t, err)
+	require.False(t, s.Enforcing(), "the zero ShadowConfig shadows")
+
+	denials := 0
+	for i, step := range shadowSchedule {
+		clock.Advance(step.advance)
+		want, err := enforced.Allow(ctx, step.key, step.n)
+		require.NoError(t, err)
+		sr, err := s.AllowShadow(ctx, step.key, step.n)
+		require.NoError(t, err)
+
+		assert.Equal(t, want, sr.Backend, "call %d: the backend decides as an enforcing bucket", i)
+		assert.Equal(t, !want.Allowed, sr.WouldDeny, "call %d", i)
+		assert.True(t, sr.Allowed, "call %d: a shadow never denies", i)
+		assert.Zero(t, sr.RetryAfter, "call %d", i)
+		assert.Equal(t, want.Limit, sr.Limit, "call %d", i)
+		assert.Equal(t, want.Remaining, sr.Remaining, "call %d", i)
+		assert.Equal(t, want.ResetAfter, sr.ResetAfter, "call %d", i)
+		assert.Zero(t, sr.Bound, "call %d", i)
+		if !want.Allowed {
+			denials++
+		}
+	}
+	require.Greater(t, denials, 5, "the schedule must deny")
+
+	// The keys are left in the same state: the same peeks, and the same
+	// answers from here on.
+	for _, key := range []string{"a", "b", "c"} {
+		want, err := enforced.Allow(ctx, key, 0)
+		require.NoError(t, err)
+		got, err := shadowed.Allow(ctx, key, 0)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, key)
+	}
+	for range 6 {
+		want, err := enforced.Allow(ctx, "a", 1)
+		require.NoError(t, err)
+		got, err := shadowed.Allow(ctx, "a", 1)
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+	}
+}
+
+func TestShadowEnforcingAnswersAsTheBackend(t *testing.T) {
+	ctx := context.Background()
+	clock := NewFakeClock(shadowStart)
+	bare := newShadowBucket(t, 5, 2, clock)
+	s, err := NewShadow(newShadowBucket(t, 5, 2, clock), ShadowConfig{Enforce: true})
+	require.NoError(t, err)
+	require.True(t, s.Enforcing())
+
+	for i, step := range shadowSchedule {
+		clock.Advance(step.advance)
+		want, err := bare.Allow(ctx, step.key, step.n)
+		require.NoError(t, err)
+		sr, err := s.AllowShadow(ctx, step.key, step.n)
+		require.NoError(t, err)
+		assert.Equal(t, ShadowResult{Result: want, Backend: want}, sr, "call %d", i)
+	}
+}
+
+func TestShadowHooksSeeWouldDenyDecisionsWithTheBackendsResult(t *testing.T) {
+	ctx := context.Background()
+	clock := NewFakeClock(shadowStart)
+	hooks := &recordingHooks{}
+	bucket := newShadowBucket(t, 2, 1, clock)
+	s, err := NewShadow(bucket, ShadowConfig{Hooks: hooks, Clock: clock})
+	require.NoError(t, err)
+
+	for range 2 {
+		res, err := s.Allow(ctx, "k", 1)
+		require.NoError(t, err)
+		require.True(t, res.Allowed)
+	}
+	res, err := s.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 2 * time.Second}, res)
+
+	require.Len(t, hooks.decisions, 3)
+	assert.Equal(t, FromBackend, hooks.decisions[0].Source)
+	assert.True(t, hooks.decisions[0].Result.Allowed)
+	assert.Equal(t, Decision{
+		Key: "k", Cost: 1, Source: FromShadow,
+		Result: Result{Allowed: false, Limit: 2, Remaining: 0, RetryAfter: time.Second, ResetAfter: 2 * time.Second},
+	}, hooks.last())
+	assert.Equal(t, "shadow", FromShadow.String())
+
+	// Enforcing, the same denial is returned and reported as the backend's.
+	s.SetEnforce(true)
+	res, err = s.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.False(t, res.Allowed)
+	assert.Equal(t, time.Second, res.RetryAfter)
+	assert.Equal(t, Decision{Key: "k", Cost: 1, Source: FromBackend, Result: res}, hooks.last())
+}
+
+func TestShadowReturnsErrorsUnchanged(t *testing.T) {
+	ctx := context.Background()
+	clock := NewFakeClock(shadowStart)
+	hooks := &recordingHooks{}
+	s, err := NewShadow(newShadowBucket(t, 3, 1, clock), ShadowConfig{Hooks: hooks, Clock: clock})
+	require.NoError(t, err)
+
+	sr, err := s.AllowShadow(ctx, "k", 4)
+	require.ErrorIs(t, err, ErrCostExceedsLimit)
+	assert.Equal(t, ShadowResult{Result: Result{Limit: 3}, Backend: Result{Limit: 3}}, sr)
+	assert.Equal(t, FromBackend, hooks.last().Source)
+	assert.ErrorIs(t, hooks.last().Err, ErrCostExceedsLimit)
+
+	_, err = s.Allow(ctx, "k", -1)
+	require.ErrorIs(t, err, ErrInvalidCost)
+
+	stub := &stubBackend{}
+	stub.set(Result{Limit: 7}, errDown)
+	s, err = NewShadow(stub, ShadowConfig{})
+	require.NoError(t, err)
+	res, err := s.Allow(ctx, "k", 1)
+	require.ErrorIs(t, err, errDown)
+	assert.Equal(t, Result{Limit: 7}, res, "a failure is not a denial to let through")
+
+	var nilCtx context.Context
+	_, err = s.Allow(nilCtx, "k", 1)
+	require.ErrorIs(t, err, errNilContext)
+	assert.Equal(t, int64(1), stub.calls.Load(), "a nil ctx does not reach the backend")
+}
+
+func TestShadowSetEnforceIsSafeUnderConcurrency(t *testing.T) {
+	ctx := context.Background()
+	const capacity, goroutines, calls = 100, 64, 200
+	clock := NewFakeClock(shadowStart) // stands still: no refill
+	s, err := NewShadow(newShadowBucket(t, capacity, 1, clock), ShadowConfig{})
+	require.NoError(t, err)
+
+	stop := make(chan struct{})
+	flipped := make(chan struct{})
+	go func() {
+		defer close(flipped)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+				s.SetEnforce(i%2 == 0)
+				_ = s.Enforcing()
+			}
+		}
+	}()
+
+	var taken, wouldDeny, denied atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls {
+				var res Result
+				if g%2 == 0 {
+					sr, err := s.AllowShadow(ctx, "k", 1)
+					if !assert.NoError(t, err) {
+						return
+					}
+					assert.Equal(t, sr.WouldDeny, sr.Allowed && !sr.Backend.Allowed)
+					if sr.WouldDeny {
+						wouldDeny.Add(1)
+						continue
+					}
+					res = sr.Result
+				} else {
+					var err error
+					if res, err = s.Allow(ctx, "k", 1); !assert.NoError(t, err) {
+						return
+					}
+				}
+				if res.Allowed {
+					taken.Add(1)
+				} else {
+					denied.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-flipped
+
+	// Allow's answers count shadowed denials as taken; AllowShadow's tell
+	// them apart. Whatever the mode, the bucket gave exactly its capacity.
+	assert.Equal(t, int64(goroutines*calls), taken.Load()+wouldDeny.Load()+denied.Load())
+	peek, err := s.Allow(ctx, "k", 0)
+	require.NoError(t, err)
+	assert.Equal(t, 0, peek.Remaining)
+
+	s.SetEnforce(true)
+	res, err := s.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.False(t, res.Allowed, "enforcing from the next call on")
+	s.SetEnforce(false)
+	res, err = s.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "shadowing from the next call on")
+}
+
+func TestShadowSpendsTheCapacityOnceUnderConcurrency(t *testing.T) {
+	ctx := context.Background()
+	const capacity, goroutines = 50, 64
+	clock := NewFakeClock(shadowStart)
+	s, err := NewShadow(newShadowBucket(t, capacity, 1, clock), ShadowConfig{})
+	require.NoError(t, err)
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				sr, err := s.AllowShadow(ctx, "k", 1)
+				if assert.NoError(t, err) && assert.True(t, sr.Allowed) && !sr.WouldDeny {
+					taken.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(capacity), taken.Load())
+}
+
+func TestShadowAroundACompositeKeepsItsPolicies(t *testing.T) {
+	ctx := context.Background()
+	clock := NewFakeClock(shadowStart)
+	newComposite := func() *Composite {
+		c, err := NewComposite(
+			Part{Name: "per-second", Limiter: newShadowBucket(t, 2, 2, clock)},
+			Part{Name: "per-minute", Limiter: newShadowBucket(t, 3, 0.05, clock)},
+		)
+		require.NoError(t, err)
+		return c
+	}
+	bare, inner := newComposite(), newComposite()
+	s, err := NewShadow(inner, ShadowConfig{})
+	require.NoError(t, err)
+
+	var m MultiPolicy = s
+	assert.Equal(t, bare.Policies(), m.Policies())
+	assert.Equal(t, bare.Policies(), PoliciesOf(s))
+	assert.Equal(t, bare.Policy(), s.Policy())
+
+	for i, advance := range []time.Duration{0, 0, 0, time.Second, 0, time.Second} {
+		clock.Advance(advance)
+		want, wantBound, err := bare.AllowBound(ctx, "k", 1)
+		require.NoError(t, err)
+		res, bound, err := s.AllowBound(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.Equal(t, wantBound, bound, "call %d", i)
+		if want.Allowed {
+			assert.Equal(t, want, res, "call %d", i)
+		} else {
+			want.Allowed, want.RetryAfter = true, 0
+			assert.Equal(t, want, res, "call %d: the denial let through", i)
+		}
+		wantBounds := []int{0, 0, 0, 1, 1, 1} // denied: the third by per-second, the fifth and sixth by per-minute
+		assert.Equal(t, wantBounds[i], bound, "call %d", i)
+	}
+
+	sr, err := s.AllowShadow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.True(t, sr.WouldDeny)
+	assert.Equal(t, 1, sr.Bound)
+	assert.Equal(t, "per-minute", s.Policies()[sr.Bound].Name)
+}
+
+func TestShadowForwardsAdjustments(t *testing.T) {
+	ctx := context.Background()
+	clock := NewFakeClock(shadowStart)
+	bare := newShadowBucket(t, 5, 1, clock)
+	s, err := NewShadow(newShadowBucket(t, 5, 1, clock), ShadowConfig{})
+	require.NoError(t, err)
+	var _ Adjuster = s
+
+	for _, l := range []Limiter{bare, s} {
+		_, err := l.Allow(ctx, "k", 4)
+		require.NoError(t, err)
+	}
+	want, err := bare.Refund(ctx, "k", 2)
+	require.NoError(t, err)
+	got, err := s.Refund(ctx, "k", 2)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	want, err = bare.Settle(ctx, "k", 1, 4)
+	require.NoError(t, err)
+	got, err = s.Settle(ctx, "k", 1, 4)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	require.NoError(t, s.Reset(ctx, "k"))
+	peek, err := s.Allow(ctx, "k", 0)
+	require.NoError(t, err)
+	assert.Equal(t, 5, peek.Remaining)
+
+	// A backend that cannot adjust makes every adjustment an error.
+	plain, err := NewShadow(&stubBackend{}, ShadowConfig{})
+	require.NoError(t, err)
+	_, err = plain.Refund(ctx, "k", 1)
+	assert.ErrorContains(t, err, "cannot refund, settle or reset")
+	_, err = plain.Settle(ctx, "k", 1, 2)
+	assert.ErrorContains(t, err, "cannot refund, settle or reset")
+	assert.ErrorContains(t, plain.Reset(ctx, "k"), "cannot refund, settle or reset")
+}
+
+func TestShadowReportsItsBackendsPolicy(t *testing.T) {
+	clock := NewFakeClock(shadowStart)
+	b := newShadowBucket(t, 10, 2, clock)
+	s, err := NewShadow(b, ShadowConfig{})
+	require.NoError(t, err)
+	assert.Equal(t, b.Policy(), s.Policy())
+	assert.Equal(t, []NamedPolicy{{Name: "default", Policy: b.Policy()}}, s.Policies())
+
+	s, err = NewShadow(&stubBackend{}, ShadowConfig{})
+	require.NoError(t, err)
+	assert.Equal(t, Policy{}, s.Policy())
+	assert.Nil(t, s.Policies())
+}
+
+func TestNewShadowRejectsANilBackend(t *testing.T) {
+	_, err := NewShadow(nil, ShadowConfig{})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	_, err = NewShadow((*TokenBucket)(nil), ShadowConfig{})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+func TestShadowNotMadeByItsConstructorErrs(t *testing.T) {
+	ctx := context.Background()
+	for _, s := range []*Shadow{nil, {}} {
+		_, err := s.Allow(ctx, "k", 1)
+		assert.ErrorIs(t, err, ErrInvalidConfig)
+		_, _, err = s.AllowBound(ctx, "k", 1)
+		assert.ErrorIs(t, err, ErrInvalidConfig)
+		_, err = s.Refund(ctx, "k", 1)
+		assert.ErrorIs(t, err, ErrInvalidConfig)
+		assert.ErrorIs(t, s.Reset(ctx, "k"), ErrInvalidConfig)
+		assert.Nil(t, s.Policies())
+		assert.Equal(t, Policy{}, s.Policy())
+	}
+}
