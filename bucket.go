@@ -48,6 +48,7 @@ func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBuc
 	if err != nil {
 		return nil, err
 	}
+	s.obs = newObserver(cfg, kind, s.policy())
 	return &TokenBucket{s: s}, nil
 }
 

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -36,7 +37,8 @@ import (
 type DenyCache struct {
 	backend Limiter
 	policy  Policy
-	hooks   Hooks // nil when nothing listens
+	hooks   Hooks  // nil when nothing listens
+	name    string // in what it reports to hooks
 	base    clockBase
 	maxAge  int64 // ns
 	maxKeys int64
@@ -66,6 +68,9 @@ type DenyCacheConfig struct {
 	MaxKeys int
 	// Hooks receives the calls answered locally; nil means NopHooks.
 	Hooks Hooks
+	// Name names the DenyCache in what it reports to Hooks (Decision's
+	// Limiter); "" means "DenyCache".
+	Name string
 	// Clock measures how long denials last; nil means the system clock.
 	Clock Clock
 }
@@ -92,6 +97,7 @@ func NewDenyCache(backend Limiter, cfg DenyCacheConfig) (*DenyCache, error) {
 	c := &DenyCache{
 		backend: backend,
 		hooks:   activeHooks(cfg.Hooks),
+		name:    cmp.Or(cfg.Name, "DenyCache"),
 		maxAge:  min(int64(cfg.MaxAge), maxSpan),
 		maxKeys: int64(cfg.MaxKeys),
 		denials: newKeyTable[denial](min(int64(cfg.MaxAge), maxSpan)),
@@ -133,7 +139,10 @@ func (c *DenyCache) AllowBound(ctx context.Context, key string, n int) (Result, 
 		sh.mu.Unlock()
 		res := d.res.aged(time.Duration(now - d.at))
 		if c.hooks != nil {
-			c.hooks.Decided(Decision{Key: key, Cost: n, Result: res, Source: FromDenyCache, Latency: time.Duration(c.base.elapsed() - reading)})
+			c.hooks.Decided(Decision{
+				Limiter: c.name, Policy: c.policy, Key: key, Cost: n, Result: res,
+				Source: FromDenyCache, Latency: time.Duration(c.base.elapsed() - reading),
+			})
 		}
 		return res, d.bound, nil
 	}

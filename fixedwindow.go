@@ -27,6 +27,7 @@ type FixedWindow struct {
 	window  int64 // ns
 	maxNow  int64 // time stands still past this, so window ends cannot overflow
 	windows *keyTable[openWindow]
+	obs     observer
 }
 
 // openWindow is a key's window: when it ends (ns) and what it has counted.
@@ -57,6 +58,7 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 		window:  int64(window),
 		maxNow:  math.MaxInt64 - 2*int64(window),
 		windows: newKeyTable[openWindow](int64(window)),
+		obs:     newObserver(cfg, kind, Policy{Limit: limit, Window: window}),
 	}, nil
 }
 
@@ -64,6 +66,9 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 // Limiter for the contract; ctx is not used, as the decision never blocks.
 func (w *FixedWindow) Allow(_ context.Context, key string, n int) (Result, error) {
 	if err := checkCost(n, int(w.limit)); err != nil {
+		if w.obs.hooks != nil {
+			w.obs.report(key, n, Result{Limit: int(w.limit)}, err, 0)
+		}
 		return Result{Limit: int(w.limit)}, err
 	}
 	reading := w.base.elapsed()
@@ -76,10 +81,24 @@ func (w *FixedWindow) Allow(_ context.Context, key string, n int) (Result, error
 	sh.mu.Unlock()
 	// A clock behind the shard's time must first catch up.
 	lag := lagBehind(now, reading)
+	if w.obs.hooks != nil {
+		return w.observed(key, n, allowed, win, next, now, lag, reading), nil
+	}
 	if !allowed {
 		return w.denial(win, now, lag), nil
 	}
 	return w.result(true, next, now, lag), nil
+}
+
+// observed returns the Result of a decision of Allow's, and reports it to
+// the hooks with the time since reading.
+func (w *FixedWindow) observed(key string, n int, allowed bool, win, next openWindow, now, lag, reading int64) Result {
+	res := w.result(true, next, now, lag)
+	if !allowed {
+		res = w.denial(win, now, lag)
+	}
+	w.obs.report(key, n, res, nil, time.Duration(w.base.elapsed()-reading))
+	return res
 }
 
 // take decides n at the shard's time now for a key whose stored window is

@@ -40,6 +40,7 @@ func NewGCRA(limit int, period time.Duration, opts ...Option) (*GCRA, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.obs = newObserver(cfg, kind, s.policy())
 	return &GCRA{s: s}, nil
 }
 

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,9 @@ type GuardConfig struct {
 	BreakerCoolDown time.Duration
 	// Hooks receives each decision and breaker change; nil means NopHooks.
 	Hooks Hooks
+	// Name names the Guard in what it reports to Hooks (Decision's
+	// Limiter); "" means "Guard".
+	Name string
 	// Clock times calls and the breaker's cool-down; nil means the system
 	// clock.
 	Clock Clock
@@ -334,6 +338,7 @@ func (g *Guard) decided(key string, n int, res Result, err, backendErr error, st
 		return
 	}
 	g.hooks.Decided(Decision{
+		Limiter: cmp.Or(g.cfg.Name, "Guard"), Policy: g.policy,
 		Key: key, Cost: n, Result: res, Err: err, BackendErr: backendErr,
 		Latency: g.clock.Now().Sub(start), Source: source,
 	})

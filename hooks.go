@@ -1,13 +1,18 @@
 package ratelimit
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
-// Hooks receives what the Guard, DenyCache and Shadow decorators do, for
-// metrics and tracing. Implementations must be safe for concurrent use and fast: they are
+// Hooks receives decisions for metrics and tracing: those of every limiter
+// built WithHooks, and what the Guard, DenyCache and Shadow decorators do.
+// Implementations must be safe for concurrent use and fast: they are
 // called on the request path, after each decision. The library never logs;
 // NopHooks, the default, does nothing.
 type Hooks interface {
-	// Decided is called once per Allow call answered by the decorator.
+	// Decided is called once per Allow call the limiter or decorator
+	// answered.
 	Decided(Decision)
 	// BreakerChanged is called when a Guard's circuit breaker changes
 	// state.
@@ -16,6 +21,12 @@ type Hooks interface {
 
 // Decision describes one Allow call for Hooks.
 type Decision struct {
+	// Limiter names who reports: the name WithName gave, or the type's
+	// ("TokenBucket", "RedisGCRA", "Guard", ...), or a decorator's Name.
+	Limiter string
+	// Policy is the reporter's Policy (a decorator's is its backend's); the
+	// zero Policy when it reports none.
+	Policy Policy
 	// Key and Cost are the call's key and n.
 	Key  string
 	Cost int
@@ -28,7 +39,8 @@ type Decision struct {
 	// BackendErr is the backend's error when the answer came from the
 	// failure policy because the backend failed; nil otherwise.
 	BackendErr error
-	// Latency is the time Allow took, on the decorator's clock.
+	// Latency is the time Allow took, on the reporter's clock (a Redis
+	// limiter's: the system clock).
 	Latency time.Duration
 	// Source says who answered.
 	Source Source
@@ -91,4 +103,31 @@ func activeHooks(h Hooks) Hooks {
 		return nil
 	}
 	return h
+}
+
+// observer reports the decisions of a limiter built WithHooks. Its zero
+// value reports nothing. It is immutable and safe for concurrent use.
+type observer struct {
+	hooks  Hooks // nil when nothing listens
+	name   string
+	policy Policy
+}
+
+// newObserver returns the observer of a limiter named by cfg (or by kind
+// without its "New") with policy.
+func newObserver(cfg config, kind string, policy Policy) observer {
+	name := cfg.name
+	if name == "" {
+		name = strings.TrimPrefix(kind, "New")
+	}
+	return observer{hooks: activeHooks(cfg.hooks), name: name, policy: policy}
+}
+
+// report tells the hooks of one decision. The caller has checked that
+// o.hooks is not nil.
+func (o *observer) report(key string, n int, res Result, err error, latency time.Duration) {
+	o.hooks.Decided(Decision{
+		Limiter: o.name, Policy: o.policy, Key: key, Cost: n,
+		Result: res, Err: err, Latency: latency, Source: FromBackend,
+	})
 }

@@ -97,6 +97,8 @@ type config struct {
 	prefix     string
 	prefixSet  bool
 	noCoalesce bool
+	hooks      Hooks
+	name       string
 }
 
 // WithClock makes an in-process limiter read time from c instead of the system
@@ -139,6 +141,35 @@ func WithKeyPrefix(p string) Option {
 func WithoutCoalescing() Option {
 	return func(cfg *config) error {
 		cfg.noCoalesce = true
+		return nil
+	}
+}
+
+// WithHooks makes a limiter report every Allow call to h (Hooks.Decided),
+// with its name (see WithName) and Policy, so that any limiter is observed
+// without a decorator. A limiter without hooks pays one check of a nil
+// field per call. It applies to the six limiters of this package (a
+// Composite reports through a Shadow or Guard around it); a nil h is an
+// error.
+func WithHooks(h Hooks) Option {
+	return func(cfg *config) error {
+		if isNil(h) {
+			return fmt.Errorf("%w: WithHooks: nil hooks", ErrInvalidConfig)
+		}
+		cfg.hooks = h
+		return nil
+	}
+}
+
+// WithName names a limiter in what it reports to its hooks (Decision's
+// Limiter), for metrics labels; without it, the name is the limiter's
+// type, such as "TokenBucket" or "RedisGCRA". An empty name is an error.
+func WithName(name string) Option {
+	return func(cfg *config) error {
+		if name == "" {
+			return fmt.Errorf("%w: WithName: empty name", ErrInvalidConfig)
+		}
+		cfg.name = name
 		return nil
 	}
 }

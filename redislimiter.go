@@ -24,6 +24,7 @@ type redisLimiter struct {
 	limit  int
 	spec   [3]any // the batch script's limit: algorithm ("t", "g" or "w"), limit and param, formatted
 	send   *sender
+	obs    observer
 }
 
 // redisSpec is everything a Redis limiter is built from, its numbers already
@@ -63,6 +64,13 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 		limit:  spec.limit,
 		spec:   [3]any{spec.algo, limit, param},
 	}
+	// The time from empty to full: limit units of param µs each, or a
+	// window of param ms.
+	window := time.Duration(int64(spec.limit)*spec.param) * time.Microsecond
+	if spec.algo == "w" {
+		window = time.Duration(spec.param) * time.Millisecond
+	}
+	r.obs = newObserver(cfg, spec.kind, Policy{Limit: spec.limit, Window: window})
 	r.send = newSender(client, [][3]any{r.spec}, cfg.noCoalesce)
 	return r, nil
 }
@@ -74,6 +82,17 @@ func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, er
 	if ctx == nil {
 		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
 	}
+	if r.obs.hooks != nil {
+		start := time.Now()
+		res, err := r.decide(ctx, key, n)
+		r.obs.report(key, n, res, err, time.Since(start))
+		return res, err
+	}
+	return r.decide(ctx, key, n)
+}
+
+// decide decides n for key, after allow's checks.
+func (r *redisLimiter) decide(ctx context.Context, key string, n int) (Result, error) {
 	if err := checkCost(n, r.limit); err != nil {
 		return Result{Limit: r.limit}, err
 	}

@@ -31,6 +31,7 @@ type schedule struct {
 	tau      int64 // C·T: nanoseconds from empty to full
 	maxNow   int64 // time stands still past this, so tat arithmetic cannot overflow
 	tats     *keyTable[int64]
+	obs      observer // set by the limiter's constructor
 }
 
 // newSchedule returns the engine of a bucket of capacity tokens (> 0, which
@@ -56,8 +57,13 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 }
 
 // allow decides n for key. See Limiter for the contract.
+// A limiter with hooks reports the decision; one without pays the check of
+// a nil field.
 func (s *schedule) allow(key string, n int) (Result, error) {
 	if err := checkCost(n, int(s.capacity)); err != nil {
+		if s.obs.hooks != nil {
+			s.obs.report(key, n, Result{Limit: int(s.capacity)}, err, 0)
+		}
 		return Result{Limit: int(s.capacity)}, err
 	}
 	reading := s.base.elapsed()
@@ -71,10 +77,24 @@ func (s *schedule) allow(key string, n int) (Result, error) {
 	// A clock behind the shard's time must first catch up: that lag is part
 	// of every wait.
 	lag := lagBehind(now, reading)
+	if s.obs.hooks != nil {
+		return s.observed(key, n, allowed, tat, next, now, lag, reading), nil
+	}
 	if !allowed {
 		return s.denial(tat, next, now, lag), nil
 	}
 	return s.result(true, next, now, lag), nil
+}
+
+// observed returns the Result of a decision of allow's, and reports it to
+// the hooks with the time since reading.
+func (s *schedule) observed(key string, n int, allowed bool, cur, next, now, lag, reading int64) Result {
+	res := s.result(true, next, now, lag)
+	if !allowed {
+		res = s.denial(cur, next, now, lag)
+	}
+	s.obs.report(key, n, res, nil, time.Duration(s.base.elapsed()-reading))
+	return res
 }
 
 // take decides n at the shard's time now for a key whose stored tat is tat

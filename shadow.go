@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync/atomic"
@@ -17,6 +18,9 @@ type ShadowConfig struct {
 	// Hooks receives every Allow call the Shadow answers, with Source
 	// FromShadow for a denial it let through; nil means NopHooks.
 	Hooks Hooks
+	// Name names the Shadow in what it reports to Hooks (Decision's
+	// Limiter); "" means "Shadow".
+	Name string
 	// Clock times calls for Hooks; nil means the system clock. It is read
 	// only when Hooks listen.
 	Clock Clock
@@ -61,6 +65,7 @@ type Shadow struct {
 	policy   Policy        // the backend's; zero if it reports none
 	policies []NamedPolicy // the backend's, by PoliciesOf
 	hooks    Hooks         // nil when nothing listens
+	name     string        // in what it reports to hooks
 	clock    Clock
 	enforce  atomic.Bool
 }
@@ -106,7 +111,7 @@ func NewShadow(backend Limiter, cfg ShadowConfig) (*Shadow, error) {
 	if isNil(backend) {
 		return nil, fmt.Errorf("%w: NewShadow: nil backend", ErrInvalidConfig)
 	}
-	s := &Shadow{backend: backend, hooks: activeHooks(cfg.Hooks), clock: cfg.Clock}
+	s := &Shadow{backend: backend, hooks: activeHooks(cfg.Hooks), name: cmp.Or(cfg.Name, "Shadow"), clock: cfg.Clock}
 	s.policy, _ = PolicyOf(backend)
 	s.policies = PoliciesOf(backend)
 	if isNil(s.clock) {
@@ -167,6 +172,7 @@ func (s *Shadow) AllowShadow(ctx context.Context, key string, n int) (ShadowResu
 	if s.hooks != nil {
 		// A decision let through is reported as the backend's denial.
 		s.hooks.Decided(Decision{
+			Limiter: s.name, Policy: s.policy,
 			Key: key, Cost: n, Result: sr.Backend, Err: err,
 			Latency: s.clock.Now().Sub(start), Source: source,
 		})

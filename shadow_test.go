@@ -133,8 +133,9 @@ func TestShadowHooksSeeWouldDenyDecisionsWithTheBackendsResult(t *testing.T) {
 	require.Len(t, hooks.decisions, 3)
 	assert.Equal(t, FromBackend, hooks.decisions[0].Source)
 	assert.True(t, hooks.decisions[0].Result.Allowed)
+	policy := Policy{Limit: 2, Window: 2 * time.Second}
 	assert.Equal(t, Decision{
-		Key: "k", Cost: 1, Source: FromShadow,
+		Limiter: "Shadow", Policy: policy, Key: "k", Cost: 1, Source: FromShadow,
 		Result: Result{Allowed: false, Limit: 2, Remaining: 0, RetryAfter: time.Second, ResetAfter: 2 * time.Second},
 	}, hooks.last())
 	assert.Equal(t, "shadow", FromShadow.String())
@@ -145,7 +146,7 @@ func TestShadowHooksSeeWouldDenyDecisionsWithTheBackendsResult(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res.Allowed)
 	assert.Equal(t, time.Second, res.RetryAfter)
-	assert.Equal(t, Decision{Key: "k", Cost: 1, Source: FromBackend, Result: res}, hooks.last())
+	assert.Equal(t, Decision{Limiter: "Shadow", Policy: policy, Key: "k", Cost: 1, Source: FromBackend, Result: res}, hooks.last())
 }
 
 func TestShadowReturnsErrorsUnchanged(t *testing.T) {

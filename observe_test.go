@@ -1,0 +1,87 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// observedLimiters builds each limiter of the package, 3 per 3 s, with
+// opts, the Redis ones on a miniredis.
+func observedLimiters(t *testing.T, opts ...Option) map[string]Limiter {
+	t.Helper()
+	clock := NewFakeClock(epoch)
+	_, client, _ := miniredisClock(t)
+	local := append([]Option{WithClock(clock)}, opts...)
+	made := map[string]func() (Limiter, error){
+		"TokenBucket":      func() (Limiter, error) { return NewTokenBucket(3, 1, local...) },
+		"GCRA":             func() (Limiter, error) { return NewGCRA(3, 3*time.Second, local...) },
+		"FixedWindow":      func() (Limiter, error) { return NewFixedWindow(3, 3*time.Second, local...) },
+		"RedisTokenBucket": func() (Limiter, error) { return NewRedisTokenBucket(client, 3, 1, opts...) },
+		"RedisGCRA":        func() (Limiter, error) { return NewRedisGCRA(client, 3, 3*time.Second, opts...) },
+		"RedisFixedWindow": func() (Limiter, error) { return NewRedisFixedWindow(client, 3, 3*time.Second, opts...) },
+	}
+	limiters := make(map[string]Limiter, len(made))
+	for name, build := range made {
+		l, err := build()
+		require.NoError(t, err, name)
+		limiters[name] = l
+	}
+	return limiters
+}
+
+func TestEveryLimiterReportsToItsHooks(t *testing.T) {
+	ctx := context.Background()
+	for name := range observedLimiters(t) {
+		t.Run(name, func(t *testing.T) {
+			hooks := &recordingHooks{}
+			// A fresh limiter of the same kind, reporting to hooks.
+			l := observedLimiters(t, WithHooks(hooks))[name]
+			for range 4 {
+				_, _ = l.Allow(ctx, "k", 1)
+			}
+			_, err := l.Allow(ctx, "k", 4)
+			require.ErrorIs(t, err, ErrCostExceedsLimit)
+
+			require.Len(t, hooks.decisions, 5, "every call, errors included")
+			first, denied, failed := hooks.decisions[0], hooks.decisions[3], hooks.decisions[4]
+			assert.Equal(t, name, first.Limiter, "named after its type")
+			assert.Equal(t, Policy{Limit: 3, Window: 3 * time.Second}, first.Policy)
+			assert.Equal(t, "k", first.Key)
+			assert.Equal(t, 1, first.Cost)
+			assert.True(t, first.Result.Allowed)
+			assert.Equal(t, FromBackend, first.Source)
+			assert.GreaterOrEqual(t, first.Latency, time.Duration(0))
+			assert.False(t, denied.Result.Allowed, "the fourth is denied")
+			assert.ErrorIs(t, failed.Err, ErrCostExceedsLimit)
+		})
+	}
+}
+
+func TestWithNameNamesTheReports(t *testing.T) {
+	hooks := &recordingHooks{}
+	l, err := NewGCRA(5, time.Second, WithHooks(hooks), WithName("login-attempts"))
+	require.NoError(t, err)
+	_, err = l.Allow(context.Background(), "alice", 1)
+	require.NoError(t, err)
+	assert.Equal(t, "login-attempts", hooks.last().Limiter)
+}
+
+func TestHookOptionsRefuseNothingToListenOrName(t *testing.T) {
+	_, err := NewTokenBucket(1, 1, WithHooks(nil))
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	_, err = NewTokenBucket(1, 1, WithName(""))
+	require.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+func TestALimiterWithoutHooksAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"TokenBucket", "GCRA", "FixedWindow"} {
+		l := observedLimiters(t)[name]
+		allocs := testing.AllocsPerRun(1000, func() { _, _ = l.Allow(ctx, "hot", 0) })
+		assert.Zero(t, allocs, name)
+	}
+}
