@@ -1,0 +1,378 @@
+// Package otelratelimit exports what ratelimit's limiters and decorators
+// report to their ratelimit.Hooks as OpenTelemetry metrics: decisions by
+// outcome and source, their latency, and the state of a Guard's circuit
+// breaker.
+//
+// It is a module of its own, so the ratelimit module does not depend on
+// OpenTelemetry. Give a Hooks to any limiter with ratelimit.WithHooks, and to
+// a Guard, DenyCache or Shadow through its config's Hooks field:
+//
+//	h, err := otelratelimit.NewHooks(otel.GetMeterProvider())
+//	bucket, err := ratelimit.NewTokenBucket(10, 5, ratelimit.WithHooks(h), ratelimit.WithName("api"))
+//
+// Keys are never an attribute: they are unbounded (user ids, IPs) and would
+// make a series each.
+package otelratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// ScopeName is the instrumentation scope of the meter the Hooks record with:
+// this module's path.
+const ScopeName = "github.com/ratelimit-go/ratelimit/otelratelimit"
+
+// The instruments' names.
+const (
+	// DecisionsName counts decisions (unit {decision}).
+	DecisionsName = "ratelimit.decisions"
+	// DurationName is the histogram of decision latency (unit s).
+	DurationName = "ratelimit.decision.duration"
+	// BreakerStateName counts circuit breakers by state, open and
+	// half_open (unit {breaker}).
+	BreakerStateName = "ratelimit.breaker.state"
+	// BreakerTransitionsName counts breaker state changes by the state
+	// changed to (unit {transition}).
+	BreakerTransitionsName = "ratelimit.breaker.transitions"
+)
+
+// The attributes' keys.
+const (
+	// LimiterKey is the reporting limiter's name: Decision.Limiter, which
+	// ratelimit.WithName or a decorator's config Name sets; on breaker
+	// measurements, the name WithLimiterName gave, if any.
+	LimiterKey = attribute.Key("ratelimit.limiter")
+	// OutcomeKey is "allowed", "denied" or "error".
+	OutcomeKey = attribute.Key("ratelimit.outcome")
+	// SourceKey is who answered: ratelimit.Source's String ("backend",
+	// "fallback", "fail_open", "fail_closed", "deny_cache", "shadow").
+	SourceKey = attribute.Key("ratelimit.source")
+	// ErrorTypeKey, on decisions of outcome "error" only, classifies the
+	// error: "invalid_cost", "cost_exceeds_limit", "corrupt_state",
+	// "invalid_config", "canceled", "deadline_exceeded", or "_OTHER".
+	ErrorTypeKey = attribute.Key("error.type")
+	// BreakerStateKey is a breaker state's String: "closed", "open" or
+	// "half_open".
+	BreakerStateKey = attribute.Key("ratelimit.breaker.state")
+)
+
+// DurationBuckets are the duration histogram's explicit bucket boundaries,
+// in seconds: from 1 µs (in-process decisions take well under it) to
+// 250 ms (a Redis round trip in trouble). A View can replace them.
+var DurationBuckets = []float64{
+	0.000001, 0.000005, 0.00001, 0.000025, 0.00005,
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+	0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+}
+
+// maxCached bounds the attribute sets a Hooks keeps; past it, decisions
+// are still recorded, with sets built for each call. Limiter names come
+// from the program, so a real one never gets near it.
+const maxCached = 1024
+
+// Option configures a Hooks.
+type Option func(*config) error
+
+type config struct {
+	limiter string
+	attrs   []attribute.KeyValue
+}
+
+// WithLimiterName sets the ratelimit.limiter attribute of the breaker
+// measurements. Hooks.BreakerChanged is not told which Guard's breaker
+// changed: to tell breakers apart, give each Guard a Hooks of its own, with
+// its GuardConfig.Name here. Decisions keep the name they report. An empty
+// name is an error.
+func WithLimiterName(name string) Option {
+	return func(c *config) error {
+		if name == "" {
+			return errors.New("otelratelimit: WithLimiterName: empty name")
+		}
+		c.limiter = name
+		return nil
+	}
+}
+
+// WithAttributes adds attrs to every measurement, decisions and breaker
+// changes alike; for instance a tier or region that several Hooks share
+// one meter with. Keep them few and of few values. An empty key, or one of
+// this package's, is an error.
+func WithAttributes(attrs ...attribute.KeyValue) Option {
+	return func(c *config) error {
+		for _, kv := range attrs {
+			switch kv.Key {
+			case LimiterKey, OutcomeKey, SourceKey, ErrorTypeKey, BreakerStateKey:
+				return fmt.Errorf("otelratelimit: WithAttributes: %s is set by the Hooks", kv.Key)
+			}
+			if !kv.Valid() {
+				return errors.New("otelratelimit: WithAttributes: an attribute with an empty key")
+			}
+		}
+		c.attrs = append(c.attrs, attrs...)
+		return nil
+	}
+}
+
+// Hooks is a ratelimit.Hooks that records to OpenTelemetry instruments:
+//
+//   - ratelimit.decisions, a Counter ({decision}): every decision reported,
+//     with ratelimit.limiter, ratelimit.outcome, ratelimit.source, and
+//     error.type when the outcome is "error".
+//   - ratelimit.decision.duration, a Histogram (s, DurationBuckets): each
+//     decision's Latency, with the same attributes.
+//   - ratelimit.breaker.state, an UpDownCounter ({breaker}): how many of
+//     the breakers reporting here are in each state, by
+//     ratelimit.breaker.state "open" or "half_open". Closed breakers are
+//     not counted: a Hooks does not know the Guards it serves until they
+//     report a change. With one Hooks per Guard, it is 1 for the state the
+//     breaker is in and 0 for the other, and both are 0 while it is
+//     closed.
+//   - ratelimit.breaker.transitions, a Counter ({transition}): breaker
+//     changes, by ratelimit.breaker.state, the state changed to.
+//
+// The breaker measurements carry ratelimit.limiter only when
+// WithLimiterName sets it. Options' WithAttributes are on every
+// measurement.
+//
+// A decision of source "shadow" is a denial a ratelimit.Shadow let
+// through: its outcome is "denied", what the enforced limit would have
+// answered. One Hooks can serve many limiters; a call that passes several
+// of them (a limiter WithHooks inside a Guard with the same Hooks) is
+// counted once by each, under each's ratelimit.limiter.
+//
+// Recording a decision allocates nothing once its attribute set has been
+// seen. A Hooks is safe for concurrent use. Create one with NewHooks.
+type Hooks struct {
+	decisions   metric.Int64Counter
+	duration    metric.Float64Histogram
+	breakers    metric.Int64UpDownCounter
+	transitions metric.Int64Counter
+
+	// base is the attributes of every measurement (WithAttributes).
+	base []attribute.KeyValue
+	// sets maps a decision's attributes to its options: a copy-on-write
+	// map, read without a lock.
+	sets atomic.Pointer[map[setKey]*decisionOpts]
+	mu   sync.Mutex // serialises writers of sets
+	// breakerOpts is indexed by BreakerState; the last is for states this
+	// package does not know.
+	breakerOpts [4]breakerOpts
+}
+
+var _ ratelimit.Hooks = (*Hooks)(nil)
+
+// setKey is what distinguishes a decision's attribute set.
+type setKey struct {
+	limiter string
+	outcome outcome
+	source  ratelimit.Source
+	errType errorType
+}
+
+// decisionOpts is the measurement options of one attribute set, built
+// once so that recording allocates nothing.
+type decisionOpts struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
+}
+
+// breakerOpts is the measurement options of one breaker state.
+type breakerOpts struct {
+	add []metric.AddOption
+}
+
+type outcome uint8
+
+const (
+	allowed outcome = iota
+	denied
+	failed
+)
+
+var outcomeNames = [...]string{allowed: "allowed", denied: "denied", failed: "error"}
+
+type errorType uint8
+
+const (
+	noError errorType = iota
+	invalidCost
+	costExceedsLimit
+	corruptState
+	invalidConfig
+	canceled
+	deadlineExceeded
+	otherError
+)
+
+var errorTypeNames = [...]string{
+	invalidCost:      "invalid_cost",
+	costExceedsLimit: "cost_exceeds_limit",
+	corruptState:     "corrupt_state",
+	invalidConfig:    "invalid_config",
+	canceled:         "canceled",
+	deadlineExceeded: "deadline_exceeded",
+	otherError:       "_OTHER",
+}
+
+// classify returns err's errorType.
+func classify(err error) errorType {
+	switch {
+	case err == nil:
+		return noError
+	case errors.Is(err, ratelimit.ErrInvalidCost):
+		return invalidCost
+	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
+		return costExceedsLimit
+	case errors.Is(err, ratelimit.ErrCorruptState):
+		return corruptState
+	case errors.Is(err, ratelimit.ErrInvalidConfig):
+		return invalidConfig
+	case errors.Is(err, context.Canceled):
+		return canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return deadlineExceeded
+	}
+	return otherError
+}
+
+// NewHooks returns Hooks recording with a meter of mp named ScopeName. Pass
+// otel.GetMeterProvider() for the global provider. A nil mp, a bad option
+// or an instrument mp cannot create is an error.
+func NewHooks(mp metric.MeterProvider, opts ...Option) (*Hooks, error) {
+	if mp == nil {
+		return nil, errors.New("otelratelimit: NewHooks: nil MeterProvider")
+	}
+	var cfg config
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("otelratelimit: NewHooks: option %d is nil", i)
+		}
+		if err := opt(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	meter := mp.Meter(ScopeName)
+	h := &Hooks{base: cfg.attrs}
+	var err error
+	if h.decisions, err = meter.Int64Counter(DecisionsName,
+		metric.WithUnit("{decision}"),
+		metric.WithDescription("Rate-limit decisions, by limiter, outcome and who answered."),
+	); err != nil {
+		return nil, fmt.Errorf("otelratelimit: %w", err)
+	}
+	if h.duration, err = meter.Float64Histogram(DurationName,
+		metric.WithUnit("s"),
+		metric.WithDescription("Time a rate-limit decision took."),
+		metric.WithExplicitBucketBoundaries(DurationBuckets...),
+	); err != nil {
+		return nil, fmt.Errorf("otelratelimit: %w", err)
+	}
+	if h.breakers, err = meter.Int64UpDownCounter(BreakerStateName,
+		metric.WithUnit("{breaker}"),
+		metric.WithDescription("Circuit breakers in each state other than closed."),
+	); err != nil {
+		return nil, fmt.Errorf("otelratelimit: %w", err)
+	}
+	if h.transitions, err = meter.Int64Counter(BreakerTransitionsName,
+		metric.WithUnit("{transition}"),
+		metric.WithDescription("Circuit breaker state changes, by the state changed to."),
+	); err != nil {
+		return nil, fmt.Errorf("otelratelimit: %w", err)
+	}
+	for i := range h.breakerOpts {
+		state := ratelimit.BreakerState(i)
+		kvs := append(h.baseAttrs(), BreakerStateKey.String(state.String()))
+		if cfg.limiter != "" {
+			kvs = append(kvs, LimiterKey.String(cfg.limiter))
+		}
+		h.breakerOpts[i].add = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kvs...))}
+	}
+	h.sets.Store(&map[setKey]*decisionOpts{})
+	return h, nil
+}
+
+// baseAttrs returns a copy of the attributes of every measurement, with
+// room for a few more.
+func (h *Hooks) baseAttrs() []attribute.KeyValue {
+	return append(make([]attribute.KeyValue, 0, len(h.base)+4), h.base...)
+}
+
+// Decided counts d and records its latency (a negative one as 0).
+func (h *Hooks) Decided(d ratelimit.Decision) {
+	k := setKey{limiter: d.Limiter, outcome: denied, source: d.Source}
+	switch {
+	case d.Err != nil:
+		k.outcome, k.errType = failed, classify(d.Err)
+	case d.Result.Allowed:
+		k.outcome = allowed
+	}
+	o := h.options(k)
+	ctx := context.Background()
+	h.decisions.Add(ctx, 1, o.add...)
+	// A clock stepped back can make a latency negative: it counts as 0.
+	h.duration.Record(ctx, max(d.Latency, 0).Seconds(), o.record...)
+}
+
+// BreakerChanged moves a breaker from one state to the other and counts
+// the change.
+func (h *Hooks) BreakerChanged(from, to ratelimit.BreakerState) {
+	ctx := context.Background()
+	if from != ratelimit.BreakerClosed {
+		h.breakers.Add(ctx, -1, h.breakerState(from).add...)
+	}
+	if to != ratelimit.BreakerClosed {
+		h.breakers.Add(ctx, 1, h.breakerState(to).add...)
+	}
+	h.transitions.Add(ctx, 1, h.breakerState(to).add...)
+}
+
+// breakerState returns the options of state s.
+func (h *Hooks) breakerState(s ratelimit.BreakerState) *breakerOpts {
+	if s < 0 || int(s) >= len(h.breakerOpts)-1 {
+		return &h.breakerOpts[len(h.breakerOpts)-1] // "unknown"
+	}
+	return &h.breakerOpts[s]
+}
+
+// options returns the measurement options of k, building them the first
+// time k is seen.
+func (h *Hooks) options(k setKey) *decisionOpts {
+	if o, ok := (*h.sets.Load())[k]; ok {
+		return o
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sets := *h.sets.Load()
+	if o, ok := sets[k]; ok {
+		return o
+	}
+	kvs := append(h.baseAttrs(),
+		LimiterKey.String(k.limiter),
+		OutcomeKey.String(outcomeNames[k.outcome]),
+		SourceKey.String(k.source.String()),
+	)
+	if k.errType != noError {
+		kvs = append(kvs, ErrorTypeKey.String(errorTypeNames[k.errType]))
+	}
+	set := attribute.NewSet(kvs...)
+	o := &decisionOpts{
+		add:    []metric.AddOption{metric.WithAttributeSet(set)},
+		record: []metric.RecordOption{metric.WithAttributeSet(set)},
+	}
+	if len(sets) < maxCached {
+		grown := maps.Clone(sets)
+		grown[k] = o
+		h.sets.Store(&grown)
+	}
+	return o
+}

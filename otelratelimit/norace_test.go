@@ -1,0 +1,5 @@
+//go:build !race
+
+package otelratelimit_test
+
+const raceEnabled = false
