@@ -56,13 +56,15 @@ type adjustment struct {
 // with token for a key applies, and any later one with the same token for
 // the same key (a retry after a timeout or a lost connection, when the
 // first may have run) changes nothing and answers the key's state. The
-// token is remembered for SettleTokenTTL beside the key, in its hash slot,
-// so that one script call on a cluster reads and writes both. A token is
-// any non-empty string of at most 128 bytes; use one per unit of work, such
-// as a request ID. Without a token, a Redis call is sent at most once and
-// is never repeated by go-redis's retries, so a caller that retries an
-// ambiguous failure itself must pass one. In process, where a call cannot
-// fail halfway, the token is checked and otherwise ignored.
+// token is remembered for SettleTokenTTL in the Redis key
+// "ratelimit:settled:" + the key (in braces unless it has a hash tag) + ":" +
+// token, in the key's hash slot, so that one script call on a cluster reads
+// and writes both. A token is any non-empty string of at most 128 bytes;
+// use one per unit of work, such as a request ID. Without a token, a Redis
+// call is sent at most once and is not repeated by go-redis's retries
+// (except through a *redis.AutoPipeliner, see the package doc), so a caller
+// that retries an ambiguous failure itself must pass one. In process, where
+// a call cannot fail halfway, the token is checked and otherwise ignored.
 func WithToken(token string) AdjustOption {
 	return func(a *adjustment) { a.token, a.tokenSet = token, true }
 }

@@ -97,19 +97,31 @@ func NewComposite(parts ...Part) (*Composite, error) {
 		policy, _ := PolicyOf(p.Limiter)
 		c.policies = append(c.policies, NamedPolicy{Name: p.Name, Policy: policy})
 		limiters[i] = p.Limiter
-		for j := range i {
-			c.shared = c.shared || parts[j].Limiter == p.Limiter
-		}
 	}
 	c.tight, c.perCall = tightest(c.parts, c.policies)
 	var localErr, remoteErr error
 	if c.local, localErr = newLocalParts(limiters); localErr == nil {
+		c.shared = sharesALimiter(limiters)
 		return c, nil
 	}
 	if c.remote, remoteErr = newRedisParts(limiters); remoteErr == nil {
+		c.shared = sharesALimiter(limiters)
 		return c, nil
 	}
 	return nil, fmt.Errorf("%w: %s: the parts must be all in-process limiters of this package (%v) or all Redis limiters of this package on one client (%v)", ErrInvalidConfig, kind, localErr, remoteErr)
+}
+
+// sharesALimiter reports whether two of limiters are the same one. They are
+// pointers to this package's limiters, which compare without panicking.
+func sharesALimiter(limiters []Limiter) bool {
+	for i := range limiters {
+		for j := range i {
+			if limiters[i] == limiters[j] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkPartName returns an error for a name a policy cannot go by.

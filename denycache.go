@@ -174,16 +174,17 @@ func (c *DenyCache) Refund(ctx context.Context, key string, n int, opts ...Adjus
 	return c.Settle(ctx, key, n, 0, opts...)
 }
 
-// Settle forwards to the backend, which must be an Adjuster. When cost is
-// less than taken, units are given back, and any denial remembered for key
-// is forgotten; a larger cost only lengthens what the backend denies.
+// Settle forwards to the backend, which must be an Adjuster, and then
+// forgets any denial remembered for key when cost differs from taken: units
+// given back may let it through, and a debt changes what the backend would
+// answer.
 func (c *DenyCache) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	a, err := c.adjuster()
 	if err != nil {
 		return Result{}, err
 	}
 	res, err := a.Settle(ctx, key, taken, cost, opts...)
-	if err == nil && cost < taken {
+	if err == nil && cost != taken {
 		c.forget(key)
 	}
 	return res, err

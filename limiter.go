@@ -148,8 +148,9 @@ func WithoutCoalescing() Option {
 // WithHooks makes a limiter report every Allow call to h (Hooks.Decided),
 // with its name (see WithName) and Policy, so that any limiter is observed
 // without a decorator. A limiter without hooks pays one check of a nil
-// field per call. It applies to the six limiters of this package (a
-// Composite reports through a Shadow or Guard around it); a nil h is an
+// field per call. It applies to the six limiters of this package; a limiter
+// used as a part of a Composite does not report the Composite's decisions
+// (put a Shadow or Guard with Hooks around the Composite). A nil h is an
 // error.
 func WithHooks(h Hooks) Option {
 	return func(cfg *config) error {

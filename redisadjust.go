@@ -17,9 +17,10 @@ type adjustOp struct {
 	token string // the Redis key that remembers a WithToken token; "" without one
 }
 
-// tokenInfix goes between a key and a token in the name of the Redis key
-// that remembers the token.
-const tokenInfix = ":settled:"
+// tokenPrefix starts the name of every Redis key that remembers a token,
+// so that no limiter key (which starts with the limiter's prefix) can be
+// one.
+const tokenPrefix = "ratelimit:settled:"
 
 // newSettleOp returns the Settle on the request whose first key is key, on
 // a client of route. A token goes in a key of the same hash slot as key (see
@@ -27,12 +28,17 @@ const tokenInfix = ":settled:"
 func newSettleOp(r route, key string, a adjustment) (*adjustOp, error) {
 	op := &adjustOp{age: -1}
 	if a.hasTaken {
-		age := time.Since(a.takenAt)
-		op.age = int64((max(age, 0) + time.Microsecond - 1) / time.Microsecond)
+		// Rounded up, so that a refund never lands in a window that opened
+		// after the units were taken; a zero or ancient time saturates.
+		age := max(time.Since(a.takenAt), 0)
+		op.age = int64(age / time.Microsecond)
+		if age%time.Microsecond != 0 {
+			op.age++
+		}
 	}
 	if a.tokenSet {
 		op.token = tokenKey(key, a.token)
-		if (r == routeSlot || r == routeTag) && hashSlot(op.token) != hashSlot(key) {
+		if !sameShard(r, op.token, key) {
 			return nil, fmt.Errorf("key %q cannot carry a WithToken token on a Redis Cluster or Ring: "+
 				"it has a '}' but no hash tag; give it one, as in \"{%s}\"", key, strings.ReplaceAll(key, "}", ""))
 		}
@@ -41,15 +47,16 @@ func newSettleOp(r route, key string, a adjustment) (*adjustOp, error) {
 }
 
 // tokenKey returns the name of the Redis key that remembers token for key:
-// key, tokenInfix and token, with key put in braces when it has no hash tag
-// of its own, so that both are in one hash slot. A key that has a '}' but no
-// hash tag cannot be put in braces; its token key is then in another slot,
-// which only a cluster or ring minds.
+// tokenPrefix, key, ":" and token, with key put in braces when it has no
+// hash tag of its own, so that both are in one hash slot (tokenPrefix has
+// no braces). A key that has a '}' but no hash tag cannot be put in braces;
+// its token key is then in another slot, which only a cluster or ring
+// minds.
 func tokenKey(key, token string) string {
 	if hashTag(key) != key || strings.IndexByte(key, '}') >= 0 {
-		return key + tokenInfix + token
+		return tokenPrefix + key + ":" + token
 	}
-	return "{" + key + "}" + tokenInfix + token
+	return tokenPrefix + "{" + key + "}:" + token
 }
 
 // Refund gives n units back to key's bucket. See Adjuster; ctx bounds the

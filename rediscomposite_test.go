@@ -87,7 +87,7 @@ func TestRedisSettleWithATokenAppliesOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 10, parts[0].Remaining)
 	assert.Equal(t, 3, parts[1].Remaining)
-	assert.True(t, m.Exists("{ratelimit:tb:10:100000:bob}:settled:req-1"), m.Keys())
+	assert.True(t, m.Exists("ratelimit:settled:{ratelimit:tb:10:100000:bob}:req-1"), m.Keys())
 }
 
 func TestRedisFixedWindowRefundsOnlyIntoTheWindowThatTookThem(t *testing.T) {
@@ -135,4 +135,33 @@ func TestRedisCompositePerCallPartCountsCallsNotUnits(t *testing.T) {
 	res, err := c.Allow(ctx, "key", 1000)
 	require.NoError(t, err, "n is checked against the unit parts' limits only")
 	assert.True(t, res.Allowed)
+}
+
+// limiterFunc is a Limiter of a type that cannot be compared.
+type limiterFunc func(ctx context.Context, key string, n int) (Result, error)
+
+func (f limiterFunc) Allow(ctx context.Context, key string, n int) (Result, error) {
+	return f(ctx, key, n)
+}
+
+func TestNewCompositeRefusesForeignLimitersWithoutPanicking(t *testing.T) {
+	f := limiterFunc(func(context.Context, string, int) (Result, error) { return Result{}, nil })
+	_, err := NewComposite(Part{Name: "a", Limiter: f}, Part{Name: "b", Limiter: f})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+func TestFixedWindowsRefuseARefundTakenLongAgoAlike(t *testing.T) {
+	ctx := context.Background()
+	_, client, _ := miniredisClock(t)
+	onRedis, err := NewRedisFixedWindow(client, 10, time.Minute)
+	require.NoError(t, err)
+	inProcess, err := NewFixedWindow(10, time.Minute, WithClock(NewFakeClock(epoch)))
+	require.NoError(t, err)
+	for _, w := range []Adjuster{onRedis, inProcess} {
+		_, err := w.Allow(ctx, "k", 5)
+		require.NoError(t, err)
+		res, err := w.Refund(ctx, "k", 5, TakenAt(time.Time{}))
+		require.NoError(t, err)
+		assert.Equal(t, 5, res.Remaining, "%T: units taken before the window opened are not given back to it", w)
+	}
 }

@@ -3,7 +3,10 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // redisParts decides a Composite's Redis parts: each request is one request
@@ -38,7 +41,7 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 		if r.client == nil {
 			return nil, fmt.Errorf("part %d is a zero-value %T", i, l)
 		}
-		if i > 0 && r.client != rp.parts[0].client {
+		if i > 0 && !sameClient(r.client, rp.parts[0].client) {
 			return nil, fmt.Errorf("parts 0 and %d have different Redis clients", i)
 		}
 		rp.parts = append(rp.parts, r)
@@ -64,12 +67,33 @@ func (rp *redisParts) request(ctx context.Context, keys []string) (*pending, err
 		if k == p.key || contains(p.more[:i-1], k) {
 			return nil, fmt.Errorf("two parts have the same Redis key %q", k)
 		}
-		if (rp.route == routeSlot || rp.route == routeTag) && hashSlot(k) != hashSlot(p.key) {
-			return nil, fmt.Errorf("the parts' Redis keys %q and %q are in different hash slots, which one script call cannot touch; "+
+		if !sameShard(rp.route, k, p.key) {
+			return nil, fmt.Errorf("the parts' Redis keys %q and %q are in different hash slots (or ring shards), which one script call cannot touch; "+
 				"give the keys one hash tag, as in \"{tenant}:user\" and \"{tenant}\" (see Part.Key)", p.key, k)
 		}
 	}
 	return p, nil
+}
+
+// sameClient reports whether a and b are the same client: equal values of
+// one comparable type (a client of a type that cannot be compared is only
+// itself).
+func sameClient(a, b redis.Scripter) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && a == b
+}
+
+// sameShard reports whether keys a and b can be touched by one script call
+// on a client of route: in one hash slot on a cluster, with one hash tag on
+// a ring, always on one server.
+func sameShard(r route, a, b string) bool {
+	switch r {
+	case routeSlot:
+		return hashSlot(a) == hashSlot(b)
+	case routeTag:
+		return hashTag(a) == hashTag(b)
+	}
+	return true
 }
 
 // contains reports whether keys holds k.

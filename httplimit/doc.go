@@ -54,8 +54,8 @@
 //
 // The units a request takes are decided before its handler runs. Two
 // options correct them once it has returned, on a limiter that is a
-// ratelimit.Adjuster (every limiter of package ratelimit, Composite, Guard
-// and DenyCache are):
+// ratelimit.Adjuster (every limiter of package ratelimit, Composite, Guard,
+// DenyCache and Shadow are):
 //
 //   - WithRefund gives the units back when a rule says the response should
 //     not count, given the request and the response's status: not counting
@@ -72,7 +72,13 @@
 // ratelimit.TakenAt the time read just after the request was decided (on
 // the clock of WithClock, for an in-process limiter on a clock of its own);
 // its errors go to the WithOnError hook, wrapping ErrAdjustment. Denied,
-// skipped and failed-open requests took nothing and are never adjusted. The
+// skipped and failed-open requests (a limiter error under the middleware's
+// own failure handling) took nothing and are never adjusted, nor are
+// requests a Shadow let through against a denial. A limiter that answers
+// for a failed backend itself cannot say so: a request a ratelimit.Guard
+// allowed by FailOpen or FailOver looks allowed, and its adjustment goes to
+// the Guard's backend, which did not take its units; with a Guard, prefer
+// FailClosed or leave adjustments to requests the backend decided. The
 // fields of the response were set before the handler ran, so they do not
 // show the adjustment; the next response does.
 //

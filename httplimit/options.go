@@ -205,8 +205,8 @@ const DefaultAdjustTimeout = time.Second
 // the request and the status of its response, and a true answer makes the
 // middleware call the limiter's Refund for the request's key and cost, so
 // that the response does not count. The limiter must be a
-// ratelimit.Adjuster (every limiter of package ratelimit, Composite, Guard
-// and DenyCache are), or NewMiddleware returns an error; a nil refund is an
+// ratelimit.Adjuster (every limiter of package ratelimit, Composite, Guard,
+// DenyCache and Shadow are), or NewMiddleware returns an error; a nil refund is an
 // error too.
 //
 // The status is the first final status the handler gave WriteHeader, or 200
