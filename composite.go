@@ -422,6 +422,28 @@ func PoliciesOf(l Limiter) []NamedPolicy {
 	return nil
 }
 
+// SourceLimiter is implemented by the decorators that can answer a call
+// without their backend deciding it (Guard by its failure policy,
+// DenyCache from a remembered denial, Shadow by letting a denial through):
+// AllowSource decides as AllowBound does and says who answered. A caller
+// that adjusts a call afterwards (Refund, Settle) should do so only when
+// the Source is FromBackend: otherwise the backend took nothing for it.
+type SourceLimiter interface {
+	Limiter
+	AllowSource(ctx context.Context, key string, n int) (Result, int, Source, error)
+}
+
+// forwardSource decides n for key through backend, with the bound policy's
+// index and who answered: the backend's own account when it is a
+// SourceLimiter, and FromBackend otherwise.
+func forwardSource(ctx context.Context, backend Limiter, key string, n int) (Result, int, Source, error) {
+	if s, ok := backend.(SourceLimiter); ok {
+		return s.AllowSource(ctx, key, n)
+	}
+	res, bound, err := forwardBound(ctx, backend, key, n)
+	return res, bound, FromBackend, err
+}
+
 // forwardBound decides n for key through backend, with the index of the
 // policy that bound the decision when backend is a MultiPolicy, and 0
 // otherwise. It is how the decorators forward AllowBound.

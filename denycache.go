@@ -123,14 +123,23 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 // of the policy that bound the decision: the backend's, remembered with its
 // denial, when the backend is a MultiPolicy; 0 otherwise.
 func (c *DenyCache) AllowBound(ctx context.Context, key string, n int) (Result, int, error) {
+	res, bound, _, err := c.AllowSource(ctx, key, n)
+	return res, bound, err
+}
+
+// AllowSource decides as AllowBound does, and also says who answered:
+// FromDenyCache for a remembered denial, otherwise the backend (its own
+// account when it is a SourceLimiter). Only a denial the backend itself
+// made (FromBackend) is remembered.
+func (c *DenyCache) AllowSource(ctx context.Context, key string, n int) (Result, int, Source, error) {
 	if c == nil || c.backend == nil {
-		return Result{}, 0, notBuilt("DenyCache")
+		return Result{}, 0, FromBackend, notBuilt("DenyCache")
 	}
 	if ctx == nil {
-		return Result{Limit: c.policy.Limit}, 0, fmt.Errorf("ratelimit: DenyCache: %w", errNilContext)
+		return Result{Limit: c.policy.Limit}, 0, FromBackend, fmt.Errorf("ratelimit: DenyCache: %w", errNilContext)
 	}
 	if n <= 0 {
-		return forwardBound(ctx, c.backend, key, n)
+		return forwardSource(ctx, c.backend, key, n)
 	}
 	reading := c.base.elapsed()
 	sh, now := c.denials.lock(key, reading, maxSpan)
@@ -144,19 +153,19 @@ func (c *DenyCache) AllowBound(ctx context.Context, key string, n int) (Result, 
 				Source: FromDenyCache, Latency: time.Duration(c.base.elapsed() - reading),
 			})
 		}
-		return res, d.bound, nil
+		return res, d.bound, FromDenyCache, nil
 	}
 	sh.mu.Unlock()
 
-	res, bound, err := forwardBound(ctx, c.backend, key, n)
+	res, bound, source, err := forwardSource(ctx, c.backend, key, n)
 	// Only a denial whose Remaining cannot change before the same request
 	// is allowed (n-1 left: it grows no further until n are there) is
 	// remembered, so that a local answer equals the backend's, aged.
-	if err != nil || res.Allowed || res.RetryAfter <= 0 || res.Remaining != n-1 {
-		return res, bound, err
+	if err != nil || source != FromBackend || res.Allowed || res.RetryAfter <= 0 || res.Remaining != n-1 {
+		return res, bound, source, err
 	}
 	c.remember(key, denial{until: reading + min(int64(res.RetryAfter), c.maxAge), at: reading, n: n, res: res, bound: bound})
-	return res, bound, nil
+	return res, bound, source, nil
 }
 
 // Policies returns the backend's policies (see PoliciesOf).

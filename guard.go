@@ -147,11 +147,21 @@ func (g *Guard) Allow(ctx context.Context, key string, n int) (Result, error) {
 // is a MultiPolicy, that of the policy whose limit an answer by the failure
 // policy reports otherwise, and 0 for a backend of one policy.
 func (g *Guard) AllowBound(ctx context.Context, key string, n int) (Result, int, error) {
+	res, bound, _, err := g.AllowSource(ctx, key, n)
+	return res, bound, err
+}
+
+// AllowSource decides as AllowBound does, and also says who answered:
+// FromBackend (or the backend's own answer, when it is a SourceLimiter), or
+// the failure policy's source (FromFailOpen, FromFailClosed, FromFallback)
+// when the backend failed or the breaker kept the call from it. Units were
+// taken from the backend only when the backend answered.
+func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int, Source, error) {
 	if g == nil || g.backend == nil {
-		return Result{}, 0, notBuilt("Guard")
+		return Result{}, 0, FromBackend, notBuilt("Guard")
 	}
 	if ctx == nil {
-		return Result{Limit: g.limit()}, 0, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
+		return Result{Limit: g.limit()}, 0, FromBackend, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
 	}
 	// The clock is read only for a breaker or a listener.
 	var start time.Time
@@ -166,7 +176,7 @@ func (g *Guard) AllowBound(ctx context.Context, key string, n int) (Result, int,
 	if !admitted {
 		res, source, err := g.byPolicy(ctx, key, n, wait)
 		g.decided(key, n, res, err, errBreakerOpen, start, source)
-		return res, g.policyIndex(res.Limit), err
+		return res, g.policyIndex(res.Limit), source, err
 	}
 
 	callCtx := ctx
@@ -175,7 +185,7 @@ func (g *Guard) AllowBound(ctx context.Context, key string, n int) (Result, int,
 		callCtx, cancel = context.WithTimeout(ctx, g.cfg.Timeout)
 		defer cancel()
 	}
-	res, bound, err := forwardBound(callCtx, g.backend, key, n)
+	res, bound, answered, err := forwardSource(callCtx, g.backend, key, n)
 	outcome := backendOK
 	switch {
 	case err == nil:
@@ -197,12 +207,12 @@ func (g *Guard) AllowBound(ctx context.Context, key string, n int) (Result, int,
 	}
 	if outcome != backendFailed {
 		g.decided(key, n, res, err, nil, start, FromBackend)
-		return res, bound, err
+		return res, bound, answered, err
 	}
 	backendErr := err
 	res, source, err := g.byPolicy(ctx, key, n, g.cfg.FailClosedRetryAfter)
 	g.decided(key, n, res, err, backendErr, start, source)
-	return res, g.policyIndex(res.Limit), err
+	return res, g.policyIndex(res.Limit), source, err
 }
 
 // policyIndex returns the index in Policies of the first policy of limit,

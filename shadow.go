@@ -85,6 +85,11 @@ type ShadowResult struct {
 	// Backend is the backend's own Result: the denial when WouldDeny,
 	// and equal to Result otherwise.
 	Backend Result
+	// Source says who answered the backend's part: FromBackend, or, for
+	// a backend that is a SourceLimiter (a Guard, say), its account, such
+	// as FromFailOpen. Only a FromBackend answer that is not WouldDeny
+	// took units.
+	Source Source
 }
 
 // ShadowLimiter is implemented by limiters that can let a denial through
@@ -150,21 +155,35 @@ func (s *Shadow) AllowBound(ctx context.Context, key string, n int) (Result, int
 // let through against the backend's denial, with that denial. A nil ctx is
 // an error, and the backend is not called.
 func (s *Shadow) AllowShadow(ctx context.Context, key string, n int) (ShadowResult, error) {
+	sr, _, err := s.allowShadow(ctx, key, n)
+	return sr, err
+}
+
+// AllowSource decides as Allow does, and also says who answered: FromShadow
+// for a denial let through, otherwise the backend (its own account when it
+// is a SourceLimiter).
+func (s *Shadow) AllowSource(ctx context.Context, key string, n int) (Result, int, Source, error) {
+	sr, source, err := s.allowShadow(ctx, key, n)
+	return sr.Result, sr.Bound, source, err
+}
+
+// allowShadow is AllowShadow, with the Source reported to the hooks.
+func (s *Shadow) allowShadow(ctx context.Context, key string, n int) (ShadowResult, Source, error) {
 	if s == nil || s.backend == nil {
-		return ShadowResult{}, notBuilt("Shadow")
+		return ShadowResult{}, FromBackend, notBuilt("Shadow")
 	}
 	if ctx == nil {
 		res := Result{Limit: s.policy.Limit}
-		return ShadowResult{Result: res, Backend: res}, fmt.Errorf("ratelimit: Shadow: %w", errNilContext)
+		return ShadowResult{Result: res, Backend: res}, FromBackend, fmt.Errorf("ratelimit: Shadow: %w", errNilContext)
 	}
 	enforce := s.enforce.Load()
 	var start time.Time
 	if s.hooks != nil {
 		start = s.clock.Now()
 	}
-	res, bound, err := forwardBound(ctx, s.backend, key, n)
-	sr := ShadowResult{Result: res, Bound: bound, Backend: res}
-	source := FromBackend
+	res, bound, answered, err := forwardSource(ctx, s.backend, key, n)
+	sr := ShadowResult{Result: res, Bound: bound, Backend: res, Source: answered}
+	source := answered
 	if err == nil && !res.Allowed && !enforce {
 		sr.Allowed, sr.RetryAfter, sr.WouldDeny = true, 0, true
 		source = FromShadow
@@ -177,7 +196,7 @@ func (s *Shadow) AllowShadow(ctx context.Context, key string, n int) (ShadowResu
 			Latency: s.clock.Now().Sub(start), Source: source,
 		})
 	}
-	return sr, err
+	return sr, source, err
 }
 
 // Policies returns the backend's policies (see PoliciesOf).

@@ -74,11 +74,9 @@
 // its errors go to the WithOnError hook, wrapping ErrAdjustment. Denied,
 // skipped and failed-open requests (a limiter error under the middleware's
 // own failure handling) took nothing and are never adjusted, nor are
-// requests a Shadow let through against a denial. A limiter that answers
-// for a failed backend itself cannot say so: a request a ratelimit.Guard
-// allowed by FailOpen or FailOver looks allowed, and its adjustment goes to
-// the Guard's backend, which did not take its units; with a Guard, prefer
-// FailClosed or leave adjustments to requests the backend decided. The
+// requests a Shadow let through against a denial, nor requests a decorator
+// answered without its backend (a ratelimit.SourceLimiter says so: a
+// Guard's FailOpen or FailOver answer took nothing from the backend). The
 // fields of the response were set before the handler ran, so they do not
 // show the adjustment; the next response does.
 //

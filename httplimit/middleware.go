@@ -39,8 +39,11 @@ type Middleware struct {
 	shadowHeader bool
 
 	// adjuster is the limiter, when a WithRefund or WithSettle option
-	// adjusts requests after their handler; nil otherwise.
+	// adjusts requests after their handler; nil otherwise. sourced is the
+	// limiter too, when it is also a ratelimit.SourceLimiter, which says
+	// whether its backend answered (only then are units adjusted).
 	adjuster   ratelimit.Adjuster
+	sourced    ratelimit.SourceLimiter
 	refund     func(*http.Request, int) bool
 	settle     bool
 	adjustWait time.Duration
@@ -169,6 +172,7 @@ func (m *Middleware) setAdjuster(l ratelimit.Limiter) error {
 		return fmt.Errorf("%w: httplimit: %s needs a limiter that can give units back, a ratelimit.Adjuster; %T is not one", ratelimit.ErrInvalidConfig, option, l)
 	}
 	m.adjuster = a
+	m.sourced, _ = l.(ratelimit.SourceLimiter)
 	return nil
 }
 

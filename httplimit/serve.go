@@ -20,7 +20,8 @@ type limitedHandler struct {
 //   - skipped (WithSkip): passed on, no fields;
 //   - KeyFunc or CostFunc error, or a negative cost: the key-error answer;
 //   - allowed: fields set, passed on, and adjusted after next returns as
-//     WithRefund and WithSettle say;
+//     WithRefund and WithSettle say, unless a ratelimit.SourceLimiter says
+//     its backend did not answer (a Guard's FailOpen, say);
 //   - denied: fields and Retry-After set, 429 (or the WithDeniedHandler);
 //   - cost above the limit: RateLimit-Limit and RateLimit-Policy set, 413;
 //   - any other limiter error: the WithOnError hook, then passed on without
@@ -58,12 +59,18 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	res, err := m.limiter.Allow(r.Context(), key, cost)
+	var res ratelimit.Result
+	source := ratelimit.FromBackend
+	if m.sourced != nil {
+		res, _, source, err = m.sourced.AllowSource(r.Context(), key, cost)
+	} else {
+		res, err = m.limiter.Allow(r.Context(), key, cost)
+	}
 	switch {
 	case err == nil && res.Allowed:
 		lv := m.fields.limitValues(res.Limit)
 		m.fields.write(w.Header(), &lv, m.fields.beforeR, res, false)
-		if m.adjuster != nil {
+		if m.adjuster != nil && source == ratelimit.FromBackend {
 			// The time just after the decision: a fixed window gives units
 			// back only to a window open by then (ratelimit.TakenAt).
 			h.serveTracked(w, r, key, cost, m.now())
@@ -91,7 +98,15 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // a limiter error.
 func (h *limitedHandler) serveMulti(w http.ResponseWriter, r *http.Request, key string, cost int) {
 	m := h.m
-	res, bound, err := m.multi.AllowBound(r.Context(), key, cost)
+	var res ratelimit.Result
+	var bound int
+	var err error
+	source := ratelimit.FromBackend
+	if m.sourced != nil {
+		res, bound, source, err = m.sourced.AllowSource(r.Context(), key, cost)
+	} else {
+		res, bound, err = m.multi.AllowBound(r.Context(), key, cost)
+	}
 	p := m.fields.part(bound)
 	switch {
 	case p == nil && err != nil:
@@ -100,7 +115,7 @@ func (h *limitedHandler) serveMulti(w http.ResponseWriter, r *http.Request, key 
 		h.failed(w, r, fmt.Errorf("httplimit: the limiter's AllowBound answered policy %d of %d", bound, len(m.fields.parts)))
 	case err == nil && res.Allowed:
 		m.fields.write(w.Header(), &p.limitValues, p.beforeR, res, false)
-		if m.adjuster != nil {
+		if m.adjuster != nil && source == ratelimit.FromBackend {
 			// The time just after the decision: a fixed window gives units
 			// back only to a window open by then (ratelimit.TakenAt).
 			h.serveTracked(w, r, key, cost, m.now())
@@ -152,7 +167,7 @@ func (h *limitedHandler) serveShadow(w http.ResponseWriter, r *http.Request, key
 		h.next.ServeHTTP(w, r)
 	case err == nil && sr.Allowed:
 		m.fields.write(w.Header(), &lv, beforeR, sr.Result, false)
-		if m.adjuster != nil {
+		if m.adjuster != nil && sr.Source == ratelimit.FromBackend {
 			// The time just after the decision: a fixed window gives units
 			// back only to a window open by then (ratelimit.TakenAt).
 			h.serveTracked(w, r, key, cost, m.now())
