@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
+	"time"
 )
 
 // Part is one limit of a Composite: a limiter, the name its policy goes by,
@@ -59,6 +60,9 @@ type Composite struct {
 	shared   bool        // two parts have the same Limiter
 	local    *localParts // the parts, when in process
 	remote   *redisParts // the parts, when on Redis
+	// observers are the parts' observers when any part was built
+	// WithHooks (nil entries for the others); nil when none was.
+	observers []*observer
 }
 
 // NamedPolicy is one of the policies a limiter reports, with its name.
@@ -102,13 +106,30 @@ func NewComposite(parts ...Part) (*Composite, error) {
 	var localErr, remoteErr error
 	if c.local, localErr = newLocalParts(limiters); localErr == nil {
 		c.shared = sharesALimiter(limiters)
+		c.observers = observers(len(parts), c.local.observer)
 		return c, nil
 	}
 	if c.remote, remoteErr = newRedisParts(limiters); remoteErr == nil {
 		c.shared = sharesALimiter(limiters)
+		c.observers = observers(len(parts), c.remote.observer)
 		return c, nil
 	}
 	return nil, fmt.Errorf("%w: %s: the parts must be all in-process limiters of this package (%v) or all Redis limiters of this package on one client (%v)", ErrInvalidConfig, kind, localErr, remoteErr)
+}
+
+// observers returns the observers of n parts, part i's being of(i), or nil
+// when no part's listens.
+func observers(n int, of func(i int) *observer) []*observer {
+	var obs []*observer
+	for i := range n {
+		if o := of(i); o.hooks != nil {
+			if obs == nil {
+				obs = make([]*observer, n)
+			}
+			obs[i] = o
+		}
+	}
+	return obs
 }
 
 // sharesALimiter reports whether two of limiters are the same one. They are
@@ -198,6 +219,34 @@ func (c *Composite) AllowParts(ctx context.Context, key string, n int) (Result, 
 // bound the decision; on an error, the index of the Result to answer with.
 // c is built.
 func (c *Composite) decide(ctx context.Context, key string, n int, keys []string, costs []int, results []Result) (int, error) {
+	if c.observers == nil {
+		return c.decideParts(ctx, key, n, keys, costs, results)
+	}
+	return c.observed(ctx, key, n, keys, costs, results)
+}
+
+// observed is decide for a Composite whose parts have hooks: it reports
+// each part's share of the decision to its hooks.
+func (c *Composite) observed(ctx context.Context, key string, n int, keys []string, costs []int, results []Result) (int, error) {
+	start := time.Now()
+	bound, err := c.decideParts(ctx, key, n, keys, costs, results)
+	latency := time.Since(start)
+	for i, o := range c.observers {
+		if o != nil {
+			// A part that decided nothing (an error before the parts were
+			// asked) reports the call's key and cost.
+			k, cost := keys[i], costs[i]
+			if k == "" && cost == 0 {
+				k, cost = key, n
+			}
+			o.report(k, cost, results[i], err, latency)
+		}
+	}
+	return bound, err
+}
+
+// decideParts is decide without the parts' hooks.
+func (c *Composite) decideParts(ctx context.Context, key string, n int, keys []string, costs []int, results []Result) (int, error) {
 	if err := c.check(ctx, n); err != nil {
 		c.failed(results)
 		return c.tight, err

@@ -149,9 +149,10 @@ func WithoutCoalescing() Option {
 // with its name (see WithName) and Policy, so that any limiter is observed
 // without a decorator. A limiter without hooks pays one check of a nil
 // field per call. It applies to the six limiters of this package; a limiter
-// used as a part of a Composite does not report the Composite's decisions
-// (put a Shadow or Guard with Hooks around the Composite). A nil h is an
-// error.
+// used as a part of a Composite reports, for each of the Composite's calls,
+// its own part's key, cost and Result (a part that would have allowed a
+// denied call reports its untouched state, with RetryAfter 0), and the
+// call's time. A nil h is an error.
 func WithHooks(h Hooks) Option {
 	return func(cfg *config) error {
 		if isNil(h) {

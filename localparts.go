@@ -35,6 +35,14 @@ type localPart struct {
 	offset int64
 }
 
+// observer returns part i's observer.
+func (l *localParts) observer(i int) *observer {
+	if p := &l.parts[i]; p.s != nil {
+		return &p.s.obs
+	}
+	return &l.parts[i].w.obs
+}
+
 // newLocalParts returns the engine of a Composite of limiters, or an error
 // naming the first that is not an in-process limiter of this package.
 func newLocalParts(limiters []Limiter) (*localParts, error) {

@@ -85,3 +85,40 @@ func TestALimiterWithoutHooksAllocatesNothing(t *testing.T) {
 		assert.Zero(t, allocs, name)
 	}
 }
+
+func TestCompositePartsReportTheirOwnDecisions(t *testing.T) {
+	ctx := context.Background()
+	_, client, _ := miniredisClock(t)
+	for name, build := range map[string]limiters{
+		"in process": inProcessLimiters(NewFakeClock(epoch)),
+		"on Redis":   redisLimiters(client),
+	} {
+		t.Run(name, func(t *testing.T) {
+			user, err := build.bucket(2, time.Second)
+			require.NoError(t, err)
+			tenantHooks := &recordingHooks{}
+			var tenant Limiter
+			if name == "in process" {
+				tenant, err = NewGCRA(5, time.Second, WithClock(NewFakeClock(epoch)), WithHooks(tenantHooks), WithName("tenant"))
+			} else {
+				tenant, err = NewRedisGCRA(client, 5, time.Second, WithHooks(tenantHooks), WithName("tenant"))
+			}
+			require.NoError(t, err)
+			c, err := NewComposite(Part{Name: "user", Limiter: user},
+				Part{Name: "tenant", Limiter: tenant, Key: tenantKey, PerCall: true})
+			require.NoError(t, err)
+			for range 3 {
+				_, err = c.Allow(ctx, "a1", 2)
+				require.NoError(t, err)
+			}
+			require.Len(t, tenantHooks.decisions, 3, "one report per call, by the part with hooks")
+			first, denied := tenantHooks.decisions[0], tenantHooks.decisions[1]
+			assert.Equal(t, "tenant", first.Limiter)
+			assert.Equal(t, "tenant-a", first.Key, "the part's own key")
+			assert.Equal(t, 1, first.Cost, "a PerCall part's cost")
+			assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 200 * time.Millisecond}, first.Result)
+			assert.False(t, denied.Result.Allowed, "the user's bucket denied the second call")
+			assert.Equal(t, 4, denied.Result.Remaining, "the tenant took nothing for it")
+		})
+	}
+}

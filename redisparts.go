@@ -53,6 +53,9 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 	return rp, nil
 }
 
+// observer returns part i's observer.
+func (rp *redisParts) observer(i int) *observer { return &rp.parts[i].obs }
+
 // request returns the request of the batch script for the parts' keys:
 // their Redis keys, which must differ, and on a cluster or ring share a
 // hash slot.
