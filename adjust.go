@@ -113,6 +113,17 @@ func adjustOptions(kind string, opts []AdjustOption) (adjustment, error) {
 	return a, nil
 }
 
+// settleArgs checks a Settle of taken and cost on a limiter of limit, named
+// kind in errors, and returns what its opts set (see adjustOptions and
+// checkSettle).
+func settleArgs(kind string, taken, cost, limit int, opts []AdjustOption) (adjustment, error) {
+	a, err := adjustOptions(kind, opts)
+	if err != nil {
+		return a, err
+	}
+	return a, checkSettle(taken, cost, limit)
+}
+
 // maxSettleCost bounds the cost of a Settle: 2^52, the largest whole
 // number every store holds exactly.
 const maxSettleCost = 1 << 52

@@ -481,25 +481,3 @@ type SourceLimiter interface {
 	Limiter
 	AllowSource(ctx context.Context, key string, n int) (Result, int, Source, error)
 }
-
-// forwardSource decides n for key through backend, with the bound policy's
-// index and who answered: the backend's own account when it is a
-// SourceLimiter, and FromBackend otherwise.
-func forwardSource(ctx context.Context, backend Limiter, key string, n int) (Result, int, Source, error) {
-	if s, ok := backend.(SourceLimiter); ok {
-		return s.AllowSource(ctx, key, n)
-	}
-	res, bound, err := forwardBound(ctx, backend, key, n)
-	return res, bound, FromBackend, err
-}
-
-// forwardBound decides n for key through backend, with the index of the
-// policy that bound the decision when backend is a MultiPolicy, and 0
-// otherwise. It is how the decorators forward AllowBound.
-func forwardBound(ctx context.Context, backend Limiter, key string, n int) (Result, int, error) {
-	if m, ok := backend.(MultiPolicy); ok {
-		return m.AllowBound(ctx, key, n)
-	}
-	res, err := backend.Allow(ctx, key, n)
-	return res, 0, err
-}

@@ -35,8 +35,7 @@ import (
 // forgotten once it has passed, with no goroutine. A DenyCache is safe for
 // concurrent use. Create one with NewDenyCache.
 type DenyCache struct {
-	backend Limiter
-	policy  Policy
+	backend decorated
 	hooks   Hooks  // nil when nothing listens
 	name    string // in what it reports to hooks
 	base    clockBase
@@ -95,14 +94,13 @@ func NewDenyCache(backend Limiter, cfg DenyCacheConfig) (*DenyCache, error) {
 		cfg.MaxKeys = 100_000
 	}
 	c := &DenyCache{
-		backend: backend,
+		backend: decorate(backend),
 		hooks:   activeHooks(cfg.Hooks),
 		name:    cmp.Or(cfg.Name, "DenyCache"),
 		maxAge:  min(int64(cfg.MaxAge), maxSpan),
 		maxKeys: int64(cfg.MaxKeys),
 		denials: newKeyTable[denial](min(int64(cfg.MaxAge), maxSpan)),
 	}
-	c.policy, _ = PolicyOf(backend)
 	c.denials.counted = true
 	clock := cfg.Clock
 	if isNil(clock) {
@@ -132,14 +130,14 @@ func (c *DenyCache) AllowBound(ctx context.Context, key string, n int) (Result, 
 // account when it is a SourceLimiter). Only a denial the backend itself
 // made (FromBackend) is remembered.
 func (c *DenyCache) AllowSource(ctx context.Context, key string, n int) (Result, int, Source, error) {
-	if c == nil || c.backend == nil {
+	if c == nil || !c.backend.built() {
 		return Result{}, 0, FromBackend, notBuilt("DenyCache")
 	}
 	if ctx == nil {
-		return Result{Limit: c.policy.Limit}, 0, FromBackend, fmt.Errorf("ratelimit: DenyCache: %w", errNilContext)
+		return Result{Limit: c.backend.policy.Limit}, 0, FromBackend, fmt.Errorf("ratelimit: DenyCache: %w", errNilContext)
 	}
 	if n <= 0 {
-		return forwardSource(ctx, c.backend, key, n)
+		return c.backend.allowSource(ctx, key, n)
 	}
 	reading := c.base.elapsed()
 	sh, now := c.denials.lock(key, reading, maxSpan)
@@ -149,7 +147,7 @@ func (c *DenyCache) AllowSource(ctx context.Context, key string, n int) (Result,
 		res := d.res.aged(time.Duration(now - d.at))
 		if c.hooks != nil {
 			c.hooks.Decided(Decision{
-				Limiter: c.name, Policy: c.policy, Key: key, Cost: n, Result: res,
+				Limiter: c.name, Policy: c.backend.policy, Key: key, Cost: n, Result: res,
 				Source: FromDenyCache, Latency: time.Duration(c.base.elapsed() - reading),
 			})
 		}
@@ -157,7 +155,7 @@ func (c *DenyCache) AllowSource(ctx context.Context, key string, n int) (Result,
 	}
 	sh.mu.Unlock()
 
-	res, bound, source, err := forwardSource(ctx, c.backend, key, n)
+	res, bound, source, err := c.backend.allowSource(ctx, key, n)
 	// Only a denial whose Remaining cannot change before the same request
 	// is allowed (n-1 left: it grows no further until n are there) is
 	// remembered, so that a local answer equals the backend's, aged.
@@ -173,7 +171,7 @@ func (c *DenyCache) Policies() []NamedPolicy {
 	if c == nil {
 		return nil
 	}
-	return PoliciesOf(c.backend)
+	return c.backend.copyPolicies()
 }
 
 // Refund forwards to the backend, which must be an Adjuster, and then
@@ -216,23 +214,17 @@ func (c *DenyCache) Reset(ctx context.Context, key string) error {
 // adjuster returns the backend as an Adjuster, or an error saying it is
 // not one.
 func (c *DenyCache) adjuster() (Adjuster, error) {
-	if c == nil || c.backend == nil {
+	if c == nil || !c.backend.built() {
 		return nil, notBuilt("DenyCache")
 	}
-	a, ok := c.backend.(Adjuster)
-	if !ok {
-		return nil, fmt.Errorf("ratelimit: DenyCache: the backend, a %T, cannot refund, settle or reset", c.backend)
-	}
-	return a, nil
+	return c.backend.adjuster("DenyCache")
 }
 
-// forget drops the denial remembered for key, if any, by marking it passed.
+// forget drops the denial remembered for key, if any.
 func (c *DenyCache) forget(key string) {
 	sh, _ := c.denials.lock(key, c.base.elapsed(), maxSpan)
-	if d, w := sh.lookup(key); w != absent {
-		d.until = 0
-		sh.write(key, w, d, 0)
-	}
+	_, w := sh.lookup(key)
+	c.denials.remove(sh, key, w)
 	sh.mu.Unlock()
 }
 
@@ -270,4 +262,4 @@ func (r Result) aged(elapsed time.Duration) Result {
 
 // Policy returns the backend's Policy, or the zero Policy if the backend
 // reports none.
-func (c *DenyCache) Policy() Policy { return c.policy }
+func (c *DenyCache) Policy() Policy { return c.backend.policy }

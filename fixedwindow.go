@@ -164,11 +164,8 @@ func (w *FixedWindow) Settle(_ context.Context, key string, taken, cost int, opt
 	if w == nil || w.windows == nil {
 		return Result{}, notBuilt("FixedWindow")
 	}
-	a, err := adjustOptions("FixedWindow", opts)
+	a, err := settleArgs("FixedWindow", taken, cost, int(w.limit), opts)
 	if err != nil {
-		return Result{Limit: int(w.limit)}, err
-	}
-	if err := checkSettle(taken, cost, int(w.limit)); err != nil {
 		return Result{Limit: int(w.limit)}, err
 	}
 	reading := w.base.elapsed()

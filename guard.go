@@ -88,9 +88,7 @@ type GuardConfig struct {
 //
 // A Guard is safe for concurrent use. Create one with NewGuard.
 type Guard struct {
-	backend   Limiter
-	policy    Policy        // the backend's; zero if it reports none
-	policies  []NamedPolicy // the backend's, by PoliciesOf
+	backend   decorated
 	cfg       GuardConfig
 	hooks     Hooks // nil when nothing listens
 	clock     Clock
@@ -125,9 +123,7 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 	if cfg.FailClosedRetryAfter == 0 {
 		cfg.FailClosedRetryAfter = time.Second
 	}
-	g := &Guard{backend: backend, cfg: cfg, hooks: activeHooks(cfg.Hooks), clock: cfg.Clock}
-	g.policy, _ = PolicyOf(backend)
-	g.policies = PoliciesOf(backend)
+	g := &Guard{backend: decorate(backend), cfg: cfg, hooks: activeHooks(cfg.Hooks), clock: cfg.Clock}
 	if isNil(g.clock) {
 		g.clock = systemClock{}
 	}
@@ -157,7 +153,7 @@ func (g *Guard) AllowBound(ctx context.Context, key string, n int) (Result, int,
 // when the backend failed or the breaker kept the call from it. Units were
 // taken from the backend only when the backend answered.
 func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int, Source, error) {
-	if g == nil || g.backend == nil {
+	if g == nil || !g.backend.built() {
 		return Result{}, 0, FromBackend, notBuilt("Guard")
 	}
 	if ctx == nil {
@@ -185,7 +181,7 @@ func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int
 		callCtx, cancel = context.WithTimeout(ctx, g.cfg.Timeout)
 		defer cancel()
 	}
-	res, bound, answered, err := forwardSource(callCtx, g.backend, key, n)
+	res, bound, answered, err := g.backend.allowSource(callCtx, key, n)
 	outcome := backendOK
 	switch {
 	case err == nil:
@@ -218,7 +214,7 @@ func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int
 // policyIndex returns the index in Policies of the first policy of limit,
 // or 0.
 func (g *Guard) policyIndex(limit int) int {
-	for i, p := range g.policies {
+	for i, p := range g.backend.policies {
 		if p.Limit == limit {
 			return i
 		}
@@ -231,7 +227,7 @@ func (g *Guard) Policies() []NamedPolicy {
 	if g == nil {
 		return nil
 	}
-	return append([]NamedPolicy(nil), g.policies...)
+	return g.backend.copyPolicies()
 }
 
 // Refund forwards to the backend, which must be an Adjuster, within the
@@ -269,14 +265,10 @@ func (g *Guard) Reset(ctx context.Context, key string) error {
 // adjuster returns the backend as an Adjuster, or an error saying it is
 // not one.
 func (g *Guard) adjuster() (Adjuster, error) {
-	if g == nil || g.backend == nil {
+	if g == nil || !g.backend.built() {
 		return nil, notBuilt("Guard")
 	}
-	a, ok := g.backend.(Adjuster)
-	if !ok {
-		return nil, fmt.Errorf("ratelimit: Guard: the backend, a %T, cannot refund, settle or reset", g.backend)
-	}
-	return a, nil
+	return g.backend.adjuster("Guard")
 }
 
 // adjustContext bounds ctx by the Guard's Timeout, if any; a nil ctx is
@@ -332,15 +324,15 @@ var policySource = [...]Source{FailOpen: FromFailOpen, FailClosed: FromFailClose
 // limit returns the backend's limit: its Policy's, or else that of its
 // latest answer; 0 while neither is known.
 func (g *Guard) limit() int {
-	if g.policy.Limit > 0 {
-		return g.policy.Limit
+	if g.backend.policy.Limit > 0 {
+		return g.backend.policy.Limit
 	}
 	return int(g.lastLimit.Load())
 }
 
 // Policy returns the backend's Policy, or the zero Policy if the backend
 // reports none.
-func (g *Guard) Policy() Policy { return g.policy }
+func (g *Guard) Policy() Policy { return g.backend.policy }
 
 // decided reports a decision to the hooks, if any.
 func (g *Guard) decided(key string, n int, res Result, err, backendErr error, start time.Time, source Source) {
@@ -348,7 +340,7 @@ func (g *Guard) decided(key string, n int, res Result, err, backendErr error, st
 		return
 	}
 	g.hooks.Decided(Decision{
-		Limiter: cmp.Or(g.cfg.Name, "Guard"), Policy: g.policy,
+		Limiter: cmp.Or(g.cfg.Name, "Guard"), Policy: g.backend.policy,
 		Key: key, Cost: n, Result: res, Err: err, BackendErr: backendErr,
 		Latency: g.clock.Now().Sub(start), Source: source,
 	})

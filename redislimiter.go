@@ -115,11 +115,8 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 	if ctx == nil {
 		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
 	}
-	a, err := adjustOptions(r.name, opts)
+	a, err := settleArgs(r.name, taken, cost, r.limit, opts)
 	if err != nil {
-		return Result{Limit: r.limit}, err
-	}
-	if err := checkSettle(taken, cost, r.limit); err != nil {
 		return Result{Limit: r.limit}, err
 	}
 	p := &pending{ctx: ctx, key: r.prefix + key, n: cost - taken}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -165,13 +166,11 @@ func (rp *redisParts) do(p *pending, results []Result) error {
 		return fmt.Errorf("ratelimit: Composite %q: %w", p.key, p.err)
 	}
 	line := p.line
-	if strings.HasPrefix(line, "!") {
-		num, reason, _ := strings.Cut(line[1:], " ")
-		for i := range rp.parts {
-			if num == fmt.Sprint(i+1) {
-				r := rp.parts[i]
-				return fmt.Errorf("ratelimit: Composite: %s %q: %w: %s", r.name, p.checkKey(i), ErrCorruptState, reason)
-			}
+	if refusal, ok := strings.CutPrefix(line, "!"); ok {
+		num, reason, _ := strings.Cut(refusal, " ")
+		if i, err := strconv.Atoi(num); err == nil && i >= 1 && i <= len(rp.parts) {
+			r := rp.parts[i-1]
+			return fmt.Errorf("ratelimit: Composite: %s %q: %w: %s", r.name, p.checkKey(i-1), ErrCorruptState, reason)
 		}
 		return fmt.Errorf("ratelimit: Composite %q: unexpected reply from Redis script: %q", p.key, line)
 	}

@@ -61,13 +61,11 @@ type ShadowConfig struct {
 // atomic load beyond the backend's. A Shadow is safe for concurrent use.
 // Create one with NewShadow.
 type Shadow struct {
-	backend  Limiter
-	policy   Policy        // the backend's; zero if it reports none
-	policies []NamedPolicy // the backend's, by PoliciesOf
-	hooks    Hooks         // nil when nothing listens
-	name     string        // in what it reports to hooks
-	clock    Clock
-	enforce  atomic.Bool
+	backend decorated
+	hooks   Hooks  // nil when nothing listens
+	name    string // in what it reports to hooks
+	clock   Clock
+	enforce atomic.Bool
 }
 
 // ShadowResult is the outcome of one call through a ShadowLimiter.
@@ -116,9 +114,7 @@ func NewShadow(backend Limiter, cfg ShadowConfig) (*Shadow, error) {
 	if isNil(backend) {
 		return nil, fmt.Errorf("%w: NewShadow: nil backend", ErrInvalidConfig)
 	}
-	s := &Shadow{backend: backend, hooks: activeHooks(cfg.Hooks), name: cmp.Or(cfg.Name, "Shadow"), clock: cfg.Clock}
-	s.policy, _ = PolicyOf(backend)
-	s.policies = PoliciesOf(backend)
+	s := &Shadow{backend: decorate(backend), hooks: activeHooks(cfg.Hooks), name: cmp.Or(cfg.Name, "Shadow"), clock: cfg.Clock}
 	if isNil(s.clock) {
 		s.clock = systemClock{}
 	}
@@ -169,11 +165,11 @@ func (s *Shadow) AllowSource(ctx context.Context, key string, n int) (Result, in
 
 // allowShadow is AllowShadow, with the Source reported to the hooks.
 func (s *Shadow) allowShadow(ctx context.Context, key string, n int) (ShadowResult, Source, error) {
-	if s == nil || s.backend == nil {
+	if s == nil || !s.backend.built() {
 		return ShadowResult{}, FromBackend, notBuilt("Shadow")
 	}
 	if ctx == nil {
-		res := Result{Limit: s.policy.Limit}
+		res := Result{Limit: s.backend.policy.Limit}
 		return ShadowResult{Result: res, Backend: res}, FromBackend, fmt.Errorf("ratelimit: Shadow: %w", errNilContext)
 	}
 	enforce := s.enforce.Load()
@@ -181,7 +177,7 @@ func (s *Shadow) allowShadow(ctx context.Context, key string, n int) (ShadowResu
 	if s.hooks != nil {
 		start = s.clock.Now()
 	}
-	res, bound, answered, err := forwardSource(ctx, s.backend, key, n)
+	res, bound, answered, err := s.backend.allowSource(ctx, key, n)
 	sr := ShadowResult{Result: res, Bound: bound, Backend: res, Source: answered}
 	source := answered
 	if err == nil && !res.Allowed && !enforce {
@@ -191,7 +187,7 @@ func (s *Shadow) allowShadow(ctx context.Context, key string, n int) (ShadowResu
 	if s.hooks != nil {
 		// A decision let through is reported as the backend's denial.
 		s.hooks.Decided(Decision{
-			Limiter: s.name, Policy: s.policy,
+			Limiter: s.name, Policy: s.backend.policy,
 			Key: key, Cost: n, Result: sr.Backend, Err: err,
 			Latency: s.clock.Now().Sub(start), Source: source,
 		})
@@ -204,7 +200,7 @@ func (s *Shadow) Policies() []NamedPolicy {
 	if s == nil {
 		return nil
 	}
-	return append([]NamedPolicy(nil), s.policies...)
+	return s.backend.copyPolicies()
 }
 
 // Policy returns the backend's Policy, or the zero Policy if the backend
@@ -213,7 +209,7 @@ func (s *Shadow) Policy() Policy {
 	if s == nil {
 		return Policy{}
 	}
-	return s.policy
+	return s.backend.policy
 }
 
 // Refund forwards to the backend, which must be an Adjuster, whatever the
@@ -250,12 +246,8 @@ func (s *Shadow) Reset(ctx context.Context, key string) error {
 // adjuster returns the backend as an Adjuster, or an error saying it is
 // not one.
 func (s *Shadow) adjuster() (Adjuster, error) {
-	if s == nil || s.backend == nil {
+	if s == nil || !s.backend.built() {
 		return nil, notBuilt("Shadow")
 	}
-	a, ok := s.backend.(Adjuster)
-	if !ok {
-		return nil, fmt.Errorf("ratelimit: Shadow: the backend, a %T, cannot refund, settle or reset", s.backend)
-	}
-	return a, nil
+	return s.backend.adjuster("Shadow")
 }
