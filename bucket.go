@@ -20,6 +20,7 @@ import (
 // create one with NewTokenBucket.
 type TokenBucket struct {
 	s *schedule
+	k *keyedSchedule // nil unless built WithPolicyFunc
 }
 
 // NewTokenBucket returns an in-process token bucket of capacity tokens per key
@@ -49,12 +50,23 @@ func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBuc
 		return nil, err
 	}
 	s.obs = newObserver(cfg, kind, s.policy())
-	return &TokenBucket{s: s}, nil
+	t, err := newTiers(cfg.policyFunc, "TokenBucket", s.policy(), checkLocalRate)
+	if err != nil {
+		return nil, err
+	}
+	l := &TokenBucket{s: s}
+	if t != nil {
+		l.k = newKeyedSchedule(s, t)
+	}
+	return l, nil
 }
 
 // Allow takes n tokens from key's bucket if at least n are there. See Limiter
 // for the contract; ctx is not used, as the decision never blocks.
-func (b *TokenBucket) Allow(_ context.Context, key string, n int) (Result, error) {
+func (b *TokenBucket) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if b.k != nil {
+		return b.k.allow(ctx, key, n)
+	}
 	return b.s.allow(key, n)
 }
 
@@ -68,9 +80,12 @@ func (b *TokenBucket) Refund(ctx context.Context, key string, n int, opts ...Adj
 // it gives back the difference or takes the rest, into debt if need be. See
 // Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
 // is not used.
-func (b *TokenBucket) Settle(_ context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+func (b *TokenBucket) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	if b == nil || b.s == nil {
 		return Result{}, notBuilt("TokenBucket")
+	}
+	if b.k != nil {
+		return b.k.settle(ctx, "TokenBucket", key, taken, cost, opts)
 	}
 	return b.s.settle("TokenBucket", key, taken, cost, opts)
 }
@@ -80,6 +95,10 @@ func (b *TokenBucket) Settle(_ context.Context, key string, taken, cost int, opt
 func (b *TokenBucket) Reset(_ context.Context, key string) error {
 	if b == nil || b.s == nil {
 		return notBuilt("TokenBucket")
+	}
+	if b.k != nil {
+		b.k.reset(key)
+		return nil
 	}
 	b.s.reset(key)
 	return nil
@@ -102,4 +121,14 @@ func (b *TokenBucket) Policy() Policy {
 		return Policy{}
 	}
 	return b.s.policy()
+}
+
+// KeyPolicies returns the function that gives the policy of a call by key
+// when b was built WithPolicyFunc, and nil otherwise (see
+// KeyPolicyReporter).
+func (b *TokenBucket) KeyPolicies() PolicyFunc {
+	if b == nil || b.k == nil {
+		return nil
+	}
+	return b.k.tiers.policyFunc()
 }

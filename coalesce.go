@@ -37,6 +37,7 @@ type pending struct {
 	more  []string // the Redis keys of its other checks, for a Composite
 	n     int      // an Allow's cost, or a Settle's cost minus taken
 	costs []int    // the n of each check, when they differ (a Composite's)
+	spec  *[3]any  // its limit (algorithm, limit, param), for a limiter built WithPolicyFunc
 	op    *adjustOp
 	line  string        // its line of the script's reply, when err is nil
 	err   error         // its script call's error

@@ -22,12 +22,19 @@ import (
 // A FixedWindow is safe for concurrent use. The zero value is not usable;
 // create one with NewFixedWindow.
 type FixedWindow struct {
-	base    clockBase
-	limit   int64
-	window  int64 // ns
+	base clockBase
+	windowRate
 	maxNow  int64 // time stands still past this, so window ends cannot overflow
 	windows *keyTable[openWindow]
 	obs     observer
+	tiers   *tiers // nil unless built WithPolicyFunc
+}
+
+// windowRate is the arithmetic of a fixed window's decisions for one
+// policy.
+type windowRate struct {
+	limit  int64
+	window int64 // ns
 }
 
 // openWindow is a key's window: when it ends (ns) and what it has counted.
@@ -52,19 +59,32 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 	if int64(window) > maxSpan {
 		return nil, fmt.Errorf("%w: %s: window %v overflows the clock", ErrInvalidConfig, kind, window)
 	}
-	return &FixedWindow{
-		base:    newClockBase(cfg.clock),
-		limit:   int64(limit),
-		window:  int64(window),
-		maxNow:  math.MaxInt64 - 2*int64(window),
-		windows: newKeyTable[openWindow](int64(window)),
-		obs:     newObserver(cfg, kind, Policy{Limit: limit, Window: window}),
-	}, nil
+	policy := Policy{Limit: limit, Window: window}
+	t, err := newTiers(cfg.policyFunc, "FixedWindow", policy, checkLocalWindow)
+	if err != nil {
+		return nil, err
+	}
+	w := &FixedWindow{
+		base:       newClockBase(cfg.clock),
+		windowRate: windowRate{limit: int64(limit), window: int64(window)},
+		maxNow:     math.MaxInt64 - 2*int64(window),
+		windows:    newKeyTable[openWindow](int64(window)),
+		obs:        newObserver(cfg, kind, policy),
+		tiers:      t,
+	}
+	if t != nil {
+		// Any window up to maxSpan may open.
+		w.maxNow = math.MaxInt64 - 2*maxSpan
+	}
+	return w, nil
 }
 
 // Allow counts n against key's window if that keeps it within the limit. See
 // Limiter for the contract; ctx is not used, as the decision never blocks.
-func (w *FixedWindow) Allow(_ context.Context, key string, n int) (Result, error) {
+func (w *FixedWindow) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if w.tiers != nil {
+		return w.allowKeyed(ctx, key, n)
+	}
 	if err := checkCost(n, int(w.limit)); err != nil {
 		if w.obs.hooks != nil {
 			w.obs.report(key, n, Result{Limit: int(w.limit)}, err, 0)
@@ -106,7 +126,7 @@ func (w *FixedWindow) observed(key string, n int, allowed bool, win, next openWi
 // window open now (the zero openWindow if none is), the window after
 // counting n, and whether n is allowed. A peek is always allowed, even in
 // debt.
-func (w *FixedWindow) take(win openWindow, now int64, n int) (cur, next openWindow, allowed bool) {
+func (w windowRate) take(win openWindow, now int64, n int) (cur, next openWindow, allowed bool) {
 	if !win.open(now) {
 		win = openWindow{}
 	}
@@ -126,7 +146,7 @@ func (w *FixedWindow) take(win openWindow, now int64, n int) (cur, next openWind
 // denial is the Result of a take that denied n with the window cur open, at
 // the shard's time now read from a clock lag behind it: the call can succeed
 // once the window ends.
-func (w *FixedWindow) denial(cur openWindow, now, lag int64) Result {
+func (w windowRate) denial(cur openWindow, now, lag int64) Result {
 	res := w.result(false, cur, now, lag)
 	res.RetryAfter = res.ResetAfter
 	return res
@@ -135,7 +155,7 @@ func (w *FixedWindow) denial(cur openWindow, now, lag int64) Result {
 // result describes a key whose window open at the shard's time now is win
 // (the zero openWindow if none is), read from a clock lag behind it. In
 // debt, nothing remains.
-func (w *FixedWindow) result(allowed bool, win openWindow, now, lag int64) Result {
+func (w windowRate) result(allowed bool, win openWindow, now, lag int64) Result {
 	res := Result{Allowed: allowed, Limit: int(w.limit), Remaining: int(max(w.limit-win.count, 0))}
 	if win.count > 0 {
 		res.ResetAfter = time.Duration(win.end - now + lag)
@@ -159,18 +179,22 @@ func (w *FixedWindow) Refund(ctx context.Context, key string, n int, opts ...Adj
 // was open at TakenAt's time (or TakenAt is not given); a window whose count
 // falls to 0 ends. A larger cost counts the rest at once, past the limit if
 // need be, in the window open now or in one it opens. See Adjuster for the
-// contract; ctx is not used.
-func (w *FixedWindow) Settle(_ context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+// contract; ctx is passed to the PolicyFunc, if any.
+func (w *FixedWindow) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	if w == nil || w.windows == nil {
 		return Result{}, notBuilt("FixedWindow")
 	}
-	a, err := settleArgs("FixedWindow", taken, cost, int(w.limit), opts)
+	r, _, err := w.rateOf(ctx, key)
 	if err != nil {
-		return Result{Limit: int(w.limit)}, err
+		return Result{Limit: int(r.limit)}, err
+	}
+	a, err := settleArgs("FixedWindow", taken, cost, int(r.limit), opts)
+	if err != nil {
+		return Result{Limit: int(r.limit)}, err
 	}
 	reading := w.base.elapsed()
 	sh, now := w.windows.lock(key, reading, w.maxNow)
-	res := w.settleLocked(sh, key, int64(cost-taken), a, now, lagBehind(now, reading))
+	res := w.settleAt(r, sh, key, int64(cost-taken), a, now, lagBehind(now, reading))
 	sh.mu.Unlock()
 	return res, nil
 }
@@ -179,6 +203,11 @@ func (w *FixedWindow) Settle(_ context.Context, key string, taken, cost int, opt
 // in sh, locked, at its time now read from a clock lag behind it, and
 // returns the key's Result.
 func (w *FixedWindow) settleLocked(sh *tableShard[openWindow], key string, d int64, a adjustment, now, lag int64) Result {
+	return w.settleAt(w.windowRate, sh, key, d, a, now, lag)
+}
+
+// settleAt is settleLocked for a key whose policy is r.
+func (w *FixedWindow) settleAt(r windowRate, sh *tableShard[openWindow], key string, d int64, a adjustment, now, lag int64) Result {
 	win, at := sh.lookup(key)
 	if !win.open(now) {
 		win = openWindow{}
@@ -186,14 +215,14 @@ func (w *FixedWindow) settleLocked(sh *tableShard[openWindow], key string, d int
 	switch {
 	case d > 0:
 		if win.count == 0 {
-			win.end = now + w.window
+			win.end = now + r.window
 		}
 		// A debt stops growing at 2^52 (or the limit, if higher): this is
 		// min(count+d, most), without overflow as d <= 2^52 <= most.
-		most := max(w.limit, maxSettleCost)
+		most := max(r.limit, maxSettleCost)
 		win.count = min(win.count, most-d) + d
 		sh.write(key, at, win, win.end)
-	case d < 0 && win.count > 0 && (!a.hasTaken || w.reading(a.takenAt) >= win.end-w.window):
+	case d < 0 && win.count > 0 && (!a.hasTaken || w.reading(a.takenAt) >= win.end-r.window):
 		if win.count += d; win.count > 0 {
 			sh.write(key, at, win, win.end)
 		} else {
@@ -201,7 +230,7 @@ func (w *FixedWindow) settleLocked(sh *tableShard[openWindow], key string, d int
 			w.windows.remove(sh, key, at)
 		}
 	}
-	return w.result(true, win, now, lag)
+	return r.result(true, win, now, lag)
 }
 
 // reading converts t to the limiter's time base, as a clock reading of t

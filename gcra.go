@@ -18,6 +18,7 @@ import (
 // with NewGCRA.
 type GCRA struct {
 	s *schedule
+	k *keyedSchedule // nil unless built WithPolicyFunc
 }
 
 // NewGCRA returns an in-process GCRA allowing limit per period per key.
@@ -41,12 +42,23 @@ func NewGCRA(limit int, period time.Duration, opts ...Option) (*GCRA, error) {
 		return nil, err
 	}
 	s.obs = newObserver(cfg, kind, s.policy())
-	return &GCRA{s: s}, nil
+	t, err := newTiers(cfg.policyFunc, "GCRA", s.policy(), checkLocalRate)
+	if err != nil {
+		return nil, err
+	}
+	l := &GCRA{s: s}
+	if t != nil {
+		l.k = newKeyedSchedule(s, t)
+	}
+	return l, nil
 }
 
 // Allow decides n for key. See Limiter for the contract; ctx is not used, as
 // the decision never blocks.
-func (g *GCRA) Allow(_ context.Context, key string, n int) (Result, error) {
+func (g *GCRA) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if g.k != nil {
+		return g.k.allow(ctx, key, n)
+	}
 	return g.s.allow(key, n)
 }
 
@@ -60,9 +72,12 @@ func (g *GCRA) Refund(ctx context.Context, key string, n int, opts ...AdjustOpti
 // it gives back the difference or takes the rest, into debt if need be. See
 // Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
 // is not used.
-func (g *GCRA) Settle(_ context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+func (g *GCRA) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	if g == nil || g.s == nil {
 		return Result{}, notBuilt("GCRA")
+	}
+	if g.k != nil {
+		return g.k.settle(ctx, "GCRA", key, taken, cost, opts)
 	}
 	return g.s.settle("GCRA", key, taken, cost, opts)
 }
@@ -72,6 +87,10 @@ func (g *GCRA) Settle(_ context.Context, key string, taken, cost int, opts ...Ad
 func (g *GCRA) Reset(_ context.Context, key string) error {
 	if g == nil || g.s == nil {
 		return notBuilt("GCRA")
+	}
+	if g.k != nil {
+		g.k.reset(key)
+		return nil
 	}
 	g.s.reset(key)
 	return nil
@@ -94,4 +113,14 @@ func (g *GCRA) Policy() Policy {
 		return Policy{}
 	}
 	return g.s.policy()
+}
+
+// KeyPolicies returns the function that gives the policy of a call by key
+// when g was built WithPolicyFunc, and nil otherwise (see
+// KeyPolicyReporter).
+func (g *GCRA) KeyPolicies() PolicyFunc {
+	if g == nil || g.k == nil {
+		return nil
+	}
+	return g.k.tiers.policyFunc()
 }

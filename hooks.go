@@ -24,8 +24,9 @@ type Decision struct {
 	// Limiter names who reports: the name WithName gave, or the type's
 	// ("TokenBucket", "RedisGCRA", "Guard", ...), or a decorator's Name.
 	Limiter string
-	// Policy is the reporter's Policy (a decorator's is its backend's); the
-	// zero Policy when it reports none.
+	// Policy is the reporter's Policy (a decorator's is its backend's); for
+	// a limiter built WithPolicyFunc, the key's policy in force for this
+	// call. The zero Policy when it reports none.
 	Policy Policy
 	// Key and Cost are the call's key and n.
 	Key  string
@@ -126,8 +127,14 @@ func newObserver(cfg config, kind string, policy Policy) observer {
 // report tells the hooks of one decision. The caller has checked that
 // o.hooks is not nil.
 func (o *observer) report(key string, n int, res Result, err error, latency time.Duration) {
+	o.reportPolicy(o.policy, key, n, res, err, latency)
+}
+
+// reportPolicy reports a decision made under policy p, the key's own for a
+// limiter built WithPolicyFunc.
+func (o *observer) reportPolicy(p Policy, key string, n int, res Result, err error, latency time.Duration) {
 	o.hooks.Decided(Decision{
-		Limiter: o.name, Policy: o.policy, Key: key, Cost: n,
+		Limiter: o.name, Policy: p, Key: key, Cost: n,
 		Result: res, Err: err, Latency: latency, Source: FromBackend,
 	})
 }

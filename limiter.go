@@ -99,6 +99,7 @@ type config struct {
 	noCoalesce bool
 	hooks      Hooks
 	name       string
+	policyFunc PolicyFunc
 }
 
 // WithClock makes an in-process limiter read time from c instead of the system

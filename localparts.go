@@ -65,6 +65,9 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 		default:
 			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA or *FixedWindow", i, lim)
 		}
+		if PolicyFuncOf(lim) != nil {
+			return nil, fmt.Errorf("part %d chooses its policy per key (WithPolicyFunc), which a Composite does not support", i)
+		}
 		switch {
 		case p.s != nil:
 			p.base = &p.s.base

@@ -73,6 +73,8 @@ func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64
 		kind:          kind,
 		name:          "Redis token bucket",
 		algo:          "t",
+		keyedAlgo:     "T",
+		check:         checkRedisRate,
 		defaultPrefix: DefaultTokenBucketPrefix,
 		limit:         capacity,
 		param:         interval,
@@ -110,4 +112,14 @@ func (b *RedisTokenBucket) Policy() Policy {
 		return Policy{}
 	}
 	return Policy{Limit: b.r.limit, Window: b.fillTime}
+}
+
+// KeyPolicies returns the function that gives the policy of a call by key
+// when b was built WithPolicyFunc, and nil otherwise (see
+// KeyPolicyReporter).
+func (b *RedisTokenBucket) KeyPolicies() PolicyFunc {
+	if b == nil {
+		return nil
+	}
+	return b.r.tiers.policyFunc()
 }

@@ -68,6 +68,8 @@ func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration,
 		kind:          kind,
 		name:          "Redis fixed window",
 		algo:          "w",
+		keyedAlgo:     "w",
+		check:         checkRedisWindow,
 		defaultPrefix: DefaultFixedWindowPrefix,
 		limit:         limit,
 		param:         window.Milliseconds(),
@@ -105,4 +107,14 @@ func (w *RedisFixedWindow) Policy() Policy {
 		return Policy{}
 	}
 	return Policy{Limit: w.r.limit, Window: w.window}
+}
+
+// KeyPolicies returns the function that gives the policy of a call by key
+// when w was built WithPolicyFunc, and nil otherwise (see
+// KeyPolicyReporter).
+func (w *RedisFixedWindow) KeyPolicies() PolicyFunc {
+	if w == nil {
+		return nil
+	}
+	return w.r.tiers.policyFunc()
 }

@@ -66,6 +66,8 @@ func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts .
 		kind:          kind,
 		name:          "Redis GCRA",
 		algo:          "g",
+		keyedAlgo:     "G",
+		check:         checkRedisRate,
 		defaultPrefix: DefaultGCRAPrefix,
 		limit:         limit,
 		param:         interval,
@@ -102,4 +104,14 @@ func (g *RedisGCRA) Policy() Policy {
 		return Policy{}
 	}
 	return Policy{Limit: g.r.limit, Window: g.fillTime}
+}
+
+// KeyPolicies returns the function that gives the policy of a call by key
+// when g was built WithPolicyFunc, and nil otherwise (see
+// KeyPolicyReporter).
+func (g *RedisGCRA) KeyPolicies() PolicyFunc {
+	if g == nil {
+		return nil
+	}
+	return g.r.tiers.policyFunc()
 }

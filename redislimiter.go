@@ -25,6 +25,10 @@ type redisLimiter struct {
 	spec   [3]any // the batch script's limit: algorithm ("t", "g" or "w"), limit and param, formatted
 	send   *sender
 	obs    observer
+	// tiers, when built WithPolicyFunc, gives each call's limit and param,
+	// sent with it under the script's algorithm keyedAlgo.
+	tiers     *tiers
+	keyedAlgo string
 }
 
 // redisSpec is everything a Redis limiter is built from, its numbers already
@@ -36,6 +40,12 @@ type redisSpec struct {
 	defaultPrefix string // the algorithm's Default*Prefix
 	limit         int    // the script's first argument
 	param         int64  // the script's second argument, the algorithm's own number
+	// keyedAlgo is the batch script's name of the algorithm for a limiter
+	// built WithPolicyFunc, which keeps each key's interval with its state:
+	// "T", "G", or "w" (a window keeps nothing more); check converts a
+	// policy to its limit and param.
+	keyedAlgo string
+	check     func(kind string, p Policy) (limit, param int64, err error)
 }
 
 // newRedisLimiter checks what every Redis limiter's constructor checks (the
@@ -70,8 +80,19 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 	if spec.algo == "w" {
 		window = time.Duration(spec.param) * time.Millisecond
 	}
-	r.obs = newObserver(cfg, spec.kind, Policy{Limit: spec.limit, Window: window})
+	policy := Policy{Limit: spec.limit, Window: window}
+	r.obs = newObserver(cfg, spec.kind, policy)
+	if r.tiers, err = newTiers(cfg.policyFunc, spec.name, policy, spec.check); err != nil {
+		return redisLimiter{}, err
+	}
+	if r.tiers != nil {
+		r.keyedAlgo = spec.keyedAlgo
+		if !cfg.prefixSet {
+			r.prefix = spec.defaultPrefix + keyedPrefix
+		}
+	}
 	r.send = newSender(client, [][3]any{r.spec}, cfg.noCoalesce)
+	r.send.keyed = r.tiers != nil
 	return r, nil
 }
 
@@ -84,30 +105,52 @@ func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, er
 	}
 	if r.obs.hooks != nil {
 		start := time.Now()
-		res, err := r.decide(ctx, key, n)
-		r.obs.report(key, n, res, err, time.Since(start))
+		res, p, err := r.decide(ctx, key, n)
+		r.obs.reportPolicy(p, key, n, res, err, time.Since(start))
 		return res, err
 	}
-	return r.decide(ctx, key, n)
+	res, _, err := r.decide(ctx, key, n)
+	return res, err
 }
 
 // decide decides n for key, after allow's checks.
-func (r *redisLimiter) decide(ctx context.Context, key string, n int) (Result, error) {
-	if err := checkCost(n, r.limit); err != nil {
-		return Result{Limit: r.limit}, err
+func (r *redisLimiter) decide(ctx context.Context, key string, n int) (Result, Policy, error) {
+	limit, spec, policy, err := r.policyOf(ctx, key)
+	if err == nil {
+		err = checkCost(n, limit)
 	}
-	return r.request(&pending{ctx: ctx, key: r.prefix + key, n: n})
+	if err != nil {
+		return Result{Limit: limit}, policy, err
+	}
+	res, err := r.request(&pending{ctx: ctx, key: r.prefix + key, n: n, spec: spec}, limit)
+	return res, policy, err
 }
 
-// request sends p and turns its line of the reply into its answer.
-func (r *redisLimiter) request(p *pending) (Result, error) {
+// policyOf returns the limit of a call for key, the script's limit it is
+// sent with (nil for the limiter's own) and its policy.
+func (r *redisLimiter) policyOf(ctx context.Context, key string) (int, *[3]any, Policy, error) {
+	if r.tiers == nil {
+		return r.limit, nil, r.obs.policy, nil
+	}
+	p, limit, param, err := r.tiers.resolve(ctx, key)
+	return int(limit), &[3]any{r.keyedAlgo, limit, param}, p, err
+}
+
+// keyedPrefix follows the algorithm's default prefix for a limiter built
+// WithPolicyFunc, whose keys keep their interval: "<limit>:<param>:" of the
+// other limiters starts with a digit, so the two never meet.
+const keyedPrefix = "keyed:"
+
+// request sends p and turns its line of the reply into its answer, for a
+// call whose limit is limit.
+func (r *redisLimiter) request(p *pending, limit int) (Result, error) {
 	if !r.send.do(p) {
-		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, p.ctx.Err())
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, p.ctx.Err())
 	}
 	if p.err != nil {
-		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, p.err)
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, p.err)
 	}
-	return r.decision(p.key, p.line)
+	return r.decision(p.key, p.line, limit)
 }
 
 // settle applies a Settle of taken and cost to key. See Adjuster.
@@ -115,15 +158,19 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 	if ctx == nil {
 		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
 	}
-	a, err := settleArgs(r.name, taken, cost, r.limit, opts)
+	limit, spec, _, err := r.policyOf(ctx, key)
 	if err != nil {
-		return Result{Limit: r.limit}, err
+		return Result{Limit: limit}, err
 	}
-	p := &pending{ctx: ctx, key: r.prefix + key, n: cost - taken}
+	a, err := settleArgs(r.name, taken, cost, limit, opts)
+	if err != nil {
+		return Result{Limit: limit}, err
+	}
+	p := &pending{ctx: ctx, key: r.prefix + key, n: cost - taken, spec: spec}
 	if p.op, err = newSettleOp(routeOf(r.client), p.key, a); err != nil {
-		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, err)
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s: %w", r.name, err)
 	}
-	return r.request(p)
+	return r.request(p, limit)
 }
 
 // reset empties key. See Adjuster.
@@ -131,21 +178,27 @@ func (r *redisLimiter) reset(ctx context.Context, key string) error {
 	if ctx == nil {
 		return fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
 	}
-	_, err := r.request(&pending{ctx: ctx, key: r.prefix + key, op: &adjustOp{reset: true}})
+	p := &pending{ctx: ctx, key: r.prefix + key, op: &adjustOp{reset: true}}
+	if r.tiers != nil {
+		// A Reset reads the key's state as its algorithm keeps it, at any
+		// policy: the limiter's own does.
+		p.spec = &[3]any{r.keyedAlgo, r.tiers.defLimit, r.tiers.defParam}
+	}
+	_, err := r.request(p, r.limit)
 	return err
 }
 
 // decision turns one request's line of the batch script's reply into its
 // answer.
-func (r *redisLimiter) decision(key string, line string) (Result, error) {
+func (r *redisLimiter) decision(key string, line string, limit int) (Result, error) {
 	if reason, refused := strings.CutPrefix(line, "!1 "); refused {
 		// The script refused a key that does not hold its state: that
 		// concerns this key's data, not the backend.
-		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w: %s", r.name, key, ErrCorruptState, reason)
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %s", r.name, key, ErrCorruptState, reason)
 	}
-	res, err := decisionFromLine(line, r.limit)
+	res, err := decisionFromLine(line, limit)
 	if err != nil {
-		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, key, err)
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, key, err)
 	}
 	return res, nil
 }

@@ -42,6 +42,9 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 		if r.client == nil {
 			return nil, fmt.Errorf("part %d is a zero-value %T", i, l)
 		}
+		if r.tiers != nil {
+			return nil, fmt.Errorf("part %d chooses its policy per key (WithPolicyFunc), which a Composite does not support", i)
+		}
 		if i > 0 && !sameClient(r.client, rp.parts[0].client) {
 			return nil, fmt.Errorf("parts 0 and %d have different Redis clients", i)
 		}

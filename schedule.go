@@ -25,13 +25,19 @@ import (
 //
 // A schedule is safe for concurrent use.
 type schedule struct {
-	base     clockBase
+	base clockBase
+	rate
+	maxNow int64 // time stands still past this, so tat arithmetic cannot overflow
+	tats   *keyTable[int64]
+	obs    observer // set by the limiter's constructor
+}
+
+// rate is the arithmetic of a schedule's decisions for one policy: a bucket
+// of capacity tokens refilling one every interval nanoseconds.
+type rate struct {
 	interval int64 // T: nanoseconds per token, >= 1
 	capacity int64 // C: tokens, >= 1
 	tau      int64 // C·T: nanoseconds from empty to full
-	maxNow   int64 // time stands still past this, so tat arithmetic cannot overflow
-	tats     *keyTable[int64]
-	obs      observer // set by the limiter's constructor
 }
 
 // newSchedule returns the engine of a bucket of capacity tokens (> 0, which
@@ -47,12 +53,10 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 	}
 	tau := int64(capacity) * interval
 	return &schedule{
-		base:     newClockBase(clock),
-		interval: interval,
-		capacity: int64(capacity),
-		tau:      tau,
-		maxNow:   math.MaxInt64 - 2*tau,
-		tats:     newKeyTable[int64](tau).outliving(tatExpiry),
+		base:   newClockBase(clock),
+		rate:   rate{interval: interval, capacity: int64(capacity), tau: tau},
+		maxNow: math.MaxInt64 - 2*tau,
+		tats:   newKeyTable[int64](tau).outliving(tatExpiry),
 	}, nil
 }
 
@@ -101,7 +105,7 @@ func (s *schedule) observed(key string, n int, allowed bool, cur, next, now, lag
 // (0 when absent), without writing: it returns the key's tat in force, the
 // tat after taking n, and whether n is allowed. A peek is always allowed,
 // even in debt.
-func (s *schedule) take(tat, now int64, n int) (cur, next int64, allowed bool) {
+func (s rate) take(tat, now int64, n int) (cur, next int64, allowed bool) {
 	cur = max(tat, now) // a tat that has passed is full
 	next = cur + int64(n)*s.interval
 	// Allowed iff next-now <= tau, but a peek (next == cur) always is, even
@@ -112,7 +116,7 @@ func (s *schedule) take(tat, now int64, n int) (cur, next int64, allowed bool) {
 // denial is the Result of a take that denied n, returning cur and next, at
 // the shard's time now read from a clock lag behind it: the key stays at
 // cur, and n fits once next is at most tau ahead.
-func (s *schedule) denial(cur, next, now, lag int64) Result {
+func (s rate) denial(cur, next, now, lag int64) Result {
 	res := s.result(false, cur, now, lag)
 	res.RetryAfter = time.Duration(lag + next - s.tau - now)
 	return res
@@ -120,7 +124,7 @@ func (s *schedule) denial(cur, next, now, lag int64) Result {
 
 // result describes a key whose tat is tat (>= now) at the shard's time now,
 // read from a clock lag behind it. In debt, nothing remains.
-func (s *schedule) result(allowed bool, tat, now, lag int64) Result {
+func (s rate) result(allowed bool, tat, now, lag int64) Result {
 	ahead := tat - now
 	if ahead > 0 {
 		ahead += lag
@@ -170,7 +174,7 @@ func (s *schedule) settleLocked(sh *tableShard[int64], key string, d, now, lag i
 // owe returns tat (>= now) moved d > 0 tokens later, in debt if need be,
 // but never more than maxSpan ahead of now, nor so far that take's
 // arithmetic could overflow.
-func (s *schedule) owe(tat, now, d int64) int64 {
+func (s rate) owe(tat, now, d int64) int64 {
 	// now <= maxNow leaves room for 2·tau above it.
 	most := now + min(maxSpan, math.MaxInt64-s.tau-now)
 	if d > (most-tat)/s.interval {

@@ -70,6 +70,9 @@ type sender struct {
 	// limit and param, formatted once.
 	limits []any
 	co     *coalescer // nil without coalescing
+	// keyed: each request carries its own limit (pending.spec), for a
+	// limiter built WithPolicyFunc; limits then only counts one check.
+	keyed bool
 }
 
 // newSender returns the sender of limits (kind, limit and param each) for
@@ -169,6 +172,9 @@ func (s *sender) split(batch []*pending) []scriptCall {
 func (s *sender) command(ctx context.Context, batch []*pending, verb, script string) *redis.Cmd {
 	c := s.checks()
 	nkeys, nargs := 0, 1+len(s.limits)
+	if s.keyed {
+		nargs = 2 + 3*len(batch)
+	}
 	for _, p := range batch {
 		nkeys += c
 		switch {
@@ -201,18 +207,31 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 	} else {
 		args = append(args, len(batch))
 	}
-	args = append(args, s.limits...)
-	for _, p := range batch {
+	// Check i (from 1) of a request refers to limit i, or, when each
+	// request carries its own (keyed), request j (from 0) to limit j+1.
+	base := 0
+	if s.keyed {
+		args = append(args, len(batch))
+		for _, p := range batch {
+			args = append(args, p.spec[0], p.spec[1], p.spec[2])
+		}
+	} else {
+		args = append(args, s.limits...)
+	}
+	for j, p := range batch {
+		if s.keyed {
+			base = j
+		}
 		switch {
 		case p.op == nil:
 			args = append(args, c)
 			for i := 1; i <= c; i++ {
-				args = append(args, i, p.cost(i-1))
+				args = append(args, base+i, p.cost(i-1))
 			}
 		case p.op.reset:
 			args = append(args, "X", c)
 			for i := 1; i <= c; i++ {
-				args = append(args, i)
+				args = append(args, base+i)
 			}
 		default:
 			ttl := 0
@@ -221,7 +240,7 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 			}
 			args = append(args, "S", c, p.op.age, ttl)
 			for i := 1; i <= c; i++ {
-				args = append(args, i, p.cost(i-1))
+				args = append(args, base+i, p.cost(i-1))
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -47,6 +48,27 @@ var bucketSubjects = []subject{
 	miniredisSubject("RedisGCRA", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
 		return NewRedisGCRA(client, limit, period)
 	}),
+	// The same limiters built with another policy of their own and a
+	// PolicyFunc that gives every key the scenario's: they decide the same.
+	inProcessSubject("TokenBucket/PolicyFunc", func(limit int, period time.Duration, clock Clock) (Limiter, error) {
+		return NewTokenBucket(3, 1, WithClock(clock), WithPolicyFunc(everyKey(limit, period)))
+	}),
+	inProcessSubject("GCRA/PolicyFunc", func(limit int, period time.Duration, clock Clock) (Limiter, error) {
+		return NewGCRA(3, time.Hour, WithClock(clock), WithPolicyFunc(everyKey(limit, period)))
+	}),
+	miniredisSubject("RedisTokenBucket/PolicyFunc", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
+		return NewRedisTokenBucket(client, 3, 1, WithPolicyFunc(everyKey(limit, period)))
+	}),
+	miniredisSubject("RedisGCRA/PolicyFunc", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
+		return NewRedisGCRA(client, 3, time.Hour, WithPolicyFunc(everyKey(limit, period)))
+	}),
+}
+
+// everyKey is a PolicyFunc that gives every key limit per period.
+func everyKey(limit int, period time.Duration) PolicyFunc {
+	return func(context.Context, string) (Policy, error) {
+		return Policy{Limit: limit, Window: period}, nil
+	}
 }
 
 // windowSubjects are the fixed windows: limit per window of period.
@@ -56,6 +78,12 @@ var windowSubjects = []subject{
 	}),
 	miniredisSubject("RedisFixedWindow", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
 		return NewRedisFixedWindow(client, limit, period)
+	}),
+	inProcessSubject("FixedWindow/PolicyFunc", func(limit int, period time.Duration, clock Clock) (Limiter, error) {
+		return NewFixedWindow(3, time.Hour, WithClock(clock), WithPolicyFunc(everyKey(limit, period)))
+	}),
+	miniredisSubject("RedisFixedWindow/PolicyFunc", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
+		return NewRedisFixedWindow(client, 3, time.Hour, WithPolicyFunc(everyKey(limit, period)))
 	}),
 }
 

@@ -4,10 +4,14 @@
 -- ARGV[1]   R, the number of requests, >= 1
 -- ARGV[2]   S, the number of limits the checks below refer to, >= 1
 -- then, for each limit, three arguments:
---   kind    't' token bucket, 'g' GCRA, 'w' fixed window
+--   kind    't' token bucket, 'g' GCRA, 'w' fixed window; 'T', 'G' a
+--           token bucket or GCRA that keeps its interval (and capacity)
+--           with each key's state, for a policy chosen per key: a key
+--           written at another interval keeps the units it has used,
+--           converted to this one and rounded up
 --   limit   capacity or limit: whole units, 1 <= limit <= 2^52
---   param   't', 'g': whole microseconds per unit; 'w': the window in
---           whole milliseconds
+--   param   't', 'g', 'T', 'G': whole microseconds per unit; 'w': the
+--           window in whole milliseconds
 -- then, for each request in order, one of three kinds:
 --   an Allow:
 --     c       its number of checks, >= 1; the request is allowed only if
@@ -56,6 +60,10 @@
 --        integer µs; PEXPIRE until full.
 --   'g'  a STRING: the theoretical arrival time in integer µs, the server time
 --        at which the key is full again; PX until then.
+--   'T'  as 't', a HASH of exactly credit, last_refill, capacity and
+--        interval: the last two are those credit was computed with.
+--   'G'  as 'g', a STRING "tat:interval", the interval the tat was
+--        computed with, in µs.
 --   'w'  a STRING: the count of the window, >= 1 (above limit in debt after
 --        a Settle), with PX the time left in the window; a key with PTTL 0
 --        has ended.
@@ -113,6 +121,20 @@ local function ms(us)
   return math.max(1, math.ceil(us / 1000))
 end
 
+-- convert returns used (> 0) µs owed at one unit every from µs as the µs
+-- owed for as many units at one every to, rounded up, at most maxdebt;
+-- exact while r·to stays below 2^53 (r < from).
+local function convert(used, from, to)
+  local q = math.floor(used / from)
+  local r = used - q * from
+  if r < 0 then
+    q, r = q - 1, r + from
+  elseif r >= from then
+    q, r = q + 1, r - from
+  end
+  return math.min(maxdebt, q * to + math.ceil(r * to / from))
+end
+
 -- Each check function reads its key and returns allowed, remaining, retry
 -- and reset as they are once its cost is taken (or, when it does not allow,
 -- as they are), then the values its writer writes, nil when there is
@@ -125,13 +147,33 @@ end
 -- bucket_state returns a bucket's credit, refilled up to full, the time it
 -- holds (last, never earlier than it was), and how far the clock is behind
 -- that time.
-local function bucket_state(key, full)
+local function bucket_state(key, capacity, interval, keyed)
   local state = redis.pcall('HGETALL', key)
   if wrongtype(state) then
     return nil, 'not a HASH'
   end
-  local credit, last = full, now
-  if #state > 0 then
+  local full = capacity * interval
+  local credit, last, full0, t0 = full, now, full, interval
+  if #state > 0 and keyed then
+    local f = {}
+    if #state == 8 then
+      for i = 1, 7, 2 do
+        f[state[i]] = state[i + 1]
+      end
+    end
+    local c0
+    credit, last, c0, t0 = signed(f.credit), whole(f.last_refill), whole(f.capacity), whole(f.interval)
+    if not (credit and last and c0 and t0 and c0 >= 1 and t0 >= 1 and c0 * t0 <= maxdebt) then
+      return nil, 'not a HASH of exactly credit, last_refill, capacity and interval, whole numbers below 2^53'
+    end
+    if redis.call('PTTL', key) < 0 then
+      return nil, 'a HASH without the TTL every write sets'
+    end
+    full0 = c0 * t0
+    if credit > full0 then
+      credit = full0
+    end
+  elseif #state > 0 then
     if #state ~= 4 then
       credit = nil
     elseif state[1] == 'credit' and state[3] == 'last_refill' then
@@ -153,16 +195,24 @@ local function bucket_state(key, full)
   end
   local lag = 0
   if now > last then
-    credit = math.min(full, credit + (now - last))
+    credit = math.min(full0, credit + (now - last))
     last = now
   else
     lag = last - now
+  end
+  if full0 ~= full or t0 ~= interval then
+    -- Written under another policy: keep the units used.
+    local used = full0 - credit
+    if used > 0 and t0 ~= interval then
+      used = convert(used, t0, interval)
+    end
+    credit = math.max(full - maxdebt, full - used)
   end
   return credit, last, lag
 end
 
 -- gcra_state returns a GCRA key's theoretical arrival time, at least now.
-local function gcra_state(key)
+local function gcra_state(key, interval, keyed)
   local stored = redis.pcall('GET', key)
   if wrongtype(stored) then
     return nil, 'not a STRING'
@@ -170,14 +220,30 @@ local function gcra_state(key)
   if not stored then
     return now
   end
-  local tat = whole(stored)
-  if not tat then
-    return nil, 'not a time in whole microseconds below 2^53'
+  local tat, t0 = nil, interval
+  if keyed then
+    local a, b = string.match(stored, '^(%d+):(%d+)$')
+    tat, t0 = whole(a), whole(b)
+    if not (tat and t0 and t0 >= 1) then
+      return nil, 'not "tat:interval", whole microseconds below 2^53'
+    end
+  else
+    tat = whole(stored)
+    if not tat then
+      return nil, 'not a time in whole microseconds below 2^53'
+    end
   end
   if redis.call('PTTL', key) < 0 then
     return nil, 'a time without the TTL every write sets'
   end
-  return math.max(tat, now)
+  if tat <= now then
+    return now
+  end
+  if t0 ~= interval then
+    -- Written under another policy: keep the units used.
+    return now + convert(tat - now, t0, interval)
+  end
+  return tat
 end
 
 -- window_state returns a window's count, 0 when none is open, and the ms
@@ -204,9 +270,9 @@ local function window_state(key)
   return count, left
 end
 
-local function bucket(key, capacity, interval, n)
+local function bucket(key, capacity, interval, n, keyed)
   local full = capacity * interval
-  local credit, last, lag = bucket_state(key, full)
+  local credit, last, lag = bucket_state(key, capacity, interval, keyed)
   if not credit then
     return nil, last
   end
@@ -229,8 +295,8 @@ local function bucket(key, capacity, interval, n)
   return true, math.floor(left / interval), 0, reset, left, last, ms(lag + full - left)
 end
 
-local function gcra(key, limit, interval, n)
-  local tat, reason = gcra_state(key)
+local function gcra(key, limit, interval, n, keyed)
+  local tat, reason = gcra_state(key, interval, keyed)
   if not tat then
     return nil, reason
   end
@@ -266,30 +332,31 @@ end
 -- < 0) to a key whose state has been checked, and return its remaining and
 -- reset_after. A key that is full again is deleted.
 
-local function bucket_settle(key, capacity, interval, d)
+local writers
+
+local function bucket_settle(key, capacity, interval, d, _, keyed)
   local full = capacity * interval
-  local credit, last, lag = bucket_state(key, full)
+  local credit, last, lag = bucket_state(key, capacity, interval, keyed)
   local left = math.max(full - maxdebt, math.min(full, credit - d * interval))
   if left >= full then
     redis.call('DEL', key)
     return capacity, 0
   end
   if d ~= 0 then
-    redis.call('HSET', key, 'credit', string.format('%.0f', left), 'last_refill', string.format('%.0f', last))
-    redis.call('PEXPIRE', key, ms(lag + full - left))
+    writers[keyed and 'T' or 't'](key, left, last, ms(lag + full - left), capacity, interval)
   end
   return math.max(0, math.floor(left / interval)), lag + full - left
 end
 
-local function gcra_settle(key, limit, interval, d)
-  local tat = gcra_state(key)
+local function gcra_settle(key, limit, interval, d, _, keyed)
+  local tat = gcra_state(key, interval, keyed)
   local new_tat = math.min(now + maxdebt, math.max(now, tat + d * interval))
   if new_tat <= now then
     redis.call('DEL', key)
     return limit, 0
   end
   if d ~= 0 then
-    redis.call('SET', key, string.format('%.0f', new_tat), 'PX', ms(new_tat - now))
+    writers[keyed and 'G' or 'g'](key, new_tat, ms(new_tat - now), nil, limit, interval)
   end
   return math.max(0, math.floor((limit * interval - (new_tat - now)) / interval)), new_tat - now
 end
@@ -322,13 +389,23 @@ end
 
 -- The writers write what their check returned, once every check of the
 -- request has allowed.
-local writers = {
+-- A writer gets the check's three values (nil for those it has not), then
+-- its limit and param.
+writers = {
   t = function(key, left, last, ttl)
     redis.call('HSET', key, 'credit', string.format('%.0f', left), 'last_refill', string.format('%.0f', last))
     redis.call('PEXPIRE', key, ttl)
   end,
+  T = function(key, left, last, ttl, capacity, interval)
+    redis.call('HSET', key, 'credit', string.format('%.0f', left), 'last_refill', string.format('%.0f', last),
+      'capacity', string.format('%.0f', capacity), 'interval', string.format('%.0f', interval))
+    redis.call('PEXPIRE', key, ttl)
+  end,
   g = function(key, tat, ttl)
     redis.call('SET', key, string.format('%.0f', tat), 'PX', ttl)
+  end,
+  G = function(key, tat, ttl, _, _, interval)
+    redis.call('SET', key, string.format('%.0f:%.0f', tat, interval), 'PX', ttl)
   end,
   w = function(key, n, opens)
     if opens then
@@ -339,8 +416,20 @@ local writers = {
   end,
 }
 
-local checks = {t = bucket, g = gcra, w = window}
-local settles = {t = bucket_settle, g = gcra_settle, w = window_settle}
+local checks = {
+  t = bucket,
+  g = gcra,
+  w = window,
+  T = function(key, l, p, n) return bucket(key, l, p, n, true) end,
+  G = function(key, l, p, n) return gcra(key, l, p, n, true) end,
+}
+local settles = {
+  t = bucket_settle,
+  g = gcra_settle,
+  w = window_settle,
+  T = function(key, l, p, d) return bucket_settle(key, l, p, d, nil, true) end,
+  G = function(key, l, p, d) return gcra_settle(key, l, p, d, nil, true) end,
+}
 
 local function line(allowed, remaining, retry, reset)
   return string.format('%d %.0f %.0f %.0f', allowed, remaining, retry, reset)
@@ -373,7 +462,7 @@ for r = 1, tonumber(ARGV[1]) do
       lines[r] = '!1 ' .. remaining
     elseif ok then
       if w1 then
-        writers[kind](key, w1, w2, w3)
+        writers[kind](key, w1, w2, w3, limits[s], params[s])
       end
       lines[r] = line(1, remaining, 0, reset)
     else
@@ -406,7 +495,7 @@ for r = 1, tonumber(ARGV[1]) do
         local text
         if all then
           if cw1[i] then
-            writers[kinds[s]](key, cw1[i], cw2[i], cw3[i])
+            writers[kinds[s]](key, cw1[i], cw2[i], cw3[i], limits[s], params[s])
           end
           text = line(1, crem[i], 0, creset[i])
         elseif cok[i] then

@@ -1,0 +1,133 @@
+package ratelimit
+
+import (
+	"context"
+	"math"
+	"time"
+)
+
+// keyedSchedule is the engine of a TokenBucket or GCRA built
+// WithPolicyFunc: a schedule whose rate is chosen per call, and which keeps
+// with each key's tat the interval it was written with, so that a key whose
+// policy changes keeps the tokens it has used (see WithPolicyFunc). It is
+// safe for concurrent use.
+type keyedSchedule struct {
+	base  clockBase
+	tiers *tiers
+	tats  *keyTable[keyedTat]
+	obs   observer
+}
+
+// keyedTat is a key's state: its tat and the interval (ns per token) it
+// was written with.
+type keyedTat struct {
+	tat      int64
+	interval int64
+}
+
+// keyedMaxNow is where time stands still for a keyed schedule: past it,
+// tat arithmetic with any tau (<= maxSpan) could overflow.
+const keyedMaxNow = math.MaxInt64 - 2*maxSpan
+
+// newKeyedSchedule returns the keyed engine of s's limiter, deciding by t;
+// the table's generations last s's fill time.
+func newKeyedSchedule(s *schedule, t *tiers) *keyedSchedule {
+	return &keyedSchedule{
+		base:  s.base,
+		tiers: t,
+		tats:  newKeyTable[keyedTat](s.tau).outliving(keyedExpiry),
+		obs:   s.obs,
+	}
+}
+
+// keyedExpiry is the expiry of a key's state: its tat, when it is full.
+func keyedExpiry(st keyedTat) int64 { return st.tat }
+
+// rateOf returns the rate of a call for key, with its policy.
+func (k *keyedSchedule) rateOf(ctx context.Context, key string) (rate, Policy, error) {
+	p, limit, interval, err := k.tiers.resolve(ctx, key)
+	return rate{interval: interval, capacity: limit, tau: limit * interval}, p, err
+}
+
+// carry returns the tat of a key stored as st, at the shard's time now, for
+// a call at rate r: st's tat, with the time it owes converted to r's
+// interval when it was written at another.
+func (r rate) carry(st keyedTat, now int64) int64 {
+	if st.tat <= now {
+		return now
+	}
+	if st.interval == r.interval {
+		return st.tat
+	}
+	return now + convertUsed(st.tat-now, st.interval, r.interval, maxSpan)
+}
+
+// allow decides n for key at the rate its policy gives. See Limiter.
+func (k *keyedSchedule) allow(ctx context.Context, key string, n int) (Result, error) {
+	r, p, err := k.rateOf(ctx, key)
+	if err == nil {
+		err = checkCost(n, int(r.capacity))
+	}
+	if err != nil {
+		res := Result{Limit: int(r.capacity)}
+		if k.obs.hooks != nil {
+			k.obs.reportPolicy(p, key, n, res, err, 0)
+		}
+		return res, err
+	}
+	reading := k.base.elapsed()
+	sh, now := k.tats.lock(key, reading, keyedMaxNow)
+	st, w := sh.lookup(key)
+	cur, next, allowed := r.take(r.carry(st, now), now, n)
+	if allowed && n > 0 {
+		sh.write(key, w, keyedTat{tat: next, interval: r.interval}, next)
+	}
+	sh.mu.Unlock()
+	lag := lagBehind(now, reading)
+	res := r.result(true, next, now, lag)
+	if !allowed {
+		res = r.denial(cur, next, now, lag)
+	}
+	if k.obs.hooks != nil {
+		k.obs.reportPolicy(p, key, n, res, nil, time.Duration(k.base.elapsed()-reading))
+	}
+	return res, nil
+}
+
+// settle replaces taken by cost for key at the rate its policy gives (see
+// Adjuster). kind names the limiter in errors.
+func (k *keyedSchedule) settle(ctx context.Context, kind, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	r, _, err := k.rateOf(ctx, key)
+	if err != nil {
+		return Result{Limit: int(r.capacity)}, err
+	}
+	if _, err := settleArgs(kind, taken, cost, int(r.capacity), opts); err != nil {
+		return Result{Limit: int(r.capacity)}, err
+	}
+	reading := k.base.elapsed()
+	sh, now := k.tats.lock(key, reading, keyedMaxNow)
+	st, w := sh.lookup(key)
+	tat, d := r.carry(st, now), int64(cost-taken)
+	switch {
+	case d > 0:
+		tat = r.owe(tat, now, d)
+		sh.write(key, w, keyedTat{tat: tat, interval: r.interval}, tat)
+	case d < 0:
+		// -d <= capacity, so -d·T <= tau cannot overflow.
+		if tat = max(tat+d*r.interval, now); tat == now {
+			k.tats.remove(sh, key, w)
+		} else {
+			sh.write(key, w, keyedTat{tat: tat, interval: r.interval}, tat)
+		}
+	}
+	sh.mu.Unlock()
+	return r.result(true, tat, now, lagBehind(now, reading)), nil
+}
+
+// reset forgets key: it is full again.
+func (k *keyedSchedule) reset(key string) {
+	sh, _ := k.tats.lock(key, k.base.elapsed(), keyedMaxNow)
+	_, w := sh.lookup(key)
+	k.tats.remove(sh, key, w)
+	sh.mu.Unlock()
+}

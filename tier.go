@@ -1,0 +1,227 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/bits"
+	"time"
+)
+
+// PolicyFunc returns the policy of one call for key: its Limit and Window,
+// read as the limiter reads its constructor's parameters (see
+// WithPolicyFunc). ctx is the call's, so that a policy may depend on the
+// request as well as the key, such as a plan the caller's authentication put
+// in the context. It returns the zero Policy for a key that has no policy of
+// its own, which then gets the limiter's (its constructor's), and an error
+// to fail the call. It must be safe for concurrent use, and fast: it runs on
+// every call.
+type PolicyFunc func(ctx context.Context, key string) (Policy, error)
+
+// WithPolicyFunc makes a limiter decide each call by the policy f returns
+// for its key, for plans (tiers) and per-customer overrides that change
+// while the program runs. The constructor's parameters are the limiter's
+// Policy, used for keys f gives the zero Policy. It applies to the six
+// limiters of this package, and a nil f is an error.
+//
+// A Policy{Limit: L, Window: W} means, for each algorithm:
+//   - TokenBucket, RedisTokenBucket: capacity L, one token every W/L (in the
+//     clock's unit, rounded to nearest), as NewGCRA(L, W) reads them.
+//   - GCRA, RedisGCRA: L per period W.
+//   - FixedWindow, RedisFixedWindow: L per window of W (whole milliseconds
+//     on Redis).
+//
+// A policy the constructor would refuse fails the call with an error
+// wrapping ErrInvalidConfig that names the key, and changes nothing; so does
+// an error of f, which the call's error wraps.
+//
+// A key whose policy changes keeps what it has used, and the new policy
+// holds from the key's next call:
+//   - Token bucket and GCRA: the units a key has used (what it needs to be
+//     full again) are kept as a number of units, converted to the new
+//     interval and rounded up, so no unit is ever created by the
+//     conversion. Raised from 10 to 100 per minute, a key that had used all
+//     10 has 90 at once; lowered from 100 to 10, a key that had used 50 is
+//     in debt by 40 and is denied until time pays it off (as after Settle).
+//     A key that is full is unaffected. On Redis the conversion is exact
+//     while the product of the old and new intervals stays below 2^53 µs²
+//     (intervals up to about 94 s each); beyond, it may be short by 1 µs.
+//   - Fixed window: a key's count is kept; a new limit applies to it at
+//     once (a key over a lowered limit is denied until its window ends), and
+//     a new window length applies from the key's next window, the open one
+//     ending when it was to end. A Refund's TakenAt is compared with the
+//     open window's start as the new length places it.
+//
+// A limiter with a PolicyFunc keeps the interval (token bucket, GCRA) with
+// each key's state: in process 8 more bytes per key, on Redis a state of its
+// own (see the package doc, Redis keys), under its own default prefix, so
+// that it never reads a limiter's keys that keep no interval. Memory does
+// not grow with the number of distinct policies: nothing is kept per
+// policy. A Composite refuses parts with a PolicyFunc.
+func WithPolicyFunc(f PolicyFunc) Option {
+	return func(cfg *config) error {
+		if f == nil {
+			return fmt.Errorf("%w: WithPolicyFunc: nil function", ErrInvalidConfig)
+		}
+		cfg.policyFunc = f
+		return nil
+	}
+}
+
+// KeyPolicyReporter is implemented by limiters whose policy may depend on
+// the key: every limiter of this package, and the decorators (Guard,
+// DenyCache, Shadow), which forward their backend's. KeyPolicies returns
+// the function that gives a call's policy, nil when the limiter's Policy
+// holds for every key. It is constant for the limiter's life.
+type KeyPolicyReporter interface {
+	KeyPolicies() PolicyFunc
+}
+
+// PolicyFuncOf returns the function that gives the policy of l's calls by
+// key when l chooses its policy per key (WithPolicyFunc), and nil when one
+// Policy holds for every key. The function returned answers the limiter's
+// own Policy for a key its PolicyFunc gives the zero Policy, and an error
+// wrapping ErrInvalidConfig for a policy the limiter refuses.
+func PolicyFuncOf(l Limiter) PolicyFunc {
+	r, ok := l.(KeyPolicyReporter)
+	if !ok || isNil(r) {
+		return nil
+	}
+	return r.KeyPolicies()
+}
+
+// tiers resolves the policy of a call of a limiter built WithPolicyFunc. It
+// is immutable and safe for concurrent use.
+type tiers struct {
+	f    PolicyFunc
+	name string // the limiter's name in errors
+	def  Policy // the constructor's
+	// check converts a policy to the limiter's limit and param (its
+	// interval, or its window, in its clock's unit), refusing one its
+	// constructor would refuse, with an error starting with kind.
+	check              func(kind string, p Policy) (limit, param int64, err error)
+	defLimit, defParam int64
+}
+
+// newTiers returns the tiers of f for a limiter called name whose
+// constructor's policy is def, checked by check; nil when f is nil.
+func newTiers(f PolicyFunc, name string, def Policy, check func(string, Policy) (int64, int64, error)) (*tiers, error) {
+	if f == nil {
+		return nil, nil
+	}
+	t := &tiers{f: f, name: name, def: def, check: check}
+	var err error
+	if t.defLimit, t.defParam, err = check("policy", def); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// resolve returns the policy of a call for key, and its limit and param.
+func (t *tiers) resolve(ctx context.Context, key string) (p Policy, limit, param int64, err error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if p, err = t.f(ctx, key); err != nil {
+		return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: policy of key %q: %w", t.name, key, err)
+	}
+	if p == (Policy{}) || p == t.def {
+		return t.def, t.defLimit, t.defParam, nil
+	}
+	if limit, param, err = t.check("policy", p); err != nil {
+		return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: key %q: %w", t.name, key, err)
+	}
+	return p, limit, param, nil
+}
+
+// policyFunc is the PolicyFunc PolicyFuncOf returns for t: the policy in
+// force for a key.
+func (t *tiers) policyFunc() PolicyFunc {
+	if t == nil {
+		return nil
+	}
+	return func(ctx context.Context, key string) (Policy, error) {
+		p, _, _, err := t.resolve(ctx, key)
+		return p, err
+	}
+}
+
+// The checks of a policy, one per algorithm and backend: each returns the
+// limit and the param its limiter's engine reads.
+
+// checkLocalRate checks a token bucket's or GCRA's policy in process: its
+// param is the interval in ns.
+func checkLocalRate(kind string, p Policy) (int64, int64, error) {
+	interval, err := periodInterval(kind, p.Limit, p.Window, time.Nanosecond)
+	if err != nil {
+		return 0, 0, err
+	}
+	if int64(p.Limit) > maxSpan/interval {
+		return 0, 0, fmt.Errorf("%w: %s: capacity %d × %s per token overflows the clock", ErrInvalidConfig, kind, p.Limit, time.Duration(interval))
+	}
+	return int64(p.Limit), interval, nil
+}
+
+// checkLocalWindow checks a fixed window's policy in process: its param is
+// the window in ns.
+func checkLocalWindow(kind string, p Policy) (int64, int64, error) {
+	if err := checkWindow(kind, p.Limit, p.Window); err != nil {
+		return 0, 0, err
+	}
+	if int64(p.Window) > maxSpan {
+		return 0, 0, fmt.Errorf("%w: %s: window %v overflows the clock", ErrInvalidConfig, kind, p.Window)
+	}
+	return int64(p.Limit), int64(p.Window), nil
+}
+
+// checkRedisRate checks a token bucket's or GCRA's policy on Redis: its
+// param is the interval in µs.
+func checkRedisRate(kind string, p Policy) (int64, int64, error) {
+	if err := checkLimit(kind, "limit", p.Limit, maxRedisLimit); err != nil {
+		return 0, 0, err
+	}
+	interval, err := periodInterval(kind, p.Limit, p.Window, time.Microsecond)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := checkRedisSpan(kind, int64(p.Limit), interval); err != nil {
+		return 0, 0, err
+	}
+	return int64(p.Limit), interval, nil
+}
+
+// checkRedisWindow checks a fixed window's policy on Redis: its param is
+// the window in ms.
+func checkRedisWindow(kind string, p Policy) (int64, int64, error) {
+	if err := checkLimit(kind, "limit", p.Limit, maxRedisLimit); err != nil {
+		return 0, 0, err
+	}
+	if err := checkWindow(kind, p.Limit, p.Window); err != nil {
+		return 0, 0, err
+	}
+	if p.Window%time.Millisecond != 0 {
+		return 0, 0, fmt.Errorf("%w: %s: window %v is not a whole number of milliseconds, the unit of Redis expiry", ErrInvalidConfig, kind, p.Window)
+	}
+	if err := checkRedisSpan(kind, p.Window.Milliseconds(), 1000); err != nil {
+		return 0, 0, err
+	}
+	return int64(p.Limit), p.Window.Milliseconds(), nil
+}
+
+// convertUsed returns used (> 0) time units owed at one unit every from,
+// as the time owed for the same number of units at one every to, rounded
+// up, at most most.
+func convertUsed(used, from, to, most int64) int64 {
+	hi, lo := bits.Mul64(uint64(used), uint64(to))
+	if hi >= uint64(from) {
+		return most
+	}
+	q, r := bits.Div64(hi, lo, uint64(from))
+	if r != 0 {
+		q++
+	}
+	if q > uint64(most) || q > math.MaxInt64 {
+		return most
+	}
+	return int64(q)
+}
