@@ -16,6 +16,9 @@ type decorated struct {
 	adjust   Adjuster      // the backend, when it is one
 	policy   Policy        // the backend's (PolicyOf); zero if it reports none
 	policies []NamedPolicy // PoliciesOf the backend
+	// keyPolicies is the backend's PolicyFuncOf: nil when its policy is the
+	// same for every key.
+	keyPolicies PolicyFunc
 }
 
 // decorate returns backend, decorated.
@@ -25,7 +28,21 @@ func decorate(backend Limiter) decorated {
 	d.sourced, _ = backend.(SourceLimiter)
 	d.adjust, _ = backend.(Adjuster)
 	d.policy, _ = PolicyOf(backend)
+	d.keyPolicies = PolicyFuncOf(backend)
 	return d
+}
+
+// policyFor returns the backend's policy for a call on key: its one
+// Policy, or the key's when it chooses its policy per key (and its Policy
+// when that fails).
+func (d *decorated) policyFor(ctx context.Context, key string) Policy {
+	if d.keyPolicies == nil || ctx == nil {
+		return d.policy
+	}
+	if p, err := d.keyPolicies(ctx, key); err == nil {
+		return p
+	}
+	return d.policy
 }
 
 // built reports whether d has a backend.

@@ -31,6 +31,11 @@ import (
 // be remembered. It reports to Hooks only the calls it answers itself, and
 // reports its backend's Policy as its own.
 //
+// When the backend chooses its policy per key (WithPolicyFunc), each
+// denial is remembered with the key's policy when it was made, and answers
+// only while the key's policy is still that one: a limit raised or lowered
+// sends the key's next call to the backend.
+//
 // Memory is bounded: at most MaxKeys denials are held at once, each
 // forgotten once it has passed, with no goroutine. A DenyCache is safe for
 // concurrent use. Create one with NewDenyCache.
@@ -52,6 +57,9 @@ type denial struct {
 	n     int
 	res   Result
 	bound int // the index of the backend's policy that bound res
+	// policy is the key's policy when the backend chooses its policy per
+	// key: the denial holds only while the key's policy is still this one.
+	policy Policy
 }
 
 // DenyCacheConfig configures a DenyCache. The zero value means a MaxAge of
@@ -139,15 +147,21 @@ func (c *DenyCache) AllowSource(ctx context.Context, key string, n int) (Result,
 	if n <= 0 {
 		return c.backend.allowSource(ctx, key, n)
 	}
+	// A denial is tied to the key's policy when it was made: a changed
+	// policy (a raised limit) may allow what it denied.
+	var policy Policy
+	if c.backend.keyPolicies != nil {
+		policy = c.backend.policyFor(ctx, key)
+	}
 	reading := c.base.elapsed()
 	sh, now := c.denials.lock(key, reading, maxSpan)
 	// A cost above the limit goes on to the backend, whose error says so.
-	if d, _ := sh.lookup(key); now < d.until && n == d.n {
+	if d, _ := sh.lookup(key); now < d.until && n == d.n && d.policy == policy {
 		sh.mu.Unlock()
 		res := d.res.aged(time.Duration(now - d.at))
 		if c.hooks != nil {
 			c.hooks.Decided(Decision{
-				Limiter: c.name, Policy: c.backend.policy, Key: key, Cost: n, Result: res,
+				Limiter: c.name, Policy: cmp.Or(policy, c.backend.policy), Key: key, Cost: n, Result: res,
 				Source: FromDenyCache, Latency: time.Duration(c.base.elapsed() - reading),
 			})
 		}
@@ -162,7 +176,7 @@ func (c *DenyCache) AllowSource(ctx context.Context, key string, n int) (Result,
 	if err != nil || source != FromBackend || res.Allowed || res.RetryAfter <= 0 || res.Remaining != n-1 {
 		return res, bound, source, err
 	}
-	c.remember(key, denial{until: reading + min(int64(res.RetryAfter), c.maxAge), at: reading, n: n, res: res, bound: bound})
+	c.remember(key, denial{until: reading + min(int64(res.RetryAfter), c.maxAge), at: reading, n: n, res: res, bound: bound, policy: policy})
 	return res, bound, source, nil
 }
 
@@ -263,3 +277,11 @@ func (r Result) aged(elapsed time.Duration) Result {
 // Policy returns the backend's Policy, or the zero Policy if the backend
 // reports none.
 func (c *DenyCache) Policy() Policy { return c.backend.policy }
+
+// KeyPolicies returns the backend's (see KeyPolicyReporter).
+func (c *DenyCache) KeyPolicies() PolicyFunc {
+	if c == nil {
+		return nil
+	}
+	return c.backend.keyPolicies
+}

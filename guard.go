@@ -157,7 +157,7 @@ func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int
 		return Result{}, 0, FromBackend, notBuilt("Guard")
 	}
 	if ctx == nil {
-		return Result{Limit: g.limit()}, 0, FromBackend, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
+		return Result{Limit: g.limit(nil, key)}, 0, FromBackend, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
 	}
 	// The clock is read only for a breaker or a listener.
 	var start time.Time
@@ -171,7 +171,7 @@ func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int
 	}
 	if !admitted {
 		res, source, err := g.byPolicy(ctx, key, n, wait)
-		g.decided(key, n, res, err, errBreakerOpen, start, source)
+		g.decided(ctx, key, n, res, err, errBreakerOpen, start, source)
 		return res, g.policyIndex(res.Limit), source, err
 	}
 
@@ -202,12 +202,12 @@ func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int
 		g.report(g.breaker.record(outcome, g.clock.Now()))
 	}
 	if outcome != backendFailed {
-		g.decided(key, n, res, err, nil, start, FromBackend)
+		g.decided(ctx, key, n, res, err, nil, start, FromBackend)
 		return res, bound, answered, err
 	}
 	backendErr := err
 	res, source, err := g.byPolicy(ctx, key, n, g.cfg.FailClosedRetryAfter)
-	g.decided(key, n, res, err, backendErr, start, source)
+	g.decided(ctx, key, n, res, err, backendErr, start, source)
 	return res, g.policyIndex(res.Limit), source, err
 }
 
@@ -291,7 +291,7 @@ var errBreakerOpen = errors.New("ratelimit: circuit breaker open")
 // refuse it, whatever the policy: with ErrInvalidCost for n < 0, and with
 // ErrCostExceedsLimit above the backend's limit when that is known.
 func (g *Guard) byPolicy(ctx context.Context, key string, n int, retryAfter time.Duration) (Result, Source, error) {
-	limit := g.limit()
+	limit := g.limit(ctx, key)
 	source := policySource[g.cfg.OnFailure]
 	if n < 0 || (limit > 0 && n > limit) {
 		return Result{Limit: limit}, source, checkCost(n, limit)
@@ -321,11 +321,12 @@ func (g *Guard) byPolicy(ctx context.Context, key string, n int, retryAfter time
 // policySource is the Source of each policy's answers.
 var policySource = [...]Source{FailOpen: FromFailOpen, FailClosed: FromFailClosed, FailOver: FromFallback}
 
-// limit returns the backend's limit: its Policy's, or else that of its
-// latest answer; 0 while neither is known.
-func (g *Guard) limit() int {
-	if g.backend.policy.Limit > 0 {
-		return g.backend.policy.Limit
+// limit returns the backend's limit for key: its Policy's (the key's, for
+// a backend that chooses its policy per key), or else that of its latest
+// answer; 0 while neither is known.
+func (g *Guard) limit(ctx context.Context, key string) int {
+	if p := g.backend.policyFor(ctx, key); p.Limit > 0 {
+		return p.Limit
 	}
 	return int(g.lastLimit.Load())
 }
@@ -334,13 +335,21 @@ func (g *Guard) limit() int {
 // reports none.
 func (g *Guard) Policy() Policy { return g.backend.policy }
 
+// KeyPolicies returns the backend's (see KeyPolicyReporter).
+func (g *Guard) KeyPolicies() PolicyFunc {
+	if g == nil {
+		return nil
+	}
+	return g.backend.keyPolicies
+}
+
 // decided reports a decision to the hooks, if any.
-func (g *Guard) decided(key string, n int, res Result, err, backendErr error, start time.Time, source Source) {
+func (g *Guard) decided(ctx context.Context, key string, n int, res Result, err, backendErr error, start time.Time, source Source) {
 	if g.hooks == nil {
 		return
 	}
 	g.hooks.Decided(Decision{
-		Limiter: cmp.Or(g.cfg.Name, "Guard"), Policy: g.backend.policy,
+		Limiter: cmp.Or(g.cfg.Name, "Guard"), Policy: g.backend.policyFor(ctx, key),
 		Key: key, Cost: n, Result: res, Err: err, BackendErr: backendErr,
 		Latency: g.clock.Now().Sub(start), Source: source,
 	})

@@ -169,7 +169,7 @@ func (s *Shadow) allowShadow(ctx context.Context, key string, n int) (ShadowResu
 		return ShadowResult{}, FromBackend, notBuilt("Shadow")
 	}
 	if ctx == nil {
-		res := Result{Limit: s.backend.policy.Limit}
+		res := Result{Limit: s.backend.policyFor(nil, key).Limit}
 		return ShadowResult{Result: res, Backend: res}, FromBackend, fmt.Errorf("ratelimit: Shadow: %w", errNilContext)
 	}
 	enforce := s.enforce.Load()
@@ -187,7 +187,7 @@ func (s *Shadow) allowShadow(ctx context.Context, key string, n int) (ShadowResu
 	if s.hooks != nil {
 		// A decision let through is reported as the backend's denial.
 		s.hooks.Decided(Decision{
-			Limiter: s.name, Policy: s.backend.policy,
+			Limiter: s.name, Policy: s.backend.policyFor(ctx, key),
 			Key: key, Cost: n, Result: sr.Backend, Err: err,
 			Latency: s.clock.Now().Sub(start), Source: source,
 		})
@@ -210,6 +210,14 @@ func (s *Shadow) Policy() Policy {
 		return Policy{}
 	}
 	return s.backend.policy
+}
+
+// KeyPolicies returns the backend's (see KeyPolicyReporter).
+func (s *Shadow) KeyPolicies() PolicyFunc {
+	if s == nil {
+		return nil
+	}
+	return s.backend.keyPolicies
 }
 
 // Refund forwards to the backend, which must be an Adjuster, whatever the

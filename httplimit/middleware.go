@@ -48,6 +48,10 @@ type Middleware struct {
 	settle     bool
 	adjustWait time.Duration
 	clock      ratelimit.Clock // nil: time.Now
+
+	// keyed gives each request's policy, when the limiter (of one policy)
+	// chooses it per key (ratelimit.PolicyFuncOf); nil otherwise.
+	keyed *keyedFields
 }
 
 // NewMiddleware returns a Middleware that asks l about every request, under
@@ -151,6 +155,12 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 	beforeQ, afterQ, beforeR := policyParts(s.policyName, w, hasW)
 	m.fields = fieldWriter{style: s.style, beforeQ: beforeQ, afterQ: afterQ, beforeR: beforeR}
 	m.replies = newReplies(s.policyName)
+	if pf := ratelimit.PolicyFuncOf(l); pf != nil {
+		// Each key's own limit, and its own window unless WithPolicyWindow
+		// set one.
+		m.keyed = &keyedFields{policies: pf, name: s.policyName, window: !s.windowSet}
+		return m, nil
+	}
 	if hasPolicy {
 		m.fields.fixLimit(policy.Limit)
 	}

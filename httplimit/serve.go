@@ -68,7 +68,7 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case err == nil && res.Allowed:
-		lv := m.fields.limitValues(res.Limit)
+		lv := m.limitValuesFor(r.Context(), key, res.Limit)
 		m.fields.write(w.Header(), &lv, m.fields.beforeR, res, false)
 		if m.adjuster != nil && source == ratelimit.FromBackend {
 			// The time just after the decision: a fixed window gives units
@@ -78,13 +78,13 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.next.ServeHTTP(w, r)
 	case err == nil:
-		lv := m.fields.limitValues(res.Limit)
+		lv := m.limitValuesFor(r.Context(), key, res.Limit)
 		m.fields.write(w.Header(), &lv, m.fields.beforeR, res, true)
 		m.answerDenied(w, r, res, &m.replies.denied)
 	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
 		// The limiter says nothing about the key's state on this path, so
 		// only the fields that do not depend on it are set.
-		lv := m.fields.limitValues(res.Limit)
+		lv := m.limitValuesFor(r.Context(), key, res.Limit)
 		m.fields.writeLimitOnly(w.Header(), &lv)
 		m.replies.tooLarge.write(w, r)
 	default:
@@ -156,7 +156,7 @@ func (h *limitedHandler) serveShadow(w http.ResponseWriter, r *http.Request, key
 		lv, beforeR = p.limitValues, p.beforeR
 		denied, tooLarge = m.replies.deniedFor(sr.Bound), m.replies.tooLargeFor(sr.Bound)
 	} else {
-		lv = m.fields.limitValues(sr.Limit)
+		lv = m.limitValuesFor(r.Context(), key, sr.Limit)
 	}
 	switch {
 	case err == nil && sr.WouldDeny:

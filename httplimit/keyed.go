@@ -1,0 +1,53 @@
+package httplimit
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// keyedFields formats the limit-only field values of a limiter that
+// chooses its policy per key (ratelimit.WithPolicyFunc): RateLimit-Limit
+// and the q (and w) of RateLimit-Policy are the key's own.
+type keyedFields struct {
+	policies ratelimit.PolicyFunc
+	name     string // the policy's name in the fields
+	window   bool   // w is the key's window; false when WithPolicyWindow set it
+	// last holds the values of the latest policy formatted, so that the
+	// requests of one plan share them: one entry, whatever the number of
+	// policies.
+	last atomic.Pointer[keyedValues]
+}
+
+// keyedValues are the limit-only values of one policy.
+type keyedValues struct {
+	policy ratelimit.Policy
+	values limitValues
+}
+
+// limitValuesFor returns the limit-only values of a response to a request
+// on key whose Result says limit: those of the key's policy, or, when the
+// policy cannot be read or WithPolicyWindow fixed w, those of limit.
+func (m *Middleware) limitValuesFor(ctx context.Context, key string, limit int) limitValues {
+	k := m.keyed
+	if k == nil || !k.window {
+		return m.fields.limitValues(limit)
+	}
+	p, err := k.policies(ctx, key)
+	if err != nil || p.Limit <= 0 || p.Limit != limit {
+		// The Result is the authority on the limit: a policy changed
+		// between the decision and now is not reported.
+		return m.fields.limitValues(limit)
+	}
+	if last := k.last.Load(); last != nil && last.policy == p {
+		return last.values
+	}
+	v := &keyedValues{policy: p, values: limitValues{limit: p.Limit, q: strconv.Itoa(p.Limit)}}
+	if m.fields.style.ietf() {
+		v.values.policy = policyItem(k.name, p.Limit, p.Window)
+	}
+	k.last.Store(v)
+	return v.values
+}
