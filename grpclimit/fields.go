@@ -1,6 +1,7 @@
 package grpclimit
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"time"
@@ -269,4 +270,20 @@ func ceilSeconds(d time.Duration) int64 {
 		s++
 	}
 	return s
+}
+
+// keyedValues returns the values of the policy of a call on key to a
+// limiter that chooses its policy per key, whose Result says limit: p (the
+// limiter's own policy) with the key's limit and window, or p as it is
+// when the key's policy cannot be read or disagrees with the Result, which
+// is the authority on the limit.
+func (i *Interceptor) keyedValues(ctx context.Context, key string, p policyValues, limit int) policyValues {
+	kp, err := i.keyed(ctx, key)
+	if err != nil || kp.Limit <= 0 || kp.Limit != limit || kp == i.keyedOwn {
+		return p
+	}
+	p.limit, p.q = kp.Limit, strconv.Itoa(kp.Limit)
+	p.item = policyItem(p.name, kp.Limit, kp.Window)
+	p.list = p.item
+	return p
 }

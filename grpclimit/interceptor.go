@@ -35,6 +35,10 @@ type Interceptor struct {
 	failClosed  bool
 	closedRetry time.Duration
 	fields      fields
+	// keyed gives each call's policy when the limiter, of one policy,
+	// chooses it per key (ratelimit.PolicyFuncOf); nil otherwise.
+	keyed    ratelimit.PolicyFunc
+	keyedOwn ratelimit.Policy // the limiter's Policy, which fields holds
 }
 
 // NewInterceptor returns an Interceptor that asks l about every call,
@@ -94,6 +98,9 @@ func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Intercep
 	}
 	if len(policies) > 1 {
 		in.multi = l.(ratelimit.MultiPolicy) // PoliciesOf lists several for a MultiPolicy only
+	} else if len(policies) == 1 {
+		in.keyed = ratelimit.PolicyFuncOf(l)
+		in.keyedOwn, _ = ratelimit.PolicyOf(l)
 	}
 	return in, nil
 }
@@ -197,6 +204,9 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 		res, err = i.limiter.Allow(ctx, key, cost)
 	}
 	p, ok := i.fields.policy(bound, res)
+	if i.keyed != nil && ok {
+		p = i.keyedValues(ctx, key, p, res.Limit)
+	}
 	switch {
 	case !ok && err != nil:
 		return i.failed(ctx, method, fmt.Errorf("grpclimit: the limiter's AllowBound answered policy %d of %d, and: %w", bound, len(i.fields.policies), err))

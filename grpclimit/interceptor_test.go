@@ -329,3 +329,32 @@ func TestZeroInterceptorAnswersInternal(t *testing.T) {
 	assert.Equal(t, codes.Internal, status.Code(err))
 	assert.Equal(t, codes.Internal, status.Code(in.Limit(context.Background())))
 }
+
+func TestMetadataShowsEachKeysOwnPolicy(t *testing.T) {
+	pro := ratelimit.Policy{Limit: 100, Window: time.Hour}
+	l, err := ratelimit.NewGCRA(10, time.Minute, ratelimit.WithPolicyFunc(func(_ context.Context, key string) (ratelimit.Policy, error) {
+		if key == "pro" {
+			return pro, nil
+		}
+		return ratelimit.Policy{}, nil
+	}))
+	require.NoError(t, err)
+	in, err := grpclimit.NewInterceptor(l, func(ctx context.Context, _ string) (string, error) {
+		return ctx.Value(planKey{}).(string), nil
+	})
+	require.NoError(t, err)
+	for _, tc := range []struct{ key, policy, limit string }{
+		{"pro", `"default";q=100;w=3600`, "100"},
+		{"free", `"default";q=10;w=60`, "10"},
+	} {
+		stream := &benchStream{}
+		ctx := grpc.NewContextWithServerTransportStream(context.WithValue(context.Background(), planKey{}, tc.key), stream)
+		_, err := in.Unary()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/svc/M"}, func(context.Context, any) (any, error) { return nil, nil })
+		require.NoError(t, err)
+		assert.Equal(t, []string{tc.policy}, stream.header.Get("ratelimit-policy"), tc.key)
+		assert.Equal(t, []string{tc.limit}, stream.header.Get("ratelimit-limit"), tc.key)
+	}
+}
+
+// planKey keys the test's plan in a context.
+type planKey struct{}
