@@ -28,7 +28,7 @@ type TokenBucket struct {
 //
 // The time per token, 1e9/refillRate nanoseconds, is rounded to the nearest
 // whole nanosecond; when it is a whole number already, every decision is
-// exact. It accepts WithClock. It returns an error wrapping ErrInvalidConfig
+// exact. It accepts WithClock, WithPolicyFunc, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
 // for a capacity <= 0, a refillRate that is <= 0, NaN, infinite or above 1e9
 // (less than 1 ns per token), a capacity whose fill time overflows, or an
 // option that does not apply.
@@ -62,7 +62,8 @@ func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBuc
 }
 
 // Allow takes n tokens from key's bucket if at least n are there. See Limiter
-// for the contract; ctx is not used, as the decision never blocks.
+// for the contract. ctx goes to the PolicyFunc, if any (WithPolicyFunc);
+// the decision never blocks.
 func (b *TokenBucket) Allow(ctx context.Context, key string, n int) (Result, error) {
 	if b.k != nil {
 		return b.k.allow(ctx, key, n)

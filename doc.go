@@ -62,6 +62,27 @@
 // spent as if enforced, denials are let through and reported to Hooks with
 // Source FromShadow, and SetEnforce switches to enforcing at run time.
 //
+// # Policies per key, changed live
+//
+// WithPolicyFunc makes any limiter choose each call's Policy by a function
+// of the call's key and context: plans (free, pro, enterprise) and
+// per-customer overrides, read from wherever the program keeps them, so a
+// customer's limit changes on its next call without a redeploy. A key keeps
+// what it has used across a change: a token bucket or GCRA converts the
+// units a key owes to the new rate (raised, the difference is there at
+// once; lowered, the key may be in debt), and a fixed window checks its
+// count against the new limit. A DenyCache forgets a denial once the key's
+// policy changes, and httplimit and grpclimit report each key's own policy.
+// Nothing is kept per policy, so a policy per customer costs no memory.
+//
+// # Metrics
+//
+// WithHooks makes any limiter report every decision (Hooks.Decided) with
+// its name (WithName), the key's Policy, the Result, its latency and who
+// answered; a limiter without hooks pays one nil check per call. Guard,
+// DenyCache and Shadow report what they decide themselves. The
+// otelratelimit module turns Hooks into OpenTelemetry metrics.
+//
 // # Coalescing
 //
 // A Redis limiter coalesces its calls. A call that finds fewer than 2 script

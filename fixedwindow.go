@@ -44,7 +44,7 @@ type openWindow struct {
 }
 
 // NewFixedWindow returns an in-process fixed window of limit per window per
-// key. It accepts WithClock. It returns an error wrapping ErrInvalidConfig
+// key. It accepts WithClock, WithPolicyFunc, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
 // for a limit <= 0, a window <= 0 or beyond about 73 years, or an option that
 // does not apply.
 func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWindow, error) {
@@ -80,7 +80,8 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 }
 
 // Allow counts n against key's window if that keeps it within the limit. See
-// Limiter for the contract; ctx is not used, as the decision never blocks.
+// Limiter for the contract. ctx goes to the PolicyFunc, if any
+// (WithPolicyFunc); the decision never blocks.
 func (w *FixedWindow) Allow(ctx context.Context, key string, n int) (Result, error) {
 	if w.tiers != nil {
 		return w.allowKeyed(ctx, key, n)

@@ -24,7 +24,7 @@ type GCRA struct {
 // NewGCRA returns an in-process GCRA allowing limit per period per key.
 //
 // The emission interval period/limit is rounded to the nearest nanosecond. It
-// accepts WithClock. It returns an error wrapping ErrInvalidConfig for a limit
+// accepts WithClock, WithPolicyFunc, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig for a limit
 // <= 0, a period <= 0, a period/limit under 1 ns, or an option that does not
 // apply.
 func NewGCRA(limit int, period time.Duration, opts ...Option) (*GCRA, error) {
@@ -53,8 +53,8 @@ func NewGCRA(limit int, period time.Duration, opts ...Option) (*GCRA, error) {
 	return l, nil
 }
 
-// Allow decides n for key. See Limiter for the contract; ctx is not used, as
-// the decision never blocks.
+// Allow decides n for key. See Limiter for the contract. ctx goes to the
+// PolicyFunc, if any (WithPolicyFunc); the decision never blocks.
 func (g *GCRA) Allow(ctx context.Context, key string, n int) (Result, error) {
 	if g.k != nil {
 		return g.k.allow(ctx, key, n)

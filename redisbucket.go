@@ -51,7 +51,8 @@ type RedisTokenBucket struct {
 // a *redis.Client, *redis.ClusterClient, *redis.Ring or failover client.
 //
 // The time per token, 1e6/refillRate microseconds, is rounded to the nearest
-// whole microsecond. It accepts WithKeyPrefix; by default the key prefix is
+// whole microsecond. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc,
+// WithHooks and WithName; by default the key prefix is
 // DefaultTokenBucketPrefix + "<capacity>:<interval>:" (see KeyPrefix). It
 // returns an error wrapping ErrInvalidConfig for a nil client, a capacity <= 0
 // or above 2^52, a refillRate that is <= 0, NaN, infinite or above 1e6 (less
@@ -100,6 +101,9 @@ func (b *RedisTokenBucket) Allow(ctx context.Context, key string, n int) (Result
 // is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or else
 // DefaultTokenBucketPrefix + "<capacity>:<interval>:", with the time per token
 // in whole microseconds.
+// Built WithPolicyFunc (and without WithKeyPrefix), it is DefaultTokenBucketPrefix +
+// "keyed:", whatever the constructor's parameters: its keys keep their
+// own policy's numbers.
 func (b *RedisTokenBucket) KeyPrefix() string { return b.r.prefix }
 
 // FillTime returns the time a bucket takes to refill from empty to full.

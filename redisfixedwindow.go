@@ -45,7 +45,8 @@ type RedisFixedWindow struct {
 // *redis.Ring or failover client.
 //
 // Redis keeps expiry in milliseconds, so window must be a whole number of
-// them. It accepts WithKeyPrefix; by default the key prefix is
+// them. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc,
+// WithHooks and WithName; by default the key prefix is
 // DefaultFixedWindowPrefix + "<limit>:<window>:" (see KeyPrefix). It returns
 // an error wrapping ErrInvalidConfig for a nil client, a limit <= 0 or above
 // 2^52 (beyond which the script cannot count exactly), a window <= 0, not
@@ -95,6 +96,9 @@ func (w *RedisFixedWindow) Allow(ctx context.Context, key string, n int) (Result
 // is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or else
 // DefaultFixedWindowPrefix + "<limit>:<window>:", with the window in whole
 // milliseconds.
+// Built WithPolicyFunc (and without WithKeyPrefix), it is DefaultFixedWindowPrefix +
+// "keyed:", whatever the constructor's parameters: its keys keep their
+// own policy's numbers.
 func (w *RedisFixedWindow) KeyPrefix() string { return w.r.prefix }
 
 // Window returns the length of a window.

@@ -45,7 +45,8 @@ type RedisGCRA struct {
 // failover client.
 //
 // The emission interval period/limit is rounded to the nearest microsecond.
-// It accepts WithKeyPrefix; by default the key prefix is DefaultGCRAPrefix +
+// It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc,
+// WithHooks and WithName; by default the key prefix is DefaultGCRAPrefix +
 // "<limit>:<interval>:" (see KeyPrefix). It returns an error wrapping
 // ErrInvalidConfig for a nil client, a limit <= 0 or above 2^52, a period
 // <= 0, a period/limit under 1 µs, a limit × interval beyond 2^52 µs, or an
@@ -92,6 +93,9 @@ func (g *RedisGCRA) Allow(ctx context.Context, key string, n int) (Result, error
 // is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or else
 // DefaultGCRAPrefix + "<limit>:<interval>:", with the emission interval in
 // whole microseconds.
+// Built WithPolicyFunc (and without WithKeyPrefix), it is DefaultGCRAPrefix +
+// "keyed:", whatever the constructor's parameters: its keys keep their
+// own policy's numbers.
 func (g *RedisGCRA) KeyPrefix() string { return g.r.prefix }
 
 // FillTime returns the time a key takes to go from exhausted to its full
