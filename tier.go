@@ -53,9 +53,12 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 //     open window's start as the new length places it.
 //
 // A limiter with a PolicyFunc keeps the interval (token bucket, GCRA) with
-// each key's state: in process 8 more bytes per key, on Redis a state of its
-// own (see the package doc, Redis keys), under its own default prefix, so
-// that it never reads a limiter's keys that keep no interval. Memory does
+// each key's state: in process 8 more bytes per key; on Redis a token
+// bucket's HASH has capacity and interval fields beside credit and
+// last_refill, and a GCRA's STRING is "tat:interval" (a fixed window's state
+// is unchanged), under the default prefix's "keyed:" variant (see
+// KeyPrefix), so that it never reads the keys of a limiter without a
+// PolicyFunc, which it would refuse as another state (ErrCorruptState). Memory does
 // not grow with the number of distinct policies: nothing is kept per
 // policy. A Composite refuses parts with a PolicyFunc.
 func WithPolicyFunc(f PolicyFunc) Option {
