@@ -157,7 +157,7 @@ func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int
 		return Result{}, 0, FromBackend, notBuilt("Guard")
 	}
 	if ctx == nil {
-		return Result{Limit: g.limit(nil, key)}, 0, FromBackend, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
+		return Result{Limit: g.limit(context.Background(), key)}, 0, FromBackend, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
 	}
 	// The clock is read only for a breaker or a listener.
 	var start time.Time
