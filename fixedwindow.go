@@ -73,8 +73,10 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 		tiers:      t,
 	}
 	if t != nil {
-		// Any window up to maxSpan may open.
+		// Any window up to maxSpan may open, and a key's window may outlast
+		// the table's generations of the constructor's window.
 		w.maxNow = math.MaxInt64 - 2*maxSpan
+		w.windows.outliving(windowEnd)
 	}
 	return w, nil
 }
@@ -263,3 +265,6 @@ func (w *FixedWindow) Policy() Policy {
 	}
 	return Policy{Limit: int(w.limit), Window: time.Duration(w.window)}
 }
+
+// windowEnd is the expiry of a window: its end.
+func windowEnd(win openWindow) int64 { return win.end }

@@ -62,6 +62,13 @@ func (r rate) carry(st keyedTat, now int64) int64 {
 	return now + convertUsed(st.tat-now, st.interval, r.interval, maxSpan)
 }
 
+// converts reports whether a key stored as st is read, at the shard's time
+// now, by carry's conversion: it is not full, and was written at another
+// interval than r's.
+func (r rate) converts(st keyedTat, now int64) bool {
+	return st.tat > now && st.interval != r.interval
+}
+
 // allow decides n for key at the rate its policy gives. See Limiter.
 func (k *keyedSchedule) allow(ctx context.Context, key string, n int) (Result, error) {
 	r, p, err := k.rateOf(ctx, key)
@@ -79,8 +86,14 @@ func (k *keyedSchedule) allow(ctx context.Context, key string, n int) (Result, e
 	sh, now := k.tats.lock(key, reading, keyedMaxNow)
 	st, w := sh.lookup(key)
 	cur, next, allowed := r.take(r.carry(st, now), now, n)
-	if allowed && n > 0 {
+	switch {
+	case allowed && n > 0:
 		sh.write(key, w, keyedTat{tat: next, interval: r.interval}, next)
+	case r.converts(st, now):
+		// A peek or a denial takes nothing, but the new policy holds
+		// from this call on: the key keeps what it owes at the new
+		// interval, and refills at the new rate.
+		sh.write(key, w, keyedTat{tat: cur, interval: r.interval}, cur)
 	}
 	sh.mu.Unlock()
 	lag := lagBehind(now, reading)
@@ -119,6 +132,9 @@ func (k *keyedSchedule) settle(ctx context.Context, kind, key string, taken, cos
 		} else {
 			sh.write(key, w, keyedTat{tat: tat, interval: r.interval}, tat)
 		}
+	case r.converts(st, now):
+		// Nothing settled, but the new policy holds from this call on.
+		sh.write(key, w, keyedTat{tat: tat, interval: r.interval}, tat)
 	}
 	sh.mu.Unlock()
 	return r.result(true, tat, now, lagBehind(now, reading)), nil

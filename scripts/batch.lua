@@ -8,7 +8,8 @@
 --           token bucket or GCRA that keeps its interval (and capacity)
 --           with each key's state, for a policy chosen per key: a key
 --           written at another interval keeps the units it has used,
---           converted to this one and rounded up
+--           converted to this one and rounded up, and is written so by
+--           its next call, whatever that decides
 --   limit   capacity or limit: whole units, 1 <= limit <= 2^52
 --   param   't', 'g', 'T', 'G': whole microseconds per unit; 'w': the
 --           window in whole milliseconds
@@ -139,14 +140,18 @@ end
 -- and reset as they are once its cost is taken (or, when it does not allow,
 -- as they are), then the values its writer writes, nil when there is
 -- nothing to write; or nil and the reason its key is refused. Nothing is
--- written before every check of a request has allowed.
+-- written before every check of a request has allowed, but for a 'T' or
+-- 'G' key read at another interval: its conversion is written by any call
+-- of one check, a peek or a denial too.
 
 -- The state functions read a key as of now, or return nil and the reason
 -- it is refused.
 
 -- bucket_state returns a bucket's credit, refilled up to full, the time it
--- holds (last, never earlier than it was), and how far the clock is behind
--- that time.
+-- holds (last, never earlier than it was), how far the clock is behind
+-- that time, and whether the credit was converted from another interval
+-- (then the caller writes it, even when it takes nothing: the new policy
+-- holds from this call on).
 local function bucket_state(key, capacity, interval, keyed)
   local state = redis.pcall('HGETALL', key)
   if wrongtype(state) then
@@ -200,18 +205,22 @@ local function bucket_state(key, capacity, interval, keyed)
   else
     lag = last - now
   end
+  local converted = false
   if full0 ~= full or t0 ~= interval then
     -- Written under another policy: keep the units used.
     local used = full0 - credit
     if used > 0 and t0 ~= interval then
       used = convert(used, t0, interval)
+      converted = true
     end
     credit = math.max(full - maxdebt, full - used)
   end
-  return credit, last, lag
+  return credit, last, lag, converted
 end
 
--- gcra_state returns a GCRA key's theoretical arrival time, at least now.
+-- gcra_state returns a GCRA key's theoretical arrival time, at least now,
+-- and whether it was converted from another interval (then the caller
+-- writes it, even when it takes nothing).
 local function gcra_state(key, interval, keyed)
   local stored = redis.pcall('GET', key)
   if wrongtype(stored) then
@@ -241,9 +250,9 @@ local function gcra_state(key, interval, keyed)
   end
   if t0 ~= interval then
     -- Written under another policy: keep the units used.
-    return now + convert(tat - now, t0, interval)
+    return now + convert(tat - now, t0, interval), true
   end
-  return tat
+  return tat, false
 end
 
 -- window_state returns a window's count, 0 when none is open, and the ms
@@ -272,7 +281,7 @@ end
 
 local function bucket(key, capacity, interval, n, keyed)
   local full = capacity * interval
-  local credit, last, lag = bucket_state(key, capacity, interval, keyed)
+  local credit, last, lag, converted = bucket_state(key, capacity, interval, keyed)
   if not credit then
     return nil, last
   end
@@ -282,6 +291,9 @@ local function bucket(key, capacity, interval, n, keyed)
     if credit < full then
       reset = lag + full - credit
     end
+    if converted then
+      return false, math.max(0, math.floor(credit / interval)), lag + cost - credit, reset, credit, last, ms(reset)
+    end
     return false, math.max(0, math.floor(credit / interval)), lag + cost - credit, reset
   end
   local left = credit - cost
@@ -290,22 +302,31 @@ local function bucket(key, capacity, interval, n, keyed)
     reset = lag + full - left
   end
   if n == 0 then
+    if converted then
+      return true, math.max(0, math.floor(left / interval)), 0, reset, left, last, ms(reset)
+    end
     return true, math.max(0, math.floor(left / interval)), 0, reset
   end
   return true, math.floor(left / interval), 0, reset, left, last, ms(lag + full - left)
 end
 
 local function gcra(key, limit, interval, n, keyed)
-  local tat, reason = gcra_state(key, interval, keyed)
+  local tat, converted = gcra_state(key, interval, keyed)
   if not tat then
-    return nil, reason
+    return nil, converted
   end
   local tau = limit * interval
   local new_tat = tat + n * interval
   if n > 0 and new_tat - now > tau then
+    if converted then
+      return false, math.max(0, math.floor((tau - (tat - now)) / interval)), new_tat - tau - now, tat - now, tat, ms(tat - now)
+    end
     return false, math.max(0, math.floor((tau - (tat - now)) / interval)), new_tat - tau - now, tat - now
   end
   if n == 0 then
+    if converted then
+      return true, math.max(0, math.floor((tau - (tat - now)) / interval)), 0, tat - now, tat, ms(tat - now)
+    end
     return true, math.max(0, math.floor((tau - (tat - now)) / interval)), 0, tat - now
   end
   return true, math.max(0, math.floor((tau - (new_tat - now)) / interval)), 0, new_tat - now, new_tat, ms(new_tat - now)
@@ -336,26 +357,26 @@ local writers
 
 local function bucket_settle(key, capacity, interval, d, _, keyed)
   local full = capacity * interval
-  local credit, last, lag = bucket_state(key, capacity, interval, keyed)
+  local credit, last, lag, converted = bucket_state(key, capacity, interval, keyed)
   local left = math.max(full - maxdebt, math.min(full, credit - d * interval))
   if left >= full then
     redis.call('DEL', key)
     return capacity, 0
   end
-  if d ~= 0 then
+  if d ~= 0 or converted then
     writers[keyed and 'T' or 't'](key, left, last, ms(lag + full - left), capacity, interval)
   end
   return math.max(0, math.floor(left / interval)), lag + full - left
 end
 
 local function gcra_settle(key, limit, interval, d, _, keyed)
-  local tat = gcra_state(key, interval, keyed)
+  local tat, converted = gcra_state(key, interval, keyed)
   local new_tat = math.min(now + maxdebt, math.max(now, tat + d * interval))
   if new_tat <= now then
     redis.call('DEL', key)
     return limit, 0
   end
-  if d ~= 0 then
+  if d ~= 0 or converted then
     writers[keyed and 'G' or 'g'](key, new_tat, ms(new_tat - now), nil, limit, interval)
   end
   return math.max(0, math.floor((limit * interval - (new_tat - now)) / interval)), new_tat - now
@@ -466,6 +487,11 @@ for r = 1, tonumber(ARGV[1]) do
       end
       lines[r] = line(1, remaining, 0, reset)
     else
+      if w1 then
+        -- A denial takes nothing, but keeps a key's conversion to a new
+        -- interval ('T', 'G'): the new policy holds from this call on.
+        writers[kind](key, w1, w2, w3, limits[s], params[s])
+      end
       lines[r] = line(0, remaining, retry, reset)
     end
     a, k = a + 2, k + 1

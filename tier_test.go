@@ -1,0 +1,769 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// policyTable is where a test keeps each key's policy, and changes it while
+// a limiter built WithPolicyFunc(table.f) runs. A key it has no policy for
+// gets the zero Policy: the limiter's own.
+type policyTable struct {
+	mu       sync.Mutex
+	policies map[string]Policy
+	err      error // returned for every key while set
+}
+
+func newPolicyTable() *policyTable {
+	return &policyTable{policies: map[string]Policy{}}
+}
+
+// set gives key the policy p from its next call on.
+func (pt *policyTable) set(key string, p Policy) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.policies[key] = p
+}
+
+// fail makes every call's policy fail with err, until fail(nil).
+func (pt *policyTable) fail(err error) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.err = err
+}
+
+// get returns key's policy, the zero Policy when it has none.
+func (pt *policyTable) get(key string) Policy {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return pt.policies[key]
+}
+
+// f is the table's PolicyFunc.
+func (pt *policyTable) f(_ context.Context, key string) (Policy, error) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.err != nil {
+		return Policy{}, pt.err
+	}
+	return pt.policies[key], nil
+}
+
+// tierSubject is one of the six limiters built WithPolicyFunc. newLimiter
+// returns one whose constructor's policy is own, deciding by f, with opts
+// added, and a function that moves the time it sees.
+type tierSubject struct {
+	name       string
+	window     bool // a fixed window; otherwise a token bucket or GCRA
+	redis      bool
+	newLimiter func(t *testing.T, own Policy, f PolicyFunc, opts ...Option) (Adjuster, func(time.Duration))
+}
+
+// perSecond is the refill rate of a token bucket whose policy is p.
+func perSecond(p Policy) float64 { return float64(p.Limit) / p.Window.Seconds() }
+
+// inProcessTier makes a tierSubject of an in-process limiter on a
+// FakeClock.
+func inProcessTier(name string, window bool, build func(own Policy, opts ...Option) (Adjuster, error)) tierSubject {
+	return tierSubject{name, window, false, func(t *testing.T, own Policy, f PolicyFunc, opts ...Option) (Adjuster, func(time.Duration)) {
+		clock := NewFakeClock(epoch)
+		l, err := build(own, append([]Option{WithClock(clock), WithPolicyFunc(f)}, opts...)...)
+		require.NoError(t, err)
+		return l, clock.Advance
+	}}
+}
+
+// miniredisTier makes a tierSubject of a Redis limiter on a miniredis whose
+// time the test moves.
+func miniredisTier(name string, window bool, build func(client *redis.Client, own Policy, opts ...Option) (Adjuster, error)) tierSubject {
+	return tierSubject{name + "/miniredis", window, true, func(t *testing.T, own Policy, f PolicyFunc, opts ...Option) (Adjuster, func(time.Duration)) {
+		_, client, advance := miniredisClock(t)
+		l, err := build(client, own, append([]Option{WithPolicyFunc(f)}, opts...)...)
+		require.NoError(t, err)
+		return l, advance
+	}}
+}
+
+var (
+	buildTokenBucket = func(own Policy, opts ...Option) (Adjuster, error) {
+		return NewTokenBucket(own.Limit, perSecond(own), opts...)
+	}
+	buildGCRA = func(own Policy, opts ...Option) (Adjuster, error) {
+		return NewGCRA(own.Limit, own.Window, opts...)
+	}
+	buildFixedWindow = func(own Policy, opts ...Option) (Adjuster, error) {
+		return NewFixedWindow(own.Limit, own.Window, opts...)
+	}
+	buildRedisTokenBucket = func(client *redis.Client, own Policy, opts ...Option) (Adjuster, error) {
+		return NewRedisTokenBucket(client, own.Limit, perSecond(own), opts...)
+	}
+	buildRedisGCRA = func(client *redis.Client, own Policy, opts ...Option) (Adjuster, error) {
+		return NewRedisGCRA(client, own.Limit, own.Window, opts...)
+	}
+	buildRedisFixedWindow = func(client *redis.Client, own Policy, opts ...Option) (Adjuster, error) {
+		return NewRedisFixedWindow(client, own.Limit, own.Window, opts...)
+	}
+)
+
+// tierRateSubjects are the token buckets and GCRAs built WithPolicyFunc.
+var tierRateSubjects = []tierSubject{
+	inProcessTier("TokenBucket", false, buildTokenBucket),
+	inProcessTier("GCRA", false, buildGCRA),
+	miniredisTier("RedisTokenBucket", false, buildRedisTokenBucket),
+	miniredisTier("RedisGCRA", false, buildRedisGCRA),
+}
+
+// tierWindowSubjects are the fixed windows built WithPolicyFunc.
+var tierWindowSubjects = []tierSubject{
+	inProcessTier("FixedWindow", true, buildFixedWindow),
+	miniredisTier("RedisFixedWindow", true, buildRedisFixedWindow),
+}
+
+// tierSubjects are all six.
+var tierSubjects = append(append([]tierSubject(nil), tierRateSubjects...), tierWindowSubjects...)
+
+// ownPolicy is the constructor's policy of the limiters below, which no
+// key uses unless it says so: 3 per hour.
+var ownPolicy = Policy{Limit: 3, Window: time.Hour}
+
+// perMinute is a policy of limit per minute.
+func perMinute(limit int) Policy { return Policy{Limit: limit, Window: time.Minute} }
+
+// tierCalls makes calls on l that must not fail, and returns their Results.
+type tierCalls struct {
+	t *testing.T
+	l Adjuster
+}
+
+func (c tierCalls) allow(key string, n int) Result {
+	c.t.Helper()
+	res, err := c.l.Allow(context.Background(), key, n)
+	require.NoError(c.t, err, "Allow(%q, %d)", key, n)
+	return res
+}
+
+func (c tierCalls) settle(key string, taken, cost int) Result {
+	c.t.Helper()
+	res, err := c.l.Settle(context.Background(), key, taken, cost)
+	require.NoError(c.t, err, "Settle(%q, %d, %d)", key, taken, cost)
+	return res
+}
+
+// TestRaisedLimitGivesTheNewUnitsAtOnce: a key that used all 10 of 10 per
+// minute and is raised to 100 per minute has 90 at once, since what it used
+// (10 units) is kept; 90 more calls are allowed, the 91st denied. From that
+// call on, the key refills at the new rate.
+func TestRaisedLimitGivesTheNewUnitsAtOnce(t *testing.T) {
+	for _, sub := range tierRateSubjects {
+		t.Run(sub.name, func(t *testing.T) {
+			plans := newPolicyTable()
+			l, advance := sub.newLimiter(t, ownPolicy, plans.f)
+			c := tierCalls{t, l}
+
+			plans.set("k", perMinute(10))
+			assert.Equal(t, ok(10, 0, time.Minute), c.allow("k", 10))
+			assert.Equal(t, no(10, 0, 6*time.Second, time.Minute), c.allow("k", 1))
+
+			plans.set("k", perMinute(100))
+			assert.Equal(t, ok(100, 90, 6*time.Second), c.allow("k", 0), "10 units used of 100")
+			for i := 1; i <= 90; i++ {
+				want := ok(100, 90-i, 6*time.Second+time.Duration(i)*600*ms)
+				if !assert.Equal(t, want, c.allow("k", 1), "call %d after the raise", i) {
+					return
+				}
+			}
+			assert.Equal(t, no(100, 0, 600*ms, time.Minute), c.allow("k", 1), "the 91st")
+
+			// Another key, raised the same way: its next call (a peek) is
+			// where the new policy takes hold, so 3 s later it has refilled
+			// 5 units at 100 per minute, not half a unit at 10 per minute.
+			plans.set("p", perMinute(10))
+			assert.Equal(t, ok(10, 0, time.Minute), c.allow("p", 10))
+			plans.set("p", perMinute(100))
+			assert.Equal(t, ok(100, 90, 6*time.Second), c.allow("p", 0))
+			advance(3 * time.Second)
+			assert.Equal(t, ok(100, 95, 3*time.Second), c.allow("p", 0), "3 s after the raise, at 100 per minute")
+			advance(3 * time.Second)
+			assert.Equal(t, ok(100, 100, 0), c.allow("p", 0), "full 6 s after the raise")
+		})
+	}
+}
+
+// TestLoweredLimitLeavesADebtThatTimePaysOff: a key that used 50 of 100 per
+// minute and is lowered to 10 per minute owes 40 units beyond its new
+// limit: it is denied until time has paid them off at the new rate (240 s),
+// and the first denial's RetryAfter says when the next unit comes (246 s).
+// A key that used less than the new limit keeps the rest.
+func TestLoweredLimitLeavesADebtThatTimePaysOff(t *testing.T) {
+	for _, sub := range tierRateSubjects {
+		t.Run(sub.name, func(t *testing.T) {
+			plans := newPolicyTable()
+			l, advance := sub.newLimiter(t, ownPolicy, plans.f)
+			c := tierCalls{t, l}
+
+			plans.set("k", perMinute(100))
+			plans.set("few", perMinute(100))
+			assert.Equal(t, ok(100, 50, 30*time.Second), c.allow("k", 50))
+			assert.Equal(t, ok(100, 95, 3*time.Second), c.allow("few", 5))
+
+			plans.set("k", perMinute(10))
+			plans.set("few", perMinute(10))
+			assert.Equal(t, ok(10, 5, 30*time.Second), c.allow("few", 0), "5 used of 10")
+			assert.Equal(t, no(10, 0, 246*time.Second, 300*time.Second), c.allow("k", 1), "50 used of 10: 40 in debt")
+			assert.Equal(t, ok(10, 0, 300*time.Second), c.allow("k", 0), "a peek is allowed in debt")
+
+			// Past the time the key would have refilled at 100 per minute,
+			// it is still in debt at 10 per minute.
+			advance(30 * time.Second)
+			assert.Equal(t, no(10, 0, 216*time.Second, 270*time.Second), c.allow("k", 1), "30 s after the change")
+			advance(210 * time.Second)
+			assert.Equal(t, no(10, 0, 6*time.Second, time.Minute), c.allow("k", 1), "debt paid, no unit yet")
+			advance(6 * time.Second)
+			assert.Equal(t, ok(10, 0, time.Minute), c.allow("k", 1), "RetryAfter after the first denial")
+		})
+	}
+}
+
+// TestFullKeyIsUnaffectedByAPolicyChange: a key that was never used, or has
+// refilled (its window ended), gets all of its new policy.
+func TestFullKeyIsUnaffectedByAPolicyChange(t *testing.T) {
+	for _, sub := range tierSubjects {
+		t.Run(sub.name, func(t *testing.T) {
+			plans := newPolicyTable()
+			l, advance := sub.newLimiter(t, ownPolicy, plans.f)
+			c := tierCalls{t, l}
+
+			plans.set("used", perMinute(100))
+			assert.Equal(t, ok(100, 0, time.Minute), c.allow("used", 100))
+			if sub.window {
+				assert.Equal(t, ok(3, 2, time.Hour), c.allow("own", 1), "the zero Policy is the constructor's")
+			} else {
+				assert.Equal(t, ok(3, 2, 20*time.Minute), c.allow("own", 1), "the zero Policy is the constructor's")
+			}
+			advance(time.Minute)
+
+			for _, key := range []string{"used", "never", "own"} {
+				plans.set(key, perMinute(10))
+			}
+			want := ok(10, 9, 6*time.Second)
+			if sub.window {
+				want = ok(10, 9, time.Minute)
+			}
+			assert.Equal(t, want, c.allow("used", 1), "refilled under 100 per minute")
+			assert.Equal(t, want, c.allow("never", 1), "never used")
+			if sub.window {
+				// The constructor's window of an hour is still open, with 1
+				// counted.
+				assert.Equal(t, ok(10, 8, 59*time.Minute), c.allow("own", 1))
+			} else {
+				// Not full: 1 of 3 per hour used a minute ago owes 19 min
+				// at 20 min per unit, which is 5.7 s at 6 s per unit.
+				assert.Equal(t, ok(10, 8, 11700*ms), c.allow("own", 1))
+			}
+		})
+	}
+}
+
+// TestFixedWindowChecksItsCountAgainstTheLimitInForce: a window keeps its
+// count when its key's policy changes: a lowered limit denies at once (a
+// peek still passes), a raised one allows at once, and a new length only
+// applies from the key's next window, the open one ending when it was to
+// end.
+func TestFixedWindowChecksItsCountAgainstTheLimitInForce(t *testing.T) {
+	for _, sub := range tierWindowSubjects {
+		t.Run(sub.name, func(t *testing.T) {
+			plans := newPolicyTable()
+			l, advance := sub.newLimiter(t, ownPolicy, plans.f)
+			c := tierCalls{t, l}
+
+			plans.set("k", perMinute(10))
+			assert.Equal(t, ok(10, 2, time.Minute), c.allow("k", 8))
+
+			plans.set("k", perMinute(5))
+			assert.Equal(t, no(5, 0, time.Minute, time.Minute), c.allow("k", 1), "8 counted of 5")
+			assert.Equal(t, ok(5, 0, time.Minute), c.allow("k", 0))
+
+			advance(20 * time.Second)
+			plans.set("k", perMinute(20))
+			assert.Equal(t, ok(20, 11, 40*time.Second), c.allow("k", 1), "8 counted of 20")
+
+			plans.set("k", Policy{Limit: 20, Window: 2 * time.Minute})
+			assert.Equal(t, ok(20, 10, 40*time.Second), c.allow("k", 1), "the open window ends when it was to")
+			plans.set("k", Policy{Limit: 4, Window: 2 * time.Minute})
+			assert.Equal(t, no(4, 0, 40*time.Second, 40*time.Second), c.allow("k", 1))
+
+			advance(40 * time.Second)
+			assert.Equal(t, ok(4, 3, 2*time.Minute), c.allow("k", 1), "the next window is 2 min long")
+			advance(119 * time.Second)
+			assert.Equal(t, ok(4, 0, time.Second), c.allow("k", 3))
+			plans.set("k", Policy{Limit: 4, Window: 10 * time.Second})
+			advance(time.Second)
+			assert.Equal(t, ok(4, 3, 10*time.Second), c.allow("k", 1), "and the one after 10 s")
+
+			// Settles count against the limit in force: past it, the
+			// window is in debt; given back, below it again.
+			plans.set("s", perMinute(10))
+			assert.Equal(t, ok(10, 4, time.Minute), c.allow("s", 6))
+			plans.set("s", perMinute(3))
+			assert.Equal(t, ok(3, 0, time.Minute), c.settle("s", 3, 5), "8 counted of 3")
+			assert.Equal(t, no(3, 0, time.Minute, time.Minute), c.allow("s", 1))
+			assert.Equal(t, ok(3, 0, time.Minute), c.settle("s", 3, 0), "5 counted of 3")
+			assert.Equal(t, ok(3, 1, time.Minute), c.settle("s", 3, 0), "2 counted of 3")
+			assert.Equal(t, ok(3, 0, time.Minute), c.allow("s", 1))
+		})
+	}
+}
+
+// TestFixedWindowLongerThanTheConstructorsLastsToItsEnd: a key whose policy
+// gives it a window longer than the constructor's keeps its count for the
+// whole of its own window, however often it is looked at.
+func TestFixedWindowLongerThanTheConstructorsLastsToItsEnd(t *testing.T) {
+	for _, sub := range tierWindowSubjects {
+		t.Run(sub.name, func(t *testing.T) {
+			plans := newPolicyTable()
+			l, advance := sub.newLimiter(t, Policy{Limit: 5, Window: time.Second}, plans.f)
+			c := tierCalls{t, l}
+			plans.set("k", Policy{Limit: 5, Window: time.Hour})
+			assert.Equal(t, ok(5, 0, time.Hour), c.allow("k", 5))
+			for i := 1; i <= 4; i++ {
+				advance(1500 * ms)
+				assert.Equal(t, ok(5, 0, time.Hour-time.Duration(i)*1500*ms), c.allow("k", 0), "%v later", time.Duration(i)*1500*ms)
+			}
+			assert.Equal(t, no(5, 0, time.Hour-6*time.Second, time.Hour-6*time.Second), c.allow("k", 1))
+		})
+	}
+}
+
+// errPlanStore is a PolicyFunc's own failure.
+var errPlanStore = errors.New("plan store unavailable")
+
+// TestPolicyFuncErrorFailsTheCallAndChangesNothing: an error of the
+// PolicyFunc is wrapped by the call's error, which names the key, and the
+// key is left as it was.
+func TestPolicyFuncErrorFailsTheCallAndChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, sub := range tierSubjects {
+		t.Run(sub.name, func(t *testing.T) {
+			plans := newPolicyTable()
+			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
+			c := tierCalls{t, l}
+			plans.set("k", Policy{Limit: 4, Window: 4 * time.Second})
+			before := c.allow("k", 1)
+			require.Equal(t, 3, before.Remaining)
+
+			plans.fail(errPlanStore)
+			res, err := l.Allow(ctx, "k", 1)
+			require.ErrorIs(t, err, errPlanStore)
+			assert.Contains(t, err.Error(), `"k"`)
+			assert.False(t, res.Allowed)
+			_, err = l.Settle(ctx, "k", 0, 2)
+			require.ErrorIs(t, err, errPlanStore)
+			_, err = l.Refund(ctx, "k", 1)
+			require.ErrorIs(t, err, errPlanStore)
+
+			plans.fail(nil)
+			assert.Equal(t, before, c.allow("k", 0), "unchanged")
+		})
+	}
+}
+
+// TestInvalidPolicyIsAnInvalidConfigErrorNamingTheKey: a policy the
+// constructor would refuse fails the call with an error wrapping
+// ErrInvalidConfig that names the key, and changes nothing.
+func TestInvalidPolicyIsAnInvalidConfigErrorNamingTheKey(t *testing.T) {
+	ctx := context.Background()
+	for _, sub := range tierSubjects {
+		t.Run(sub.name, func(t *testing.T) {
+			invalid := []Policy{
+				{Limit: 0, Window: time.Second},
+				{Limit: -1, Window: time.Second},
+				{Limit: 4, Window: 0},
+				{Limit: 4, Window: -time.Second},
+			}
+			switch {
+			case sub.window && sub.redis:
+				// Redis expiry counts whole ms.
+				invalid = append(invalid, Policy{Limit: 4, Window: 1500 * time.Microsecond}, Policy{Limit: 4, Window: time.Microsecond})
+			case sub.redis:
+				// Less than 1 µs per unit.
+				invalid = append(invalid, Policy{Limit: 10, Window: 9 * time.Microsecond})
+			case !sub.window:
+				// Less than 1 ns per unit.
+				invalid = append(invalid, Policy{Limit: 10, Window: 9 * time.Nanosecond})
+			}
+			plans := newPolicyTable()
+			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
+			c := tierCalls{t, l}
+			valid := Policy{Limit: 4, Window: 4 * time.Second}
+			plans.set("user-7", valid)
+			before := c.allow("user-7", 1)
+			for _, p := range invalid {
+				plans.set("user-7", p)
+				res, err := l.Allow(ctx, "user-7", 1)
+				require.ErrorIs(t, err, ErrInvalidConfig, "%+v", p)
+				assert.Contains(t, err.Error(), `"user-7"`, "%+v", p)
+				assert.False(t, res.Allowed, "%+v", p)
+				_, err = l.Settle(ctx, "user-7", 0, 1)
+				require.ErrorIs(t, err, ErrInvalidConfig, "%+v", p)
+				_, err = l.Allow(ctx, "user-7", 0)
+				require.ErrorIs(t, err, ErrInvalidConfig, "%+v", p)
+			}
+			plans.set("user-7", valid)
+			assert.Equal(t, before, c.allow("user-7", 0), "unchanged")
+		})
+	}
+}
+
+// TestCostAboveTheKeysLimitExceedsIt: n above the key's limit, even within
+// the constructor's, can never succeed: ErrCostExceedsLimit, with the key's
+// limit in the Result, and nothing changes.
+func TestCostAboveTheKeysLimitExceedsIt(t *testing.T) {
+	ctx := context.Background()
+	for _, sub := range tierSubjects {
+		t.Run(sub.name, func(t *testing.T) {
+			plans := newPolicyTable()
+			l, _ := sub.newLimiter(t, Policy{Limit: 20, Window: time.Hour}, plans.f)
+			c := tierCalls{t, l}
+			plans.set("k", Policy{Limit: 3, Window: 3 * time.Second})
+
+			res, err := l.Allow(ctx, "k", 4)
+			require.ErrorIs(t, err, ErrCostExceedsLimit)
+			assert.Equal(t, Result{Limit: 3}, res)
+			res, err = l.Settle(ctx, "k", 4, 0)
+			require.ErrorIs(t, err, ErrCostExceedsLimit)
+			assert.Equal(t, Result{Limit: 3}, res)
+			assert.Equal(t, ok(3, 3, 0), c.allow("k", 0), "nothing taken")
+
+			res = c.allow("other", 4)
+			assert.True(t, res.Allowed, "a key without a policy of its own has the constructor's limit")
+			assert.Equal(t, 20, res.Limit)
+		})
+	}
+}
+
+// TestWithPolicyFuncNilIsInvalidConfig: every constructor refuses a nil
+// PolicyFunc.
+func TestWithPolicyFuncNilIsInvalidConfig(t *testing.T) {
+	_, client, _ := miniredisClock(t)
+	constructors := map[string]func() (Limiter, error){
+		"TokenBucket": func() (Limiter, error) { return NewTokenBucket(3, 1, WithPolicyFunc(nil)) },
+		"GCRA":        func() (Limiter, error) { return NewGCRA(3, time.Second, WithPolicyFunc(nil)) },
+		"FixedWindow": func() (Limiter, error) { return NewFixedWindow(3, time.Second, WithPolicyFunc(nil)) },
+		"RedisTokenBucket": func() (Limiter, error) {
+			return NewRedisTokenBucket(client, 3, 1, WithPolicyFunc(nil))
+		},
+		"RedisGCRA": func() (Limiter, error) { return NewRedisGCRA(client, 3, time.Second, WithPolicyFunc(nil)) },
+		"RedisFixedWindow": func() (Limiter, error) {
+			return NewRedisFixedWindow(client, 3, time.Second, WithPolicyFunc(nil))
+		},
+	}
+	for name, build := range constructors {
+		_, err := build()
+		assert.ErrorIs(t, err, ErrInvalidConfig, name)
+	}
+}
+
+// TestCompositeRefusesAPartWithAPolicyFunc: a Composite cannot decide by
+// per-key policies, in process or on Redis.
+func TestCompositeRefusesAPartWithAPolicyFunc(t *testing.T) {
+	_, client, _ := miniredisClock(t)
+	f := newPolicyTable().f
+	plain := map[bool]Limiter{}
+	var err error
+	plain[false], err = NewGCRA(5, time.Second)
+	require.NoError(t, err)
+	plain[true], err = NewRedisGCRA(client, 5, time.Second)
+	require.NoError(t, err)
+	keyed := map[string]func() (Limiter, error){
+		"TokenBucket":      func() (Limiter, error) { return NewTokenBucket(3, 1, WithPolicyFunc(f)) },
+		"GCRA":             func() (Limiter, error) { return NewGCRA(3, time.Second, WithPolicyFunc(f)) },
+		"FixedWindow":      func() (Limiter, error) { return NewFixedWindow(3, time.Second, WithPolicyFunc(f)) },
+		"RedisTokenBucket": func() (Limiter, error) { return NewRedisTokenBucket(client, 3, 1, WithPolicyFunc(f)) },
+		"RedisGCRA":        func() (Limiter, error) { return NewRedisGCRA(client, 3, time.Second, WithPolicyFunc(f)) },
+		"RedisFixedWindow": func() (Limiter, error) {
+			return NewRedisFixedWindow(client, 3, time.Second, WithPolicyFunc(f))
+		},
+	}
+	for name, build := range keyed {
+		l, err := build()
+		require.NoError(t, err, name)
+		other := plain[len(name) > 5 && name[:5] == "Redis"]
+		for _, parts := range [][]Part{
+			{{Name: "keyed", Limiter: l}},
+			{{Name: "plain", Limiter: other}, {Name: "keyed", Limiter: l}},
+		} {
+			_, err := NewComposite(parts...)
+			require.ErrorIs(t, err, ErrInvalidConfig, name)
+			assert.Contains(t, err.Error(), "WithPolicyFunc", name)
+		}
+	}
+}
+
+// TestPolicyFuncOfAnswersEachKeysPolicy: PolicyFuncOf is nil for a limiter
+// with one policy for every key; for one built WithPolicyFunc it answers a
+// key's policy, the limiter's own for the zero Policy, and an error wrapping
+// ErrInvalidConfig for a policy the limiter refuses; a decorator answers its
+// backend's.
+func TestPolicyFuncOfAnswersEachKeysPolicy(t *testing.T) {
+	ctx := context.Background()
+	_, client, _ := miniredisClock(t)
+	plainTB, err := NewTokenBucket(3, 1)
+	require.NoError(t, err)
+	plainGCRA, err := NewGCRA(3, time.Second)
+	require.NoError(t, err)
+	plainFW, err := NewFixedWindow(3, time.Second)
+	require.NoError(t, err)
+	plainRTB, err := NewRedisTokenBucket(client, 3, 1)
+	require.NoError(t, err)
+	plainRGCRA, err := NewRedisGCRA(client, 3, time.Second)
+	require.NoError(t, err)
+	plainRFW, err := NewRedisFixedWindow(client, 3, time.Second)
+	require.NoError(t, err)
+	for _, l := range []Limiter{plainTB, plainGCRA, plainFW, plainRTB, plainRGCRA, plainRFW} {
+		assert.Nil(t, PolicyFuncOf(l), "%T", l)
+	}
+	assert.Nil(t, PolicyFuncOf(nil))
+	assert.Nil(t, PolicyFuncOf((*GCRA)(nil)))
+
+	for _, sub := range tierSubjects {
+		t.Run(sub.name, func(t *testing.T) {
+			plans := newPolicyTable()
+			gold := Policy{Limit: 100, Window: time.Minute}
+			plans.set("gold", gold)
+			plans.set("bad", Policy{Limit: 0, Window: time.Minute})
+			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
+			own, found := PolicyOf(l)
+			require.True(t, found)
+			assert.Equal(t, ownPolicy, own)
+
+			guard, err := NewGuard(l, GuardConfig{})
+			require.NoError(t, err)
+			for _, who := range []Limiter{l, guard} {
+				f := PolicyFuncOf(who)
+				require.NotNil(t, f, "%T", who)
+				p, err := f(ctx, "gold")
+				require.NoError(t, err)
+				assert.Equal(t, gold, p)
+				p, err = f(ctx, "anyone")
+				require.NoError(t, err)
+				assert.Equal(t, ownPolicy, p, "the zero Policy is the limiter's own")
+				_, err = f(ctx, "bad")
+				require.ErrorIs(t, err, ErrInvalidConfig)
+				assert.Contains(t, err.Error(), `"bad"`)
+				plans.fail(errPlanStore)
+				_, err = f(ctx, "gold")
+				require.ErrorIs(t, err, errPlanStore)
+				plans.fail(nil)
+			}
+		})
+	}
+}
+
+// TestHooksSeeTheKeysPolicy: a limiter built WithHooks reports each call
+// with the policy in force for its key.
+func TestHooksSeeTheKeysPolicy(t *testing.T) {
+	for _, sub := range tierSubjects {
+		t.Run(sub.name, func(t *testing.T) {
+			plans := newPolicyTable()
+			hooks := &recordingHooks{}
+			l, _ := sub.newLimiter(t, ownPolicy, plans.f, WithHooks(hooks))
+			c := tierCalls{t, l}
+			small := Policy{Limit: 4, Window: 4 * time.Second}
+			plans.set("k", small)
+
+			res := c.allow("k", 1)
+			d := hooks.last()
+			assert.Equal(t, small, d.Policy)
+			assert.Equal(t, "k", d.Key)
+			assert.Equal(t, res, d.Result)
+
+			c.allow("other", 1)
+			assert.Equal(t, ownPolicy, hooks.last().Policy, "the limiter's own for the zero Policy")
+
+			plans.set("k", perMinute(10))
+			c.allow("k", 1)
+			assert.Equal(t, perMinute(10), hooks.last().Policy, "the policy in force for the call")
+
+			_, err := l.Allow(context.Background(), "k", 11)
+			require.ErrorIs(t, err, ErrCostExceedsLimit)
+			d = hooks.last()
+			assert.Equal(t, perMinute(10), d.Policy)
+			assert.ErrorIs(t, d.Err, ErrCostExceedsLimit)
+		})
+	}
+}
+
+// manyPolicies is the PolicyFunc of the memory tests: key "k<i>" gets a
+// policy of its own, 1+i%10 units with one every i+1 ms (a window of i+1
+// ms for a fixed window), and, in phase 1, twice the interval and 3 more
+// units.
+func manyPolicies(window bool, phase *atomic.Int32) PolicyFunc {
+	return func(_ context.Context, key string) (Policy, error) {
+		i, err := strconv.Atoi(key[1:])
+		if err != nil {
+			return Policy{}, err
+		}
+		limit, interval := 1+i%10, time.Duration(i+1)*time.Millisecond
+		if phase.Load() == 1 {
+			limit, interval = limit+3, 2*interval
+		}
+		if window {
+			return Policy{Limit: limit, Window: interval}, nil
+		}
+		return Policy{Limit: limit, Window: time.Duration(limit) * interval}, nil
+	}
+}
+
+// TestManyPoliciesHoldNoStateOnceEveryKeyIsFull: 100,000 keys, each with a
+// policy of its own, are held while they are not full, and not at all once
+// time has passed every one's fill time (or window): nothing is kept per
+// policy.
+func TestManyPoliciesHoldNoStateOnceEveryKeyIsFull(t *testing.T) {
+	const keys = 100_000
+	ctx := context.Background()
+	longest := time.Duration(13*2*keys) * time.Millisecond // phase 1's longest fill time
+	for _, tc := range []struct {
+		name   string
+		window bool
+		build  func(clock Clock, f PolicyFunc) (Limiter, func() int, error)
+	}{
+		{"TokenBucket", false, func(clock Clock, f PolicyFunc) (Limiter, func() int, error) {
+			l, err := NewTokenBucket(3, 3, WithClock(clock), WithPolicyFunc(f))
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, l.k.tats.len, nil
+		}},
+		{"GCRA", false, func(clock Clock, f PolicyFunc) (Limiter, func() int, error) {
+			l, err := NewGCRA(3, time.Second, WithClock(clock), WithPolicyFunc(f))
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, l.k.tats.len, nil
+		}},
+		{"FixedWindow", true, func(clock Clock, f PolicyFunc) (Limiter, func() int, error) {
+			l, err := NewFixedWindow(3, time.Second, WithClock(clock), WithPolicyFunc(f))
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, l.windows.len, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := NewFakeClock(epoch)
+			var phase atomic.Int32
+			l, held, err := tc.build(clock, manyPolicies(tc.window, &phase))
+			require.NoError(t, err)
+			for i := range keys {
+				res, err := l.Allow(ctx, "k"+strconv.Itoa(i), 1)
+				require.NoError(t, err)
+				require.True(t, res.Allowed)
+			}
+			assert.Equal(t, keys, held(), "every key is held while not full")
+
+			// Every key's policy changes: its next call converts it.
+			phase.Store(1)
+			clock.Advance(time.Millisecond)
+			for i := range keys {
+				_, err := l.Allow(ctx, "k"+strconv.Itoa(i), 0)
+				require.NoError(t, err)
+			}
+			assert.LessOrEqual(t, held(), keys)
+
+			clock.Advance(longest + time.Second)
+			// A peek on a handful of keys touches every shard, which then
+			// drops what has refilled.
+			for i := range 1000 {
+				_, err := l.Allow(ctx, "k"+strconv.Itoa(i), 0)
+				require.NoError(t, err)
+			}
+			assert.Equal(t, 0, held(), "nothing held once every key is full")
+		})
+	}
+}
+
+// TestManyPoliciesOnRedisWriteOnlyKeysWithATTL: on Redis, every key a
+// limiter with a policy per key writes has a TTL, whatever the call (Allow,
+// a denial or peek after a policy change, Settle into debt, Refund), so
+// that every key goes once full.
+func TestManyPoliciesOnRedisWriteOnlyKeysWithATTL(t *testing.T) {
+	const keys = 600
+	ctx := context.Background()
+	for _, sub := range []struct {
+		name   string
+		window bool
+		build  func(client *redis.Client, f PolicyFunc) (Adjuster, error)
+	}{
+		{"RedisTokenBucket", false, func(client *redis.Client, f PolicyFunc) (Adjuster, error) {
+			return NewRedisTokenBucket(client, 3, 3, WithPolicyFunc(f))
+		}},
+		{"RedisGCRA", false, func(client *redis.Client, f PolicyFunc) (Adjuster, error) {
+			return NewRedisGCRA(client, 3, time.Second, WithPolicyFunc(f))
+		}},
+		{"RedisFixedWindow", true, func(client *redis.Client, f PolicyFunc) (Adjuster, error) {
+			return NewRedisFixedWindow(client, 3, time.Second, WithPolicyFunc(f))
+		}},
+	} {
+		t.Run(sub.name, func(t *testing.T) {
+			m, client, advance := miniredisClock(t)
+			var phase atomic.Int32
+			l, err := sub.build(client, manyPolicies(sub.window, &phase))
+			require.NoError(t, err)
+			key := func(i int) string { return "k" + strconv.Itoa(i) }
+			for i := range keys {
+				_, err := l.Allow(ctx, key(i), 1+i%10)
+				require.NoError(t, err)
+			}
+			phase.Store(1)
+			advance(time.Millisecond)
+			for i := range keys {
+				var err error
+				switch i % 4 {
+				case 0:
+					_, err = l.Allow(ctx, key(i), 0)
+				case 1:
+					_, err = l.Allow(ctx, key(i), 1+i%10+3)
+				case 2:
+					_, err = l.Settle(ctx, key(i), 1, 20)
+				default:
+					_, err = l.Refund(ctx, key(i), 1)
+				}
+				require.NoError(t, err)
+			}
+			stored := m.Keys()
+			assert.NotEmpty(t, stored)
+			for _, k := range stored {
+				ttl, err := client.PTTL(ctx, k).Result()
+				require.NoError(t, err)
+				if !assert.Positive(t, ttl, "key %q has a TTL", k) {
+					return
+				}
+			}
+			advance(time.Duration(13*2*keys+20*2*keys)*time.Millisecond + time.Second)
+			assert.Empty(t, m.Keys(), "every key expired once full")
+			for i := range keys {
+				res, err := l.Allow(ctx, key(i), 0)
+				require.NoError(t, err)
+				require.Equal(t, res.Limit, res.Remaining, "key %d is full", i)
+			}
+		})
+	}
+}
+
+// tierName formats a policy for messages.
+func tierName(p Policy) string {
+	if p == (Policy{}) {
+		return "own"
+	}
+	return fmt.Sprintf("%d/%v", p.Limit, p.Window)
+}
