@@ -85,19 +85,27 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 // Limiter for the contract. ctx goes to the PolicyFunc, if any
 // (WithPolicyFunc); the decision never blocks.
 func (w *FixedWindow) Allow(ctx context.Context, key string, n int) (Result, error) {
+	// The limiter's own policy, or the key's (WithPolicyFunc): the count
+	// of a key's open window is checked against the limit in force, and a
+	// window it opens lasts the window in force.
+	r := w.windowRate
+	var err error
 	if w.tiers != nil {
-		return w.allowKeyed(ctx, key, n)
+		r, err = w.keyedRate(ctx, key)
 	}
-	if err := checkCost(n, int(w.limit)); err != nil {
+	if err == nil {
+		err = checkCost(n, int(r.limit))
+	}
+	if err != nil {
 		if w.obs.hooks != nil {
-			w.obs.report(key, n, Result{Limit: int(w.limit)}, err, 0)
+			w.obs.reportPolicy(w.policyAt(r), key, n, Result{Limit: int(r.limit)}, err, 0)
 		}
-		return Result{Limit: int(w.limit)}, err
+		return Result{Limit: int(r.limit)}, err
 	}
 	reading := w.base.elapsed()
 	sh, now := w.windows.lock(key, reading, w.maxNow)
 	win, at := sh.lookup(key)
-	win, next, allowed := w.take(win, now, n)
+	win, next, allowed := r.take(win, now, n)
 	if allowed && n > 0 {
 		sh.write(key, at, next, next.end)
 	}
@@ -105,22 +113,22 @@ func (w *FixedWindow) Allow(ctx context.Context, key string, n int) (Result, err
 	// A clock behind the shard's time must first catch up.
 	lag := lagBehind(now, reading)
 	if w.obs.hooks != nil {
-		return w.observed(key, n, allowed, win, next, now, lag, reading), nil
+		return w.observed(ctx, key, n, r, allowed, win, next, now, lag, reading), nil
 	}
 	if !allowed {
-		return w.denial(win, now, lag), nil
+		return r.denial(win, now, lag), nil
 	}
-	return w.result(true, next, now, lag), nil
+	return r.result(true, next, now, lag), nil
 }
 
 // observed returns the Result of a decision of Allow's, and reports it to
 // the hooks with the time since reading.
-func (w *FixedWindow) observed(key string, n int, allowed bool, win, next openWindow, now, lag, reading int64) Result {
-	res := w.result(true, next, now, lag)
+func (w *FixedWindow) observed(ctx context.Context, key string, n int, r windowRate, allowed bool, win, next openWindow, now, lag, reading int64) Result {
+	res := r.result(true, next, now, lag)
 	if !allowed {
-		res = w.denial(win, now, lag)
+		res = r.denial(win, now, lag)
 	}
-	w.obs.report(key, n, res, nil, time.Duration(w.base.elapsed()-reading))
+	w.obs.reportPolicy(w.policyAt(r), key, n, res, nil, time.Duration(w.base.elapsed()-reading))
 	return res
 }
 

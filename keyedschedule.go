@@ -43,22 +43,29 @@ func newKeyedSchedule(s *schedule, t *tiers) *keyedSchedule {
 // keyedExpiry is the expiry of a key's state: its tat, when it is full.
 func keyedExpiry(st keyedTat) int64 { return st.tat }
 
-// rateOf returns the rate of a call for key, with its policy.
-func (k *keyedSchedule) rateOf(ctx context.Context, key string) (rate, Policy, error) {
-	p, limit, interval, err := k.tiers.resolve(ctx, key)
-	return rate{interval: interval, capacity: limit, tau: limit * interval}, p, err
+// rateOf returns the rate of a call for key.
+func (k *keyedSchedule) rateOf(ctx context.Context, key string) (rate, error) {
+	_, limit, interval, err := k.tiers.resolve(ctx, key)
+	return rate{interval: interval, capacity: limit, tau: limit * interval}, err
+}
+
+// policy is the Policy of a call decided at r, for the hooks.
+func (r rate) policy() Policy {
+	return Policy{Limit: int(r.capacity), Window: time.Duration(r.tau)}
 }
 
 // carry returns the tat of a key stored as st, at the shard's time now, for
 // a call at rate r: st's tat, with the time it owes converted to r's
 // interval when it was written at another.
 func (r rate) carry(st keyedTat, now int64) int64 {
-	if st.tat <= now {
-		return now
+	if st.tat <= now || st.interval == r.interval {
+		return max(st.tat, now)
 	}
-	if st.interval == r.interval {
-		return st.tat
-	}
+	return r.convert(st, now)
+}
+
+// convert is carry for a key written at another interval than r's.
+func (r rate) convert(st keyedTat, now int64) int64 {
 	return now + convertUsed(st.tat-now, st.interval, r.interval, maxSpan)
 }
 
@@ -71,14 +78,14 @@ func (r rate) converts(st keyedTat, now int64) bool {
 
 // allow decides n for key at the rate its policy gives. See Limiter.
 func (k *keyedSchedule) allow(ctx context.Context, key string, n int) (Result, error) {
-	r, p, err := k.rateOf(ctx, key)
+	r, err := k.rateOf(ctx, key)
 	if err == nil {
 		err = checkCost(n, int(r.capacity))
 	}
 	if err != nil {
 		res := Result{Limit: int(r.capacity)}
 		if k.obs.hooks != nil {
-			k.obs.reportPolicy(p, key, n, res, err, 0)
+			k.obs.reportPolicy(r.policy(), key, n, res, err, 0)
 		}
 		return res, err
 	}
@@ -97,20 +104,24 @@ func (k *keyedSchedule) allow(ctx context.Context, key string, n int) (Result, e
 	}
 	sh.mu.Unlock()
 	lag := lagBehind(now, reading)
-	res := r.result(true, next, now, lag)
-	if !allowed {
-		res = r.denial(cur, next, now, lag)
-	}
 	if k.obs.hooks != nil {
-		k.obs.reportPolicy(p, key, n, res, nil, time.Duration(k.base.elapsed()-reading))
+		res := r.result(true, next, now, lag)
+		if !allowed {
+			res = r.denial(cur, next, now, lag)
+		}
+		k.obs.reportPolicy(r.policy(), key, n, res, nil, time.Duration(k.base.elapsed()-reading))
+		return res, nil
 	}
-	return res, nil
+	if !allowed {
+		return r.denial(cur, next, now, lag), nil
+	}
+	return r.result(true, next, now, lag), nil
 }
 
 // settle replaces taken by cost for key at the rate its policy gives (see
 // Adjuster). kind names the limiter in errors.
 func (k *keyedSchedule) settle(ctx context.Context, kind, key string, taken, cost int, opts []AdjustOption) (Result, error) {
-	r, _, err := k.rateOf(ctx, key)
+	r, err := k.rateOf(ctx, key)
 	if err != nil {
 		return Result{Limit: int(r.capacity)}, err
 	}

@@ -29,6 +29,7 @@ type redisLimiter struct {
 	// sent with it under the script's algorithm keyedAlgo.
 	tiers     *tiers
 	keyedAlgo string
+	specs     *specCache // the script's limits of the policies in use
 }
 
 // redisSpec is everything a Redis limiter is built from, its numbers already
@@ -87,6 +88,7 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 	}
 	if r.tiers != nil {
 		r.keyedAlgo = spec.keyedAlgo
+		r.specs = &specCache{algo: spec.keyedAlgo}
 		if !cfg.prefixSet {
 			r.prefix = spec.defaultPrefix + keyedPrefix
 		}
@@ -133,7 +135,7 @@ func (r *redisLimiter) policyOf(ctx context.Context, key string) (int, *[3]any, 
 		return r.limit, nil, r.obs.policy, nil
 	}
 	p, limit, param, err := r.tiers.resolve(ctx, key)
-	return int(limit), &[3]any{r.keyedAlgo, limit, param}, p, err
+	return int(limit), r.specs.spec(limit, param), p, err
 }
 
 // keyedPrefix follows the algorithm's default prefix for a limiter built

@@ -208,19 +208,22 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 		args = append(args, len(batch))
 	}
 	// Check i (from 1) of a request refers to limit i, or, when each
-	// request carries its own (keyed), request j (from 0) to limit j+1.
-	base := 0
+	// request carries its own (keyed), to its own limit: limits[j] + 1.
+	var limits []int
 	if s.keyed {
-		args = append(args, len(batch))
-		for _, p := range batch {
-			args = append(args, p.spec[0], p.spec[1], p.spec[2])
+		var specs []*[3]any
+		specs, limits = keyedLimits(batch)
+		args = append(args, len(specs))
+		for _, spec := range specs {
+			args = append(args, spec[0], spec[1], spec[2])
 		}
 	} else {
 		args = append(args, s.limits...)
 	}
+	base := 0
 	for j, p := range batch {
 		if s.keyed {
-			base = j
+			base = limits[j]
 		}
 		switch {
 		case p.op == nil:
@@ -250,6 +253,34 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 	}
 	return cmd
 }
+
+// keyedLimits returns the distinct limits of a batch of requests that
+// carry their own (pending.spec), and the index of each request's among
+// them: a batch of one plan sends its limit once. It compares with the
+// first maxSharedLimits distinct limits only, so that a batch of many
+// policies costs no more than one limit per request.
+func keyedLimits(batch []*pending) ([]*[3]any, []int) {
+	specs := make([]*[3]any, 0, 4)
+	index := make([]int, len(batch))
+	for j, p := range batch {
+		k := -1
+		for i, spec := range specs[:min(len(specs), maxSharedLimits)] {
+			if spec == p.spec || *spec == *p.spec {
+				k = i
+				break
+			}
+		}
+		if k < 0 {
+			k = len(specs)
+			specs = append(specs, p.spec)
+		}
+		index[j] = k
+	}
+	return specs, index
+}
+
+// maxSharedLimits bounds the limits keyedLimits compares a request's with.
+const maxSharedLimits = 16
 
 // processor is what every go-redis client has: it sends a command.
 type processor interface {

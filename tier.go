@@ -54,9 +54,9 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 //
 // A limiter with a PolicyFunc keeps the interval (token bucket, GCRA) with
 // each key's state: in process 8 more bytes per key; on Redis a token
-// bucket's HASH has capacity and interval fields beside credit and
-// last_refill, and a GCRA's STRING is "tat:interval" (a fixed window's state
-// is unchanged), under the default prefix's "keyed:" variant (see
+// bucket's HASH holds tat and interval (the bucket kept as the GCRA it
+// decides as) instead of credit and last_refill, and a GCRA's STRING is
+// "tat:interval" (a fixed window's state is unchanged), under the default prefix's "keyed:" variant (see
 // KeyPrefix), so that it never reads the keys of a limiter without a
 // PolicyFunc, which it would refuse as another state (ErrCorruptState). Memory does
 // not grow with the number of distinct policies: nothing is kept per
@@ -121,15 +121,22 @@ func newTiers(f PolicyFunc, name string, def Policy, check func(string, Policy) 
 }
 
 // resolve returns the policy of a call for key, and its limit and param.
-func (t *tiers) resolve(ctx context.Context, key string) (p Policy, limit, param int64, err error) {
+func (t *tiers) resolve(ctx context.Context, key string) (Policy, int64, int64, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if p, err = t.f(ctx, key); err != nil {
-		return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: policy of key %q: %w", t.name, key, err)
-	}
-	if p == (Policy{}) || p == t.def {
+	p, err := t.f(ctx, key)
+	if err == nil && (p == Policy{} || p == t.def) {
 		return t.def, t.defLimit, t.defParam, nil
+	}
+	return t.resolveOther(key, p, err)
+}
+
+// resolveOther is resolve for a policy other than the limiter's own, or an
+// error of the PolicyFunc.
+func (t *tiers) resolveOther(key string, p Policy, err error) (_ Policy, limit, param int64, _ error) {
+	if err != nil {
+		return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: policy of key %q: %w", t.name, key, err)
 	}
 	if limit, param, err = t.check("policy", p); err != nil {
 		return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: key %q: %w", t.name, key, err)
@@ -159,7 +166,7 @@ func checkLocalRate(kind string, p Policy) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	if int64(p.Limit) > maxSpan/interval {
+	if hi, lo := bits.Mul64(uint64(p.Limit), uint64(interval)); hi != 0 || lo > maxSpan {
 		return 0, 0, fmt.Errorf("%w: %s: capacity %d × %s per token overflows the clock", ErrInvalidConfig, kind, p.Limit, time.Duration(interval))
 	}
 	return int64(p.Limit), interval, nil

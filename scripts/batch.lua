@@ -61,8 +61,9 @@
 --        integer µs; PEXPIRE until full.
 --   'g'  a STRING: the theoretical arrival time in integer µs, the server time
 --        at which the key is full again; PX until then.
---   'T'  as 't', a HASH of exactly credit, last_refill, capacity and
---        interval: the last two are those credit was computed with.
+--   'T'  a HASH of exactly tat and interval: the token bucket kept as a
+--        GCRA, whose decisions are the same, with the interval (µs) the
+--        tat was computed with; PEXPIRE until full.
 --   'G'  as 'g', a STRING "tat:interval", the interval the tat was
 --        computed with, in µs.
 --   'w'  a STRING: the count of the window, >= 1 (above limit in debt after
@@ -148,37 +149,15 @@ end
 -- it is refused.
 
 -- bucket_state returns a bucket's credit, refilled up to full, the time it
--- holds (last, never earlier than it was), how far the clock is behind
--- that time, and whether the credit was converted from another interval
--- (then the caller writes it, even when it takes nothing: the new policy
--- holds from this call on).
-local function bucket_state(key, capacity, interval, keyed)
+-- holds (last, never earlier than it was), and how far the clock is behind
+-- that time.
+local function bucket_state(key, full)
   local state = redis.pcall('HGETALL', key)
   if wrongtype(state) then
     return nil, 'not a HASH'
   end
-  local full = capacity * interval
-  local credit, last, full0, t0 = full, now, full, interval
-  if #state > 0 and keyed then
-    local f = {}
-    if #state == 8 then
-      for i = 1, 7, 2 do
-        f[state[i]] = state[i + 1]
-      end
-    end
-    local c0
-    credit, last, c0, t0 = signed(f.credit), whole(f.last_refill), whole(f.capacity), whole(f.interval)
-    if not (credit and last and c0 and t0 and c0 >= 1 and t0 >= 1 and c0 * t0 <= maxdebt) then
-      return nil, 'not a HASH of exactly credit, last_refill, capacity and interval, whole numbers below 2^53'
-    end
-    if redis.call('PTTL', key) < 0 then
-      return nil, 'a HASH without the TTL every write sets'
-    end
-    full0 = c0 * t0
-    if credit > full0 then
-      credit = full0
-    end
-  elseif #state > 0 then
+  local credit, last = full, now
+  if #state > 0 then
     if #state ~= 4 then
       credit = nil
     elseif state[1] == 'credit' and state[3] == 'last_refill' then
@@ -200,53 +179,64 @@ local function bucket_state(key, capacity, interval, keyed)
   end
   local lag = 0
   if now > last then
-    credit = math.min(full0, credit + (now - last))
+    credit = math.min(full, credit + (now - last))
     last = now
   else
     lag = last - now
   end
-  local converted = false
-  if full0 ~= full or t0 ~= interval then
-    -- Written under another policy: keep the units used.
-    local used = full0 - credit
-    if used > 0 and t0 ~= interval then
-      used = convert(used, t0, interval)
-      converted = true
-    end
-    credit = math.max(full - maxdebt, full - used)
-  end
-  return credit, last, lag, converted
+  return credit, last, lag
 end
 
--- gcra_state returns a GCRA key's theoretical arrival time, at least now,
--- and whether it was converted from another interval (then the caller
--- writes it, even when it takes nothing).
-local function gcra_state(key, interval, keyed)
-  local stored = redis.pcall('GET', key)
-  if wrongtype(stored) then
-    return nil, 'not a STRING'
-  end
-  if not stored then
-    return now
-  end
+-- gcra_state returns the theoretical arrival time, at least now, of a key
+-- of shape 'g' (or nil), 'G' or 'T', and whether it was converted from
+-- another interval (then the caller writes it, even when it takes
+-- nothing: the new policy holds from this call on).
+local function gcra_state(key, interval, shape)
   local tat, t0 = nil, interval
-  if keyed then
-    local a, b = string.match(stored, '^(%d+):(%d+)$')
-    tat, t0 = whole(a), whole(b)
+  if shape == 'T' then
+    local state = redis.pcall('HGETALL', key)
+    if wrongtype(state) then
+      return nil, 'not a HASH'
+    end
+    if #state == 0 then
+      return now, false
+    end
+    if #state == 4 then
+      if state[1] == 'tat' and state[3] == 'interval' then
+        tat, t0 = whole(state[2]), whole(state[4])
+      elseif state[1] == 'interval' and state[3] == 'tat' then
+        tat, t0 = whole(state[4]), whole(state[2])
+      end
+    end
     if not (tat and t0 and t0 >= 1) then
-      return nil, 'not "tat:interval", whole microseconds below 2^53'
+      return nil, 'not a HASH of exactly tat and interval, whole microseconds below 2^53'
     end
   else
-    tat = whole(stored)
-    if not tat then
-      return nil, 'not a time in whole microseconds below 2^53'
+    local stored = redis.pcall('GET', key)
+    if wrongtype(stored) then
+      return nil, 'not a STRING'
+    end
+    if not stored then
+      return now, false
+    end
+    if shape == 'G' then
+      local a, b = string.match(stored, '^(%d+):(%d+)$')
+      tat, t0 = whole(a), whole(b)
+      if not (tat and t0 and t0 >= 1) then
+        return nil, 'not "tat:interval", whole microseconds below 2^53'
+      end
+    else
+      tat = whole(stored)
+      if not tat then
+        return nil, 'not a time in whole microseconds below 2^53'
+      end
     end
   end
   if redis.call('PTTL', key) < 0 then
     return nil, 'a time without the TTL every write sets'
   end
   if tat <= now then
-    return now
+    return now, false
   end
   if t0 ~= interval then
     -- Written under another policy: keep the units used.
@@ -279,9 +269,9 @@ local function window_state(key)
   return count, left
 end
 
-local function bucket(key, capacity, interval, n, keyed)
+local function bucket(key, capacity, interval, n)
   local full = capacity * interval
-  local credit, last, lag, converted = bucket_state(key, capacity, interval, keyed)
+  local credit, last, lag = bucket_state(key, full)
   if not credit then
     return nil, last
   end
@@ -291,9 +281,6 @@ local function bucket(key, capacity, interval, n, keyed)
     if credit < full then
       reset = lag + full - credit
     end
-    if converted then
-      return false, math.max(0, math.floor(credit / interval)), lag + cost - credit, reset, credit, last, ms(reset)
-    end
     return false, math.max(0, math.floor(credit / interval)), lag + cost - credit, reset
   end
   local left = credit - cost
@@ -302,16 +289,13 @@ local function bucket(key, capacity, interval, n, keyed)
     reset = lag + full - left
   end
   if n == 0 then
-    if converted then
-      return true, math.max(0, math.floor(left / interval)), 0, reset, left, last, ms(reset)
-    end
     return true, math.max(0, math.floor(left / interval)), 0, reset
   end
   return true, math.floor(left / interval), 0, reset, left, last, ms(lag + full - left)
 end
 
-local function gcra(key, limit, interval, n, keyed)
-  local tat, converted = gcra_state(key, interval, keyed)
+local function gcra(key, limit, interval, n, shape)
+  local tat, converted = gcra_state(key, interval, shape)
   if not tat then
     return nil, converted
   end
@@ -355,29 +339,29 @@ end
 
 local writers
 
-local function bucket_settle(key, capacity, interval, d, _, keyed)
+local function bucket_settle(key, capacity, interval, d)
   local full = capacity * interval
-  local credit, last, lag, converted = bucket_state(key, capacity, interval, keyed)
+  local credit, last, lag = bucket_state(key, full)
   local left = math.max(full - maxdebt, math.min(full, credit - d * interval))
   if left >= full then
     redis.call('DEL', key)
     return capacity, 0
   end
-  if d ~= 0 or converted then
-    writers[keyed and 'T' or 't'](key, left, last, ms(lag + full - left), capacity, interval)
+  if d ~= 0 then
+    writers.t(key, left, last, ms(lag + full - left))
   end
   return math.max(0, math.floor(left / interval)), lag + full - left
 end
 
-local function gcra_settle(key, limit, interval, d, _, keyed)
-  local tat, converted = gcra_state(key, interval, keyed)
+local function gcra_settle(key, limit, interval, d, _, shape)
+  local tat, converted = gcra_state(key, interval, shape)
   local new_tat = math.min(now + maxdebt, math.max(now, tat + d * interval))
   if new_tat <= now then
     redis.call('DEL', key)
     return limit, 0
   end
   if d ~= 0 or converted then
-    writers[keyed and 'G' or 'g'](key, new_tat, ms(new_tat - now), nil, limit, interval)
+    writers[shape or 'g'](key, new_tat, ms(new_tat - now), nil, limit, interval)
   end
   return math.max(0, math.floor((limit * interval - (new_tat - now)) / interval)), new_tat - now
 end
@@ -417,9 +401,8 @@ writers = {
     redis.call('HSET', key, 'credit', string.format('%.0f', left), 'last_refill', string.format('%.0f', last))
     redis.call('PEXPIRE', key, ttl)
   end,
-  T = function(key, left, last, ttl, capacity, interval)
-    redis.call('HSET', key, 'credit', string.format('%.0f', left), 'last_refill', string.format('%.0f', last),
-      'capacity', string.format('%.0f', capacity), 'interval', string.format('%.0f', interval))
+  T = function(key, tat, ttl, _, _, interval)
+    redis.call('HSET', key, 'tat', string.format('%.0f', tat), 'interval', string.format('%.0f', interval))
     redis.call('PEXPIRE', key, ttl)
   end,
   g = function(key, tat, ttl)
@@ -441,15 +424,15 @@ local checks = {
   t = bucket,
   g = gcra,
   w = window,
-  T = function(key, l, p, n) return bucket(key, l, p, n, true) end,
-  G = function(key, l, p, n) return gcra(key, l, p, n, true) end,
+  T = function(key, l, p, n) return gcra(key, l, p, n, 'T') end,
+  G = function(key, l, p, n) return gcra(key, l, p, n, 'G') end,
 }
 local settles = {
   t = bucket_settle,
   g = gcra_settle,
   w = window_settle,
-  T = function(key, l, p, d) return bucket_settle(key, l, p, d, nil, true) end,
-  G = function(key, l, p, d) return gcra_settle(key, l, p, d, nil, true) end,
+  T = function(key, l, p, d) return gcra_settle(key, l, p, d, nil, 'T') end,
+  G = function(key, l, p, d) return gcra_settle(key, l, p, d, nil, 'G') end,
 }
 
 local function line(allowed, remaining, retry, reset)
