@@ -21,6 +21,7 @@ import (
 type TokenBucket struct {
 	s *schedule
 	k *keyedSchedule // nil unless built WithPolicyFunc
+	d decider        // k if set, s otherwise
 }
 
 // NewTokenBucket returns an in-process token bucket of capacity tokens per key
@@ -54,9 +55,10 @@ func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBuc
 	if err != nil {
 		return nil, err
 	}
-	l := &TokenBucket{s: s}
+	l := &TokenBucket{s: s, d: s}
 	if t != nil {
 		l.k = newKeyedSchedule(s, t)
+		l.d = l.k
 	}
 	return l, nil
 }
@@ -65,10 +67,7 @@ func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBuc
 // for the contract. ctx goes to the PolicyFunc, if any (WithPolicyFunc);
 // the decision never blocks.
 func (b *TokenBucket) Allow(ctx context.Context, key string, n int) (Result, error) {
-	if b.k != nil {
-		return b.k.allow(ctx, key, n)
-	}
-	return b.s.allow(key, n)
+	return b.d.allow(ctx, key, n)
 }
 
 // Refund gives n tokens back to key, never above the limit. It is

@@ -19,6 +19,7 @@ import (
 type GCRA struct {
 	s *schedule
 	k *keyedSchedule // nil unless built WithPolicyFunc
+	d decider        // k if set, s otherwise
 }
 
 // NewGCRA returns an in-process GCRA allowing limit per period per key.
@@ -46,9 +47,10 @@ func NewGCRA(limit int, period time.Duration, opts ...Option) (*GCRA, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &GCRA{s: s}
+	l := &GCRA{s: s, d: s}
 	if t != nil {
 		l.k = newKeyedSchedule(s, t)
+		l.d = l.k
 	}
 	return l, nil
 }
@@ -56,10 +58,7 @@ func NewGCRA(limit int, period time.Duration, opts ...Option) (*GCRA, error) {
 // Allow decides n for key. See Limiter for the contract. ctx goes to the
 // PolicyFunc, if any (WithPolicyFunc); the decision never blocks.
 func (g *GCRA) Allow(ctx context.Context, key string, n int) (Result, error) {
-	if g.k != nil {
-		return g.k.allow(ctx, key, n)
-	}
-	return g.s.allow(key, n)
+	return g.d.allow(ctx, key, n)
 }
 
 // Refund gives n tokens back to key, never above the limit. It is

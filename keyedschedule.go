@@ -13,6 +13,7 @@ import (
 // safe for concurrent use.
 type keyedSchedule struct {
 	base  clockBase
+	def   rate // the limiter's own
 	tiers *tiers
 	tats  *keyTable[keyedTat]
 	obs   observer
@@ -35,6 +36,7 @@ func newKeyedSchedule(s *schedule, t *tiers) *keyedSchedule {
 	return &keyedSchedule{
 		base:  s.base,
 		tiers: t,
+		def:   s.rate,
 		tats:  newKeyTable[keyedTat](s.tau).outliving(keyedExpiry),
 		obs:   s.obs,
 	}
@@ -78,7 +80,18 @@ func (r rate) converts(st keyedTat, now int64) bool {
 
 // allow decides n for key at the rate its policy gives. See Limiter.
 func (k *keyedSchedule) allow(ctx context.Context, key string, n int) (Result, error) {
-	r, err := k.rateOf(ctx, key)
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var r rate
+	p, err := k.tiers.f(ctx, key)
+	if err == nil && (p == Policy{} || p == k.tiers.def) {
+		r = k.def
+	} else {
+		var limit, interval int64
+		_, limit, interval, err = k.tiers.resolveOther(key, p, err)
+		r = rate{interval: interval, capacity: limit, tau: limit * interval}
+	}
 	if err == nil {
 		err = checkCost(n, int(r.capacity))
 	}

@@ -17,7 +17,10 @@ func (w *FixedWindow) rateOf(ctx context.Context, key string) (windowRate, Polic
 
 // keyedRate is rateOf without the policy, for Allow's short way.
 func (w *FixedWindow) keyedRate(ctx context.Context, key string) (windowRate, error) {
-	_, limit, window, err := w.tiers.resolve(ctx, key)
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	limit, window, err := w.tiers.limits(ctx, key)
 	return windowRate{limit: limit, window: window}, err
 }
 

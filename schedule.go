@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"time"
@@ -30,6 +31,14 @@ type schedule struct {
 	maxNow int64 // time stands still past this, so tat arithmetic cannot overflow
 	tats   *keyTable[int64]
 	obs    observer // set by the limiter's constructor
+}
+
+// decider is the engine behind a TokenBucket's or GCRA's Allow: a
+// schedule, or a keyedSchedule for one built WithPolicyFunc. Allow calls
+// it through this interface so that it stays small enough to inline and
+// each engine is entered directly.
+type decider interface {
+	allow(ctx context.Context, key string, n int) (Result, error)
 }
 
 // rate is the arithmetic of a schedule's decisions for one policy: a bucket
@@ -63,7 +72,7 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 // allow decides n for key. See Limiter for the contract.
 // A limiter with hooks reports the decision; one without pays the check of
 // a nil field.
-func (s *schedule) allow(key string, n int) (Result, error) {
+func (s *schedule) allow(_ context.Context, key string, n int) (Result, error) {
 	if err := checkCost(n, int(s.capacity)); err != nil {
 		if s.obs.hooks != nil {
 			s.obs.report(key, n, Result{Limit: int(s.capacity)}, err, 0)
