@@ -36,7 +36,9 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 // an error of f, which the call's error wraps.
 //
 // A key whose policy changes keeps what it has used, and the new policy
-// holds from the key's next call:
+// holds from the key's next call, which writes the key's state converted,
+// whatever it decides (a peek or a denial too), so that the key refills
+// at the new rate from then on:
 //   - Token bucket and GCRA: the units a key has used (what it needs to be
 //     full again) are kept as a number of units, converted to the new
 //     interval and rounded up, so no unit is ever created by the
