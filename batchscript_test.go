@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestBatchScriptRequestOfTwoChecksTakesFromBothOrNeither(t *testing.T) {
 			1, 2, "t", 3, 1_000_000, "w", 1, 60_000,
 			2, 1, n, 2, n).Text()
 		require.NoError(t, err)
-		return reply
+		return renderReply(t, reply, 2)
 	}
 	assert.Equal(t, "1 2 0 1000000 1 0 0 60000000", run(1), "both allow: both take")
 	assert.Equal(t, "0 2 0 1000000 0 0 60000000 60000000", run(1),
@@ -44,7 +45,7 @@ func TestBatchScriptRequestOfTwoChecksWithAForeignKeyChangesNothing(t *testing.T
 		1, 1, 1, // the next request is decided as usual
 	).Text()
 	require.NoError(t, err)
-	assert.Equal(t, "!2 not a STRING\n1 2 0 1000000", reply)
+	assert.Equal(t, "!2 not a STRING\n1 2 0 1000000", renderReply(t, reply, 2, 1))
 	assert.False(t, m.Exists("tb"), "the refused request wrote nothing")
 }
 
@@ -57,7 +58,7 @@ func TestRealRedisBatchScriptRequestOfTwoChecksTakesFromBothOrNeither(t *testing
 			1, 2, "g", 5, 1_000_000, "w", 2, 60_000,
 			2, 1, 1, 2, 1).Text()
 		require.NoError(t, err)
-		fields := strings.Fields(reply)
+		fields := strings.Fields(renderReply(t, reply, 2))
 		require.Len(t, fields, 8, reply)
 		return fields
 	}
@@ -69,4 +70,32 @@ func TestRealRedisBatchScriptRequestOfTwoChecksTakesFromBothOrNeither(t *testing
 	ttl, err := client.PTTL(ctx, "g").Result()
 	require.NoError(t, err)
 	assert.InDelta(t, float64(2*time.Second), float64(ttl), float64(200*time.Millisecond), "the GCRA key holds the 2 taken, not 3")
+}
+
+// renderReply writes the batch script's binary reply as text, a line per
+// request: "!i reason" for a refusal, and "allowed remaining retry reset"
+// for each check of an answered one, checks[j] of them for request j. It
+// fails the test on a reply that is not one record per request.
+func renderReply(t *testing.T, reply string, checks ...int) string {
+	t.Helper()
+	batch := make([]*pending, len(checks))
+	for j, c := range checks {
+		batch[j] = &pending{more: make([]string, c-1)}
+	}
+	require.NoError(t, splitReply(reply, batch))
+	lines := make([]string, len(batch))
+	for j, p := range batch {
+		if i, reason, ok := refusedCheck(p.line); ok {
+			lines[j] = "!" + strconv.Itoa(i) + " " + reason
+			continue
+		}
+		var fields []string
+		for c := 0; c < len(p.line); c += checkRecordSize {
+			rec := p.line[c : c+checkRecordSize]
+			fields = append(fields, strconv.Itoa(int(rec[0])),
+				strconv.FormatInt(be64(rec[1:9]), 10), strconv.FormatInt(be64(rec[9:17]), 10), strconv.FormatInt(be64(rec[17:25]), 10))
+		}
+		lines[j] = strings.Join(fields, " ")
+	}
+	return strings.Join(lines, "\n")
 }

@@ -39,7 +39,7 @@ type pending struct {
 	costs []int    // the n of each check, when they differ (a Composite's)
 	spec  *[3]any  // its limit (algorithm, limit, param), for a limiter built WithPolicyFunc
 	op    *adjustOp
-	line  string        // its line of the script's reply, when err is nil
+	line  string        // its record of the script's reply, when err is nil
 	err   error         // its script call's error
 	done  chan struct{} // receives once: the answer is there, or lead is set
 	lead  []*pending    // a batch this call must send; set under the coalescer's lock

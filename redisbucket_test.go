@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"strconv"
@@ -139,24 +140,22 @@ func TestRedisTokenBucketRejectsMalformedReplies(t *testing.T) {
 		{"nil reply", nil, nil},
 		{"an integer", int64(1), nil},
 		{"an array of integers", []any{int64(1), int64(2), int64(0), int64(0)}, nil},
-		{"an array of one line", []any{"1 2 0 0"}, nil},
-		{"two lines for one call", "1 2 0 0\n1 2 0 0", nil},
-		{"a line and an empty one", "1 2 0 0\n", nil},
-		{"a refusal of a second check the call does not have", "!2 not a HASH", nil},
+		{"an array of one record", []any{record(1, 2, 0, 0)}, nil},
+		{"two records for one call", record(1, 2, 0, 0) + record(1, 2, 0, 0), nil},
+		{"a record and a byte more", record(1, 2, 0, 0) + "\n", nil},
+		{"a refusal of a second check the call does not have", refusalRecord(2, "not a HASH"), nil},
+		{"a refusal longer than the reply", "\xff\x01\x00\x20not a HASH", nil},
+		{"a refusal cut short", "\xff\x01", nil},
 		{"empty", "", nil},
-		{"too short", "1 2 0", nil},
-		{"too long", "1 2 0 0 0", nil},
-		{"not a number", "1 two 0 0", nil},
-		{"a fraction", "1 2 0.5 0", nil},
-		{"two spaces", "1  2 0 0", nil},
-		{"trailing space", "1 2 0 0 ", nil},
-		{"allowed is 2", "2 2 0 0", nil},
-		{"remaining above limit", "1 4 0 0", nil},
-		{"negative remaining", "1 -1 0 0", nil},
-		{"allowed with a retry", "1 1 5 0", nil},
-		{"denied without a retry", "0 0 0 10", nil},
-		{"negative reset", "0 0 5 -1", nil},
-		{"retry overflows", "0 0 4611686018427387904 0", nil},
+		{"a record cut short", record(1, 2, 0, 0)[:checkRecordSize-1], nil},
+		{"the old text reply", "1 2 0 0", nil},
+		{"allowed is 2", record(2, 2, 0, 0), nil},
+		{"remaining above limit", record(1, 4, 0, 0), nil},
+		{"negative remaining", record(1, -1, 0, 0), nil},
+		{"allowed with a retry", record(1, 1, 5, 0), nil},
+		{"denied without a retry", record(0, 0, 0, 10), nil},
+		{"negative reset", record(0, 0, 5, -1), nil},
+		{"retry overflows", record(0, 0, 4611686018427387904, 0), nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -236,4 +235,19 @@ func TestRedisTokenBucketWorksThroughARing(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, res.Allowed)
 	}
+}
+
+// record is one check's record of the batch script's reply.
+func record(allowed byte, remaining, retry, reset int64) string {
+	b := []byte{allowed}
+	for _, v := range []int64{remaining, retry, reset} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	return string(b)
+}
+
+// refusalRecord is the batch script's record of a request whose check i
+// was refused for reason.
+func refusalRecord(i int, reason string) string {
+	return string([]byte{refusedMark, byte(i), byte(len(reason) >> 8), byte(len(reason))}) + reason
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -190,10 +188,10 @@ func (r *redisLimiter) reset(ctx context.Context, key string) error {
 	return err
 }
 
-// decision turns one request's line of the batch script's reply into its
-// answer.
+// decision turns one request's record of the batch script's reply into
+// its answer.
 func (r *redisLimiter) decision(key string, line string, limit int) (Result, error) {
-	if reason, refused := strings.CutPrefix(line, "!1 "); refused {
+	if _, reason, refused := refusedCheck(line); refused {
 		// The script refused a key that does not hold its state: that
 		// concerns this key's data, not the backend.
 		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %s", r.name, key, ErrCorruptState, reason)
@@ -203,48 +201,4 @@ func (r *redisLimiter) decision(key string, line string, limit int) (Result, err
 		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, key, err)
 	}
 	return res, nil
-}
-
-// decisionFromLine checks the batch script's line for a request of one
-// check, "allowed remaining retry_after reset_after" (allowed 0 or 1, the
-// waits in µs), and turns it into a Result. A line of any other shape is an
-// error: a script reply is never trusted to allow.
-func decisionFromLine(text string, limit int) (Result, error) {
-	return parseLine(text, limit, false)
-}
-
-// parseLine parses one check's "allowed remaining retry_after reset_after"
-// as decisionFromLine does. With part, the check is one of several of a
-// request, and may be denied with no wait of its own (another check
-// denied).
-func parseLine(text string, limit int, part bool) (Result, error) {
-	var v [4]int64
-	rest := text
-	for i := range v {
-		field, tail, found := strings.Cut(rest, " ")
-		if found == (i == len(v)-1) {
-			return Result{}, fmt.Errorf("unexpected reply from Redis script: %q", text)
-		}
-		n, err := strconv.ParseInt(field, 10, 64)
-		if err != nil {
-			return Result{}, fmt.Errorf("unexpected reply from Redis script: %q", text)
-		}
-		v[i], rest = n, tail
-	}
-	allowed, remaining, retry, reset := v[0], v[1], v[2], v[3]
-	const maxMicros = math.MaxInt64 / int64(time.Microsecond)
-	switch {
-	case allowed != 0 && allowed != 1,
-		remaining < 0 || remaining > int64(limit),
-		retry < 0 || retry > maxMicros || allowed == 1 && retry != 0 || allowed == 0 && retry == 0 && !part,
-		reset < 0 || reset > maxMicros:
-		return Result{}, fmt.Errorf("reply from Redis script out of range: %q", text)
-	}
-	return Result{
-		Allowed:    allowed == 1,
-		Limit:      limit,
-		Remaining:  int(remaining),
-		RetryAfter: time.Duration(retry) * time.Microsecond,
-		ResetAfter: time.Duration(reset) * time.Microsecond,
-	}, nil
 }

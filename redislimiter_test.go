@@ -313,7 +313,7 @@ func TestRedisLimitersTellCorruptStateFromBackendErrors(t *testing.T) {
 		err     error
 		corrupt bool
 	}{
-		{"a refusal", "!1 not a STRING", nil, true},
+		{"a refusal", refusalRecord(1, "not a STRING"), nil, true},
 		{"a refusal-like error reply", nil, redisReplyError("ERR RATELIMIT_STATE not a STRING"), false},
 		{"WRONGTYPE from elsewhere", nil, redisReplyError("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
 		{"another error reply", nil, redisReplyError("ERR something else"), false},

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -158,9 +156,9 @@ func (rp *redisParts) reset(ctx context.Context, keys []string) error {
 	return rp.do(p, results)
 }
 
-// do sends p and sets results from its line of the reply: a group of four
-// numbers per part, all with the same verdict; or "!i reason" when part i's
-// key does not hold its limiter's state.
+// do sends p and sets results from its record of the reply: one check's
+// record per part, all with the same verdict; or a refusal naming part i
+// when its key does not hold its limiter's state.
 func (rp *redisParts) do(p *pending, results []Result) error {
 	if !rp.send.do(p) {
 		return fmt.Errorf("ratelimit: Composite %q: %w", p.key, p.ctx.Err())
@@ -169,41 +167,22 @@ func (rp *redisParts) do(p *pending, results []Result) error {
 		return fmt.Errorf("ratelimit: Composite %q: %w", p.key, p.err)
 	}
 	line := p.line
-	if refusal, ok := strings.CutPrefix(line, "!"); ok {
-		num, reason, _ := strings.Cut(refusal, " ")
-		if i, err := strconv.Atoi(num); err == nil && i >= 1 && i <= len(rp.parts) {
+	if i, reason, ok := refusedCheck(line); ok {
+		if i >= 1 && i <= len(rp.parts) {
 			r := rp.parts[i-1]
 			return fmt.Errorf("ratelimit: Composite: %s %q: %w: %s", r.name, p.checkKey(i-1), ErrCorruptState, reason)
 		}
 		return fmt.Errorf("ratelimit: Composite %q: unexpected reply from Redis script: %q", p.key, line)
 	}
-	rest := line
+	if len(line) != checkRecordSize*len(rp.parts) {
+		return fmt.Errorf("ratelimit: Composite %q: unexpected reply from Redis script: %q", p.key, line)
+	}
 	for i, r := range rp.parts {
-		group := rest
-		if i < len(rp.parts)-1 {
-			end := nthSpace(rest, 4)
-			if end < 0 {
-				return fmt.Errorf("ratelimit: Composite %q: unexpected reply from Redis script: %q", p.key, line)
-			}
-			group, rest = rest[:end], rest[end+1:]
-		}
-		res, err := parseLine(group, r.limit, true)
+		res, err := parseLine(line[i*checkRecordSize:(i+1)*checkRecordSize], r.limit, true)
 		if err != nil || i > 0 && res.Allowed != results[0].Allowed {
 			return fmt.Errorf("ratelimit: Composite %q: unexpected reply from Redis script: %q", p.key, line)
 		}
 		results[i] = res
 	}
 	return nil
-}
-
-// nthSpace returns the index of the nth space in s, or -1.
-func nthSpace(s string, n int) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ' ' {
-			if n--; n == 0 {
-				return i
-			}
-		}
-	}
-	return -1
 }

@@ -332,20 +332,20 @@ func (s *sender) run(ctx context.Context, calls []scriptCall) {
 	}
 }
 
-// answer sets the line or err of each request of call from its reply: one
-// line per request.
+// answer sets the line (its record of the reply, see splitReply) or err of
+// each request of call.
 func answer(call scriptCall) {
 	reply, err := call.cmd.Result()
-	text, ok := reply.(string)
-	if err == nil && (!ok || strings.Count(text, "\n") != len(call.batch)-1) {
-		// One line per request, no more, no fewer.
-		err = fmt.Errorf("unexpected reply from Redis script: %.200q", fmt.Sprint(reply))
-	}
-	for _, p := range call.batch {
-		if err != nil {
-			p.err = err
-			continue
+	if err == nil {
+		if text, ok := reply.(string); ok {
+			err = splitReply(text, call.batch)
+		} else {
+			err = fmt.Errorf("unexpected reply from Redis script: %.200q", fmt.Sprint(reply))
 		}
-		p.line, text, _ = strings.Cut(text, "\n")
+	}
+	if err != nil {
+		for _, p := range call.batch {
+			p.line, p.err = "", err
+		}
 	}
 }

@@ -40,18 +40,21 @@
 --   the checks of one request are on different keys: each reads its key
 --   before any of them writes
 --
--- Returns one string: a line per request, in order, separated by "\n". An
--- answered request's line is "allowed remaining retry_after reset_after"
--- for each of its checks in order, all separated by spaces: allowed 1 or 0
--- (the request's, the same for all its checks), remaining whole units, the
--- waits in µs. A check that allows on its own reports 0 for retry_after;
--- when the request is denied it reports what it holds, since nothing was
--- taken from it. A request with a key that does not hold the state its
--- check writes gets "!i reason" instead, i the number of that check from
--- 1; it changes nothing, and the requests after it are decided as usual.
--- A Settle's line is "1 remaining 0 reset_after" per check, as the keys are
--- after it (after the earlier Settle, when its token was there); a Reset's
--- is "1 limit 0 0" per check.
+-- Returns one binary string: a record per request, in order, with nothing
+-- between them, so that no number is formatted as text. An answered
+-- request's record is, for each of its checks in order, 25 bytes: allowed
+-- (one byte, 1 or 0: the request's, the same for all its checks), then
+-- remaining (whole units), retry_after and reset_after (µs), each a
+-- big-endian signed 64-bit integer. A check that allows on its own reports
+-- 0 for retry_after; when the request is denied it reports what it holds,
+-- since nothing was taken from it. A request with a key that does not hold
+-- the state its check writes gets a refusal instead: the byte 255, the
+-- number of that check from 1 (one byte), the length of the reason (two
+-- bytes, big-endian) and the reason's text; it changes nothing, and the
+-- requests after it are decided as usual. A Settle's record is
+-- (1, remaining, 0, reset_after) per check, as the keys are after it (after
+-- the earlier Settle, when its token was there); a Reset's is
+-- (1, limit, 0, 0) per check.
 --
 -- The state of each kind, which every write keeps, and anything else under
 -- a key is refused (another type, other fields, other values, no TTL):
@@ -435,8 +438,32 @@ local settles = {
   G = function(key, l, p, d) return gcra_settle(key, l, p, d, nil, 'G') end,
 }
 
+-- pack writes a check's record. Redis has the struct library; a server
+-- without it (an embedded one for tests) gets the same bytes from Lua.
+local lib = rawget(_G, 'struct')
+local pack = lib and lib.pack
+if not pack then
+  local function be8(v)
+    local b = {}
+    for i = 8, 1, -1 do
+      b[i] = v % 256
+      v = (v - b[i]) / 256
+    end
+    return string.char(b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8])
+  end
+  pack = function(_, allowed, remaining, retry, reset)
+    return string.char(allowed) .. be8(remaining) .. be8(retry) .. be8(reset)
+  end
+end
+
 local function line(allowed, remaining, retry, reset)
-  return string.format('%d %.0f %.0f %.0f', allowed, remaining, retry, reset)
+  return pack('>Bi8i8i8', allowed, remaining, retry, reset)
+end
+
+-- refusal is the record of a request whose check i's key holds no state of
+-- its own.
+local function refusal(i, reason)
+  return string.char(255, i, math.floor(#reason / 256), #reason % 256) .. reason
 end
 
 local kinds, limits, params = {}, {}, {}
@@ -463,7 +490,7 @@ for r = 1, tonumber(ARGV[1]) do
     local kind = kinds[s]
     local ok, remaining, retry, reset, w1, w2, w3 = checks[kind](key, limits[s], params[s], tonumber(ARGV[a + 1]))
     if ok == nil then
-      lines[r] = '!1 ' .. remaining
+      lines[r] = refusal(1, remaining)
     elseif ok then
       if w1 then
         writers[kind](key, w1, w2, w3, limits[s], params[s])
@@ -487,7 +514,7 @@ for r = 1, tonumber(ARGV[1]) do
       local ok, remaining, retry, reset, w1, w2, w3 = checks[kinds[s]](key, limits[s], params[s], tonumber(ARGV[a + 1]))
       if ok == nil then
         if not refused then
-          refused = '!' .. i .. ' ' .. remaining
+          refused = refusal(i, remaining)
         end
       elseif not ok then
         all = false
@@ -514,11 +541,7 @@ for r = 1, tonumber(ARGV[1]) do
         else
           text = line(0, crem[i], cretry[i], creset[i])
         end
-        if i == 1 then
-          out = text
-        else
-          out = out .. ' ' .. text
-        end
+        out = out .. text
       end
       lines[r] = out
     end
@@ -540,7 +563,7 @@ for r = 1, tonumber(ARGV[1]) do
       local s, key = tonumber(ARGV[a]), KEYS[k]
       local ok, reason = checks[kinds[s]](key, limits[s], params[s], 0)
       if ok == nil and not refused then
-        refused = '!' .. i .. ' ' .. reason
+        refused = refusal(i, reason)
       end
       cs[i], ck[i], cw1[i] = s, key, tonumber(ARGV[a + 1])
       a, k = a + step, k + 1
@@ -570,8 +593,8 @@ for r = 1, tonumber(ARGV[1]) do
           out[i] = line(1, remaining, 0, reset)
         end
       end
-      lines[r] = table.concat(out, ' ')
+      lines[r] = table.concat(out)
     end
   end
 end
-return table.concat(lines, '\n')
+return table.concat(lines)
