@@ -199,7 +199,11 @@ func (w *FixedWindow) Settle(ctx context.Context, key string, taken, cost int, o
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}
-	a, err := settleArgs("FixedWindow", taken, cost, int(r.limit), opts)
+	most := int(r.limit)
+	if w.tiers != nil {
+		most = maxSettleCost // units may have been taken under a larger policy
+	}
+	a, err := settleArgs("FixedWindow", taken, cost, most, opts)
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}

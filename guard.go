@@ -78,8 +78,10 @@ type GuardConfig struct {
 // toward the breaker: ErrInvalidCost and ErrCostExceedsLimit (the caller's
 // cost), ErrCorruptState (one key's data in Redis is not the limiter's own:
 // that call returns the error with Allowed false, and every other key is
-// decided as before), and the error of a call whose caller gave up (its own
-// ctx is done). A nil ctx is an error too, and the backend is not called.
+// decided as before), ErrPolicy and ErrInvalidConfig (a key's policy could
+// not be read or is refused, see WithPolicyFunc, or the backend is not
+// built), and the error of a call whose caller gave up (its own ctx is
+// done). A nil ctx is an error too, and the backend is not called.
 //
 // Use it around every limiter that talks to a network. It reports its
 // backend's Policy as its own, and its policy answers carry the backend's
@@ -188,9 +190,10 @@ func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int
 		g.lastLimit.Store(int64(res.Limit))
 	case errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostExceedsLimit):
 		// The caller's mistake, not the backend's: no failure.
-	case errors.Is(err, ErrCorruptState):
-		// One key's data, not the backend's health: no verdict, so the
-		// breaker neither counts it nor closes on it.
+	case errors.Is(err, ErrCorruptState), errors.Is(err, ErrPolicy), errors.Is(err, ErrInvalidConfig):
+		// One key's data or policy, or the limiter's configuration, not
+		// the backend's health: no verdict, so the breaker neither counts
+		// it nor closes on it, and the error goes to the caller.
 		outcome = noVerdict
 	case ctx.Err() != nil:
 		// The caller gave up; that says nothing about the backend.

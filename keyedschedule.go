@@ -51,11 +51,6 @@ func (k *keyedSchedule) rateOf(ctx context.Context, key string) (rate, error) {
 	return rate{interval: interval, capacity: limit, tau: limit * interval}, err
 }
 
-// policy is the Policy of a call decided at r, for the hooks.
-func (r rate) policy() Policy {
-	return Policy{Limit: int(r.capacity), Window: time.Duration(r.tau)}
-}
-
 // carry returns the tat of a key stored as st, at the shard's time now, for
 // a call at rate r: st's tat, with the time it owes converted to r's
 // interval when it was written at another.
@@ -86,10 +81,10 @@ func (k *keyedSchedule) allow(ctx context.Context, key string, n int) (Result, e
 	var r rate
 	p, err := k.tiers.f(ctx, key)
 	if err == nil && (p == Policy{} || p == k.tiers.def) {
-		r = k.def
+		r, p = k.def, k.tiers.def
 	} else {
 		var limit, interval int64
-		_, limit, interval, err = k.tiers.resolveOther(key, p, err)
+		p, limit, interval, err = k.tiers.resolveOther(key, p, err)
 		r = rate{interval: interval, capacity: limit, tau: limit * interval}
 	}
 	if err == nil {
@@ -98,7 +93,7 @@ func (k *keyedSchedule) allow(ctx context.Context, key string, n int) (Result, e
 	if err != nil {
 		res := Result{Limit: int(r.capacity)}
 		if k.obs.hooks != nil {
-			k.obs.reportPolicy(r.policy(), key, n, res, err, 0)
+			k.obs.reportPolicy(p, key, n, res, err, 0)
 		}
 		return res, err
 	}
@@ -122,7 +117,7 @@ func (k *keyedSchedule) allow(ctx context.Context, key string, n int) (Result, e
 		if !allowed {
 			res = r.denial(cur, next, now, lag)
 		}
-		k.obs.reportPolicy(r.policy(), key, n, res, nil, time.Duration(k.base.elapsed()-reading))
+		k.obs.reportPolicy(p, key, n, res, nil, time.Duration(k.base.elapsed()-reading))
 		return res, nil
 	}
 	if !allowed {
@@ -138,7 +133,9 @@ func (k *keyedSchedule) settle(ctx context.Context, kind, key string, taken, cos
 	if err != nil {
 		return Result{Limit: int(r.capacity)}, err
 	}
-	if _, err := settleArgs(kind, taken, cost, int(r.capacity), opts); err != nil {
+	// taken may be above the key's limit: units taken under an earlier,
+	// larger policy.
+	if _, err := settleArgs(kind, taken, cost, maxSettleCost, opts); err != nil {
 		return Result{Limit: int(r.capacity)}, err
 	}
 	reading := k.base.elapsed()
@@ -150,8 +147,14 @@ func (k *keyedSchedule) settle(ctx context.Context, kind, key string, taken, cos
 		tat = r.owe(tat, now, d)
 		sh.write(key, w, keyedTat{tat: tat, interval: r.interval}, tat)
 	case d < 0:
-		// -d <= capacity, so -d·T <= tau cannot overflow.
-		if tat = max(tat+d*r.interval, now); tat == now {
+		// Giving back at least what the key owes fills it; less moves
+		// tat back by -d·T <= tat-now+T, which cannot overflow.
+		if -d > (tat-now)/r.interval {
+			tat = now
+		} else {
+			tat = max(tat+d*r.interval, now)
+		}
+		if tat == now {
 			k.tats.remove(sh, key, w)
 		} else {
 			sh.write(key, w, keyedTat{tat: tat, interval: r.interval}, tat)

@@ -60,6 +60,12 @@ var (
 	// returns it to the caller rather than answering by its failure policy,
 	// and its circuit breaker does not count it.
 	ErrCorruptState = errors.New("ratelimit: key holds state that is not the limiter's own")
+	// ErrPolicy is wrapped by the error of a call whose PolicyFunc (see
+	// WithPolicyFunc) failed, beside the function's own error. Like
+	// ErrCorruptState it concerns one key, not the backend's health: a
+	// Guard returns it to the caller rather than answering by its failure
+	// policy, and its circuit breaker does not count it.
+	ErrPolicy = errors.New("ratelimit: the key's policy could not be read")
 	// errNilContext is returned by the calls that need a context and were
 	// given a nil one.
 	errNilContext = errors.New("ratelimit: nil context")

@@ -162,7 +162,11 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 	if err != nil {
 		return Result{Limit: limit}, err
 	}
-	a, err := settleArgs(r.name, taken, cost, limit, opts)
+	most := limit
+	if r.tiers != nil {
+		most = maxSettleCost // units may have been taken under a larger policy
+	}
+	a, err := settleArgs(r.name, taken, cost, most, opts)
 	if err != nil {
 		return Result{Limit: limit}, err
 	}

@@ -139,7 +139,9 @@ var bucketAdjustScenarios = []callScenario{
 			{0, "allow", "k", 4, 0, ok(10, 6, 4*time.Second), nil},
 			{0, "settle", "k", -1, 0, Result{Limit: 10}, ErrInvalidCost},
 			{0, "settle", "k", 1, -1, Result{Limit: 10}, ErrInvalidCost},
-			{0, "settle", "k", 11, 0, Result{Limit: 10}, ErrCostExceedsLimit},
+			// More than any call takes (a limiter with a PolicyFunc accepts
+			// a taken above its limit, taken under a larger policy).
+			{0, "settle", "k", 1<<52 + 1, 0, Result{Limit: 10}, ErrCostExceedsLimit},
 			{0, "refund", "k", -1, 0, Result{Limit: 10}, ErrInvalidCost},
 			{0, "allow", "k", 0, 0, ok(10, 6, 4*time.Second), nil},
 		},

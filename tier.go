@@ -33,7 +33,14 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 //
 // A policy the constructor would refuse fails the call with an error
 // wrapping ErrInvalidConfig that names the key, and changes nothing; so does
-// an error of f, which the call's error wraps.
+// an error of f, which the call's error wraps together with ErrPolicy. A
+// Guard returns both to the caller, as errors of one key, without
+// answering by its failure policy or counting them in its breaker. f must
+// not panic: a panic reaches the caller of Allow.
+//
+// A Refund or Settle accepts a taken up to 2^52 rather than the key's
+// limit, since the units may have been taken under an earlier, larger
+// policy; giving back more than the key holds fills it.
 //
 // A key whose policy changes keeps what it has used, and the new policy
 // holds from the key's next call, which writes the key's state converted,
@@ -52,7 +59,9 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 //     once (a key over a lowered limit is denied until its window ends), and
 //     a new window length applies from the key's next window, the open one
 //     ending when it was to end. A Refund's TakenAt is compared with the
-//     open window's start as the new length places it.
+//     open window's start as the new length places it, since the length a
+//     window opened with is not kept: after a window is lengthened, a
+//     Refund of units a previous window took may land in the open one.
 //
 // A limiter with a PolicyFunc keeps the interval (token bucket, GCRA) with
 // each key's state: in process 8 more bytes per key; on Redis a token
@@ -150,7 +159,7 @@ func (t *tiers) limits(ctx context.Context, key string) (limit, param int64, err
 // error of the PolicyFunc.
 func (t *tiers) resolveOther(key string, p Policy, err error) (_ Policy, limit, param int64, _ error) {
 	if err != nil {
-		return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: policy of key %q: %w", t.name, key, err)
+		return t.def, t.defLimit, t.defParam, fmt.Errorf("%w: %s: key %q: %w", ErrPolicy, t.name, key, err)
 	}
 	if limit, param, err = t.check("policy", p); err != nil {
 		return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: key %q: %w", t.name, key, err)

@@ -163,7 +163,9 @@ func (m *tierModel) apply(op tierOp, p Policy) (Result, error) {
 		if op.kind == "refund" {
 			taken, cost = op.n, 0
 		}
-		if int64(taken) > limit {
+		// Units may have been taken under a larger policy: only more
+		// than any call takes is refused.
+		if int64(taken) > maxSettleCost {
 			return Result{Limit: int(limit)}, ErrCostExceedsLimit
 		}
 		if m.window {

@@ -274,12 +274,15 @@ func ceilSeconds(d time.Duration) int64 {
 
 // keyedValues returns the values of the policy of a call on key to a
 // limiter that chooses its policy per key, whose Result says limit: p (the
-// limiter's own policy) with the key's limit and window, or p as it is
-// when the key's policy cannot be read or disagrees with the Result, which
-// is the authority on the limit.
+// limiter's own policy) with the key's limit and window; or with limit and
+// no window when the key's policy cannot be read or no longer has the
+// Result's limit (it changed since the decision), so that q and w never
+// come from two policies.
 func (i *Interceptor) keyedValues(ctx context.Context, key string, p policyValues, limit int) policyValues {
 	kp, err := i.keyed(ctx, key)
-	if err != nil || kp.Limit <= 0 || kp.Limit != limit || kp == i.keyedOwn {
+	if err != nil || kp.Limit <= 0 || kp.Limit != limit {
+		kp = ratelimit.Policy{Limit: max(limit, 0)}
+	} else if kp == i.keyedOwn {
 		return p
 	}
 	p.limit, p.q = kp.Limit, strconv.Itoa(kp.Limit)

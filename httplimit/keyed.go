@@ -28,8 +28,10 @@ type keyedValues struct {
 }
 
 // limitValuesFor returns the limit-only values of a response to a request
-// on key whose Result says limit: those of the key's policy, or, when the
-// policy cannot be read or WithPolicyWindow fixed w, those of limit.
+// on key whose Result says limit: those of the key's policy; those of limit
+// when WithPolicyWindow fixed w; and those of limit without w when the
+// key's policy cannot be read or no longer has that limit (it changed
+// since the decision), so that q and w never come from two policies.
 func (m *Middleware) limitValuesFor(ctx context.Context, key string, limit int) limitValues {
 	k := m.keyed
 	if k == nil || !k.window {
@@ -37,9 +39,11 @@ func (m *Middleware) limitValuesFor(ctx context.Context, key string, limit int) 
 	}
 	p, err := k.policies(ctx, key)
 	if err != nil || p.Limit <= 0 || p.Limit != limit {
-		// The Result is the authority on the limit: a policy changed
-		// between the decision and now is not reported.
-		return m.fields.limitValues(limit)
+		v := limitValues{limit: limit, q: strconv.Itoa(max(limit, 0))}
+		if m.fields.style.ietf() {
+			v.policy = policyItem(k.name, max(limit, 0), 0)
+		}
+		return v
 	}
 	if last := k.last.Load(); last != nil && last.policy == p {
 		return last.values

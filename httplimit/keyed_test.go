@@ -84,3 +84,26 @@ func TestWithPolicyWindowKeepsItsWindowForKeyedLimiters(t *testing.T) {
 	assert.Equal(t, `"default";q=100;w=5`, do(h, "pro", "").Header().Get("RateLimit-Policy"))
 	assert.Equal(t, `"default";q=10;w=5`, do(h, "free", "").Header().Get("RateLimit-Policy"))
 }
+
+func TestAPolicyChangedAfterTheDecisionIsNotMixedIntoTheHeaders(t *testing.T) {
+	// The limiter reads the policy first, the middleware second: the
+	// second read says another limit, so the headers keep the decision's
+	// limit and leave the window out.
+	var calls int
+	var mu sync.Mutex
+	policy := func(context.Context, string) (ratelimit.Policy, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls%2 == 1 {
+			return ratelimit.Policy{Limit: 10, Window: time.Minute}, nil
+		}
+		return ratelimit.Policy{Limit: 20, Window: time.Hour}, nil
+	}
+	l, err := ratelimit.NewGCRA(3, time.Second, ratelimit.WithPolicyFunc(policy))
+	require.NoError(t, err)
+	h, _ := limited(t, l)
+	w := do(h, "k", "")
+	assert.Equal(t, "10", w.Header().Get("RateLimit-Limit"))
+	assert.Equal(t, `"default";q=10`, w.Header().Get("RateLimit-Policy"))
+}
