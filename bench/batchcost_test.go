@@ -21,8 +21,11 @@ const fullBatch = 128
 // deciding fullBatch requests of one check each, every request on a key of
 // its own, for each algorithm, and of a Composite's two checks: what one full batch holds the server for. It
 // calls the script directly, with the arguments a limiter sends (limit
-// 1,000,000 per 1000 s, cost 1), over 100 sets of fullBatch keys in turn, so
-// that the keys exist and are updated, as under load.
+// 1,000,000 per 1000 s, cost 1), over 100 sets of fullBatch keys in turn,
+// as under load. At that rate a token-bucket or GCRA key is full again 1 ms
+// after a check, so it has expired by its next one and the rows time keys
+// being created (as BenchmarkRedis's do); the window's keys exist.
+// BenchmarkRedisScriptFloor times existing keys of every kind.
 //
 // A row reports script-us/call (the server's time in EVALSHA, INFO
 // commandstats), server-us/call (the server's CPU, INFO cpu) and their
