@@ -99,3 +99,19 @@ func renderReply(t *testing.T, reply string, checks ...int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+func TestBatchScriptCompactFormDecidesEachAllowAlone(t *testing.T) {
+	m, client, _ := miniredisClock(t)
+	ctx := context.Background()
+	_, err := m.Lpush("list", "x")
+	require.NoError(t, err)
+	// -3: three Allows of one check on the one limit (a token bucket of
+	// 3, 1 s per token), a cost each; the second key is not a bucket.
+	reply, err := client.Eval(ctx, batchLua, []string{"a", "list", "a"},
+		-3, 1, "t", 3, 1_000_000,
+		2, 1, 2,
+	).Text()
+	require.NoError(t, err)
+	assert.Equal(t, "1 1 0 2000000\n!1 not a HASH\n0 1 1000000 2000000", renderReply(t, reply, 1, 1, 1))
+	assert.Equal(t, "list", m.Keys()[1], "the LIST is left as it was")
+}

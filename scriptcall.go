@@ -200,12 +200,26 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 			args = append(args, p.op.token)
 		}
 	}
+	// A batch of plain Allows of one check each goes in the compact form:
+	// -R, then only each request's cost.
+	compact := !s.keyed && c == 1 && allAllows(batch)
+	r := len(batch)
+	if compact {
+		r = -r
+	}
 	var once *onceArg
 	if sendsOnce(s.client) {
-		once = newOnceArg(len(batch))
+		once = newOnceArg(r)
 		args = append(args, once)
 	} else {
-		args = append(args, len(batch))
+		args = append(args, r)
+	}
+	if compact {
+		args = append(args, s.limits...)
+		for _, p := range batch {
+			args = append(args, p.cost(0))
+		}
+		return s.finish(ctx, args, once)
 	}
 	// Check i (from 1) of a request refers to limit i, or, when each
 	// request carries its own (keyed), to its own limit: limits[j] + 1.
@@ -247,6 +261,22 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 			}
 		}
 	}
+	return s.finish(ctx, args, once)
+}
+
+// allAllows reports whether every request of batch is an Allow.
+func allAllows(batch []*pending) bool {
+	for _, p := range batch {
+		if p.op != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// finish returns the command of args, whose first script argument is once
+// when it is not nil.
+func (s *sender) finish(ctx context.Context, args []any, once *onceArg) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, args...)
 	if once != nil {
 		once.cmd = cmd

@@ -1,7 +1,9 @@
 -- Batch script of ratelimit's Redis limiters: one call decides many requests,
 -- in order, on one reading of the server's TIME.
 --
--- ARGV[1]   R, the number of requests, >= 1
+-- ARGV[1]   R, the number of requests, >= 1; or -R for the compact form,
+--           R Allows of one check each on limit 1 (S = 1), whose only
+--           argument is their cost n (no c, no s): a plain limiter's batch
 -- ARGV[2]   S, the number of limits the checks below refer to, >= 1
 -- then, for each limit, three arguments:
 --   kind    't' token bucket, 'g' GCRA, 'w' fixed window; 'T', 'G' a
@@ -74,8 +76,9 @@
 --        has ended.
 -- Numbers are decimal digits without sign (credit may have a '-'), point,
 -- exponent or leading zero, below 2^53 in size, which Lua's doubles hold
--- exactly, and are written with string.format('%.0f') since tostring keeps
--- only 14 significant digits. A debt is bounded: a key is never more than
+-- exactly, and are passed to redis.call as numbers, which Redis writes as
+-- plain digits below 10^20 (tostring would keep only 14 significant
+-- digits). A debt is bounded: a key is never more than
 -- 2^52 µs (or units) from full.
 -- An absent key is full (no window open), and every TTL is the time until
 -- then, whole ms rounded up, so a key that expires is exactly a full one.
@@ -385,10 +388,10 @@ local function window_settle(key, limit, length, d, age)
   elseif d > 0 then
     if count == 0 then
       count, left = math.min(d, maxdebt), length
-      redis.call('SET', key, string.format('%.0f', count), 'PX', length) -- opens a window
+      redis.call('SET', key, count, 'PX', length) -- opens a window
     else
       local more = math.min(count + d, maxdebt) - count
-      redis.call('INCRBY', key, string.format('%.0f', more))
+      redis.call('INCRBY', key, more)
       count = count + more
     end
   end
@@ -401,15 +404,15 @@ end
 -- its limit and param.
 writers = {
   t = function(key, left, last, ttl)
-    redis.call('HSET', key, 'credit', string.format('%.0f', left), 'last_refill', string.format('%.0f', last))
+    redis.call('HSET', key, 'credit', left, 'last_refill', last)
     redis.call('PEXPIRE', key, ttl)
   end,
   T = function(key, tat, ttl, _, _, interval)
-    redis.call('HSET', key, 'tat', string.format('%.0f', tat), 'interval', string.format('%.0f', interval))
+    redis.call('HSET', key, 'tat', tat, 'interval', interval)
     redis.call('PEXPIRE', key, ttl)
   end,
   g = function(key, tat, ttl)
-    redis.call('SET', key, string.format('%.0f', tat), 'PX', ttl)
+    redis.call('SET', key, tat, 'PX', ttl)
   end,
   G = function(key, tat, ttl, _, _, interval)
     redis.call('SET', key, string.format('%.0f:%.0f', tat, interval), 'PX', ttl)
@@ -480,7 +483,32 @@ local lines = {}
 local k = 1
 -- The columns of a request's checks, by check number.
 local cs, ck, cok, crem, cretry, creset, cw1, cw2, cw3 = {}, {}, {}, {}, {}, {}, {}, {}, {}
-for r = 1, tonumber(ARGV[1]) do
+local nreq = tonumber(ARGV[1])
+if nreq < 0 then
+  -- The compact form: -nreq Allows of one check on limit 1, a cost each.
+  local kind, limit, param = kinds[1], limits[1], params[1]
+  local check, write = checks[kind], writers[kind]
+  for r = 1, -nreq do
+    local key = KEYS[r]
+    local ok, remaining, retry, reset, w1, w2, w3 = check(key, limit, param, tonumber(ARGV[a + r - 1]))
+    if ok == nil then
+      lines[r] = refusal(1, remaining)
+    else
+      if w1 then
+        -- What it took, or a key's conversion to a new interval ('T',
+        -- 'G'), which a denial writes too.
+        write(key, w1, w2, w3, limit, param)
+      end
+      if ok then
+        lines[r] = line(1, remaining, 0, reset)
+      else
+        lines[r] = line(0, remaining, retry, reset)
+      end
+    end
+  end
+  nreq = 0
+end
+for r = 1, nreq do
   local head = ARGV[a]
   local c = tonumber(head)
   a = a + 1
