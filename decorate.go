@@ -32,11 +32,11 @@ func decorate(backend Limiter) decorated {
 	return d
 }
 
-// policyFor returns the backend's policy for a call on key: its one
-// Policy, or the key's when it chooses its policy per key (and its Policy
-// when that fails).
+// policyFor returns the backend's policy for a call on key with ctx (not
+// nil): its one Policy, or the key's when it chooses its policy per key
+// (and its Policy when that fails).
 func (d *decorated) policyFor(ctx context.Context, key string) Policy {
-	if d.keyPolicies == nil || ctx == nil {
+	if d.keyPolicies == nil {
 		return d.policy
 	}
 	if p, err := d.keyPolicies(ctx, key); err == nil {

@@ -236,10 +236,7 @@ func (c *DenyCache) adjuster() (Adjuster, error) {
 
 // forget drops the denial remembered for key, if any.
 func (c *DenyCache) forget(key string) {
-	sh, _ := c.denials.lock(key, c.base.elapsed(), maxSpan)
-	_, w := sh.lookup(key)
-	c.denials.remove(sh, key, w)
-	sh.mu.Unlock()
+	c.denials.drop(key, c.base.elapsed(), maxSpan)
 }
 
 // remember holds d for key until d.until, unless it has passed already or

@@ -199,11 +199,7 @@ func (w *FixedWindow) Settle(ctx context.Context, key string, taken, cost int, o
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}
-	most := int(r.limit)
-	if w.tiers != nil {
-		most = maxSettleCost // units may have been taken under a larger policy
-	}
-	a, err := settleArgs("FixedWindow", taken, cost, most, opts)
+	a, err := settleArgs("FixedWindow", taken, cost, w.tiers.takenBound(int(r.limit)), opts)
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}
@@ -259,10 +255,7 @@ func (w *FixedWindow) Reset(_ context.Context, key string) error {
 	if w == nil || w.windows == nil {
 		return notBuilt("FixedWindow")
 	}
-	sh, _ := w.windows.lock(key, w.base.elapsed(), w.maxNow)
-	_, at := sh.lookup(key)
-	w.windows.remove(sh, key, at)
-	sh.mu.Unlock()
+	w.windows.drop(key, w.base.elapsed(), w.maxNow)
 	return nil
 }
 

@@ -125,6 +125,7 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 	if cfg.FailClosedRetryAfter == 0 {
 		cfg.FailClosedRetryAfter = time.Second
 	}
+	cfg.Name = cmp.Or(cfg.Name, "Guard")
 	g := &Guard{backend: decorate(backend), cfg: cfg, hooks: activeHooks(cfg.Hooks), clock: cfg.Clock}
 	if isNil(g.clock) {
 		g.clock = systemClock{}
@@ -159,7 +160,7 @@ func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int
 		return Result{}, 0, FromBackend, notBuilt("Guard")
 	}
 	if ctx == nil {
-		return Result{Limit: g.limit(context.Background(), key)}, 0, FromBackend, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
+		return Result{Limit: g.backend.policy.Limit}, 0, FromBackend, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
 	}
 	// The clock is read only for a breaker or a listener.
 	var start time.Time
@@ -352,7 +353,7 @@ func (g *Guard) decided(ctx context.Context, key string, n int, res Result, err,
 		return
 	}
 	g.hooks.Decided(Decision{
-		Limiter: cmp.Or(g.cfg.Name, "Guard"), Policy: g.backend.policyFor(ctx, key),
+		Limiter: g.cfg.Name, Policy: g.backend.policyFor(ctx, key),
 		Key: key, Cost: n, Result: res, Err: err, BackendErr: backendErr,
 		Latency: g.clock.Now().Sub(start), Source: source,
 	})

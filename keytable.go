@@ -148,6 +148,15 @@ func (t *keyTable[V]) turn(sh *tableShard[V]) {
 	}
 }
 
+// drop removes key's state, if any, at a clock reading of reading (time
+// standing still past maxNow): the key is back to its full limit.
+func (t *keyTable[V]) drop(key string, reading, maxNow int64) {
+	sh, _ := t.lock(key, reading, maxNow)
+	_, w := sh.lookup(key)
+	t.remove(sh, key, w)
+	sh.mu.Unlock()
+}
+
 // remove deletes key, found by lookup in sh at w, and in a counted table
 // takes it off held. The caller holds sh.mu.
 func (t *keyTable[V]) remove(sh *tableShard[V], key string, w where) {

@@ -76,17 +76,19 @@ func TestRedisSettleWithATokenAppliesOnce(t *testing.T) {
 	m, client, _ := miniredisClock(t)
 	ctx := context.Background()
 	c := perSecondAndPerMinute(t, client)
-	_, err := c.Allow(ctx, "bob", 2)
+	// 3 taken: the bucket at 7, the window at 0. Refunded 1 once, they are
+	// at 8 and 1; had the retry applied too, they would be at 9 and 2.
+	_, err := c.Allow(ctx, "bob", 3)
 	require.NoError(t, err)
-	first, err := c.Refund(ctx, "bob", 2, WithToken("req-1"))
+	first, err := c.Refund(ctx, "bob", 1, WithToken("req-1"))
 	require.NoError(t, err)
-	again, err := c.Refund(ctx, "bob", 2, WithToken("req-1"))
+	again, err := c.Refund(ctx, "bob", 1, WithToken("req-1"))
 	require.NoError(t, err)
 	assert.Equal(t, first, again)
 	_, parts, err := c.AllowParts(ctx, "bob", 0)
 	require.NoError(t, err)
-	assert.Equal(t, 10, parts[0].Remaining)
-	assert.Equal(t, 3, parts[1].Remaining)
+	assert.Equal(t, 8, parts[0].Remaining)
+	assert.Equal(t, 1, parts[1].Remaining)
 	assert.True(t, m.Exists("ratelimit:settled:{ratelimit:tb:10:100000:bob}:req-1"), m.Keys())
 }
 

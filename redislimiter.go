@@ -24,10 +24,9 @@ type redisLimiter struct {
 	send   *sender
 	obs    observer
 	// tiers, when built WithPolicyFunc, gives each call's limit and param,
-	// sent with it under the script's algorithm keyedAlgo.
-	tiers     *tiers
-	keyedAlgo string
-	specs     *specCache // the script's limits of the policies in use
+	// sent with it as one of specs (under the spec's keyedAlgo).
+	tiers *tiers
+	specs *specCache // the script's limits of the policies in use
 }
 
 // redisSpec is everything a Redis limiter is built from, its numbers already
@@ -85,7 +84,6 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 		return redisLimiter{}, err
 	}
 	if r.tiers != nil {
-		r.keyedAlgo = spec.keyedAlgo
 		r.specs = &specCache{algo: spec.keyedAlgo}
 		if !cfg.prefixSet {
 			r.prefix = spec.defaultPrefix + keyedPrefix
@@ -162,11 +160,7 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 	if err != nil {
 		return Result{Limit: limit}, err
 	}
-	most := limit
-	if r.tiers != nil {
-		most = maxSettleCost // units may have been taken under a larger policy
-	}
-	a, err := settleArgs(r.name, taken, cost, most, opts)
+	a, err := settleArgs(r.name, taken, cost, r.tiers.takenBound(limit), opts)
 	if err != nil {
 		return Result{Limit: limit}, err
 	}
@@ -186,7 +180,7 @@ func (r *redisLimiter) reset(ctx context.Context, key string) error {
 	if r.tiers != nil {
 		// A Reset reads the key's state as its algorithm keeps it, at any
 		// policy: the limiter's own does.
-		p.spec = &[3]any{r.keyedAlgo, r.tiers.defLimit, r.tiers.defParam}
+		p.spec = r.specs.spec(r.tiers.defLimit, r.tiers.defParam)
 	}
 	_, err := r.request(p, r.limit)
 	return err

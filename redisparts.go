@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -69,7 +70,7 @@ func (rp *redisParts) request(ctx context.Context, keys []string) (*pending, err
 	for i := 1; i < len(keys); i++ {
 		k := rp.parts[i].prefix + keys[i]
 		p.more[i-1] = k
-		if k == p.key || contains(p.more[:i-1], k) {
+		if k == p.key || slices.Contains(p.more[:i-1], k) {
 			return nil, fmt.Errorf("two parts have the same Redis key %q", k)
 		}
 		if !sameShard(rp.route, k, p.key) {
@@ -99,16 +100,6 @@ func sameShard(r route, a, b string) bool {
 		return hashTag(a) == hashTag(b)
 	}
 	return true
-}
-
-// contains reports whether keys holds k.
-func contains(keys []string, k string) bool {
-	for _, x := range keys {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }
 
 // key returns the Redis key of check i of p.

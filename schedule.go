@@ -194,10 +194,7 @@ func (s rate) owe(tat, now, d int64) int64 {
 
 // reset forgets key: it is full again.
 func (s *schedule) reset(key string) {
-	sh, _ := s.tats.lock(key, s.base.elapsed(), s.maxNow)
-	_, w := sh.lookup(key)
-	s.tats.remove(sh, key, w)
-	sh.mu.Unlock()
+	s.tats.drop(key, s.base.elapsed(), s.maxNow)
 }
 
 // tatExpiry is the expiry of a tat: the tat itself, when the key is full.

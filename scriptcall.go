@@ -175,8 +175,10 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 	if s.keyed {
 		nargs = 2 + 3*len(batch)
 	}
+	allows := true // every request an Allow
 	for _, p := range batch {
 		nkeys += c
+		allows = allows && p.op == nil
 		switch {
 		case p.op == nil:
 			nargs += 1 + 2*c
@@ -202,7 +204,7 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 	}
 	// A batch of plain Allows of one check each goes in the compact form:
 	// -R, then only each request's cost.
-	compact := !s.keyed && c == 1 && allAllows(batch)
+	compact := !s.keyed && c == 1 && allows
 	r := len(batch)
 	if compact {
 		r = -r
@@ -262,16 +264,6 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 		}
 	}
 	return s.finish(ctx, args, once)
-}
-
-// allAllows reports whether every request of batch is an Allow.
-func allAllows(batch []*pending) bool {
-	for _, p := range batch {
-		if p.op != nil {
-			return false
-		}
-	}
-	return true
 }
 
 // finish returns the command of args, whose first script argument is once

@@ -169,7 +169,7 @@ func (s *Shadow) allowShadow(ctx context.Context, key string, n int) (ShadowResu
 		return ShadowResult{}, FromBackend, notBuilt("Shadow")
 	}
 	if ctx == nil {
-		res := Result{Limit: s.backend.policyFor(context.Background(), key).Limit}
+		res := Result{Limit: s.backend.policy.Limit}
 		return ShadowResult{Result: res, Backend: res}, FromBackend, fmt.Errorf("ratelimit: Shadow: %w", errNilContext)
 	}
 	enforce := s.enforce.Load()

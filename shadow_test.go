@@ -183,7 +183,8 @@ func TestShadowSetEnforceIsSafeUnderConcurrency(t *testing.T) {
 	ctx := context.Background()
 	const capacity, goroutines, calls = 100, 64, 200
 	clock := NewFakeClock(shadowStart) // stands still: no refill
-	s, err := NewShadow(newShadowBucket(t, capacity, 1, clock), ShadowConfig{})
+	backend := &allowedCounter{Limiter: newShadowBucket(t, capacity, 1, clock)}
+	s, err := NewShadow(backend, ShadowConfig{})
 	require.NoError(t, err)
 
 	stop := make(chan struct{})
@@ -241,6 +242,7 @@ func TestShadowSetEnforceIsSafeUnderConcurrency(t *testing.T) {
 	// Allow's answers count shadowed denials as taken; AllowShadow's tell
 	// them apart. Whatever the mode, the bucket gave exactly its capacity.
 	assert.Equal(t, int64(goroutines*calls), taken.Load()+wouldDeny.Load()+denied.Load())
+	assert.Equal(t, int64(capacity), backend.allowed.Load(), "the bucket gave exactly its capacity")
 	peek, err := s.Allow(ctx, "k", 0)
 	require.NoError(t, err)
 	assert.Equal(t, 0, peek.Remaining)
@@ -396,4 +398,18 @@ func TestShadowNotMadeByItsConstructorErrs(t *testing.T) {
 		assert.Nil(t, s.Policies())
 		assert.Equal(t, Policy{}, s.Policy())
 	}
+}
+
+// allowedCounter counts the calls its Limiter allowed.
+type allowedCounter struct {
+	Limiter
+	allowed atomic.Int64
+}
+
+func (c *allowedCounter) Allow(ctx context.Context, key string, n int) (Result, error) {
+	res, err := c.Limiter.Allow(ctx, key, n)
+	if err == nil && res.Allowed && n > 0 {
+		c.allowed.Add(1)
+	}
+	return res, err
 }

@@ -167,6 +167,16 @@ func (t *tiers) resolveOther(key string, p Policy, err error) (_ Policy, limit, 
 	return p, limit, param, nil
 }
 
+// takenBound is the most units a Refund or Settle may say a call took on
+// a limiter of limit: limit, or, with a PolicyFunc (t not nil), 2^52, since
+// the units may have been taken under an earlier, larger policy.
+func (t *tiers) takenBound(limit int) int {
+	if t == nil {
+		return limit
+	}
+	return maxSettleCost
+}
+
 // policyFunc is the PolicyFunc PolicyFuncOf returns for t: the policy in
 // force for a key.
 func (t *tiers) policyFunc() PolicyFunc {

@@ -39,11 +39,7 @@ func (m *Middleware) limitValuesFor(ctx context.Context, key string, limit int) 
 	}
 	p, err := k.policies(ctx, key)
 	if err != nil || p.Limit <= 0 || p.Limit != limit {
-		v := limitValues{limit: limit, q: strconv.Itoa(max(limit, 0))}
-		if m.fields.style.ietf() {
-			v.policy = policyItem(k.name, max(limit, 0), 0)
-		}
-		return v
+		p = ratelimit.Policy{Limit: max(limit, 0)} // the limit alone: no w
 	}
 	if last := k.last.Load(); last != nil && last.policy == p {
 		return last.values
