@@ -25,10 +25,14 @@ const DefaultTokenBucketPrefix = "ratelimit:tb:"
 // gathered and decided together by one script call (one per hash slot on a
 // cluster), in order, each with exactly the Result it would have had alone
 // (see "Coalescing" in the package documentation, and WithoutCoalescing).
-// Each key is one HASH at KeyPrefix()+key, with exactly the fields credit and
-// last_refill in integer microseconds, and a TTL equal to the time until the
-// bucket is full again (whole ms, rounded up): a key that has expired is a
-// full bucket. Decisions are the same as an in-process TokenBucket's on the
+// Each key is one HASH at KeyPrefix()+key with exactly one field, tat: the
+// server time, in integer microseconds, at which the bucket is full again
+// (the bucket kept as the GCRA it decides as: at time t it holds
+// (capacity·interval − (tat − t))/interval tokens), and a TTL equal to the
+// time until then (whole ms, rounded up): a key that has expired is a full
+// bucket. A HASH of exactly credit and last_refill, the shape an earlier
+// version kept, is read as the bucket it is and rewritten with tat by its
+// next call. Decisions are the same as an in-process TokenBucket's on the
 // same schedule.
 //
 // Calls with n < 0 or n > capacity are answered without a round trip; n == 0

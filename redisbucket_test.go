@@ -81,9 +81,43 @@ func TestRedisTokenBucketKeyAndTTL(t *testing.T) {
 	assert.Equal(t, []string{"app:user:1"}, m.Keys(), "the Redis key is exactly prefix + key")
 	// 2 tokens are 666666 µs from full: 666.666 ms, rounded up.
 	assert.Equal(t, 667*time.Millisecond, m.TTL("app:user:1"))
-	// 3 tokens of 333333 µs left, computed at the server's time in µs.
-	assert.Equal(t, strconv.Itoa(3*333333), m.HGet("app:user:1", "credit"))
-	assert.Equal(t, strconv.FormatInt(epoch.UnixMicro(), 10), m.HGet("app:user:1", "last_refill"))
+	// Full again 2 tokens of 333333 µs after the server's time, in µs.
+	fields, err := m.HKeys("app:user:1")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"tat"}, fields)
+	assert.Equal(t, strconv.FormatInt(epoch.UnixMicro()+2*333333, 10), m.HGet("app:user:1", "tat"))
+}
+
+func TestRedisTokenBucketReadsABucketKeptAsCreditAndLastRefill(t *testing.T) {
+	m, client, advance := miniredisClock(t)
+	l, err := NewRedisTokenBucket(client, 5, 1, WithKeyPrefix("app:")) // 1 s per token
+	require.NoError(t, err)
+	ctx := context.Background()
+	now := epoch.UnixMicro()
+	// As an earlier version kept a bucket: 2 tokens of credit 3 s ago, so
+	// 5 now (full), and one with 1 token of credit now.
+	m.HSet("app:full", "credit", "2000000", "last_refill", strconv.FormatInt(now-3_000_000, 10))
+	m.SetTTL("app:full", 3*time.Second)
+	m.HSet("app:low", "last_refill", strconv.FormatInt(now, 10), "credit", "1000000")
+	m.SetTTL("app:low", 4*time.Second)
+
+	res, err := l.Allow(ctx, "full", 1)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: time.Second}, res)
+	res, err = l.Allow(ctx, "low", 2)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: false, Limit: 5, Remaining: 1, RetryAfter: time.Second, ResetAfter: 4 * time.Second}, res)
+	// Each call wrote its key in the bucket's shape, a denial too.
+	for key, tat := range map[string]int64{"app:full": now + 1_000_000, "app:low": now + 4_000_000} {
+		fields, err := m.HKeys(key)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"tat"}, fields, key)
+		assert.Equal(t, strconv.FormatInt(tat, 10), m.HGet(key, "tat"), key)
+	}
+	advance(time.Second)
+	res, err = l.Allow(ctx, "low", 2)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 0, ResetAfter: 5 * time.Second}, res)
 }
 
 // refusingScripter fails the test on any call: for checks that no round

@@ -236,6 +236,9 @@ func foreignValues(kind string) []foreignValue {
 			foreignHash("a bucket without a TTL", 0, "credit", "5", "last_refill", valid),
 			foreignHash("credit \"-0\"", time.Hour, "credit", "-0", "last_refill", valid),
 			foreignHash("credit \"--1\"", time.Hour, "credit", "--1", "last_refill", valid),
+			foreignHash("a tat without a TTL", 0, "tat", valid),
+			foreignHash("tat and another field", time.Hour, "tat", valid, "user", "alice"),
+			foreignHash("a keyed bucket's tat and interval", time.Hour, "tat", valid, "interval", "1000000"),
 		)
 		for _, v := range foreignNumbers() {
 			if v.name == `"-1"` {
@@ -244,7 +247,8 @@ func foreignValues(kind string) []foreignValue {
 			}
 			vs = append(vs,
 				foreignHash("credit "+v.name, time.Hour, "credit", v.name[1:len(v.name)-1], "last_refill", valid),
-				foreignHash("last_refill "+v.name, time.Hour, "credit", "5", "last_refill", v.name[1:len(v.name)-1]))
+				foreignHash("last_refill "+v.name, time.Hour, "credit", "5", "last_refill", v.name[1:len(v.name)-1]),
+				foreignHash("tat "+v.name, time.Hour, "tat", v.name[1:len(v.name)-1]))
 		}
 	case "RedisGCRA":
 		vs = append(vs, foreignNumbers()...)

@@ -65,13 +65,13 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 //
 // A limiter with a PolicyFunc keeps the interval (token bucket, GCRA) with
 // each key's state: in process 8 more bytes per key; on Redis a token
-// bucket's HASH holds tat and interval (the bucket kept as the GCRA it
-// decides as) instead of credit and last_refill, and a GCRA's STRING is
-// "tat:interval" (a fixed window's state is unchanged), under the default prefix's "keyed:" variant (see
-// KeyPrefix), so that it never reads the keys of a limiter without a
-// PolicyFunc, which it would refuse as another state (ErrCorruptState). Memory does
-// not grow with the number of distinct policies: nothing is kept per
-// policy. A Composite refuses parts with a PolicyFunc.
+// bucket's HASH holds tat and interval instead of tat alone, and a GCRA's
+// STRING is "tat:interval" (a fixed window's state is unchanged), under the
+// default prefix's "keyed:" variant (see KeyPrefix), so that it never reads
+// the keys of a limiter without a PolicyFunc, which it would refuse as
+// another state (ErrCorruptState). Memory does not grow with the number of
+// distinct policies: nothing is kept per policy. A Composite refuses parts
+// with a PolicyFunc.
 func WithPolicyFunc(f PolicyFunc) Option {
 	return func(cfg *config) error {
 		if f == nil {

@@ -48,13 +48,13 @@ const (
 // the stored values have the length of those the batch script writes.
 var floorScripts = map[string]string{
 	// Token bucket on a key that exists: HGETALL, PTTL to verify its TTL,
-	// HSET of credit and last_refill, PEXPIRE.
+	// HSET of tat, PEXPIRE.
 	"t": `redis.call('TIME')
 for i = 1, #KEYS do
   local k = KEYS[i]
   redis.pcall('HGETALL', k)
   redis.call('PTTL', k)
-  redis.call('HSET', k, 'credit', '999999000000000', 'last_refill', '1700000000000000')
+  redis.call('HSET', k, 'tat', '1700001000000000')
   redis.call('PEXPIRE', k, 10000000)
 end
 return 'ok'`,
@@ -81,7 +81,7 @@ return 'ok'`,
 for i = 1, #KEYS do
   local k = KEYS[i]
   redis.pcall('HGETALL', k)
-  redis.call('HSET', k, 'credit', '999999000000000', 'last_refill', '1700000000000000')
+  redis.call('HSET', k, 'tat', '1700001000000000')
   redis.call('PEXPIRE', k, 10000000)
 end
 return 'ok'`,
@@ -108,7 +108,7 @@ return 'ok'`,
 for i = 1, #KEYS do
   local k = KEYS[i]
   redis.pcall('HGETALL', k)
-  redis.call('HSET', k, 'credit', '999999000', 'last_refill', '1700000000000000')
+  redis.call('HSET', k, 'tat', '1700000000001000')
   redis.call('PEXPIRE', k, 1)
 end
 return 'ok'`,

@@ -3,7 +3,9 @@
 --
 -- ARGV[1]   R, the number of requests, >= 1; or -R for the compact form,
 --           R Allows of one check each on limit 1 (S = 1), whose only
---           argument is their cost n (no c, no s): a plain limiter's batch
+--           argument is their cost n (no c, no s): a plain limiter's batch;
+--           when R > 1 and only one argument follows the limit, it is the
+--           cost of every request
 -- ARGV[2]   S, the number of limits the checks below refer to, >= 1
 -- then, for each limit, three arguments:
 --   kind    't' token bucket, 'g' GCRA, 'w' fixed window; 'T', 'G' a
@@ -60,15 +62,19 @@
 --
 -- The state of each kind, which every write keeps, and anything else under
 -- a key is refused (another type, other fields, other values, no TTL):
---   't'  a HASH of exactly credit and last_refill: refill time banked,
---        tokens × interval (0 empty, capacity × interval full, below 0 in
---        debt after a Settle), and the server time it was computed at, both
---        integer µs; PEXPIRE until full.
+--   't'  a HASH of exactly tat: the token bucket kept as the GCRA whose
+--        decisions are the same, tat being the server time in integer µs at
+--        which the bucket is full again; at now it holds (capacity ×
+--        interval − (tat − now)) / interval tokens, below 0 in debt after a
+--        Settle; PEXPIRE until tat. A
+--        HASH of exactly credit and last_refill, as an earlier version of
+--        this script kept a bucket (refill time banked, tokens × interval,
+--        and the time it was computed at, both integer µs), is read as the
+--        bucket it is, and written in this shape by its next call.
 --   'g'  a STRING: the theoretical arrival time in integer µs, the server time
 --        at which the key is full again; PX until then.
---   'T'  a HASH of exactly tat and interval: the token bucket kept as a
---        GCRA, whose decisions are the same, with the interval (µs) the
---        tat was computed with; PEXPIRE until full.
+--   'T'  a HASH of exactly tat and interval: as 't', with the interval (µs)
+--        the tat was computed with.
 --   'G'  as 'g', a STRING "tat:interval", the interval the tat was
 --        computed with, in µs.
 --   'w'  a STRING: the count of the window, >= 1 (above limit in debt after
@@ -154,52 +160,29 @@ end
 -- The state functions read a key as of now, or return nil and the reason
 -- it is refused.
 
--- bucket_state returns a bucket's credit, refilled up to full, the time it
--- holds (last, never earlier than it was), and how far the clock is behind
--- that time.
-local function bucket_state(key, full)
-  local state = redis.pcall('HGETALL', key)
-  if wrongtype(state) then
-    return nil, 'not a HASH'
+-- bucket_tat reads a HASH of exactly credit and last_refill, a bucket as an
+-- earlier version of this script kept it, as the tat it is for a bucket
+-- full at full µs of credit; nil for anything else.
+local function bucket_tat(state, full)
+  local credit, last
+  if state[1] == 'credit' and state[3] == 'last_refill' then
+    credit, last = signed(state[2]), whole(state[4])
+  elseif state[1] == 'last_refill' and state[3] == 'credit' then
+    credit, last = signed(state[4]), whole(state[2])
   end
-  local credit, last = full, now
-  if #state > 0 then
-    if #state ~= 4 then
-      credit = nil
-    elseif state[1] == 'credit' and state[3] == 'last_refill' then
-      credit, last = signed(state[2]), whole(state[4])
-    elseif state[1] == 'last_refill' and state[3] == 'credit' then
-      credit, last = signed(state[4]), whole(state[2])
-    else
-      credit = nil
-    end
-    if not (credit and last) then
-      return nil, 'not a HASH of exactly credit and last_refill, whole numbers below 2^53'
-    end
-    if redis.call('PTTL', key) < 0 then
-      return nil, 'a HASH without the TTL every write sets'
-    end
-    if credit > full then
-      credit = full
-    end
+  if not (credit and last) then
+    return nil
   end
-  local lag = 0
-  if now > last then
-    credit = math.min(full, credit + (now - last))
-    last = now
-  else
-    lag = last - now
-  end
-  return credit, last, lag
+  return last + full - math.min(credit, full)
 end
 
 -- gcra_state returns the theoretical arrival time, at least now, of a key
--- of shape 'g' (or nil), 'G' or 'T', and whether it was converted from
--- another interval (then the caller writes it, even when it takes
--- nothing: the new policy holds from this call on).
-local function gcra_state(key, interval, shape)
-  local tat, t0 = nil, interval
-  if shape == 'T' then
+-- of shape 'g' (or nil), 'G', 't' or 'T', and whether it was converted
+-- from another interval or an earlier shape (then the caller writes it,
+-- even when it takes nothing: the new policy holds from this call on).
+local function gcra_state(key, interval, shape, limit)
+  local tat, t0, earlier = nil, interval, false
+  if shape == 't' or shape == 'T' then
     local state = redis.pcall('HGETALL', key)
     if wrongtype(state) then
       return nil, 'not a HASH'
@@ -207,15 +190,26 @@ local function gcra_state(key, interval, shape)
     if #state == 0 then
       return now, false
     end
-    if #state == 4 then
-      if state[1] == 'tat' and state[3] == 'interval' then
-        tat, t0 = whole(state[2]), whole(state[4])
-      elseif state[1] == 'interval' and state[3] == 'tat' then
-        tat, t0 = whole(state[4]), whole(state[2])
+    if shape == 't' then
+      if #state == 2 and state[1] == 'tat' then
+        tat = whole(state[2])
+      elseif #state == 4 then
+        tat, earlier = bucket_tat(state, limit * interval), true
       end
-    end
-    if not (tat and t0 and t0 >= 1) then
-      return nil, 'not a HASH of exactly tat and interval, whole microseconds below 2^53'
+      if not tat then
+        return nil, 'not a HASH of exactly tat, whole microseconds below 2^53'
+      end
+    else
+      if #state == 4 then
+        if state[1] == 'tat' and state[3] == 'interval' then
+          tat, t0 = whole(state[2]), whole(state[4])
+        elseif state[1] == 'interval' and state[3] == 'tat' then
+          tat, t0 = whole(state[4]), whole(state[2])
+        end
+      end
+      if not (tat and t0 and t0 >= 1) then
+        return nil, 'not a HASH of exactly tat and interval, whole microseconds below 2^53'
+      end
     end
   else
     local stored = redis.pcall('GET', key)
@@ -242,13 +236,13 @@ local function gcra_state(key, interval, shape)
     return nil, 'a time without the TTL every write sets'
   end
   if tat <= now then
-    return now, false
+    return now, earlier
   end
   if t0 ~= interval then
     -- Written under another policy: keep the units used.
     return now + convert(tat - now, t0, interval), true
   end
-  return tat, false
+  return tat, earlier
 end
 
 -- window_state returns a window's count, 0 when none is open, and the ms
@@ -275,33 +269,8 @@ local function window_state(key)
   return count, left
 end
 
-local function bucket(key, capacity, interval, n)
-  local full = capacity * interval
-  local credit, last, lag = bucket_state(key, full)
-  if not credit then
-    return nil, last
-  end
-  local cost = n * interval
-  if n > 0 and credit < cost then
-    local reset = 0
-    if credit < full then
-      reset = lag + full - credit
-    end
-    return false, math.max(0, math.floor(credit / interval)), lag + cost - credit, reset
-  end
-  local left = credit - cost
-  local reset = 0
-  if left < full then
-    reset = lag + full - left
-  end
-  if n == 0 then
-    return true, math.max(0, math.floor(left / interval)), 0, reset
-  end
-  return true, math.floor(left / interval), 0, reset, left, last, ms(lag + full - left)
-end
-
 local function gcra(key, limit, interval, n, shape)
-  local tat, converted = gcra_state(key, interval, shape)
+  local tat, converted = gcra_state(key, interval, shape, limit)
   if not tat then
     return nil, converted
   end
@@ -309,17 +278,17 @@ local function gcra(key, limit, interval, n, shape)
   local new_tat = tat + n * interval
   if n > 0 and new_tat - now > tau then
     if converted then
-      return false, math.max(0, math.floor((tau - (tat - now)) / interval)), new_tat - tau - now, tat - now, tat, ms(tat - now)
+      return false, math.max(0, math.floor((tau - (tat - now)) / interval)), new_tat - tau - now, tat - now, tat, ms(tat - now), true
     end
     return false, math.max(0, math.floor((tau - (tat - now)) / interval)), new_tat - tau - now, tat - now
   end
   if n == 0 then
     if converted then
-      return true, math.max(0, math.floor((tau - (tat - now)) / interval)), 0, tat - now, tat, ms(tat - now)
+      return true, math.max(0, math.floor((tau - (tat - now)) / interval)), 0, tat - now, tat, ms(tat - now), true
     end
     return true, math.max(0, math.floor((tau - (tat - now)) / interval)), 0, tat - now
   end
-  return true, math.max(0, math.floor((tau - (new_tat - now)) / interval)), 0, new_tat - now, new_tat, ms(new_tat - now)
+  return true, math.max(0, math.floor((tau - (new_tat - now)) / interval)), 0, new_tat - now, new_tat, ms(new_tat - now), converted
 end
 
 local function window(key, limit, length, n)
@@ -345,29 +314,15 @@ end
 
 local writers
 
-local function bucket_settle(key, capacity, interval, d)
-  local full = capacity * interval
-  local credit, last, lag = bucket_state(key, full)
-  local left = math.max(full - maxdebt, math.min(full, credit - d * interval))
-  if left >= full then
-    redis.call('DEL', key)
-    return capacity, 0
-  end
-  if d ~= 0 then
-    writers.t(key, left, last, ms(lag + full - left))
-  end
-  return math.max(0, math.floor(left / interval)), lag + full - left
-end
-
 local function gcra_settle(key, limit, interval, d, _, shape)
-  local tat, converted = gcra_state(key, interval, shape)
+  local tat, converted = gcra_state(key, interval, shape, limit)
   local new_tat = math.min(now + maxdebt, math.max(now, tat + d * interval))
   if new_tat <= now then
     redis.call('DEL', key)
     return limit, 0
   end
   if d ~= 0 or converted then
-    writers[shape or 'g'](key, new_tat, ms(new_tat - now), nil, limit, interval)
+    writers[shape or 'g'](key, new_tat, ms(new_tat - now), converted, limit, interval)
   end
   return math.max(0, math.floor((limit * interval - (new_tat - now)) / interval)), new_tat - now
 end
@@ -403,8 +358,11 @@ end
 -- A writer gets the check's three values (nil for those it has not), then
 -- its limit and param.
 writers = {
-  t = function(key, left, last, ttl)
-    redis.call('HSET', key, 'credit', left, 'last_refill', last)
+  t = function(key, tat, ttl, converted)
+    if converted then
+      redis.call('DEL', key) -- a bucket kept in an earlier shape
+    end
+    redis.call('HSET', key, 'tat', tat)
     redis.call('PEXPIRE', key, ttl)
   end,
   T = function(key, tat, ttl, _, _, interval)
@@ -427,14 +385,14 @@ writers = {
 }
 
 local checks = {
-  t = bucket,
+  t = function(key, l, p, n) return gcra(key, l, p, n, 't') end,
   g = gcra,
   w = window,
   T = function(key, l, p, n) return gcra(key, l, p, n, 'T') end,
   G = function(key, l, p, n) return gcra(key, l, p, n, 'G') end,
 }
 local settles = {
-  t = bucket_settle,
+  t = function(key, l, p, d) return gcra_settle(key, l, p, d, nil, 't') end,
   g = gcra_settle,
   w = window_settle,
   T = function(key, l, p, d) return gcra_settle(key, l, p, d, nil, 'T') end,
@@ -488,9 +446,13 @@ if nreq < 0 then
   -- The compact form: -nreq Allows of one check on limit 1, a cost each.
   local kind, limit, param = kinds[1], limits[1], params[1]
   local check, write = checks[kind], writers[kind]
+  local same = nil -- the cost of every request, when only one is given
+  if nreq < -1 and #ARGV == a then
+    same = tonumber(ARGV[a])
+  end
   for r = 1, -nreq do
     local key = KEYS[r]
-    local ok, remaining, retry, reset, w1, w2, w3 = check(key, limit, param, tonumber(ARGV[a + r - 1]))
+    local ok, remaining, retry, reset, w1, w2, w3 = check(key, limit, param, same or tonumber(ARGV[a + r - 1]))
     if ok == nil then
       lines[r] = refusal(1, remaining)
     else
