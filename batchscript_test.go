@@ -117,3 +117,16 @@ func TestBatchScriptCompactFormDecidesEachAllowAlone(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"x"}, list, "the LIST is left as it was")
 }
+
+func TestBatchScriptCompactFormTakesOneCostForEveryAllow(t *testing.T) {
+	_, client, _ := miniredisClock(t)
+	ctx := context.Background()
+	// -3 and a single cost after the limit: each of the three Allows costs
+	// 2 of a bucket of 3, so the second on "a" is denied.
+	reply, err := client.Eval(ctx, batchLua, []string{"a", "b", "a"},
+		-3, 1, "t", 3, 1_000_000,
+		2,
+	).Text()
+	require.NoError(t, err)
+	assert.Equal(t, "1 1 0 2000000\n1 1 0 2000000\n0 1 1000000 2000000", renderReply(t, reply, 1, 1, 1))
+}

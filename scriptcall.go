@@ -203,7 +203,8 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 		}
 	}
 	// A batch of plain Allows of one check each goes in the compact form:
-	// -R, then only each request's cost.
+	// -R, then only each request's cost, or one cost when all are the
+	// same.
 	compact := !s.keyed && c == 1 && allows
 	r := len(batch)
 	if compact {
@@ -218,6 +219,10 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 	}
 	if compact {
 		args = append(args, s.limits...)
+		if sameCost(batch) {
+			// Of a batch of several: one cost for all of them.
+			return s.finish(ctx, append(args, batch[0].cost(0)), once)
+		}
 		for _, p := range batch {
 			args = append(args, p.cost(0))
 		}
@@ -264,6 +269,20 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 		}
 	}
 	return s.finish(ctx, args, once)
+}
+
+// sameCost reports whether batch has several requests whose first checks
+// all cost the same: the compact form then sends that cost once.
+func sameCost(batch []*pending) bool {
+	if len(batch) < 2 {
+		return false
+	}
+	for _, p := range batch[1:] {
+		if p.cost(0) != batch[0].cost(0) {
+			return false
+		}
+	}
+	return true
 }
 
 // finish returns the command of args, whose first script argument is once
