@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -12,7 +13,9 @@ import (
 // that finds room leads its batch, and a leader whose batch is done hands
 // the next batch (the queue, up to maxBatch calls) to the first of its
 // calls, which leads it in turn, so that every goroutine returns as soon as
-// its own answer is there.
+// its own answer is there. Before it hands over a queue shorter than the
+// batch it answered, a leader yields once, so that the callers it answered
+// can call again into that queue.
 
 const (
 	// defaultMaxInFlight is how many batches of one limiter may be on the
@@ -121,7 +124,23 @@ func (c *coalescer) lead(batch []*pending) {
 	for _, q := range batch[1:] {
 		q.done <- struct{}{}
 	}
+	if len(batch) > 1 && c.queued() < len(batch) {
+		// Fewer calls wait than were just answered: let the answered ones
+		// run first, so that those that call again join the next batch
+		// rather than wait for the one after it (measured in
+		// bench/README.md: at 8 and 64 goroutines a quarter fewer script
+		// calls per decision, and less CPU on both sides). A yield, not a
+		// timer: with nothing else to run it returns at once.
+		runtime.Gosched()
+	}
 	c.handOver()
+}
+
+// queued returns how many calls wait in the queue.
+func (c *coalescer) queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
 }
 
 // handOver gives the queued calls, up to maxBatch, to the first of them to

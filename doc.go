@@ -88,9 +88,12 @@
 // A Redis limiter coalesces its calls. A call that finds fewer than 2 script
 // calls of its limiter in flight goes at once, alone: no timer, no added
 // latency. Calls that arrive while 2 are in flight wait in a queue; when a
-// script call returns, its leader hands the queue (up to 128 requests; 128
-// checks for a Composite, whose requests check each part) to the first
-// queued call, which sends it and answers the others. The batch
+// script call returns, its leader answers its calls and hands the queue (up
+// to 128 requests; 128 checks for a Composite, whose requests check each
+// part) to the first queued call, which sends it and answers the others.
+// When fewer calls wait than it has just answered, the leader first yields
+// the processor once (runtime.Gosched), so that callers it answered that
+// call again join that queue: larger batches, fewer script calls. The batch
 // script decides a call's requests in order, on one reading of the server's
 // TIME, and writes each key before the next request reads it, so every call
 // gets exactly the Result it would have got alone, calls on the same key in
