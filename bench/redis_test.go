@@ -338,6 +338,9 @@ func touchAll(tb testing.TB, decide []decideFunc, goroutines int) {
 //     (INFO commandstats) over the timed calls, per decision;
 //   - script-us/decision: the time the server spent in those calls
 //     (their usec in INFO commandstats), per decision;
+//   - client-us/decision: this process's CPU time (user and system, all
+//     its threads) over the timed calls, per decision: the client's side,
+//     which shares the machine with the server;
 //   - allocs/op, B/op (b.ReportAllocs): per decision, client side.
 //
 // The INFO reads are outside the timed span, but the server's CPU figure
@@ -354,9 +357,11 @@ func runRedisRow(b *testing.B, c *redis.Client, decide []decideFunc, goroutines 
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	cpu0 := processCPU()
 	b.ResetTimer()
 	res := load.run()
 	b.StopTimer()
+	clientCPU := processCPU() - cpu0
 	after, err := readServerStats(ctx, c)
 	if err != nil {
 		b.Fatal(err)
@@ -377,6 +382,7 @@ func runRedisRow(b *testing.B, c *redis.Client, decide []decideFunc, goroutines 
 	b.ReportMetric(float64(percentile(lat, 99)), "p99-ns")
 	d := after.sub(before)
 	b.ReportMetric(d.cpuSeconds*1e6/n, "server-us/decision")
+	b.ReportMetric(float64(clientCPU.Microseconds())/n, "client-us/decision")
 	b.ReportMetric(float64(d.scriptCalls)/n, "evalsha/decision")
 	b.ReportMetric(float64(d.scriptUsec)/n, "script-us/decision")
 }
@@ -393,14 +399,16 @@ func percentile(sorted []int64, p int) int64 {
 // G starts at key g·len(decide)/G and steps through decide by
 // redisKeyStride (wrapping), so with one key every call asks about it, and
 // with many each goroutine visits every key, the goroutines spread over the
-// key set. The goroutines share the n calls through one counter, call i
-// recording its latency in lat[i].
+// key set. The goroutines share the n calls through one counter; each
+// records the latencies of its calls in a slice of its own (so that no two
+// goroutines write one cache line), and run gathers them into lat.
 type redisLoad struct {
 	ctx        context.Context
 	decide     []decideFunc
 	goroutines int
 	n          int64
 	lat        []int64
+	lats       [][]int64 // each goroutine's latencies, when lat is not nil
 	base       time.Time // latencies are differences of time.Since(base): monotonic clock only
 
 	next     atomic.Int64
@@ -418,7 +426,8 @@ type redisLoadResult struct {
 }
 
 // startRedisLoad starts the goroutines of a load of n calls, which wait for
-// run. lat, if not nil, has n entries.
+// run. lat, if not nil, has n entries, which run fills with the calls'
+// latencies (in no particular order).
 func startRedisLoad(ctx context.Context, decide []decideFunc, goroutines, n int, lat []int64) *redisLoad {
 	l := &redisLoad{
 		ctx:        ctx,
@@ -428,6 +437,14 @@ func startRedisLoad(ctx context.Context, decide []decideFunc, goroutines, n int,
 		lat:        lat,
 		base:       time.Now(),
 		release:    make(chan struct{}),
+	}
+	if lat != nil {
+		// Room for twice a goroutine's share, so that a goroutine that makes
+		// more calls than its share seldom grows its slice while timed.
+		l.lats = make([][]int64, goroutines)
+		for g := range l.lats {
+			l.lats[g] = make([]int64, 0, 2*n/goroutines+64)
+		}
 	}
 	for g := range goroutines {
 		l.done.Go(func() { l.work(g) })
@@ -439,6 +456,12 @@ func startRedisLoad(ctx context.Context, decide []decideFunc, goroutines, n int,
 func (l *redisLoad) run() redisLoadResult {
 	close(l.release)
 	l.done.Wait()
+	if l.lat != nil {
+		l.lat = l.lat[:0]
+		for _, lat := range l.lats {
+			l.lat = append(l.lat, lat...)
+		}
+	}
 	r := redisLoadResult{allowed: l.allowed.Load(), failed: l.failed.Load()}
 	if e := l.firstErr.Load(); e != nil {
 		r.firstErr = *e
@@ -469,8 +492,8 @@ func (l *redisLoad) work(g int) {
 		start := time.Since(l.base)
 		a, err := d(l.ctx)
 		end := time.Since(l.base)
-		if l.lat != nil {
-			l.lat[i] = int64(end - start)
+		if l.lats != nil {
+			l.lats[g] = append(l.lats[g], int64(end-start))
 		}
 		if err != nil {
 			if bad == 0 {
