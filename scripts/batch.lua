@@ -180,10 +180,11 @@ end
 -- of shape 'g' (or nil), 'G', 't' or 'T', and whether it was converted
 -- from another interval or an earlier shape (then the caller writes it,
 -- even when it takes nothing: the new policy holds from this call on).
-local function gcra_state(key, interval, shape, limit)
+-- stored, when not nil, is the key's reply to the read, made already.
+local function gcra_state(key, interval, shape, limit, stored)
   local tat, t0, earlier = nil, interval, false
   if shape == 't' or shape == 'T' then
-    local state = redis.pcall('HGETALL', key)
+    local state = stored or redis.pcall('HGETALL', key)
     if wrongtype(state) then
       return nil, 'not a HASH'
     end
@@ -212,7 +213,7 @@ local function gcra_state(key, interval, shape, limit)
       end
     end
   else
-    local stored = redis.pcall('GET', key)
+    stored = stored or redis.pcall('GET', key)
     if wrongtype(stored) then
       return nil, 'not a STRING'
     end
@@ -246,9 +247,9 @@ local function gcra_state(key, interval, shape, limit)
 end
 
 -- window_state returns a window's count, 0 when none is open, and the ms
--- left in it.
-local function window_state(key)
-  local stored = redis.pcall('GET', key)
+-- left in it; stored as gcra_state's.
+local function window_state(key, stored)
+  stored = stored or redis.pcall('GET', key)
   if wrongtype(stored) then
     return nil, 'not a STRING'
   end
@@ -269,8 +270,8 @@ local function window_state(key)
   return count, left
 end
 
-local function gcra(key, limit, interval, n, shape)
-  local tat, converted = gcra_state(key, interval, shape, limit)
+local function gcra(key, limit, interval, n, stored, shape)
+  local tat, converted = gcra_state(key, interval, shape, limit, stored)
   if not tat then
     return nil, converted
   end
@@ -291,8 +292,8 @@ local function gcra(key, limit, interval, n, shape)
   return true, math.max(0, math.floor((tau - (new_tat - now)) / interval)), 0, new_tat - now, new_tat, ms(new_tat - now), converted
 end
 
-local function window(key, limit, length, n)
-  local count, left = window_state(key)
+local function window(key, limit, length, n, stored)
+  local count, left = window_state(key, stored)
   if not count then
     return nil, left
   end
@@ -385,11 +386,44 @@ writers = {
 }
 
 local checks = {
-  t = function(key, l, p, n) return gcra(key, l, p, n, 't') end,
+  t = function(key, l, p, n, stored) return gcra(key, l, p, n, stored, 't') end,
   g = gcra,
   w = window,
-  T = function(key, l, p, n) return gcra(key, l, p, n, 'T') end,
-  G = function(key, l, p, n) return gcra(key, l, p, n, 'G') end,
+  T = function(key, l, p, n) return gcra(key, l, p, n, nil, 'T') end,
+  G = function(key, l, p, n) return gcra(key, l, p, n, nil, 'G') end,
+}
+
+-- The compact form's reads and opens. A read returns a key's reply to the
+-- read of its check, or nil when the key is absent. An absent key is full
+-- (no window open): a cost n from 1 to the limit opens it, which its open
+-- writes at once, returning remaining and reset_after; what its check
+-- would decide and write, without its steps.
+local reads = {
+  t = function(key)
+    local state = redis.pcall('HGETALL', key)
+    if #state > 0 or state.err then
+      return state
+    end
+  end,
+  g = function(key)
+    return redis.pcall('GET', key) or nil
+  end,
+}
+reads.w = reads.g
+local opens = {
+  t = function(key, limit, interval, n)
+    redis.call('HSET', key, 'tat', now + n * interval)
+    redis.call('PEXPIRE', key, ms(n * interval))
+    return limit - n, n * interval
+  end,
+  g = function(key, limit, interval, n)
+    redis.call('SET', key, now + n * interval, 'PX', ms(n * interval))
+    return limit - n, n * interval
+  end,
+  w = function(key, limit, length, n)
+    redis.call('SET', key, n, 'PX', length)
+    return limit - n, length * 1000
+  end,
 }
 local settles = {
   t = function(key, l, p, d) return gcra_settle(key, l, p, d, nil, 't') end,
@@ -445,14 +479,29 @@ local nreq = tonumber(ARGV[1])
 if nreq < 0 then
   -- The compact form: -nreq Allows of one check on limit 1, a cost each.
   local kind, limit, param = kinds[1], limits[1], params[1]
-  local check, write = checks[kind], writers[kind]
+  local check, write, read, open = checks[kind], writers[kind], reads[kind], opens[kind]
+  if not read then
+    error('ratelimit batch script: no compact form for kind ' .. kind)
+  end
   local same = nil -- the cost of every request, when only one is given
   if nreq < -1 and #ARGV == a then
     same = tonumber(ARGV[a])
   end
   for r = 1, -nreq do
     local key = KEYS[r]
-    local ok, remaining, retry, reset, w1, w2, w3 = check(key, limit, param, same or tonumber(ARGV[a + r - 1]))
+    local n = same or tonumber(ARGV[a + r - 1])
+    local stored = read(key)
+    local ok, remaining, retry, reset, w1, w2, w3
+    if stored then
+      ok, remaining, retry, reset, w1, w2, w3 = check(key, limit, param, n, stored)
+    elseif n == 0 then
+      ok, remaining, retry, reset = true, limit, 0, 0 -- full
+    elseif n <= limit then
+      ok, remaining, reset = true, open(key, limit, param, n)
+      retry = 0
+    else
+      ok, remaining, retry, reset, w1, w2, w3 = check(key, limit, param, n)
+    end
     if ok == nil then
       lines[r] = refusal(1, remaining)
     else
