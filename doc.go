@@ -91,9 +91,13 @@
 // script call returns, its leader answers its calls and hands the queue (up
 // to 128 requests; 128 checks for a Composite, whose requests check each
 // part) to the first queued call, which sends it and answers the others.
-// When fewer calls wait than it has just answered, the leader first yields
-// the processor once (runtime.Gosched), so that callers it answered that
-// call again join that queue: larger batches, fewer script calls. The batch
+// After a batch of several calls, when fewer calls wait than it has just
+// answered, the leader first yields the processor once (runtime.Gosched),
+// so that the callers it answered run first, and those that call again
+// while no batch can go join the queue: larger batches, fewer script calls
+// (bench/README.md). The yield delays the next batch by what the Go
+// scheduler runs first; in a process whose every processor is busy, that
+// may be a scheduling round. The batch
 // script decides a call's requests in order, on one reading of the server's
 // TIME, and writes each key before the next request reads it, so every call
 // gets exactly the Result it would have got alone, calls on the same key in
@@ -136,7 +140,10 @@
 // Time is kept in integers: nanoseconds in process, microseconds in Redis.
 // Where the time per token is a whole number of those units, every decision
 // is exact however many calls are made. A clock that goes backwards never
-// creates tokens: time stands still until the clock catches up.
+// creates tokens. In process, time stands still until the clock catches up.
+// On Redis, a token-bucket or GCRA key keeps the time at which it is full
+// again, so a server clock that steps back makes the key owe the step as
+// well, until the clock catches up; its waits include the catching up.
 //
 // # Memory
 //

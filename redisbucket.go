@@ -33,7 +33,8 @@ const DefaultTokenBucketPrefix = "ratelimit:tb:"
 // bucket. A HASH of exactly credit and last_refill, the shape an earlier
 // version kept, is read as the bucket it is and rewritten with tat by its
 // next call. Decisions are the same as an in-process TokenBucket's on the
-// same schedule.
+// same schedule while the server's clock moves forward (see Exactness in
+// the package documentation for a clock that steps back).
 //
 // Calls with n < 0 or n > capacity are answered without a round trip; n == 0
 // reads the bucket without creating the key. A key holding anything else (a

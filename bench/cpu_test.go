@@ -1,3 +1,5 @@
+//go:build unix
+
 package bench
 
 import (
@@ -6,7 +8,7 @@ import (
 )
 
 // processCPU returns the CPU time this process has used, user and system,
-// over all its threads; 0 where the system does not say.
+// over all its threads; 0 if getrusage fails.
 func processCPU() time.Duration {
 	var u syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {

@@ -88,8 +88,11 @@
 -- 2^52 µs (or units) from full.
 -- An absent key is full (no window open), and every TTL is the time until
 -- then, whole ms rounded up, so a key that expires is exactly a full one.
--- A server clock that steps back makes time stand still for a key until it
--- catches up, and the waits include the catching up.
+-- A server clock that steps back never creates a unit: a token-bucket or
+-- GCRA key's tat stays where it was, so what the key owes (tat - now) grows
+-- by the step until the clock catches up, and its waits include the
+-- catching up; a window's count stays, and the window lasts as long as its
+-- key's TTL.
 --
 -- A script holds the server while it runs: callers bound R.
 
@@ -154,8 +157,8 @@ end
 -- as they are), then the values its writer writes, nil when there is
 -- nothing to write; or nil and the reason its key is refused. Nothing is
 -- written before every check of a request has allowed, but for a 'T' or
--- 'G' key read at another interval: its conversion is written by any call
--- of one check, a peek or a denial too.
+-- 'G' key read at another interval, or a 't' key in the earlier shape: its
+-- conversion is written by any call of one check, a peek or a denial too.
 
 -- The state functions read a key as of now, or return nil and the reason
 -- it is refused.
@@ -173,7 +176,9 @@ local function bucket_tat(state, full)
   if not (credit and last) then
     return nil
   end
-  return last + full - math.min(credit, full)
+  -- Owing more than a debt's bound (a last_refill far ahead of the clock)
+  -- is owing the bound: a key is never more than maxdebt from full.
+  return math.min(last + full - math.min(credit, full), now + maxdebt)
 end
 
 -- gcra_state returns the theoretical arrival time, at least now, of a key
@@ -506,8 +511,8 @@ if nreq < 0 then
       lines[r] = refusal(1, remaining)
     else
       if w1 then
-        -- What it took, or a key's conversion to a new interval ('T',
-        -- 'G'), which a denial writes too.
+        -- What it took, or a 't' key's conversion from the earlier shape,
+        -- which a peek or a denial writes too.
         write(key, w1, w2, w3, limit, param)
       end
       if ok then
@@ -537,8 +542,9 @@ for r = 1, nreq do
       lines[r] = line(1, remaining, 0, reset)
     else
       if w1 then
-        -- A denial takes nothing, but keeps a key's conversion to a new
-        -- interval ('T', 'G'): the new policy holds from this call on.
+        -- A denial takes nothing, but keeps a key's conversion: to a new
+        -- interval ('T', 'G'), so that the new policy holds from this call
+        -- on, or from the earlier shape ('t').
         writers[kind](key, w1, w2, w3, limits[s], params[s])
       end
       lines[r] = line(0, remaining, retry, reset)
