@@ -163,16 +163,27 @@ end
 -- The state functions read a key as of now, or return nil and the reason
 -- it is refused.
 
+-- pair returns the values of fields a and b of a HASH read by HGETALL
+-- (state) that has exactly these two fields, in either order; nil for
+-- anything else.
+local function pair(state, a, b)
+  if #state ~= 4 then
+    return nil
+  end
+  if state[1] == a and state[3] == b then
+    return state[2], state[4]
+  elseif state[1] == b and state[3] == a then
+    return state[4], state[2]
+  end
+  return nil
+end
+
 -- bucket_tat reads a HASH of exactly credit and last_refill, a bucket as an
 -- earlier version of this script kept it, as the tat it is for a bucket
 -- full at full µs of credit; nil for anything else.
 local function bucket_tat(state, full)
-  local credit, last
-  if state[1] == 'credit' and state[3] == 'last_refill' then
-    credit, last = signed(state[2]), whole(state[4])
-  elseif state[1] == 'last_refill' and state[3] == 'credit' then
-    credit, last = signed(state[4]), whole(state[2])
-  end
+  local c, l = pair(state, 'credit', 'last_refill')
+  local credit, last = signed(c), whole(l)
   if not (credit and last) then
     return nil
   end
@@ -186,7 +197,7 @@ end
 -- from another interval or an earlier shape (then the caller writes it,
 -- even when it takes nothing: the new policy holds from this call on).
 -- stored, when not nil, is the key's reply to the read, made already.
-local function gcra_state(key, interval, shape, limit, stored)
+local function gcra_state(key, limit, interval, stored, shape)
   local tat, t0, earlier = nil, interval, false
   if shape == 't' or shape == 'T' then
     local state = stored or redis.pcall('HGETALL', key)
@@ -206,13 +217,8 @@ local function gcra_state(key, interval, shape, limit, stored)
         return nil, 'not a HASH of exactly tat, whole microseconds below 2^53'
       end
     else
-      if #state == 4 then
-        if state[1] == 'tat' and state[3] == 'interval' then
-          tat, t0 = whole(state[2]), whole(state[4])
-        elseif state[1] == 'interval' and state[3] == 'tat' then
-          tat, t0 = whole(state[4]), whole(state[2])
-        end
-      end
+      local a, b = pair(state, 'tat', 'interval')
+      tat, t0 = whole(a), whole(b)
       if not (tat and t0 and t0 >= 1) then
         return nil, 'not a HASH of exactly tat and interval, whole microseconds below 2^53'
       end
@@ -276,23 +282,23 @@ local function window_state(key, stored)
 end
 
 local function gcra(key, limit, interval, n, stored, shape)
-  local tat, converted = gcra_state(key, interval, shape, limit, stored)
+  local tat, converted = gcra_state(key, limit, interval, stored, shape)
   if not tat then
     return nil, converted
   end
   local tau = limit * interval
   local new_tat = tat + n * interval
-  if n > 0 and new_tat - now > tau then
-    if converted then
-      return false, math.max(0, math.floor((tau - (tat - now)) / interval)), new_tat - tau - now, tat - now, tat, ms(tat - now), true
+  local denied = n > 0 and new_tat - now > tau
+  if denied or n == 0 then
+    -- Takes nothing: writes only a conversion, the key as it is.
+    local retry, w1, w2, w3 = 0, nil, nil, nil
+    if denied then
+      retry = new_tat - tau - now
     end
-    return false, math.max(0, math.floor((tau - (tat - now)) / interval)), new_tat - tau - now, tat - now
-  end
-  if n == 0 then
     if converted then
-      return true, math.max(0, math.floor((tau - (tat - now)) / interval)), 0, tat - now, tat, ms(tat - now), true
+      w1, w2, w3 = tat, ms(tat - now), true
     end
-    return true, math.max(0, math.floor((tau - (tat - now)) / interval)), 0, tat - now
+    return not denied, math.max(0, math.floor((tau - (tat - now)) / interval)), retry, tat - now, w1, w2, w3
   end
   return true, math.max(0, math.floor((tau - (new_tat - now)) / interval)), 0, new_tat - now, new_tat, ms(new_tat - now), converted
 end
@@ -321,7 +327,7 @@ end
 local writers
 
 local function gcra_settle(key, limit, interval, d, _, shape)
-  local tat, converted = gcra_state(key, interval, shape, limit)
+  local tat, converted = gcra_state(key, limit, interval, nil, shape)
   local new_tat = math.min(now + maxdebt, math.max(now, tat + d * interval))
   if new_tat <= now then
     redis.call('DEL', key)
@@ -390,19 +396,24 @@ writers = {
   end,
 }
 
+-- shaped returns f (gcra or gcra_settle) for keys of one shape: f with
+-- shape as its sixth argument, after the five of every check or settle.
+local function shaped(f, shape)
+  return function(key, limit, param, n, x)
+    return f(key, limit, param, n, x, shape)
+  end
+end
+
 local checks = {
-  t = function(key, l, p, n, stored) return gcra(key, l, p, n, stored, 't') end,
+  t = shaped(gcra, 't'),
   g = gcra,
   w = window,
-  T = function(key, l, p, n) return gcra(key, l, p, n, nil, 'T') end,
-  G = function(key, l, p, n) return gcra(key, l, p, n, nil, 'G') end,
+  T = shaped(gcra, 'T'),
+  G = shaped(gcra, 'G'),
 }
 
--- The compact form's reads and opens. A read returns a key's reply to the
--- read of its check, or nil when the key is absent. An absent key is full
--- (no window open): a cost n from 1 to the limit opens it, which its open
--- writes at once, returning remaining and reset_after; what its check
--- would decide and write, without its steps.
+-- The compact form's reads. A read returns a key's reply to the read of
+-- its check, or nil when the key is absent.
 local reads = {
   t = function(key)
     local state = redis.pcall('HGETALL', key)
@@ -415,27 +426,12 @@ local reads = {
   end,
 }
 reads.w = reads.g
-local opens = {
-  t = function(key, limit, interval, n)
-    redis.call('HSET', key, 'tat', now + n * interval)
-    redis.call('PEXPIRE', key, ms(n * interval))
-    return limit - n, n * interval
-  end,
-  g = function(key, limit, interval, n)
-    redis.call('SET', key, now + n * interval, 'PX', ms(n * interval))
-    return limit - n, n * interval
-  end,
-  w = function(key, limit, length, n)
-    redis.call('SET', key, n, 'PX', length)
-    return limit - n, length * 1000
-  end,
-}
 local settles = {
-  t = function(key, l, p, d) return gcra_settle(key, l, p, d, nil, 't') end,
+  t = shaped(gcra_settle, 't'),
   g = gcra_settle,
   w = window_settle,
-  T = function(key, l, p, d) return gcra_settle(key, l, p, d, nil, 'T') end,
-  G = function(key, l, p, d) return gcra_settle(key, l, p, d, nil, 'G') end,
+  T = shaped(gcra_settle, 'T'),
+  G = shaped(gcra_settle, 'G'),
 }
 
 -- pack writes a check's record. Redis has the struct library; a server
@@ -466,6 +462,22 @@ local function refusal(i, reason)
   return string.char(255, i, math.floor(#reason / 256), #reason % 256) .. reason
 end
 
+-- record returns the record of a request of one check, given its key, its
+-- kind's writer, its limit and param, and what the check returned; a check
+-- that allows returns 0 for retry. It writes what the check took, or its
+-- key's conversion (to a new interval, 'T' or 'G', so that the new policy
+-- holds from this call on, or from the earlier shape, 't'), which a peek or
+-- a denial writes too.
+local function record(key, write, limit, param, ok, remaining, retry, reset, w1, w2, w3)
+  if ok == nil then
+    return refusal(1, remaining)
+  end
+  if w1 then
+    write(key, w1, w2, w3, limit, param)
+  end
+  return line(ok and 1 or 0, remaining, retry, reset)
+end
+
 local kinds, limits, params = {}, {}, {}
 local a = 3
 for i = 1, tonumber(ARGV[2]) do
@@ -484,10 +496,11 @@ local nreq = tonumber(ARGV[1])
 if nreq < 0 then
   -- The compact form: -nreq Allows of one check on limit 1, a cost each.
   local kind, limit, param = kinds[1], limits[1], params[1]
-  local check, write, read, open = checks[kind], writers[kind], reads[kind], opens[kind]
+  local check, write, read = checks[kind], writers[kind], reads[kind]
   if not read then
     error('ratelimit batch script: no compact form for kind ' .. kind)
   end
+  local windows = kind == 'w'
   local same = nil -- the cost of every request, when only one is given
   if nreq < -1 and #ARGV == a then
     same = tonumber(ARGV[a])
@@ -496,30 +509,20 @@ if nreq < 0 then
     local key = KEYS[r]
     local n = same or tonumber(ARGV[a + r - 1])
     local stored = read(key)
-    local ok, remaining, retry, reset, w1, w2, w3
-    if stored then
-      ok, remaining, retry, reset, w1, w2, w3 = check(key, limit, param, n, stored)
+    -- An absent key is full (no window open): a cost n from 1 to the limit
+    -- opens it, written at once by its writer as its check would write it,
+    -- without its steps.
+    if stored or n > limit then
+      lines[r] = record(key, write, limit, param, check(key, limit, param, n, stored))
     elseif n == 0 then
-      ok, remaining, retry, reset = true, limit, 0, 0 -- full
-    elseif n <= limit then
-      ok, remaining, reset = true, open(key, limit, param, n)
-      retry = 0
+      lines[r] = line(1, limit, 0, 0) -- full
+    elseif windows then
+      write(key, n, param)
+      lines[r] = line(1, limit - n, 0, param * 1000)
     else
-      ok, remaining, retry, reset, w1, w2, w3 = check(key, limit, param, n)
-    end
-    if ok == nil then
-      lines[r] = refusal(1, remaining)
-    else
-      if w1 then
-        -- What it took, or a 't' key's conversion from the earlier shape,
-        -- which a peek or a denial writes too.
-        write(key, w1, w2, w3, limit, param)
-      end
-      if ok then
-        lines[r] = line(1, remaining, 0, reset)
-      else
-        lines[r] = line(0, remaining, retry, reset)
-      end
+      local owed = n * param
+      write(key, now + owed, ms(owed))
+      lines[r] = line(1, limit - n, 0, owed)
     end
   end
   nreq = 0
@@ -531,24 +534,8 @@ for r = 1, nreq do
   if c == 1 then
     -- One check: it decides alone, and writes at once.
     local s, key = tonumber(ARGV[a]), KEYS[k]
-    local kind = kinds[s]
-    local ok, remaining, retry, reset, w1, w2, w3 = checks[kind](key, limits[s], params[s], tonumber(ARGV[a + 1]))
-    if ok == nil then
-      lines[r] = refusal(1, remaining)
-    elseif ok then
-      if w1 then
-        writers[kind](key, w1, w2, w3, limits[s], params[s])
-      end
-      lines[r] = line(1, remaining, 0, reset)
-    else
-      if w1 then
-        -- A denial takes nothing, but keeps a key's conversion: to a new
-        -- interval ('T', 'G'), so that the new policy holds from this call
-        -- on, or from the earlier shape ('t').
-        writers[kind](key, w1, w2, w3, limits[s], params[s])
-      end
-      lines[r] = line(0, remaining, retry, reset)
-    end
+    local kind, limit, param = kinds[s], limits[s], params[s]
+    lines[r] = record(key, writers[kind], limit, param, checks[kind](key, limit, param, tonumber(ARGV[a + 1])))
     a, k = a + 2, k + 1
   elseif c then
     -- Several checks: all of them allow, and then all write, or none does.
