@@ -171,25 +171,42 @@ func (s *sender) split(batch []*pending) []scriptCall {
 // allows (sendsOnce).
 func (s *sender) command(ctx context.Context, batch []*pending, verb, script string) *redis.Cmd {
 	c := s.checks()
-	nkeys, nargs := 0, 1+len(s.limits)
-	if s.keyed {
-		nargs = 2 + 3*len(batch)
-	}
-	allows := true // every request an Allow
+	// A batch of plain Allows of one check each goes in the compact form:
+	// -R, then only each request's cost, or one cost when there are several
+	// and all are the same.
+	compact := !s.keyed && c == 1
+	same := len(batch) > 1 // while compact: every cost is the first's
+	nkeys, nreqs := 0, 0   // nreqs: the requests' arguments when not compact
 	for _, p := range batch {
 		nkeys += c
-		allows = allows && p.op == nil
 		switch {
 		case p.op == nil:
-			nargs += 1 + 2*c
+			nreqs += 1 + 2*c
+			same = same && compact && p.cost(0) == batch[0].cost(0)
 		case p.op.reset:
-			nargs += 2 + c
+			compact = false
+			nreqs += 2 + c
 		default:
-			nargs += 4 + 2*c
+			compact = false
+			nreqs += 4 + 2*c
 			if p.op.token != "" {
 				nkeys++
 			}
 		}
+	}
+	// R, then the limits: S and each limit's three, at most one limit per
+	// request when each carries its own (keyed).
+	nargs := 1 + len(s.limits)
+	if s.keyed {
+		nargs = 2 + 3*len(batch)
+	}
+	switch {
+	case compact && same:
+		nargs++
+	case compact:
+		nargs += len(batch)
+	default:
+		nargs += nreqs
 	}
 	args := make([]any, 3, 3+nkeys+nargs)
 	args[0], args[1], args[2] = verb, script, nkeys
@@ -202,10 +219,6 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 			args = append(args, p.op.token)
 		}
 	}
-	// A batch of plain Allows of one check each goes in the compact form:
-	// -R, then only each request's cost, or one cost when all are the
-	// same.
-	compact := !s.keyed && c == 1 && allows
 	r := len(batch)
 	if compact {
 		r = -r
@@ -216,17 +229,6 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 		args = append(args, once)
 	} else {
 		args = append(args, r)
-	}
-	if compact {
-		args = append(args, s.limits...)
-		if sameCost(batch) {
-			// Of a batch of several: one cost for all of them.
-			return s.finish(ctx, append(args, batch[0].cost(0)), once)
-		}
-		for _, p := range batch {
-			args = append(args, p.cost(0))
-		}
-		return s.finish(ctx, args, once)
 	}
 	// Check i (from 1) of a request refers to limit i, or, when each
 	// request carries its own (keyed), to its own limit: limits[j] + 1.
@@ -241,53 +243,43 @@ func (s *sender) command(ctx context.Context, batch []*pending, verb, script str
 	} else {
 		args = append(args, s.limits...)
 	}
-	base := 0
-	for j, p := range batch {
-		if s.keyed {
-			base = limits[j]
+	switch {
+	case compact && same:
+		// Of a batch of several: one cost for all of them.
+		args = append(args, batch[0].cost(0))
+	case compact:
+		for _, p := range batch {
+			args = append(args, p.cost(0))
 		}
-		switch {
-		case p.op == nil:
-			args = append(args, c)
-			for i := 1; i <= c; i++ {
-				args = append(args, base+i, p.cost(i-1))
+	default:
+		base := 0
+		for j, p := range batch {
+			if s.keyed {
+				base = limits[j]
 			}
-		case p.op.reset:
-			args = append(args, "X", c)
-			for i := 1; i <= c; i++ {
-				args = append(args, base+i)
+			switch {
+			case p.op == nil:
+				args = append(args, c)
+				for i := 1; i <= c; i++ {
+					args = append(args, base+i, p.cost(i-1))
+				}
+			case p.op.reset:
+				args = append(args, "X", c)
+				for i := 1; i <= c; i++ {
+					args = append(args, base+i)
+				}
+			default:
+				ttl := 0
+				if p.op.token != "" {
+					ttl = int(SettleTokenTTL / time.Millisecond)
+				}
+				args = append(args, "S", c, p.op.age, ttl)
+				for i := 1; i <= c; i++ {
+					args = append(args, base+i, p.cost(i-1))
+				}
 			}
-		default:
-			ttl := 0
-			if p.op.token != "" {
-				ttl = int(SettleTokenTTL / time.Millisecond)
-			}
-			args = append(args, "S", c, p.op.age, ttl)
-			for i := 1; i <= c; i++ {
-				args = append(args, base+i, p.cost(i-1))
-			}
-		}
-	}
-	return s.finish(ctx, args, once)
-}
-
-// sameCost reports whether batch has several requests whose first checks
-// all cost the same: the compact form then sends that cost once.
-func sameCost(batch []*pending) bool {
-	if len(batch) < 2 {
-		return false
-	}
-	for _, p := range batch[1:] {
-		if p.cost(0) != batch[0].cost(0) {
-			return false
 		}
 	}
-	return true
-}
-
-// finish returns the command of args, whose first script argument is once
-// when it is not nil.
-func (s *sender) finish(ctx context.Context, args []any, once *onceArg) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, args...)
 	if once != nil {
 		once.cmd = cmd
