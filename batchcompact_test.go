@@ -113,7 +113,7 @@ func keyState(t *testing.T, m *miniredis.Miniredis, key string) string {
 // all are equal, a cost per request otherwise.
 func TestCompactFormSendsOneCostForABatchOfEqualCosts(t *testing.T) {
 	_, client, _ := miniredisClock(t)
-	s := newSender(client, [][3]any{{"t", 5, 1000}}, false)
+	s := newSender(client, [][3]any{{"t", 5, 1000}}, false, false)
 	batch := func(costs ...int) []*pending {
 		b := make([]*pending, len(costs))
 		for i, n := range costs {

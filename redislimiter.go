@@ -89,8 +89,7 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 			r.prefix = spec.defaultPrefix + keyedPrefix
 		}
 	}
-	r.send = newSender(client, [][3]any{r.spec}, cfg.noCoalesce)
-	r.send.keyed = r.tiers != nil
+	r.send = newSender(client, [][3]any{r.spec}, r.tiers != nil, cfg.noCoalesce)
 	return r, nil
 }
 

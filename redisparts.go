@@ -52,7 +52,7 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 		noCoalesce = noCoalesce || r.send.co == nil
 	}
 	rp.route = routeOf(rp.parts[0].client)
-	rp.send = newSender(rp.parts[0].client, specs, noCoalesce)
+	rp.send = newSender(rp.parts[0].client, specs, false, noCoalesce)
 	return rp, nil
 }
 

@@ -76,10 +76,11 @@ type sender struct {
 }
 
 // newSender returns the sender of limits (kind, limit and param each) for
-// client, coalescing unless noCoalesce or the client's route forbids it,
-// with batches of at most defaultMaxBatch checks.
-func newSender(client redis.Scripter, limits [][3]any, noCoalesce bool) *sender {
-	s := &sender{client: client, limits: make([]any, 0, 1+3*len(limits))}
+// client, whose requests carry their own limit when keyed, coalescing
+// unless noCoalesce or the client's route forbids it, with batches of at
+// most defaultMaxBatch checks.
+func newSender(client redis.Scripter, limits [][3]any, keyed, noCoalesce bool) *sender {
+	s := &sender{client: client, limits: make([]any, 0, 1+3*len(limits)), keyed: keyed}
 	s.limits = append(s.limits, len(limits))
 	for _, l := range limits {
 		s.limits = append(s.limits, l[0], l[1], l[2])
