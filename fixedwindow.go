@@ -195,7 +195,10 @@ func (w *FixedWindow) Settle(ctx context.Context, key string, taken, cost int, o
 	if w == nil || w.windows == nil {
 		return Result{}, notBuilt("FixedWindow")
 	}
-	r, _, err := w.rateOf(ctx, key)
+	r, err := w.windowRate, error(nil)
+	if w.tiers != nil {
+		r, err = w.keyedRate(ctx, key)
+	}
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}

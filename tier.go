@@ -143,18 +143,6 @@ func (t *tiers) resolve(ctx context.Context, key string) (Policy, int64, int64, 
 	return t.resolveOther(key, p, err)
 }
 
-// limits returns the limit and param of a call for key, as resolve does,
-// without the policy: the short way of the in-process limiters' Allow. ctx
-// is not nil.
-func (t *tiers) limits(ctx context.Context, key string) (limit, param int64, err error) {
-	p, err := t.f(ctx, key)
-	if err == nil && (p == Policy{} || p == t.def) {
-		return t.defLimit, t.defParam, nil
-	}
-	_, limit, param, err = t.resolveOther(key, p, err)
-	return limit, param, err
-}
-
 // resolveOther is resolve for a policy other than the limiter's own, or an
 // error of the PolicyFunc.
 func (t *tiers) resolveOther(key string, p Policy, err error) (_ Policy, limit, param int64, _ error) {
