@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"time"
 )
@@ -53,13 +52,10 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 	if err != nil {
 		return nil, err
 	}
-	if err := checkWindow(kind, limit, window); err != nil {
+	policy := Policy{Limit: limit, Window: window}
+	if _, _, err := checkLocalWindow(kind, policy); err != nil {
 		return nil, err
 	}
-	if int64(window) > maxSpan {
-		return nil, fmt.Errorf("%w: %s: window %v overflows the clock", ErrInvalidConfig, kind, window)
-	}
-	policy := Policy{Limit: limit, Window: window}
 	t, err := newTiers(cfg.policyFunc, "FixedWindow", policy, checkLocalWindow)
 	if err != nil {
 		return nil, err

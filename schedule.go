@@ -57,8 +57,8 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 	if interval < 1 {
 		return nil, fmt.Errorf("%w: %s: one token every %d ns is shorter than the clock's 1 ns unit", ErrInvalidConfig, kind, interval)
 	}
-	if int64(capacity) > maxSpan/interval {
-		return nil, fmt.Errorf("%w: %s: capacity %d × %s per token overflows the clock", ErrInvalidConfig, kind, capacity, time.Duration(interval))
+	if err := checkFillTime(kind, capacity, interval); err != nil {
+		return nil, err
 	}
 	tau := int64(capacity) * interval
 	return &schedule{
@@ -67,6 +67,15 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 		maxNow: math.MaxInt64 - 2*tau,
 		tats:   newKeyTable[int64](tau).outliving(tatExpiry),
 	}, nil
+}
+
+// checkFillTime rejects a capacity (> 0) of tokens one every interval
+// (>= 1) ns apart whose fill time the clock cannot hold.
+func checkFillTime(kind string, capacity int, interval int64) error {
+	if int64(capacity) > maxSpan/interval {
+		return fmt.Errorf("%w: %s: capacity %d × %s per token overflows the clock", ErrInvalidConfig, kind, capacity, time.Duration(interval))
+	}
+	return nil
 }
 
 // allow decides n for key. See Limiter for the contract.

@@ -187,14 +187,14 @@ func checkLocalRate(kind string, p Policy) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	if hi, lo := bits.Mul64(uint64(p.Limit), uint64(interval)); hi != 0 || lo > maxSpan {
-		return 0, 0, fmt.Errorf("%w: %s: capacity %d × %s per token overflows the clock", ErrInvalidConfig, kind, p.Limit, time.Duration(interval))
+	if err := checkFillTime(kind, p.Limit, interval); err != nil {
+		return 0, 0, err
 	}
 	return int64(p.Limit), interval, nil
 }
 
-// checkLocalWindow checks a fixed window's policy in process: its param is
-// the window in ns.
+// checkLocalWindow checks a fixed window's policy in process, as
+// NewFixedWindow does: its param is the window in ns.
 func checkLocalWindow(kind string, p Policy) (int64, int64, error) {
 	if err := checkWindow(kind, p.Limit, p.Window); err != nil {
 		return 0, 0, err
@@ -205,8 +205,8 @@ func checkLocalWindow(kind string, p Policy) (int64, int64, error) {
 	return int64(p.Limit), int64(p.Window), nil
 }
 
-// checkRedisRate checks a token bucket's or GCRA's policy on Redis: its
-// param is the interval in µs.
+// checkRedisRate checks a token bucket's or GCRA's policy on Redis, as
+// NewRedisGCRA does: its param is the interval in µs.
 func checkRedisRate(kind string, p Policy) (int64, int64, error) {
 	if err := checkLimit(kind, "limit", p.Limit, maxRedisLimit); err != nil {
 		return 0, 0, err
@@ -221,8 +221,8 @@ func checkRedisRate(kind string, p Policy) (int64, int64, error) {
 	return int64(p.Limit), interval, nil
 }
 
-// checkRedisWindow checks a fixed window's policy on Redis: its param is
-// the window in ms.
+// checkRedisWindow checks a fixed window's policy on Redis, as
+// NewRedisFixedWindow does: its param is the window in ms.
 func checkRedisWindow(kind string, p Policy) (int64, int64, error) {
 	if err := checkLimit(kind, "limit", p.Limit, maxRedisLimit); err != nil {
 		return 0, 0, err
