@@ -85,7 +85,7 @@ func (b *TokenBucket) Settle(ctx context.Context, key string, taken, cost int, o
 		return Result{}, notBuilt("TokenBucket")
 	}
 	if b.k != nil {
-		return b.k.settle(ctx, "TokenBucket", key, taken, cost, opts)
+		return b.k.settle(ctx, key, taken, cost, opts)
 	}
 	return b.s.settle("TokenBucket", key, taken, cost, opts)
 }

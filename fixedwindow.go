@@ -109,7 +109,7 @@ func (w *FixedWindow) Allow(ctx context.Context, key string, n int) (Result, err
 	// A clock behind the shard's time must first catch up.
 	lag := lagBehind(now, reading)
 	if w.obs.hooks != nil {
-		return w.observed(ctx, key, n, r, allowed, win, next, now, lag, reading), nil
+		return w.observed(key, n, r, allowed, win, next, now, lag, reading), nil
 	}
 	if !allowed {
 		return r.denial(win, now, lag), nil
@@ -119,7 +119,7 @@ func (w *FixedWindow) Allow(ctx context.Context, key string, n int) (Result, err
 
 // observed returns the Result of a decision of Allow's, and reports it to
 // the hooks with the time since reading.
-func (w *FixedWindow) observed(ctx context.Context, key string, n int, r windowRate, allowed bool, win, next openWindow, now, lag, reading int64) Result {
+func (w *FixedWindow) observed(key string, n int, r windowRate, allowed bool, win, next openWindow, now, lag, reading int64) Result {
 	res := r.result(true, next, now, lag)
 	if !allowed {
 		res = r.denial(win, now, lag)

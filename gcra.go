@@ -76,7 +76,7 @@ func (g *GCRA) Settle(ctx context.Context, key string, taken, cost int, opts ...
 		return Result{}, notBuilt("GCRA")
 	}
 	if g.k != nil {
-		return g.k.settle(ctx, "GCRA", key, taken, cost, opts)
+		return g.k.settle(ctx, key, taken, cost, opts)
 	}
 	return g.s.settle("GCRA", key, taken, cost, opts)
 }

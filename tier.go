@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/bits"
 	"time"
 )
@@ -241,18 +240,18 @@ func checkRedisWindow(kind string, p Policy) (int64, int64, error) {
 
 // convertUsed returns used (> 0) time units owed at one unit every from,
 // as the time owed for the same number of units at one every to, rounded
-// up, at most most.
-func convertUsed(used, from, to, most int64) int64 {
+// up, at most maxSpan.
+func convertUsed(used, from, to int64) int64 {
 	hi, lo := bits.Mul64(uint64(used), uint64(to))
 	if hi >= uint64(from) {
-		return most
+		return maxSpan
 	}
 	q, r := bits.Div64(hi, lo, uint64(from))
 	if r != 0 {
 		q++
 	}
-	if q > uint64(most) || q > math.MaxInt64 {
-		return most
+	if q > maxSpan {
+		return maxSpan
 	}
 	return int64(q)
 }
