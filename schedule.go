@@ -41,6 +41,63 @@ type decider interface {
 	allow(ctx context.Context, key string, n int) (Result, error)
 }
 
+// engines are what a TokenBucket or a GCRA is: its schedule, and the keyed
+// engine that decides instead when it was built WithPolicyFunc. Both
+// limiters embed them, first, so that Allow reads d as it did its own
+// field and still inlines.
+type engines struct {
+	s *schedule
+	k *keyedSchedule // nil unless built WithPolicyFunc
+	d decider        // k if set, s otherwise
+}
+
+// newEngines returns the engines of a limiter built by kind (its name in
+// configuration errors) and called name in Allow's errors, with capacity
+// tokens one every interval ns, under cfg.
+func newEngines(cfg config, kind, name string, capacity int, interval int64) (engines, error) {
+	s, err := newSchedule(kind, capacity, interval, cfg.clock)
+	if err != nil {
+		return engines{}, err
+	}
+	s.obs = newObserver(cfg, kind, s.policy())
+	t, err := newTiers(cfg.policyFunc, name, s.policy(), checkLocalRate)
+	if err != nil {
+		return engines{}, err
+	}
+	e := engines{s: s, d: s}
+	if t != nil {
+		e.k = newKeyedSchedule(s, t)
+		e.d = e.k
+	}
+	return e, nil
+}
+
+// settle replaces taken by cost for key on the engine that decides (see
+// Adjuster). name names the limiter in errors.
+func (e *engines) settle(ctx context.Context, name, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if e.k != nil {
+		return e.k.settle(ctx, key, taken, cost, opts)
+	}
+	return e.s.settle(name, key, taken, cost, opts)
+}
+
+// reset forgets key on the engine that decides: it is full again.
+func (e *engines) reset(key string) {
+	if e.k != nil {
+		e.k.reset(key)
+		return
+	}
+	e.s.reset(key)
+}
+
+// keyPolicies is KeyPolicies of a built limiter (see KeyPolicyReporter).
+func (e *engines) keyPolicies() PolicyFunc {
+	if e.k == nil {
+		return nil
+	}
+	return e.k.tiers.policyFunc()
+}
+
 // rate is the arithmetic of a schedule's decisions for one policy: a bucket
 // of capacity tokens refilling one every interval nanoseconds.
 type rate struct {
