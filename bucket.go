@@ -19,9 +19,7 @@ import (
 // A TokenBucket is safe for concurrent use. The zero value is not usable;
 // create one with NewTokenBucket.
 type TokenBucket struct {
-	s *schedule
-	k *keyedSchedule // nil unless built WithPolicyFunc
-	d decider        // k if set, s otherwise
+	engines
 }
 
 // NewTokenBucket returns an in-process token bucket of capacity tokens per key
@@ -46,21 +44,11 @@ func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBuc
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSchedule(kind, capacity, interval, cfg.clock)
+	e, err := newEngines(cfg, kind, "TokenBucket", capacity, interval)
 	if err != nil {
 		return nil, err
 	}
-	s.obs = newObserver(cfg, kind, s.policy())
-	t, err := newTiers(cfg.policyFunc, "TokenBucket", s.policy(), checkLocalRate)
-	if err != nil {
-		return nil, err
-	}
-	l := &TokenBucket{s: s, d: s}
-	if t != nil {
-		l.k = newKeyedSchedule(s, t)
-		l.d = l.k
-	}
-	return l, nil
+	return &TokenBucket{engines: e}, nil
 }
 
 // Allow takes n tokens from key's bucket if at least n are there. See Limiter
@@ -84,10 +72,7 @@ func (b *TokenBucket) Settle(ctx context.Context, key string, taken, cost int, o
 	if b == nil || b.s == nil {
 		return Result{}, notBuilt("TokenBucket")
 	}
-	if b.k != nil {
-		return b.k.settle(ctx, "TokenBucket", key, taken, cost, opts)
-	}
-	return b.s.settle("TokenBucket", key, taken, cost, opts)
+	return b.settle(ctx, "TokenBucket", key, taken, cost, opts)
 }
 
 // Reset returns key to its full limit. ctx is not used. It fails only on a
@@ -96,11 +81,7 @@ func (b *TokenBucket) Reset(_ context.Context, key string) error {
 	if b == nil || b.s == nil {
 		return notBuilt("TokenBucket")
 	}
-	if b.k != nil {
-		b.k.reset(key)
-		return nil
-	}
-	b.s.reset(key)
+	b.reset(key)
 	return nil
 }
 
@@ -127,8 +108,8 @@ func (b *TokenBucket) Policy() Policy {
 // when b was built WithPolicyFunc, and nil otherwise (see
 // KeyPolicyReporter).
 func (b *TokenBucket) KeyPolicies() PolicyFunc {
-	if b == nil || b.k == nil {
+	if b == nil {
 		return nil
 	}
-	return b.k.tiers.policyFunc()
+	return b.keyPolicies()
 }

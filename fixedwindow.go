@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"time"
 )
@@ -53,13 +52,10 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 	if err != nil {
 		return nil, err
 	}
-	if err := checkWindow(kind, limit, window); err != nil {
+	policy := Policy{Limit: limit, Window: window}
+	if _, _, err := checkLocalWindow(kind, policy); err != nil {
 		return nil, err
 	}
-	if int64(window) > maxSpan {
-		return nil, fmt.Errorf("%w: %s: window %v overflows the clock", ErrInvalidConfig, kind, window)
-	}
-	policy := Policy{Limit: limit, Window: window}
 	t, err := newTiers(cfg.policyFunc, "FixedWindow", policy, checkLocalWindow)
 	if err != nil {
 		return nil, err
@@ -113,7 +109,7 @@ func (w *FixedWindow) Allow(ctx context.Context, key string, n int) (Result, err
 	// A clock behind the shard's time must first catch up.
 	lag := lagBehind(now, reading)
 	if w.obs.hooks != nil {
-		return w.observed(ctx, key, n, r, allowed, win, next, now, lag, reading), nil
+		return w.observed(key, n, r, allowed, win, next, now, lag, reading), nil
 	}
 	if !allowed {
 		return r.denial(win, now, lag), nil
@@ -123,7 +119,7 @@ func (w *FixedWindow) Allow(ctx context.Context, key string, n int) (Result, err
 
 // observed returns the Result of a decision of Allow's, and reports it to
 // the hooks with the time since reading.
-func (w *FixedWindow) observed(ctx context.Context, key string, n int, r windowRate, allowed bool, win, next openWindow, now, lag, reading int64) Result {
+func (w *FixedWindow) observed(key string, n int, r windowRate, allowed bool, win, next openWindow, now, lag, reading int64) Result {
 	res := r.result(true, next, now, lag)
 	if !allowed {
 		res = r.denial(win, now, lag)
@@ -195,7 +191,10 @@ func (w *FixedWindow) Settle(ctx context.Context, key string, taken, cost int, o
 	if w == nil || w.windows == nil {
 		return Result{}, notBuilt("FixedWindow")
 	}
-	r, _, err := w.rateOf(ctx, key)
+	r, err := w.windowRate, error(nil)
+	if w.tiers != nil {
+		r, err = w.keyedRate(ctx, key)
+	}
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}

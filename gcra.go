@@ -17,9 +17,7 @@ import (
 // A GCRA is safe for concurrent use. The zero value is not usable; create one
 // with NewGCRA.
 type GCRA struct {
-	s *schedule
-	k *keyedSchedule // nil unless built WithPolicyFunc
-	d decider        // k if set, s otherwise
+	engines
 }
 
 // NewGCRA returns an in-process GCRA allowing limit per period per key.
@@ -38,21 +36,11 @@ func NewGCRA(limit int, period time.Duration, opts ...Option) (*GCRA, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSchedule(kind, limit, interval, cfg.clock)
+	e, err := newEngines(cfg, kind, "GCRA", limit, interval)
 	if err != nil {
 		return nil, err
 	}
-	s.obs = newObserver(cfg, kind, s.policy())
-	t, err := newTiers(cfg.policyFunc, "GCRA", s.policy(), checkLocalRate)
-	if err != nil {
-		return nil, err
-	}
-	l := &GCRA{s: s, d: s}
-	if t != nil {
-		l.k = newKeyedSchedule(s, t)
-		l.d = l.k
-	}
-	return l, nil
+	return &GCRA{engines: e}, nil
 }
 
 // Allow decides n for key. See Limiter for the contract. ctx goes to the
@@ -75,10 +63,7 @@ func (g *GCRA) Settle(ctx context.Context, key string, taken, cost int, opts ...
 	if g == nil || g.s == nil {
 		return Result{}, notBuilt("GCRA")
 	}
-	if g.k != nil {
-		return g.k.settle(ctx, "GCRA", key, taken, cost, opts)
-	}
-	return g.s.settle("GCRA", key, taken, cost, opts)
+	return g.settle(ctx, "GCRA", key, taken, cost, opts)
 }
 
 // Reset returns key to its full limit. ctx is not used. It fails only on a
@@ -87,11 +72,7 @@ func (g *GCRA) Reset(_ context.Context, key string) error {
 	if g == nil || g.s == nil {
 		return notBuilt("GCRA")
 	}
-	if g.k != nil {
-		g.k.reset(key)
-		return nil
-	}
-	g.s.reset(key)
+	g.reset(key)
 	return nil
 }
 
@@ -118,8 +99,8 @@ func (g *GCRA) Policy() Policy {
 // when g was built WithPolicyFunc, and nil otherwise (see
 // KeyPolicyReporter).
 func (g *GCRA) KeyPolicies() PolicyFunc {
-	if g == nil || g.k == nil {
+	if g == nil {
 		return nil
 	}
-	return g.k.tiers.policyFunc()
+	return g.keyPolicies()
 }

@@ -63,7 +63,7 @@ func (r rate) carry(st keyedTat, now int64) int64 {
 
 // convert is carry for a key written at another interval than r's.
 func (r rate) convert(st keyedTat, now int64) int64 {
-	return now + convertUsed(st.tat-now, st.interval, r.interval, maxSpan)
+	return now + convertUsed(st.tat-now, st.interval, r.interval)
 }
 
 // converts reports whether a key stored as st is read, at the shard's time
@@ -129,13 +129,13 @@ func (k *keyedSchedule) allow(ctx context.Context, key string, n int) (Result, e
 }
 
 // settle replaces taken by cost for key at the rate its policy gives (see
-// Adjuster). kind names the limiter in errors.
-func (k *keyedSchedule) settle(ctx context.Context, kind, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+// Adjuster).
+func (k *keyedSchedule) settle(ctx context.Context, key string, taken, cost int, opts []AdjustOption) (Result, error) {
 	r, err := k.rateOf(ctx, key)
 	if err != nil {
 		return Result{Limit: int(r.capacity)}, err
 	}
-	if _, err := settleArgs(kind, taken, cost, k.tiers.takenBound(int(r.capacity)), opts); err != nil {
+	if _, err := settleArgs(k.tiers.name, taken, cost, k.tiers.takenBound(int(r.capacity)), opts); err != nil {
 		return Result{Limit: int(r.capacity)}, err
 	}
 	reading := k.base.elapsed()

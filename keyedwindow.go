@@ -5,28 +5,18 @@ import (
 	"time"
 )
 
-// rateOf returns the windowRate of a call for key, with its policy: the
-// limiter's own unless it was built WithPolicyFunc.
-func (w *FixedWindow) rateOf(ctx context.Context, key string) (windowRate, Policy, error) {
-	if w.tiers == nil {
-		return w.windowRate, w.obs.policy, nil
-	}
-	p, limit, window, err := w.tiers.resolve(ctx, key)
-	return windowRate{limit: limit, window: window}, p, err
-}
-
-// keyedRate is rateOf without the policy, for Allow's short way.
+// keyedRate returns the windowRate of a call for key, for a FixedWindow
+// built WithPolicyFunc: the limiter's own on an error.
 func (w *FixedWindow) keyedRate(ctx context.Context, key string) (windowRate, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	limit, window, err := w.tiers.limits(ctx, key)
+	_, limit, window, err := w.tiers.resolve(ctx, key)
 	return windowRate{limit: limit, window: window}, err
 }
 
-// policyAt returns the policy of a call decided at the rate r,
-// for the hooks: the limiter's own, or, built WithPolicyFunc, r's limit
-// and window.
+// policyAt returns the policy of a call decided at the rate r, for the
+// hooks: the limiter's own, or, built WithPolicyFunc, r's limit and window,
+// which are those of the policy resolve returned for the call (its own on
+// an error too). Allow rebuilds it here rather than carry it, so that a
+// limiter without a PolicyFunc carries nothing more.
 func (w *FixedWindow) policyAt(r windowRate) Policy {
 	if w.tiers == nil || r == w.windowRate {
 		return w.obs.policy

@@ -49,23 +49,27 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 	l := &localParts{parts: make([]localPart, len(limiters))}
 	for i, lim := range limiters {
 		p := &l.parts[i]
+		keyed := false // built WithPolicyFunc
 		switch v := lim.(type) {
 		case *TokenBucket:
 			if v != nil {
-				p.s = v.s
+				p.s, keyed = v.s, v.k != nil
 			}
 		case *GCRA:
 			if v != nil {
-				p.s = v.s
+				p.s, keyed = v.s, v.k != nil
 			}
 		case *FixedWindow:
-			if v != nil && v.windows != nil {
-				p.w = v
+			if v != nil {
+				keyed = v.tiers != nil
+				if v.windows != nil {
+					p.w = v
+				}
 			}
 		default:
 			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA or *FixedWindow", i, lim)
 		}
-		if PolicyFuncOf(lim) != nil {
+		if keyed {
 			return nil, fmt.Errorf("part %d chooses its policy per key (WithPolicyFunc), which a Composite does not support", i)
 		}
 		switch {

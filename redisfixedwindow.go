@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -53,16 +52,8 @@ type RedisFixedWindow struct {
 // whole milliseconds or beyond 2^52 µs, or an option that does not apply.
 func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration, opts ...Option) (*RedisFixedWindow, error) {
 	const kind = "NewRedisFixedWindow"
-	if err := checkLimit(kind, "limit", limit, maxRedisLimit); err != nil {
-		return nil, err
-	}
-	if err := checkWindow(kind, limit, window); err != nil {
-		return nil, err
-	}
-	if window%time.Millisecond != 0 {
-		return nil, fmt.Errorf("%w: %s: window %v is not a whole number of milliseconds, the unit of Redis expiry", ErrInvalidConfig, kind, window)
-	}
-	if err := checkRedisSpan(kind, window.Milliseconds(), 1000); err != nil {
+	_, ms, err := checkRedisWindow(kind, Policy{Limit: limit, Window: window})
+	if err != nil {
 		return nil, err
 	}
 	r, err := newRedisLimiter(client, redisSpec{
@@ -73,7 +64,7 @@ func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration,
 		check:         checkRedisWindow,
 		defaultPrefix: DefaultFixedWindowPrefix,
 		limit:         limit,
-		param:         window.Milliseconds(),
+		param:         ms,
 	}, opts)
 	if err != nil {
 		return nil, err

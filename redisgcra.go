@@ -53,14 +53,8 @@ type RedisGCRA struct {
 // option that does not apply.
 func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts ...Option) (*RedisGCRA, error) {
 	const kind = "NewRedisGCRA"
-	if err := checkLimit(kind, "limit", limit, maxRedisLimit); err != nil {
-		return nil, err
-	}
-	interval, err := periodInterval(kind, limit, period, time.Microsecond)
+	_, interval, err := checkRedisRate(kind, Policy{Limit: limit, Window: period})
 	if err != nil {
-		return nil, err
-	}
-	if err := checkRedisSpan(kind, int64(limit), interval); err != nil {
 		return nil, err
 	}
 	r, err := newRedisLimiter(client, redisSpec{

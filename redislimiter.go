@@ -27,6 +27,10 @@ type redisLimiter struct {
 	// sent with it as one of specs (under the spec's keyedAlgo).
 	tiers *tiers
 	specs *specCache // the script's limits of the policies in use
+	// resetSpec is the script's limit a Reset is sent with: nil, or, built
+	// WithPolicyFunc, the limiter's own policy's, since a Reset reads the
+	// key's state as its algorithm keeps it, at any policy.
+	resetSpec *[3]any
 }
 
 // redisSpec is everything a Redis limiter is built from, its numbers already
@@ -85,6 +89,7 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 	}
 	if r.tiers != nil {
 		r.specs = &specCache{algo: spec.keyedAlgo}
+		r.resetSpec = r.specs.spec(r.tiers.defLimit, r.tiers.defParam)
 		if !cfg.prefixSet {
 			r.prefix = spec.defaultPrefix + keyedPrefix
 		}
@@ -175,12 +180,7 @@ func (r *redisLimiter) reset(ctx context.Context, key string) error {
 	if ctx == nil {
 		return fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
 	}
-	p := &pending{ctx: ctx, key: r.prefix + key, op: &adjustOp{reset: true}}
-	if r.tiers != nil {
-		// A Reset reads the key's state as its algorithm keeps it, at any
-		// policy: the limiter's own does.
-		p.spec = r.specs.spec(r.tiers.defLimit, r.tiers.defParam)
-	}
+	p := &pending{ctx: ctx, key: r.prefix + key, op: &adjustOp{reset: true}, spec: r.resetSpec}
 	_, err := r.request(p, r.limit)
 	return err
 }

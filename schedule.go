@@ -41,6 +41,63 @@ type decider interface {
 	allow(ctx context.Context, key string, n int) (Result, error)
 }
 
+// engines are what a TokenBucket or a GCRA is: its schedule, and the keyed
+// engine that decides instead when it was built WithPolicyFunc. Both
+// limiters embed them, first, so that Allow reads d as it did its own
+// field and still inlines.
+type engines struct {
+	s *schedule
+	k *keyedSchedule // nil unless built WithPolicyFunc
+	d decider        // k if set, s otherwise
+}
+
+// newEngines returns the engines of a limiter built by kind (its name in
+// configuration errors) and called name in Allow's errors, with capacity
+// tokens one every interval ns, under cfg.
+func newEngines(cfg config, kind, name string, capacity int, interval int64) (engines, error) {
+	s, err := newSchedule(kind, capacity, interval, cfg.clock)
+	if err != nil {
+		return engines{}, err
+	}
+	s.obs = newObserver(cfg, kind, s.policy())
+	t, err := newTiers(cfg.policyFunc, name, s.policy(), checkLocalRate)
+	if err != nil {
+		return engines{}, err
+	}
+	e := engines{s: s, d: s}
+	if t != nil {
+		e.k = newKeyedSchedule(s, t)
+		e.d = e.k
+	}
+	return e, nil
+}
+
+// settle replaces taken by cost for key on the engine that decides (see
+// Adjuster). name names the limiter in errors.
+func (e *engines) settle(ctx context.Context, name, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if e.k != nil {
+		return e.k.settle(ctx, key, taken, cost, opts)
+	}
+	return e.s.settle(name, key, taken, cost, opts)
+}
+
+// reset forgets key on the engine that decides: it is full again.
+func (e *engines) reset(key string) {
+	if e.k != nil {
+		e.k.reset(key)
+		return
+	}
+	e.s.reset(key)
+}
+
+// keyPolicies is KeyPolicies of a built limiter (see KeyPolicyReporter).
+func (e *engines) keyPolicies() PolicyFunc {
+	if e.k == nil {
+		return nil
+	}
+	return e.k.tiers.policyFunc()
+}
+
 // rate is the arithmetic of a schedule's decisions for one policy: a bucket
 // of capacity tokens refilling one every interval nanoseconds.
 type rate struct {
@@ -57,8 +114,8 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 	if interval < 1 {
 		return nil, fmt.Errorf("%w: %s: one token every %d ns is shorter than the clock's 1 ns unit", ErrInvalidConfig, kind, interval)
 	}
-	if int64(capacity) > maxSpan/interval {
-		return nil, fmt.Errorf("%w: %s: capacity %d × %s per token overflows the clock", ErrInvalidConfig, kind, capacity, time.Duration(interval))
+	if err := checkFillTime(kind, capacity, interval); err != nil {
+		return nil, err
 	}
 	tau := int64(capacity) * interval
 	return &schedule{
@@ -67,6 +124,15 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 		maxNow: math.MaxInt64 - 2*tau,
 		tats:   newKeyTable[int64](tau).outliving(tatExpiry),
 	}, nil
+}
+
+// checkFillTime rejects a capacity (> 0) of tokens one every interval
+// (>= 1) ns apart whose fill time the clock cannot hold.
+func checkFillTime(kind string, capacity int, interval int64) error {
+	if int64(capacity) > maxSpan/interval {
+		return fmt.Errorf("%w: %s: capacity %d × %s per token overflows the clock", ErrInvalidConfig, kind, capacity, time.Duration(interval))
+	}
+	return nil
 }
 
 // allow decides n for key. See Limiter for the contract.

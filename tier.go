@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/bits"
 	"time"
 )
@@ -143,18 +142,6 @@ func (t *tiers) resolve(ctx context.Context, key string) (Policy, int64, int64, 
 	return t.resolveOther(key, p, err)
 }
 
-// limits returns the limit and param of a call for key, as resolve does,
-// without the policy: the short way of the in-process limiters' Allow. ctx
-// is not nil.
-func (t *tiers) limits(ctx context.Context, key string) (limit, param int64, err error) {
-	p, err := t.f(ctx, key)
-	if err == nil && (p == Policy{} || p == t.def) {
-		return t.defLimit, t.defParam, nil
-	}
-	_, limit, param, err = t.resolveOther(key, p, err)
-	return limit, param, err
-}
-
 // resolveOther is resolve for a policy other than the limiter's own, or an
 // error of the PolicyFunc.
 func (t *tiers) resolveOther(key string, p Policy, err error) (_ Policy, limit, param int64, _ error) {
@@ -199,14 +186,14 @@ func checkLocalRate(kind string, p Policy) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	if hi, lo := bits.Mul64(uint64(p.Limit), uint64(interval)); hi != 0 || lo > maxSpan {
-		return 0, 0, fmt.Errorf("%w: %s: capacity %d × %s per token overflows the clock", ErrInvalidConfig, kind, p.Limit, time.Duration(interval))
+	if err := checkFillTime(kind, p.Limit, interval); err != nil {
+		return 0, 0, err
 	}
 	return int64(p.Limit), interval, nil
 }
 
-// checkLocalWindow checks a fixed window's policy in process: its param is
-// the window in ns.
+// checkLocalWindow checks a fixed window's policy in process, as
+// NewFixedWindow does: its param is the window in ns.
 func checkLocalWindow(kind string, p Policy) (int64, int64, error) {
 	if err := checkWindow(kind, p.Limit, p.Window); err != nil {
 		return 0, 0, err
@@ -217,8 +204,8 @@ func checkLocalWindow(kind string, p Policy) (int64, int64, error) {
 	return int64(p.Limit), int64(p.Window), nil
 }
 
-// checkRedisRate checks a token bucket's or GCRA's policy on Redis: its
-// param is the interval in µs.
+// checkRedisRate checks a token bucket's or GCRA's policy on Redis, as
+// NewRedisGCRA does: its param is the interval in µs.
 func checkRedisRate(kind string, p Policy) (int64, int64, error) {
 	if err := checkLimit(kind, "limit", p.Limit, maxRedisLimit); err != nil {
 		return 0, 0, err
@@ -233,8 +220,8 @@ func checkRedisRate(kind string, p Policy) (int64, int64, error) {
 	return int64(p.Limit), interval, nil
 }
 
-// checkRedisWindow checks a fixed window's policy on Redis: its param is
-// the window in ms.
+// checkRedisWindow checks a fixed window's policy on Redis, as
+// NewRedisFixedWindow does: its param is the window in ms.
 func checkRedisWindow(kind string, p Policy) (int64, int64, error) {
 	if err := checkLimit(kind, "limit", p.Limit, maxRedisLimit); err != nil {
 		return 0, 0, err
@@ -253,18 +240,18 @@ func checkRedisWindow(kind string, p Policy) (int64, int64, error) {
 
 // convertUsed returns used (> 0) time units owed at one unit every from,
 // as the time owed for the same number of units at one every to, rounded
-// up, at most most.
-func convertUsed(used, from, to, most int64) int64 {
+// up, at most maxSpan.
+func convertUsed(used, from, to int64) int64 {
 	hi, lo := bits.Mul64(uint64(used), uint64(to))
 	if hi >= uint64(from) {
-		return most
+		return maxSpan
 	}
 	q, r := bits.Div64(hi, lo, uint64(from))
 	if r != 0 {
 		q++
 	}
-	if q > uint64(most) || q > math.MaxInt64 {
-		return most
+	if q > maxSpan {
+		return maxSpan
 	}
 	return int64(q)
 }
