@@ -173,9 +173,7 @@ func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int
 		g.report(change)
 	}
 	if !admitted {
-		res, source, err := g.byPolicy(ctx, key, n, wait)
-		g.decided(ctx, key, n, res, err, errBreakerOpen, start, source)
-		return res, g.policyIndex(res.Limit), source, err
+		return g.failed(ctx, key, n, wait, errBreakerOpen, start)
 	}
 
 	callCtx := ctx
@@ -206,12 +204,23 @@ func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int
 		g.report(g.breaker.record(outcome, g.clock.Now()))
 	}
 	if outcome != backendFailed {
-		g.decided(ctx, key, n, res, err, nil, start, FromBackend)
+		// The key's policy, which may call a PolicyFunc, is read only for
+		// a listener.
+		if g.hooks != nil {
+			g.decided(g.backend.policyFor(ctx, key), key, n, res, err, nil, start, FromBackend)
+		}
 		return res, bound, answered, err
 	}
-	backendErr := err
-	res, source, err := g.byPolicy(ctx, key, n, g.cfg.FailClosedRetryAfter)
-	g.decided(ctx, key, n, res, err, backendErr, start, source)
+	return g.failed(ctx, key, n, g.cfg.FailClosedRetryAfter, err, start)
+}
+
+// failed answers by the failure policy a call the backend failed
+// (backendErr) or the open breaker kept from it, and reports it. The key's
+// policy is read once, for both the answer's limit and the report.
+func (g *Guard) failed(ctx context.Context, key string, n int, retryAfter time.Duration, backendErr error, start time.Time) (Result, int, Source, error) {
+	policy := g.backend.policyFor(ctx, key)
+	res, source, err := g.byPolicy(ctx, key, n, policy, retryAfter)
+	g.decided(policy, key, n, res, err, backendErr, start, source)
 	return res, g.policyIndex(res.Limit), source, err
 }
 
@@ -289,13 +298,13 @@ func (g *Guard) adjustContext(ctx context.Context) (context.Context, context.Can
 var errBreakerOpen = errors.New("ratelimit: circuit breaker open")
 
 // byPolicy answers a call the backend could not: allowed, denied with
-// retryAfter, or asked of the fallback.
+// retryAfter, or asked of the fallback. policy is the backend's for key.
 //
 // A cost the backend could never take is refused as the backend would
 // refuse it, whatever the policy: with ErrInvalidCost for n < 0, and with
 // ErrCostExceedsLimit above the backend's limit when that is known.
-func (g *Guard) byPolicy(ctx context.Context, key string, n int, retryAfter time.Duration) (Result, Source, error) {
-	limit := g.limit(ctx, key)
+func (g *Guard) byPolicy(ctx context.Context, key string, n int, policy Policy, retryAfter time.Duration) (Result, Source, error) {
+	limit := g.limit(policy)
 	source := policySource[g.cfg.OnFailure]
 	if n < 0 || (limit > 0 && n > limit) {
 		return Result{Limit: limit}, source, checkCost(n, limit)
@@ -325,12 +334,12 @@ func (g *Guard) byPolicy(ctx context.Context, key string, n int, retryAfter time
 // policySource is the Source of each policy's answers.
 var policySource = [...]Source{FailOpen: FromFailOpen, FailClosed: FromFailClosed, FailOver: FromFallback}
 
-// limit returns the backend's limit for key: its Policy's (the key's, for
-// a backend that chooses its policy per key), or else that of its latest
-// answer; 0 while neither is known.
-func (g *Guard) limit(ctx context.Context, key string) int {
-	if p := g.backend.policyFor(ctx, key); p.Limit > 0 {
-		return p.Limit
+// limit returns the backend's limit under policy, its policy for a key
+// (the key's, for a backend that chooses its policy per key), or else that
+// of its latest answer; 0 while neither is known.
+func (g *Guard) limit(policy Policy) int {
+	if policy.Limit > 0 {
+		return policy.Limit
 	}
 	return int(g.lastLimit.Load())
 }
@@ -347,13 +356,14 @@ func (g *Guard) KeyPolicies() PolicyFunc {
 	return g.backend.keyPolicies
 }
 
-// decided reports a decision to the hooks, if any.
-func (g *Guard) decided(ctx context.Context, key string, n int, res Result, err, backendErr error, start time.Time, source Source) {
+// decided reports a decision under policy, the backend's for key, to the
+// hooks, if any.
+func (g *Guard) decided(policy Policy, key string, n int, res Result, err, backendErr error, start time.Time, source Source) {
 	if g.hooks == nil {
 		return
 	}
 	g.hooks.Decided(Decision{
-		Limiter: g.cfg.Name, Policy: g.backend.policyFor(ctx, key),
+		Limiter: g.cfg.Name, Policy: policy,
 		Key: key, Cost: n, Result: res, Err: err, BackendErr: backendErr,
 		Latency: g.clock.Now().Sub(start), Source: source,
 	})

@@ -151,26 +151,12 @@ func (s *Shadow) AllowBound(ctx context.Context, key string, n int) (Result, int
 // let through against the backend's denial, with that denial. A nil ctx is
 // an error, and the backend is not called.
 func (s *Shadow) AllowShadow(ctx context.Context, key string, n int) (ShadowResult, error) {
-	sr, _, err := s.allowShadow(ctx, key, n)
-	return sr, err
-}
-
-// AllowSource decides as Allow does, and also says who answered: FromShadow
-// for a denial let through, otherwise the backend (its own account when it
-// is a SourceLimiter).
-func (s *Shadow) AllowSource(ctx context.Context, key string, n int) (Result, int, Source, error) {
-	sr, source, err := s.allowShadow(ctx, key, n)
-	return sr.Result, sr.Bound, source, err
-}
-
-// allowShadow is AllowShadow, with the Source reported to the hooks.
-func (s *Shadow) allowShadow(ctx context.Context, key string, n int) (ShadowResult, Source, error) {
 	if s == nil || !s.backend.built() {
-		return ShadowResult{}, FromBackend, notBuilt("Shadow")
+		return ShadowResult{}, notBuilt("Shadow")
 	}
 	if ctx == nil {
 		res := Result{Limit: s.backend.policy.Limit}
-		return ShadowResult{Result: res, Backend: res}, FromBackend, fmt.Errorf("ratelimit: Shadow: %w", errNilContext)
+		return ShadowResult{Result: res, Backend: res}, fmt.Errorf("ratelimit: Shadow: %w", errNilContext)
 	}
 	enforce := s.enforce.Load()
 	var start time.Time
@@ -179,20 +165,36 @@ func (s *Shadow) allowShadow(ctx context.Context, key string, n int) (ShadowResu
 	}
 	res, bound, answered, err := s.backend.allowSource(ctx, key, n)
 	sr := ShadowResult{Result: res, Bound: bound, Backend: res, Source: answered}
-	source := answered
 	if err == nil && !res.Allowed && !enforce {
 		sr.Allowed, sr.RetryAfter, sr.WouldDeny = true, 0, true
-		source = FromShadow
 	}
 	if s.hooks != nil {
 		// A decision let through is reported as the backend's denial.
 		s.hooks.Decided(Decision{
 			Limiter: s.name, Policy: s.backend.policyFor(ctx, key),
 			Key: key, Cost: n, Result: sr.Backend, Err: err,
-			Latency: s.clock.Now().Sub(start), Source: source,
+			Latency: s.clock.Now().Sub(start), Source: sr.source(),
 		})
 	}
-	return sr, source, err
+	return sr, err
+}
+
+// AllowSource decides as Allow does, and also says who answered: FromShadow
+// for a denial let through, otherwise the backend (its own account when it
+// is a SourceLimiter).
+func (s *Shadow) AllowSource(ctx context.Context, key string, n int) (Result, int, Source, error) {
+	sr, err := s.AllowShadow(ctx, key, n)
+	return sr.Result, sr.Bound, sr.source(), err
+}
+
+// source says who answered the call of sr: FromShadow for a denial let
+// through, and otherwise the backend, as sr.Source says (FromBackend, the
+// zero Source, for a call the backend never saw).
+func (sr *ShadowResult) source() Source {
+	if sr.WouldDeny {
+		return FromShadow
+	}
+	return sr.Source
 }
 
 // Policies returns the backend's policies (see PoliciesOf).

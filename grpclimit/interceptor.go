@@ -204,22 +204,26 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 		res, err = i.limiter.Allow(ctx, key, cost)
 	}
 	p, ok := i.fields.policy(bound, res)
-	if i.keyed != nil && ok {
-		p = i.keyedValues(ctx, key, p, res.Limit)
-	}
 	switch {
 	case !ok && err != nil:
 		return i.failed(ctx, method, fmt.Errorf("grpclimit: the limiter's AllowBound answered policy %d of %d, and: %w", bound, len(i.fields.policies), err))
 	case !ok:
 		return i.failed(ctx, method, fmt.Errorf("grpclimit: the limiter's AllowBound answered policy %d of %d", bound, len(i.fields.policies)))
-	case err == nil && res.Allowed:
-		return i.fields.metadata(&p, res, false), nil
-	case err == nil:
-		return i.fields.metadata(&p, res, true), denied(&p, res)
-	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
-		return i.fields.limitOnly(&p), tooLarge(&p, cost)
-	default:
+	case err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit):
 		return i.failed(ctx, method, err)
+	}
+	// Only the answers that show p read the key's policy: an error (an
+	// ErrPolicy among them) does not call a PolicyFunc again.
+	if i.keyed != nil {
+		p = i.keyedValues(ctx, key, p, res.Limit)
+	}
+	switch {
+	case err != nil: // ErrCostExceedsLimit
+		return i.fields.limitOnly(&p), tooLarge(&p, cost)
+	case res.Allowed:
+		return i.fields.metadata(&p, res, false), nil
+	default:
+		return i.fields.metadata(&p, res, true), denied(&p, res)
 	}
 }
 

@@ -9,12 +9,12 @@ import (
 )
 
 // keyedFields formats the limit-only field values of a limiter that
-// chooses its policy per key (ratelimit.WithPolicyFunc): RateLimit-Limit
-// and the q (and w) of RateLimit-Policy are the key's own.
+// chooses its policy per key (ratelimit.WithPolicyFunc), when
+// WithPolicyWindow did not fix w: RateLimit-Limit and the q and w of
+// RateLimit-Policy are the key's own.
 type keyedFields struct {
 	policies ratelimit.PolicyFunc
 	name     string // the policy's name in the fields
-	window   bool   // w is the key's window; false when WithPolicyWindow set it
 	// last holds the values of the latest policy formatted, so that the
 	// requests of one plan share them: one entry, whatever the number of
 	// policies.
@@ -34,7 +34,7 @@ type keyedValues struct {
 // since the decision), so that q and w never come from two policies.
 func (m *Middleware) limitValuesFor(ctx context.Context, key string, limit int) limitValues {
 	k := m.keyed
-	if k == nil || !k.window {
+	if k == nil {
 		return m.fields.limitValues(limit)
 	}
 	p, err := k.policies(ctx, key)

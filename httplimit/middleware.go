@@ -50,7 +50,8 @@ type Middleware struct {
 	clock      ratelimit.Clock // nil: time.Now
 
 	// keyed gives each request's policy, when the limiter (of one policy)
-	// chooses it per key (ratelimit.PolicyFuncOf); nil otherwise.
+	// chooses it per key (ratelimit.PolicyFuncOf) and WithPolicyWindow did
+	// not fix w; nil otherwise.
 	keyed *keyedFields
 }
 
@@ -156,9 +157,12 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 	m.fields = fieldWriter{style: s.style, beforeQ: beforeQ, afterQ: afterQ, beforeR: beforeR}
 	m.replies = newReplies(s.policyName)
 	if pf := ratelimit.PolicyFuncOf(l); pf != nil {
-		// Each key's own limit, and its own window unless WithPolicyWindow
-		// set one.
-		m.keyed = &keyedFields{policies: pf, name: s.policyName, window: !s.windowSet}
+		// Each key's own limit, as the Result says it, with the key's own
+		// window unless WithPolicyWindow set one: then the fields are those
+		// of the Result's limit.
+		if !s.windowSet {
+			m.keyed = &keyedFields{policies: pf, name: s.policyName}
+		}
 		return m, nil
 	}
 	if hasPolicy {

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -50,123 +51,86 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if m.shadow != nil {
-		h.serveShadow(w, r, key, cost)
-		return
-	}
-	if m.multi != nil {
-		h.serveMulti(w, r, key, cost)
-		return
-	}
-
-	var res ratelimit.Result
-	source := ratelimit.FromBackend
-	if m.sourced != nil {
-		res, _, source, err = m.sourced.AllowSource(r.Context(), key, cost)
-	} else {
-		res, err = m.limiter.Allow(r.Context(), key, cost)
-	}
-	switch {
-	case err == nil && res.Allowed:
-		lv := m.limitValuesFor(r.Context(), key, res.Limit)
-		m.fields.write(w.Header(), &lv, m.fields.beforeR, res, false)
-		if m.adjuster != nil && source == ratelimit.FromBackend {
-			// The time just after the decision: a fixed window gives units
-			// back only to a window open by then (ratelimit.TakenAt).
-			h.serveTracked(w, r, key, cost, m.now())
-			return
-		}
-		h.next.ServeHTTP(w, r)
-	case err == nil:
-		lv := m.limitValuesFor(r.Context(), key, res.Limit)
-		m.fields.write(w.Header(), &lv, m.fields.beforeR, res, true)
-		m.answerDenied(w, r, res, &m.replies.denied)
-	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
-		// The limiter says nothing about the key's state on this path, so
-		// only the fields that do not depend on it are set.
-		lv := m.limitValuesFor(r.Context(), key, res.Limit)
-		m.fields.writeLimitOnly(w.Header(), &lv)
-		m.replies.tooLarge.write(w, r)
-	default:
-		h.failed(w, r, err)
-	}
+	h.serve(w, r, key, cost)
 }
 
-// serveMulti is ServeHTTP's decision for a limiter of several policies,
-// through AllowBound: the fields, and the problem document of a denial,
-// are those of the policy that bound it. An index that names no policy is
-// a limiter error.
-func (h *limitedHandler) serveMulti(w http.ResponseWriter, r *http.Request, key string, cost int) {
-	m := h.m
-	var res ratelimit.Result
-	var bound int
+// decide decides cost for key through the limiter, by the richest call it
+// offers: AllowShadow for a ratelimit.ShadowLimiter, AllowSource for a
+// ratelimit.SourceLimiter kept for adjustments, AllowBound for a limiter of
+// several policies, Allow otherwise. What a call does not say is filled in
+// as a plain answer says it: Bound 0, Source FromBackend, WouldDeny false,
+// and Backend the Result itself.
+func (m *Middleware) decide(ctx context.Context, key string, cost int) (ratelimit.ShadowResult, error) {
+	var sr ratelimit.ShadowResult
 	var err error
-	source := ratelimit.FromBackend
-	if m.sourced != nil {
-		res, bound, source, err = m.sourced.AllowSource(r.Context(), key, cost)
-	} else {
-		res, bound, err = m.multi.AllowBound(r.Context(), key, cost)
-	}
-	p := m.fields.part(bound)
+	sr.Source = ratelimit.FromBackend
 	switch {
-	case p == nil && err != nil:
-		h.failed(w, r, fmt.Errorf("httplimit: the limiter's AllowBound answered policy %d of %d, and: %w", bound, len(m.fields.parts), err))
-	case p == nil:
-		h.failed(w, r, fmt.Errorf("httplimit: the limiter's AllowBound answered policy %d of %d", bound, len(m.fields.parts)))
-	case err == nil && res.Allowed:
-		m.fields.write(w.Header(), &p.limitValues, p.beforeR, res, false)
-		if m.adjuster != nil && source == ratelimit.FromBackend {
-			// The time just after the decision: a fixed window gives units
-			// back only to a window open by then (ratelimit.TakenAt).
-			h.serveTracked(w, r, key, cost, m.now())
-			return
-		}
-		h.next.ServeHTTP(w, r)
-	case err == nil:
-		m.fields.write(w.Header(), &p.limitValues, p.beforeR, res, true)
-		m.answerDenied(w, r, res, m.replies.deniedFor(bound))
-	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
-		m.fields.writeLimitOnly(w.Header(), &p.limitValues)
-		m.replies.tooLargeFor(bound).write(w, r)
+	case m.shadow != nil:
+		return m.shadow.AllowShadow(ctx, key, cost)
+	case m.sourced != nil:
+		sr.Result, sr.Bound, sr.Source, err = m.sourced.AllowSource(ctx, key, cost)
+	case m.multi != nil:
+		sr.Result, sr.Bound, err = m.multi.AllowBound(ctx, key, cost)
 	default:
-		h.failed(w, r, err)
+		sr.Result, err = m.limiter.Allow(ctx, key, cost)
 	}
+	sr.Backend = sr.Result
+	return sr, err
 }
 
-// serveShadow is ServeHTTP's decision for a ratelimit.ShadowLimiter, of one
-// policy or several, through AllowShadow: as ServeHTTP's or serveMulti's,
-// except that a request let through against a denial took nothing, so it
-// is passed on without being tracked for an adjustment, and carries
-// RateLimit-Shadow under WithShadowHeader.
-func (h *limitedHandler) serveShadow(w http.ResponseWriter, r *http.Request, key string, cost int) {
+// serve is ServeHTTP's decision, through decide. For a limiter of several
+// policies the fields, and the problem document of a denial, are those of
+// the policy that bound it, and an index that names no policy is a limiter
+// error. A request a ratelimit.ShadowLimiter let through against a denial
+// took nothing, so it is passed on without being tracked for an
+// adjustment, and carries RateLimit-Shadow under WithShadowHeader.
+func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key string, cost int) {
 	m := h.m
-	sr, err := m.shadow.AllowShadow(r.Context(), key, cost)
-	var lv limitValues
+	sr, err := m.decide(r.Context(), key, cost)
+	var p *partValues
 	beforeR, denied, tooLarge := m.fields.beforeR, &m.replies.denied, &m.replies.tooLarge
 	if m.multi != nil {
-		p := m.fields.part(sr.Bound)
-		if p == nil {
+		if p = m.fields.part(sr.Bound); p == nil {
+			call := "AllowBound"
+			if m.shadow != nil {
+				call = "AllowShadow"
+			}
 			if err != nil {
-				h.failed(w, r, fmt.Errorf("httplimit: the limiter's AllowShadow answered policy %d of %d, and: %w", sr.Bound, len(m.fields.parts), err))
+				h.failed(w, r, fmt.Errorf("httplimit: the limiter's %s answered policy %d of %d, and: %w", call, sr.Bound, len(m.fields.parts), err))
 			} else {
-				h.failed(w, r, fmt.Errorf("httplimit: the limiter's AllowShadow answered policy %d of %d", sr.Bound, len(m.fields.parts)))
+				h.failed(w, r, fmt.Errorf("httplimit: the limiter's %s answered policy %d of %d", call, sr.Bound, len(m.fields.parts)))
 			}
 			return
 		}
-		lv, beforeR = p.limitValues, p.beforeR
-		denied, tooLarge = m.replies.deniedFor(sr.Bound), m.replies.tooLargeFor(sr.Bound)
+		beforeR, denied, tooLarge = p.beforeR, m.replies.deniedFor(sr.Bound), m.replies.tooLargeFor(sr.Bound)
+	}
+	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
+		h.failed(w, r, err)
+		return
+	}
+	// Only the answers that show the policy's values read them: a
+	// limiter error does not call a PolicyFunc.
+	var lv *limitValues
+	if p != nil {
+		lv = &p.limitValues
 	} else {
-		lv = m.limitValuesFor(r.Context(), key, sr.Limit)
+		v := m.limitValuesFor(r.Context(), key, sr.Limit)
+		lv = &v
 	}
 	switch {
-	case err == nil && sr.WouldDeny:
-		m.fields.write(w.Header(), &lv, beforeR, sr.Result, false)
+	case err != nil: // ErrCostExceedsLimit
+		// The limiter says nothing about the key's state on this path, so
+		// only the fields that do not depend on it are set.
+		m.fields.writeLimitOnly(w.Header(), lv)
+		tooLarge.write(w, r)
+	case sr.WouldDeny:
+		m.fields.write(w.Header(), lv, beforeR, sr.Result, false)
 		if m.shadowHeader {
 			writeShadow(w.Header(), beforeR, sr.Backend)
 		}
 		h.next.ServeHTTP(w, r)
-	case err == nil && sr.Allowed:
-		m.fields.write(w.Header(), &lv, beforeR, sr.Result, false)
+	case sr.Allowed:
+		m.fields.write(w.Header(), lv, beforeR, sr.Result, false)
 		if m.adjuster != nil && sr.Source == ratelimit.FromBackend {
 			// The time just after the decision: a fixed window gives units
 			// back only to a window open by then (ratelimit.TakenAt).
@@ -174,14 +138,9 @@ func (h *limitedHandler) serveShadow(w http.ResponseWriter, r *http.Request, key
 			return
 		}
 		h.next.ServeHTTP(w, r)
-	case err == nil:
-		m.fields.write(w.Header(), &lv, beforeR, sr.Result, true)
-		m.answerDenied(w, r, sr.Result, denied)
-	case errors.Is(err, ratelimit.ErrCostExceedsLimit):
-		m.fields.writeLimitOnly(w.Header(), &lv)
-		tooLarge.write(w, r)
 	default:
-		h.failed(w, r, err)
+		m.fields.write(w.Header(), lv, beforeR, sr.Result, true)
+		m.answerDenied(w, r, sr.Result, denied)
 	}
 }
 
