@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,20 +60,3 @@ func TestAGuardReturnsPolicyErrorsWithoutCountingThem(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res.Allowed, "the good key is still limited: 1 an hour")
 }
-
-func TestHooksReportThePolicyAsThePolicyFuncGaveIt(t *testing.T) {
-	var got atomic.Pointer[Decision]
-	hooks := hookFunc(func(d Decision) { got.Store(&d) })
-	policy := func(context.Context, string) (Policy, error) { return Policy{Limit: 3, Window: time.Second}, nil }
-	l, err := NewGCRA(1, time.Hour, WithPolicyFunc(policy), WithHooks(hooks))
-	require.NoError(t, err)
-	_, err = l.Allow(context.Background(), "k", 1)
-	require.NoError(t, err)
-	assert.Equal(t, Policy{Limit: 3, Window: time.Second}, got.Load().Policy, "not the rounded 3 × 333.333333 ms")
-}
-
-// hookFunc is a Hooks that calls itself with every decision.
-type hookFunc func(Decision)
-
-func (f hookFunc) Decided(d Decision)             { f(d) }
-func (hookFunc) BreakerChanged(_, _ BreakerState) {}
