@@ -705,14 +705,28 @@ func TestManyPoliciesHoldNoStateOnceEveryKeyIsFull(t *testing.T) {
 			}
 			assert.Equal(t, keys, held(), "every key is held while not full")
 
-			// Every key's policy changes: its next call converts it.
+			// Every key's policy changes: its next call converts it. A
+			// millisecond on, k0 is full; every other key ki still owes i
+			// ms of its 1 unit, which a token bucket or GCRA converts to
+			// 2i ms at twice the interval, and a window keeps until its
+			// end. Either way the key has 1 unit used of its phase-1 limit.
 			phase.Store(1)
 			clock.Advance(time.Millisecond)
 			for i := range keys {
-				_, err := l.Allow(ctx, "k"+strconv.Itoa(i), 0)
+				res, err := l.Allow(ctx, "k"+strconv.Itoa(i), 0)
 				require.NoError(t, err)
+				limit, owed := 1+i%10+3, time.Duration(i)*time.Millisecond
+				want := ok(limit, limit-1, owed)
+				switch {
+				case i == 0:
+					want = ok(limit, limit, 0)
+				case !tc.window:
+					want.ResetAfter = 2 * owed
+				}
+				if !assert.Equal(t, want, res, "k%d under its phase-1 policy", i) {
+					return
+				}
 			}
-			assert.LessOrEqual(t, held(), keys)
 
 			clock.Advance(longest + time.Second)
 			// A peek on a handful of keys touches every shard, which then
