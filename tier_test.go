@@ -470,8 +470,10 @@ func TestWithPolicyFuncNilIsInvalidConfig(t *testing.T) {
 		},
 	}
 	for name, build := range constructors {
-		_, err := build()
-		assert.ErrorIs(t, err, ErrInvalidConfig, name)
+		t.Run(name, func(t *testing.T) {
+			_, err := build()
+			require.ErrorIs(t, err, ErrInvalidConfig)
+		})
 	}
 }
 

@@ -46,10 +46,10 @@ func TestAGuardReturnsPolicyErrorsWithoutCountingThem(t *testing.T) {
 	ctx := context.Background()
 	for range 5 {
 		_, err := g.Allow(ctx, "refused", 1)
-		assert.ErrorIs(t, err, ErrInvalidConfig)
+		require.ErrorIs(t, err, ErrInvalidConfig)
 		_, err = g.Allow(ctx, "unreadable", 1)
-		assert.ErrorIs(t, err, ErrPolicy)
-		assert.ErrorIs(t, err, broken)
+		require.ErrorIs(t, err, ErrPolicy)
+		require.ErrorIs(t, err, broken)
 	}
 	assert.Equal(t, BreakerClosed, g.BreakerState(), "no key's policy opens the breaker")
 	res, _, source, err := g.AllowSource(ctx, "good", 1)
