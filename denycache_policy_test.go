@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,23 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// decisionCounter counts the decisions a limiter reports.
-type decisionCounter struct {
-	NopHooks
-	n atomic.Int64
-}
-
-func (c *decisionCounter) Decided(Decision) { c.n.Add(1) }
-
 func TestDenyCacheForgetsADenialOnceTheKeysPolicyChanges(t *testing.T) {
-	var limit atomic.Int64
-	limit.Store(2)
-	policy := func(context.Context, string) (Policy, error) {
-		return Policy{Limit: int(limit.Load()), Window: time.Minute}, nil
-	}
+	plans := newPolicyTable()
+	plans.set("k", Policy{Limit: 2, Window: time.Minute})
 	clock := NewFakeClock(epoch)
-	backend := &decisionCounter{}
-	l, err := NewGCRA(2, time.Minute, WithClock(clock), WithPolicyFunc(policy), WithHooks(backend))
+	backendHooks := &recordingHooks{}
+	l, err := NewGCRA(2, time.Minute, WithClock(clock), WithPolicyFunc(plans.f), WithHooks(backendHooks))
 	require.NoError(t, err)
 	cache, err := NewDenyCache(l, DenyCacheConfig{Clock: clock, MaxAge: time.Minute})
 	require.NoError(t, err)
@@ -40,33 +28,29 @@ func TestDenyCacheForgetsADenialOnceTheKeysPolicyChanges(t *testing.T) {
 	res, err := cache.Allow(ctx, "k", 1)
 	require.NoError(t, err)
 	require.False(t, res.Allowed)
-	assert.Equal(t, int64(3), backend.n.Load())
+	assert.Equal(t, 3, decided(backendHooks))
 
 	// Remembered while the policy holds: the backend is not asked.
 	_, source, err := allowSource(ctx, cache, "k")
 	require.NoError(t, err)
 	assert.Equal(t, FromDenyCache, source)
-	assert.Equal(t, int64(3), backend.n.Load())
+	assert.Equal(t, 3, decided(backendHooks))
 
 	// Raised: the next call goes to the backend, which allows it.
-	limit.Store(10)
+	plans.set("k", Policy{Limit: 10, Window: time.Minute})
 	res, source, err = allowSource(ctx, cache, "k")
 	require.NoError(t, err)
 	assert.Equal(t, FromBackend, source)
 	assert.True(t, res.Allowed)
 	assert.Equal(t, 10, res.Limit)
 	assert.Equal(t, 7, res.Remaining)
-	assert.Equal(t, int64(4), backend.n.Load())
+	assert.Equal(t, 4, decided(backendHooks))
 }
 
 func TestDenyCacheReportsTheKeysPolicy(t *testing.T) {
-	policy := func(_ context.Context, key string) (Policy, error) {
-		if key == "pro" {
-			return Policy{Limit: 5, Window: time.Hour}, nil
-		}
-		return Policy{}, nil
-	}
-	l, err := NewGCRA(1, time.Minute, WithPolicyFunc(policy))
+	plans := newPolicyTable()
+	plans.set("pro", Policy{Limit: 5, Window: time.Hour})
+	l, err := NewGCRA(1, time.Minute, WithPolicyFunc(plans.f))
 	require.NoError(t, err)
 	cache, err := NewDenyCache(l, DenyCacheConfig{})
 	require.NoError(t, err)

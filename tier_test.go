@@ -470,8 +470,10 @@ func TestWithPolicyFuncNilIsInvalidConfig(t *testing.T) {
 		},
 	}
 	for name, build := range constructors {
-		_, err := build()
-		assert.ErrorIs(t, err, ErrInvalidConfig, name)
+		t.Run(name, func(t *testing.T) {
+			_, err := build()
+			require.ErrorIs(t, err, ErrInvalidConfig)
+		})
 	}
 }
 
@@ -584,25 +586,57 @@ func TestHooksSeeTheKeysPolicy(t *testing.T) {
 			plans.set("k", small)
 
 			res := c.allow("k", 1)
+			require.Equal(t, 1, decided(hooks), "one decision per call")
 			d := hooks.last()
 			assert.Equal(t, small, d.Policy)
 			assert.Equal(t, "k", d.Key)
 			assert.Equal(t, res, d.Result)
 
 			c.allow("other", 1)
+			require.Equal(t, 2, decided(hooks))
 			assert.Equal(t, ownPolicy, hooks.last().Policy, "the limiter's own for the zero Policy")
 
 			plans.set("k", perMinute(10))
 			c.allow("k", 1)
+			require.Equal(t, 3, decided(hooks))
 			assert.Equal(t, perMinute(10), hooks.last().Policy, "the policy in force for the call")
 
 			_, err := l.Allow(context.Background(), "k", 11)
 			require.ErrorIs(t, err, ErrCostExceedsLimit)
+			require.Equal(t, 4, decided(hooks))
 			d = hooks.last()
 			assert.Equal(t, perMinute(10), d.Policy)
 			assert.ErrorIs(t, d.Err, ErrCostExceedsLimit)
+
+			// 3 per second: a token bucket's or GCRA's interval rounds, to
+			// 333.333333 ms in process and to 333.333 ms on Redis (whole
+			// µs), as the Result shows; the policy is reported as the
+			// PolicyFunc gave it, on every limiter, not rebuilt from the
+			// rounded interval.
+			thirds := Policy{Limit: 3, Window: time.Second}
+			plans.set("r", thirds)
+			res = c.allow("r", 1)
+			switch {
+			case sub.window:
+				assert.Equal(t, ok(3, 2, time.Second), res)
+			case sub.redis:
+				assert.Equal(t, ok(3, 2, 333_333*time.Microsecond), res)
+			default:
+				assert.Equal(t, ok(3, 2, 333_333_333*time.Nanosecond), res)
+			}
+			require.Equal(t, 5, decided(hooks))
+			d = hooks.last()
+			assert.Equal(t, thirds, d.Policy, "not the rounded 3 × the interval")
+			assert.Equal(t, res, d.Result)
 		})
 	}
+}
+
+// decided returns how many decisions h has recorded.
+func decided(h *recordingHooks) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.decisions)
 }
 
 // manyPolicies is the PolicyFunc of the memory tests: key "k<i>" gets a
@@ -673,14 +707,28 @@ func TestManyPoliciesHoldNoStateOnceEveryKeyIsFull(t *testing.T) {
 			}
 			assert.Equal(t, keys, held(), "every key is held while not full")
 
-			// Every key's policy changes: its next call converts it.
+			// Every key's policy changes: its next call converts it. A
+			// millisecond on, k0 is full; every other key ki still owes i
+			// ms of its 1 unit, which a token bucket or GCRA converts to
+			// 2i ms at twice the interval, and a window keeps until its
+			// end. Either way the key has 1 unit used of its phase-1 limit.
 			phase.Store(1)
 			clock.Advance(time.Millisecond)
 			for i := range keys {
-				_, err := l.Allow(ctx, "k"+strconv.Itoa(i), 0)
+				res, err := l.Allow(ctx, "k"+strconv.Itoa(i), 0)
 				require.NoError(t, err)
+				limit, owed := 1+i%10+3, time.Duration(i)*time.Millisecond
+				want := ok(limit, limit-1, owed)
+				switch {
+				case i == 0:
+					want = ok(limit, limit, 0)
+				case !tc.window:
+					want.ResetAfter = 2 * owed
+				}
+				if !assert.Equal(t, want, res, "k%d under its phase-1 policy", i) {
+					return
+				}
 			}
-			assert.LessOrEqual(t, held(), keys)
 
 			clock.Advance(longest + time.Second)
 			// A peek on a handful of keys touches every shard, which then

@@ -49,79 +49,67 @@ const (
 var floorScripts = map[string]string{
 	// Token bucket on a key that exists: HGETALL, PTTL to verify its TTL,
 	// HSET of tat, PEXPIRE.
-	"t": `redis.call('TIME')
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  redis.pcall('HGETALL', k)
-  redis.call('PTTL', k)
-  redis.call('HSET', k, 'tat', '1700001000000000')
-  redis.call('PEXPIRE', k, 10000000)
-end
-return 'ok'`,
+	"t": perKey(`
+		redis.pcall('HGETALL', k)
+		redis.call('PTTL', k)
+		redis.call('HSET', k, 'tat', '1700001000000000')
+		redis.call('PEXPIRE', k, 10000000)
+	`),
 	// GCRA on a key that exists: GET, PTTL, SET PX.
-	"g": `redis.call('TIME')
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  redis.pcall('GET', k)
-  redis.call('PTTL', k)
-  redis.call('SET', k, '1700001000000000', 'PX', 10000000)
-end
-return 'ok'`,
+	"g": perKey(`
+		redis.pcall('GET', k)
+		redis.call('PTTL', k)
+		redis.call('SET', k, '1700001000000000', 'PX', 10000000)
+	`),
 	// Fixed window on a key that exists: GET, PTTL, INCRBY.
-	"w": `redis.call('TIME')
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  redis.pcall('GET', k)
-  redis.call('PTTL', k)
-  redis.call('INCRBY', k, 1)
-end
-return 'ok'`,
+	"w": perKey(`
+		redis.pcall('GET', k)
+		redis.call('PTTL', k)
+		redis.call('INCRBY', k, 1)
+	`),
 	// The same three without the PTTL.
-	"t-noPTTL": `redis.call('TIME')
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  redis.pcall('HGETALL', k)
-  redis.call('HSET', k, 'tat', '1700001000000000')
-  redis.call('PEXPIRE', k, 10000000)
-end
-return 'ok'`,
-	"g-noPTTL": `redis.call('TIME')
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  redis.pcall('GET', k)
-  redis.call('SET', k, '1700001000000000', 'PX', 10000000)
-end
-return 'ok'`,
-	"w-noPTTL": `redis.call('TIME')
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  redis.pcall('GET', k)
-  redis.call('INCRBY', k, 1)
-end
-return 'ok'`,
+	"t-noPTTL": perKey(`
+		redis.pcall('HGETALL', k)
+		redis.call('HSET', k, 'tat', '1700001000000000')
+		redis.call('PEXPIRE', k, 10000000)
+	`),
+	"g-noPTTL": perKey(`
+		redis.pcall('GET', k)
+		redis.call('SET', k, '1700001000000000', 'PX', 10000000)
+	`),
+	"w-noPTTL": perKey(`
+		redis.pcall('GET', k)
+		redis.call('INCRBY', k, 1)
+	`),
 	// What the batch script does, per key, for a token bucket or GCRA key
 	// that has expired since its last check (BenchmarkRedis's
 	// configuration, see scriptFloorConfigs): the read finds nothing, so
 	// there is no TTL to verify, and the write sets a TTL of 1 ms, after
 	// which the key is gone again.
-	"t-absent": `redis.call('TIME')
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  redis.pcall('HGETALL', k)
-  redis.call('HSET', k, 'tat', '1700000000001000')
-  redis.call('PEXPIRE', k, 1)
-end
-return 'ok'`,
-	"g-absent": `redis.call('TIME')
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  redis.pcall('GET', k)
-  redis.call('SET', k, '1700000000001000', 'PX', 1)
-end
-return 'ok'`,
+	"t-absent": perKey(`
+		redis.pcall('HGETALL', k)
+		redis.call('HSET', k, 'tat', '1700000000001000')
+		redis.call('PEXPIRE', k, 1)
+	`),
+	"g-absent": perKey(`
+		redis.pcall('GET', k)
+		redis.call('SET', k, '1700000000001000', 'PX', 1)
+	`),
 	// The call's inputs alone: a full batch's KEYS and ARGV, made into the
 	// script's tables, and nothing done with them.
 	"args": `return 1`,
+}
+
+// perKey returns a floor script: one TIME, then body, one statement a
+// line (indented as the caller likes), for each key k of KEYS, then 'ok'.
+func perKey(body string) string {
+	var sb strings.Builder
+	sb.WriteString("redis.call('TIME')\nfor i = 1, #KEYS do\n  local k = KEYS[i]\n")
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		sb.WriteString("  " + strings.TrimSpace(line) + "\n")
+	}
+	sb.WriteString("end\nreturn 'ok'")
+	return sb.String()
 }
 
 // scriptFloorConfigs are the limits of the batch rows. "existing" keeps
@@ -444,24 +432,20 @@ func floorRatios(samples map[string][]floorSample) string {
 		label string
 		f     func(r int) float64
 	}
-	var ratios []ratio
+	var rows []string
 	for _, kind := range []string{"t", "g", "w"} {
-		for _, name := range []string{"batch-" + kind + "-existing", "floor-" + kind + "-existing", "floor-" + kind + "-existing-noPTTL"} {
-			ratios = append(ratios,
-				ratio{name + " / redis_rate script", func(r int) float64 { return script(name, r) / script("redis_rate", r) }},
-				ratio{name + " / (redis_rate-g64 server / 3)", func(r int) float64 {
-					return script(name, r) / (samples["redis_rate-g64"][r].serverUS / 3)
-				}})
-		}
+		rows = append(rows, "batch-"+kind+"-existing", "floor-"+kind+"-existing", "floor-"+kind+"-existing-noPTTL")
 	}
 	for _, kind := range []string{"t", "g"} {
-		for _, name := range []string{"batch-" + kind + "-bench", "floor-" + kind + "-bench-absent"} {
-			ratios = append(ratios,
-				ratio{name + " / redis_rate script", func(r int) float64 { return script(name, r) / script("redis_rate", r) }},
-				ratio{name + " / (redis_rate-g64 server / 3)", func(r int) float64 {
-					return script(name, r) / (samples["redis_rate-g64"][r].serverUS / 3)
-				}})
-		}
+		rows = append(rows, "batch-"+kind+"-bench", "floor-"+kind+"-bench-absent")
+	}
+	var ratios []ratio
+	for _, name := range rows {
+		ratios = append(ratios,
+			ratio{name + " / redis_rate script", func(r int) float64 { return script(name, r) / script("redis_rate", r) }},
+			ratio{name + " / (redis_rate-g64 server / 3)", func(r int) float64 {
+				return script(name, r) / (samples["redis_rate-g64"][r].serverUS / 3)
+			}})
 	}
 	for _, kind := range []string{"t", "g", "w"} {
 		ratios = append(ratios,

@@ -471,10 +471,17 @@ func BenchmarkTiersRedis(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if p, ok := ratelimit.PolicyOf(l); !ok || p != redisPlans().cur.Load().byName["pro"] {
+				pro := redisPlans().cur.Load().byName["pro"]
+				if p, ok := ratelimit.PolicyOf(l); !ok || p != pro {
 					b.Fatalf("the limiter's policy is %+v, not plan pro's", p)
 				}
 				keys := tierRedisKeys(numRedisKeys)
+				if mode == "PolicyFunc" {
+					// PolicyOf is the constructor's policy; a key on
+					// plan pro (key 1, tierPlanNames[1]) goes through
+					// the PolicyFunc, which must give it that policy.
+					checkSamePolicy(b, l, keys[1], pro)
+				}
 				forKey := ratelimitDecisions(b, l, nil)
 				touchAll(b, decisions(forKey, keys), 64)
 				b.Run("g="+strconv.Itoa(tiersRedisGoroutines), func(b *testing.B) {

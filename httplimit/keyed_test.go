@@ -106,4 +106,7 @@ func TestAPolicyChangedAfterTheDecisionIsNotMixedIntoTheHeaders(t *testing.T) {
 	w := do(h, "k", "")
 	assert.Equal(t, "10", w.Header().Get("RateLimit-Limit"))
 	assert.Equal(t, `"default";q=10`, w.Header().Get("RateLimit-Policy"))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 2, calls, "the premise: the limiter reads the policy once, the middleware once more")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -323,7 +324,8 @@ func TestAdminBadInput(t *testing.T) {
 }
 
 // Plans change while requests are decided, from many goroutines: the race
-// detector checks the store.
+// detector checks the store. Every writer's last write (i = 199) is "pro",
+// so that is the plan left, whichever writer finishes last.
 func TestConcurrentPlanChanges(t *testing.T) {
 	s := newTestService(t)
 	var wg sync.WaitGroup
@@ -341,6 +343,12 @@ func TestConcurrentPlanChanges(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	plan, ok := s.store.planOf("key-bob")
+	require.True(t, ok)
+	assert.Equal(t, "pro", plan)
+	p, err := s.store.policy(t.Context(), "key-bob")
+	require.NoError(t, err)
+	assert.Equal(t, ratelimit.Policy{Limit: 100, Window: time.Minute}, p)
 }
 
 // With REDIS_ADDR set the limiters keep their state in Redis: the same
@@ -397,7 +405,7 @@ func TestLoadPlans(t *testing.T) {
 	assert.Equal(t, 50, n)
 
 	_, _, err = loadPlans(filepath.Join(t.TempDir(), "missing.json"))
-	assert.Error(t, err)
+	require.ErrorIs(t, err, fs.ErrNotExist)
 }
 
 func TestParsePlansRefusesBadFiles(t *testing.T) {
