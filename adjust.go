@@ -100,15 +100,15 @@ func adjustOptions(kind string, opts []AdjustOption) (adjustment, error) {
 	var a adjustment
 	for i, opt := range opts {
 		if opt == nil {
-			return a, fmt.Errorf("ratelimit: %s: adjust option %d is nil", kind, i)
+			return a, fmt.Errorf("%w: %s: adjust option %d is nil", ErrInvalidConfig, kind, i)
 		}
 		opt(&a)
 	}
 	if a.tokenSet && a.token == "" {
-		return a, fmt.Errorf("ratelimit: %s: WithToken: empty token", kind)
+		return a, fmt.Errorf("%w: %s: WithToken: empty token", ErrInvalidConfig, kind)
 	}
 	if len(a.token) > maxTokenLen {
-		return a, fmt.Errorf("ratelimit: %s: WithToken: a token of %d bytes; at most %d", kind, len(a.token), maxTokenLen)
+		return a, fmt.Errorf("%w: %s: WithToken: a token of %d bytes; at most %d", ErrInvalidConfig, kind, len(a.token), maxTokenLen)
 	}
 	return a, nil
 }

@@ -55,7 +55,31 @@ func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBuc
 // for the contract. ctx goes to the PolicyFunc, if any (WithPolicyFunc);
 // the decision never blocks.
 func (b *TokenBucket) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if b == nil || b.d == nil {
+		return Result{}, notBuilt("TokenBucket")
+	}
 	return b.d.allow(ctx, key, n)
+}
+
+// Decide decides as Allow does and returns the whole Decision (see
+// Decider): its one policy is named "default", and is the key's for a
+// limiter built WithPolicyFunc.
+func (b *TokenBucket) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	if b == nil || b.d == nil {
+		return Decision{}, notBuilt("TokenBucket")
+	}
+	return b.decide(ctx, key, n)
+}
+
+// Policies returns the one policy of key's calls, named "default": the
+// limiter's own, or the key's for a limiter built WithPolicyFunc (see
+// Decider). It fails only on a nil or zero-value *TokenBucket, or when the key's
+// policy cannot be read.
+func (b *TokenBucket) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if b == nil || b.d == nil {
+		return nil, notBuilt("TokenBucket")
+	}
+	return b.policies(ctx, key)
 }
 
 // Refund gives n tokens back to key, never above the limit. It is
@@ -69,7 +93,7 @@ func (b *TokenBucket) Refund(ctx context.Context, key string, n int, opts ...Adj
 // Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
 // is not used.
 func (b *TokenBucket) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	if b == nil || b.s == nil {
+	if b == nil || b.d == nil {
 		return Result{}, notBuilt("TokenBucket")
 	}
 	return b.settle(ctx, "TokenBucket", key, taken, cost, opts)
@@ -78,7 +102,7 @@ func (b *TokenBucket) Settle(ctx context.Context, key string, taken, cost int, o
 // Reset returns key to its full limit. ctx is not used. It fails only on a
 // nil or zero-value *TokenBucket, with an error wrapping ErrInvalidConfig.
 func (b *TokenBucket) Reset(_ context.Context, key string) error {
-	if b == nil || b.s == nil {
+	if b == nil || b.d == nil {
 		return notBuilt("TokenBucket")
 	}
 	b.reset(key)
@@ -89,7 +113,7 @@ func (b *TokenBucket) Reset(_ context.Context, key string) error {
 // capacity divided by the refill rate; 0 for a nil or zero-value
 // *TokenBucket.
 func (b *TokenBucket) FillTime() time.Duration {
-	if b == nil || b.s == nil {
+	if b == nil || b.d == nil {
 		return 0
 	}
 	return b.s.fillTime()
@@ -98,18 +122,8 @@ func (b *TokenBucket) FillTime() time.Duration {
 // Policy returns the bucket's capacity and FillTime; the zero Policy for a
 // nil or zero-value *TokenBucket.
 func (b *TokenBucket) Policy() Policy {
-	if b == nil || b.s == nil {
+	if b == nil || b.d == nil {
 		return Policy{}
 	}
 	return b.s.policy()
-}
-
-// KeyPolicies returns the function that gives the policy of a call by key
-// when b was built WithPolicyFunc, and nil otherwise (see
-// KeyPolicyReporter).
-func (b *TokenBucket) KeyPolicies() PolicyFunc {
-	if b == nil {
-		return nil
-	}
-	return b.keyPolicies()
 }

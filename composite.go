@@ -47,14 +47,15 @@ type Part struct {
 // those). Its
 // Limit and Remaining are that part's, RetryAfter is the longest of the
 // parts' (after it every part would allow the same call), and ResetAfter
-// the longest (after it every part is full). AllowBound says which part
-// bound, and AllowParts gives every part's Result. A cost above any part's
+// the longest (after it every part is full). Decide says which part
+// bound, and gives every part's Result. A cost above any part's
 // limit is an error wrapping ErrCostExceedsLimit, with that part's Limit.
 //
 // A Composite is safe for concurrent use. Create one with NewComposite.
 type Composite struct {
 	parts    []Part
 	policies []NamedPolicy
+	rules    []rule      // how each part's state moves
 	tight    int         // the part with the smallest limit among those that count units
 	perCall  bool        // every part counts calls
 	shared   bool        // two parts have the same Limiter
@@ -65,10 +66,16 @@ type Composite struct {
 	observers []*observer
 }
 
-// NamedPolicy is one of the policies a limiter reports, with its name.
+// NamedPolicy is one of the policies a limiter decides by, with its name.
 type NamedPolicy struct {
+	// Name names the policy: a Composite's part's Name, or "default" for
+	// a limiter of one policy.
 	Name string
 	Policy
+	// PerCall reports that the policy counts calls, not units (a
+	// Composite's PerCall part): every call of n > 0 takes 1 of its Limit,
+	// whatever n is.
+	PerCall bool
 }
 
 // maxPolicyName bounds a Part's Name.
@@ -98,8 +105,9 @@ func NewComposite(parts ...Part) (*Composite, error) {
 			return nil, fmt.Errorf("%w: %s: two parts are named %q", ErrInvalidConfig, kind, p.Name)
 		}
 		seen[p.Name] = true
-		policy, _ := PolicyOf(p.Limiter)
-		c.policies = append(c.policies, NamedPolicy{Name: p.Name, Policy: policy})
+		policy := policyOf(p.Limiter)
+		c.policies = append(c.policies, NamedPolicy{Name: p.Name, Policy: policy, PerCall: p.PerCall})
+		c.rules = append(c.rules, ruleOf(p.Limiter))
 		limiters[i] = p.Limiter
 	}
 	c.tight, c.perCall = tightest(c.parts, c.policies)
@@ -180,38 +188,45 @@ func once(n int) int { return min(n, 1) }
 // Allow takes n from every part's key if every part allows it, and nothing
 // otherwise. See Composite for the Result; a nil ctx is an error.
 func (c *Composite) Allow(ctx context.Context, key string, n int) (Result, error) {
-	res, _, err := c.AllowBound(ctx, key, n)
-	return res, err
-}
-
-// AllowBound decides as Allow does, and also returns the index of the part
-// that bound the decision (see Composite), in the order of Policies.
-func (c *Composite) AllowBound(ctx context.Context, key string, n int) (Result, int, error) {
 	if c == nil || len(c.parts) == 0 {
-		return Result{}, 0, notBuilt("Composite")
+		return Result{}, notBuilt("Composite")
 	}
 	var buf partsBuffer
 	keys, costs, results := buf.slices(len(c.parts))
 	bound, err := c.decide(ctx, key, n, keys, costs, results)
 	if err != nil {
-		return results[bound], bound, err
+		return results[bound], err
 	}
-	return combine(results, bound), bound, nil
+	return combine(results, bound), nil
 }
 
-// AllowParts decides as Allow does, and also returns each part's Result, in
-// the order of Policies: a part that would have allowed a denied call reports
-// its state untouched, with RetryAfter 0.
-func (c *Composite) AllowParts(ctx context.Context, key string, n int) (Result, []Result, error) {
+// Decide decides as Allow does and returns the whole Decision (see
+// Decider): Policies are the parts', in order, Policy and Bound the part
+// that bound the decision (see Composite), and Parts each part's own
+// Result.
+func (c *Composite) Decide(ctx context.Context, key string, n int) (Decision, error) {
 	if c == nil || len(c.parts) == 0 {
-		return Result{}, nil, notBuilt("Composite")
+		return Decision{}, notBuilt("Composite")
 	}
 	keys, costs, results := make([]string, len(c.parts)), make([]int, len(c.parts)), make([]Result, len(c.parts))
 	bound, err := c.decide(ctx, key, n, keys, costs, results)
+	d := Decision{Policy: c.policies[bound], Policies: c.policies, Bound: bound, rules: c.rules}
 	if err != nil {
-		return results[bound], nil, err
+		d.Result = results[bound]
+	} else {
+		d.Result, d.Parts = combine(results, bound), results
 	}
-	return combine(results, bound), results, nil
+	d.Enforced = d.Result
+	return d, err
+}
+
+// Policies returns the parts' policies, named, in order (see Decider). It
+// fails only on a nil or zero-value *Composite.
+func (c *Composite) Policies(context.Context, string) ([]NamedPolicy, error) {
+	if c == nil || len(c.parts) == 0 {
+		return nil, notBuilt("Composite")
+	}
+	return c.policies, nil
 }
 
 // decide fills keys with the parts' keys, costs with what each takes of n,
@@ -239,7 +254,7 @@ func (c *Composite) observed(ctx context.Context, key string, n int, keys []stri
 			if k == "" && cost == 0 {
 				k, cost = key, n
 			}
-			o.report(k, cost, results[i], err, latency)
+			o.report(k, cost, o.decision(results[i], o.policy, nil), err, latency)
 		}
 	}
 	return bound, err
@@ -319,7 +334,7 @@ func (c *Composite) keys(key string, keys []string) error {
 		}
 		for j := range i {
 			if keys[j] == keys[i] && c.parts[j].Limiter == p.Limiter {
-				return fmt.Errorf("ratelimit: Composite: parts %q and %q are the same limiter on the same key %q", c.parts[j].Name, p.Name, keys[i])
+				return callerErr(fmt.Errorf("ratelimit: Composite: parts %q and %q are the same limiter on the same key %q", c.parts[j].Name, p.Name, keys[i]))
 			}
 		}
 	}
@@ -429,55 +444,14 @@ func (c *Composite) Reset(ctx context.Context, key string) error {
 	return c.remote.reset(ctx, keys)
 }
 
-// Policies returns the parts' policies, named, in order. The slice is the
-// caller's.
-func (c *Composite) Policies() []NamedPolicy {
-	if c == nil {
-		return nil
+// partKeys returns the parts' keys for key, in order; key for each when
+// they cannot be derived.
+func (c *Composite) partKeys(key string) []string {
+	keys := make([]string, len(c.parts))
+	if c.keys(key, keys) != nil {
+		for i := range keys {
+			keys[i] = key
+		}
 	}
-	return append([]NamedPolicy(nil), c.policies...)
-}
-
-// Policy returns the policy of the part with the smallest limit (among
-// those that count units, if any do), for what shows one policy; Policies
-// gives them all.
-func (c *Composite) Policy() Policy {
-	if c == nil || len(c.policies) == 0 {
-		return Policy{}
-	}
-	return c.policies[c.tight].Policy
-}
-
-// MultiPolicy is implemented by limiters that decide by several named
-// policies and say which one bound each decision: Composite, and Guard,
-// DenyCache and Shadow, which forward their backend's (one policy named
-// "default" when the backend has one). httplimit uses it to send every policy in its
-// headers.
-type MultiPolicy interface {
-	Limiter
-	Policies() []NamedPolicy
-	AllowBound(ctx context.Context, key string, n int) (Result, int, error)
-}
-
-// PoliciesOf returns l's policies: those of a MultiPolicy, or else l's one
-// Policy named "default", or nil when l reports none.
-func PoliciesOf(l Limiter) []NamedPolicy {
-	if m, ok := l.(MultiPolicy); ok && !isNil(m) {
-		return m.Policies()
-	}
-	if p, ok := PolicyOf(l); ok {
-		return []NamedPolicy{{Name: "default", Policy: p}}
-	}
-	return nil
-}
-
-// SourceLimiter is implemented by the decorators that can answer a call
-// without their backend deciding it (Guard by its failure policy,
-// DenyCache from a remembered denial, Shadow by letting a denial through):
-// AllowSource decides as AllowBound does and says who answered. A caller
-// that adjusts a call afterwards (Refund, Settle) should do so only when
-// the Source is FromBackend: otherwise the backend took nothing for it.
-type SourceLimiter interface {
-	Limiter
-	AllowSource(ctx context.Context, key string, n int) (Result, int, Source, error)
+	return keys
 }

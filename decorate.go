@@ -5,75 +5,78 @@ import (
 	"fmt"
 )
 
-// decorated is a decorator's backend (Guard, DenyCache, Shadow) with the
-// interfaces it implements found once, when the decorator is built, so
-// that a call forwards without type assertions. The zero value has no
-// backend. It is immutable.
+// decorated is a decorator's backend (Guard, DenyCache, Shadow) with what
+// the decorator needs of it found once, when the decorator is built. The
+// zero value has no backend. It is immutable.
 type decorated struct {
 	Limiter
-	multi    MultiPolicy   // the backend, when it is one
-	sourced  SourceLimiter // the backend, when it is one
-	adjust   Adjuster      // the backend, when it is one
-	policy   Policy        // the backend's (PolicyOf); zero if it reports none
-	policies []NamedPolicy // PoliciesOf the backend
-	// keyPolicies is the backend's PolicyFuncOf: nil when its policy is the
-	// same for every key.
-	keyPolicies PolicyFunc
+	decider Decider  // the backend, when it is one
+	adjust  Adjuster // the backend, when it is one
+	// keysOf returns the keys a call on key touches, one per policy: those
+	// of a Composite's parts (found through decorators), or key alone.
+	keysOf func(key string) []string
 }
 
 // decorate returns backend, decorated.
 func decorate(backend Limiter) decorated {
-	d := decorated{Limiter: backend, policies: PoliciesOf(backend)}
-	d.multi, _ = backend.(MultiPolicy)
-	d.sourced, _ = backend.(SourceLimiter)
+	d := decorated{Limiter: backend, keysOf: keysOf(backend)}
+	d.decider, _ = backend.(Decider)
 	d.adjust, _ = backend.(Adjuster)
-	d.policy, _ = PolicyOf(backend)
-	d.keyPolicies = PolicyFuncOf(backend)
 	return d
 }
 
-// policyFor returns the backend's policy for a call on key with ctx (not
-// nil): its one Policy, or the key's when it chooses its policy per key
-// (and its Policy when that fails).
-func (d *decorated) policyFor(ctx context.Context, key string) Policy {
-	if d.keyPolicies == nil {
-		return d.policy
+// keysOf returns the function that gives the keys a call of l on key
+// touches, one per policy: a Composite's parts' keys, found through this
+// package's decorators; key alone for any other limiter.
+func keysOf(l Limiter) func(key string) []string {
+	switch v := l.(type) {
+	case *Composite:
+		if v != nil && len(v.parts) > 0 {
+			return v.partKeys
+		}
+	case *Guard:
+		if v != nil {
+			return v.backend.keysOf
+		}
+	case *DenyCache:
+		if v != nil {
+			return v.backend.keysOf
+		}
+	case *Shadow:
+		if v != nil {
+			return v.backend.keysOf
+		}
 	}
-	if p, err := d.keyPolicies(ctx, key); err == nil {
-		return p
-	}
-	return d.policy
+	return func(key string) []string { return []string{key} }
 }
 
 // built reports whether d has a backend.
 func (d *decorated) built() bool { return d.Limiter != nil }
 
-// copyPolicies returns the backend's policies in a slice of the caller's.
-func (d *decorated) copyPolicies() []NamedPolicy {
-	return append([]NamedPolicy(nil), d.policies...)
-}
-
-// allowSource decides n for key through the backend, with the index of the
-// policy that bound the decision (0 for a backend of one policy) and who
-// answered: the backend's own account when it is a SourceLimiter, and
-// FromBackend otherwise.
-func (d *decorated) allowSource(ctx context.Context, key string, n int) (Result, int, Source, error) {
-	switch {
-	case d.sourced != nil:
-		return d.sourced.AllowSource(ctx, key, n)
-	case d.multi != nil:
-		res, bound, err := d.multi.AllowBound(ctx, key, n)
-		return res, bound, FromBackend, err
+// decide decides n for key through the backend: its own Decision when it
+// is a Decider, and one built from its Allow otherwise (see Decide).
+func (d *decorated) decide(ctx context.Context, key string, n int) (Decision, error) {
+	if d.decider != nil {
+		return d.decider.Decide(ctx, key, n)
 	}
 	res, err := d.Allow(ctx, key, n)
-	return res, 0, FromBackend, err
+	return foreignDecision(res), err
+}
+
+// policies returns the backend's policies for key (see Decider): none when
+// it is not a Decider.
+func (d *decorated) policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if d.decider != nil {
+		return d.decider.Policies(ctx, key)
+	}
+	return nil, nil
 }
 
 // adjuster returns the backend as an Adjuster, or an error, naming the
 // decorator kind, saying it is not one.
 func (d *decorated) adjuster(kind string) (Adjuster, error) {
 	if d.adjust == nil {
-		return nil, fmt.Errorf("ratelimit: %s: the backend, a %T, cannot refund, settle or reset", kind, d.Limiter)
+		return nil, callerErr(fmt.Errorf("ratelimit: %s: the backend, a %T, cannot refund, settle or reset", kind, d.Limiter))
 	}
 	return d.adjust, nil
 }

@@ -4,37 +4,52 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"hash/maphash"
+	"sync/atomic"
 	"time"
 )
 
 // DenyCache wraps a Limiter, typically a Redis one, and answers a flood of
 // requests on a denied key locally, without a round trip, for as long as the
-// backend cannot possibly allow them.
+// backend, with no other traffic, would deny them too.
 //
-// When the backend denies n for key with RetryAfter r and n-1 remaining, no
-// request for n on key can succeed within r, and its Remaining stays n-1
-// until then: tokens refill no faster than the rate, a window does not end
-// early, and other clients only take tokens. So for the next r, or MaxAge if
-// that is shorter, DenyCache denies requests for key of cost n itself. A
-// local denial is the backend's, aged: its RetryAfter and ResetAfter are the
-// backend's less the time passed since the backend was asked, so MaxAge
-// bounds only how long a denial is remembered, never the wait reported, and
-// a local answer is the one the backend would give. Requests of another
-// cost, peeks, denials with other Remaining values, and everything after
-// that go to the backend. A nil ctx is an error. It never denies what the backend would allow, as
-// long as the backend's clock and the DenyCache's run at the same rate (the
-// time is taken before the backend is asked, so the round trip only shortens
-// what is remembered).
+// One denial bounds what a key can hold later: a token bucket or GCRA
+// refills no faster than its rate, a fixed window's count stays until the
+// window ends, and other calls only take units. So after the backend
+// denies a call on key, DenyCache answers any later call on key, of any
+// cost, that every policy of the backend still bounds: a cost above what
+// the policy that denied can hold by then. It reports the Remaining,
+// RetryAfter and ResetAfter the backend would report for that cost if
+// nothing else had touched the key since (its denial, aged), and Source
+// FromDenyCache. Calls that may succeed, peeks, costs above the limit, and
+// every call once MaxAge has passed since the denial go to the backend. This
+// holds for the token bucket, GCRA and fixed window, in process and on
+// Redis, for a Composite (each part counted as it counts: a PerCall part
+// takes 1 of any call), and for limiters built WithPolicyFunc: a denial
+// answers only while the key's policies are still those it was made under.
 //
-// Put it directly around the rate-limiting backend, inside a Guard: a
-// fail-closed denial from a Guard is not a verdict of the rate and must not
-// be remembered. It reports to Hooks only the calls it answers itself, and
-// reports its backend's Policy as its own.
+// Give-backs: a Refund, a Settle whose cost differs from taken, or a Reset
+// made through the DenyCache forgets every remembered denial it can
+// change, including, for a Composite, the denials of other keys that
+// share a part's key with it (a tenant's, say); so does one that completes
+// while a denial is on its way back from the backend, which is then not
+// remembered. A give-back the DenyCache does not see, made by another
+// process (another replica) or around it, cannot be known locally: until
+// MaxAge has passed, the DenyCache may deny a call that the backend would
+// now allow. MaxAge bounds that, and its default, 1 s, keeps it within the
+// whole second to which RateLimit-Reset and Retry-After round a wait.
 //
-// When the backend chooses its policy per key (WithPolicyFunc), each
-// denial is remembered with the key's policy when it was made, and answers
-// only while the key's policy is still that one: a limit raised or lowered
-// sends the key's next call to the backend.
+// Time: a denial is aged on the DenyCache's clock from a time taken before
+// the backend was asked, so the round trip only shortens what is
+// remembered; it never denies what the backend would allow as long as the
+// backend's clock and the DenyCache's run at the same rate.
+//
+// Put it directly around the rate-limiting backend, inside a Guard: only
+// a denial the backend itself made (Source FromBackend) is remembered, so a
+// fail-closed denial is never kept. It reports to Hooks only the calls it
+// answers itself, and reports its backend's policies as its own. A
+// backend that is not a limiter of this package (it does not say how its
+// state moves) is never answered locally. A nil ctx is an error.
 //
 // Memory is bounded: at most MaxKeys denials are held at once, each
 // forgotten once it has passed, with no goroutine. A DenyCache is safe for
@@ -47,19 +62,25 @@ type DenyCache struct {
 	maxAge  int64 // ns
 	maxKeys int64
 	denials *keyTable[denial]
+	// gens counts the give-backs seen for each slot of hashed part keys:
+	// a denial holds only while the sum over its keys' slots has not
+	// changed since before the backend was asked.
+	gens *[genSlots]atomic.Uint64
+	seed maphash.Seed
 }
 
-// denial is a backend's denial of n for a key: until (ns) no request for n or
-// more can be allowed.
+// genSlots is the number of give-back counters of a DenyCache: two keys
+// that share one only forget each other's denials more often.
+const genSlots = 1024
+
+// denial is a backend's denial of a call on a key: while now < until, it
+// bounds what the key can allow.
 type denial struct {
 	until int64
 	at    int64 // when the backend was asked
-	n     int
-	res   Result
-	bound int // the index of the backend's policy that bound res
-	// policy is the key's policy when the backend chooses its policy per
-	// key: the denial holds only while the key's policy is still this one.
-	policy Policy
+	d     Decision
+	slots []uint16 // the give-back counters of the call's part keys
+	stamp uint64   // their sum before the backend was asked
 }
 
 // DenyCacheConfig configures a DenyCache. The zero value means a MaxAge of
@@ -102,6 +123,8 @@ func NewDenyCache(backend Limiter, cfg DenyCacheConfig) (*DenyCache, error) {
 		cfg.MaxKeys = 100_000
 	}
 	c := &DenyCache{
+		gens:    new([genSlots]atomic.Uint64),
+		seed:    maphash.MakeSeed(),
 		backend: decorate(backend),
 		hooks:   activeHooks(cfg.Hooks),
 		name:    cmp.Or(cfg.Name, "DenyCache"),
@@ -121,71 +144,180 @@ func NewDenyCache(backend Limiter, cfg DenyCacheConfig) (*DenyCache, error) {
 // Allow denies locally while a remembered denial covers the request, and asks
 // the backend otherwise. See DenyCache.
 func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error) {
-	res, _, err := c.AllowBound(ctx, key, n)
-	return res, err
+	d, err := c.Decide(ctx, key, n)
+	return d.Result, err
 }
 
-// AllowBound decides as Allow does, and also returns the index in Policies
-// of the policy that bound the decision: the backend's, remembered with its
-// denial, when the backend is a MultiPolicy; 0 otherwise.
-func (c *DenyCache) AllowBound(ctx context.Context, key string, n int) (Result, int, error) {
-	res, bound, _, err := c.AllowSource(ctx, key, n)
-	return res, bound, err
-}
-
-// AllowSource decides as AllowBound does, and also says who answered:
-// FromDenyCache for a remembered denial, otherwise the backend (its own
-// account when it is a SourceLimiter). Only a denial the backend itself
-// made (FromBackend) is remembered.
-func (c *DenyCache) AllowSource(ctx context.Context, key string, n int) (Result, int, Source, error) {
+// Decide decides as Allow does and returns the whole Decision (see
+// Decider): a remembered denial, aged, with Source FromDenyCache, or the
+// backend's.
+func (c *DenyCache) Decide(ctx context.Context, key string, n int) (Decision, error) {
 	if c == nil || !c.backend.built() {
-		return Result{}, 0, FromBackend, notBuilt("DenyCache")
+		return Decision{}, notBuilt("DenyCache")
 	}
 	if ctx == nil {
-		return Result{Limit: c.backend.policy.Limit}, 0, FromBackend, fmt.Errorf("ratelimit: DenyCache: %w", errNilContext)
+		return Decision{}, fmt.Errorf("ratelimit: DenyCache: %w", errNilContext)
 	}
 	if n <= 0 {
-		return c.backend.allowSource(ctx, key, n)
-	}
-	// A denial is tied to the key's policy when it was made: a changed
-	// policy (a raised limit) may allow what it denied.
-	var policy Policy
-	if c.backend.keyPolicies != nil {
-		policy = c.backend.policyFor(ctx, key)
+		return c.backend.decide(ctx, key, n)
 	}
 	reading := c.base.elapsed()
 	sh, now := c.denials.lock(key, reading, maxSpan)
-	// A cost above the limit goes on to the backend, whose error says so.
-	if d, _ := sh.lookup(key); now < d.until && n == d.n && d.policy == policy {
-		sh.mu.Unlock()
-		res := d.res.aged(time.Duration(now - d.at))
-		if c.hooks != nil {
-			c.hooks.Decided(Decision{
-				Limiter: c.name, Policy: cmp.Or(policy, c.backend.policy), Key: key, Cost: n, Result: res,
-				Source: FromDenyCache, Latency: time.Duration(c.base.elapsed() - reading),
-			})
-		}
-		return res, d.bound, FromDenyCache, nil
-	}
+	rec, _ := sh.lookup(key)
 	sh.mu.Unlock()
-
-	res, bound, source, err := c.backend.allowSource(ctx, key, n)
-	// Only a denial whose Remaining cannot change before the same request
-	// is allowed (n-1 left: it grows no further until n are there) is
-	// remembered, so that a local answer equals the backend's, aged.
-	if err != nil || source != FromBackend || res.Allowed || res.RetryAfter <= 0 || res.Remaining != n-1 {
-		return res, bound, source, err
+	if now < rec.until {
+		if d, ok := c.local(ctx, key, n, &rec, now); ok {
+			if c.hooks != nil {
+				c.hooks.Decided(Event{
+					Limiter: c.name, Key: key, Cost: n, Decision: d,
+					Latency: time.Duration(c.base.elapsed() - reading),
+				})
+			}
+			return d, nil
+		}
 	}
-	c.remember(key, denial{until: reading + min(int64(res.RetryAfter), c.maxAge), at: reading, n: n, res: res, bound: bound, policy: policy})
-	return res, bound, source, nil
+	slots := c.slots(key)
+	stamp := c.stamp(slots)
+	d, err := c.backend.decide(ctx, key, n)
+	if err != nil || d.Source != FromBackend || d.Allowed || len(d.rules) != len(d.Policies) || len(d.Policies) == 0 {
+		return d, err
+	}
+	longest := d.ResetAfter
+	for _, p := range d.Parts {
+		longest = max(longest, p.ResetAfter)
+	}
+	c.remember(key, denial{until: reading + min(int64(longest), c.maxAge), at: reading, d: d, slots: slots, stamp: stamp})
+	return d, nil
 }
 
-// Policies returns the backend's policies (see PoliciesOf).
-func (c *DenyCache) Policies() []NamedPolicy {
-	if c == nil {
-		return nil
+// local returns the answer of the denial rec, remembered for key, to a
+// call of n at the table's time now, and true, when every policy the
+// backend decides key by still bounds it so that n is denied; false when
+// the backend must be asked.
+func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, now int64) (Decision, bool) {
+	if c.stamp(rec.slots) != rec.stamp {
+		return Decision{}, false // a give-back may have let it through
 	}
-	return c.backend.copyPolicies()
+	policies, err := c.backend.policies(ctx, key)
+	if err != nil || !samePolicies(policies, rec.d.Policies) {
+		return Decision{}, false // a changed policy may allow what it denied
+	}
+	for _, p := range policies {
+		if !p.PerCall && n > p.Limit {
+			return Decision{}, false // the backend's error says so
+		}
+	}
+	elapsed := now - rec.at
+	d := rec.d
+	d.Source = FromDenyCache
+	if d.Parts == nil {
+		res, denied := aged(d.Result, d.rules[0], d.Policy.PerCall, elapsed, n)
+		d.Result, d.Enforced = res, res
+		return d, denied
+	}
+	parts, denied := make([]Result, len(d.Parts)), false
+	for i, r := range d.Parts {
+		var deny bool
+		parts[i], deny = aged(r, d.rules[i], d.Policies[i].PerCall, elapsed, n)
+		denied = denied || deny
+	}
+	d.Bound = bound(parts)
+	d.Policy, d.Parts = d.Policies[d.Bound], parts
+	d.Result = combine(parts, d.Bound)
+	d.Enforced = d.Result
+	return d, denied
+}
+
+// aged returns what a policy that answered res, and whose state moves by
+// rl, answers a call of n elapsed ns later if nothing else touched the
+// key, and whether it denies it: a token bucket or GCRA has paid off
+// elapsed of what it owed, and a fixed window's count stays until its end.
+// A PerCall policy counts 1 for any n.
+func aged(res Result, rl rule, perCall bool, elapsed int64, n int) (Result, bool) {
+	cost := int64(n)
+	if perCall {
+		cost = 1
+	}
+	limit := int64(res.Limit)
+	out := Result{Limit: res.Limit}
+	if rl.unit > 0 {
+		owed := max(int64(res.ResetAfter)-elapsed, 0)
+		out.Remaining = int(max(limit*rl.unit-owed, 0) / rl.unit)
+		out.ResetAfter = time.Duration(owed)
+		if retry := owed - (limit-cost)*rl.unit; retry > 0 {
+			out.RetryAfter = time.Duration(retry)
+			return out, true
+		}
+		return out, false
+	}
+	left := int64(res.ResetAfter) - elapsed
+	if left <= 0 {
+		out.Remaining = res.Limit // the window has ended
+		return out, false
+	}
+	out.Remaining, out.ResetAfter = res.Remaining, time.Duration(left)
+	if cost > int64(res.Remaining) {
+		out.RetryAfter = out.ResetAfter
+		return out, true
+	}
+	return out, false
+}
+
+// samePolicies reports whether a and b list the same policies.
+func samePolicies(a, b []NamedPolicy) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) > 0 && &a[0] == &b[0] {
+		return true
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// slots returns the give-back counters of the keys a call on key touches.
+func (c *DenyCache) slots(key string) []uint16 {
+	keys := c.backend.keysOf(key)
+	slots := make([]uint16, len(keys))
+	for i, k := range keys {
+		slots[i] = c.slot(i, k)
+	}
+	return slots
+}
+
+// slot returns the give-back counter of the key of policy i.
+func (c *DenyCache) slot(i int, key string) uint16 {
+	return uint16((maphash.String(c.seed, key) ^ uint64(i)*0x9e3779b97f4a7c15) % genSlots)
+}
+
+// stamp returns the sum of the give-back counters slots.
+func (c *DenyCache) stamp(slots []uint16) uint64 {
+	var sum uint64
+	for _, s := range slots {
+		sum += c.gens[s].Load()
+	}
+	return sum
+}
+
+// gaveBack records a give-back on key: every denial of a key that shares
+// one of its part keys is forgotten.
+func (c *DenyCache) gaveBack(key string) {
+	for _, s := range c.slots(key) {
+		c.gens[s].Add(1)
+	}
+	c.denials.drop(key, c.base.elapsed(), maxSpan)
+}
+
+// Policies returns the backend's policies for key (see Decider).
+func (c *DenyCache) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if c == nil || !c.backend.built() {
+		return nil, notBuilt("DenyCache")
+	}
+	return c.backend.policies(ctx, key)
 }
 
 // Refund forwards to the backend, which must be an Adjuster, and then
@@ -205,8 +337,9 @@ func (c *DenyCache) Settle(ctx context.Context, key string, taken, cost int, opt
 		return Result{}, err
 	}
 	res, err := a.Settle(ctx, key, taken, cost, opts...)
-	if err == nil && cost != taken {
-		c.forget(key)
+	if cost != taken {
+		// Even after an error: the Settle may have been applied.
+		c.gaveBack(key)
 	}
 	return res, err
 }
@@ -219,9 +352,7 @@ func (c *DenyCache) Reset(ctx context.Context, key string) error {
 		return err
 	}
 	err = a.Reset(ctx, key)
-	if err == nil {
-		c.forget(key)
-	}
+	c.gaveBack(key)
 	return err
 }
 
@@ -232,11 +363,6 @@ func (c *DenyCache) adjuster() (Adjuster, error) {
 		return nil, notBuilt("DenyCache")
 	}
 	return c.backend.adjuster("DenyCache")
-}
-
-// forget drops the denial remembered for key, if any.
-func (c *DenyCache) forget(key string) {
-	c.denials.drop(key, c.base.elapsed(), maxSpan)
 }
 
 // remember holds d for key until d.until, unless it has passed already or
@@ -261,24 +387,4 @@ func (c *DenyCache) remember(key string, d denial) {
 		// passed.
 		c.denials.sweep(c.base.elapsed(), maxSpan)
 	}
-}
-
-// aged returns r as it reads elapsed later: its waits shortened by elapsed,
-// never below 0, and ResetAfter never below RetryAfter.
-func (r Result) aged(elapsed time.Duration) Result {
-	r.RetryAfter = max(r.RetryAfter-elapsed, 0)
-	r.ResetAfter = max(r.ResetAfter-elapsed, r.RetryAfter)
-	return r
-}
-
-// Policy returns the backend's Policy, or the zero Policy if the backend
-// reports none.
-func (c *DenyCache) Policy() Policy { return c.backend.policy }
-
-// KeyPolicies returns the backend's (see KeyPolicyReporter).
-func (c *DenyCache) KeyPolicies() PolicyFunc {
-	if c == nil {
-		return nil
-	}
-	return c.backend.keyPolicies
 }

@@ -65,7 +65,7 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 		windowRate: windowRate{limit: int64(limit), window: int64(window)},
 		maxNow:     math.MaxInt64 - 2*int64(window),
 		windows:    newKeyTable[openWindow](int64(window)),
-		obs:        newObserver(cfg, kind, policy),
+		obs:        newObserver(cfg, kind, policy, rule{}),
 		tiers:      t,
 	}
 	if t != nil {
@@ -81,6 +81,41 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 // Limiter for the contract. ctx goes to the PolicyFunc, if any
 // (WithPolicyFunc); the decision never blocks.
 func (w *FixedWindow) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if w == nil || w.windows == nil {
+		return Result{}, notBuilt("FixedWindow")
+	}
+	res, _, err := w.decide(ctx, key, n)
+	return res, err
+}
+
+// Decide decides as Allow does and returns the whole Decision (see
+// Decider): its one policy is named "default", and is the key's for a
+// limiter built WithPolicyFunc.
+func (w *FixedWindow) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	if w == nil || w.windows == nil {
+		return Decision{}, notBuilt("FixedWindow")
+	}
+	res, r, err := w.decide(ctx, key, n)
+	return w.obs.decision(res, w.policyAt(r), nil), err
+}
+
+// Policies returns the one policy of key's calls, named "default": the
+// limiter's own, or the key's for a limiter built WithPolicyFunc (see
+// Decider). It fails only on a nil or zero-value *FixedWindow, or when the
+// key's policy cannot be read.
+func (w *FixedWindow) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if w == nil || w.windows == nil {
+		return nil, notBuilt("FixedWindow")
+	}
+	if w.tiers == nil {
+		return w.obs.own, nil
+	}
+	p, _, _, err := w.tiers.resolve(ctx, key)
+	return policyList(p, w.obs.own), err
+}
+
+// decide is Allow on a built w, which also returns the rate of the call.
+func (w *FixedWindow) decide(ctx context.Context, key string, n int) (Result, windowRate, error) {
 	// The limiter's own policy, or the key's (WithPolicyFunc): the count
 	// of a key's open window is checked against the limit in force, and a
 	// window it opens lasts the window in force.
@@ -96,7 +131,7 @@ func (w *FixedWindow) Allow(ctx context.Context, key string, n int) (Result, err
 		if w.obs.hooks != nil {
 			w.obs.reportPolicy(w.policyAt(r), key, n, Result{Limit: int(r.limit)}, err, 0)
 		}
-		return Result{Limit: int(r.limit)}, err
+		return Result{Limit: int(r.limit)}, r, err
 	}
 	reading := w.base.elapsed()
 	sh, now := w.windows.lock(key, reading, w.maxNow)
@@ -109,12 +144,12 @@ func (w *FixedWindow) Allow(ctx context.Context, key string, n int) (Result, err
 	// A clock behind the shard's time must first catch up.
 	lag := lagBehind(now, reading)
 	if w.obs.hooks != nil {
-		return w.observed(key, n, r, allowed, win, next, now, lag, reading), nil
+		return w.observed(key, n, r, allowed, win, next, now, lag, reading), r, nil
 	}
 	if !allowed {
-		return r.denial(win, now, lag), nil
+		return r.denial(win, now, lag), r, nil
 	}
-	return r.result(true, next, now, lag), nil
+	return r.result(true, next, now, lag), r, nil
 }
 
 // observed returns the Result of a decision of Allow's, and reports it to
@@ -257,9 +292,6 @@ func (w *FixedWindow) Reset(_ context.Context, key string) error {
 	w.windows.drop(key, w.base.elapsed(), w.maxNow)
 	return nil
 }
-
-// Window returns the length of a window.
-func (w *FixedWindow) Window() time.Duration { return time.Duration(w.window) }
 
 // Policy returns the limit and the window's length; the zero Policy for a
 // nil or zero-value *FixedWindow.

@@ -46,7 +46,31 @@ func NewGCRA(limit int, period time.Duration, opts ...Option) (*GCRA, error) {
 // Allow decides n for key. See Limiter for the contract. ctx goes to the
 // PolicyFunc, if any (WithPolicyFunc); the decision never blocks.
 func (g *GCRA) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if g == nil || g.d == nil {
+		return Result{}, notBuilt("GCRA")
+	}
 	return g.d.allow(ctx, key, n)
+}
+
+// Decide decides as Allow does and returns the whole Decision (see
+// Decider): its one policy is named "default", and is the key's for a
+// limiter built WithPolicyFunc.
+func (g *GCRA) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	if g == nil || g.d == nil {
+		return Decision{}, notBuilt("GCRA")
+	}
+	return g.decide(ctx, key, n)
+}
+
+// Policies returns the one policy of key's calls, named "default": the
+// limiter's own, or the key's for a limiter built WithPolicyFunc (see
+// Decider). It fails only on a nil or zero-value *GCRA, or when the key's
+// policy cannot be read.
+func (g *GCRA) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if g == nil || g.d == nil {
+		return nil, notBuilt("GCRA")
+	}
+	return g.policies(ctx, key)
 }
 
 // Refund gives n tokens back to key, never above the limit. It is
@@ -60,7 +84,7 @@ func (g *GCRA) Refund(ctx context.Context, key string, n int, opts ...AdjustOpti
 // Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
 // is not used.
 func (g *GCRA) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	if g == nil || g.s == nil {
+	if g == nil || g.d == nil {
 		return Result{}, notBuilt("GCRA")
 	}
 	return g.settle(ctx, "GCRA", key, taken, cost, opts)
@@ -69,7 +93,7 @@ func (g *GCRA) Settle(ctx context.Context, key string, taken, cost int, opts ...
 // Reset returns key to its full limit. ctx is not used. It fails only on a
 // nil or zero-value *GCRA, with an error wrapping ErrInvalidConfig.
 func (g *GCRA) Reset(_ context.Context, key string) error {
-	if g == nil || g.s == nil {
+	if g == nil || g.d == nil {
 		return notBuilt("GCRA")
 	}
 	g.reset(key)
@@ -80,7 +104,7 @@ func (g *GCRA) Reset(_ context.Context, key string) error {
 // limit: limit emission intervals, which is period up to rounding; 0 for a
 // nil or zero-value *GCRA.
 func (g *GCRA) FillTime() time.Duration {
-	if g == nil || g.s == nil {
+	if g == nil || g.d == nil {
 		return 0
 	}
 	return g.s.fillTime()
@@ -89,18 +113,8 @@ func (g *GCRA) FillTime() time.Duration {
 // Policy returns the limit and FillTime; the zero Policy for a nil or
 // zero-value *GCRA.
 func (g *GCRA) Policy() Policy {
-	if g == nil || g.s == nil {
+	if g == nil || g.d == nil {
 		return Policy{}
 	}
 	return g.s.policy()
-}
-
-// KeyPolicies returns the function that gives the policy of a call by key
-// when g was built WithPolicyFunc, and nil otherwise (see
-// KeyPolicyReporter).
-func (g *GCRA) KeyPolicies() PolicyFunc {
-	if g == nil {
-		return nil
-	}
-	return g.keyPolicies()
 }

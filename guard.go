@@ -137,30 +137,21 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 // Allow asks the backend, or answers by the failure policy when the backend
 // fails or the breaker is open. See Guard for the details.
 func (g *Guard) Allow(ctx context.Context, key string, n int) (Result, error) {
-	res, _, err := g.AllowBound(ctx, key, n)
-	return res, err
+	d, err := g.Decide(ctx, key, n)
+	return d.Result, err
 }
 
-// AllowBound decides as Allow does, and also returns the index in Policies
-// of the policy that bound the decision: the backend's when it answered and
-// is a MultiPolicy, that of the policy whose limit an answer by the failure
-// policy reports otherwise, and 0 for a backend of one policy.
-func (g *Guard) AllowBound(ctx context.Context, key string, n int) (Result, int, error) {
-	res, bound, _, err := g.AllowSource(ctx, key, n)
-	return res, bound, err
-}
-
-// AllowSource decides as AllowBound does, and also says who answered:
-// FromBackend (or the backend's own answer, when it is a SourceLimiter), or
-// the failure policy's source (FromFailOpen, FromFailClosed, FromFallback)
-// when the backend failed or the breaker kept the call from it. Units were
-// taken from the backend only when the backend answered.
-func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int, Source, error) {
+// Decide decides as Allow does and returns the whole Decision (see
+// Decider): the backend's when it answered; otherwise the failure
+// policy's, with Source FromFailOpen, FromFailClosed or FromFallback and
+// the backend's policies for key (see Guard). Units were taken from the
+// backend only when Source is FromBackend.
+func (g *Guard) Decide(ctx context.Context, key string, n int) (Decision, error) {
 	if g == nil || !g.backend.built() {
-		return Result{}, 0, FromBackend, notBuilt("Guard")
+		return Decision{}, notBuilt("Guard")
 	}
 	if ctx == nil {
-		return Result{Limit: g.backend.policy.Limit}, 0, FromBackend, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
+		return Decision{}, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
 	}
 	// The clock is read only for a breaker or a listener.
 	var start time.Time
@@ -182,65 +173,64 @@ func (g *Guard) AllowSource(ctx context.Context, key string, n int) (Result, int
 		callCtx, cancel = context.WithTimeout(ctx, g.cfg.Timeout)
 		defer cancel()
 	}
-	res, bound, answered, err := g.backend.allowSource(callCtx, key, n)
+	d, err := g.backend.decide(callCtx, key, n)
 	outcome := backendOK
 	switch {
 	case err == nil:
-		g.lastLimit.Store(int64(res.Limit))
+		g.lastLimit.Store(int64(d.Limit))
 	case errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostExceedsLimit):
-		// The caller's mistake, not the backend's: no failure.
-	case errors.Is(err, ErrCorruptState), errors.Is(err, ErrPolicy), errors.Is(err, ErrInvalidConfig):
-		// One key's data or policy, or the limiter's configuration, not
-		// the backend's health: no verdict, so the breaker neither counts
-		// it nor closes on it, and the error goes to the caller.
+		// The caller's cost, which the backend checked: no failure.
+	case errors.Is(err, ErrCaller), errors.Is(err, ErrCorruptState):
+		// The caller's mistake or one key's data, not the backend's
+		// health: no verdict, so the breaker neither counts it nor closes
+		// on it, and the error goes to the caller.
 		outcome = noVerdict
 	case ctx.Err() != nil:
 		// The caller gave up; that says nothing about the backend.
 		outcome = noVerdict
 	default:
+		// ErrBackend, or an error of a Limiter of another package, which
+		// says nothing of its class.
 		outcome = backendFailed
 	}
 	if g.cfg.BreakerFailures > 0 {
 		g.report(g.breaker.record(outcome, g.clock.Now()))
 	}
 	if outcome != backendFailed {
-		// The key's policy, which may call a PolicyFunc, is read only for
-		// a listener.
-		if g.hooks != nil {
-			g.decided(g.backend.policyFor(ctx, key), key, n, res, err, nil, start, FromBackend)
-		}
-		return res, bound, answered, err
+		g.decided(key, n, d, err, nil, start)
+		return d, err
 	}
 	return g.failed(ctx, key, n, g.cfg.FailClosedRetryAfter, err, start)
 }
 
 // failed answers by the failure policy a call the backend failed
 // (backendErr) or the open breaker kept from it, and reports it. The key's
-// policy is read once, for both the answer's limit and the report.
-func (g *Guard) failed(ctx context.Context, key string, n int, retryAfter time.Duration, backendErr error, start time.Time) (Result, int, Source, error) {
-	policy := g.backend.policyFor(ctx, key)
-	res, source, err := g.byPolicy(ctx, key, n, policy, retryAfter)
-	g.decided(policy, key, n, res, err, backendErr, start, source)
-	return res, g.policyIndex(res.Limit), source, err
+// policies are read once, for both the answer and the report.
+func (g *Guard) failed(ctx context.Context, key string, n int, retryAfter time.Duration, backendErr error, start time.Time) (Decision, error) {
+	policies, err := g.Policies(ctx, key)
+	var d Decision
+	if err == nil {
+		d, err = g.byPolicy(ctx, key, n, policies, retryAfter)
+	}
+	g.decided(key, n, d, err, backendErr, start)
+	return d, err
 }
 
-// policyIndex returns the index in Policies of the first policy of limit,
-// or 0.
-func (g *Guard) policyIndex(limit int) int {
-	for i, p := range g.backend.policies {
-		if p.Limit == limit {
-			return i
-		}
+// Policies returns the backend's policies for key (see Decider), or, for
+// a backend that is not a Decider, one named "default" with the Limit of
+// its latest answer (none before its first). It asks nothing of the
+// backend's store.
+func (g *Guard) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if g == nil || !g.backend.built() {
+		return nil, notBuilt("Guard")
 	}
-	return 0
-}
-
-// Policies returns the backend's policies (see PoliciesOf).
-func (g *Guard) Policies() []NamedPolicy {
-	if g == nil {
-		return nil
+	if g.backend.decider != nil {
+		return g.backend.policies(ctx, key)
 	}
-	return g.backend.copyPolicies()
+	if limit := g.lastLimit.Load(); limit > 0 {
+		return []NamedPolicy{{Name: defaultPolicyName, Policy: Policy{Limit: int(limit)}}}, nil
+	}
+	return nil, nil
 }
 
 // Refund forwards to the backend, which must be an Adjuster, within the
@@ -298,74 +288,99 @@ func (g *Guard) adjustContext(ctx context.Context) (context.Context, context.Can
 var errBreakerOpen = errors.New("ratelimit: circuit breaker open")
 
 // byPolicy answers a call the backend could not: allowed, denied with
-// retryAfter, or asked of the fallback. policy is the backend's for key.
+// retryAfter, or asked of the fallback. policies are the backend's for
+// key; the answer names the tightest (the smallest Limit among those that
+// count units), or, for a fallback's answer, the backend's policy of the
+// name that bound the fallback's decision.
 //
 // A cost the backend could never take is refused as the backend would
 // refuse it, whatever the policy: with ErrInvalidCost for n < 0, and with
-// ErrCostExceedsLimit above the backend's limit when that is known.
-func (g *Guard) byPolicy(ctx context.Context, key string, n int, policy Policy, retryAfter time.Duration) (Result, Source, error) {
-	limit := g.limit(policy)
-	source := policySource[g.cfg.OnFailure]
+// ErrCostExceedsLimit above the tightest policy's limit when that is
+// known.
+func (g *Guard) byPolicy(ctx context.Context, key string, n int, policies []NamedPolicy, retryAfter time.Duration) (Decision, error) {
+	d := Decision{Policies: policies, Source: policySource[g.cfg.OnFailure]}
+	if len(policies) > 0 {
+		d.Bound = tightestPolicy(policies)
+		d.Policy = policies[d.Bound]
+	}
+	limit := d.Policy.Limit
+	d.Limit = limit
 	if n < 0 || (limit > 0 && n > limit) {
-		return Result{Limit: limit}, source, checkCost(n, limit)
+		return d, checkCost(n, limit)
 	}
 	retryAfter = max(retryAfter, time.Nanosecond)
 	if n == 0 && g.cfg.OnFailure != FailOver {
-		return Result{Allowed: true, Limit: limit}, source, nil // a peek is always allowed
+		d.Allowed = true // a peek is always allowed
+		d.Enforced = d.Result
+		return d, nil
 	}
 	switch g.cfg.OnFailure {
 	case FailOver:
-		res, err := g.cfg.Fallback.Allow(ctx, key, n)
+		fd, err := Decide(ctx, g.cfg.Fallback, key, n)
 		if errors.Is(err, ErrCostExceedsLimit) {
 			// The backend could take n, once it is back.
-			return Result{Limit: limit, RetryAfter: retryAfter, ResetAfter: retryAfter}, source, nil
+			d.RetryAfter, d.ResetAfter = retryAfter, retryAfter
+			d.Enforced = d.Result
+			return d, nil
 		}
-		if limit > 0 {
-			res.Limit = limit
-		}
-		return res, source, err
+		return g.overFallback(d, fd), err
 	case FailClosed:
-		return Result{Limit: limit, RetryAfter: retryAfter, ResetAfter: retryAfter}, source, nil
+		d.RetryAfter, d.ResetAfter = retryAfter, retryAfter
 	default:
-		return Result{Allowed: true, Limit: limit}, source, nil
+		d.Allowed = true
 	}
+	d.Enforced = d.Result
+	return d, nil
+}
+
+// overFallback returns the fallback's Decision fd as the Guard's answer d
+// for the backend's policies: the fallback's Result and Source
+// FromFallback, naming the backend's policy of the name that bound fd,
+// whose Limit it shows, so that clients are told the shared policy; or,
+// when the backend has no policy of that name, fd's own policies, so that
+// the policy named is always the one whose numbers are shown.
+func (g *Guard) overFallback(d, fd Decision) Decision {
+	for i, p := range d.Policies {
+		if p.Name == fd.Policy.Name {
+			d.Result, d.Bound, d.Policy = fd.Result, i, p
+			if p.Limit > 0 {
+				d.Limit = p.Limit
+			}
+			d.Enforced = d.Result
+			return d
+		}
+	}
+	fd.Source, fd.WouldDeny, fd.Enforced, fd.rules = FromFallback, false, fd.Result, nil
+	return fd
+}
+
+// tightestPolicy returns the index of the policy with the smallest Limit
+// among those that count units (the first of those), or of the smallest
+// of all when every one counts calls.
+func tightestPolicy(policies []NamedPolicy) int {
+	t := 0
+	for i, p := range policies {
+		switch q := policies[t]; {
+		case q.PerCall && !p.PerCall:
+			t = i // a policy of units is tighter than one of calls
+		case q.PerCall == p.PerCall && p.Limit < q.Limit:
+			t = i
+		}
+	}
+	return t
 }
 
 // policySource is the Source of each policy's answers.
 var policySource = [...]Source{FailOpen: FromFailOpen, FailClosed: FromFailClosed, FailOver: FromFallback}
 
-// limit returns the backend's limit under policy, its policy for a key
-// (the key's, for a backend that chooses its policy per key), or else that
-// of its latest answer; 0 while neither is known.
-func (g *Guard) limit(policy Policy) int {
-	if policy.Limit > 0 {
-		return policy.Limit
-	}
-	return int(g.lastLimit.Load())
-}
-
-// Policy returns the backend's Policy, or the zero Policy if the backend
-// reports none.
-func (g *Guard) Policy() Policy { return g.backend.policy }
-
-// KeyPolicies returns the backend's (see KeyPolicyReporter).
-func (g *Guard) KeyPolicies() PolicyFunc {
-	if g == nil {
-		return nil
-	}
-	return g.backend.keyPolicies
-}
-
-// decided reports a decision under policy, the backend's for key, to the
-// hooks, if any.
-func (g *Guard) decided(policy Policy, key string, n int, res Result, err, backendErr error, start time.Time, source Source) {
+// decided reports the Decision d of a call to the hooks, if any.
+func (g *Guard) decided(key string, n int, d Decision, err, backendErr error, start time.Time) {
 	if g.hooks == nil {
 		return
 	}
-	g.hooks.Decided(Decision{
-		Limiter: g.cfg.Name, Policy: policy,
-		Key: key, Cost: n, Result: res, Err: err, BackendErr: backendErr,
-		Latency: g.clock.Now().Sub(start), Source: source,
+	g.hooks.Decided(Event{
+		Limiter: g.cfg.Name, Key: key, Cost: n, Decision: d,
+		Err: err, BackendErr: backendErr, Latency: g.clock.Now().Sub(start),
 	})
 }
 

@@ -11,40 +11,39 @@ import (
 // called on the request path, after each decision. The library never logs;
 // NopHooks, the default, does nothing.
 type Hooks interface {
-	// Decided is called once per Allow call the limiter or decorator
-	// answered.
-	Decided(Decision)
+	// Decided is called once per call the limiter or decorator answered
+	// (Allow or Decide).
+	Decided(Event)
 	// BreakerChanged is called when a Guard's circuit breaker changes
 	// state.
 	BreakerChanged(from, to BreakerState)
 }
 
-// Decision describes one Allow call for Hooks.
-type Decision struct {
+// Event describes one call for Hooks: who reports it, the call, and its
+// Decision.
+type Event struct {
 	// Limiter names who reports: the name WithName gave, or the type's
 	// ("TokenBucket", "RedisGCRA", "Guard", ...), or a decorator's Name.
 	Limiter string
-	// Policy is the reporter's Policy (a decorator's is its backend's); for
-	// a limiter built WithPolicyFunc, the key's policy in force for this
-	// call. The zero Policy when it reports none.
-	Policy Policy
 	// Key and Cost are the call's key and n.
 	Key  string
 	Cost int
-	// Result and Err are what Allow returned, except in a decision of
-	// Source FromShadow, whose Result is the backend's denial (Allowed
-	// false, with its RetryAfter) that the Shadow let through: Allow
-	// returned it with Allowed true and a RetryAfter of 0.
-	Result Result
-	Err    error
+	// Decision is the call's, as Decide returned it: its Result is what
+	// Allow returned, its Policy the policy that bound it (for a limiter
+	// built WithPolicyFunc, the key's policy in force for this call), and
+	// its Source who answered. A Shadow's report of a denial it let
+	// through has Source FromShadow and WouldDeny, with the denial in
+	// Enforced. A part of a Composite reports its own share: its key,
+	// cost and Result.
+	Decision
+	// Err is the error the call returned.
+	Err error
 	// BackendErr is the backend's error when the answer came from the
 	// failure policy because the backend failed; nil otherwise.
 	BackendErr error
-	// Latency is the time Allow took, on the reporter's clock (a Redis
+	// Latency is the time the call took, on the reporter's clock (a Redis
 	// limiter's: the system clock).
 	Latency time.Duration
-	// Source says who answered.
-	Source Source
 }
 
 // Source says who answered an Allow call.
@@ -92,7 +91,7 @@ func (s Source) String() string {
 type NopHooks struct{}
 
 // Decided does nothing.
-func (NopHooks) Decided(Decision) {}
+func (NopHooks) Decided(Event) {}
 
 // BreakerChanged does nothing.
 func (NopHooks) BreakerChanged(from, to BreakerState) {}
@@ -112,29 +111,41 @@ type observer struct {
 	hooks  Hooks // nil when nothing listens
 	name   string
 	policy Policy
+	own    []NamedPolicy // policy, named "default"
+	rules  []rule        // how policy's state moves
 }
 
 // newObserver returns the observer of a limiter named by cfg (or by kind
-// without its "New") with policy.
-func newObserver(cfg config, kind string, policy Policy) observer {
+// without its "New") with policy, whose state moves by rl.
+func newObserver(cfg config, kind string, policy Policy, rl rule) observer {
 	name := cfg.name
 	if name == "" {
 		name = strings.TrimPrefix(kind, "New")
 	}
-	return observer{hooks: activeHooks(cfg.hooks), name: name, policy: policy}
+	return observer{
+		hooks: activeHooks(cfg.hooks), name: name, policy: policy,
+		own: []NamedPolicy{{Name: defaultPolicyName, Policy: policy}}, rules: []rule{rl},
+	}
 }
 
-// report tells the hooks of one decision. The caller has checked that
-// o.hooks is not nil.
-func (o *observer) report(key string, n int, res Result, err error, latency time.Duration) {
-	o.reportPolicy(o.policy, key, n, res, err, latency)
+// decision returns the Decision res of a call under p, the limiter's own
+// policy or the key's, whose state moves by rl (nil: the limiter's own
+// rule).
+func (o *observer) decision(res Result, p Policy, rl []rule) Decision {
+	if rl == nil {
+		rl = o.rules
+	}
+	return oneDecision(res, policyList(p, o.own), rl)
 }
 
-// reportPolicy reports a decision made under policy p, the key's own for a
-// limiter built WithPolicyFunc.
+// report tells the hooks of one call's Decision d. The caller has checked
+// that o.hooks is not nil.
+func (o *observer) report(key string, n int, d Decision, err error, latency time.Duration) {
+	o.hooks.Decided(Event{Limiter: o.name, Key: key, Cost: n, Decision: d, Err: err, Latency: latency})
+}
+
+// reportPolicy reports a decision res made under policy p, the key's own
+// for a limiter built WithPolicyFunc.
 func (o *observer) reportPolicy(p Policy, key string, n int, res Result, err error, latency time.Duration) {
-	o.hooks.Decided(Decision{
-		Limiter: o.name, Policy: p, Key: key, Cost: n,
-		Result: res, Err: err, Latency: latency, Source: FromBackend,
-	})
+	o.report(key, n, o.decision(res, p, nil), err, latency)
 }

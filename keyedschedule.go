@@ -75,6 +75,13 @@ func (r rate) converts(st keyedTat, now int64) bool {
 
 // allow decides n for key at the rate its policy gives. See Limiter.
 func (k *keyedSchedule) allow(ctx context.Context, key string, n int) (Result, error) {
+	res, _, _, err := k.decide(ctx, key, n)
+	return res, err
+}
+
+// decide is allow, which also returns the policy of the call and its
+// interval (ns per unit).
+func (k *keyedSchedule) decide(ctx context.Context, key string, n int) (Result, Policy, int64, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -97,7 +104,7 @@ func (k *keyedSchedule) allow(ctx context.Context, key string, n int) (Result, e
 		if k.obs.hooks != nil {
 			k.obs.reportPolicy(p, key, n, res, err, 0)
 		}
-		return res, err
+		return res, p, r.interval, err
 	}
 	reading := k.base.elapsed()
 	sh, now := k.tats.lock(key, reading, keyedMaxNow)
@@ -120,12 +127,12 @@ func (k *keyedSchedule) allow(ctx context.Context, key string, n int) (Result, e
 			res = r.denial(cur, next, now, lag)
 		}
 		k.obs.reportPolicy(p, key, n, res, nil, time.Duration(k.base.elapsed()-reading))
-		return res, nil
+		return res, p, r.interval, nil
 	}
 	if !allowed {
-		return r.denial(cur, next, now, lag), nil
+		return r.denial(cur, next, now, lag), p, r.interval, nil
 	}
-	return r.result(true, next, now, lag), nil
+	return r.result(true, next, now, lag), p, r.interval, nil
 }
 
 // settle replaces taken by cost for key at the rate its policy gives (see

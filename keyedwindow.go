@@ -23,13 +23,3 @@ func (w *FixedWindow) policyAt(r windowRate) Policy {
 	}
 	return Policy{Limit: int(r.limit), Window: time.Duration(r.window)}
 }
-
-// KeyPolicies returns the function that gives the policy of a call by key
-// when w was built WithPolicyFunc, and nil otherwise (see
-// KeyPolicyReporter).
-func (w *FixedWindow) KeyPolicies() PolicyFunc {
-	if w == nil {
-		return nil
-	}
-	return w.tiers.policyFunc()
-}

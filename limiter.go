@@ -38,38 +38,110 @@ type Result struct {
 	ResetAfter time.Duration
 }
 
+// Every error this package returns belongs to exactly one of three
+// classes, which errors.Is tells apart:
+//
+//   - ErrCaller: the caller's mistake, such as a bad cost, a cost above the
+//     limit, a key the store cannot serve, a bad or unreadable policy, or a
+//     limiter that was never built. Asking again the same way fails again.
+//   - ErrCorruptState: one key's data in the backend is not the limiter's
+//     own. Every other key is decided as before.
+//   - ErrBackend: a failure of the backend: the network, a timeout, a
+//     server error, or a reply that cannot be read. Only these say
+//     anything about the backend's health: a Guard counts them, answers
+//     them by its failure policy and opens its breaker on them, and passes
+//     the errors of the other two classes to its caller untouched.
 var (
+	// ErrCaller is the class of the caller's mistakes: every error wrapping
+	// ErrInvalidConfig, ErrInvalidCost, ErrCostExceedsLimit, ErrPolicy or
+	// ErrKeysApart wraps it, as does a nil context.
+	ErrCaller = errors.New("ratelimit: the caller's mistake")
+	// ErrBackend is the class of backend failures: every error a Redis
+	// limiter returns because Redis could not be reached, did not answer
+	// in time (the call's context ended first), answered with an error, or
+	// sent a reply that cannot be read, wraps it beside the cause.
+	ErrBackend = errors.New("ratelimit: backend failure")
+
 	// ErrInvalidConfig is wrapped by every constructor error: a capacity or
 	// limit <= 0, a rate that is <= 0, NaN, infinite or too fast for the
 	// clock's unit, a period or window <= 0, arithmetic that would overflow,
-	// a nil client, or an option that does not apply to the limiter. Allow
-	// on a nil or zero-value Redis limiter, Composite, Guard, DenyCache or
-	// Shadow, which no constructor returns, wraps it too.
-	ErrInvalidConfig = errors.New("ratelimit: invalid configuration")
-	// ErrInvalidCost is wrapped by the error Allow returns for n < 0.
-	ErrInvalidCost = errors.New("ratelimit: invalid cost")
+	// a nil client, or an option that does not apply to the limiter. Every
+	// call on a nil or zero-value limiter, Composite, Guard, DenyCache or
+	// Shadow, which no constructor returns, wraps it too. It is of class
+	// ErrCaller.
+	ErrInvalidConfig error = &classed{"ratelimit: invalid configuration", ErrCaller}
+	// ErrInvalidCost is wrapped by the error Allow returns for n < 0. It is
+	// of class ErrCaller.
+	ErrInvalidCost error = &classed{"ratelimit: invalid cost", ErrCaller}
 	// ErrCostExceedsLimit is wrapped by the error Allow returns for an n
 	// greater than the limiter's Limit: such a request can never succeed.
-	ErrCostExceedsLimit = errors.New("ratelimit: cost exceeds limit")
+	// It is of class ErrCaller.
+	ErrCostExceedsLimit error = &classed{"ratelimit: cost exceeds limit", ErrCaller}
 	// ErrCorruptState is wrapped by the error a Redis limiter's Allow returns
 	// when the value stored under the key is not the limiter's own state:
 	// another Redis type, a HASH with other fields, a value the limiter never
 	// writes, or a key without the TTL it always sets. Such a key is left
 	// exactly as it was (fields, values, TTL), and the error names it. It
-	// concerns that key's data only, not the backend's health: a Guard
-	// returns it to the caller rather than answering by its failure policy,
-	// and its circuit breaker does not count it.
+	// is a class of its own: it concerns that key's data only, not the
+	// backend's health, so a Guard returns it to the caller rather than
+	// answering by its failure policy, and its circuit breaker does not
+	// count it.
 	ErrCorruptState = errors.New("ratelimit: key holds state that is not the limiter's own")
 	// ErrPolicy is wrapped by the error of a call whose PolicyFunc (see
-	// WithPolicyFunc) failed, beside the function's own error. Like
-	// ErrCorruptState it concerns one key, not the backend's health: a
-	// Guard returns it to the caller rather than answering by its failure
-	// policy, and its circuit breaker does not count it.
-	ErrPolicy = errors.New("ratelimit: the key's policy could not be read")
+	// WithPolicyFunc) failed, beside the function's own error. It is of
+	// class ErrCaller: it concerns one key's policy, not the backend's
+	// health, so a Guard returns it to the caller rather than answering by
+	// its failure policy, and its circuit breaker does not count it.
+	ErrPolicy error = &classed{"ratelimit: the key's policy could not be read", ErrCaller}
+	// ErrKeysApart is wrapped by the error of a call whose keys one store
+	// cannot serve together: a Composite whose parts' Redis keys fall in
+	// different hash slots of a Redis Cluster (or shards of a Ring). It is
+	// of class ErrCaller: the keys must change, not the backend.
+	ErrKeysApart error = &classed{"ratelimit: keys the store cannot serve together", ErrCaller}
 	// errNilContext is returned by the calls that need a context and were
 	// given a nil one.
-	errNilContext = errors.New("ratelimit: nil context")
+	errNilContext error = &classed{"ratelimit: nil context", ErrCaller}
 )
+
+// classed is a sentinel error of one of the classes: errors.Is finds its
+// class in it, as well as itself.
+type classed struct {
+	msg   string
+	class error
+}
+
+// Error returns the sentinel's message.
+func (e *classed) Error() string { return e.msg }
+
+// Is reports whether target is e's class.
+func (e *classed) Is(target error) bool { return target == e.class }
+
+// inClass is an error put in a class without changing its message.
+type inClass struct {
+	err   error
+	class error
+}
+
+// Error returns the error's message.
+func (e *inClass) Error() string { return e.err.Error() }
+
+// Unwrap returns the error.
+func (e *inClass) Unwrap() error { return e.err }
+
+// Is reports whether target is e's class.
+func (e *inClass) Is(target error) bool { return target == e.class }
+
+// callerErr returns err, the caller's mistake, in class ErrCaller.
+func callerErr(err error) error { return &inClass{err, ErrCaller} }
+
+// backendErr returns err, a failure of the backend, wrapped with
+// ErrBackend unless it is of a class already.
+func backendErr(err error) error {
+	if err == nil || errors.Is(err, ErrBackend) || errors.Is(err, ErrCaller) || errors.Is(err, ErrCorruptState) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrBackend, err)
+}
 
 // checkCost returns an error for a cost n that a limiter of limit can never
 // take: one wrapping ErrInvalidCost for n < 0, ErrCostExceedsLimit for

@@ -102,6 +102,27 @@ func (b *RedisTokenBucket) Allow(ctx context.Context, key string, n int) (Result
 	return b.r.allow(ctx, key, n)
 }
 
+// Decide decides as Allow does and returns the whole Decision (see
+// Decider): its one policy is named "default", and is the key's for a
+// limiter built WithPolicyFunc.
+func (b *RedisTokenBucket) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	if b == nil || b.r.client == nil {
+		return Decision{}, notBuilt("RedisTokenBucket")
+	}
+	return b.r.decideAll(ctx, key, n)
+}
+
+// Policies returns the one policy of key's calls, named "default": the
+// limiter's own, or the key's for a limiter built WithPolicyFunc (see
+// Decider). It asks nothing of Redis, and fails only on a nil or
+// zero-value *RedisTokenBucket, or when the key's policy cannot be read.
+func (b *RedisTokenBucket) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if b == nil || b.r.client == nil {
+		return nil, notBuilt("RedisTokenBucket")
+	}
+	return b.r.policies(ctx, key)
+}
+
 // KeyPrefix returns the string b puts before every key: the Redis key of key
 // is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or else
 // DefaultTokenBucketPrefix + "<capacity>:<interval>:", with the time per token
@@ -121,14 +142,4 @@ func (b *RedisTokenBucket) Policy() Policy {
 		return Policy{}
 	}
 	return Policy{Limit: b.r.limit, Window: b.fillTime}
-}
-
-// KeyPolicies returns the function that gives the policy of a call by key
-// when b was built WithPolicyFunc, and nil otherwise (see
-// KeyPolicyReporter).
-func (b *RedisTokenBucket) KeyPolicies() PolicyFunc {
-	if b == nil {
-		return nil
-	}
-	return b.r.tiers.policyFunc()
 }

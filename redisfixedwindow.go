@@ -83,6 +83,27 @@ func (w *RedisFixedWindow) Allow(ctx context.Context, key string, n int) (Result
 	return w.r.allow(ctx, key, n)
 }
 
+// Decide decides as Allow does and returns the whole Decision (see
+// Decider): its one policy is named "default", and is the key's for a
+// limiter built WithPolicyFunc.
+func (w *RedisFixedWindow) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	if w == nil || w.r.client == nil {
+		return Decision{}, notBuilt("RedisFixedWindow")
+	}
+	return w.r.decideAll(ctx, key, n)
+}
+
+// Policies returns the one policy of key's calls, named "default": the
+// limiter's own, or the key's for a limiter built WithPolicyFunc (see
+// Decider). It asks nothing of Redis, and fails only on a nil or
+// zero-value *RedisFixedWindow, or when the key's policy cannot be read.
+func (w *RedisFixedWindow) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if w == nil || w.r.client == nil {
+		return nil, notBuilt("RedisFixedWindow")
+	}
+	return w.r.policies(ctx, key)
+}
+
 // KeyPrefix returns the string w puts before every key: the Redis key of key
 // is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or else
 // DefaultFixedWindowPrefix + "<limit>:<window>:", with the window in whole
@@ -102,14 +123,4 @@ func (w *RedisFixedWindow) Policy() Policy {
 		return Policy{}
 	}
 	return Policy{Limit: w.r.limit, Window: w.window}
-}
-
-// KeyPolicies returns the function that gives the policy of a call by key
-// when w was built WithPolicyFunc, and nil otherwise (see
-// KeyPolicyReporter).
-func (w *RedisFixedWindow) KeyPolicies() PolicyFunc {
-	if w == nil {
-		return nil
-	}
-	return w.r.tiers.policyFunc()
 }

@@ -83,6 +83,27 @@ func (g *RedisGCRA) Allow(ctx context.Context, key string, n int) (Result, error
 	return g.r.allow(ctx, key, n)
 }
 
+// Decide decides as Allow does and returns the whole Decision (see
+// Decider): its one policy is named "default", and is the key's for a
+// limiter built WithPolicyFunc.
+func (g *RedisGCRA) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	if g == nil || g.r.client == nil {
+		return Decision{}, notBuilt("RedisGCRA")
+	}
+	return g.r.decideAll(ctx, key, n)
+}
+
+// Policies returns the one policy of key's calls, named "default": the
+// limiter's own, or the key's for a limiter built WithPolicyFunc (see
+// Decider). It asks nothing of Redis, and fails only on a nil or
+// zero-value *RedisGCRA, or when the key's policy cannot be read.
+func (g *RedisGCRA) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if g == nil || g.r.client == nil {
+		return nil, notBuilt("RedisGCRA")
+	}
+	return g.r.policies(ctx, key)
+}
+
 // KeyPrefix returns the string g puts before every key: the Redis key of key
 // is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or else
 // DefaultGCRAPrefix + "<limit>:<interval>:", with the emission interval in
@@ -102,14 +123,4 @@ func (g *RedisGCRA) Policy() Policy {
 		return Policy{}
 	}
 	return Policy{Limit: g.r.limit, Window: g.fillTime}
-}
-
-// KeyPolicies returns the function that gives the policy of a call by key
-// when g was built WithPolicyFunc, and nil otherwise (see
-// KeyPolicyReporter).
-func (g *RedisGCRA) KeyPolicies() PolicyFunc {
-	if g == nil {
-		return nil
-	}
-	return g.r.tiers.policyFunc()
 }

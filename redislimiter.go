@@ -83,7 +83,7 @@ func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redi
 		window = time.Duration(spec.param) * time.Millisecond
 	}
 	policy := Policy{Limit: spec.limit, Window: window}
-	r.obs = newObserver(cfg, spec.kind, policy)
+	r.obs = newObserver(cfg, spec.kind, policy, redisRule(spec.algo, spec.param))
 	if r.tiers, err = newTiers(cfg.policyFunc, spec.name, policy, spec.check); err != nil {
 		return redisLimiter{}, err
 	}
@@ -107,35 +107,77 @@ func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, er
 	}
 	if r.obs.hooks != nil {
 		start := time.Now()
-		res, p, err := r.decide(ctx, key, n)
+		res, p, _, err := r.decide(ctx, key, n)
 		r.obs.reportPolicy(p, key, n, res, err, time.Since(start))
 		return res, err
 	}
-	res, _, err := r.decide(ctx, key, n)
+	res, _, _, err := r.decide(ctx, key, n)
 	return res, err
 }
 
-// decide decides n for key, after allow's checks.
-func (r *redisLimiter) decide(ctx context.Context, key string, n int) (Result, Policy, error) {
-	limit, spec, policy, err := r.policyOf(ctx, key)
+// decision decides n for key and returns the whole Decision (see Decider).
+func (r *redisLimiter) decideAll(ctx context.Context, key string, n int) (Decision, error) {
+	if ctx == nil {
+		return r.obs.decision(Result{Limit: r.limit}, r.obs.policy, nil), fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
+	}
+	var start time.Time
+	if r.obs.hooks != nil {
+		start = time.Now()
+	}
+	res, p, param, err := r.decide(ctx, key, n)
+	rl := r.obs.rules
+	if param != 0 && r.tiers != nil && param != r.tiers.defParam {
+		rl = []rule{redisRule(r.spec[0].(string), param)}
+	}
+	d := r.obs.decision(res, p, rl)
+	if r.obs.hooks != nil {
+		r.obs.report(key, n, d, err, time.Since(start))
+	}
+	return d, err
+}
+
+// policies returns the policies of key's calls (see Decider).
+func (r *redisLimiter) policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if r.tiers == nil {
+		return r.obs.own, nil
+	}
+	p, _, _, err := r.tiers.resolve(ctx, key)
+	return policyList(p, r.obs.own), err
+}
+
+// redisRule is the rule of a Redis limiter's decisions with the batch
+// script's algorithm algo and its param: an interval in µs for a token
+// bucket or GCRA, a window for a fixed window.
+func redisRule(algo string, param int64) rule {
+	if algo == "w" || algo == "W" {
+		return rule{}
+	}
+	return rule{unit: param * int64(time.Microsecond)}
+}
+
+// decide decides n for key, after allow's checks, and also returns the
+// policy of the call and its param (0 for the limiter's own).
+func (r *redisLimiter) decide(ctx context.Context, key string, n int) (Result, Policy, int64, error) {
+	limit, spec, policy, param, err := r.policyOf(ctx, key)
 	if err == nil {
 		err = checkCost(n, limit)
 	}
 	if err != nil {
-		return Result{Limit: limit}, policy, err
+		return Result{Limit: limit}, policy, param, err
 	}
 	res, err := r.request(&pending{ctx: ctx, key: r.prefix + key, n: n, spec: spec}, limit)
-	return res, policy, err
+	return res, policy, param, err
 }
 
 // policyOf returns the limit of a call for key, the script's limit it is
-// sent with (nil for the limiter's own) and its policy.
-func (r *redisLimiter) policyOf(ctx context.Context, key string) (int, *[3]any, Policy, error) {
+// sent with (nil for the limiter's own), its policy and its param (0 for
+// the limiter's own).
+func (r *redisLimiter) policyOf(ctx context.Context, key string) (int, *[3]any, Policy, int64, error) {
 	if r.tiers == nil {
-		return r.limit, nil, r.obs.policy, nil
+		return r.limit, nil, r.obs.policy, 0, nil
 	}
 	p, limit, param, err := r.tiers.resolve(ctx, key)
-	return int(limit), r.specs.spec(limit, param), p, err
+	return int(limit), r.specs.spec(limit, param), p, param, err
 }
 
 // keyedPrefix follows the algorithm's default prefix for a limiter built
@@ -147,10 +189,10 @@ const keyedPrefix = "keyed:"
 // call whose limit is limit.
 func (r *redisLimiter) request(p *pending, limit int) (Result, error) {
 	if !r.send.do(p) {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, p.ctx.Err())
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %w", r.name, p.key, ErrBackend, p.ctx.Err())
 	}
 	if p.err != nil {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, p.err)
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, backendErr(p.err))
 	}
 	return r.decision(p.key, p.line, limit)
 }
@@ -160,7 +202,7 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 	if ctx == nil {
 		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
 	}
-	limit, spec, _, err := r.policyOf(ctx, key)
+	limit, spec, _, _, err := r.policyOf(ctx, key)
 	if err != nil {
 		return Result{Limit: limit}, err
 	}
@@ -170,7 +212,7 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 	}
 	p := &pending{ctx: ctx, key: r.prefix + key, n: cost - taken, spec: spec}
 	if p.op, err = newSettleOp(routeOf(r.client), p.key, a); err != nil {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s: %w", r.name, err)
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s: %w: %w", r.name, ErrKeysApart, err)
 	}
 	return r.request(p, limit)
 }
@@ -195,7 +237,7 @@ func (r *redisLimiter) decision(key string, line string, limit int) (Result, err
 	}
 	res, err := decisionFromLine(line, limit)
 	if err != nil {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, key, err)
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %w", r.name, key, ErrBackend, err)
 	}
 	return res, nil
 }

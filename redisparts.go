@@ -71,11 +71,11 @@ func (rp *redisParts) request(ctx context.Context, keys []string) (*pending, err
 		k := rp.parts[i].prefix + keys[i]
 		p.more[i-1] = k
 		if k == p.key || slices.Contains(p.more[:i-1], k) {
-			return nil, fmt.Errorf("two parts have the same Redis key %q", k)
+			return nil, fmt.Errorf("%w: two parts have the same Redis key %q", ErrKeysApart, k)
 		}
 		if !sameShard(rp.route, k, p.key) {
-			return nil, fmt.Errorf("the parts' Redis keys %q and %q are in different hash slots (or ring shards), which one script call cannot touch; "+
-				"give the keys one hash tag, as in \"{tenant}:user\" and \"{tenant}\" (see Part.Key)", p.key, k)
+			return nil, fmt.Errorf("%w: the parts' Redis keys %q and %q are in different hash slots (or ring shards), which one script call cannot touch; "+
+				"give the keys one hash tag, as in \"{tenant}:user\" and \"{tenant}\" (see Part.Key)", ErrKeysApart, p.key, k)
 		}
 	}
 	return p, nil
@@ -130,7 +130,7 @@ func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, 
 	}
 	p.costs = append([]int(nil), changes...) // p outlives the call's buffers
 	if p.op, err = newSettleOp(rp.route, p.key, a); err != nil {
-		return fmt.Errorf("ratelimit: Composite: %w", err)
+		return fmt.Errorf("ratelimit: Composite: %w: %w", ErrKeysApart, err)
 	}
 	return rp.do(p, results)
 }
@@ -152,10 +152,10 @@ func (rp *redisParts) reset(ctx context.Context, keys []string) error {
 // when its key does not hold its limiter's state.
 func (rp *redisParts) do(p *pending, results []Result) error {
 	if !rp.send.do(p) {
-		return fmt.Errorf("ratelimit: Composite %q: %w", p.key, p.ctx.Err())
+		return fmt.Errorf("ratelimit: Composite %q: %w: %w", p.key, ErrBackend, p.ctx.Err())
 	}
 	if p.err != nil {
-		return fmt.Errorf("ratelimit: Composite %q: %w", p.key, p.err)
+		return fmt.Errorf("ratelimit: Composite %q: %w", p.key, backendErr(p.err))
 	}
 	line := p.line
 	if i, reason, ok := refusedCheck(line); ok {
@@ -163,15 +163,15 @@ func (rp *redisParts) do(p *pending, results []Result) error {
 			r := rp.parts[i-1]
 			return fmt.Errorf("ratelimit: Composite: %s %q: %w: %s", r.name, p.checkKey(i-1), ErrCorruptState, reason)
 		}
-		return fmt.Errorf("ratelimit: Composite %q: unexpected reply from Redis script: %q", p.key, line)
+		return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.key, ErrBackend, line)
 	}
 	if len(line) != checkRecordSize*len(rp.parts) {
-		return fmt.Errorf("ratelimit: Composite %q: unexpected reply from Redis script: %q", p.key, line)
+		return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.key, ErrBackend, line)
 	}
 	for i, r := range rp.parts {
 		res, err := parseLine(line[i*checkRecordSize:(i+1)*checkRecordSize], r.limit, true)
 		if err != nil || i > 0 && res.Allowed != results[0].Allowed {
-			return fmt.Errorf("ratelimit: Composite %q: unexpected reply from Redis script: %q", p.key, line)
+			return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.key, ErrBackend, line)
 		}
 		results[i] = res
 	}

@@ -59,7 +59,7 @@ func newEngines(cfg config, kind, name string, capacity int, interval int64) (en
 	if err != nil {
 		return engines{}, err
 	}
-	s.obs = newObserver(cfg, kind, s.policy())
+	s.obs = newObserver(cfg, kind, s.policy(), rule{unit: interval})
 	t, err := newTiers(cfg.policyFunc, name, s.policy(), checkLocalRate)
 	if err != nil {
 		return engines{}, err
@@ -90,12 +90,33 @@ func (e *engines) reset(key string) {
 	e.s.reset(key)
 }
 
-// keyPolicies is KeyPolicies of a built limiter (see KeyPolicyReporter).
-func (e *engines) keyPolicies() PolicyFunc {
+// decide decides n for key on the engine that decides, and returns its
+// Decision. e is built.
+func (e *engines) decide(ctx context.Context, key string, n int) (Decision, error) {
 	if e.k == nil {
-		return nil
+		res, err := e.s.allow(ctx, key, n)
+		return oneDecision(res, e.s.obs.own, e.s.obs.rules), err
 	}
-	return e.k.tiers.policyFunc()
+	res, p, interval, err := e.k.decide(ctx, key, n)
+	return e.s.obs.decision(res, p, e.rulesOf(interval)), err
+}
+
+// rulesOf returns the rules of a decision at interval (ns per unit): the
+// limiter's own when it is its own interval.
+func (e *engines) rulesOf(interval int64) []rule {
+	if interval == e.s.interval {
+		return e.s.obs.rules
+	}
+	return []rule{{unit: interval}}
+}
+
+// policies returns the policies of key's calls (see Decider). e is built.
+func (e *engines) policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if e.k == nil {
+		return e.s.obs.own, nil
+	}
+	p, _, _, err := e.k.tiers.resolve(ctx, key)
+	return policyList(p, e.s.obs.own), err
 }
 
 // rate is the arithmetic of a schedule's decisions for one policy: a bucket
@@ -141,7 +162,7 @@ func checkFillTime(kind string, capacity int, interval int64) error {
 func (s *schedule) allow(_ context.Context, key string, n int) (Result, error) {
 	if err := checkCost(n, int(s.capacity)); err != nil {
 		if s.obs.hooks != nil {
-			s.obs.report(key, n, Result{Limit: int(s.capacity)}, err, 0)
+			s.obs.reportPolicy(s.obs.policy, key, n, Result{Limit: int(s.capacity)}, err, 0)
 		}
 		return Result{Limit: int(s.capacity)}, err
 	}
@@ -172,7 +193,7 @@ func (s *schedule) observed(key string, n int, allowed bool, cur, next, now, lag
 	if !allowed {
 		res = s.denial(cur, next, now, lag)
 	}
-	s.obs.report(key, n, res, nil, time.Duration(s.base.elapsed()-reading))
+	s.obs.reportPolicy(s.obs.policy, key, n, res, nil, time.Duration(s.base.elapsed()-reading))
 	return res
 }
 

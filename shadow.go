@@ -68,44 +68,9 @@ type Shadow struct {
 	enforce atomic.Bool
 }
 
-// ShadowResult is the outcome of one call through a ShadowLimiter.
-type ShadowResult struct {
-	// Result is what Allow returns: the backend's Result, or, for a
-	// denial let through, that Result with Allowed true and RetryAfter 0.
-	Result
-	// Bound is the index in PoliciesOf the limiter of the policy that
-	// bound the decision, as AllowBound returns it; 0 for a backend of
-	// one policy.
-	Bound int
-	// WouldDeny reports that the backend denied the call and the limiter,
-	// not enforcing, let it through. The call took nothing.
-	WouldDeny bool
-	// Backend is the backend's own Result: the denial when WouldDeny,
-	// and equal to Result otherwise.
-	Backend Result
-	// Source says who answered the backend's part: FromBackend, or, for
-	// a backend that is a SourceLimiter (a Guard, say), its account, such
-	// as FromFailOpen. Only a FromBackend answer that is not WouldDeny
-	// took units.
-	Source Source
-}
-
-// ShadowLimiter is implemented by limiters that can let a denial through
-// and say when they did: Shadow. httplimit decides through it, when the
-// limiter it is given is one, to mark the responses that would have been
-// denied and to leave them unadjusted. Decorators do not forward it, so a
-// ShadowLimiter must be the outermost limiter to be seen.
-type ShadowLimiter interface {
-	Limiter
-	// AllowShadow decides n for key as Allow does, and says whether the
-	// answer was allowed only because the limiter does not enforce.
-	AllowShadow(ctx context.Context, key string, n int) (ShadowResult, error)
-}
-
 var (
-	_ ShadowLimiter = (*Shadow)(nil)
-	_ MultiPolicy   = (*Shadow)(nil)
-	_ Adjuster      = (*Shadow)(nil)
+	_ Decider  = (*Shadow)(nil)
+	_ Adjuster = (*Shadow)(nil)
 )
 
 // NewShadow returns a Shadow around backend, enforcing as cfg.Enforce says.
@@ -135,96 +100,52 @@ func (s *Shadow) Enforcing() bool { return s.enforce.Load() }
 // for a denial while the Shadow does not enforce, that denial as allowed.
 // See Shadow.
 func (s *Shadow) Allow(ctx context.Context, key string, n int) (Result, error) {
-	sr, err := s.AllowShadow(ctx, key, n)
-	return sr.Result, err
+	d, err := s.Decide(ctx, key, n)
+	return d.Result, err
 }
 
-// AllowBound decides as Allow does, and also returns the index in Policies
-// of the policy that bound the decision: the backend's when it is a
-// MultiPolicy, and 0 otherwise.
-func (s *Shadow) AllowBound(ctx context.Context, key string, n int) (Result, int, error) {
-	sr, err := s.AllowShadow(ctx, key, n)
-	return sr.Result, sr.Bound, err
-}
-
-// AllowShadow decides as AllowBound does, and says whether the call was
-// let through against the backend's denial, with that denial. A nil ctx is
-// an error, and the backend is not called.
-func (s *Shadow) AllowShadow(ctx context.Context, key string, n int) (ShadowResult, error) {
+// Decide decides as Allow does and returns the whole Decision (see
+// Decider): the backend's, or, for a denial let through, that Decision
+// with Allowed true, RetryAfter 0, WouldDeny true, Source FromShadow, and
+// the denial in Enforced. A nil ctx is an error, and the backend is not
+// called.
+func (s *Shadow) Decide(ctx context.Context, key string, n int) (Decision, error) {
 	if s == nil || !s.backend.built() {
-		return ShadowResult{}, notBuilt("Shadow")
+		return Decision{}, notBuilt("Shadow")
 	}
 	if ctx == nil {
-		res := Result{Limit: s.backend.policy.Limit}
-		return ShadowResult{Result: res, Backend: res}, fmt.Errorf("ratelimit: Shadow: %w", errNilContext)
+		return Decision{}, fmt.Errorf("ratelimit: Shadow: %w", errNilContext)
 	}
 	enforce := s.enforce.Load()
 	var start time.Time
 	if s.hooks != nil {
 		start = s.clock.Now()
 	}
-	res, bound, answered, err := s.backend.allowSource(ctx, key, n)
-	sr := ShadowResult{Result: res, Bound: bound, Backend: res, Source: answered}
-	if err == nil && !res.Allowed && !enforce {
-		sr.Allowed, sr.RetryAfter, sr.WouldDeny = true, 0, true
+	d, err := s.backend.decide(ctx, key, n)
+	if err == nil && !d.Allowed && !enforce {
+		d.Enforced = d.Result
+		d.Allowed, d.RetryAfter, d.WouldDeny, d.Source = true, 0, true, FromShadow
 	}
 	if s.hooks != nil {
-		// A decision let through is reported as the backend's denial.
-		s.hooks.Decided(Decision{
-			Limiter: s.name, Policy: s.backend.policyFor(ctx, key),
-			Key: key, Cost: n, Result: sr.Backend, Err: err,
-			Latency: s.clock.Now().Sub(start), Source: sr.source(),
+		s.hooks.Decided(Event{
+			Limiter: s.name, Key: key, Cost: n, Decision: d, Err: err,
+			Latency: s.clock.Now().Sub(start),
 		})
 	}
-	return sr, err
+	return d, err
 }
 
-// AllowSource decides as Allow does, and also says who answered: FromShadow
-// for a denial let through, otherwise the backend (its own account when it
-// is a SourceLimiter).
-func (s *Shadow) AllowSource(ctx context.Context, key string, n int) (Result, int, Source, error) {
-	sr, err := s.AllowShadow(ctx, key, n)
-	return sr.Result, sr.Bound, sr.source(), err
-}
-
-// source says who answered the call of sr: FromShadow for a denial let
-// through, and otherwise the backend, as sr.Source says (FromBackend, the
-// zero Source, for a call the backend never saw).
-func (sr *ShadowResult) source() Source {
-	if sr.WouldDeny {
-		return FromShadow
+// Policies returns the backend's policies for key (see Decider).
+func (s *Shadow) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if s == nil || !s.backend.built() {
+		return nil, notBuilt("Shadow")
 	}
-	return sr.Source
-}
-
-// Policies returns the backend's policies (see PoliciesOf).
-func (s *Shadow) Policies() []NamedPolicy {
-	if s == nil {
-		return nil
-	}
-	return s.backend.copyPolicies()
-}
-
-// Policy returns the backend's Policy, or the zero Policy if the backend
-// reports none.
-func (s *Shadow) Policy() Policy {
-	if s == nil {
-		return Policy{}
-	}
-	return s.backend.policy
-}
-
-// KeyPolicies returns the backend's (see KeyPolicyReporter).
-func (s *Shadow) KeyPolicies() PolicyFunc {
-	if s == nil {
-		return nil
-	}
-	return s.backend.keyPolicies
+	return s.backend.policies(ctx, key)
 }
 
 // Refund forwards to the backend, which must be an Adjuster, whatever the
-// mode. Do not refund a call let through against a denial (WouldDeny): it
-// took nothing.
+// mode. Do not refund a call let through against a denial (a Decision's
+// WouldDeny): it took nothing.
 func (s *Shadow) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
 	a, err := s.adjuster()
 	if err != nil {
@@ -234,8 +155,8 @@ func (s *Shadow) Refund(ctx context.Context, key string, n int, opts ...AdjustOp
 }
 
 // Settle forwards to the backend, which must be an Adjuster, whatever the
-// mode. Do not settle a call let through against a denial (WouldDeny): it
-// took nothing.
+// mode. Do not settle a call let through against a denial (a Decision's
+// WouldDeny): it took nothing.
 func (s *Shadow) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	a, err := s.adjuster()
 	if err != nil {

@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -18,7 +17,7 @@ const minWait = time.Millisecond
 
 // errNilLimiter is returned by Wait for a nil Limiter, or an interface holding
 // a nil pointer such as (*TokenBucket)(nil).
-var errNilLimiter = errors.New("ratelimit: Wait: nil limiter")
+var errNilLimiter error = &classed{"ratelimit: Wait: nil limiter", ErrCaller}
 
 // Wait blocks until l allows n for key, sleeping RetryAfter between tries.
 // Each sleep is lengthened by a random jitter of up to a tenth of it (at most
@@ -71,12 +70,12 @@ func waitWith(ctx context.Context, l Limiter, key string, n int, wt waitTime) (R
 		if deadline, ok := ctx.Deadline(); ok {
 			left := deadline.Sub(wt.now())
 			if left < wait {
-				return res, fmt.Errorf("ratelimit: Wait: %s until allowed is past the deadline: %w", wait, context.DeadlineExceeded)
+				return res, callerErr(fmt.Errorf("ratelimit: Wait: %s until allowed is past the deadline: %w", wait, context.DeadlineExceeded))
 			}
 			sleep = min(sleep, left)
 		}
 		if err := wt.sleep(ctx, sleep); err != nil {
-			return res, fmt.Errorf("ratelimit: Wait: %w", err)
+			return res, callerErr(fmt.Errorf("ratelimit: Wait: %w", err))
 		}
 	}
 }

@@ -1,0 +1,183 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+)
+
+// Decision is everything one call decided, as every layer tells it: the
+// Result that Allow returns, the policy that bound it, every policy that
+// applied, who answered, and, through a Shadow, whether the call was let
+// through against a denial. Every limiter, Composite and decorator of
+// this package returns one from Decide; a decorator builds its Decision
+// from its backend's, and httplimit and grpclimit read nothing else.
+//
+// The zero Decision is that of a call nothing decided: no policy, Source
+// FromBackend.
+type Decision struct {
+	// Result is what Allow returns for the call.
+	Result
+	// Policy is the policy that bound the decision, whose numbers Result
+	// shows (Result.Limit is its Limit, except on a call that failed
+	// before any policy was known). For a Composite, the part that bound
+	// it (see Composite); for a limiter built WithPolicyFunc, the key's
+	// policy for this call. A limiter of one policy names it "default".
+	// It is Policies[Bound], or the zero NamedPolicy when Policies is
+	// empty.
+	Policy NamedPolicy
+	// Policies lists every policy that applied to the call, in order:
+	// one for a single limiter, a Composite's parts. It may be shared
+	// between calls and must not be modified.
+	Policies []NamedPolicy
+	// Bound is the index of Policy in Policies.
+	Bound int
+	// Parts holds, for a Composite, each part's own Result, in the order
+	// of Policies: a part that would have allowed a denied call reports
+	// its state untouched, with RetryAfter 0. It is nil for every other
+	// limiter, whose Result is its one policy's.
+	Parts []Result
+	// Source says who answered: FromBackend when the limiter itself
+	// decided, or the decorator that answered in its place (a Guard's
+	// failure policy, a DenyCache's remembered denial, a Shadow that let a
+	// denial through). Units were taken only when Source is FromBackend
+	// and Allowed: only such calls may be refunded or settled.
+	Source Source
+	// WouldDeny reports that a Shadow, not enforcing, let through a call
+	// its backend denied (Source FromShadow). The call took nothing.
+	WouldDeny bool
+	// Enforced is the answer an enforcing limiter gives the call: the
+	// backend's denial when WouldDeny, and Result otherwise.
+	Enforced Result
+
+	// rules say how each policy's state moves between calls, for a
+	// DenyCache; nil when not known (a Limiter of another package).
+	rules []rule
+}
+
+// rule is how the state of one policy of a call moves while nothing else
+// touches it, which lets a DenyCache tell from one denial what the same
+// policy would answer later.
+type rule struct {
+	// unit is the time one unit takes to come back, in ns, for a token
+	// bucket or GCRA (whose key owes ResetAfter); 0 for a fixed window
+	// (whose count stays until ResetAfter).
+	unit int64
+}
+
+// observerOf returns the observer of l when it is one of the six limiters
+// of this package, built; nil otherwise.
+func observerOf(l Limiter) *observer {
+	switch v := l.(type) {
+	case *TokenBucket:
+		if v != nil && v.s != nil {
+			return &v.s.obs
+		}
+	case *GCRA:
+		if v != nil && v.s != nil {
+			return &v.s.obs
+		}
+	case *FixedWindow:
+		if v != nil && v.windows != nil {
+			return &v.obs
+		}
+	case *RedisTokenBucket:
+		if v != nil && v.r.client != nil {
+			return &v.r.obs
+		}
+	case *RedisGCRA:
+		if v != nil && v.r.client != nil {
+			return &v.r.obs
+		}
+	case *RedisFixedWindow:
+		if v != nil && v.r.client != nil {
+			return &v.r.obs
+		}
+	}
+	return nil
+}
+
+// policyOf returns the constructor's policy of l, one of the six limiters
+// of this package; the zero Policy for any other.
+func policyOf(l Limiter) Policy {
+	if o := observerOf(l); o != nil {
+		return o.policy
+	}
+	return Policy{}
+}
+
+// ruleOf returns how the state of l, one of the six limiters of this
+// package, moves under its constructor's policy.
+func ruleOf(l Limiter) rule {
+	if o := observerOf(l); o != nil {
+		return o.rules[0]
+	}
+	return rule{}
+}
+
+// Decider is a Limiter that tells its whole Decision: every limiter,
+// Composite and decorator of this package.
+//
+// Decide decides as Allow does (Allow returns its Decision's Result). It is
+// safe for concurrent use.
+//
+// Policies returns the policies that apply to key's calls, in the order a
+// Decision lists them, without deciding anything or asking a backend:
+// for a limiter built WithPolicyFunc, the key's policy (and its error,
+// wrapping ErrPolicy or ErrInvalidConfig, when the key's policy cannot be
+// read). A Guard uses it to tell its clients the backend's policy while
+// the backend is down. The slice may be shared and must not be modified.
+type Decider interface {
+	Limiter
+	Decide(ctx context.Context, key string, n int) (Decision, error)
+	Policies(ctx context.Context, key string) ([]NamedPolicy, error)
+}
+
+// Decide decides n for key through l and returns the whole Decision: l's
+// own when l is a Decider, and otherwise one built from Allow's Result,
+// with Source FromBackend and, when the Result's Limit is > 0, one policy
+// named "default" of that Limit (its Window unknown, 0). A nil l is an
+// error wrapping ErrInvalidConfig.
+func Decide(ctx context.Context, l Limiter, key string, n int) (Decision, error) {
+	if d, ok := l.(Decider); ok && !isNil(d) {
+		return d.Decide(ctx, key, n)
+	}
+	if isNil(l) {
+		return Decision{}, fmt.Errorf("%w: Decide: nil limiter", ErrInvalidConfig)
+	}
+	res, err := l.Allow(ctx, key, n)
+	return foreignDecision(res), err
+}
+
+// foreignDecision returns the Decision of a Limiter that is not a Decider,
+// from the Result of its Allow.
+func foreignDecision(res Result) Decision {
+	d := Decision{Result: res, Enforced: res}
+	if res.Limit > 0 {
+		d.Policy = NamedPolicy{Name: defaultPolicyName, Policy: Policy{Limit: res.Limit}}
+		d.Policies = []NamedPolicy{d.Policy}
+	}
+	return d
+}
+
+// defaultPolicyName names the one policy of a limiter of one policy.
+const defaultPolicyName = "default"
+
+// oneDecision returns the Decision of a limiter of one policy, policies
+// (of one element, shared), that answered res by rl.
+func oneDecision(res Result, policies []NamedPolicy, rl []rule) Decision {
+	d := Decision{Result: res, Policies: policies, Enforced: res, rules: rl}
+	if len(policies) > 0 {
+		d.Policy = policies[0]
+	}
+	return d
+}
+
+// policyList returns p as the one policy of a limiter, named "default":
+// own (shared) when p is the limiter's own policy, and a new slice
+// otherwise.
+func policyList(p Policy, own []NamedPolicy) []NamedPolicy {
+	if len(own) == 1 && own[0].Policy == p {
+		return own
+	}
+	return []NamedPolicy{{Name: defaultPolicyName, Policy: p}}
+}
