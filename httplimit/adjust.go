@@ -58,15 +58,20 @@ const (
 // under WithRefund) and the cost it reports (ctx and cost, under
 // WithSettle). Its parts live in one allocation.
 type tracker struct {
-	w      statusWriter
-	ctx    trackerContext
-	cost   atomic.Int64
-	parent *tracker // the tracker of an enclosing Middleware, if any
+	w       statusWriter
+	ctx     trackerContext
+	cost    atomic.Int64
+	settles bool        // the Middleware settles (WithSettle): SetCost counts
+	refused atomic.Bool // a Middleware inside refused the request
+	parent  *tracker    // the tracker of an enclosing Middleware, if any
 }
 
 // setCost records cost unless the handler has returned, and reports whether
 // it did.
 func (t *tracker) setCost(cost int64) bool {
+	if !t.settles {
+		return false
+	}
 	for {
 		old := t.cost.Load()
 		if old == costClosed {
@@ -191,22 +196,35 @@ func (w *statusWriter) finalStatus() int {
 	return w.status
 }
 
+// refused tells the Middlewares around the one that refused r (429, 413
+// or 503), which track r for an adjustment, that its handler will not
+// run: each gives back what r took from it.
+func refused(r *http.Request) {
+	t, _ := r.Context().Value(trackerKey{}).(*tracker)
+	for ; t != nil; t = t.parent {
+		t.refused.Store(true)
+	}
+}
+
 // serveTracked passes an allowed request to next and then adjusts the n
-// units it took from key, as WithRefund and WithSettle say. taken is the
+// units it took from key, as WithRefund and WithSettle say; and refunds
+// them whenever a Middleware inside refused the request. taken is the
 // time read just after the request was decided.
 func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, key string, n int, taken time.Time) {
 	m := h.m
-	t := new(tracker)
-	rw, req := w, r
+	t := &tracker{settles: m.settle}
+	rw := w
 	if m.refund != nil {
 		rw = t.w.writer(w)
 	}
 	if m.settle {
 		t.cost.Store(costUnset)
-		t.parent, _ = r.Context().Value(trackerKey{}).(*tracker)
-		t.ctx = trackerContext{Context: r.Context(), t: t}
-		req = r.WithContext(&t.ctx)
 	}
+	// In the handler's context, so that SetCost and the Middlewares inside
+	// find it.
+	t.parent, _ = r.Context().Value(trackerKey{}).(*tracker)
+	t.ctx = trackerContext{Context: r.Context(), t: t}
+	req := r.WithContext(&t.ctx)
 	h.next.ServeHTTP(rw, req)
 
 	cost := int64(costUnset)
@@ -214,6 +232,12 @@ func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, ke
 		cost = t.close()
 	}
 	switch {
+	case t.refused.Load():
+		// A Middleware inside refused the request: its handler never
+		// ran, so nothing of it is owed.
+		if n > 0 {
+			m.adjust(r, key, n, refundAll, taken)
+		}
 	case m.refund != nil && m.refund(req, t.w.finalStatus()):
 		if n > 0 {
 			m.adjust(r, key, n, refundAll, taken)

@@ -2,9 +2,9 @@ package httplimit
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/ratelimit-go/ratelimit"
 )
@@ -21,104 +21,10 @@ const (
 	fieldShadow     = "Ratelimit-Shadow"
 )
 
-// fieldWriter sets the rate-limit fields of one Middleware. Its settings
-// are fixed at construction. When the limiter reports a Policy, fixed is
-// set and first holds the policy's limit-only values, used on every
-// response; otherwise first holds those of the first limit a Result
-// reports. It is safe for concurrent use and must not be copied after first
-// use.
-//
-// For a limiter with several policies, parts holds each policy's values
-// instead, all formatted at construction, and the single-policy fields are
-// unused.
+// fieldWriter sets the rate-limit fields of one Middleware in its header
+// style. It is immutable.
 type fieldWriter struct {
-	style   HeaderStyle
-	beforeQ string // `"default";q=`
-	afterQ  string // `;w=5`, or empty without a window
-	beforeR string // `"default";r=`
-	fixed   bool
-	first   atomic.Pointer[limitValues]
-	parts   []partValues
-}
-
-// partValues are the values of the fields when one policy of several bound
-// a decision: its limit, the whole policy list, and the start of its
-// RateLimit item.
-type partValues struct {
-	limitValues        // limit and q are the policy's; policy is the list of all
-	beforeR     string // `"per-hour";r=`
-}
-
-// setPolicies formats the values of every policy in policies, for a limiter
-// with several.
-func (f *fieldWriter) setPolicies(policies []ratelimit.NamedPolicy) {
-	items := make([]string, len(policies))
-	for i, p := range policies {
-		items[i] = policyItem(p.Name, p.Limit, p.Window)
-	}
-	list := strings.Join(items, ", ")
-	f.parts = make([]partValues, len(policies))
-	for i, p := range policies {
-		_, _, beforeR := policyParts(p.Name, 0, false)
-		f.parts[i] = partValues{
-			limitValues: limitValues{limit: p.Limit, q: strconv.Itoa(p.Limit), policy: list},
-			beforeR:     beforeR,
-		}
-	}
-}
-
-// part returns the values of policy i, or nil when there is no such policy.
-func (f *fieldWriter) part(i int) *partValues {
-	if i < 0 || i >= len(f.parts) {
-		return nil
-	}
-	return &f.parts[i]
-}
-
-// fixLimit makes every response carry limit, the limiter's policy, whatever
-// its Results say.
-func (f *fieldWriter) fixLimit(limit int) {
-	f.first.Store(f.format(limit))
-	f.fixed = true
-}
-
-// format returns the limit-only values for limit.
-func (f *fieldWriter) format(limit int) *limitValues {
-	q := strconv.Itoa(max(limit, 0))
-	v := &limitValues{limit: limit, q: q}
-	if f.style.ietf() {
-		v.policy = f.beforeQ + q + f.afterQ
-	}
-	return v
-}
-
-// limitValues are the field values that depend on the limit only, which is
-// the same on every response of most limiters.
-type limitValues struct {
-	limit  int
-	q      string // RateLimit-Limit: "10"
-	policy string // RateLimit-Policy: `"default";q=10;w=5`
-}
-
-// limitValues returns the values for limit: those remembered for the first
-// limit seen when limit is that one, or else new ones, which are remembered
-// when they are the first. So a limiter with one limit has them formatted
-// once; a response with another limit has them formatted for it, up to two
-// more allocations (the RateLimit-Limit value, under 100 none, and the
-// RateLimit-Policy value).
-//
-// A limiter with a Policy has its values formatted once, at construction,
-// and they are returned whatever limit is.
-func (f *fieldWriter) limitValues(limit int) limitValues {
-	first := f.first.Load()
-	if f.fixed || (first != nil && first.limit == limit) {
-		return *first
-	}
-	v := *f.format(limit)
-	if first == nil {
-		f.first.CompareAndSwap(nil, &limitValues{limit: v.limit, q: v.q, policy: v.policy})
-	}
-	return v
+	style HeaderStyle
 }
 
 // span is where one field value lies in a buffer: b[from:to].
@@ -150,6 +56,13 @@ type fieldBlock struct {
 // so that an append by a later handler copies instead of overwriting a
 // neighbour: two allocations per response, whatever the style, plus those of
 // limitValues for a limit other than the first.
+//
+// When an enclosing Middleware has set the IETF fields already (stacked
+// middlewares), the fields are merged into one coherent set: RateLimit
+// lists this decision's item first, then the earlier items of other
+// policies; RateLimit-Policy lists this limiter's policies, then the
+// earlier ones of other names; and the legacy fields, which are this
+// decision's, describe the first RateLimit item.
 func (f *fieldWriter) write(h http.Header, lv *limitValues, beforeR string, res ratelimit.Result, retry bool) {
 	remaining := int64(max(res.Remaining, 0))
 	reset := ceilSeconds(res.ResetAfter)
@@ -188,10 +101,14 @@ func (f *fieldWriter) write(h http.Header, lv *limitValues, beforeR string, res 
 		i = set(h, &blk.vals, i, fieldReset, s[rst.from:rst.to])
 	}
 	if f.style.ietf() {
+		earlierPolicy, earlierRL := h[fieldPolicy], h[fieldRateLimit]
 		if known {
-			i = set(h, &blk.vals, i, fieldPolicy, lv.policy)
+			i = set(h, &blk.vals, i, fieldPolicy, mergeList(lv.policy, earlierPolicy))
+		} else if earlierPolicy != nil {
+			// Another Middleware's policies stay listed.
+			i = set(h, &blk.vals, i, fieldPolicy, mergeList("", earlierPolicy))
 		}
-		i = set(h, &blk.vals, i, fieldRateLimit, s[rl.from:rl.to])
+		i = set(h, &blk.vals, i, fieldRateLimit, mergeList(s[rl.from:rl.to], earlierRL))
 	}
 	if retry {
 		set(h, &blk.vals, i, fieldRetryAfter, s[rst.from:rst.to])
@@ -201,15 +118,20 @@ func (f *fieldWriter) write(h http.Header, lv *limitValues, beforeR string, res 
 // writeLimitOnly sets the fields that do not depend on a key's state, for a
 // request whose cost exceeds the limit: RateLimit-Limit and RateLimit-Policy
 // from lv, as the style allows.
+//
+// Under an enclosing Middleware that set RateLimit already, the legacy
+// fields are left to describe that RateLimit item, and this limiter's
+// policies are added to RateLimit-Policy.
 func (f *fieldWriter) writeLimitOnly(h http.Header, lv *limitValues) {
 	if lv.limit <= 0 {
 		return
 	}
-	if f.style.legacy() {
+	_, stacked := h[fieldRateLimit]
+	if f.style.legacy() && !stacked {
 		h[fieldLimit] = []string{lv.q}
 	}
 	if f.style.ietf() {
-		h[fieldPolicy] = []string{lv.policy}
+		h[fieldPolicy] = []string{mergeList(lv.policy, h[fieldPolicy])}
 	}
 }
 
@@ -236,4 +158,80 @@ func writeShadow(h http.Header, beforeR string, res ratelimit.Result) {
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, max(ceilSeconds(res.RetryAfter), 1), 10)
 	h[fieldShadow] = []string{string(b)}
+}
+
+// mergeList returns the structured-field list mine followed by the items
+// of the lists earlier whose names mine does not have, in their order: the
+// value of a field that an enclosing Middleware set first. It returns mine
+// itself when earlier is empty.
+func mergeList(mine string, earlier []string) string {
+	if len(earlier) == 0 {
+		return mine
+	}
+	var names []string
+	for _, item := range splitList(mine) {
+		names = append(names, itemName(item))
+	}
+	b := []byte(mine)
+	for _, v := range earlier {
+		for _, item := range splitList(v) {
+			name := itemName(item)
+			if slices.Contains(names, name) {
+				continue
+			}
+			names = append(names, name)
+			if len(b) > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, item...)
+		}
+	}
+	return string(b)
+}
+
+// splitList returns the members of a structured-field list, trimmed: the
+// text between commas outside strings.
+func splitList(v string) []string {
+	var items []string
+	start, quoted := 0, false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == ',':
+			items = appendItem(items, v[start:i])
+			start = i + 1
+		}
+	}
+	return appendItem(items, v[start:])
+}
+
+// appendItem appends item, trimmed, to items unless it is empty.
+func appendItem(items []string, item string) []string {
+	if item = strings.TrimSpace(item); item != "" {
+		items = append(items, item)
+	}
+	return items
+}
+
+// itemName returns the name of a list member: its leading string (or
+// token), up to its first parameter.
+func itemName(item string) string {
+	if strings.HasPrefix(item, `"`) {
+		for i := 1; i < len(item); i++ {
+			switch item[i] {
+			case '\\':
+				i++
+			case '"':
+				return item[:i+1]
+			}
+		}
+		return item
+	}
+	if i := strings.IndexByte(item, ';'); i >= 0 {
+		return item[:i]
+	}
+	return item
 }

@@ -46,6 +46,7 @@ type settings struct {
 	adjustWait    time.Duration
 	clock         ratelimit.Clock
 	shadowHeader  bool
+	passUnknown   bool
 }
 
 // defaultPolicyName names the policy in the IETF fields unless
@@ -316,19 +317,35 @@ func WithClock(c ratelimit.Clock) Option {
 // with t the seconds until the request could have succeeded (the
 // Retry-After the denial would have had, at least 1) and r the units left;
 // for a limiter of several policies, the item names the policy that would
-// have denied. It tells clients that they are over a limit that is not
-// enforced yet. The other rate-limit fields are those of an allowed
-// request, with the limiter's Limit, Remaining and ResetAfter. Responses the
-// limiter allowed, and all responses while it enforces, do not carry it.
+// have denied, which RateLimit-Policy lists. It tells clients that they are
+// over a limit that is not enforced yet. The other rate-limit fields are
+// those of an allowed request, with the limiter's Limit, Remaining and
+// ResetAfter. Responses the limiter allowed, and all responses while it
+// enforces, do not carry it.
 //
-// The limiter must be a ratelimit.ShadowLimiter, such as a ratelimit.Shadow,
-// given to NewMiddleware as it is (a Guard or DenyCache around a Shadow
-// hides it), or NewMiddleware returns an error. Without this option, such a
-// limiter's would-be denials are let through with the fields of an allowed
-// request only.
+// A request is one the limiter let through against a denial when its
+// Decision says WouldDeny: a ratelimit.Shadow's, also inside a Guard or
+// DenyCache. Without this option, such requests are let through with the
+// fields of an allowed request only.
 func WithShadowHeader() Option {
 	return func(s *settings) error {
 		s.shadowHeader = true
+		return nil
+	}
+}
+
+// WithPolicyErrorsPass lets through, without fields, the requests whose
+// limit the limiter could not determine: a PolicyFunc that failed
+// (ratelimit.ErrPolicy), a key's policy or keys the limiter refuses, a key
+// whose stored state is not the limiter's (ratelimit.ErrCorruptState): the
+// limiter errors that are not failures of its backend. By default they are
+// answered 503 Service Unavailable with Retry-After (WithFailClosed's, or
+// 1 s), after the WithOnError hook: a broken plan lookup must not silently
+// lift the plan's limit, which is not the situation of a backend that is
+// down (which fails open by default, see WithFailClosed).
+func WithPolicyErrorsPass() Option {
+	return func(s *settings) error {
+		s.passUnknown = true
 		return nil
 	}
 }

@@ -29,37 +29,6 @@ func (s HeaderStyle) legacy() bool { return s != IETFHeaders }
 // ietf reports whether s includes the IETF structured fields.
 func (s HeaderStyle) ietf() bool { return s != LegacyHeaders }
 
-// fillTimer is implemented by the token buckets and GCRAs: the time from
-// empty to full.
-type fillTimer interface{ FillTime() time.Duration }
-
-// windower is implemented by the fixed windows: the length of a window.
-type windower interface{ Window() time.Duration }
-
-// policyWindow returns the w parameter in whole seconds, rounded up, and
-// whether there is one: set by WithPolicyWindow, or else the Window of the
-// limiter's Policy p (hasPolicy), or else learned from its FillTime or
-// Window method.
-func policyWindow(l ratelimit.Limiter, p ratelimit.Policy, hasPolicy bool, s *settings) (int64, bool) {
-	d := s.window
-	if !s.windowSet {
-		if hasPolicy {
-			d = p.Window
-		} else {
-			switch v := l.(type) {
-			case fillTimer:
-				d = v.FillTime()
-			case windower:
-				d = v.Window()
-			}
-		}
-	}
-	if d <= 0 {
-		return 0, false
-	}
-	return ceilSeconds(d), true
-}
-
 // checkPolicyName rejects a name that cannot be a structured-field string:
 // empty, or with a byte outside printable ASCII.
 func checkPolicyName(name string) error {
@@ -105,35 +74,6 @@ func policyParts(name string, w int64, hasW bool) (beforeQ, afterQ, beforeR stri
 func policyItem(name string, limit int, window time.Duration) string {
 	beforeQ, afterQ, _ := policyParts(name, ceilSeconds(window), window > 0)
 	return beforeQ + strconv.Itoa(limit) + afterQ
-}
-
-// multiPolicies returns the policies of l when it decides by two or more
-// (a ratelimit.MultiPolicy, such as a Composite or a Guard around one), and
-// nil otherwise, with an error wrapping ratelimit.ErrInvalidConfig when one
-// of them cannot be sent: a limit <= 0 or a name that is not a
-// structured-field string. single is l's one policy when it has exactly
-// one, with its name.
-func multiPolicies(l ratelimit.Limiter) (multi ratelimit.MultiPolicy, policies []ratelimit.NamedPolicy, single *ratelimit.NamedPolicy, err error) {
-	mp, ok := l.(ratelimit.MultiPolicy)
-	if !ok || isNil(mp) {
-		return nil, nil, nil, nil
-	}
-	policies = mp.Policies()
-	switch len(policies) {
-	case 0:
-		return nil, nil, nil, nil
-	case 1:
-		return nil, nil, &policies[0], nil
-	}
-	for i, p := range policies {
-		if err := checkPolicyName(p.Name); err != nil {
-			return nil, nil, nil, fmt.Errorf("%w (the limiter's policy %d)", err, i)
-		}
-		if p.Limit <= 0 {
-			return nil, nil, nil, fmt.Errorf("%w: httplimit: the limiter's policy %d (%q) has limit %d; every policy of a limiter with several must have a limit > 0", ratelimit.ErrInvalidConfig, i, p.Name, p.Limit)
-		}
-	}
-	return mp, policies, nil, nil
 }
 
 // ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.

@@ -65,16 +65,12 @@ func (p *reply) write(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// replies are a Middleware's canned answers. For a limiter with several
-// policies, deniedBy and tooLargeBy hold the 429 and 413 answers naming
-// each policy as the violated one, in the order of the policies.
+// replies are a Middleware's canned answers that name no policy. The 429
+// and 413 answers, which name the policy that bound a decision, belong to
+// its format.
 type replies struct {
-	denied      reply // 429
-	tooLarge    reply // 413
 	unavailable reply // 503
 	keyError    reply // 500
-	deniedBy    []reply
-	tooLargeBy  []reply
 }
 
 // newDenied returns the 429 answer to a request denied by policy (the
@@ -101,39 +97,9 @@ func newTooLarge(policy string) reply {
 	})
 }
 
-// setPolicies builds the 429 and 413 answers naming each of names.
-func (r *replies) setPolicies(names []string) {
-	r.deniedBy = make([]reply, len(names))
-	r.tooLargeBy = make([]reply, len(names))
-	for i, name := range names {
-		r.deniedBy[i] = newDenied(name)
-		r.tooLargeBy[i] = newTooLarge(name)
-	}
-}
-
-// deniedFor returns the 429 answer naming policy i of several, or the
-// single policy's answer when there are not several.
-func (r *replies) deniedFor(i int) *reply {
-	if i >= 0 && i < len(r.deniedBy) {
-		return &r.deniedBy[i]
-	}
-	return &r.denied
-}
-
-// tooLargeFor returns the 413 answer naming policy i of several, or the
-// single policy's answer when there are not several.
-func (r *replies) tooLargeFor(i int) *reply {
-	if i >= 0 && i < len(r.tooLargeBy) {
-		return &r.tooLargeBy[i]
-	}
-	return &r.tooLarge
-}
-
-// newReplies builds the canned answers for a policy named policy.
-func newReplies(policy string) replies {
+// newReplies builds the canned answers that name no policy.
+func newReplies() replies {
 	return replies{
-		denied:   newDenied(policy),
-		tooLarge: newTooLarge(policy),
 		unavailable: newReply(problem{
 			Type:   "about:blank",
 			Title:  "Service Unavailable",

@@ -21,12 +21,15 @@ type limitedHandler struct {
 //   - skipped (WithSkip): passed on, no fields;
 //   - KeyFunc or CostFunc error, or a negative cost: the key-error answer;
 //   - allowed: fields set, passed on, and adjusted after next returns as
-//     WithRefund and WithSettle say, unless a ratelimit.SourceLimiter says
-//     its backend did not answer (a Guard's FailOpen, say);
+//     WithRefund and WithSettle say, unless the Decision's Source says its
+//     backend did not answer (a Guard's FailOpen, say);
 //   - denied: fields and Retry-After set, 429 (or the WithDeniedHandler);
 //   - cost above the limit: RateLimit-Limit and RateLimit-Policy set, 413;
-//   - any other limiter error: the WithOnError hook, then passed on without
-//     fields, or 503 with Retry-After under WithFailClosed;
+//   - a failure of the limiter's backend: the WithOnError hook, then passed
+//     on without fields, or 503 with Retry-After under WithFailClosed;
+//   - any other limiter error (a PolicyFunc that failed, say): the
+//     WithOnError hook, then 503 with Retry-After, or passed on without
+//     fields under WithPolicyErrorsPass;
 //   - let through by a shadowing limiter against a denial: fields set as
 //     allowed, RateLimit-Shadow too under WithShadowHeader, passed on and
 //     never adjusted.
@@ -54,84 +57,60 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.serve(w, r, key, cost)
 }
 
-// decide decides cost for key through the limiter, by the richest call it
-// offers: AllowShadow for a ratelimit.ShadowLimiter, AllowSource for a
-// ratelimit.SourceLimiter kept for adjustments, AllowBound for a limiter of
-// several policies, Allow otherwise. What a call does not say is filled in
-// as a plain answer says it: Bound 0, Source FromBackend, WouldDeny false,
-// and Backend the Result itself.
-func (m *Middleware) decide(ctx context.Context, key string, cost int) (ratelimit.ShadowResult, error) {
-	var sr ratelimit.ShadowResult
-	var err error
-	sr.Source = ratelimit.FromBackend
-	switch {
-	case m.shadow != nil:
-		return m.shadow.AllowShadow(ctx, key, cost)
-	case m.sourced != nil:
-		sr.Result, sr.Bound, sr.Source, err = m.sourced.AllowSource(ctx, key, cost)
-	case m.multi != nil:
-		sr.Result, sr.Bound, err = m.multi.AllowBound(ctx, key, cost)
-	default:
-		sr.Result, err = m.limiter.Allow(ctx, key, cost)
+// decide decides cost for key through the limiter: its own Decision, or
+// one built from its Allow (see ratelimit.Decide).
+func (m *Middleware) decide(ctx context.Context, key string, cost int) (ratelimit.Decision, error) {
+	if m.decider != nil {
+		return m.decider.Decide(ctx, key, cost)
 	}
-	sr.Backend = sr.Result
-	return sr, err
+	return ratelimit.Decide(ctx, m.limiter, key, cost)
 }
 
-// serve is ServeHTTP's decision, through decide. For a limiter of several
-// policies the fields, and the problem document of a denial, are those of
-// the policy that bound it, and an index that names no policy is a limiter
-// error. A request a ratelimit.ShadowLimiter let through against a denial
-// took nothing, so it is passed on without being tracked for an
-// adjustment, and carries RateLimit-Shadow under WithShadowHeader.
+// serve is ServeHTTP's decision, through decide. The fields, and the
+// problem document of a denial, are those of the policy that bound it,
+// with every policy that applied in RateLimit-Policy; an index that names
+// no policy is a limiter error. A request a ratelimit.Shadow let through
+// against a denial took nothing, so it is passed on without being tracked
+// for an adjustment, and carries RateLimit-Shadow under WithShadowHeader.
+// A request refused here (429, 413, 503) tells the Middlewares around this
+// one, which then give back what it took from them.
 func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key string, cost int) {
 	m := h.m
-	sr, err := m.decide(r.Context(), key, cost)
-	var p *partValues
-	beforeR, denied, tooLarge := m.fields.beforeR, &m.replies.denied, &m.replies.tooLarge
-	if m.multi != nil {
-		if p = m.fields.part(sr.Bound); p == nil {
-			call := "AllowBound"
-			if m.shadow != nil {
-				call = "AllowShadow"
-			}
-			if err != nil {
-				h.failed(w, r, fmt.Errorf("httplimit: the limiter's %s answered policy %d of %d, and: %w", call, sr.Bound, len(m.fields.parts), err))
-			} else {
-				h.failed(w, r, fmt.Errorf("httplimit: the limiter's %s answered policy %d of %d", call, sr.Bound, len(m.fields.parts)))
-			}
-			return
-		}
-		beforeR, denied, tooLarge = p.beforeR, m.replies.deniedFor(sr.Bound), m.replies.tooLargeFor(sr.Bound)
-	}
+	d, err := m.decide(r.Context(), key, cost)
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
 		h.failed(w, r, err)
 		return
 	}
-	// Only the answers that show the policy's values read them: a
-	// limiter error does not call a PolicyFunc.
-	var lv *limitValues
-	if p != nil {
-		lv = &p.limitValues
-	} else {
-		v := m.limitValuesFor(r.Context(), key, sr.Limit)
-		lv = &v
+	f, ferr := m.formatFor(d.Policies)
+	if ferr != nil {
+		h.failed(w, r, ferr)
+		return
+	}
+	p := f.part(d.Bound)
+	if p == nil {
+		if err != nil {
+			h.failed(w, r, fmt.Errorf("httplimit: the limiter's Decision named policy %d of %d, and: %w", d.Bound, len(f.parts), err))
+		} else {
+			h.failed(w, r, fmt.Errorf("httplimit: the limiter's Decision named policy %d of %d", d.Bound, len(f.parts)))
+		}
+		return
 	}
 	switch {
 	case err != nil: // ErrCostExceedsLimit
 		// The limiter says nothing about the key's state on this path, so
 		// only the fields that do not depend on it are set.
-		m.fields.writeLimitOnly(w.Header(), lv)
-		tooLarge.write(w, r)
-	case sr.WouldDeny:
-		m.fields.write(w.Header(), lv, beforeR, sr.Result, false)
+		m.fields.writeLimitOnly(w.Header(), &p.limitValues)
+		refused(r)
+		f.tooLargeBy(d.Bound).write(w, r)
+	case d.WouldDeny:
+		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, false)
 		if m.shadowHeader {
-			writeShadow(w.Header(), beforeR, sr.Backend)
+			writeShadow(w.Header(), p.beforeR, d.Enforced)
 		}
 		h.next.ServeHTTP(w, r)
-	case sr.Allowed:
-		m.fields.write(w.Header(), lv, beforeR, sr.Result, false)
-		if m.adjuster != nil && sr.Source == ratelimit.FromBackend {
+	case d.Allowed:
+		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, false)
+		if m.adjuster != nil && d.Source == ratelimit.FromBackend {
 			// The time just after the decision: a fixed window gives units
 			// back only to a window open by then (ratelimit.TakenAt).
 			h.serveTracked(w, r, key, cost, m.now())
@@ -139,8 +118,9 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		}
 		h.next.ServeHTTP(w, r)
 	default:
-		m.fields.write(w.Header(), lv, beforeR, sr.Result, true)
-		m.answerDenied(w, r, sr.Result, denied)
+		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, true)
+		refused(r)
+		m.answerDenied(w, r, d.Result, f.deniedBy(d.Bound))
 	}
 }
 
@@ -154,20 +134,34 @@ func (m *Middleware) answerDenied(w http.ResponseWriter, r *http.Request, res ra
 	reply.write(w, r)
 }
 
-// failed handles a limiter error: the WithOnError hook, then the request
-// passed on without fields, or 503 under WithFailClosed. Nothing was taken,
-// so nothing is adjusted.
+// failed handles a limiter error, after the WithOnError hook. A failure
+// of the backend (ratelimit.ErrBackend, or an error of a limiter of
+// another package) passes the request on without fields, or answers 503
+// with Retry-After under WithFailClosed. Any other error (the limit of
+// this request is unknown: a PolicyFunc that failed, a policy or keys the
+// limiter refuses, a key whose state is not the limiter's) answers 503
+// too, so that the limit is not lifted, unless WithPolicyErrorsPass lets
+// such requests through. Nothing was taken, so nothing is adjusted.
 func (h *limitedHandler) failed(w http.ResponseWriter, r *http.Request, err error) {
 	m := h.m
 	if m.onError != nil {
 		m.onError(r, err)
 	}
-	if m.failClosed {
+	if m.failClosed || !backendFailure(err) && !m.passUnknown {
 		setRetryAfter(w.Header(), m.closedRetry)
+		refused(r)
 		m.replies.unavailable.write(w, r)
 		return
 	}
 	h.next.ServeHTTP(w, r)
+}
+
+// backendFailure reports whether err, a limiter's error, is a failure of
+// its backend: of class ratelimit.ErrBackend, or of no class of package
+// ratelimit (a limiter of another package).
+func backendFailure(err error) bool {
+	return errors.Is(err, ratelimit.ErrBackend) ||
+		!errors.Is(err, ratelimit.ErrCaller) && !errors.Is(err, ratelimit.ErrCorruptState)
 }
 
 // answerKeyError answers a request whose key or cost could not be found: by

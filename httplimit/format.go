@@ -1,0 +1,161 @@
+package httplimit
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// format is what a Middleware sends for one list of policies, as a
+// Decision lists them: each policy's limit-only field values, the start of
+// its RateLimit item, and its 429 and 413 answers, made when first needed.
+// It is immutable but for those answers, and safe for concurrent use.
+type format struct {
+	policies []ratelimit.NamedPolicy // as the Decision listed them
+	parts    []partValues            // one per policy; one of limit 0 when none is known
+	denied   []atomic.Pointer[reply]
+	tooLarge []atomic.Pointer[reply]
+}
+
+// partValues are the values of the fields when one policy bound a
+// decision: its limit, the whole policy list, and the start of its
+// RateLimit item.
+type partValues struct {
+	limitValues        // limit and q are the policy's; policy is the list of all
+	beforeR     string // `"per-hour";r=`
+	name        string // the policy's name, in problem documents
+}
+
+// limitValues are the field values that depend on the policies only.
+type limitValues struct {
+	limit  int
+	q      string // RateLimit-Limit: "10"
+	policy string // RateLimit-Policy: `"default";q=10;w=5`
+}
+
+// formats is how many formats a Middleware keeps, for limiters whose
+// policies change with the key (plans).
+const formats = 4
+
+// formatFor returns the format of policies: a kept one when it has the
+// same policies, or else a new one, kept in place of the oldest. An error
+// says that policies cannot be sent: several policies, one of which has
+// no limit or a name that is not a structured-field string.
+func (m *Middleware) formatFor(policies []ratelimit.NamedPolicy) (*format, error) {
+	for i := range m.formats {
+		if f := m.formats[i].Load(); f != nil && samePolicies(f.policies, policies) {
+			return f, nil
+		}
+	}
+	f, err := m.newFormat(policies)
+	if err != nil {
+		return nil, err
+	}
+	m.formats[m.nextFormat.Add(1)%formats].Store(f)
+	return f, nil
+}
+
+// samePolicies reports whether a and b list the same policies.
+func samePolicies(a, b []ratelimit.NamedPolicy) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) > 0 && &a[0] == &b[0] {
+		return true
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// newFormat formats policies. A limiter of one policy (or of none known)
+// goes by the name WithPolicyName gave, or its own; WithPolicyWindow sets
+// its w.
+func (m *Middleware) newFormat(policies []ratelimit.NamedPolicy) (*format, error) {
+	f := &format{policies: policies}
+	if len(policies) <= 1 {
+		p := ratelimit.NamedPolicy{Name: m.policyName}
+		if len(policies) == 1 {
+			p = policies[0]
+			if m.policyNameSet || p.Name == "" {
+				p.Name = m.policyName
+			}
+		}
+		if err := checkPolicyName(p.Name); err != nil {
+			return nil, fmt.Errorf("%w (the limiter's policy)", err)
+		}
+		if m.windowSet {
+			p.Window = m.window
+		}
+		f.parts = []partValues{m.partValues(p, "")}
+	} else {
+		items := make([]string, len(policies))
+		for i, p := range policies {
+			if err := checkPolicyName(p.Name); err != nil {
+				return nil, fmt.Errorf("%w (the limiter's policy %d)", err, i)
+			}
+			if p.Limit <= 0 {
+				return nil, fmt.Errorf("%w: httplimit: the limiter's policy %d (%q) has limit %d; every policy of a limiter with several must have a limit > 0", ratelimit.ErrInvalidConfig, i, p.Name, p.Limit)
+			}
+			items[i] = policyItem(p.Name, p.Limit, p.Window)
+		}
+		list := strings.Join(items, ", ")
+		f.parts = make([]partValues, len(policies))
+		for i, p := range policies {
+			f.parts[i] = m.partValues(p, list)
+		}
+	}
+	f.denied = make([]atomic.Pointer[reply], len(f.parts))
+	f.tooLarge = make([]atomic.Pointer[reply], len(f.parts))
+	return f, nil
+}
+
+// partValues returns the values of policy p, whose RateLimit-Policy value
+// is list, or p's own item when list is empty.
+func (m *Middleware) partValues(p ratelimit.NamedPolicy, list string) partValues {
+	limit := max(p.Limit, 0)
+	v := partValues{limitValues: limitValues{limit: limit, q: strconv.Itoa(limit)}, name: p.Name}
+	_, _, v.beforeR = policyParts(p.Name, 0, false)
+	if m.fields.style.ietf() {
+		v.policy = list
+		if list == "" {
+			v.policy = policyItem(p.Name, limit, p.Window)
+		}
+	}
+	return v
+}
+
+// part returns the values of policy i, or nil when there is no such
+// policy.
+func (f *format) part(i int) *partValues {
+	if i < 0 || i >= len(f.parts) {
+		return nil
+	}
+	return &f.parts[i]
+}
+
+// deniedBy returns the 429 answer naming policy i (which exists).
+func (f *format) deniedBy(i int) *reply {
+	if r := f.denied[i].Load(); r != nil {
+		return r
+	}
+	r := newDenied(f.parts[i].name)
+	f.denied[i].Store(&r)
+	return &r
+}
+
+// tooLargeBy returns the 413 answer naming policy i (which exists).
+func (f *format) tooLargeBy(i int) *reply {
+	if r := f.tooLarge[i].Load(); r != nil {
+		return r
+	}
+	r := newTooLarge(f.parts[i].name)
+	f.tooLarge[i].Store(&r)
+	return &r
+}
