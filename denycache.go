@@ -165,7 +165,8 @@ func (c *DenyCache) Decide(ctx context.Context, key string, n int) (Decision, er
 	sh, now := c.denials.lock(key, reading, maxSpan)
 	rec, _ := sh.lookup(key)
 	sh.mu.Unlock()
-	if now < rec.until {
+	held := now < rec.until
+	if held {
 		if d, ok := c.local(ctx, key, n, &rec, now); ok {
 			if c.hooks != nil {
 				c.hooks.Decided(Event{
@@ -179,7 +180,9 @@ func (c *DenyCache) Decide(ctx context.Context, key string, n int) (Decision, er
 	slots := c.slots(key)
 	stamp := c.stamp(slots)
 	d, err := c.backend.decide(ctx, key, n)
-	if err != nil || d.Source != FromBackend || d.Allowed || len(d.rules) != len(d.Policies) || len(d.Policies) == 0 {
+	// A denial is remembered; so is an allowed call on a key whose denial
+	// is held, which it replaces: both bound the key exactly as it is now.
+	if err != nil || d.Source != FromBackend || d.Allowed && !held || len(d.rules) != len(d.Policies) || len(d.Policies) == 0 {
 		return d, err
 	}
 	longest := d.ResetAfter

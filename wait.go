@@ -17,7 +17,7 @@ const minWait = time.Millisecond
 
 // errNilLimiter is returned by Wait for a nil Limiter, or an interface holding
 // a nil pointer such as (*TokenBucket)(nil).
-var errNilLimiter error = &classed{"ratelimit: Wait: nil limiter", ErrCaller}
+var errNilLimiter = fmt.Errorf("%w: Wait: nil limiter", ErrInvalidConfig)
 
 // Wait blocks until l allows n for key, sleeping RetryAfter between tries.
 // Each sleep is lengthened by a random jitter of up to a tenth of it (at most
