@@ -20,7 +20,7 @@ func TestTheCacheIsBoundedAndDecisionsPastItAreRecorded(t *testing.T) {
 	const names = maxCached + 10
 	for i := range names {
 		for range 2 {
-			h.Decided(ratelimit.Decision{Limiter: fmt.Sprint("l", i)})
+			h.Decided(ratelimit.Event{Limiter: fmt.Sprint("l", i)})
 		}
 	}
 	assert.Len(t, *h.sets.Load(), maxCached)

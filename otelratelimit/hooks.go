@@ -48,7 +48,7 @@ const (
 
 // The attributes' keys.
 const (
-	// LimiterKey is the reporting limiter's name: Decision.Limiter, which
+	// LimiterKey is the reporting limiter's name: Event.Limiter, which
 	// ratelimit.WithName or a decorator's config Name sets; on breaker
 	// measurements, the name WithLimiterName gave, if any.
 	LimiterKey = attribute.Key("ratelimit.limiter")
@@ -307,20 +307,26 @@ func (h *Hooks) baseAttrs() []attribute.KeyValue {
 	return append(make([]attribute.KeyValue, 0, len(h.base)+4), h.base...)
 }
 
-// Decided counts d and records its latency (a negative one as 0).
-func (h *Hooks) Decided(d ratelimit.Decision) {
-	k := setKey{limiter: d.Limiter, outcome: denied, source: d.Source}
+// Decided counts ev and records its latency (a negative one as 0).
+//
+// A denial a Shadow let through (WouldDeny, Source FromShadow) counts as
+// "denied" of source "shadow", what the enforced limit would have
+// answered, although its Result is the allowed answer the caller got
+// (the denial is in ev.Enforced): the metrics say what they said when the
+// Result was the denial itself.
+func (h *Hooks) Decided(ev ratelimit.Event) {
+	k := setKey{limiter: ev.Limiter, outcome: denied, source: ev.Source}
 	switch {
-	case d.Err != nil:
-		k.outcome, k.errType = failed, classify(d.Err)
-	case d.Result.Allowed:
+	case ev.Err != nil:
+		k.outcome, k.errType = failed, classify(ev.Err)
+	case ev.Allowed && !ev.WouldDeny:
 		k.outcome = allowed
 	}
 	o := h.options(k)
 	ctx := context.Background()
 	h.decisions.Add(ctx, 1, o.add...)
 	// A clock stepped back can make a latency negative: it counts as 0.
-	h.duration.Record(ctx, max(d.Latency, 0).Seconds(), o.record...)
+	h.duration.Record(ctx, max(ev.Latency, 0).Seconds(), o.record...)
 }
 
 // BreakerChanged moves a breaker from one state to the other and counts

@@ -131,8 +131,6 @@ func (f *flaky) Allow(_ context.Context, _ string, n int) (ratelimit.Result, err
 	return ratelimit.Result{Allowed: true, Limit: 10, Remaining: 10 - n}, nil
 }
 
-func (f *flaky) Policy() ratelimit.Policy { return ratelimit.Policy{Limit: 10, Window: time.Second} }
-
 func TestGuardBreakerStateAndTransitions(t *testing.T) {
 	h, reader := newHooks(t, otelratelimit.WithLimiterName("shared"))
 	clock := ratelimit.NewFakeClock(epoch)
@@ -210,6 +208,25 @@ func TestShadowReportsALetThroughDenialAsShadow(t *testing.T) {
 	}, sums(t, collect(t, reader)[otelratelimit.DecisionsName]))
 }
 
+func TestAWouldDenyCountsAsADenialOfSourceShadow(t *testing.T) {
+	h, reader := newHooks(t)
+	denial := ratelimit.Result{Limit: 1, RetryAfter: time.Second, ResetAfter: time.Second}
+	h.Decided(ratelimit.Event{Limiter: "rollout", Cost: 1, Decision: ratelimit.Decision{
+		Result:    ratelimit.Result{Allowed: true, Limit: 1, ResetAfter: time.Second},
+		Source:    ratelimit.FromShadow,
+		WouldDeny: true,
+		Enforced:  denial,
+	}})
+	h.Decided(ratelimit.Event{Limiter: "rollout", Cost: 1, Decision: ratelimit.Decision{
+		Result: ratelimit.Result{Allowed: true, Limit: 1}, Enforced: ratelimit.Result{Allowed: true, Limit: 1},
+	}})
+
+	assert.Equal(t, map[string]int64{
+		"ratelimit.limiter=rollout,ratelimit.outcome=allowed,ratelimit.source=backend": 1,
+		"ratelimit.limiter=rollout,ratelimit.outcome=denied,ratelimit.source=shadow":   1,
+	}, sums(t, collect(t, reader)[otelratelimit.DecisionsName]))
+}
+
 func TestBreakersSharingOneHooksAreCounted(t *testing.T) {
 	h, reader := newHooks(t)
 	h.BreakerChanged(ratelimit.BreakerClosed, ratelimit.BreakerOpen)
@@ -235,9 +252,9 @@ func TestErrorTypesAndLatency(t *testing.T) {
 		fmt.Errorf("key k: %w", ratelimit.ErrCorruptState),
 		errors.New("connection refused"),
 	} {
-		h.Decided(ratelimit.Decision{Limiter: "redis", Err: err, Latency: 3 * time.Millisecond})
+		h.Decided(ratelimit.Event{Limiter: "redis", Err: err, Latency: 3 * time.Millisecond})
 	}
-	h.Decided(ratelimit.Decision{Limiter: "stepped", Latency: -time.Second})
+	h.Decided(ratelimit.Event{Limiter: "stepped", Latency: -time.Second})
 
 	got := collect(t, reader)
 	assert.Equal(t, map[string]int64{
@@ -263,7 +280,7 @@ func TestErrorTypesAndLatency(t *testing.T) {
 
 func TestWithAttributesAreOnEveryMeasurement(t *testing.T) {
 	h, reader := newHooks(t, otelratelimit.WithAttributes(attribute.String("region", "eu")))
-	h.Decided(ratelimit.Decision{Limiter: "api", Result: ratelimit.Result{Allowed: true}, Source: ratelimit.FromFallback})
+	h.Decided(ratelimit.Event{Limiter: "api", Decision: ratelimit.Decision{Result: ratelimit.Result{Allowed: true}, Source: ratelimit.FromFallback}})
 	h.BreakerChanged(ratelimit.BreakerClosed, ratelimit.BreakerOpen)
 
 	got := collect(t, reader)
@@ -306,9 +323,9 @@ func TestConcurrentDecisionsAreAllCounted(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range each {
-				h.Decided(ratelimit.Decision{
-					Limiter: fmt.Sprintf("l%d", (w+i)%names),
-					Result:  ratelimit.Result{Allowed: i%2 == 0},
+				h.Decided(ratelimit.Event{
+					Limiter:  fmt.Sprintf("l%d", (w+i)%names),
+					Decision: ratelimit.Decision{Result: ratelimit.Result{Allowed: i%2 == 0}},
 				})
 			}
 		})
@@ -329,16 +346,16 @@ func TestDecidedDoesNotAllocate(t *testing.T) {
 		t.Skip("the race detector allocates")
 	}
 	h, _ := newHooks(t)
-	d := ratelimit.Decision{Limiter: "api", Key: "user:1", Cost: 1,
-		Result: ratelimit.Result{Allowed: true}, Latency: 80 * time.Nanosecond}
+	d := ratelimit.Event{Limiter: "api", Key: "user:1", Cost: 1,
+		Decision: ratelimit.Decision{Result: ratelimit.Result{Allowed: true}}, Latency: 80 * time.Nanosecond}
 	h.Decided(d) // builds the attribute set
 	assert.Equal(t, 0.0, testing.AllocsPerRun(1000, func() { h.Decided(d) }))
 }
 
 func BenchmarkDecided(b *testing.B) {
 	h, _ := newHooks(b)
-	d := ratelimit.Decision{Limiter: "api", Key: "user:1", Cost: 1,
-		Result: ratelimit.Result{Allowed: true}, Latency: 80 * time.Nanosecond}
+	d := ratelimit.Event{Limiter: "api", Key: "user:1", Cost: 1,
+		Decision: ratelimit.Decision{Result: ratelimit.Result{Allowed: true}}, Latency: 80 * time.Nanosecond}
 	b.ReportAllocs()
 	for b.Loop() {
 		h.Decided(d)
@@ -347,8 +364,8 @@ func BenchmarkDecided(b *testing.B) {
 
 func BenchmarkDecidedParallel(b *testing.B) {
 	h, _ := newHooks(b)
-	d := ratelimit.Decision{Limiter: "api", Key: "user:1", Cost: 1,
-		Result: ratelimit.Result{Allowed: true}, Latency: 80 * time.Nanosecond}
+	d := ratelimit.Event{Limiter: "api", Key: "user:1", Cost: 1,
+		Decision: ratelimit.Decision{Result: ratelimit.Result{Allowed: true}}, Latency: 80 * time.Nanosecond}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
