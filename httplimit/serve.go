@@ -81,17 +81,28 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		h.failed(w, r, err)
 		return
 	}
-	f, ferr := m.formatFor(d.Policies)
+	policies, bound := d.Policies, d.Bound
+	if d.Limit > 0 && (len(policies) == 0 || len(policies) == 1 && bound == 0 && policies[0].Limit <= 0) {
+		// A Decider that names no policy with a limit: its Result's Limit,
+		// as ratelimit.Decide tells a limiter of another package, under
+		// the name of the policy it names, if any, and without w.
+		var name string
+		if len(policies) == 1 {
+			name = policies[0].Name
+		}
+		policies = []ratelimit.NamedPolicy{{Name: name, Policy: ratelimit.Policy{Limit: d.Limit}}}
+	}
+	f, ferr := m.formatFor(policies)
 	if ferr != nil {
 		h.failed(w, r, ferr)
 		return
 	}
-	p := f.part(d.Bound)
+	p := f.part(bound)
 	if p == nil {
 		if err != nil {
-			h.failed(w, r, fmt.Errorf("httplimit: the limiter's Decision named policy %d of %d, and: %w", d.Bound, len(f.parts), err))
+			h.failed(w, r, fmt.Errorf("httplimit: the limiter's Decision named policy %d of %d, and: %w", bound, len(f.parts), err))
 		} else {
-			h.failed(w, r, fmt.Errorf("httplimit: the limiter's Decision named policy %d of %d", d.Bound, len(f.parts)))
+			h.failed(w, r, fmt.Errorf("httplimit: the limiter's Decision named policy %d of %d", bound, len(f.parts)))
 		}
 		return
 	}
@@ -101,7 +112,7 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		// only the fields that do not depend on it are set.
 		m.fields.writeLimitOnly(w.Header(), &p.limitValues)
 		refused(r)
-		f.tooLargeBy(d.Bound).write(w, r)
+		f.tooLargeBy(bound).write(w, r)
 	case d.WouldDeny:
 		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, false)
 		if m.shadowHeader {
@@ -120,7 +131,7 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 	default:
 		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, true)
 		refused(r)
-		m.answerDenied(w, r, d.Result, f.deniedBy(d.Bound))
+		m.answerDenied(w, r, d.Result, f.deniedBy(bound))
 	}
 }
 
