@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -157,8 +158,8 @@ func TestCompositeDeniedHandlerGetsTheBoundResult(t *testing.T) {
 	assert.Equal(t, `"per-second";r=0;t=1`, w.Header().Get("RateLimit"))
 }
 
-// stubMulti is a MultiPolicy that answers a fixed Result, bound index and
-// error.
+// stubMulti is a ratelimit.Decider that answers fixed policies, Result,
+// bound index and error.
 type stubMulti struct {
 	policies []ratelimit.NamedPolicy
 	res      ratelimit.Result
@@ -166,20 +167,28 @@ type stubMulti struct {
 	err      error
 }
 
-func (s *stubMulti) Policies() []ratelimit.NamedPolicy { return s.policies }
+var _ ratelimit.Decider = (*stubMulti)(nil)
 
-func (s *stubMulti) Allow(ctx context.Context, key string, n int) (ratelimit.Result, error) {
-	res, _, err := s.AllowBound(ctx, key, n)
-	return res, err
+func (s *stubMulti) Policies(context.Context, string) ([]ratelimit.NamedPolicy, error) {
+	return s.policies, nil
 }
 
-func (s *stubMulti) AllowBound(context.Context, string, int) (ratelimit.Result, int, error) {
-	return s.res, s.bound, s.err
+func (s *stubMulti) Allow(ctx context.Context, key string, n int) (ratelimit.Result, error) {
+	d, err := s.Decide(ctx, key, n)
+	return d.Result, err
+}
+
+func (s *stubMulti) Decide(context.Context, string, int) (ratelimit.Decision, error) {
+	d := ratelimit.Decision{Result: s.res, Policies: s.policies, Bound: s.bound, Enforced: s.res}
+	if s.bound >= 0 && s.bound < len(s.policies) {
+		d.Policy = s.policies[s.bound]
+	}
+	return d, s.err
 }
 
 // A limiter that says a policy index it does not have bound a decision has
 // failed: the request fails open (or closed), the error goes to the hook.
-func TestMultiPolicyBoundOutOfRangeIsALimiterError(t *testing.T) {
+func TestDecisionBoundOutOfRangeIsALimiterError(t *testing.T) {
 	for _, bound := range []int{-1, 2, 7} {
 		stub := &stubMulti{
 			policies: []ratelimit.NamedPolicy{{Name: "a", Policy: ratelimit.Policy{Limit: 1}}, {Name: "b", Policy: ratelimit.Policy{Limit: 2}}},
@@ -193,14 +202,18 @@ func TestMultiPolicyBoundOutOfRangeIsALimiterError(t *testing.T) {
 		assert.Empty(t, fields(w.Header()))
 		assert.Equal(t, int64(1), next.calls.Load())
 		require.Len(t, log.errs, 1)
-		assert.Contains(t, log.errs[0].Error(), "AllowBound answered policy")
+		assert.Contains(t, log.errs[0].Error(), "Decision named policy")
 
 		h, next = limited(t, stub, httplimit.WithFailClosed(0))
 		assert.Equal(t, http.StatusServiceUnavailable, do(h, "k", "").Code)
 		assert.Equal(t, int64(0), next.calls.Load())
 	}
 
-	// With an error too, the error is kept.
+	// With an error too, the error is kept. The Decision of a call that
+	// failed is not read, so a backend failure goes to the hook as it is,
+	// and fails open; a cost above the limit, whose Decision names the
+	// policy it exceeds, is a limiter error beside the bad index, of the
+	// caller's class, so it answers 503.
 	stub := &stubMulti{
 		policies: []ratelimit.NamedPolicy{{Name: "a", Policy: ratelimit.Policy{Limit: 1}}, {Name: "b", Policy: ratelimit.Policy{Limit: 2}}},
 		bound:    5,
@@ -211,10 +224,18 @@ func TestMultiPolicyBoundOutOfRangeIsALimiterError(t *testing.T) {
 	assert.Equal(t, http.StatusOK, do(h, "k", "").Code)
 	require.Len(t, log.errs, 1)
 	assert.ErrorIs(t, log.errs[0], errBackend)
-	assert.Equal(t, "httplimit: the limiter's AllowBound answered policy 5 of 2, and: redis: connection refused", log.errs[0].Error())
+	assert.Equal(t, "redis: connection refused", log.errs[0].Error())
+
+	stub.err = fmt.Errorf("fake: %w", ratelimit.ErrCostExceedsLimit)
+	w := do(h, "k", "")
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+	assert.Equal(t, map[string][]string{"Retry-After": {"1"}}, fields(w.Header()))
+	require.Len(t, log.errs, 2)
+	assert.ErrorIs(t, log.errs[1], ratelimit.ErrCostExceedsLimit)
+	assert.Equal(t, "httplimit: the limiter's Decision named policy 5 of 2, and: fake: ratelimit: cost exceeds limit", log.errs[1].Error())
 }
 
-func TestMultiPolicyLimiterErrorFailsOpen(t *testing.T) {
+func TestMultiPolicyBackendErrorFailsOpen(t *testing.T) {
 	stub := &stubMulti{
 		policies: []ratelimit.NamedPolicy{{Name: "a", Policy: ratelimit.Policy{Limit: 1}}, {Name: "b", Policy: ratelimit.Policy{Limit: 2}}},
 		err:      errBackend,
@@ -279,7 +300,7 @@ func TestMultiPolicyOptionsAndPolicies(t *testing.T) {
 	}, fields(w.Header()))
 }
 
-// A MultiPolicy with one policy is a single-policy limiter under that
+// A Decider with one policy is a single-policy limiter under that
 // policy's name, which WithPolicyName may change.
 func TestMultiPolicyOfOnePolicy(t *testing.T) {
 	stub := &stubMulti{
@@ -301,8 +322,9 @@ func TestMultiPolicyOfOnePolicy(t *testing.T) {
 		assert.Equal(t, tc.rate, w.Header().Get("RateLimit"))
 	}
 
-	// A policy with no limit is no policy (ratelimit.PolicyOf): the limit is
-	// learned from each Result, and there is no w.
+	// A policy with no limit is no policy: the limit is learned from each
+	// Result, as ratelimit.Decide learns a foreign limiter's, and there is
+	// no w.
 	stub.policies[0].Limit = 0
 	h, _ := limited(t, stub)
 	w := do(h, "k", "")

@@ -153,3 +153,55 @@ func TestCostErrorsGoToTheKeyErrorHandler(t *testing.T) {
 		})
 	}
 }
+
+// A failure of the limiter's backend fails open (WithFailClosed: 503); any
+// other limiter error leaves the request's limit unknown, so it answers 503
+// with Retry-After unless WithPolicyErrorsPass lets it through. The hook
+// gets every error.
+func TestLimiterErrorsByClass(t *testing.T) {
+	errs := []struct {
+		name    string
+		err     error
+		backend bool
+	}{
+		{"ErrBackend", fmt.Errorf("ratelimit: Redis: %w: %w", ratelimit.ErrBackend, errBackend), true},
+		{"of another package", errBackend, true},
+		{"ErrPolicy", fmt.Errorf("ratelimit: %w: plans: %w", ratelimit.ErrPolicy, errBackend), false},
+		{"ErrInvalidConfig", fmt.Errorf("ratelimit: %w", ratelimit.ErrInvalidConfig), false},
+		{"ErrKeysApart", fmt.Errorf("ratelimit: %w", ratelimit.ErrKeysApart), false},
+		{"ErrCorruptState", fmt.Errorf("ratelimit: %w", ratelimit.ErrCorruptState), false},
+	}
+	modes := []struct {
+		name string
+		opts []httplimit.Option
+		// passes reports whether an error of the backend or not passes.
+		passes func(backend bool) bool
+		retry  string
+	}{
+		{"default", nil, func(backend bool) bool { return backend }, "1"},
+		{"WithPolicyErrorsPass", []httplimit.Option{httplimit.WithPolicyErrorsPass()}, func(bool) bool { return true }, ""},
+		{"WithFailClosed", []httplimit.Option{httplimit.WithFailClosed(2 * time.Second)}, func(bool) bool { return false }, "2"},
+		{"both", []httplimit.Option{httplimit.WithPolicyErrorsPass(), httplimit.WithFailClosed(2 * time.Second)}, func(bool) bool { return false }, "2"},
+	}
+	for _, e := range errs {
+		for _, mode := range modes {
+			t.Run(e.name+"/"+mode.name, func(t *testing.T) {
+				var log errorLog
+				stub := &stubLimiter{res: ratelimit.Result{Limit: 5}, err: e.err}
+				h, next := limited(t, stub, append(mode.opts, httplimit.WithOnError(log.hook))...)
+				w := do(h, "k", "")
+				require.Len(t, log.errs, 1)
+				assert.ErrorIs(t, log.errs[0], e.err)
+				if mode.passes(e.backend) {
+					assert.Equal(t, http.StatusOK, w.Code)
+					assert.Empty(t, fields(w.Header()))
+					assert.Equal(t, int64(1), next.calls.Load())
+					return
+				}
+				assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+				assert.Equal(t, map[string][]string{"Retry-After": {mode.retry}}, fields(w.Header()))
+				assert.Equal(t, int64(0), next.calls.Load())
+			})
+		}
+	}
+}

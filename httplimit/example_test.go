@@ -197,7 +197,7 @@ func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
 // sourceCounter counts a Guard's decisions by who answered them.
 type sourceCounter struct {
 	ratelimit.NopHooks
-	n [ratelimit.FromDenyCache + 1]atomic.Int64
+	n [ratelimit.FromShadow + 1]atomic.Int64
 }
 
-func (c *sourceCounter) Decided(d ratelimit.Decision) { c.n[d.Source].Add(1) }
+func (c *sourceCounter) Decided(ev ratelimit.Event) { c.n[ev.Source].Add(1) }

@@ -13,7 +13,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// fakeBucket is a ratelimit.Adjuster that decides as a token bucket of
+// fakeBucket is a ratelimit.Decider and Adjuster that decides as a token bucket of
 // capacity limit refilling one unit per interval, on a fake clock, kept as a
 // GCRA's theoretical arrival time per key in whole nanoseconds: the same
 // decisions and Results as the package's TokenBucket. It records its
@@ -42,7 +42,10 @@ type adjustCall struct {
 	timeout     time.Duration // the deadline, less the time of the call
 }
 
-var _ ratelimit.Adjuster = (*fakeBucket)(nil)
+var (
+	_ ratelimit.Decider  = (*fakeBucket)(nil)
+	_ ratelimit.Adjuster = (*fakeBucket)(nil)
+)
 
 // newFakeBucket returns a fakeBucket of limit refilling one unit per
 // interval on clock.
@@ -55,18 +58,35 @@ func (b *fakeBucket) Policy() ratelimit.Policy {
 	return ratelimit.Policy{Limit: b.limit, Window: time.Duration(b.limit) * b.interval}
 }
 
+// Policies returns the bucket's one policy, named "default".
+func (b *fakeBucket) Policies(context.Context, string) ([]ratelimit.NamedPolicy, error) {
+	return []ratelimit.NamedPolicy{{Name: "default", Policy: b.Policy()}}, nil
+}
+
 // Allow takes n units of key when there are that many.
-func (b *fakeBucket) Allow(_ context.Context, key string, n int) (ratelimit.Result, error) {
+func (b *fakeBucket) Allow(ctx context.Context, key string, n int) (ratelimit.Result, error) {
+	d, err := b.Decide(ctx, key, n)
+	return d.Result, err
+}
+
+// Decide takes n units of key when there are that many, and tells the
+// decision under the bucket's one policy.
+func (b *fakeBucket) Decide(ctx context.Context, key string, n int) (ratelimit.Decision, error) {
+	policies, _ := b.Policies(ctx, key)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var res ratelimit.Result
+	var err error
 	if b.allowErr != nil {
-		return ratelimit.Result{Limit: b.limit}, b.allowErr
+		res, err = ratelimit.Result{Limit: b.limit}, b.allowErr
+	} else {
+		var next time.Time
+		res, next, err = b.decide(key, n)
+		if err == nil && res.Allowed {
+			b.tat[key] = next
+		}
 	}
-	res, next, err := b.decide(key, n)
-	if err == nil && res.Allowed {
-		b.tat[key] = next
-	}
-	return res, err
+	return ratelimit.Decision{Result: res, Policy: policies[0], Policies: policies, Enforced: res}, err
 }
 
 // decide returns what Allow(key, n) answers and the key's arrival time
@@ -160,7 +180,7 @@ func (b *fakeBucket) calls() []adjustCall {
 	return append([]adjustCall(nil), b.adjusts...)
 }
 
-// fakeComposite is a ratelimit.MultiPolicy and Adjuster of fakeBuckets
+// fakeComposite is a ratelimit.Decider and Adjuster of fakeBuckets
 // that decides as a Composite does: all or nothing, with the Result of the
 // part that bound the decision and the longest RetryAfter and ResetAfter.
 type fakeComposite struct {
@@ -170,27 +190,37 @@ type fakeComposite struct {
 }
 
 var (
-	_ ratelimit.MultiPolicy = (*fakeComposite)(nil)
-	_ ratelimit.Adjuster    = (*fakeComposite)(nil)
+	_ ratelimit.Decider  = (*fakeComposite)(nil)
+	_ ratelimit.Adjuster = (*fakeComposite)(nil)
 )
 
 // Policies returns the parts' policies.
-func (c *fakeComposite) Policies() []ratelimit.NamedPolicy {
+func (c *fakeComposite) Policies(context.Context, string) ([]ratelimit.NamedPolicy, error) {
 	out := make([]ratelimit.NamedPolicy, len(c.parts))
 	for i, p := range c.parts {
 		out[i] = ratelimit.NamedPolicy{Name: c.names[i], Policy: p.Policy()}
 	}
-	return out
+	return out, nil
 }
 
-// Allow decides as AllowBound.
+// Allow decides as Decide.
 func (c *fakeComposite) Allow(ctx context.Context, key string, n int) (ratelimit.Result, error) {
-	res, _, err := c.AllowBound(ctx, key, n)
-	return res, err
+	d, err := c.Decide(ctx, key, n)
+	return d.Result, err
 }
 
-// AllowBound takes n from every part if every part allows it.
-func (c *fakeComposite) AllowBound(_ context.Context, key string, n int) (ratelimit.Result, int, error) {
+// Decide takes n from every part if every part allows it.
+func (c *fakeComposite) Decide(ctx context.Context, key string, n int) (ratelimit.Decision, error) {
+	policies, _ := c.Policies(ctx, key)
+	res, b, parts, err := c.decide(key, n)
+	return ratelimit.Decision{
+		Result: res, Policy: policies[b], Policies: policies, Bound: b, Parts: parts, Enforced: res,
+	}, err
+}
+
+// decide takes n from every part if every part allows it, and returns the
+// Result, the index of the part that bound it and each part's Result.
+func (c *fakeComposite) decide(key string, n int) (ratelimit.Result, int, []ratelimit.Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	results := make([]ratelimit.Result, len(c.parts))
@@ -201,7 +231,7 @@ func (c *fakeComposite) AllowBound(_ context.Context, key string, n int) (rateli
 		res, next, err := p.decide(key, n)
 		p.mu.Unlock()
 		if err != nil {
-			return res, i, err
+			return res, i, nil, err
 		}
 		results[i], nexts[i] = res, next
 		allowed = allowed && res.Allowed
@@ -230,7 +260,7 @@ func (c *fakeComposite) AllowBound(_ context.Context, key string, n int) (rateli
 		res.RetryAfter = max(res.RetryAfter, r.RetryAfter)
 		res.ResetAfter = max(res.ResetAfter, r.ResetAfter)
 	}
-	return res, b, nil
+	return res, b, results, nil
 }
 
 // peek returns key's state as a Result, taking nothing.
@@ -308,14 +338,14 @@ var twoPolicies = []struct {
 // composite is a limiter of twoPolicies under test.
 type composite struct {
 	name string
-	new  func(t *testing.T) (ratelimit.MultiPolicy, *ratelimit.FakeClock)
+	new  func(t *testing.T) (ratelimit.Decider, *ratelimit.FakeClock)
 }
 
 // composites are the limiters of twoPolicies the composite tests run on:
 // the fake, the package's Composite of two TokenBuckets, and that Composite
-// behind a Guard and a DenyCache, which the tests skip until they work.
+// behind a Guard and a DenyCache.
 var composites = []composite{
-	{"fake", func(*testing.T) (ratelimit.MultiPolicy, *ratelimit.FakeClock) {
+	{"fake", func(*testing.T) (ratelimit.Decider, *ratelimit.FakeClock) {
 		clock := ratelimit.NewFakeClock(epoch)
 		c := &fakeComposite{}
 		for _, p := range twoPolicies {
@@ -325,23 +355,19 @@ var composites = []composite{
 		return c, clock
 	}},
 	{"Composite", realComposite},
-	{"Guard(DenyCache(Composite))", func(t *testing.T) (ratelimit.MultiPolicy, *ratelimit.FakeClock) {
+	{"Guard(DenyCache(Composite))", func(t *testing.T) (ratelimit.Decider, *ratelimit.FakeClock) {
 		c, clock := realComposite(t)
 		cache, err := ratelimit.NewDenyCache(c, ratelimit.DenyCacheConfig{Clock: clock})
 		require.NoError(t, err)
 		guard, err := ratelimit.NewGuard(cache, ratelimit.GuardConfig{Timeout: time.Second, Clock: clock})
 		require.NoError(t, err)
-		m, ok := ratelimit.Limiter(guard).(ratelimit.MultiPolicy)
-		if !ok {
-			t.Skip("ratelimit.Guard is not a ratelimit.MultiPolicy yet")
-		}
-		return m, clock
+		return guard, clock
 	}},
 }
 
 // realComposite returns a Composite of twoPolicies as TokenBuckets on a
 // fake clock, or skips the test while NewComposite cannot build one.
-func realComposite(t *testing.T) (ratelimit.MultiPolicy, *ratelimit.FakeClock) {
+func realComposite(t *testing.T) (ratelimit.Decider, *ratelimit.FakeClock) {
 	clock := ratelimit.NewFakeClock(epoch)
 	var parts []ratelimit.Part
 	for _, p := range twoPolicies {

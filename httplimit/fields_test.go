@@ -84,6 +84,7 @@ func TestPolicyWindowFromEachLimiter(t *testing.T) {
 	big, err := ratelimit.NewTokenBucket(1_000_000_000, 1e9, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	stub := &stubLimiter{res: ratelimit.Result{Allowed: true, Limit: 7, Remaining: 6, ResetAfter: 1500 * time.Millisecond}}
+	timed := &fillTimeStub{stubLimiter: stubLimiter{res: stub.res}}
 
 	cases := []struct {
 		name              string
@@ -96,7 +97,8 @@ func TestPolicyWindowFromEachLimiter(t *testing.T) {
 		{"fill time rounded up", slowBucket, nil, `"default";q=3;w=8`, `"default";r=2;t=3`},
 		{"sub-second fill time is 1", fastBucket, nil, `"default";q=1;w=1`, `"default";r=0;t=1`},
 		{"large numbers", big, nil, `"default";q=1000000000;w=1`, `"default";r=999999999;t=1`},
-		{"no FillTime or Window: no w", stub, nil, `"default";q=7`, `"default";r=6;t=2`},
+		{"limiter of another package: no w", stub, nil, `"default";q=7`, `"default";r=6;t=2`},
+		{"its FillTime and Window are not read", timed, nil, `"default";q=7`, `"default";r=6;t=2`},
 		{"WithPolicyWindow sets w", stub, []httplimit.Option{httplimit.WithPolicyWindow(90 * time.Second)}, `"default";q=7;w=90`, `"default";r=6;t=2`},
 		{"WithPolicyWindow overrides", gcra, []httplimit.Option{httplimit.WithPolicyWindow(1500 * time.Millisecond)}, `"default";q=10;w=2`, `"default";r=9;t=1`},
 		{"WithPolicyWindow(0) leaves w out", gcra, []httplimit.Option{httplimit.WithPolicyWindow(0)}, `"default";q=10`, `"default";r=9;t=1`},
@@ -113,6 +115,15 @@ func TestPolicyWindowFromEachLimiter(t *testing.T) {
 		})
 	}
 }
+
+// fillTimeStub is a limiter of another package with FillTime and Window
+// methods, which the middleware does not read: it sends the policy its
+// Decision tells, the Result's limit alone.
+type fillTimeStub struct{ stubLimiter }
+
+func (*fillTimeStub) FillTime() time.Duration { return 5 * time.Second }
+
+func (*fillTimeStub) Window() time.Duration { return time.Minute }
 
 func TestHeaderStyles(t *testing.T) {
 	cases := []struct {

@@ -85,15 +85,19 @@ func TestWithPolicyWindowKeepsItsWindowForKeyedLimiters(t *testing.T) {
 	assert.Equal(t, `"default";q=10;w=5`, do(h, "free", "").Header().Get("RateLimit-Policy"))
 }
 
+// The fields are those of the policy the decision was made under: the
+// limiter reads the key's policy once per request and tells it in its
+// Decision, and the middleware reads none of its own, so a policy that
+// changes between requests never mixes one policy's q with another's w.
 func TestAPolicyChangedAfterTheDecisionIsNotMixedIntoTheHeaders(t *testing.T) {
-	// The limiter reads the policy first, the middleware second: the
-	// second read says another limit, so the headers keep the decision's
-	// limit and leave the window out.
 	var calls int
 	var mu sync.Mutex
-	policy := func(context.Context, string) (ratelimit.Policy, error) {
+	policy := func(_ context.Context, key string) (ratelimit.Policy, error) {
 		mu.Lock()
 		defer mu.Unlock()
+		if key != "k" {
+			return ratelimit.Policy{Limit: 3, Window: time.Second}, nil
+		}
 		calls++
 		if calls%2 == 1 {
 			return ratelimit.Policy{Limit: 10, Window: time.Minute}, nil
@@ -103,10 +107,47 @@ func TestAPolicyChangedAfterTheDecisionIsNotMixedIntoTheHeaders(t *testing.T) {
 	l, err := ratelimit.NewGCRA(3, time.Second, ratelimit.WithPolicyFunc(policy))
 	require.NoError(t, err)
 	h, _ := limited(t, l)
-	w := do(h, "k", "")
-	assert.Equal(t, "10", w.Header().Get("RateLimit-Limit"))
-	assert.Equal(t, `"default";q=10`, w.Header().Get("RateLimit-Policy"))
+	for i, want := range []struct{ limit, policy string }{
+		{"10", `"default";q=10;w=60`},
+		{"20", `"default";q=20;w=3600`},
+		{"10", `"default";q=10;w=60`},
+	} {
+		w := do(h, "k", "")
+		require.Equal(t, http.StatusOK, w.Code, "request %d", i)
+		assert.Equal(t, want.limit, w.Header().Get("RateLimit-Limit"), "request %d", i)
+		assert.Equal(t, want.policy, w.Header().Get("RateLimit-Policy"), "request %d", i)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Equal(t, 2, calls, "the premise: the limiter reads the policy once, the middleware once more")
+	assert.Equal(t, 3, calls, "the premise: the limiter reads the key's policy once per request, the middleware never")
+}
+
+// A PolicyFunc that fails leaves the key's limit unknown, which is not the
+// situation of a backend that is down: the request is answered 503, also
+// through a Guard (which passes ErrPolicy on), unless
+// WithPolicyErrorsPass lets it through without fields.
+func TestAFailingPolicyFuncDoesNotLiftTheLimit(t *testing.T) {
+	failing := func(context.Context, string) (ratelimit.Policy, error) { return ratelimit.Policy{}, errBackend }
+	l, err := ratelimit.NewGCRA(10, time.Minute, ratelimit.WithPolicyFunc(failing))
+	require.NoError(t, err)
+	guard, err := ratelimit.NewGuard(l, ratelimit.GuardConfig{OnFailure: ratelimit.FailOpen, BreakerFailures: 1, BreakerCoolDown: time.Minute})
+	require.NoError(t, err)
+	for _, lim := range []ratelimit.Limiter{l, guard} {
+		var log errorLog
+		h, next := limited(t, lim, httplimit.WithOnError(log.hook))
+		w := do(h, "k", "")
+		assert.Equal(t, http.StatusServiceUnavailable, w.Code, "%T", lim)
+		assert.Equal(t, map[string][]string{"Retry-After": {"1"}}, fields(w.Header()), "%T", lim)
+		assert.Equal(t, int64(0), next.calls.Load(), "%T", lim)
+		require.Len(t, log.errs, 1, "%T", lim)
+		assert.ErrorIs(t, log.errs[0], ratelimit.ErrPolicy, "%T", lim)
+		assert.ErrorIs(t, log.errs[0], errBackend, "%T", lim)
+
+		h, next = limited(t, lim, httplimit.WithPolicyErrorsPass())
+		w = do(h, "k", "")
+		assert.Equal(t, http.StatusOK, w.Code, "%T", lim)
+		assert.Empty(t, fields(w.Header()), "%T", lim)
+		assert.Equal(t, int64(1), next.calls.Load(), "%T", lim)
+	}
+	assert.Equal(t, ratelimit.BreakerClosed, guard.BreakerState(), "a failing PolicyFunc is no backend failure")
 }

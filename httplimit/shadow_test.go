@@ -25,10 +25,10 @@ type shadowHooks struct {
 	sources []ratelimit.Source
 }
 
-func (h *shadowHooks) Decided(d ratelimit.Decision) {
+func (h *shadowHooks) Decided(ev ratelimit.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.sources = append(h.sources, d.Source)
+	h.sources = append(h.sources, ev.Source)
 }
 
 // shadowed returns a Shadow, shadowing, around a token bucket of capacity
@@ -194,18 +194,49 @@ func TestShadowPassesLimiterErrorsToOnError(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, do(h, "alice", "").Code)
 }
 
-// WithShadowHeader needs the Shadow itself: a limiter that is not one, or
-// a decorator that hides it, is a configuration error.
-func TestWithShadowHeaderNeedsAShadowLimiter(t *testing.T) {
-	bucket, clock := tokenBucket(t, 2, 1)
-	_, err := httplimit.NewMiddleware(bucket, httplimit.KeyByHeader(keyHeader), httplimit.WithShadowHeader())
-	require.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
+// WithShadowHeader applies to any limiter: RateLimit-Shadow is sent when
+// the Decision says a Shadow let the request through against a denial,
+// also through a Guard or a DenyCache around the Shadow; a limiter without
+// a Shadow denies, and never sends it.
+func TestWithShadowHeaderAppliesToAnyLimiter(t *testing.T) {
+	bucket, _ := tokenBucket(t, 2, 1)
+	h, next := limited(t, bucket, httplimit.WithShadowHeader())
+	for i, code := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
+		w := do(h, "alice", "")
+		require.Equal(t, code, w.Code, "request %d", i)
+		assert.Empty(t, w.Header().Values(shadowField), "request %d", i)
+	}
+	assert.Equal(t, int64(2), next.calls.Load())
 
-	s, err := ratelimit.NewShadow(bucket, ratelimit.ShadowConfig{})
-	require.NoError(t, err)
-	g, err := ratelimit.NewGuard(s, ratelimit.GuardConfig{Clock: clock})
-	require.NoError(t, err)
-	_, err = httplimit.NewMiddleware(g, httplimit.KeyByHeader(keyHeader), httplimit.WithShadowHeader())
-	require.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
-	assert.ErrorContains(t, err, "ShadowLimiter")
+	decorators := []struct {
+		name string
+		wrap func(*ratelimit.Shadow) (ratelimit.Limiter, error)
+	}{
+		{"Guard", func(s *ratelimit.Shadow) (ratelimit.Limiter, error) {
+			return ratelimit.NewGuard(s, ratelimit.GuardConfig{})
+		}},
+		{"DenyCache", func(s *ratelimit.Shadow) (ratelimit.Limiter, error) {
+			return ratelimit.NewDenyCache(s, ratelimit.DenyCacheConfig{})
+		}},
+	}
+	for _, dec := range decorators {
+		t.Run(dec.name, func(t *testing.T) {
+			s, _ := shadowed(t, nil)
+			l, err := dec.wrap(s)
+			require.NoError(t, err)
+			h, next := limited(t, l, httplimit.WithShadowHeader())
+			for i := 1; i <= 2; i++ {
+				w := do(h, "alice", "")
+				require.Equal(t, http.StatusOK, w.Code, "request %d", i)
+				assert.Empty(t, w.Header().Values(shadowField), "request %d", i)
+			}
+			for i := 3; i <= 4; i++ {
+				w := do(h, "alice", "")
+				require.Equal(t, http.StatusOK, w.Code, "request %d", i)
+				assert.Equal(t, []string{`"default";r=0;t=1`}, w.Header().Values(shadowField), "request %d", i)
+				assert.Equal(t, `"default";r=0;t=2`, w.Header().Get("RateLimit"), "request %d", i)
+			}
+			assert.Equal(t, int64(4), next.calls.Load())
+		})
+	}
 }
