@@ -85,7 +85,9 @@ func stackRows() []stackRow {
 			)
 			require.NoError(t, err)
 			return l
-		}, func(_ ratelimit.Decider, key string) string { return ratelimit.DefaultTokenBucketPrefix + "5:1000000:" + key }},
+		}, func(_ ratelimit.Decider, key string) string {
+			return ratelimit.DefaultTokenBucketPrefix + "5:1000000:" + key
+		}},
 		{"PolicyFunc", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
 			plans := func(_ context.Context, key string) (ratelimit.Policy, error) {
 				if key == "broken" {
