@@ -18,27 +18,3 @@ type Policy struct {
 	// length; > 0 for every limiter of this package.
 	Window time.Duration
 }
-
-// PolicyReporter is implemented by limiters that know their Policy: every
-// limiter of this package, and the decorators (Guard, DenyCache, Shadow),
-// which forward their backend's. Policy is constant for the limiter's life and
-// safe for concurrent use.
-type PolicyReporter interface {
-	Policy() Policy
-}
-
-// PolicyOf returns l's Policy and true when l reports one with a Limit > 0,
-// and the zero Policy and false otherwise: no answer ever claims a limit of
-// 0.
-func PolicyOf(l Limiter) (Policy, bool) {
-	r, ok := l.(PolicyReporter)
-	if !ok || isNil(r) {
-		return Policy{}, false
-	}
-	p := r.Policy()
-	if p.Limit <= 0 {
-		return Policy{}, false
-	}
-	p.Window = max(p.Window, 0)
-	return p, true
-}

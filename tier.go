@@ -81,28 +81,6 @@ func WithPolicyFunc(f PolicyFunc) Option {
 	}
 }
 
-// KeyPolicyReporter is implemented by limiters whose policy may depend on
-// the key: every limiter of this package, and the decorators (Guard,
-// DenyCache, Shadow), which forward their backend's. KeyPolicies returns
-// the function that gives a call's policy, nil when the limiter's Policy
-// holds for every key. It is constant for the limiter's life.
-type KeyPolicyReporter interface {
-	KeyPolicies() PolicyFunc
-}
-
-// PolicyFuncOf returns the function that gives the policy of l's calls by
-// key when l chooses its policy per key (WithPolicyFunc), and nil when one
-// Policy holds for every key. The function returned answers the limiter's
-// own Policy for a key its PolicyFunc gives the zero Policy, and an error
-// wrapping ErrInvalidConfig for a policy the limiter refuses.
-func PolicyFuncOf(l Limiter) PolicyFunc {
-	r, ok := l.(KeyPolicyReporter)
-	if !ok || isNil(r) {
-		return nil
-	}
-	return r.KeyPolicies()
-}
-
 // tiers resolves the policy of a call of a limiter built WithPolicyFunc. It
 // is immutable and safe for concurrent use.
 type tiers struct {
@@ -162,18 +140,6 @@ func (t *tiers) takenBound(limit int) int {
 		return limit
 	}
 	return maxSettleCost
-}
-
-// policyFunc is the PolicyFunc PolicyFuncOf returns for t: the policy in
-// force for a key.
-func (t *tiers) policyFunc() PolicyFunc {
-	if t == nil {
-		return nil
-	}
-	return func(ctx context.Context, key string) (Policy, error) {
-		p, _, _, err := t.resolve(ctx, key)
-		return p, err
-	}
 }
 
 // The checks of a policy, one per algorithm and backend: each returns the
