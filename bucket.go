@@ -109,17 +109,7 @@ func (b *TokenBucket) Reset(_ context.Context, key string) error {
 	return nil
 }
 
-// FillTime returns the time a bucket takes to refill from empty to full:
-// capacity divided by the refill rate; 0 for a nil or zero-value
-// *TokenBucket.
-func (b *TokenBucket) FillTime() time.Duration {
-	if b == nil || b.d == nil {
-		return 0
-	}
-	return b.s.fillTime()
-}
-
-// Policy returns the bucket's capacity and FillTime; the zero Policy for a
+// Policy returns the bucket's capacity and the time it takes to refill from empty to full; the zero Policy for a
 // nil or zero-value *TokenBucket.
 func (b *TokenBucket) Policy() Policy {
 	if b == nil || b.d == nil {

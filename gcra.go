@@ -100,17 +100,7 @@ func (g *GCRA) Reset(_ context.Context, key string) error {
 	return nil
 }
 
-// FillTime returns the time a key takes to go from exhausted to its full
-// limit: limit emission intervals, which is period up to rounding; 0 for a
-// nil or zero-value *GCRA.
-func (g *GCRA) FillTime() time.Duration {
-	if g == nil || g.d == nil {
-		return 0
-	}
-	return g.s.fillTime()
-}
-
-// Policy returns the limit and FillTime; the zero Policy for a nil or
+// Policy returns the limit and the time a key takes to go from exhausted to its full limit (limit emission intervals); the zero Policy for a nil or
 // zero-value *GCRA.
 func (g *GCRA) Policy() Policy {
 	if g == nil || g.d == nil {

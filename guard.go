@@ -178,8 +178,6 @@ func (g *Guard) Decide(ctx context.Context, key string, n int) (Decision, error)
 	switch {
 	case err == nil:
 		g.lastLimit.Store(int64(d.Limit))
-	case errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostExceedsLimit):
-		// The caller's cost, which the backend checked: no failure.
 	case errors.Is(err, ErrCaller), errors.Is(err, ErrCorruptState):
 		// The caller's mistake or one key's data, not the backend's
 		// health: no verdict, so the breaker neither counts it nor closes

@@ -132,10 +132,7 @@ func (b *RedisTokenBucket) Policies(ctx context.Context, key string) ([]NamedPol
 // own policy's numbers.
 func (b *RedisTokenBucket) KeyPrefix() string { return b.r.prefix }
 
-// FillTime returns the time a bucket takes to refill from empty to full.
-func (b *RedisTokenBucket) FillTime() time.Duration { return b.fillTime }
-
-// Policy returns the bucket's capacity and FillTime; the zero Policy for a nil
+// Policy returns the bucket's capacity and the time it takes to refill from empty to full; the zero Policy for a nil
 // b.
 func (b *RedisTokenBucket) Policy() Policy {
 	if b == nil {

@@ -113,9 +113,6 @@ func (w *RedisFixedWindow) Policies(ctx context.Context, key string) ([]NamedPol
 // own policy's numbers.
 func (w *RedisFixedWindow) KeyPrefix() string { return w.r.prefix }
 
-// Window returns the length of a window.
-func (w *RedisFixedWindow) Window() time.Duration { return w.window }
-
 // Policy returns the limit and the window's length; the zero Policy for a nil
 // w.
 func (w *RedisFixedWindow) Policy() Policy {

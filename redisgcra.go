@@ -113,11 +113,7 @@ func (g *RedisGCRA) Policies(ctx context.Context, key string) ([]NamedPolicy, er
 // own policy's numbers.
 func (g *RedisGCRA) KeyPrefix() string { return g.r.prefix }
 
-// FillTime returns the time a key takes to go from exhausted to its full
-// limit: limit emission intervals, which is period up to rounding.
-func (g *RedisGCRA) FillTime() time.Duration { return g.fillTime }
-
-// Policy returns the limit and FillTime; the zero Policy for a nil g.
+// Policy returns the limit and the time a key takes to go from exhausted to its full limit (limit emission intervals); the zero Policy for a nil g.
 func (g *RedisGCRA) Policy() Policy {
 	if g == nil {
 		return Policy{}
