@@ -13,8 +13,9 @@ import (
 // least n are there; a denial takes nothing. Time is kept in integer
 // nanoseconds, so decisions never drift.
 //
-// Memory is held only for keys whose bucket is not full; a bucket that has
-// refilled is forgotten, with no background goroutine.
+// Memory is held for keys whose bucket is not full, and for a bucket that
+// has refilled until it is forgotten, within two fill times of its last
+// change as the limiter is used, with no background goroutine.
 //
 // A TokenBucket is safe for concurrent use. The zero value is not usable;
 // create one with NewTokenBucket.

@@ -151,10 +151,11 @@
 //
 // # Memory
 //
-// An in-process limiter holds state only for keys that are not at their full
-// limit. Keys that have refilled are dropped as the limiter is used, without
-// background goroutines, so memory is bounded by the keys active within the
-// last refill period.
+// An in-process limiter holds state for keys that are not at their full
+// limit, and for full ones until it drops them. Keys that have refilled are
+// dropped as the limiter is used, without background goroutines, so memory
+// is bounded by the keys active within the last two refill periods (or
+// windows), and keys still in debt after a Settle.
 //
 // # Waiting
 //
