@@ -68,7 +68,7 @@ func (b *TokenBucket) Refund(ctx context.Context, key string, n int, opts ...Adj
 // Settle replaces taken, the tokens an allowed call took from key, by cost:
 // it gives back the difference or takes the rest, into debt if need be. See
 // Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
-// is not used.
+// goes to the PolicyFunc, if any (WithPolicyFunc).
 func (b *TokenBucket) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	if b == nil || b.s == nil {
 		return Result{}, notBuilt("TokenBucket")
