@@ -9,7 +9,8 @@ import (
 // Adjuster is a Limiter whose takings can be corrected after the work they
 // admitted: given back, settled at their true cost, or wiped. Every limiter
 // of this package implements it, as do Composite, Guard, DenyCache and
-// Shadow, and the in-process and Redis limiters adjust identically.
+// Shadow, and the in-process and Redis limiters adjust identically while
+// the clock moves forward (see Exactness in the package documentation).
 //
 // The Result of Refund and Settle describes the key after the adjustment:
 // Allowed is true (an adjustment is never refused for lack of units),

@@ -13,8 +13,9 @@ import (
 // least n are there; a denial takes nothing. Time is kept in integer
 // nanoseconds, so decisions never drift.
 //
-// Memory is held only for keys whose bucket is not full; a bucket that has
-// refilled is forgotten, with no background goroutine.
+// Memory is held for keys whose bucket is not full, and for a bucket that
+// has refilled until it is forgotten, within two fill times of its last
+// change as the limiter is used, with no background goroutine.
 //
 // A TokenBucket is safe for concurrent use. The zero value is not usable;
 // create one with NewTokenBucket.
@@ -91,7 +92,7 @@ func (b *TokenBucket) Refund(ctx context.Context, key string, n int, opts ...Adj
 // Settle replaces taken, the tokens an allowed call took from key, by cost:
 // it gives back the difference or takes the rest, into debt if need be. See
 // Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
-// is not used.
+// goes to the PolicyFunc, if any (WithPolicyFunc).
 func (b *TokenBucket) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	if b == nil || b.d == nil {
 		return Result{}, notBuilt("TokenBucket")

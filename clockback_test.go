@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -49,4 +50,77 @@ func TestLagBehindSaturates(t *testing.T) {
 	assert.Equal(t, int64(maxSpan), lagBehind(5, minInt64))
 	assert.Equal(t, int64(maxSpan), lagBehind(maxSpan, 0))
 	assert.Equal(t, int64(maxSpan-1), lagBehind(maxSpan, 1))
+}
+
+func TestARedisKeyOwesAServerClockStepBackWhereInProcessTimeStandsStill(t *testing.T) {
+	// A bucket of 10 refilling 1 a second, 5 of them taken; then the clock
+	// is set back 10 s. On Redis the key's tat stays where it was, so the
+	// key owes the step: 0 left, and a denial for 6 s (until it is 9 s from
+	// full). In process time stands still for the shard: 5 left.
+	ctx := context.Background()
+	type subject struct {
+		name string
+		new  func() (Limiter, func(time.Duration))
+	}
+	redisSubject := func(name string, build func(*redis.Client) (Limiter, error)) subject {
+		return subject{name, func() (Limiter, func(time.Duration)) {
+			_, client, advance := miniredisClock(t) // SetTime moves the server's TIME
+			l, err := build(client)
+			require.NoError(t, err)
+			return l, advance
+		}}
+	}
+	for _, sub := range []subject{
+		redisSubject("RedisTokenBucket", func(c *redis.Client) (Limiter, error) { return NewRedisTokenBucket(c, 10, 1) }),
+		redisSubject("RedisGCRA", func(c *redis.Client) (Limiter, error) { return NewRedisGCRA(c, 10, 10*time.Second) }),
+	} {
+		t.Run(sub.name, func(t *testing.T) {
+			l, advance := sub.new()
+			res, err := l.Allow(ctx, "k", 5)
+			require.NoError(t, err)
+			require.Equal(t, ok(10, 5, 5*time.Second), res)
+
+			advance(-10 * time.Second)
+			res, err = l.Allow(ctx, "k", 0)
+			require.NoError(t, err)
+			assert.Equal(t, ok(10, 0, 15*time.Second), res, "the key owes the step: 0 left")
+			res, err = l.Allow(ctx, "k", 1)
+			require.NoError(t, err)
+			assert.Equal(t, no(10, 0, 6*time.Second, 15*time.Second), res, "denied for 6 s")
+
+			advance(6*time.Second - time.Microsecond)
+			res, err = l.Allow(ctx, "k", 1)
+			require.NoError(t, err)
+			assert.False(t, res.Allowed, "1 µs early")
+			advance(time.Microsecond)
+			res, err = l.Allow(ctx, "k", 1)
+			require.NoError(t, err)
+			assert.Equal(t, ok(10, 0, 10*time.Second), res, "allowed once 6 s have passed")
+		})
+	}
+
+	for _, sub := range []struct {
+		name string
+		new  func(Clock) (Limiter, error)
+	}{
+		{"TokenBucket", func(c Clock) (Limiter, error) { return NewTokenBucket(10, 1, WithClock(c)) }},
+		{"GCRA", func(c Clock) (Limiter, error) { return NewGCRA(10, 10*time.Second, WithClock(c)) }},
+	} {
+		t.Run(sub.name, func(t *testing.T) {
+			clock := NewFakeClock(epoch)
+			l, err := sub.new(clock)
+			require.NoError(t, err)
+			res, err := l.Allow(ctx, "k", 5)
+			require.NoError(t, err)
+			require.Equal(t, ok(10, 5, 5*time.Second), res)
+
+			clock.Advance(-10 * time.Second)
+			res, err = l.Allow(ctx, "k", 0)
+			require.NoError(t, err)
+			assert.Equal(t, ok(10, 5, 15*time.Second), res, "time stands still: 5 left, full once the clock has caught up and 5 s more")
+			res, err = l.Allow(ctx, "k", 1)
+			require.NoError(t, err)
+			assert.Equal(t, ok(10, 4, 16*time.Second), res, "allowed: nothing is created, nothing owed")
+		})
+	}
 }

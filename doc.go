@@ -140,17 +140,22 @@
 // Time is kept in integers: nanoseconds in process, microseconds in Redis.
 // Where the time per token is a whole number of those units, every decision
 // is exact however many calls are made. A clock that goes backwards never
-// creates tokens. In process, time stands still until the clock catches up.
-// On Redis, a token-bucket or GCRA key keeps the time at which it is full
-// again, so a server clock that steps back makes the key owe the step as
-// well, until the clock catches up; its waits include the catching up.
+// creates tokens, and the waits include the catching up. In process, time
+// stands still for the keys of a shard until the clock catches up. On Redis,
+// a token-bucket or GCRA key keeps the time at which it is full again, so a
+// server clock that steps back makes the key owe the step until the clock
+// catches up: with 5 of 10 tokens left (1 a second) and the clock set back
+// 10 s, it has 0 left and denies for 6 s, where an in-process bucket still
+// has 5. The two may differ until the clock catches up; on schedules where
+// time only moves forward they decide identically.
 //
 // # Memory
 //
-// An in-process limiter holds state only for keys that are not at their full
-// limit. Keys that have refilled are dropped as the limiter is used, without
-// background goroutines, so memory is bounded by the keys active within the
-// last refill period.
+// An in-process limiter holds state for keys that are not at their full
+// limit, and for full ones until it drops them. Keys that have refilled are
+// dropped as the limiter is used, without background goroutines, so memory
+// is bounded by the keys active within the last two refill periods (or
+// windows), and keys still in debt after a Settle.
 //
 // # Waiting
 //

@@ -15,8 +15,9 @@ import (
 // ends. Around a window's end a key can get up to 2×limit through in a short
 // time: limit at the end of one window, limit at the start of the next.
 //
-// Memory is held only for keys with an open window; a key whose window has
-// ended is forgotten, with no background goroutine.
+// Memory is held for keys with an open window, and for a key whose window
+// has ended until it is forgotten, within two windows of its last count as
+// the limiter is used, with no background goroutine.
 //
 // A FixedWindow is safe for concurrent use. The zero value is not usable;
 // create one with NewFixedWindow.

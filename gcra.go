@@ -82,7 +82,7 @@ func (g *GCRA) Refund(ctx context.Context, key string, n int, opts ...AdjustOpti
 // Settle replaces taken, the tokens an allowed call took from key, by cost:
 // it gives back the difference or takes the rest, into debt if need be. See
 // Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
-// is not used.
+// goes to the PolicyFunc, if any (WithPolicyFunc).
 func (g *GCRA) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	if g == nil || g.d == nil {
 		return Result{}, notBuilt("GCRA")

@@ -15,8 +15,8 @@ type FailurePolicy int
 const (
 	// FailOpen allows requests while the backend fails: the limit is
 	// lifted, the service stays up. The Result says Allowed, with the
-	// backend's Limit (from its Policy, or else its latest answer) and zeros
-	// for the rest. Choose it when an outage of the limiter must not become
+	// backend's Limit (from its Policy, the key's with a PolicyFunc, or
+	// else its latest answer) and zeros for the rest. Choose it when an outage of the limiter must not become
 	// an outage of the service, as for most APIs.
 	FailOpen FailurePolicy = iota
 	// FailClosed denies requests while the backend fails, with a

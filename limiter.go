@@ -200,7 +200,10 @@ func WithClock(c Clock) Option {
 // followed by "<limit>:<param>:"), so limiters that decide differently never
 // share a key by accident. Limiters given the same p share their keys on
 // purpose, whatever their configurations, so a redeploy with a new limit
-// keeps what keys have used. An empty p means keys are used as they are. A
+// keeps each key's state: a window's count, and a token bucket's or GCRA's
+// time until full, which is the same units used only while the time per
+// unit is unchanged (5 used of 10 a minute are 50 of 100 a minute). An
+// empty p means keys are used as they are. A
 // limiter's KeyPrefix method returns the prefix in use.
 func WithKeyPrefix(p string) Option {
 	return func(cfg *config) error {

@@ -40,9 +40,9 @@ func TestRedisTokenBucketMatchesInProcessOnRandomSchedules(t *testing.T) {
 
 		// Half the runs are on one key, for long runs of collisions. The
 		// clock only moves forward: after a step back, a Redis bucket's
-		// time stands still from its last write, an in-process one's from
-		// the last call to its shard, so they may differ until the clock
-		// catches up.
+		// key owes the step, while an in-process one's time stands still
+		// from the last call to its shard, so they may differ until the
+		// clock catches up.
 		keys := []string{"a", "b", "c", "d"}
 		if round%2 == 0 {
 			keys = keys[:1]

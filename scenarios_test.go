@@ -175,8 +175,9 @@ var bucketScenarios = []scenario{
 		name: "a clock going backwards creates no tokens", limit: 2, period: 2 * time.Second,
 		steps: []step{
 			{0, "k", 2, ok(2, 0, 2*time.Second), nil},
-			// Time stands still for the key until the clock catches up,
-			// and the waits count the catching up.
+			// The key is empty: in process its time stands still until the
+			// clock catches up, on Redis it owes the step, and either way
+			// the waits count the catching up.
 			{-time.Hour, "k", 1, no(2, 0, time.Hour+time.Second, time.Hour+2*time.Second), nil},
 			{-time.Hour, "k", 0, ok(2, 0, 2*time.Hour+2*time.Second), nil},
 			{2 * time.Hour, "k", 1, no(2, 0, time.Second, 2*time.Second), nil},

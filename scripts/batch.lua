@@ -66,7 +66,7 @@
 --        decisions are the same, tat being the server time in integer µs at
 --        which the bucket is full again; at now it holds (capacity ×
 --        interval − (tat − now)) / interval tokens, below 0 in debt after a
---        Settle; PEXPIRE until tat. A
+--        Settle or a clock step back (see below); PEXPIRE until tat. A
 --        HASH of exactly credit and last_refill, as an earlier version of
 --        this script kept a bucket (refill time banked, tokens × interval,
 --        and the time it was computed at, both integer µs), is read as the

@@ -49,7 +49,7 @@ func run() error {
 	}
 	// The deny cache sits right on Redis; the guard outside it handles
 	// failures. The fallback is this replica's share: with 4 replicas,
-	// a quarter of the shared limit.
+	// a quarter of the shared limit (its capacity rounded up).
 	cached, err := ratelimit.NewDenyCache(shared, ratelimit.DenyCacheConfig{Hooks: metrics})
 	if err != nil {
 		return err
