@@ -53,7 +53,8 @@
 // full. A fixed window gives units back only to the window that took them
 // (TakenAt). On Redis an adjustment is a request of the same batch script,
 // sent at most once; WithToken makes a caller's own retry of it safe, the
-// token being remembered for SettleTokenTTL in a key of the same hash slot.
+// token being remembered for SettleTokenTTL on the key's server, in its hash
+// slot on a cluster, whatever the key.
 // A DenyCache forgets a key's denial when units are given back.
 //
 // # Shadow mode

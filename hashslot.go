@@ -22,10 +22,44 @@ func hashTag(key string) string {
 func hashSlot(key string) int {
 	var crc uint16
 	for _, b := range []byte(hashTag(key)) {
-		crc = crc<<8 ^ crc16Table[byte(crc>>8)^b]
+		crc = crc16Next(crc, b)
 	}
 	return int(crc) % clusterSlots
 }
+
+// crc16Next returns the CRC16 (XMODEM) of a string whose CRC16 is crc,
+// followed by b.
+func crc16Next(crc uint16, b byte) uint16 {
+	return crc<<8 ^ crc16Table[byte(crc>>8)^b]
+}
+
+// slotTagChars are the bytes of a slotTags tag.
+const slotTagChars = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// slotTags holds, for each hash slot, a tag of three slotTagChars in that
+// slot: the first such tag, in the order of slotTagChars. A key that starts
+// with "{" + tag + "}" is in the tag's slot. Every slot has one: a test
+// checks them all. It is computed once and never written.
+var slotTags = func() (t [clusterSlots][3]byte) {
+	left := clusterSlots
+	for _, a := range []byte(slotTagChars) {
+		crcA := crc16Next(0, a)
+		for _, b := range []byte(slotTagChars) {
+			crcB := crc16Next(crcA, b)
+			for _, c := range []byte(slotTagChars) {
+				slot := crc16Next(crcB, c) % clusterSlots
+				if t[slot][0] != 0 {
+					continue
+				}
+				t[slot] = [3]byte{a, b, c}
+				if left--; left == 0 {
+					return t
+				}
+			}
+		}
+	}
+	return t
+}()
 
 // crc16Table is the CRC16-CCITT (XMODEM, polynomial 0x1021) of each byte
 // value. It is computed once and never written.

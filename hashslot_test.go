@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,5 +23,14 @@ func TestHashSlotMatchesRedisCluster(t *testing.T) {
 		"bar":                  5061,
 	} {
 		assert.Equal(t, want, hashSlot(key), "slot of %q", key)
+	}
+}
+
+func TestSlotTagsAreInTheirSlots(t *testing.T) {
+	for slot, tag := range slotTags {
+		s := string(tag[:])
+		if strings.Trim(s, slotTagChars) != "" || hashSlot(s) != slot || hashSlot("{"+s+"}#a}b:c") != slot {
+			t.Fatalf("slot %d: tag %q, in slot %d", slot, s, hashSlot(s))
+		}
 	}
 }

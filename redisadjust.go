@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -23,9 +22,9 @@ type adjustOp struct {
 const tokenPrefix = "ratelimit:settled:"
 
 // newSettleOp returns the Settle on the request whose first key is key, on
-// a client of route. A token goes in a key of the same hash slot as key (see
-// tokenKey), which a cluster or ring requires.
-func newSettleOp(r route, key string, a adjustment) (*adjustOp, error) {
+// a client of route r. A token goes in a key that the request's script
+// call can touch on any client (see tokenKey).
+func newSettleOp(r route, key string, a adjustment) *adjustOp {
 	op := &adjustOp{age: -1}
 	if a.hasTaken {
 		// Rounded up, so that a refund never lands in a window that opened
@@ -37,22 +36,32 @@ func newSettleOp(r route, key string, a adjustment) (*adjustOp, error) {
 		}
 	}
 	if a.tokenSet {
-		op.token = tokenKey(key, a.token)
-		if !sameShard(r, op.token, key) {
-			return nil, fmt.Errorf("key %q cannot carry a WithToken token on a Redis Cluster or Ring: "+
-				"it has a '}' but no hash tag; give it one, as in \"{%s}\"", key, strings.ReplaceAll(key, "}", ""))
-		}
+		op.token = tokenKey(r, key, a.token)
 	}
-	return op, nil
+	return op
 }
 
-// tokenKey returns the name of the Redis key that remembers token for key:
-// tokenPrefix, key, ":" and token, with key put in braces when it has no
-// hash tag of its own, so that both are in one hash slot (tokenPrefix has
-// no braces). A key that has a '}' but no hash tag cannot be put in braces;
-// its token key is then in another slot, which only a cluster or ring
-// minds.
-func tokenKey(key, token string) string {
+// tokenKey returns the name of the Redis key that remembers token for the
+// Redis key key, on a client of route r: tokenPrefix, key, ":" and token,
+// with key put in braces when it has no hash tag of its own and no '}', so
+// that both are in one hash slot (tokenPrefix has no braces).
+//
+// That name is not in key's slot when key has a '}' but no hash tag, or is
+// empty (which braces make "{}", no hash tag either). On a cluster, and
+// through a client whose routing is unknown (routeAlone, which may be one),
+// such a key gets instead tokenPrefix, its slot's tag from slotTags in
+// braces, "#", key, ":" and token, in key's slot ("#" keeps it apart from
+// the name of a key equal to the tag). A single server or a Ring keeps the
+// name above: a Ring sends a script call to the shard of its first key,
+// whose hash tag every key of the call shares (see sender.split), and only
+// that call touches the token key, so the token is remembered on key's
+// shard whatever its name.
+func tokenKey(r route, key, token string) string {
+	inSlot := hashTag(key) != key || (key != "" && strings.IndexByte(key, '}') < 0)
+	if !inSlot && (r == routeSlot || r == routeAlone) {
+		tag := slotTags[hashSlot(key)]
+		return tokenPrefix + "{" + string(tag[:]) + "}#" + key + ":" + token
+	}
 	if hashTag(key) != key || strings.IndexByte(key, '}') >= 0 {
 		return tokenPrefix + key + ":" + token
 	}

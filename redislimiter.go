@@ -211,9 +211,7 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 		return Result{Limit: limit}, err
 	}
 	p := &pending{ctx: ctx, key: r.prefix + key, n: cost - taken, spec: spec}
-	if p.op, err = newSettleOp(routeOf(r.client), p.key, a); err != nil {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s: %w: %w", r.name, ErrKeysApart, err)
-	}
+	p.op = newSettleOp(routeOf(r.client), p.key, a)
 	return r.request(p, limit)
 }
 

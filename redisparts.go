@@ -129,9 +129,7 @@ func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, 
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
 	p.costs = append([]int(nil), changes...) // p outlives the call's buffers
-	if p.op, err = newSettleOp(rp.route, p.key, a); err != nil {
-		return fmt.Errorf("ratelimit: Composite: %w: %w", ErrKeysApart, err)
-	}
+	p.op = newSettleOp(rp.route, p.key, a)
 	return rp.do(p, results)
 }
 
