@@ -29,37 +29,33 @@ type ShadowConfig struct {
 // Shadow wraps a Limiter so that a limit can be rolled out without denying
 // anyone: every call is decided and spent by the backend exactly as if the
 // limit were enforced, and, while the Shadow is not enforcing, a denial is
-// returned as allowed and reported to Hooks as one that would have been
-// denied (Source FromShadow). SetEnforce switches between shadowing and
-// enforcing at run time.
+// returned as allowed: its Decision says WouldDeny, with Source FromShadow
+// and the denial in Enforced, and Hooks get it so. SetEnforce switches
+// between shadowing and enforcing at run time.
 //
 // Spending: the backend decides every call, so an allowed call takes its
 // units and a denied one takes nothing, as when enforced: the keys' state
 // through a Shadow is, call for call, that of the bare backend. A call let
 // through against a denial took nothing, so it must not be refunded or
-// settled (AllowShadow says which calls those are; httplimit does not
-// adjust them).
+// settled (its Decision's WouldDeny says so; httplimit does not adjust
+// them).
 //
 // Results: a denial let through is returned with Allowed true and a
 // RetryAfter of 0, and the backend's Limit, Remaining and ResetAfter, which
 // describe the key as it is: typically nothing or little left. Errors are
-// returned unchanged, Results included, whatever the mode (a backend
-// failure, ErrInvalidCost, ErrCostExceedsLimit with Allowed false): a Shadow
+// returned unchanged, whatever the mode (a backend failure,
+// ErrInvalidCost, ErrCostExceedsLimit with Allowed false): a Shadow
 // changes verdicts, not errors.
 //
 // Stacking: put the Shadow outermost, around a Guard and DenyCache (or
 // whatever else the enforced stack is), so that every denial of the stack
-// is shadowed and callers that ask for it, such as httplimit, learn through
-// ShadowLimiter which calls would have been denied. Around a Guard, that
-// includes the Guard's fail-closed denials. A decorator around a Shadow
-// still sees every call allowed while it shadows, and does not forward
-// AllowShadow.
+// is shadowed, including a Guard's fail-closed denials. A Guard or
+// DenyCache around a Shadow passes its Decision on, WouldDeny included,
+// though while the Shadow shadows they see every call allowed.
 //
-// A Shadow reports its backend's Policy and Policies as its own, and
-// forwards AllowBound, so that a Composite's policies reach httplimit
-// through it. While it enforces and nothing listens, a call costs one
-// atomic load beyond the backend's. A Shadow is safe for concurrent use.
-// Create one with NewShadow.
+// A Shadow reports its backend's policies as its own. While it enforces
+// and nothing listens, a call costs one atomic load beyond the backend's.
+// A Shadow is safe for concurrent use. Create one with NewShadow.
 type Shadow struct {
 	backend decorated
 	hooks   Hooks  // nil when nothing listens

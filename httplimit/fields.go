@@ -119,14 +119,17 @@ func (f *fieldWriter) write(h http.Header, lv *limitValues, beforeR string, res 
 // request whose cost exceeds the limit: RateLimit-Limit and RateLimit-Policy
 // from lv, as the style allows.
 //
-// Under an enclosing Middleware that set RateLimit already, the legacy
-// fields are left to describe that RateLimit item, and this limiter's
-// policies are added to RateLimit-Policy.
+// Under an enclosing Middleware that set its fields already (RateLimit or
+// RateLimit-Remaining), the legacy fields are left to describe its
+// decision, and this limiter's policies are added to RateLimit-Policy.
 func (f *fieldWriter) writeLimitOnly(h http.Header, lv *limitValues) {
 	if lv.limit <= 0 {
 		return
 	}
 	_, stacked := h[fieldRateLimit]
+	if _, legacy := h[fieldRemaining]; legacy {
+		stacked = true
+	}
 	if f.style.legacy() && !stacked {
 		h[fieldLimit] = []string{lv.q}
 	}

@@ -131,11 +131,11 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 	return m, nil
 }
 
-// checkPolicies reads the limiter's policies once, when it tells them
-// without a key (every limiter of package ratelimit does): several
+// checkPolicies reads the limiter's policies once, for the key "" (a
+// PolicyFunc sees that one call, and its error is ignored): several
 // policies refuse WithPolicyName and WithPolicyWindow, and must all be
-// sendable. A limiter whose policies depend on the key, or that cannot
-// say them here, is checked on each request instead.
+// sendable. The policies of each request are checked again when first
+// seen.
 func (m *Middleware) checkPolicies() error {
 	if m.decider == nil {
 		return nil
