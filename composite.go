@@ -208,7 +208,9 @@ func (c *Composite) Decide(ctx context.Context, key string, n int) (Decision, er
 	if c == nil || len(c.parts) == 0 {
 		return Decision{}, notBuilt("Composite")
 	}
-	keys, costs, results := make([]string, len(c.parts)), make([]int, len(c.parts)), make([]Result, len(c.parts))
+	var buf partsBuffer
+	keys, costs, _ := buf.slices(len(c.parts))
+	results := make([]Result, len(c.parts)) // the Decision's Parts
 	bound, err := c.decide(ctx, key, n, keys, costs, results)
 	d := Decision{Policy: c.policies[bound], Policies: c.policies, Bound: bound, rules: c.rules}
 	if err != nil {
