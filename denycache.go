@@ -47,9 +47,12 @@ import (
 // Put it directly around the rate-limiting backend, inside a Guard: only
 // a denial the backend itself made (Source FromBackend) is remembered, so a
 // fail-closed denial is never kept. It reports to Hooks only the calls it
-// answers itself, and reports its backend's policies as its own. A
-// backend that is not a limiter of this package (it does not say how its
-// state moves) is never answered locally. A nil ctx is an error.
+// answers itself, and reports its backend's policies as its own. For a
+// backend that does not say how its state moves (a Limiter of another
+// package, or a decorator of another package that does not pass Decide's
+// Decision on), only a denial of n with n-1 left is remembered, and it
+// answers calls of that same n until its RetryAfter. A nil ctx is an
+// error.
 //
 // Memory is bounded: at most MaxKeys denials are held at once, each
 // forgotten once it has passed, with no goroutine. A DenyCache is safe for
@@ -79,6 +82,7 @@ type denial struct {
 	until int64
 	at    int64 // when the backend was asked
 	d     Decision
+	n     int      // the cost denied
 	slots []uint16 // the give-back counters of the call's part keys
 	stamp uint64   // their sum before the backend was asked
 }
@@ -182,14 +186,22 @@ func (c *DenyCache) Decide(ctx context.Context, key string, n int) (Decision, er
 	d, err := c.backend.decide(ctx, key, n)
 	// A denial is remembered; so is an allowed call on a key whose denial
 	// is held, which it replaces: both bound the key exactly as it is now.
-	if err != nil || d.Source != FromBackend || d.Allowed && !held || len(d.rules) != len(d.Policies) || len(d.Policies) == 0 {
+	// A backend that does not say how its state moves has only the
+	// denials of n with n-1 left remembered: they hold for n alone.
+	if err != nil || d.Source != FromBackend || d.Allowed && !held {
+		return d, err
+	}
+	if d.rules == nil && (d.Allowed || d.RetryAfter <= 0 || d.Remaining != n-1) || len(d.rules) != len(d.Policies) && d.rules != nil {
 		return d, err
 	}
 	longest := d.ResetAfter
 	for _, p := range d.Parts {
 		longest = max(longest, p.ResetAfter)
 	}
-	c.remember(key, denial{until: reading + min(int64(longest), c.maxAge), at: reading, d: d, slots: slots, stamp: stamp})
+	if d.rules == nil {
+		longest = d.RetryAfter
+	}
+	c.remember(key, denial{until: reading + min(int64(longest), c.maxAge), at: reading, d: d, n: n, slots: slots, stamp: stamp})
 	return d, nil
 }
 
@@ -200,6 +212,9 @@ func (c *DenyCache) Decide(ctx context.Context, key string, n int) (Decision, er
 func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, now int64) (Decision, bool) {
 	if c.stamp(rec.slots) != rec.stamp {
 		return Decision{}, false // a give-back may have let it through
+	}
+	if rec.d.rules == nil {
+		return c.localSameCost(n, rec, now)
 	}
 	policies, err := c.backend.policies(ctx, key)
 	if err != nil || !samePolicies(policies, rec.d.Policies) {
@@ -229,6 +244,21 @@ func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, n
 	d.Result = combine(parts, d.Bound)
 	d.Enforced = d.Result
 	return d, denied
+}
+
+// localSameCost is local for a denial of a backend that does not say how
+// its state moves: a denial of n with n-1 left answers calls of n alone,
+// until its RetryAfter, as the backend's denial aged.
+func (c *DenyCache) localSameCost(n int, rec *denial, now int64) (Decision, bool) {
+	elapsed := time.Duration(now - rec.at)
+	if n != rec.n || rec.d.RetryAfter <= elapsed {
+		return Decision{}, false
+	}
+	d := rec.d
+	d.RetryAfter -= elapsed
+	d.ResetAfter = max(d.ResetAfter-elapsed, d.RetryAfter)
+	d.Enforced, d.Source = d.Result, FromDenyCache
+	return d, true
 }
 
 // aged returns what a policy that answered res, and whose state moves by
