@@ -54,19 +54,17 @@ func TestDenyCacheReportsTheKeysPolicy(t *testing.T) {
 	require.NoError(t, err)
 	cache, err := NewDenyCache(l, DenyCacheConfig{})
 	require.NoError(t, err)
-	assert.Equal(t, Policy{Limit: 1, Window: time.Minute}, cache.Policy())
-	f := PolicyFuncOf(cache)
-	require.NotNil(t, f)
-	p, err := f(context.Background(), "pro")
+	ps, err := cache.Policies(context.Background(), "pro")
 	require.NoError(t, err)
-	assert.Equal(t, Policy{Limit: 5, Window: time.Hour}, p)
-	p, err = f(context.Background(), "free")
+	assert.Equal(t, []NamedPolicy{{Name: "default", Policy: Policy{Limit: 5, Window: time.Hour}}}, ps)
+	ps, err = cache.Policies(context.Background(), "free")
 	require.NoError(t, err)
-	assert.Equal(t, Policy{Limit: 1, Window: time.Minute}, p)
+	assert.Equal(t, []NamedPolicy{{Name: "default", Policy: Policy{Limit: 1, Window: time.Minute}}}, ps,
+		"a key without a plan has the constructor's policy")
 }
 
 // allowSource asks c for one unit of key, with who answered.
 func allowSource(ctx context.Context, c *DenyCache, key string) (Result, Source, error) {
-	res, _, source, err := c.AllowSource(ctx, key, 1)
-	return res, source, err
+	d, err := c.Decide(ctx, key, 1)
+	return d.Result, d.Source, err
 }

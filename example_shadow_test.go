@@ -11,15 +11,15 @@ import (
 // shadowLog prints the decisions a Shadow let through against a denial.
 type shadowLog struct{ ratelimit.NopHooks }
 
-func (shadowLog) Decided(d ratelimit.Decision) {
-	if d.Source == ratelimit.FromShadow {
-		fmt.Printf("  hook: %s would be denied, retry in %v\n", d.Key, d.Result.RetryAfter)
+func (shadowLog) Decided(ev ratelimit.Event) {
+	if ev.WouldDeny {
+		fmt.Printf("  hook: %s would be denied, retry in %v\n", ev.Key, ev.Enforced.RetryAfter)
 	}
 }
 
 // A new limit, a burst of 3 refilling 2 a second, rolled out in shadow mode: every
 // request is decided and spent as if it were enforced, but none is denied;
-// the would-be denials go to the hooks and to AllowShadow's callers. Once
+// the would-be denials go to the hooks and to Decide's callers. Once
 // the numbers look right, SetEnforce(true) turns it on, from the next call.
 func ExampleShadow() {
 	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -33,11 +33,11 @@ func ExampleShadow() {
 	}
 	ctx := context.Background()
 	for i := 1; i <= 4; i++ {
-		res, err := limiter.AllowShadow(ctx, "user:42", 1)
+		d, err := limiter.Decide(ctx, "user:42", 1)
 		if err != nil {
 			panic(err)
 		}
-		fmt.Printf("[%d] allowed=%v wouldDeny=%v remaining=%d\n", i, res.Allowed, res.WouldDeny, res.Remaining)
+		fmt.Printf("[%d] allowed=%v wouldDeny=%v remaining=%d\n", i, d.Allowed, d.WouldDeny, d.Remaining)
 	}
 
 	limiter.SetEnforce(true)

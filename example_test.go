@@ -246,17 +246,23 @@ func ExampleGuard() {
 }
 
 // flakyBackend is a token bucket whose backend can be switched off, as a
-// Redis limiter's is by an outage.
+// Redis limiter's is by an outage. It embeds the bucket, a Decider, so it
+// overrides Decide, which the Guard calls, as well as Allow.
 type flakyBackend struct {
 	*ratelimit.TokenBucket
 	down atomic.Bool
 }
 
-func (b *flakyBackend) Allow(ctx context.Context, key string, n int) (ratelimit.Result, error) {
+func (b *flakyBackend) Decide(ctx context.Context, key string, n int) (ratelimit.Decision, error) {
 	if b.down.Load() {
-		return ratelimit.Result{}, errors.New("dial tcp 10.0.0.7:6379: connect: connection refused")
+		return ratelimit.Decision{}, errors.New("dial tcp 10.0.0.7:6379: connect: connection refused")
 	}
-	return b.TokenBucket.Allow(ctx, key, n)
+	return b.TokenBucket.Decide(ctx, key, n)
+}
+
+func (b *flakyBackend) Allow(ctx context.Context, key string, n int) (ratelimit.Result, error) {
+	d, err := b.Decide(ctx, key, n)
+	return d.Result, err
 }
 
 // countSources counts the decisions a decorator reports, by who answered.
@@ -265,7 +271,7 @@ type countSources struct {
 	n [ratelimit.FromDenyCache + 1]atomic.Int64
 }
 
-func (c *countSources) Decided(d ratelimit.Decision) { c.n[d.Source].Add(1) }
+func (c *countSources) Decided(ev ratelimit.Event) { c.n[ev.Source].Add(1) }
 
 // newMiniredis starts an embedded Redis whose TIME stands still at a fixed
 // instant, and a client to it. advance moves the server's time (TIME and key

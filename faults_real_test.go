@@ -102,7 +102,7 @@ func TestRealRedisStalledWithSIGSTOP(t *testing.T) {
 	// answers at once. None hangs.
 	callsWithin(t, g, hooks, 10, 60*time.Millisecond, FromFailClosed)
 	assert.Equal(t, BreakerOpen, g.BreakerState())
-	for _, d := range hooks.decisions[5:8] {
+	for _, d := range hooks.events[5:8] {
 		// go-redis turns the ctx deadline into the socket's: a net timeout.
 		var netErr net.Error
 		if assert.ErrorAs(t, d.BackendErr, &netErr) {

@@ -43,15 +43,15 @@ func (s *stubBackend) Allow(ctx context.Context, _ string, _ int) (Result, error
 
 // recordingHooks keeps what it is told.
 type recordingHooks struct {
-	mu        sync.Mutex
-	decisions []Decision
-	changes   [][2]BreakerState
+	mu      sync.Mutex
+	events  []Event
+	changes [][2]BreakerState
 }
 
-func (h *recordingHooks) Decided(d Decision) {
+func (h *recordingHooks) Decided(ev Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.decisions = append(h.decisions, d)
+	h.events = append(h.events, ev)
 }
 
 func (h *recordingHooks) BreakerChanged(from, to BreakerState) {
@@ -60,10 +60,10 @@ func (h *recordingHooks) BreakerChanged(from, to BreakerState) {
 	h.changes = append(h.changes, [2]BreakerState{from, to})
 }
 
-func (h *recordingHooks) last() Decision {
+func (h *recordingHooks) last() Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.decisions[len(h.decisions)-1]
+	return h.events[len(h.events)-1]
 }
 
 var errDown = errors.New("connection refused")
@@ -346,13 +346,22 @@ func TestGuardFailOverDeniesACostOnlyTheFallbackCannotTake(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidCost)
 }
 
-// policyStub is a stubBackend that reports a Policy.
+// policyStub is a stubBackend that tells its Decision, as a Decider of
+// another package would: its one policy, named "default".
 type policyStub struct {
 	stubBackend
 	policy Policy
 }
 
-func (p *policyStub) Policy() Policy { return p.policy }
+func (p *policyStub) Policies(context.Context, string) ([]NamedPolicy, error) {
+	return []NamedPolicy{{Name: "default", Policy: p.policy}}, nil
+}
+
+func (p *policyStub) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	res, err := p.Allow(ctx, key, n)
+	policies, _ := p.Policies(ctx, key)
+	return Decision{Result: res, Policy: policies[0], Policies: policies, Enforced: res}, err
+}
 
 func TestGuardAnswersCarryTheBackendsPolicyWhenItIsDownFromTheStart(t *testing.T) {
 	for _, tc := range []struct {
@@ -365,7 +374,9 @@ func TestGuardAnswersCarryTheBackendsPolicyWhenItIsDownFromTheStart(t *testing.T
 		down := &policyStub{stubBackend: stubBackend{err: errDown}, policy: Policy{Limit: 10, Window: 5 * time.Second}}
 		g, err := NewGuard(down, GuardConfig{OnFailure: tc.policy})
 		require.NoError(t, err)
-		assert.Equal(t, down.policy, g.Policy())
+		policies, err := g.Policies(context.Background(), "k")
+		require.NoError(t, err)
+		assert.Equal(t, []NamedPolicy{{Name: "default", Policy: down.policy}}, policies)
 		res, err := g.Allow(context.Background(), "k", 1)
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, res, "policy %d: never a limit of 0", tc.policy)

@@ -46,10 +46,13 @@ func TestEveryLimiterReportsToItsHooks(t *testing.T) {
 			_, err := l.Allow(ctx, "k", 4)
 			require.ErrorIs(t, err, ErrCostExceedsLimit)
 
-			require.Len(t, hooks.decisions, 5, "every call, errors included")
-			first, denied, failed := hooks.decisions[0], hooks.decisions[3], hooks.decisions[4]
+			require.Len(t, hooks.events, 5, "every call, errors included")
+			first, denied, failed := hooks.events[0], hooks.events[3], hooks.events[4]
 			assert.Equal(t, name, first.Limiter, "named after its type")
-			assert.Equal(t, Policy{Limit: 3, Window: 3 * time.Second}, first.Policy)
+			policy := NamedPolicy{Name: "default", Policy: Policy{Limit: 3, Window: 3 * time.Second}}
+			assert.Equal(t, policy, first.Policy, "a limiter's one policy is named default")
+			assert.Equal(t, []NamedPolicy{policy}, first.Policies)
+			assert.Equal(t, policy, failed.Policy, "an error is reported under the policy too")
 			assert.Equal(t, "k", first.Key)
 			assert.Equal(t, 1, first.Cost)
 			assert.True(t, first.Result.Allowed)
@@ -111,8 +114,8 @@ func TestCompositePartsReportTheirOwnDecisions(t *testing.T) {
 				_, err = c.Allow(ctx, "a1", 2)
 				require.NoError(t, err)
 			}
-			require.Len(t, tenantHooks.decisions, 3, "one report per call, by the part with hooks")
-			first, denied := tenantHooks.decisions[0], tenantHooks.decisions[1]
+			require.Len(t, tenantHooks.events, 3, "one report per call, by the part with hooks")
+			first, denied := tenantHooks.events[0], tenantHooks.events[1]
 			assert.Equal(t, "tenant", first.Limiter)
 			assert.Equal(t, "tenant-a", first.Key, "the part's own key")
 			assert.Equal(t, 1, first.Cost, "a PerCall part's cost")

@@ -60,20 +60,23 @@ func TestShadowSpendsExactlyAsEnforced(t *testing.T) {
 		clock.Advance(step.advance)
 		want, err := enforced.Allow(ctx, step.key, step.n)
 		require.NoError(t, err)
-		sr, err := s.AllowShadow(ctx, step.key, step.n)
+		d, err := s.Decide(ctx, step.key, step.n)
 		require.NoError(t, err)
 
-		assert.Equal(t, want, sr.Backend, "call %d: the backend decides as an enforcing bucket", i)
-		assert.Equal(t, !want.Allowed, sr.WouldDeny, "call %d", i)
-		assert.True(t, sr.Allowed, "call %d: a shadow never denies", i)
-		assert.Zero(t, sr.RetryAfter, "call %d", i)
-		assert.Equal(t, want.Limit, sr.Limit, "call %d", i)
-		assert.Equal(t, want.Remaining, sr.Remaining, "call %d", i)
-		assert.Equal(t, want.ResetAfter, sr.ResetAfter, "call %d", i)
-		assert.Zero(t, sr.Bound, "call %d", i)
+		assert.Equal(t, want, d.Enforced, "call %d: the backend decides as an enforcing bucket", i)
+		assert.Equal(t, !want.Allowed, d.WouldDeny, "call %d", i)
+		assert.True(t, d.Allowed, "call %d: a shadow never denies", i)
+		assert.Zero(t, d.RetryAfter, "call %d", i)
+		assert.Equal(t, want.Limit, d.Limit, "call %d", i)
+		assert.Equal(t, want.Remaining, d.Remaining, "call %d", i)
+		assert.Equal(t, want.ResetAfter, d.ResetAfter, "call %d", i)
+		assert.Zero(t, d.Bound, "call %d", i)
+		wantSource := FromBackend
 		if !want.Allowed {
 			denials++
+			wantSource = FromShadow
 		}
+		assert.Equal(t, wantSource, d.Source, "call %d", i)
 	}
 	require.Greater(t, denials, 5, "the schedule must deny")
 
@@ -107,12 +110,26 @@ func TestShadowEnforcingAnswersAsTheBackend(t *testing.T) {
 		clock.Advance(step.advance)
 		want, err := bare.Allow(ctx, step.key, step.n)
 		require.NoError(t, err)
-		sr, err := s.AllowShadow(ctx, step.key, step.n)
+		d, err := s.Decide(ctx, step.key, step.n)
 		require.NoError(t, err)
-		assert.Equal(t, ShadowResult{Result: want, Backend: want}, sr, "call %d", i)
+		assert.Equal(t, want, d.Result, "call %d", i)
+		assert.Equal(t, want, d.Enforced, "call %d", i)
+		assert.False(t, d.WouldDeny, "call %d", i)
+		assert.Equal(t, FromBackend, d.Source, "call %d", i)
+		assert.Zero(t, d.Bound, "call %d", i)
 	}
 }
 
+// withoutRules returns ev without its Decision's rules (how each policy's
+// state moves, for a DenyCache), to compare it with a literal.
+func withoutRules(ev Event) Event {
+	ev.rules = nil
+	return ev
+}
+
+// TestShadowHooksSeeWouldDenyDecisionsWithTheBackendsResult: a denial let
+// through is reported with the Result the caller got (allowed), Source
+// FromShadow, WouldDeny, and the backend's denial in Enforced.
 func TestShadowHooksSeeWouldDenyDecisionsWithTheBackendsResult(t *testing.T) {
 	ctx := context.Background()
 	clock := NewFakeClock(shadowStart)
@@ -130,14 +147,17 @@ func TestShadowHooksSeeWouldDenyDecisionsWithTheBackendsResult(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Result{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 2 * time.Second}, res)
 
-	require.Len(t, hooks.decisions, 3)
-	assert.Equal(t, FromBackend, hooks.decisions[0].Source)
-	assert.True(t, hooks.decisions[0].Result.Allowed)
-	policy := Policy{Limit: 2, Window: 2 * time.Second}
-	assert.Equal(t, Decision{
-		Limiter: "Shadow", Policy: policy, Key: "k", Cost: 1, Source: FromShadow,
-		Result: Result{Allowed: false, Limit: 2, Remaining: 0, RetryAfter: time.Second, ResetAfter: 2 * time.Second},
-	}, hooks.last())
+	require.Len(t, hooks.events, 3)
+	assert.Equal(t, FromBackend, hooks.events[0].Source)
+	assert.True(t, hooks.events[0].Result.Allowed)
+	policy := NamedPolicy{Name: "default", Policy: Policy{Limit: 2, Window: 2 * time.Second}}
+	assert.Equal(t, Event{
+		Limiter: "Shadow", Key: "k", Cost: 1,
+		Decision: Decision{
+			Result: res, Policy: policy, Policies: []NamedPolicy{policy}, Source: FromShadow, WouldDeny: true,
+			Enforced: Result{Allowed: false, Limit: 2, Remaining: 0, RetryAfter: time.Second, ResetAfter: 2 * time.Second},
+		},
+	}, withoutRules(hooks.last()))
 	assert.Equal(t, "shadow", FromShadow.String())
 
 	// Enforcing, the same denial is returned and reported as the backend's.
@@ -146,7 +166,10 @@ func TestShadowHooksSeeWouldDenyDecisionsWithTheBackendsResult(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res.Allowed)
 	assert.Equal(t, time.Second, res.RetryAfter)
-	assert.Equal(t, Decision{Limiter: "Shadow", Policy: policy, Key: "k", Cost: 1, Source: FromBackend, Result: res}, hooks.last())
+	assert.Equal(t, Event{
+		Limiter: "Shadow", Key: "k", Cost: 1,
+		Decision: Decision{Result: res, Policy: policy, Policies: []NamedPolicy{policy}, Source: FromBackend, Enforced: res},
+	}, withoutRules(hooks.last()))
 }
 
 func TestShadowReturnsErrorsUnchanged(t *testing.T) {
@@ -156,9 +179,11 @@ func TestShadowReturnsErrorsUnchanged(t *testing.T) {
 	s, err := NewShadow(newShadowBucket(t, 3, 1, clock), ShadowConfig{Hooks: hooks, Clock: clock})
 	require.NoError(t, err)
 
-	sr, err := s.AllowShadow(ctx, "k", 4)
+	d, err := s.Decide(ctx, "k", 4)
 	require.ErrorIs(t, err, ErrCostExceedsLimit)
-	assert.Equal(t, ShadowResult{Result: Result{Limit: 3}, Backend: Result{Limit: 3}}, sr)
+	assert.Equal(t, Result{Limit: 3}, d.Result)
+	assert.Equal(t, Result{Limit: 3}, d.Enforced)
+	assert.False(t, d.WouldDeny, "an error is not a denial to let through")
 	assert.Equal(t, FromBackend, hooks.last().Source)
 	assert.ErrorIs(t, hooks.last().Err, ErrCostExceedsLimit)
 
@@ -211,16 +236,16 @@ func TestShadowSetEnforceIsSafeUnderConcurrency(t *testing.T) {
 			for range calls {
 				var res Result
 				if g%2 == 0 {
-					sr, err := s.AllowShadow(ctx, "k", 1)
+					d, err := s.Decide(ctx, "k", 1)
 					if !assert.NoError(t, err) {
 						return
 					}
-					assert.Equal(t, sr.WouldDeny, sr.Allowed && !sr.Backend.Allowed)
-					if sr.WouldDeny {
+					assert.Equal(t, d.WouldDeny, d.Allowed && !d.Enforced.Allowed)
+					if d.WouldDeny {
 						wouldDeny.Add(1)
 						continue
 					}
-					res = sr.Result
+					res = d.Result
 				} else {
 					var err error
 					if res, err = s.Allow(ctx, "k", 1); !assert.NoError(t, err) {
@@ -239,7 +264,7 @@ func TestShadowSetEnforceIsSafeUnderConcurrency(t *testing.T) {
 	close(stop)
 	<-flipped
 
-	// Allow's answers count shadowed denials as taken; AllowShadow's tell
+	// Allow's answers count shadowed denials as taken; Decide's tell
 	// them apart. Whatever the mode, the bucket gave exactly its capacity.
 	assert.Equal(t, int64(goroutines*calls), taken.Load()+wouldDeny.Load()+denied.Load())
 	assert.Equal(t, int64(capacity), backend.allowed.Load(), "the bucket gave exactly its capacity")
@@ -270,8 +295,8 @@ func TestShadowSpendsTheCapacityOnceUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 10 {
-				sr, err := s.AllowShadow(ctx, "k", 1)
-				if assert.NoError(t, err) && assert.True(t, sr.Allowed) && !sr.WouldDeny {
+				d, err := s.Decide(ctx, "k", 1)
+				if assert.NoError(t, err) && assert.True(t, d.Allowed) && !d.WouldDeny {
 					taken.Add(1)
 				}
 			}
@@ -296,33 +321,40 @@ func TestShadowAroundACompositeKeepsItsPolicies(t *testing.T) {
 	s, err := NewShadow(inner, ShadowConfig{})
 	require.NoError(t, err)
 
-	var m MultiPolicy = s
-	assert.Equal(t, bare.Policies(), m.Policies())
-	assert.Equal(t, bare.Policies(), PoliciesOf(s))
-	assert.Equal(t, bare.Policy(), s.Policy())
+	want, err := bare.Policies(ctx, "k")
+	require.NoError(t, err)
+	got, err := s.Policies(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.Equal(t, []string{"per-second", "per-minute"}, []string{got[0].Name, got[1].Name})
 
 	for i, advance := range []time.Duration{0, 0, 0, time.Second, 0, time.Second} {
 		clock.Advance(advance)
-		want, wantBound, err := bare.AllowBound(ctx, "k", 1)
+		want, err := bare.Decide(ctx, "k", 1)
 		require.NoError(t, err)
-		res, bound, err := s.AllowBound(ctx, "k", 1)
+		d, err := s.Decide(ctx, "k", 1)
 		require.NoError(t, err)
-		assert.Equal(t, wantBound, bound, "call %d", i)
-		if want.Allowed {
-			assert.Equal(t, want, res, "call %d", i)
-		} else {
-			want.Allowed, want.RetryAfter = true, 0
-			assert.Equal(t, want, res, "call %d: the denial let through", i)
+		assert.Equal(t, want.Bound, d.Bound, "call %d", i)
+		assert.Equal(t, want.Policy, d.Policy, "call %d", i)
+		assert.Equal(t, want.Policies, d.Policies, "call %d", i)
+		assert.Equal(t, want.Parts, d.Parts, "call %d", i)
+		assert.Equal(t, want.Result, d.Enforced, "call %d", i)
+		assert.Equal(t, !want.Allowed, d.WouldDeny, "call %d", i)
+		res := want.Result
+		if !want.Allowed {
+			res.Allowed, res.RetryAfter = true, 0
 		}
+		assert.Equal(t, res, d.Result, "call %d: a denial let through", i)
 		wantBounds := []int{0, 0, 0, 1, 1, 1} // denied: the third by per-second, the fifth and sixth by per-minute
-		assert.Equal(t, wantBounds[i], bound, "call %d", i)
+		assert.Equal(t, wantBounds[i], d.Bound, "call %d", i)
 	}
 
-	sr, err := s.AllowShadow(ctx, "k", 1)
+	d, err := s.Decide(ctx, "k", 1)
 	require.NoError(t, err)
-	assert.True(t, sr.WouldDeny)
-	assert.Equal(t, 1, sr.Bound)
-	assert.Equal(t, "per-minute", s.Policies()[sr.Bound].Name)
+	assert.True(t, d.WouldDeny)
+	assert.Equal(t, 1, d.Bound)
+	assert.Equal(t, "per-minute", d.Policy.Name)
+	assert.Equal(t, d.Policy, d.Policies[d.Bound])
 }
 
 func TestShadowForwardsAdjustments(t *testing.T) {
@@ -369,13 +401,19 @@ func TestShadowReportsItsBackendsPolicy(t *testing.T) {
 	b := newShadowBucket(t, 10, 2, clock)
 	s, err := NewShadow(b, ShadowConfig{})
 	require.NoError(t, err)
-	assert.Equal(t, b.Policy(), s.Policy())
-	assert.Equal(t, []NamedPolicy{{Name: "default", Policy: b.Policy()}}, s.Policies())
+	ctx := context.Background()
+	policies, err := s.Policies(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, []NamedPolicy{{Name: "default", Policy: b.Policy()}}, policies)
+	d, err := s.Decide(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, NamedPolicy{Name: "default", Policy: b.Policy()}, d.Policy)
 
 	s, err = NewShadow(&stubBackend{}, ShadowConfig{})
 	require.NoError(t, err)
-	assert.Equal(t, Policy{}, s.Policy())
-	assert.Nil(t, s.Policies())
+	policies, err = s.Policies(ctx, "k")
+	require.NoError(t, err)
+	assert.Nil(t, policies, "a backend that is not a Decider tells no policy")
 }
 
 func TestNewShadowRejectsANilBackend(t *testing.T) {
@@ -390,13 +428,15 @@ func TestShadowNotMadeByItsConstructorErrs(t *testing.T) {
 	for _, s := range []*Shadow{nil, {}} {
 		_, err := s.Allow(ctx, "k", 1)
 		assert.ErrorIs(t, err, ErrInvalidConfig)
-		_, _, err = s.AllowBound(ctx, "k", 1)
+		d, err := s.Decide(ctx, "k", 1)
 		assert.ErrorIs(t, err, ErrInvalidConfig)
+		assert.Equal(t, NamedPolicy{}, d.Policy)
 		_, err = s.Refund(ctx, "k", 1)
 		assert.ErrorIs(t, err, ErrInvalidConfig)
 		assert.ErrorIs(t, s.Reset(ctx, "k"), ErrInvalidConfig)
-		assert.Nil(t, s.Policies())
-		assert.Equal(t, Policy{}, s.Policy())
+		policies, err := s.Policies(ctx, "k")
+		assert.ErrorIs(t, err, ErrInvalidConfig)
+		assert.Nil(t, policies)
 	}
 }
 

@@ -513,12 +513,13 @@ func TestCompositeRefusesAPartWithAPolicyFunc(t *testing.T) {
 	}
 }
 
-// TestPolicyFuncOfAnswersEachKeysPolicy: PolicyFuncOf is nil for a limiter
-// with one policy for every key; for one built WithPolicyFunc it answers a
-// key's policy, the limiter's own for the zero Policy, and an error wrapping
-// ErrInvalidConfig for a policy the limiter refuses; a decorator answers its
-// backend's.
-func TestPolicyFuncOfAnswersEachKeysPolicy(t *testing.T) {
+// TestPoliciesAnswerEachKeysPolicy: Policies answers the constructor's
+// policy, named "default", for every key of a limiter with one policy for
+// every key; for one built WithPolicyFunc it answers a key's policy, the
+// limiter's own for the zero Policy, and an error wrapping ErrInvalidConfig
+// for a policy the limiter refuses (ErrPolicy beside the function's own
+// error when it fails); a decorator answers its backend's.
+func TestPoliciesAnswerEachKeysPolicy(t *testing.T) {
 	ctx := context.Background()
 	_, client, _ := miniredisClock(t)
 	plainTB, err := NewTokenBucket(3, 1)
@@ -533,11 +534,20 @@ func TestPolicyFuncOfAnswersEachKeysPolicy(t *testing.T) {
 	require.NoError(t, err)
 	plainRFW, err := NewRedisFixedWindow(client, 3, time.Second)
 	require.NoError(t, err)
-	for _, l := range []Limiter{plainTB, plainGCRA, plainFW, plainRTB, plainRGCRA, plainRFW} {
-		assert.Nil(t, PolicyFuncOf(l), "%T", l)
+	for _, l := range []Decider{plainTB, plainGCRA, plainFW, plainRTB, plainRGCRA, plainRFW} {
+		own := policyOf(l)
+		require.Equal(t, 3, own.Limit, "%T", l)
+		for _, key := range []string{"gold", "anyone"} {
+			policies, err := l.Policies(ctx, key)
+			require.NoError(t, err, "%T", l)
+			assert.Equal(t, []NamedPolicy{{Name: "default", Policy: own}}, policies, "%T: one policy for every key", l)
+		}
 	}
-	assert.Nil(t, PolicyFuncOf(nil))
-	assert.Nil(t, PolicyFuncOf((*GCRA)(nil)))
+	_, err = Decide(ctx, nil, "k", 1)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	policies, err := (*GCRA)(nil).Policies(ctx, "k")
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Nil(t, policies)
 
 	for _, sub := range tierSubjects {
 		t.Run(sub.name, func(t *testing.T) {
@@ -546,27 +556,24 @@ func TestPolicyFuncOfAnswersEachKeysPolicy(t *testing.T) {
 			plans.set("gold", gold)
 			plans.set("bad", Policy{Limit: 0, Window: time.Minute})
 			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
-			own, found := PolicyOf(l)
-			require.True(t, found)
-			assert.Equal(t, ownPolicy, own)
+			require.Implements(t, (*Decider)(nil), l)
 
 			guard, err := NewGuard(l, GuardConfig{})
 			require.NoError(t, err)
-			for _, who := range []Limiter{l, guard} {
-				f := PolicyFuncOf(who)
-				require.NotNil(t, f, "%T", who)
-				p, err := f(ctx, "gold")
+			for _, who := range []Decider{l.(Decider), guard} {
+				p, err := who.Policies(ctx, "gold")
 				require.NoError(t, err)
-				assert.Equal(t, gold, p)
-				p, err = f(ctx, "anyone")
+				assert.Equal(t, []NamedPolicy{{Name: "default", Policy: gold}}, p, "%T", who)
+				p, err = who.Policies(ctx, "anyone")
 				require.NoError(t, err)
-				assert.Equal(t, ownPolicy, p, "the zero Policy is the limiter's own")
-				_, err = f(ctx, "bad")
+				assert.Equal(t, []NamedPolicy{{Name: "default", Policy: ownPolicy}}, p, "%T: the zero Policy is the limiter's own", who)
+				_, err = who.Policies(ctx, "bad")
 				require.ErrorIs(t, err, ErrInvalidConfig)
 				assert.Contains(t, err.Error(), `"bad"`)
 				plans.fail(errPlanStore)
-				_, err = f(ctx, "gold")
+				_, err = who.Policies(ctx, "gold")
 				require.ErrorIs(t, err, errPlanStore)
+				require.ErrorIs(t, err, ErrPolicy)
 				plans.fail(nil)
 			}
 		})
@@ -588,24 +595,25 @@ func TestHooksSeeTheKeysPolicy(t *testing.T) {
 			res := c.allow("k", 1)
 			require.Equal(t, 1, decided(hooks), "one decision per call")
 			d := hooks.last()
-			assert.Equal(t, small, d.Policy)
+			assert.Equal(t, NamedPolicy{Name: "default", Policy: small}, d.Policy)
+			assert.Equal(t, []NamedPolicy{d.Policy}, d.Policies)
 			assert.Equal(t, "k", d.Key)
 			assert.Equal(t, res, d.Result)
 
 			c.allow("other", 1)
 			require.Equal(t, 2, decided(hooks))
-			assert.Equal(t, ownPolicy, hooks.last().Policy, "the limiter's own for the zero Policy")
+			assert.Equal(t, ownPolicy, hooks.last().Policy.Policy, "the limiter's own for the zero Policy")
 
 			plans.set("k", perMinute(10))
 			c.allow("k", 1)
 			require.Equal(t, 3, decided(hooks))
-			assert.Equal(t, perMinute(10), hooks.last().Policy, "the policy in force for the call")
+			assert.Equal(t, perMinute(10), hooks.last().Policy.Policy, "the policy in force for the call")
 
 			_, err := l.Allow(context.Background(), "k", 11)
 			require.ErrorIs(t, err, ErrCostExceedsLimit)
 			require.Equal(t, 4, decided(hooks))
 			d = hooks.last()
-			assert.Equal(t, perMinute(10), d.Policy)
+			assert.Equal(t, perMinute(10), d.Policy.Policy)
 			assert.ErrorIs(t, d.Err, ErrCostExceedsLimit)
 
 			// 3 per second: a token bucket's or GCRA's interval rounds, to
@@ -626,7 +634,7 @@ func TestHooksSeeTheKeysPolicy(t *testing.T) {
 			}
 			require.Equal(t, 5, decided(hooks))
 			d = hooks.last()
-			assert.Equal(t, thirds, d.Policy, "not the rounded 3 × the interval")
+			assert.Equal(t, thirds, d.Policy.Policy, "not the rounded 3 × the interval")
 			assert.Equal(t, res, d.Result)
 		})
 	}
@@ -636,7 +644,7 @@ func TestHooksSeeTheKeysPolicy(t *testing.T) {
 func decided(h *recordingHooks) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.decisions)
+	return len(h.events)
 }
 
 // manyPolicies is the PolicyFunc of the memory tests: key "k<i>" gets a

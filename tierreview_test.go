@@ -52,11 +52,11 @@ func TestAGuardReturnsPolicyErrorsWithoutCountingThem(t *testing.T) {
 		require.ErrorIs(t, err, broken)
 	}
 	assert.Equal(t, BreakerClosed, g.BreakerState(), "no key's policy opens the breaker")
-	res, _, source, err := g.AllowSource(ctx, "good", 1)
+	d, err := g.Decide(ctx, "good", 1)
 	require.NoError(t, err)
-	assert.Equal(t, FromBackend, source)
-	assert.True(t, res.Allowed)
-	res, err = g.Allow(ctx, "good", 1)
+	assert.Equal(t, FromBackend, d.Source)
+	assert.True(t, d.Allowed)
+	res, err := g.Allow(ctx, "good", 1)
 	require.NoError(t, err)
 	assert.False(t, res.Allowed, "the good key is still limited: 1 an hour")
 }
