@@ -56,7 +56,7 @@ func randomCompositeOps(r *rand.Rand, steps int, advance bool, keys ...string) [
 func (op compositeOp) apply(ctx context.Context, c *Composite) (Result, []Result, error) {
 	switch op.kind {
 	case "allow":
-		return c.AllowParts(ctx, op.key, op.n)
+		return decideParts(ctx, c, op.key, op.n)
 	case "refund":
 		res, err := c.Refund(ctx, op.key, op.n)
 		return res, nil, err

@@ -50,14 +50,14 @@ func TestLocalCompositeTakesFromEveryPartOrNone(t *testing.T) {
 	c, err := NewComposite(Part{Name: "bucket", Limiter: bucket}, Part{Name: "window", Limiter: window})
 	require.NoError(t, err)
 
-	res, parts, err := c.AllowParts(ctx, "k", 2)
+	res, parts, err := decideParts(ctx, c, "k", 2)
 	require.NoError(t, err)
 	assert.Equal(t, ok(2, 0, time.Hour), res)
 	assert.Equal(t, []Result{ok(2, 0, 2*time.Second), ok(3, 1, time.Hour)}, parts)
 
 	// The bucket denies; the window would allow, and reports its state
 	// untouched, with nothing to wait for.
-	res, parts, err = c.AllowParts(ctx, "k", 1)
+	res, parts, err = decideParts(ctx, c, "k", 1)
 	require.NoError(t, err)
 	assert.Equal(t, no(2, 0, time.Second, time.Hour), res)
 	assert.Equal(t, []Result{no(2, 0, time.Second, 2*time.Second), no(3, 1, 0, time.Hour)}, parts)
@@ -66,13 +66,13 @@ func TestLocalCompositeTakesFromEveryPartOrNone(t *testing.T) {
 	assert.Equal(t, ok(3, 1, time.Hour), got, "the window lost nothing to the denial")
 
 	// A peek takes nothing, whatever the parts hold.
-	_, parts, err = c.AllowParts(ctx, "k", 0)
+	_, parts, err = decideParts(ctx, c, "k", 0)
 	require.NoError(t, err)
 	assert.Equal(t, []Result{ok(2, 0, 2*time.Second), ok(3, 1, time.Hour)}, parts)
 
 	// The window denies; the bucket would allow.
 	clock.Advance(2 * time.Second)
-	_, parts, err = c.AllowParts(ctx, "k", 2)
+	_, parts, err = decideParts(ctx, c, "k", 2)
 	require.NoError(t, err)
 	assert.Equal(t, []Result{no(2, 2, 0, 0), no(3, 1, time.Hour-2*time.Second, time.Hour-2*time.Second)}, parts)
 	got, err = bucket.Allow(ctx, "k", 0)
@@ -83,17 +83,24 @@ func TestLocalCompositeTakesFromEveryPartOrNone(t *testing.T) {
 	res, err = c.Settle(ctx, "k", 1, 3)
 	require.NoError(t, err)
 	assert.Equal(t, ok(2, 0, time.Hour-2*time.Second), res)
-	_, parts, err = c.AllowParts(ctx, "k", 0)
+	_, parts, err = decideParts(ctx, c, "k", 0)
 	require.NoError(t, err)
 	assert.Equal(t, []Result{ok(2, 0, 2*time.Second), ok(3, 0, time.Hour-2*time.Second)}, parts)
 	res, err = c.Refund(ctx, "k", 2)
 	require.NoError(t, err)
 	assert.Equal(t, ok(3, 1, time.Hour-2*time.Second), res, "the bucket full, the window at 2 of 3")
 	require.NoError(t, c.Reset(ctx, "k"))
-	_, parts, err = c.AllowParts(ctx, "k", 0)
+	_, parts, err = decideParts(ctx, c, "k", 0)
 	require.NoError(t, err)
 	assert.Equal(t, []Result{ok(2, 2, 0), ok(3, 3, 0)}, parts)
 	assert.Equal(t, 0, bucket.s.tats.len()+window.windows.len())
+}
+
+// decideParts decides n for key through c, and returns the Decision's
+// Result and every part's (its Parts).
+func decideParts(ctx context.Context, c *Composite, key string, n int) (Result, []Result, error) {
+	d, err := c.Decide(ctx, key, n)
+	return d.Result, d.Parts, err
 }
 
 // keysOnOneShard returns two keys that fall on one shard of table.
@@ -243,7 +250,7 @@ func TestLocalCompositesSharingLimitersUnderLoad(t *testing.T) {
 		want := min(10, 100-total)
 		total += want
 		require.Equal(t, int64(want), allowed.Load(), "round %d", round)
-		_, parts, err := forward.AllowParts(ctx, "hot", 0)
+		_, parts, err := decideParts(ctx, forward, "hot", 0)
 		require.NoError(t, err)
 		assert.Equal(t, 10-want, parts[0].Remaining, "round %d: the bucket", round)
 		assert.Equal(t, 100-total, parts[1].Remaining, "round %d: the window", round)
@@ -606,9 +613,9 @@ func TestLocalCompositeMatchesTheModel(t *testing.T) {
 					require.ErrorIs(t, err, ErrCostExceedsLimit, msg)
 					continue
 				}
-				msg += fmt.Sprintf(": AllowParts(%q, %d)", key, n)
+				msg += fmt.Sprintf(": Decide(%q, %d)", key, n)
 				want := model.allow(key, n, now)
-				got, gotParts, err := c.AllowParts(ctx, key, n)
+				got, gotParts, err := decideParts(ctx, c, key, n)
 				require.NoError(t, err, msg)
 				require.Equal(t, want, gotParts, msg)
 				requireCombined(t, want, got, msg)
@@ -629,7 +636,7 @@ func TestLocalCompositeMatchesTheModel(t *testing.T) {
 				require.NoError(t, err, msg)
 				requireCombined(t, want, got, msg)
 				// Every part's state after, by a peek.
-				_, gotParts, err := c.AllowParts(ctx, key, 0)
+				_, gotParts, err := decideParts(ctx, c, key, 0)
 				require.NoError(t, err, msg)
 				require.Equal(t, model.allow(key, 0, now), gotParts, msg)
 			default:
