@@ -20,8 +20,23 @@ type countingLimiter struct {
 }
 
 func (c *countingLimiter) Allow(ctx context.Context, key string, n int) (Result, error) {
+	d, err := c.Decide(ctx, key, n)
+	return d.Result, err
+}
+
+// Decide counts the call and passes on l's Decision, whose rules let a
+// DenyCache around c answer locally.
+func (c *countingLimiter) Decide(ctx context.Context, key string, n int) (Decision, error) {
 	c.calls.Add(1)
-	return c.l.Allow(ctx, key, n)
+	return Decide(ctx, c.l, key, n)
+}
+
+// Policies asks l: no call is counted.
+func (c *countingLimiter) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if d, ok := c.l.(Decider); ok {
+		return d.Policies(ctx, key)
+	}
+	return nil, nil
 }
 
 func TestDenyCacheNeverDeniesWhatTheBackendWouldAllow(t *testing.T) {
@@ -122,8 +137,10 @@ func TestDenyCacheLetsSmallerRequestsThrough(t *testing.T) {
 	res, err = cache.Allow(ctx, "k", 4)
 	require.NoError(t, err)
 	assert.False(t, res.Allowed)
-	assert.Equal(t, calls+1, counted.calls.Load(), "another cost goes to the backend, whose wait differs")
-	calls++
+	assert.Equal(t, calls, counted.calls.Load(), "a larger cost is denied locally too")
+	truth, err := backend.Allow(ctx, "k", 4) // a denial: changes nothing
+	require.NoError(t, err)
+	assert.Equal(t, truth, res, "with the backend's wait for that cost")
 	res, err = cache.Allow(ctx, "k", 2)
 	require.NoError(t, err)
 	assert.True(t, res.Allowed, "a smaller one goes to the backend and passes")
@@ -299,15 +316,16 @@ func TestDenyCacheReportsItsBackendsPolicy(t *testing.T) {
 	require.NoError(t, err)
 	cache, err := NewDenyCache(backend, DenyCacheConfig{})
 	require.NoError(t, err)
-	assert.Equal(t, Policy{Limit: 10, Window: 5 * time.Second}, cache.Policy())
-	p, ok := PolicyOf(cache)
-	assert.True(t, ok)
-	assert.Equal(t, backend.Policy(), p)
+	ps, err := cache.Policies(context.Background(), "k")
+	require.NoError(t, err)
+	assert.Equal(t, []NamedPolicy{{Name: "default", Policy: Policy{Limit: 10, Window: 5 * time.Second}}}, ps)
+	assert.Equal(t, backend.Policy(), ps[0].Policy)
 
 	opaque, err := NewDenyCache(&stubBackend{}, DenyCacheConfig{})
 	require.NoError(t, err)
-	_, ok = PolicyOf(opaque)
-	assert.False(t, ok, "a backend without a policy gives none")
+	ps, err = opaque.Policies(context.Background(), "k")
+	require.NoError(t, err)
+	assert.Empty(t, ps, "a backend without a policy gives none")
 }
 
 func TestDenyCacheNotMadeByItsConstructorErrs(t *testing.T) {
@@ -319,15 +337,16 @@ func TestDenyCacheNotMadeByItsConstructorErrs(t *testing.T) {
 }
 
 func TestDenyCacheLocalAnswersEqualTheBackendsForCostsAboveOne(t *testing.T) {
-	// 10 at 10/s, drained, asked for 5: 0 left is not 4, so the denial is
-	// not remembered (its Remaining grows while it waits); asked for 1 with
-	// none left, it is, and the local answers match the backend's.
+	// 10 at 10/s, drained, asked for 5, 9 and 1 as it refills: every
+	// denial, of any cost, is remembered, and every answer, local or not,
+	// matches the backend's own.
 	clock := NewFakeClock(epoch)
 	backend, err := NewTokenBucket(10, 10, WithClock(clock))
 	require.NoError(t, err)
 	bare, err := NewTokenBucket(10, 10, WithClock(clock))
 	require.NoError(t, err)
-	cache, err := NewDenyCache(backend, DenyCacheConfig{Clock: clock})
+	counted := &countingLimiter{l: backend}
+	cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, l := range []Limiter{cache, bare} {
@@ -342,6 +361,7 @@ func TestDenyCacheLocalAnswersEqualTheBackendsForCostsAboveOne(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, got, "step %d, n %d", i, n)
 	}
+	assert.Less(t, counted.calls.Load(), int64(1+7), "some were answered locally")
 }
 
 func TestDenyCacheRefusesANilContext(t *testing.T) {
