@@ -76,7 +76,7 @@ func TestTokenBucketRoundsRateToWholeNanoseconds(t *testing.T) {
 	// 3 tokens/s is 333333333.3 ns per token, rounded to 333333333 ns.
 	l, err := NewTokenBucket(1, 3, WithClock(clock))
 	require.NoError(t, err)
-	assert.Equal(t, 333333333*time.Nanosecond, l.FillTime())
+	assert.Equal(t, 333333333*time.Nanosecond, l.Policy().Window, "the time from empty to full")
 	_, err = l.Allow(context.Background(), "k", 1)
 	require.NoError(t, err)
 	res, err := l.Allow(context.Background(), "k", 1)

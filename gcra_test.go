@@ -14,10 +14,10 @@ func TestGCRARoundsTheEmissionInterval(t *testing.T) {
 	// 8571428.57 µs, rounded to 8571429 µs.
 	g, err := NewGCRA(7, time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, 7*8571428571*time.Nanosecond, g.FillTime())
+	assert.Equal(t, 7*8571428571*time.Nanosecond, g.Policy().Window)
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer client.Close()
 	rg, err := NewRedisGCRA(client, 7, time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, 7*8571429*time.Microsecond, rg.FillTime())
+	assert.Equal(t, 7*8571429*time.Microsecond, rg.Policy().Window)
 }

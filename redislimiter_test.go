@@ -369,8 +369,12 @@ func TestRedisLimitersRefuseNilAndZeroValues(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidConfig, name)
 		assert.Contains(t, err.Error(), "create one with New", name)
 		assert.Equal(t, Result{}, res, name)
-		_, ok := PolicyOf(l)
-		assert.False(t, ok, name)
-		assert.Equal(t, Policy{}, l.(PolicyReporter).Policy(), name)
+		d, err := Decide(ctx, l, "k", 1)
+		require.ErrorIs(t, err, ErrInvalidConfig, name)
+		assert.Zero(t, d, name)
+		policies, err := l.(Decider).Policies(ctx, "k")
+		require.ErrorIs(t, err, ErrInvalidConfig, name)
+		assert.Nil(t, policies, name)
+		assert.Equal(t, Policy{}, l.(interface{ Policy() Policy }).Policy(), name)
 	}
 }

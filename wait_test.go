@@ -278,7 +278,9 @@ func TestWaitRejectsANilLimiter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := Wait(context.Background(), tt.l, "k", 1)
 			require.ErrorIs(t, err, errNilLimiter)
-			assert.EqualError(t, err, "ratelimit: Wait: nil limiter")
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			require.ErrorIs(t, err, ErrCaller)
+			assert.EqualError(t, err, "ratelimit: invalid configuration: Wait: nil limiter")
 			assert.Equal(t, Result{}, res)
 		})
 	}
