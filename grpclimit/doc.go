@@ -32,17 +32,22 @@
 // until the call can succeed on a denial, all rounded up. A denial adds
 // retry-after, in whole seconds, at least 1. WithHeaderStyle chooses the
 // legacy fields, the IETF ones (draft-ietf-httpapi-ratelimit-headers-11)
-// or both (the default). The policies are read from the limiter once, when
-// the Interceptor is built, so a Guard or DenyCache gives the same fields
-// as the limiter it wraps.
+// or both (the default).
 //
-// A limiter of several limits at once (a ratelimit.MultiPolicy such as a
-// ratelimit.Composite, or a Guard around one) is asked through AllowBound:
-// ratelimit-policy lists every policy, in order, and the other fields are
-// those of the policy that bound the decision:
+// Every field comes from the one value the limiter returns for the call,
+// its ratelimit.Decision (ratelimit.Decide): ratelimit-policy lists the
+// Decision's Policies, in order, and the other fields are those of the
+// policy that bound it (Decision.Policy) with the Result's numbers. So a
+// Guard, DenyCache or Shadow gives the same fields as the limiter it
+// wraps, a limiter built WithPolicyFunc shows each key's own policy, and a
+// limiter of several limits at once (a ratelimit.Composite, or a decorator
+// around one) lists every policy and names the one that bound:
 //
 //	ratelimit-policy: "per-second";q=10;w=1, "per-hour";q=1000;w=3600
 //	ratelimit: "per-hour";r=3;t=2
+//
+// A Limiter of another package, which is not a ratelimit.Decider, has one
+// policy, "default", whose q is each Result's Limit, with no w.
 //
 // # Answers
 //
@@ -68,16 +73,28 @@
 //
 // # Failures and shadow mode
 //
-// A limiter error fails open: the call passes without rate-limit metadata
-// and the error goes to the WithOnError hook, if any; nothing is logged.
-// WithFailClosed answers codes.Unavailable instead, with a RetryInfo and
-// retry-after. A ratelimit.Guard answers its backend's failures by its own
-// failure policy, with a nil error, so behind a Guard only the errors it
-// passes through reach this choice: pick the failure policy in the Guard.
+// A limiter error, a failing backend among them (ratelimit.ErrBackend),
+// fails open: the call passes without rate-limit metadata and the error
+// goes to the WithOnError hook, if any; nothing is logged. WithFailClosed
+// answers codes.Unavailable instead, with a RetryInfo and retry-after. A
+// ratelimit.Guard answers its backend's failures by its own failure
+// policy, with a nil error, so behind a Guard only the errors it passes
+// through reach this choice: pick the failure policy in the Guard.
+//
+// A limiter that could not read the call's policy is not a backend that
+// is down: its error wraps ratelimit.ErrPolicy (a ratelimit.PolicyFunc
+// that failed, say a plan lookup), and letting the call through would
+// silently lift the plan's limit. So such a call is answered
+// codes.Unavailable with a RetryInfo and retry-after (WithFailClosed's
+// delay, or 1 s) whether WithFailClosed is given or not, after the
+// WithOnError hook. WithPolicyErrorsPass lets such calls through without
+// metadata instead.
 //
 // To watch what a limit would do before enforcing it, wrap the limiter in
-// a shadow limiter (ratelimit.NewShadow), which decides, reports and
-// always allows: the interceptor needs nothing of its own for it.
+// a shadow limiter (ratelimit.NewShadow), which decides and spends as if
+// enforced and lets its denials through: the call gets the fields of an
+// allowed call (its Decision's Result), and the interceptor needs nothing
+// of its own for it.
 //
 // # go-grpc-middleware
 //
@@ -96,5 +113,7 @@
 // # Concurrency
 //
 // An Interceptor and the interceptors it returns are safe for concurrent
-// use, hold no mutable state of their own and start no goroutines.
+// use and start no goroutines. Their only state is a cache of the
+// formatted values of the policies they last saw, which changes what is
+// allocated, never what is sent.
 package grpclimit

@@ -1,9 +1,11 @@
 package grpclimit
 
 import (
-	"context"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -44,7 +46,7 @@ func (s HeaderStyle) ietf() bool { return s != LegacyHeaders }
 
 // policyValues are the constant values of one policy: its name, limit, the
 // ratelimit-limit value, the ratelimit-policy value (every policy of the
-// limiter, listed) and the start of its ratelimit item.
+// decision, listed) and the start of its ratelimit item.
 type policyValues struct {
 	name    string
 	limit   int
@@ -54,32 +56,32 @@ type policyValues struct {
 	beforeR string // `"default";r=`
 }
 
-// fields formats the response metadata of one Interceptor. It is
-// immutable after construction.
-//
-// policies holds one entry per policy the limiter reports (see
-// ratelimit.PoliciesOf). A limiter that reports none has an empty
-// policies, and its limit is taken from each Result, with no w.
-type fields struct {
-	style    HeaderStyle
-	policies []policyValues
+// policySet is the formatted values of one list of policies, as a
+// Decision lists them. It is immutable.
+type policySet struct {
+	policies []ratelimit.NamedPolicy // a copy of the Decision's
+	vals     []policyValues
 }
 
-// newFields formats the values of policies, those of the limiter, which
-// have passed checkPolicies.
-func newFields(style HeaderStyle, policies []ratelimit.NamedPolicy) fields {
-	f := fields{style: style}
-	if len(policies) == 0 {
-		return f
-	}
+// newPolicySet formats the values of policies, those of a Decision. It
+// returns an error wrapping ratelimit.ErrInvalidConfig for a policy that
+// cannot be sent: a name that is not a non-empty string of printable
+// ASCII, or, in a list of several, a limit <= 0.
+func newPolicySet(policies []ratelimit.NamedPolicy) (*policySet, error) {
 	items := make([]string, len(policies))
 	for i, p := range policies {
+		if !checkPolicyName(p.Name) {
+			return nil, fmt.Errorf("%w: grpclimit: the limiter's policy %d is named %q; a structured-field string is non-empty printable ASCII", ratelimit.ErrInvalidConfig, i, p.Name)
+		}
+		if p.Limit <= 0 && len(policies) > 1 {
+			return nil, fmt.Errorf("%w: grpclimit: the limiter's policy %d (%q) has limit %d; every policy of a decision with several must have a limit > 0", ratelimit.ErrInvalidConfig, i, p.Name, p.Limit)
+		}
 		items[i] = policyItem(p.Name, p.Limit, p.Window)
 	}
 	list := strings.Join(items, ", ")
-	f.policies = make([]policyValues, len(policies))
+	s := &policySet{policies: slices.Clone(policies), vals: make([]policyValues, len(policies))}
 	for i, p := range policies {
-		f.policies[i] = policyValues{
+		s.vals[i] = policyValues{
 			name:    p.Name,
 			limit:   p.Limit,
 			q:       strconv.Itoa(p.Limit),
@@ -88,34 +90,68 @@ func newFields(style HeaderStyle, policies []ratelimit.NamedPolicy) fields {
 			beforeR: quoteSFString(p.Name) + ";r=",
 		}
 	}
-	return f
+	return s, nil
 }
 
-// defaultPolicyName names the policy of a limiter that reports none.
+// lists reports whether s holds the values of policies.
+func (s *policySet) lists(policies []ratelimit.NamedPolicy) bool {
+	return slices.Equal(s.policies, policies)
+}
+
+// fields formats the response metadata of one Interceptor from each
+// call's Decision.
+//
+// last caches the values of the policies the latest Decision listed that
+// were not those of the set before, so that a limiter whose calls list the
+// same policies (its own, a Composite's parts, a key's plan in force)
+// formats them once; a Decision that lists others formats them for itself
+// and takes the cache's place. The cache changes only what is allocated,
+// never what is sent.
+type fields struct {
+	style HeaderStyle
+	last  atomic.Pointer[policySet]
+}
+
+// policy returns the values of the policy that bound d, as d lists its
+// policies: those of the cache when it holds them. A Decision of no
+// policy, or of one whose limit is unknown (<= 0), gets the values of its
+// Result's limit, with no w, under the name "default" or the policy's. It
+// returns an error wrapping ratelimit.ErrInvalidConfig when d's policies
+// cannot be sent (see newPolicySet) or its Bound names none of them.
+func (f *fields) policy(d *ratelimit.Decision) (*policyValues, error) {
+	switch n := len(d.Policies); {
+	case n == 0:
+		return dynamicValues(defaultPolicyName, d.Limit), nil
+	case d.Bound < 0 || d.Bound >= n:
+		return nil, fmt.Errorf("%w: grpclimit: the limiter's Decision is bound by policy %d of %d", ratelimit.ErrInvalidConfig, d.Bound, n)
+	case n == 1 && d.Policies[0].Limit <= 0:
+		if !checkPolicyName(d.Policies[0].Name) {
+			return nil, fmt.Errorf("%w: grpclimit: the limiter's policy is named %q; a structured-field string is non-empty printable ASCII", ratelimit.ErrInvalidConfig, d.Policies[0].Name)
+		}
+		return dynamicValues(d.Policies[0].Name, d.Limit), nil
+	}
+	if s := f.last.Load(); s != nil && s.lists(d.Policies) {
+		return &s.vals[d.Bound], nil
+	}
+	s, err := newPolicySet(d.Policies)
+	if err != nil {
+		return nil, err
+	}
+	f.last.Store(s)
+	return &s.vals[d.Bound], nil
+}
+
+// defaultPolicyName names the policy of a Decision that lists none.
 const defaultPolicyName = "default"
 
-// quotedDefault is defaultPolicyName as a structured-field string.
-const quotedDefault = `"` + defaultPolicyName + `"`
-
-// dynamicValues returns the values of a limiter that reports no policy,
-// for a Result of limit: its limit-only values are formatted for each call.
-func dynamicValues(limit int) policyValues {
+// dynamicValues returns the values of a policy named name whose limit is
+// known only from a Result of limit: its limit-only values, formatted for
+// each call.
+func dynamicValues(name string, limit int) *policyValues {
 	q := strconv.Itoa(max(limit, 0))
-	item := quotedDefault + ";q=" + q
-	return policyValues{name: defaultPolicyName, limit: limit, q: q, item: item, list: item, beforeR: quotedDefault + ";r="}
-}
-
-// policy returns the values of policy i (0 for a limiter of one policy),
-// or, for a limiter that reports none, those of res's limit. ok is false
-// when i names no policy.
-func (f *fields) policy(i int, res ratelimit.Result) (policyValues, bool) {
-	if len(f.policies) == 0 {
-		return dynamicValues(res.Limit), i == 0
-	}
-	if i < 0 || i >= len(f.policies) {
-		return policyValues{}, false
-	}
-	return f.policies[i], true
+	quoted := quoteSFString(name)
+	item := quoted + ";q=" + q
+	return &policyValues{name: name, limit: limit, q: q, item: item, list: item, beforeR: quoted + ";r="}
 }
 
 // fieldBufSize is the room on the stack for the values that change with
@@ -270,23 +306,4 @@ func ceilSeconds(d time.Duration) int64 {
 		s++
 	}
 	return s
-}
-
-// keyedValues returns the values of the policy of a call on key to a
-// limiter that chooses its policy per key, whose Result says limit: p (the
-// limiter's own policy) with the key's limit and window; or with limit and
-// no window when the key's policy cannot be read or no longer has the
-// Result's limit (it changed since the decision), so that q and w never
-// come from two policies.
-func (i *Interceptor) keyedValues(ctx context.Context, key string, p policyValues, limit int) policyValues {
-	kp, err := i.keyed(ctx, key)
-	if err != nil || kp.Limit <= 0 || kp.Limit != limit {
-		kp = ratelimit.Policy{Limit: max(limit, 0)}
-	} else if kp == i.keyedOwn {
-		return p
-	}
-	p.limit, p.q = kp.Limit, strconv.Itoa(kp.Limit)
-	p.item = policyItem(p.name, kp.Limit, kp.Window)
-	p.list = p.item
-	return p
 }

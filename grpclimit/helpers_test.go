@@ -110,3 +110,19 @@ func (s *stubLimiter) Allow(context.Context, string, int) (ratelimit.Result, err
 	s.calls.Add(1)
 	return s.res, s.err
 }
+
+// decisionStub is a ratelimit.Decider of another package that answers
+// every call with d.
+type decisionStub struct{ d ratelimit.Decision }
+
+func (s *decisionStub) Allow(context.Context, string, int) (ratelimit.Result, error) {
+	return s.d.Result, nil
+}
+
+func (s *decisionStub) Decide(context.Context, string, int) (ratelimit.Decision, error) {
+	return s.d, nil
+}
+
+func (s *decisionStub) Policies(context.Context, string) ([]ratelimit.NamedPolicy, error) {
+	return s.d.Policies, nil
+}

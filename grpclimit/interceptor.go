@@ -26,38 +26,33 @@ import (
 // is not usable (its interceptors answer codes.Internal); create one with
 // NewInterceptor.
 type Interceptor struct {
-	limiter     ratelimit.Limiter
-	multi       ratelimit.MultiPolicy // the limiter, when it has several policies
-	key         KeyFunc
-	cost        CostFunc
-	skip        SkipFunc
-	onError     func(context.Context, string, error)
-	failClosed  bool
-	closedRetry time.Duration
-	fields      fields
-	// keyed gives each call's policy when the limiter, of one policy,
-	// chooses it per key (ratelimit.PolicyFuncOf); nil otherwise.
-	keyed    ratelimit.PolicyFunc
-	keyedOwn ratelimit.Policy // the limiter's Policy, which fields holds
+	limiter          ratelimit.Limiter
+	key              KeyFunc
+	cost             CostFunc
+	skip             SkipFunc
+	onError          func(context.Context, string, error)
+	failClosed       bool
+	policyErrorsPass bool
+	closedRetry      time.Duration
+	fields           *fields
 }
 
 // NewInterceptor returns an Interceptor that asks l about every call,
 // under the key that key gives it.
 //
-// The policies are read from l once, here (ratelimit.PoliciesOf): every
-// limiter of package ratelimit reports one, named "default", and Guard and
-// DenyCache forward their backend's, so the metadata through them equals
-// the bare limiter's. When l has several (a ratelimit.MultiPolicy such as a
-// Composite), every call is decided through AllowBound, ratelimit-policy
-// lists them all and the other fields are those of the policy that bound
-// the decision. A limiter that reports no policy gets its limit from each
-// Result, and no w.
+// Each call is decided by ratelimit.Decide, and its metadata and answer
+// come from the Decision alone: ratelimit-policy lists every policy of the
+// Decision (a Composite's parts, in order; a limiter built WithPolicyFunc,
+// the key's policy for the call), and the other fields are those of the
+// policy that bound it (Decision.Policy), with the Result's numbers. Guard,
+// DenyCache and Shadow tell their backend's policies, so the metadata
+// through them equals the bare limiter's. A Limiter that is not a
+// ratelimit.Decider has one policy, "default", whose limit is each
+// Result's, with no w.
 //
 // It returns an error wrapping ratelimit.ErrInvalidConfig for a nil l
 // (including an interface holding a nil pointer), a nil key, a nil Option,
-// an option given a value it cannot use, or a policy of l that cannot be
-// sent: a name that is not printable ASCII, or, for a limiter of several
-// policies, a limit <= 0.
+// or an option given a value it cannot use.
 func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Interceptor, error) {
 	if isNil(l) {
 		return nil, fmt.Errorf("%w: grpclimit: nil limiter", ratelimit.ErrInvalidConfig)
@@ -74,35 +69,17 @@ func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Intercep
 			return nil, err
 		}
 	}
-	policies := ratelimit.PoliciesOf(l)
-	for i, p := range policies {
-		if !checkPolicyName(p.Name) {
-			return nil, fmt.Errorf("%w: grpclimit: the limiter's policy %d is named %q; a structured-field string is non-empty printable ASCII", ratelimit.ErrInvalidConfig, i, p.Name)
-		}
-		if p.Limit <= 0 && len(policies) > 1 {
-			return nil, fmt.Errorf("%w: grpclimit: the limiter's policy %d (%q) has limit %d; every policy of a limiter with several must have a limit > 0", ratelimit.ErrInvalidConfig, i, p.Name, p.Limit)
-		}
-	}
-	if len(policies) == 1 && policies[0].Limit <= 0 {
-		policies = nil // the limit comes from each Result
-	}
-	in := &Interceptor{
-		limiter:     l,
-		key:         key,
-		cost:        s.cost,
-		skip:        s.skip,
-		onError:     s.onError,
-		failClosed:  s.failClosed,
-		closedRetry: s.closedRetry,
-		fields:      newFields(s.style, policies),
-	}
-	if len(policies) > 1 {
-		in.multi = l.(ratelimit.MultiPolicy) // PoliciesOf lists several for a MultiPolicy only
-	} else if len(policies) == 1 {
-		in.keyed = ratelimit.PolicyFuncOf(l)
-		in.keyedOwn, _ = ratelimit.PolicyOf(l)
-	}
-	return in, nil
+	return &Interceptor{
+		limiter:          l,
+		key:              key,
+		cost:             s.cost,
+		skip:             s.skip,
+		onError:          s.onError,
+		failClosed:       s.failClosed,
+		policyErrorsPass: s.policyErrorsPass,
+		closedRetry:      s.closedRetry,
+		fields:           &fields{style: s.style},
+	}, nil
 }
 
 // Unary returns the unary server interceptor: the call is decided before
@@ -172,11 +149,17 @@ func (i *Interceptor) Limit(ctx context.Context) error {
 //     RetryInfo and QuotaFailure;
 //   - cost above the limit: ratelimit-limit and ratelimit-policy,
 //     codes.ResourceExhausted with QuotaFailure and no RetryInfo;
-//   - any other limiter error: the WithOnError hook, then let through
-//     without metadata, or codes.Unavailable with RetryInfo and retry-after
-//     under WithFailClosed.
+//   - a failing PolicyFunc (ratelimit.ErrPolicy): the WithOnError hook,
+//     then codes.Unavailable with RetryInfo and retry-after, or let through
+//     without metadata under WithPolicyErrorsPass;
+//   - any other limiter error, or a Decision whose policies cannot be
+//     sent: the WithOnError hook, then let through without metadata, or
+//     codes.Unavailable with RetryInfo and retry-after under
+//     WithFailClosed.
+//
+// Everything it sends comes from the call's ratelimit.Decision.
 func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, error) {
-	if i == nil || i.limiter == nil || i.key == nil {
+	if i == nil || i.limiter == nil || i.key == nil || i.fields == nil {
 		return nil, status.Error(codes.Internal, "grpclimit: Interceptor not made by NewInterceptor")
 	}
 	if i.skip != nil && i.skip(ctx, method) {
@@ -196,47 +179,46 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 		}
 	}
 
-	var res ratelimit.Result
-	bound := 0
-	if i.multi != nil {
-		res, bound, err = i.multi.AllowBound(ctx, key, cost)
-	} else {
-		res, err = i.limiter.Allow(ctx, key, cost)
-	}
-	p, ok := i.fields.policy(bound, res)
-	switch {
-	case !ok && err != nil:
-		return i.failed(ctx, method, fmt.Errorf("grpclimit: the limiter's AllowBound answered policy %d of %d, and: %w", bound, len(i.fields.policies), err))
-	case !ok:
-		return i.failed(ctx, method, fmt.Errorf("grpclimit: the limiter's AllowBound answered policy %d of %d", bound, len(i.fields.policies)))
-	case err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit):
+	d, err := ratelimit.Decide(ctx, i.limiter, key, cost)
+	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
 		return i.failed(ctx, method, err)
 	}
-	// Only the answers that show p read the key's policy: an error (an
-	// ErrPolicy among them) does not call a PolicyFunc again.
-	if i.keyed != nil {
-		p = i.keyedValues(ctx, key, p, res.Limit)
+	p, perr := i.fields.policy(&d)
+	if perr != nil {
+		if err != nil {
+			perr = fmt.Errorf("%w, and: %w", perr, err)
+		}
+		return i.failed(ctx, method, perr)
 	}
 	switch {
 	case err != nil: // ErrCostExceedsLimit
-		return i.fields.limitOnly(&p), tooLarge(&p, cost)
-	case res.Allowed:
-		return i.fields.metadata(&p, res, false), nil
+		return i.fields.limitOnly(p), tooLarge(p, cost)
+	case d.Allowed:
+		return i.fields.metadata(p, d.Result, false), nil
 	default:
-		return i.fields.metadata(&p, res, true), denied(&p, res)
+		return i.fields.metadata(p, d.Result, true), denied(p, d.Result)
 	}
 }
 
 // failed handles a limiter error: the WithOnError hook, then the call let
-// through without metadata, or codes.Unavailable under WithFailClosed.
+// through without metadata, or answered codes.Unavailable: under
+// WithFailClosed, and for an error wrapping ratelimit.ErrPolicy unless
+// WithPolicyErrorsPass.
 func (i *Interceptor) failed(ctx context.Context, method string, err error) (metadata.MD, error) {
 	if i.onError != nil {
 		i.onError(ctx, method, err)
 	}
-	if !i.failClosed {
+	msg := "grpclimit: rate limiting is unavailable; retry after the RetryInfo delay"
+	switch {
+	case errors.Is(err, ratelimit.ErrPolicy):
+		if i.policyErrorsPass {
+			return nil, nil
+		}
+		msg = "grpclimit: the call's rate limit could not be read; retry after the RetryInfo delay"
+	case !i.failClosed:
 		return nil, nil
 	}
-	st := withDetails(status.New(codes.Unavailable, "grpclimit: rate limiting is unavailable; retry after the RetryInfo delay"),
+	st := withDetails(status.New(codes.Unavailable, msg),
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(i.closedRetry)})
 	return retryAfterOnly(ceilSeconds(i.closedRetry)), st.Err()
 }

@@ -3,7 +3,7 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
-
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -358,3 +358,182 @@ func TestMetadataShowsEachKeysOwnPolicy(t *testing.T) {
 
 // planKey keys the test's plan in a context.
 type planKey struct{}
+
+// unary calls in's unary interceptor directly for key, with a handler
+// that records whether it ran, and returns the metadata it set, whether
+// the handler ran, and its error.
+func unary(t *testing.T, in *grpclimit.Interceptor, key string) (map[string][]string, bool, error) {
+	t.Helper()
+	stream := &benchStream{}
+	ctx := grpc.NewContextWithServerTransportStream(context.WithValue(context.Background(), planKey{}, key), stream)
+	ran := false
+	_, err := in.Unary()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/svc/M"}, func(context.Context, any) (any, error) {
+		ran = true
+		return nil, nil
+	})
+	return rateFields(stream.header), ran, err
+}
+
+// byPlan keys a call by the plan in its context (see unary).
+func byPlan(ctx context.Context, _ string) (string, error) { return ctx.Value(planKey{}).(string), nil }
+
+func TestFailingPolicyFuncAnswersUnavailableUnlessPolicyErrorsPass(t *testing.T) {
+	errLookup := errors.New("plan store unreachable")
+	newLimiter := func(t *testing.T) ratelimit.Limiter {
+		l, err := ratelimit.NewGCRA(10, time.Minute, ratelimit.WithPolicyFunc(func(_ context.Context, key string) (ratelimit.Policy, error) {
+			if key == "broken" {
+				return ratelimit.Policy{}, errLookup
+			}
+			return ratelimit.Policy{}, nil
+		}))
+		require.NoError(t, err)
+		// A Guard passes ErrPolicy through: it says nothing of the backend.
+		g, err := ratelimit.NewGuard(l, ratelimit.GuardConfig{OnFailure: ratelimit.FailOpen})
+		require.NoError(t, err)
+		return g
+	}
+
+	t.Run("by default", func(t *testing.T) {
+		var hooked []error
+		in, err := grpclimit.NewInterceptor(newLimiter(t), byPlan,
+			grpclimit.WithOnError(func(_ context.Context, _ string, err error) { hooked = append(hooked, err) }))
+		require.NoError(t, err)
+
+		md, ran, err := unary(t, in, "broken")
+		require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+		assert.False(t, ran, "the limit is not lifted")
+		assert.Equal(t, map[string][]string{"retry-after": {"1"}}, md)
+		ri, qf := details(t, err)
+		require.NotNil(t, ri)
+		assert.Equal(t, time.Second, ri.GetRetryDelay().AsDuration())
+		assert.Nil(t, qf)
+		assert.NotContains(t, err.Error(), errLookup.Error(), "the lookup's error stays on the server")
+		require.Len(t, hooked, 1)
+		assert.ErrorIs(t, hooked[0], ratelimit.ErrPolicy)
+		assert.ErrorIs(t, hooked[0], ratelimit.ErrCaller)
+		assert.ErrorIs(t, hooked[0], errLookup)
+
+		// Other keys are decided as before.
+		md, ran, err = unary(t, in, "free")
+		require.NoError(t, err)
+		assert.True(t, ran)
+		assert.Equal(t, []string{`"default";q=10;w=60`}, md["ratelimit-policy"])
+	})
+
+	t.Run("with WithFailClosed's delay", func(t *testing.T) {
+		in, err := grpclimit.NewInterceptor(newLimiter(t), byPlan, grpclimit.WithFailClosed(2500*time.Millisecond))
+		require.NoError(t, err)
+		md, ran, err := unary(t, in, "broken")
+		require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+		assert.False(t, ran)
+		assert.Equal(t, map[string][]string{"retry-after": {"3"}}, md)
+		ri, _ := details(t, err)
+		require.NotNil(t, ri)
+		assert.Equal(t, 2500*time.Millisecond, ri.GetRetryDelay().AsDuration())
+	})
+
+	t.Run("WithPolicyErrorsPass", func(t *testing.T) {
+		var hooks atomic.Int64
+		in, err := grpclimit.NewInterceptor(newLimiter(t), byPlan, grpclimit.WithPolicyErrorsPass(),
+			grpclimit.WithOnError(func(context.Context, string, error) { hooks.Add(1) }))
+		require.NoError(t, err)
+		md, ran, err := unary(t, in, "broken")
+		require.NoError(t, err)
+		assert.True(t, ran, "let through on request")
+		assert.Empty(t, md)
+		assert.Equal(t, int64(1), hooks.Load())
+	})
+
+	t.Run("WithPolicyErrorsPass and WithFailClosed", func(t *testing.T) {
+		stub := &stubLimiter{err: fmt.Errorf("%w: redis: connection refused", ratelimit.ErrBackend)}
+		in, err := grpclimit.NewInterceptor(stub, byPlan, grpclimit.WithPolicyErrorsPass(), grpclimit.WithFailClosed(0))
+		require.NoError(t, err)
+		_, ran, err := unary(t, in, "any")
+		assert.Equal(t, codes.Unavailable, status.Code(err), "a backend failure still fails closed")
+		assert.False(t, ran)
+
+		in, err = grpclimit.NewInterceptor(newLimiter(t), byPlan, grpclimit.WithPolicyErrorsPass(), grpclimit.WithFailClosed(0))
+		require.NoError(t, err)
+		_, ran, err = unary(t, in, "broken")
+		require.NoError(t, err)
+		assert.True(t, ran)
+	})
+}
+
+func TestBackendErrorFailsOpenByDefault(t *testing.T) {
+	stub := &stubLimiter{err: fmt.Errorf("%w: redis: i/o timeout", ratelimit.ErrBackend)}
+	in, err := grpclimit.NewInterceptor(stub, byPlan)
+	require.NoError(t, err)
+	md, ran, err := unary(t, in, "any")
+	require.NoError(t, err)
+	assert.True(t, ran)
+	assert.Empty(t, md)
+}
+
+func TestDecisionWhosePoliciesCannotBeSentIsALimiterError(t *testing.T) {
+	for name, d := range map[string]ratelimit.Decision{
+		"name not printable": {
+			Result:   ratelimit.Result{Allowed: true, Limit: 5, Remaining: 4},
+			Policy:   ratelimit.NamedPolicy{Name: "plan\n", Policy: ratelimit.Policy{Limit: 5}},
+			Policies: []ratelimit.NamedPolicy{{Name: "plan\n", Policy: ratelimit.Policy{Limit: 5}}},
+		},
+		"bound out of range": {
+			Result:   ratelimit.Result{Allowed: true, Limit: 5, Remaining: 4},
+			Policies: []ratelimit.NamedPolicy{{Name: "a", Policy: ratelimit.Policy{Limit: 5}}},
+			Bound:    1,
+		},
+		"no limit among several": {
+			Result:   ratelimit.Result{Allowed: true, Limit: 5, Remaining: 4},
+			Policy:   ratelimit.NamedPolicy{Name: "a", Policy: ratelimit.Policy{Limit: 5}},
+			Policies: []ratelimit.NamedPolicy{{Name: "a", Policy: ratelimit.Policy{Limit: 5}}, {Name: "b"}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var hooked error
+			in, err := grpclimit.NewInterceptor(&decisionStub{d: d}, byPlan,
+				grpclimit.WithOnError(func(_ context.Context, _ string, err error) { hooked = err }))
+			require.NoError(t, err)
+			md, ran, err := unary(t, in, "k")
+			require.NoError(t, err, "fails open, as limiter errors do by default")
+			assert.True(t, ran)
+			assert.Empty(t, md)
+			assert.ErrorIs(t, hooked, ratelimit.ErrInvalidConfig)
+
+			in, err = grpclimit.NewInterceptor(&decisionStub{d: d}, byPlan, grpclimit.WithFailClosed(0))
+			require.NoError(t, err)
+			_, _, err = unary(t, in, "k")
+			assert.Equal(t, codes.Unavailable, status.Code(err))
+		})
+	}
+}
+
+func TestMetadataComesFromTheDecisionAlone(t *testing.T) {
+	// A Decider of another package answers from a fallback, bound by its
+	// second policy: the metadata names that policy and lists both, with
+	// the Result's numbers, whatever the Limiter's type.
+	policies := []ratelimit.NamedPolicy{
+		{Name: "requests", Policy: ratelimit.Policy{Limit: 60, Window: time.Minute}, PerCall: true},
+		{Name: "tokens", Policy: ratelimit.Policy{Limit: 20000, Window: time.Minute}},
+	}
+	d := ratelimit.Decision{
+		Result:   ratelimit.Result{Limit: 20000, Remaining: 7, RetryAfter: 1200 * time.Millisecond, ResetAfter: time.Minute},
+		Policy:   policies[1],
+		Policies: policies,
+		Bound:    1,
+		Source:   ratelimit.FromFallback,
+	}
+	d.Enforced = d.Result
+	in, err := grpclimit.NewInterceptor(&decisionStub{d: d}, byPlan)
+	require.NoError(t, err)
+	md, ran, err := unary(t, in, "k")
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	assert.False(t, ran)
+	assert.Equal(t, map[string][]string{
+		"ratelimit-limit": {"20000"}, "ratelimit-remaining": {"7"}, "ratelimit-reset": {"2"},
+		"ratelimit-policy": {`"requests";q=60;w=60, "tokens";q=20000;w=60`},
+		"ratelimit":        {`"tokens";r=7;t=2`}, "retry-after": {"2"},
+	}, md)
+	_, qf := details(t, err)
+	require.NotNil(t, qf)
+	assert.Equal(t, "tokens", qf.GetViolations()[0].GetQuotaId())
+}

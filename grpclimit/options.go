@@ -26,12 +26,13 @@ type SkipFunc func(ctx context.Context, fullMethod string) bool
 
 // settings collects what the options set.
 type settings struct {
-	style       HeaderStyle
-	cost        CostFunc
-	skip        SkipFunc
-	onError     func(ctx context.Context, fullMethod string, err error)
-	failClosed  bool
-	closedRetry time.Duration
+	style            HeaderStyle
+	cost             CostFunc
+	skip             SkipFunc
+	onError          func(ctx context.Context, fullMethod string, err error)
+	failClosed       bool
+	policyErrorsPass bool
+	closedRetry      time.Duration
 }
 
 // defaultClosedRetry is the retry delay of a fail-closed answer unless
@@ -87,7 +88,8 @@ func SkipHealthAndReflection(_ context.Context, fullMethod string) bool {
 
 // WithOnError sets a hook called with every error the limiter returns,
 // other than those wrapping ratelimit.ErrCostExceedsLimit, before the call
-// is let through (or, with WithFailClosed, answered codes.Unavailable).
+// is let through (or answered codes.Unavailable: with WithFailClosed, and
+// for a policy that could not be read, see WithPolicyErrorsPass).
 // There is no hook and no logging by default. f must be safe for
 // concurrent use. A nil f is an error.
 func WithOnError(f func(ctx context.Context, fullMethod string, err error)) Option {
@@ -103,7 +105,9 @@ func WithOnError(f func(ctx context.Context, fullMethod string, err error)) Opti
 // WithFailClosed makes a limiter error answer codes.Unavailable, with a
 // RetryInfo detail of retryAfter and retry-after metadata of retryAfter
 // rounded up to whole seconds, instead of letting the call through. A
-// retryAfter of 0 means 1 s; a negative one is an error.
+// retryAfter of 0 means 1 s; a negative one is an error. retryAfter is
+// also the delay of the answer to a failing PolicyFunc (see
+// WithPolicyErrorsPass).
 func WithFailClosed(retryAfter time.Duration) Option {
 	return func(s *settings) error {
 		if retryAfter < 0 {
@@ -113,6 +117,23 @@ func WithFailClosed(retryAfter time.Duration) Option {
 			retryAfter = defaultClosedRetry
 		}
 		s.failClosed, s.closedRetry = true, retryAfter
+		return nil
+	}
+}
+
+// WithPolicyErrorsPass lets through, without rate-limit metadata, the
+// calls whose policy the limiter could not read: its error wraps
+// ratelimit.ErrPolicy (of class ratelimit.ErrCaller), as when a
+// PolicyFunc (ratelimit.WithPolicyFunc) fails. By default such a call is
+// answered as WithFailClosed answers a limiter error, codes.Unavailable
+// with a RetryInfo and retry-after (WithFailClosed's delay, or 1 s),
+// whether WithFailClosed is given or not: a broken plan lookup must not
+// silently lift the plan's limit, which is not the situation of a backend
+// that is down (whose errors, ratelimit.ErrBackend, fail open unless
+// WithFailClosed). The WithOnError hook sees the error either way.
+func WithPolicyErrorsPass() Option {
+	return func(s *settings) error {
+		s.policyErrorsPass = true
 		return nil
 	}
 }

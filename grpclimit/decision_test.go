@@ -1,0 +1,298 @@
+package grpclimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/grpclimit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// recorder is a ratelimit.Decider of another package around a stack: it
+// keeps the Decision and error of the latest call, which is what the
+// interceptor read. Calls are sequential.
+type recorder struct {
+	ratelimit.Decider
+	d   ratelimit.Decision
+	err error
+}
+
+func (r *recorder) Allow(ctx context.Context, key string, n int) (ratelimit.Result, error) {
+	d, err := r.Decide(ctx, key, n)
+	return d.Result, err
+}
+
+func (r *recorder) Decide(ctx context.Context, key string, n int) (ratelimit.Decision, error) {
+	r.d, r.err = r.Decider.Decide(ctx, key, n)
+	return r.d, r.err
+}
+
+// failing is a backend that answers every call with err while err is set,
+// and as the limiter it wraps otherwise; its policies are that limiter's
+// either way, as a Redis limiter's are while Redis is down.
+type failing struct {
+	ratelimit.Decider
+	err error
+}
+
+func (f *failing) Allow(ctx context.Context, key string, n int) (ratelimit.Result, error) {
+	d, err := f.Decide(ctx, key, n)
+	return d.Result, err
+}
+
+func (f *failing) Decide(ctx context.Context, key string, n int) (ratelimit.Decision, error) {
+	if f.err != nil {
+		return ratelimit.Decision{}, f.err
+	}
+	return f.Decider.Decide(ctx, key, n)
+}
+
+// wantFields returns the metadata that tells Decision d, formatted here
+// from d alone: every policy of d in ratelimit-policy, the bound one in
+// ratelimit and ratelimit-limit, the Result's numbers.
+func wantFields(d ratelimit.Decision) map[string][]string {
+	ceil := func(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
+	items := make([]string, len(d.Policies))
+	for i, p := range d.Policies {
+		items[i] = fmt.Sprintf("%q;q=%d", p.Name, p.Limit)
+		if p.Window > 0 {
+			items[i] += fmt.Sprintf(";w=%d", ceil(p.Window))
+		}
+	}
+	reset := ceil(max(d.ResetAfter, 0))
+	if !d.Allowed {
+		reset = max(ceil(d.RetryAfter), 1)
+	}
+	r, t := strconv.Itoa(max(d.Remaining, 0)), strconv.FormatInt(reset, 10)
+	md := map[string][]string{
+		"ratelimit-remaining": {r},
+		"ratelimit-reset":     {t},
+		"ratelimit":           {fmt.Sprintf("%q;r=%s;t=%s", d.Policy.Name, r, t)},
+	}
+	if d.Policy.Limit > 0 {
+		md["ratelimit-limit"] = []string{strconv.Itoa(d.Policy.Limit)}
+		md["ratelimit-policy"] = []string{strings.Join(items, ", ")}
+	}
+	if !d.Allowed {
+		md["retry-after"] = []string{t}
+	}
+	return md
+}
+
+// TestMetadataTellsTheDecisionThroughEveryStack runs the production stacks,
+// each of five limiters on its own and inside each decorator, with the
+// backend up, down, and failing with an error of each other class, and
+// checks every call's metadata and code against the Decision the
+// interceptor got: what it sends is what the Decision says, and names only
+// the policies the Decision lists.
+func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
+	type built struct {
+		l     ratelimit.Decider
+		names []string // the policies it may name
+	}
+	limiters := []struct {
+		name  string
+		build func(*testing.T, ratelimit.Clock) built
+	}{
+		{"TokenBucket", func(t *testing.T, c ratelimit.Clock) built {
+			l, err := ratelimit.NewTokenBucket(2, 1, ratelimit.WithClock(c))
+			require.NoError(t, err)
+			return built{l, []string{"default"}}
+		}},
+		{"GCRA", func(t *testing.T, c ratelimit.Clock) built {
+			l, err := ratelimit.NewGCRA(2, 2*time.Second, ratelimit.WithClock(c))
+			require.NoError(t, err)
+			return built{l, []string{"default"}}
+		}},
+		{"FixedWindow", func(t *testing.T, c ratelimit.Clock) built {
+			l, err := ratelimit.NewFixedWindow(2, time.Minute, ratelimit.WithClock(c))
+			require.NoError(t, err)
+			return built{l, []string{"default"}}
+		}},
+		{"Composite with a PerCall part", func(t *testing.T, c ratelimit.Clock) built {
+			return built{composite(t, c, 3, 2), []string{"requests", "tokens"}}
+		}},
+		{"PolicyFunc", func(t *testing.T, c ratelimit.Clock) built {
+			l, err := ratelimit.NewTokenBucket(5, 1, ratelimit.WithClock(c),
+				ratelimit.WithPolicyFunc(func(context.Context, string) (ratelimit.Policy, error) {
+					return ratelimit.Policy{Limit: 2, Window: 4 * time.Second}, nil
+				}))
+			require.NoError(t, err)
+			return built{l, []string{"default"}}
+		}},
+	}
+	stacks := []struct {
+		name  string
+		guard bool // a Guard answers the backend's failures
+		wrap  func(*testing.T, ratelimit.Clock, ratelimit.Limiter) (ratelimit.Decider, []string)
+	}{
+		{"bare", false, func(_ *testing.T, _ ratelimit.Clock, l ratelimit.Limiter) (ratelimit.Decider, []string) {
+			return l.(ratelimit.Decider), nil
+		}},
+		{"Guard FailOpen", true, func(t *testing.T, c ratelimit.Clock, l ratelimit.Limiter) (ratelimit.Decider, []string) {
+			g, err := ratelimit.NewGuard(l, ratelimit.GuardConfig{OnFailure: ratelimit.FailOpen, Clock: c})
+			require.NoError(t, err)
+			return g, nil
+		}},
+		{"Guard FailClosed", true, func(t *testing.T, c ratelimit.Clock, l ratelimit.Limiter) (ratelimit.Decider, []string) {
+			g, err := ratelimit.NewGuard(l, ratelimit.GuardConfig{OnFailure: ratelimit.FailClosed, Clock: c})
+			require.NoError(t, err)
+			return g, nil
+		}},
+		{"Guard FailOver to a Composite", true, func(t *testing.T, c ratelimit.Clock, l ratelimit.Limiter) (ratelimit.Decider, []string) {
+			g, err := ratelimit.NewGuard(l, ratelimit.GuardConfig{OnFailure: ratelimit.FailOver, Fallback: composite(t, c, 1, 2), Clock: c})
+			require.NoError(t, err)
+			return g, []string{"requests", "tokens"}
+		}},
+		{"DenyCache", false, func(t *testing.T, c ratelimit.Clock, l ratelimit.Limiter) (ratelimit.Decider, []string) {
+			d, err := ratelimit.NewDenyCache(l, ratelimit.DenyCacheConfig{Clock: c})
+			require.NoError(t, err)
+			return d, nil
+		}},
+		{"Shadow", false, func(t *testing.T, c ratelimit.Clock, l ratelimit.Limiter) (ratelimit.Decider, []string) {
+			s, err := ratelimit.NewShadow(l, ratelimit.ShadowConfig{Clock: c})
+			require.NoError(t, err)
+			return s, nil
+		}},
+		{"Guard(DenyCache)", true, func(t *testing.T, c ratelimit.Clock, l ratelimit.Limiter) (ratelimit.Decider, []string) {
+			d, err := ratelimit.NewDenyCache(l, ratelimit.DenyCacheConfig{Clock: c})
+			require.NoError(t, err)
+			g, err := ratelimit.NewGuard(d, ratelimit.GuardConfig{OnFailure: ratelimit.FailClosed, Clock: c})
+			require.NoError(t, err)
+			return g, nil
+		}},
+	}
+	backends := []struct {
+		name string
+		err  error
+	}{
+		{"up", nil},
+		{"down", fmt.Errorf("%w: dial tcp: connection refused", ratelimit.ErrBackend)},
+		{"policy error", fmt.Errorf("%w: plan store: timeout", ratelimit.ErrPolicy)},
+		{"corrupt state", fmt.Errorf("key k: %w", ratelimit.ErrCorruptState)},
+	}
+
+	for _, lc := range limiters {
+		for _, sc := range stacks {
+			for _, bc := range backends {
+				t.Run(lc.name+"/"+sc.name+"/"+bc.name, func(t *testing.T) {
+					clock := ratelimit.NewFakeClock(epoch)
+					b := lc.build(t, clock)
+					stack, more := sc.wrap(t, clock, &failing{Decider: b.l, err: bc.err})
+					rec := &recorder{Decider: stack}
+					in, err := grpclimit.NewInterceptor(rec, byPlan)
+					require.NoError(t, err)
+					names := append(b.names, more...)
+
+					sources := map[ratelimit.Source]int{}
+					for call := range 5 {
+						md, ran, err := unary(t, in, "k")
+						d := rec.d
+						sources[d.Source]++
+						switch {
+						case rec.err == nil:
+							assert.Equal(t, wantFields(d), md, "call %d: %+v", call, d)
+							assert.Equal(t, d.Allowed, ran, "call %d", call)
+							if d.Allowed {
+								assert.NoError(t, err, "call %d", call)
+							} else {
+								assert.Equal(t, codes.ResourceExhausted, status.Code(err), "call %d", call)
+							}
+							require.NotEmpty(t, d.Policies, "call %d", call)
+							assert.Equal(t, d.Policy.Limit, d.Limit, "call %d: the policy named is the one whose numbers are shown", call)
+							for _, p := range d.Policies {
+								assert.Contains(t, names, p.Name, "call %d: only policies that apply", call)
+							}
+						case errors.Is(rec.err, ratelimit.ErrPolicy):
+							assert.Equal(t, codes.Unavailable, status.Code(err), "call %d", call)
+							assert.Equal(t, map[string][]string{"retry-after": {"1"}}, md, "call %d", call)
+							assert.False(t, ran, "call %d: a policy error does not lift the limit", call)
+						default:
+							assert.NoError(t, err, "call %d: fails open", call)
+							assert.Empty(t, md, "call %d", call)
+							assert.True(t, ran, "call %d", call)
+						}
+					}
+
+					switch {
+					case bc.name == "up" && sc.name == "DenyCache":
+						assert.Positive(t, sources[ratelimit.FromDenyCache], "answered locally after a denial")
+					case bc.name == "up" && sc.name == "Shadow":
+						assert.Positive(t, sources[ratelimit.FromShadow], "denials let through")
+					case bc.name == "up":
+						assert.Equal(t, 5, sources[ratelimit.FromBackend]+sources[ratelimit.FromDenyCache])
+					case bc.name == "down" && sc.guard:
+						assert.Zero(t, sources[ratelimit.FromBackend], "the Guard answered")
+					}
+				})
+			}
+		}
+	}
+}
+
+// composite returns a Composite of a PerCall part "requests" of
+// requests a minute and a part "tokens", a token bucket of tokens
+// refilling 1 a second.
+func composite(t *testing.T, c ratelimit.Clock, requests, tokens int) *ratelimit.Composite {
+	t.Helper()
+	perMinute, err := ratelimit.NewFixedWindow(requests, time.Minute, ratelimit.WithClock(c))
+	require.NoError(t, err)
+	bucket, err := ratelimit.NewTokenBucket(tokens, 1, ratelimit.WithClock(c))
+	require.NoError(t, err)
+	comp, err := ratelimit.NewComposite(
+		ratelimit.Part{Name: "requests", Limiter: perMinute, PerCall: true},
+		ratelimit.Part{Name: "tokens", Limiter: bucket},
+	)
+	require.NoError(t, err)
+	return comp
+}
+
+func TestCallsOfDifferentPoliciesEachGetTheirOwnFields(t *testing.T) {
+	plans := map[string]ratelimit.Policy{
+		"free": {Limit: 1000, Window: time.Minute},
+		"pro":  {Limit: 5000, Window: time.Hour},
+		"team": {Limit: 9000, Window: 2 * time.Hour},
+	}
+	l, err := ratelimit.NewGCRA(1000, time.Minute, ratelimit.WithPolicyFunc(func(_ context.Context, key string) (ratelimit.Policy, error) {
+		return plans[key], nil
+	}))
+	require.NoError(t, err)
+	in, err := grpclimit.NewInterceptor(l, byPlan)
+	require.NoError(t, err)
+	want := map[string]string{
+		"free": `"default";q=1000;w=60`,
+		"pro":  `"default";q=5000;w=3600`,
+		"team": `"default";q=9000;w=7200`,
+	}
+
+	// Concurrent calls of alternating plans: the cache of formatted
+	// policies changes hands all the time, and every call still gets its
+	// own plan's fields.
+	keys := []string{"free", "pro", "team"}
+	done := make(chan struct{})
+	for w := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 200 {
+				key := keys[(w+i)%len(keys)]
+				md, _, err := unary(t, in, key)
+				if !assert.NoError(t, err) || !assert.Equal(t, []string{want[key]}, md["ratelimit-policy"], key) {
+					return
+				}
+				assert.Equal(t, []string{strconv.Itoa(plans[key].Limit)}, md["ratelimit-limit"], key)
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+}
