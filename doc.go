@@ -25,9 +25,55 @@
 // server's clock, so every replica of a service shares one limit; they work
 // with any go-redis v9 client, Redis Cluster included.
 //
-// Every limiter reports its Policy: the most that can be taken at once and
-// the time from empty back to full, as clients are told it (httplimit puts
-// it in the rate-limit headers). PolicyOf reads it from any Limiter.
+// Each of the six limiters reports its constructor's Policy (its Policy
+// method): the most that can be taken at once and the time from empty back
+// to full, as clients are told it (httplimit puts it in the rate-limit
+// headers).
+//
+// # One decision
+//
+// Allow returns a Result; Decide returns the whole Decision of the same
+// call, as every layer tells it: the Result, the policy that bound it
+// (Policy, a NamedPolicy with its name, Limit and Window), every policy
+// that applied (Policies, with Policy at index Bound), a Composite's
+// per-part Results (Parts), who answered (Source: the backend, a Guard's
+// fallback, fail-open or fail-closed answer, a DenyCache's remembered
+// denial, or a Shadow), and, for a call a Shadow let through against a
+// denial, WouldDeny with the denial in Enforced. Every limiter, Composite
+// and decorator of this package is a Decider: Decide, and Policies(ctx,
+// key), the policies that apply to a key's calls without deciding
+// anything. A limiter of one policy names it "default". The function
+// Decide asks any Limiter: a Limiter of another package, which tells only
+// a Result, is given one policy "default" of the Result's Limit (when that
+// is > 0). A
+// decorator builds its Decision from its backend's, and httplimit and
+// grpclimit read nothing else.
+//
+// # Errors
+//
+// A denial is not an error. Every error this package makes is of one of
+// three classes, which errors.Is tells apart (the error of a Limiter of
+// another package that a decorator passes on is left as it is):
+//
+//   - ErrCaller, the caller's mistake: a bad cost (ErrInvalidCost), a cost
+//     above the limit (ErrCostExceedsLimit), keys a store cannot serve
+//     together (ErrKeysApart: a Composite's Redis keys in different hash
+//     slots of a cluster), a policy that cannot be read or is refused
+//     (ErrPolicy, ErrInvalidConfig), a limiter that was never built
+//     (ErrInvalidConfig), or a nil ctx.
+//   - ErrCorruptState: one key's data in Redis is not the limiter's own.
+//     Every other key is decided as before.
+//   - ErrBackend: a failure of the backend: Redis unreachable, a timeout
+//     (the call's ctx ended first), a server error, or a reply that cannot
+//     be read.
+//
+// A Guard answers only ErrBackend, and the errors of a Limiter of another
+// package (which have no class), by its failure policy, and counts only
+// those toward its breaker, unless its caller's ctx has ended; it returns
+// every other error to its caller as it is. httplimit answers a cost above
+// the limit 413, lets a request through on a backend failure unless
+// WithFailClosed (503), and answers any other limiter error 503 unless
+// WithPolicyErrorsPass.
 //
 // # Several limits in one decision
 //
@@ -38,11 +84,13 @@
 // parts are decided under all their locks at once; on Redis one script
 // request decides them all, coalesced with other calls. Its Result is that
 // of the part that bound the decision, with the longest RetryAfter and
-// ResetAfter of all parts; AllowBound says which part bound, Policies lists
-// them all (httplimit sends every one in its headers). On Redis Cluster the
-// parts' Redis keys must share a hash slot: give them one hash tag, as in
-// "{acme}:alice" for the user and "{acme}" for the tenant; a call whose
-// keys do not is refused with an error, and nothing is spent.
+// ResetAfter of all parts; its Decision names the part that bound
+// (Policy, Bound), lists every part's policy (Policies: httplimit sends
+// every one in its headers) and gives every part's Result (Parts). On
+// Redis Cluster the parts' Redis keys must share a hash slot: give them one
+// hash tag, as in "{acme}:alice" for the user and "{acme}" for the tenant;
+// a call whose keys do not is refused with an error wrapping ErrKeysApart,
+// and nothing is spent.
 //
 // # Costs settled afterwards
 //
@@ -55,13 +103,16 @@
 // sent at most once; WithToken makes a caller's own retry of it safe, the
 // token being remembered for SettleTokenTTL on the key's server, in its hash
 // slot on a cluster, whatever the key.
-// A DenyCache forgets a key's denial when units are given back.
+// A DenyCache forgets the denials a give-back through it can change,
+// those of other keys that share a Composite part's key included.
 //
 // # Shadow mode
 //
 // A Shadow runs a limiter without enforcing it: every call is decided and
-// spent as if enforced, denials are let through and reported to Hooks with
-// Source FromShadow, and SetEnforce switches to enforcing at run time.
+// spent as if enforced, and a denial is let through: its Decision has
+// Allowed true, WouldDeny true, Source FromShadow and the denial in
+// Enforced, and Hooks get it so. SetEnforce switches to enforcing at run
+// time.
 //
 // # Policies per key, changed live
 //
@@ -72,17 +123,20 @@
 // what it has used across a change: a token bucket or GCRA converts the
 // units a key owes to the new rate (raised, the difference is there at
 // once; lowered, the key may be in debt), and a fixed window checks its
-// count against the new limit. A DenyCache forgets a denial once the key's
-// policy changes, and httplimit and grpclimit report each key's own policy.
+// count against the new limit. Policies(ctx, key) returns the key's
+// policy, also through a Guard, DenyCache or Shadow; a DenyCache answers
+// from a denial only while the key's policy is the one it was made under;
+// and httplimit and grpclimit report each key's own policy.
 // Nothing is kept per policy, so a policy per customer costs no memory.
 //
 // # Metrics
 //
-// WithHooks makes any limiter report every decision (Hooks.Decided) with
-// its name (WithName), the key's Policy, the Result, its latency and who
-// answered; a limiter without hooks pays one nil check per call. Guard,
-// DenyCache and Shadow report what they decide themselves. The
-// otelratelimit module turns Hooks into OpenTelemetry metrics.
+// WithHooks makes any limiter report every decision to Hooks.Decided as an
+// Event: its name (WithName), the key and cost, the call's Decision (the
+// key's policy, the Result, who answered), its error and its latency; a
+// limiter without hooks pays one nil check per call. Guard, DenyCache and
+// Shadow report what they decide themselves. The otelratelimit module
+// turns Hooks into OpenTelemetry metrics.
 //
 // # Coalescing
 //
@@ -167,8 +221,12 @@
 //
 // Guard wraps a limiter whose backend can fail: a per-call timeout, a
 // failure policy (fail open, fail closed, or a local fallback limiter) and a
-// circuit breaker. DenyCache answers floods on denied keys locally without
-// ever denying what the backend would allow. Both report to Hooks, for
-// metrics. Package httplimit puts any Limiter in front of a net/http handler
-// with the standard rate-limit headers.
+// circuit breaker; while the backend fails, its answers name the backend's
+// policies. DenyCache answers floods on denied keys locally, any cost that a
+// remembered denial still bounds, as the backend would answer it if nothing
+// else had touched the key; a give-back it does not see (another
+// replica's) can make it deny, for up to MaxAge (1 s by default), what the
+// backend would now allow. Both report to Hooks, for metrics. Package
+// httplimit puts any Limiter in front of a net/http handler with the
+// standard rate-limit headers.
 package ratelimit

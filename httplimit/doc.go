@@ -18,10 +18,17 @@
 // limiter takes to go from empty to full, and t the seconds until the key is
 // back to its full limit on an allowed request, or until the request can
 // succeed on a denial (so that it agrees with Retry-After), all rounded up.
-// RateLimit-Reset is t too. The limit and w come from the limiter's
-// ratelimit.Policy, read once when the middleware is built, so a Guard or
-// DenyCache gives the same fields as the limiter it wraps. WithHeaderStyle
-// chooses the legacy fields, the IETF ones or both (the default).
+// RateLimit-Reset is t too. Everything comes from the request's
+// ratelimit.Decision (ratelimit.Decide): q and RateLimit-Limit are the
+// Limit of the policy that bound the decision, w its Window, and
+// RateLimit-Policy lists every policy that applied, so a Guard, DenyCache
+// or Shadow names the same policies as the limiter it wraps, also while a
+// Guard's backend is down (under FailOver, when the fallback's policies go
+// by the backend's names). A limiter of another package, which tells only
+// a Result, is sent as one policy of the Result's Limit, named "default"
+// and without w (see WithPolicyName and WithPolicyWindow). A limit that is
+// not known (0) is never sent. WithHeaderStyle chooses the legacy fields,
+// the IETF ones or both (the default).
 //
 // A denied request is answered 429 Too Many Requests with Retry-After in
 // whole seconds (at least 1) and a short body: an RFC 9457 problem document
@@ -32,11 +39,10 @@
 // # Several policies
 //
 // A limiter of several limits at once, such as a ratelimit.Composite of 10
-// requests a second and 1000 an hour (or a Guard or DenyCache around one:
-// any ratelimit.MultiPolicy with two policies or more), is asked through
-// AllowBound, which also says which policy bound the decision. Every
-// response lists all the policies, in order, under the names the limiter
-// gives them, and RateLimit names the one that bound:
+// requests a second and 1000 an hour (or a Guard, DenyCache or Shadow
+// around one), has a Decision that lists them all and says which one bound
+// the decision. Every response lists all the policies, in order, under the
+// names the limiter gives them, and RateLimit names the one that bound:
 //
 //	RateLimit-Policy: "per-second";q=10;w=1, "per-hour";q=1000;w=3600
 //	RateLimit: "per-hour";r=3;t=2
@@ -46,9 +52,35 @@
 // longest wait of all the policies (until every one is full again, or
 // until every one would allow the request), so that t and RateLimit-Reset
 // still agree with Retry-After. A denial's problem document names the
-// bound policy in violated-policies. The list is formatted once, when the
-// middleware is built. WithPolicyName and WithPolicyWindow describe a
-// limiter's one policy, and are errors with a limiter of several.
+// bound policy in violated-policies. Each list of policies is formatted
+// when first seen, and the latest four are kept (a limiter built
+// WithPolicyFunc has one per plan). WithPolicyName and WithPolicyWindow
+// describe a limiter's one policy, and are errors with a limiter of
+// several. Every policy of a limiter of several must have a limit > 0 and
+// a name of printable ASCII: NewMiddleware reads the limiter's policies
+// once (for the key "") and refuses it when one does not, and a request
+// whose Decision lists such a policy is answered as a limiter error that
+// is not a backend failure (see Failures).
+//
+// # Stacked middlewares
+//
+// When several Middlewares apply to one request (a plan per tenant around
+// a token budget, say, or a per-IP limit in a Shadow around both), the
+// response carries one coherent set of fields. An inner Middleware puts its
+// own RateLimit item first and then the outer ones' items of other names,
+// lists its policies in RateLimit-Policy and then the outer ones' of other
+// names, and sets the legacy fields, which so describe the first RateLimit
+// item. On a 413 the inner Middleware only adds its policies to
+// RateLimit-Policy, and leaves the outer one's legacy fields, which still
+// describe the first RateLimit item. A policy whose name is listed already is not
+// listed again, so give the policies of stacked Middlewares distinct names
+// (WithPolicyName).
+//
+// A request that an inner Middleware refuses (429, 413 or 503) never
+// reaches its handler: every outer Middleware built WithRefund or
+// WithSettle gives back the units the request took from its limiter,
+// whatever its refund rule. An outer Middleware without either option
+// keeps them.
 //
 // # Adjusting after the handler
 //
@@ -74,11 +106,12 @@
 // its errors go to the WithOnError hook, wrapping ErrAdjustment. Denied,
 // skipped and failed-open requests (a limiter error under the middleware's
 // own failure handling) took nothing and are never adjusted, nor are
-// requests a Shadow let through against a denial, nor requests a decorator
-// answered without its backend (a ratelimit.SourceLimiter says so: a
-// Guard's FailOpen or FailOver answer took nothing from the backend). The
-// fields of the response were set before the handler ran, so they do not
-// show the adjustment; the next response does.
+// requests a Shadow let through against a denial (the Decision's
+// WouldDeny), nor requests a decorator answered without its backend (the
+// Decision's Source is not ratelimit.FromBackend: a Guard's FailOpen or
+// FailOver answer took nothing from the backend). The fields of the
+// response were set before the handler ran, so they do not show the
+// adjustment; the next response does.
 //
 // # Rolling out a limit in shadow mode
 //
@@ -97,28 +130,45 @@
 // it, and SetCost reports false in its handler. The WithDeniedHandler is
 // not called for it, and WithOnError sees the limiter's errors as before:
 // a Shadow changes verdicts, not errors. To count or log the requests that
-// would have been denied, give the Shadow a ratelimit.Hooks: their
-// decisions come with Source ratelimit.FromShadow and the denial's Result.
-// Once SetEnforce(true) is called, the next request is decided as by the
-// bare limiter, 429 included.
+// would have been denied, give the Shadow a ratelimit.Hooks: their Events
+// come with Source ratelimit.FromShadow, WouldDeny, and the denial in
+// Enforced. Once SetEnforce(true) is called, the next request is decided
+// as by the bare limiter, 429 included.
 //
-// Give the middleware the Shadow itself, outermost (a Guard or DenyCache
-// goes inside it): the middleware learns which requests would have been
-// denied through ratelimit.ShadowLimiter, which decorators do not forward,
-// and WithShadowHeader is an error with any other limiter.
+// The middleware learns which requests would have been denied from the
+// Decision's WouldDeny, which a Guard or DenyCache around the Shadow
+// passes on. Still, put the Shadow outermost (a Guard or DenyCache goes
+// inside it), so that every denial of the stack is shadowed, a Guard's
+// fail-closed ones included. WithShadowHeader applies to any limiter;
+// with one that never shadows, it adds nothing.
 //
 // # Failures
 //
-// A limiter error fails open: the request passes without rate-limit fields
-// and the error goes to the WithOnError hook, if any; nothing is logged.
-// WithFailClosed answers 503 Service Unavailable instead. A ratelimit.Guard
-// answers its backend's failures by its own failure policy, with a nil
-// error, so behind a Guard only the errors it passes through (such as one
-// wrapping ratelimit.ErrCorruptState) reach this choice: pick the failure
-// policy in the Guard. A cost greater than
-// the limit (ratelimit.ErrCostExceedsLimit) is not a failure: it can never
-// succeed, and is answered 413 Content Too Large. An error from the KeyFunc
-// or CostFunc is answered 500 Internal Server Error unless
+// A limiter error goes to the WithOnError hook, if any (nothing is
+// logged), and is then answered by its class (see package ratelimit):
+//
+//   - A failure of the limiter's backend (ratelimit.ErrBackend: Redis down,
+//     a timeout, a server error, a reply it cannot read), or any error of
+//     a limiter of another package, fails open: the request passes without
+//     rate-limit fields. WithFailClosed answers 503 Service Unavailable,
+//     with Retry-After, instead.
+//   - Any other limiter error leaves the request's limit unknown: a
+//     PolicyFunc that failed (ratelimit.ErrPolicy), a policy or keys the
+//     limiter refuses (ratelimit.ErrInvalidConfig, ratelimit.ErrKeysApart),
+//     a key whose stored state is not the limiter's
+//     (ratelimit.ErrCorruptState). It is answered 503 with Retry-After
+//     (WithFailClosed's, or 1 s), so that a broken plan lookup does not
+//     lift the plan's limit. WithPolicyErrorsPass lets such requests pass
+//     without fields instead, unless WithFailClosed is given too: then
+//     every limiter error is answered 503.
+//
+// A ratelimit.Guard answers its backend's failures by its own failure
+// policy, with a nil error, so behind a Guard they do not reach this
+// choice (but for a request whose context ended first): pick the failure
+// policy in the Guard. A cost greater than the limit
+// (ratelimit.ErrCostExceedsLimit) is not a failure: it can never succeed,
+// and is answered 413 Content Too Large. An error from the KeyFunc or
+// CostFunc is answered 500 Internal Server Error unless
 // WithKeyErrorHandler says otherwise.
 //
 // # Concurrency

@@ -58,16 +58,19 @@ const defaultPolicyName = "default"
 const defaultClosedRetry = time.Second
 
 // WithPolicyName sets the policy's name in the RateLimit-Policy and RateLimit
-// fields and in problem documents. The default is the name the limiter gives
-// its one policy (a ratelimit.MultiPolicy of one policy, such as a Guard,
-// names it "default" unless it wraps a one-part Composite), or else
-// "default". The name is sent as a structured-field string, so it must be
-// non-empty printable ASCII (0x20 to 0x7E); any other name is an error.
+// fields and in problem documents. The default is the name the request's
+// Decision gives the limiter's one policy: "default" for every limiter of
+// package ratelimit of one policy (and a Guard, DenyCache or Shadow around
+// one), a Part's Name for a one-part Composite, and "default" for a limiter
+// of another package or one that names none. The name is sent as a
+// structured-field string, so it must be non-empty printable ASCII (0x20 to
+// 0x7E); any other name is an error.
 //
 // It names the one policy of a limiter that has one. A limiter with several
-// policies (a ratelimit.MultiPolicy such as a Composite) names each of them
-// itself (ratelimit.Part's Name), so NewMiddleware returns an error for
-// WithPolicyName with such a limiter.
+// policies (a ratelimit.Composite, or a decorator around one) names each of
+// them itself (ratelimit.Part's Name), so NewMiddleware returns an error for
+// WithPolicyName with such a limiter. Give stacked Middlewares' policies
+// distinct names: the fields they merge list a name once.
 func WithPolicyName(name string) Option {
 	return func(s *settings) error {
 		if err := checkPolicyName(name); err != nil {
@@ -92,10 +95,11 @@ func WithHeaderStyle(style HeaderStyle) Option {
 }
 
 // WithPolicyWindow sets the w parameter of RateLimit-Policy to d, rounded up
-// to whole seconds, in place of the limiter's policy Window or what it tells
-// through a FillTime or Window method; a d of 0 leaves w out. A negative d
-// is an error. Use it for a limiter that reports no policy, such as a
-// wrapper of your own.
+// to whole seconds, in place of the Window of the policy the request's
+// Decision names; a d of 0 leaves w out. A negative d is an error. Use it
+// for a limiter that reports no Window, such as a limiter of another
+// package, which ratelimit.Decide gives a policy of Window 0 (sent without
+// w).
 //
 // Like WithPolicyName, it applies to a limiter with one policy: a limiter
 // with several reports the window of each, and NewMiddleware returns an
@@ -137,7 +141,8 @@ func WithSkip(f func(*http.Request) bool) Option {
 
 // WithOnError sets a hook called with every error the limiter returns, other
 // than those wrapping ratelimit.ErrCostExceedsLimit, before the request is
-// let through (or, with WithFailClosed, answered 503), and with the error of
+// let through or answered 503 (see WithFailClosed and
+// WithPolicyErrorsPass), and with the error of
 // every Refund or Settle that fails after a handler has returned (see
 // WithRefund and WithSettle), which wraps ErrAdjustment: the request has
 // been served by then. There is no hook and no logging by default. f must
@@ -152,10 +157,21 @@ func WithOnError(f func(*http.Request, error)) Option {
 	}
 }
 
-// WithFailClosed makes a limiter error answer 503 Service Unavailable with a
-// Retry-After of retryAfter rounded up to whole seconds, instead of letting
-// the request through. A retryAfter of 0 means 1 s; a negative one is an
-// error.
+// WithFailClosed makes a failure of the limiter's backend answer 503
+// Service Unavailable with a Retry-After of retryAfter rounded up to whole
+// seconds, instead of letting the request through without fields: an error
+// of class ratelimit.ErrBackend (Redis down, a timeout, a server error, a
+// reply it cannot read), or any error of a limiter of another package. A
+// retryAfter of 0 means 1 s; a negative one is an error.
+//
+// The other limiter errors, which leave the request's limit unknown (a
+// PolicyFunc that failed, say), are answered 503 without this option (see
+// WithPolicyErrorsPass); this option sets their Retry-After too, and
+// answers them 503 even with WithPolicyErrorsPass. Behind a
+// ratelimit.Guard, which answers its backend's failures by its own failure
+// policy with a nil error, backend failures reach the middleware only for
+// a request whose context ended first: choose the failure policy in the
+// Guard.
 func WithFailClosed(retryAfter time.Duration) Option {
 	return func(s *settings) error {
 		if retryAfter < 0 {
@@ -342,7 +358,9 @@ func WithShadowHeader() Option {
 // answered 503 Service Unavailable with Retry-After (WithFailClosed's, or
 // 1 s), after the WithOnError hook: a broken plan lookup must not silently
 // lift the plan's limit, which is not the situation of a backend that is
-// down (which fails open by default, see WithFailClosed).
+// down (which fails open by default, see WithFailClosed). With
+// WithFailClosed given as well, every limiter error is answered 503, these
+// included.
 func WithPolicyErrorsPass() Option {
 	return func(s *settings) error {
 		s.passUnknown = true
