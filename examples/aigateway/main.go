@@ -171,9 +171,9 @@ func newLimiter(client redis.Scripter, logf func(format string, args ...any)) (*
 type failureLog func(format string, args ...any)
 
 // Decided logs a decision that Redis did not make.
-func (logf failureLog) Decided(d ratelimit.Decision) {
-	if d.BackendErr != nil {
-		logf("rate limiter unavailable, denying (%s): %v", d.Source, d.BackendErr)
+func (logf failureLog) Decided(ev ratelimit.Event) {
+	if ev.BackendErr != nil {
+		logf("rate limiter unavailable, denying (%s): %v", ev.Source, ev.BackendErr)
 	}
 }
 

@@ -1,5 +1,6 @@
 // Command prometheus shows a Redis token bucket behind a DenyCache and a
-// Guard, with their hooks exported as Prometheus metrics. It floods one key,
+// Guard, with the Guard's hooks exported as Prometheus metrics: each call's
+// Decision says who answered, the DenyCache included. It floods one key,
 // stops the (embedded) Redis, floods another key so that the breaker opens
 // and the fallback answers, and prints the metrics it collected.
 package main
@@ -50,7 +51,7 @@ func run() error {
 	// The deny cache sits right on Redis; the guard outside it handles
 	// failures. The fallback is this replica's share: with 4 replicas,
 	// a quarter of the shared limit (its capacity rounded up).
-	cached, err := ratelimit.NewDenyCache(shared, ratelimit.DenyCacheConfig{Hooks: metrics})
+	cached, err := ratelimit.NewDenyCache(shared, ratelimit.DenyCacheConfig{})
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,10 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// Metrics exports what a Guard and a DenyCache report to their
-// ratelimit.Hooks as Prometheus metrics. It is safe for concurrent use.
+// Metrics exports what a Guard reports to its ratelimit.Hooks as
+// Prometheus metrics. The Guard reports every call with the Source of its
+// Decision, which says who answered, the DenyCache behind it included, so
+// it is the only reporter needed. It is safe for concurrent use.
 //
 // Keys are deliberately not a label: they are unbounded (user ids, IPs) and
 // would blow up the number of series.
@@ -16,7 +18,7 @@ type Metrics struct {
 	latency   *prometheus.HistogramVec // by source
 	breaker   *prometheus.GaugeVec     // 1 for the current state
 	changes   *prometheus.CounterVec   // by the state changed to
-	cacheHits prometheus.Counter       // denials a DenyCache answered itself
+	cacheHits prometheus.Counter       // denials a DenyCache answered locally
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -24,7 +26,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelimit_decisions_total",
-			Help: "Rate-limit decisions a Guard made, by who answered (backend, fallback, fail_open, fail_closed) and outcome (allowed, denied, error). With a DenyCache behind the Guard, backend includes its local answers.",
+			Help: "Rate-limit decisions a Guard made, by who answered (backend, deny_cache, fallback, fail_open, fail_closed, shadow) and outcome (allowed, denied, error). A denial a Shadow let through is denied, of source shadow.",
 		}, []string{"source", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratelimit_decision_seconds",
@@ -53,23 +55,24 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// Decided counts a decision and observes its latency, or counts a
-// DenyCache's local answer.
-func (m *Metrics) Decided(d ratelimit.Decision) {
-	if d.Source == ratelimit.FromDenyCache {
+// Decided counts a decision by who answered and its outcome, and observes
+// its latency; a DenyCache's local answer also counts as a cache hit. A
+// denial a Shadow let through (WouldDeny) counts as denied: its Result is
+// the allowed answer the caller got, the denial is in Enforced.
+func (m *Metrics) Decided(ev ratelimit.Event) {
+	if ev.Source == ratelimit.FromDenyCache {
 		m.cacheHits.Inc()
-		return
 	}
 	outcome := "denied"
 	switch {
-	case d.Err != nil:
+	case ev.Err != nil:
 		outcome = "error"
-	case d.Result.Allowed:
+	case ev.Allowed && !ev.WouldDeny:
 		outcome = "allowed"
 	}
-	source := d.Source.String()
+	source := ev.Source.String()
 	m.decisions.WithLabelValues(source, outcome).Inc()
-	m.latency.WithLabelValues(source).Observe(d.Latency.Seconds())
+	m.latency.WithLabelValues(source).Observe(ev.Latency.Seconds())
 }
 
 // BreakerChanged moves the state gauge and counts the change.

@@ -17,9 +17,13 @@ func TestMetricsCountWhatTheHooksReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Decided(ratelimit.Decision{Source: ratelimit.FromBackend, Result: ratelimit.Result{Allowed: true}, Latency: time.Millisecond})
-	m.Decided(ratelimit.Decision{Source: ratelimit.FromFailClosed, BackendErr: errors.New("down")})
-	m.Decided(ratelimit.Decision{Source: ratelimit.FromDenyCache})
+	m.Decided(ratelimit.Event{Decision: ratelimit.Decision{Source: ratelimit.FromBackend, Result: ratelimit.Result{Allowed: true}}, Latency: time.Millisecond})
+	m.Decided(ratelimit.Event{Decision: ratelimit.Decision{Source: ratelimit.FromFailClosed}, BackendErr: errors.New("down")})
+	m.Decided(ratelimit.Event{Decision: ratelimit.Decision{Source: ratelimit.FromDenyCache}})
+	m.Decided(ratelimit.Event{Decision: ratelimit.Decision{
+		Source: ratelimit.FromShadow, WouldDeny: true,
+		Result: ratelimit.Result{Allowed: true}, Enforced: ratelimit.Result{RetryAfter: time.Second},
+	}})
 	m.BreakerChanged(ratelimit.BreakerClosed, ratelimit.BreakerOpen)
 
 	for _, c := range []struct {
@@ -30,6 +34,8 @@ func TestMetricsCountWhatTheHooksReport(t *testing.T) {
 		{testutil.ToFloat64(m.decisions.WithLabelValues("backend", "allowed")), 1, "allowed by the backend"},
 		{testutil.ToFloat64(m.decisions.WithLabelValues("fail_closed", "denied")), 1, "denied by policy"},
 		{testutil.ToFloat64(m.cacheHits), 1, "deny cache hits"},
+		{testutil.ToFloat64(m.decisions.WithLabelValues("deny_cache", "denied")), 1, "denied by the deny cache"},
+		{testutil.ToFloat64(m.decisions.WithLabelValues("shadow", "denied")), 1, "would-be denials"},
 		{testutil.ToFloat64(m.breaker.WithLabelValues("open")), 1, "breaker open"},
 		{testutil.ToFloat64(m.breaker.WithLabelValues("closed")), 0, "breaker not closed"},
 		{testutil.ToFloat64(m.changes.WithLabelValues("open")), 1, "changes to open"},

@@ -136,14 +136,16 @@ func newIPShadow(cfg config) (*ratelimit.Shadow, error) {
 // the limit would have denied, had it been enforced.
 type shadowLog func(format string, args ...any)
 
-// Decided logs a denial the Shadow let through, and an error.
-func (logf shadowLog) Decided(d ratelimit.Decision) {
+// Decided logs a denial the Shadow let through, and an error. The caller
+// got the allowed Result; the denial the limit would have answered is in
+// Enforced.
+func (logf shadowLog) Decided(ev ratelimit.Event) {
 	switch {
-	case d.Err != nil:
-		logf("shadow: %s limit failed for %s: %v", d.Limiter, d.Key, d.Err)
-	case d.Source == ratelimit.FromShadow:
+	case ev.Err != nil:
+		logf("shadow: %s limit failed for %s: %v", ev.Limiter, ev.Key, ev.Err)
+	case ev.WouldDeny:
 		logf("shadow: would deny %s: %s limit of %d per %v exhausted, retry in %v",
-			d.Key, d.Limiter, d.Policy.Limit, d.Policy.Window, d.Result.RetryAfter.Round(time.Millisecond))
+			ev.Key, ev.Limiter, ev.Policy.Limit, ev.Policy.Window, ev.Enforced.RetryAfter.Round(time.Millisecond))
 	}
 }
 
