@@ -14,10 +14,10 @@ type FailurePolicy int
 
 const (
 	// FailOpen allows requests while the backend fails: the limit is
-	// lifted, the service stays up. The Result says Allowed, with the
-	// backend's Limit (from its Policy, the key's with a PolicyFunc, or
-	// else its latest answer) and zeros for the rest. Choose it when an outage of the limiter must not become
-	// an outage of the service, as for most APIs.
+	// lifted, the service stays up. The Decision says Allowed, naming the
+	// tightest of the backend's policies for the key (see Guard), with its
+	// Limit and zeros for the rest. Choose it when an outage of the
+	// limiter must not become an outage of the service, as for most APIs.
 	FailOpen FailurePolicy = iota
 	// FailClosed denies requests while the backend fails, with a
 	// RetryAfter (and ResetAfter) of FailClosedRetryAfter, or the rest of
@@ -73,20 +73,30 @@ type GuardConfig struct {
 // calling a backend that keeps failing, answering from the policy at once
 // until a probe after the cool-down succeeds.
 //
-// Some errors say nothing about the backend's health, and pass through to
-// the caller as they are, without a policy answer and without counting
-// toward the breaker: ErrInvalidCost and ErrCostExceedsLimit (the caller's
-// cost), ErrCorruptState (one key's data in Redis is not the limiter's own:
-// that call returns the error with Allowed false, and every other key is
-// decided as before), ErrPolicy and ErrInvalidConfig (a key's policy could
-// not be read or is refused, see WithPolicyFunc, or the backend is not
-// built), and the error of a call whose caller gave up (its own ctx is
-// done). A nil ctx is an error too, and the backend is not called.
+// Only a failure of the backend (an error of class ErrBackend, or an error
+// of a Limiter of another package, which has no class) is answered by the
+// failure policy and counted by the breaker. The other errors say nothing
+// about the backend's health, and pass through to the caller as they are,
+// without a policy answer and without counting toward the breaker or
+// closing it: those of class ErrCaller (ErrInvalidCost and
+// ErrCostExceedsLimit, the caller's cost; ErrPolicy and ErrInvalidConfig, a
+// key's policy that could not be read or is refused, see WithPolicyFunc,
+// or a backend that is not built; ErrKeysApart, keys one store cannot
+// serve together), ErrCorruptState (one key's data in Redis is not the
+// limiter's own: that call returns the error with Allowed false, and every
+// other key is decided as before), and the error of a call whose caller
+// gave up (its own ctx is done). A nil ctx is an error too, and the
+// backend is not called.
 //
-// Use it around every limiter that talks to a network. It reports its
-// backend's Policy as its own, and its policy answers carry the backend's
-// Limit, so that what clients are told does not change while the backend is
-// down.
+// While the backend fails, the Guard's answers name the tightest of the
+// backend's policies for the key (the smallest Limit among those that
+// count units), with its Limit: what clients are told does not change
+// while the backend is down. Under FailOver the fallback's Result is
+// shown under the backend's policy of the name that bound the fallback's
+// decision, or, when the backend has none of that name, as the fallback's
+// own Decision, so that the policy named is always the one whose numbers
+// are shown. Use it around every limiter that talks to a network; it
+// reports its backend's policies as its own.
 //
 // A Guard is safe for concurrent use. Create one with NewGuard.
 type Guard struct {

@@ -64,7 +64,8 @@ const (
 	// FromDenyCache: a DenyCache answered from a remembered denial.
 	FromDenyCache
 	// FromShadow: the backend denied the call and a Shadow, not
-	// enforcing, let it through; the Decision's Result is the denial.
+	// enforcing, let it through; the Decision's Result is the allowed
+	// answer, WouldDeny is set and Enforced holds the denial.
 	FromShadow
 )
 

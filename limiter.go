@@ -38,12 +38,14 @@ type Result struct {
 	ResetAfter time.Duration
 }
 
-// Every error this package returns belongs to exactly one of three
-// classes, which errors.Is tells apart:
+// Every error the limiters and decorators of this package make belongs to
+// exactly one of three classes, which errors.Is tells apart (an error of a
+// Limiter of another package that a decorator passes on keeps its own):
 //
 //   - ErrCaller: the caller's mistake, such as a bad cost, a cost above the
 //     limit, a key the store cannot serve, a bad or unreadable policy, or a
-//     limiter that was never built. Asking again the same way fails again.
+//     limiter that was never built. It concerns this call, not the
+//     backend.
 //   - ErrCorruptState: one key's data in the backend is not the limiter's
 //     own. Every other key is decided as before.
 //   - ErrBackend: a failure of the backend: the network, a timeout, a

@@ -28,8 +28,9 @@ type limitedHandler struct {
 //   - a failure of the limiter's backend: the WithOnError hook, then passed
 //     on without fields, or 503 with Retry-After under WithFailClosed;
 //   - any other limiter error (a PolicyFunc that failed, say): the
-//     WithOnError hook, then 503 with Retry-After, or passed on without
-//     fields under WithPolicyErrorsPass;
+//     WithOnError hook, then 503 with Retry-After, or, under
+//     WithPolicyErrorsPass without WithFailClosed, passed on without
+//     fields;
 //   - let through by a shadowing limiter against a denial: fields set as
 //     allowed, RateLimit-Shadow too under WithShadowHeader, passed on and
 //     never adjusted.
@@ -152,7 +153,8 @@ func (m *Middleware) answerDenied(w http.ResponseWriter, r *http.Request, res ra
 // this request is unknown: a PolicyFunc that failed, a policy or keys the
 // limiter refuses, a key whose state is not the limiter's) answers 503
 // too, so that the limit is not lifted, unless WithPolicyErrorsPass lets
-// such requests through. Nothing was taken, so nothing is adjusted.
+// such requests through (WithFailClosed answers 503 to every limiter
+// error). Nothing was taken, so nothing is adjusted.
 func (h *limitedHandler) failed(w http.ResponseWriter, r *http.Request, err error) {
 	m := h.m
 	if m.onError != nil {
