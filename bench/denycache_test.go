@@ -20,15 +20,27 @@ const (
 )
 
 // countingLimiter passes every call to l and counts them: wrapped around the
-// Redis limiter, it counts the calls that reach Redis.
+// Redis limiter, it counts the calls that reach Redis. It is a
+// ratelimit.Decider that passes l's Decisions on as they are, so that a
+// DenyCache around it knows, as around l itself, how l's state moves and
+// may answer from a denial.
 type countingLimiter struct {
-	l     ratelimit.Limiter
+	l     ratelimit.Decider
 	calls atomic.Int64
 }
 
 func (c *countingLimiter) Allow(ctx context.Context, key string, n int) (ratelimit.Result, error) {
 	c.calls.Add(1)
 	return c.l.Allow(ctx, key, n)
+}
+
+func (c *countingLimiter) Decide(ctx context.Context, key string, n int) (ratelimit.Decision, error) {
+	c.calls.Add(1)
+	return c.l.Decide(ctx, key, n)
+}
+
+func (c *countingLimiter) Policies(ctx context.Context, key string) ([]ratelimit.NamedPolicy, error) {
+	return c.l.Policies(ctx, key)
 }
 
 // BenchmarkDenyCacheFlood floods one key that is denied almost always, with

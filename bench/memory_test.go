@@ -59,8 +59,7 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 			return ratelimit.NewGCRA(memCapacity, memFill, ratelimit.WithClock(c))
 		})},
 		{"ratelimit-FixedWindow", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
-			w, err := ratelimit.NewFixedWindow(memCapacity, memFill, ratelimit.WithClock(c))
-			return windowFill{w}, err
+			return ratelimit.NewFixedWindow(memCapacity, memFill, ratelimit.WithClock(c))
 		})},
 		// memorystore reads the system clock and cannot be given another, so
 		// its refill step only peeks (Get). It drops keys only in its sweep
@@ -146,17 +145,13 @@ func heapAlloc() uint64 {
 	return m.HeapAlloc
 }
 
-// fakeClocked is a ratelimit limiter that says how long it takes to be back to
-// its full limit.
+// fakeClocked is a ratelimit limiter that tells its Policy, whose Window is
+// how long it takes to be back to its full limit (a bucket's fill time, a
+// GCRA's period, a fixed window's length): each of the in-process limiters.
 type fakeClocked interface {
 	ratelimit.Limiter
-	FillTime() time.Duration
+	Policy() ratelimit.Policy
 }
-
-// windowFill gives a FixedWindow a FillTime: its window.
-type windowFill struct{ *ratelimit.FixedWindow }
-
-func (w windowFill) FillTime() time.Duration { return w.Window() }
 
 // ratelimitMemoryCase measures a ratelimit limiter built by newLimiter on a
 // fake clock: refill moves the clock past twice the fill time and peeks at
@@ -174,7 +169,7 @@ func ratelimitMemoryCase(ctx context.Context, newLimiter func(ratelimit.Clock) (
 			}
 		}
 		refill := func(keys []string) {
-			clock.Advance(2*l.FillTime() + time.Second)
+			clock.Advance(2*l.Policy().Window + time.Second)
 			for _, k := range keys {
 				if _, err := l.Allow(ctx, k, 0); err != nil {
 					b.Fatal(err)

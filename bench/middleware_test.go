@@ -127,7 +127,7 @@ type middlewareRow struct {
 //     below what any middleware doing this could cost;
 //   - "composite": the default middleware on a Composite of two in-process
 //     TokenBuckets, the hot-key one and one four times its size, decided
-//     through AllowBound, with both policies in RateLimit-Policy;
+//     through Decide, with both policies in RateLimit-Policy;
 //   - "refund": the default middleware with WithRefund whose rule never
 //     refunds: the cost of reading the time and wrapping the writer.
 func middlewareRows(b *testing.B, r *http.Request) []middlewareRow {

@@ -72,18 +72,31 @@ func hotPlans(pro ratelimit.Policy) *planBook {
 	)
 }
 
-// checkSamePolicy fails b unless l's PolicyFunc gives key the policy want:
-// then l decides key exactly as the fixed limiter of policy want does.
-func checkSamePolicy(b *testing.B, l ratelimit.Limiter, key string, want ratelimit.Policy) {
-	f := ratelimit.PolicyFuncOf(l)
-	if f == nil {
-		b.Fatal("the limiter has no PolicyFunc")
+// policyOf returns the one policy l decides key's calls by, as its
+// Policies tell it without deciding anything or asking a backend: the
+// limiter's own, or, for a limiter built WithPolicyFunc, the key's.
+func policyOf(b *testing.B, l ratelimit.Limiter, key string) ratelimit.Policy {
+	b.Helper()
+	d, ok := l.(ratelimit.Decider)
+	if !ok {
+		b.Fatalf("a %T is not a ratelimit.Decider", l)
 	}
-	p, err := f(context.Background(), key)
+	ps, err := d.Policies(context.Background(), key)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if p != want {
+	if len(ps) != 1 {
+		b.Fatalf("key %q has %d policies, want 1", key, len(ps))
+	}
+	return ps[0].Policy
+}
+
+// checkSamePolicy fails b unless l, built WithPolicyFunc, gives key the
+// policy want: then l decides key exactly as the fixed limiter of policy
+// want does.
+func checkSamePolicy(b *testing.B, l ratelimit.Limiter, key string, want ratelimit.Policy) {
+	b.Helper()
+	if p := policyOf(b, l, key); p != want {
 		b.Fatalf("key %q has policy %+v, want the fixed limiter's %+v", key, p, want)
 	}
 }
@@ -173,10 +186,7 @@ var hotAlgos = []hotAlgo{
 // from what the plan lookup costs.
 func hotTiers(b *testing.B, a hotAlgo, constant bool) hotBlock {
 	fixed, _ := a.build(b)
-	pro, ok := ratelimit.PolicyOf(fixed)
-	if !ok {
-		b.Fatal("the fixed limiter reports no policy")
-	}
+	pro := policyOf(b, fixed, tiersHotKey)
 	f := hotPlans(pro).policy
 	if constant {
 		f = func(context.Context, string) (ratelimit.Policy, error) { return pro, nil }
@@ -472,14 +482,16 @@ func BenchmarkTiersRedis(b *testing.B) {
 					b.Fatal(err)
 				}
 				pro := redisPlans().cur.Load().byName["pro"]
-				if p, ok := ratelimit.PolicyOf(l); !ok || p != pro {
+				// A key on no plan is decided by the constructor's
+				// policy, with or without the PolicyFunc.
+				if p := policyOf(b, l, "no plan"); p != pro {
 					b.Fatalf("the limiter's policy is %+v, not plan pro's", p)
 				}
 				keys := tierRedisKeys(numRedisKeys)
 				if mode == "PolicyFunc" {
-					// PolicyOf is the constructor's policy; a key on
-					// plan pro (key 1, tierPlanNames[1]) goes through
-					// the PolicyFunc, which must give it that policy.
+					// A key on plan pro (key 1, tierPlanNames[1]) goes
+					// through the PolicyFunc, which must give it that
+					// policy.
 					checkSamePolicy(b, l, keys[1], pro)
 				}
 				forKey := ratelimitDecisions(b, l, nil)
