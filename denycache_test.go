@@ -90,30 +90,105 @@ func TestDenyCacheNeverDeniesWhatTheBackendWouldAllow(t *testing.T) {
 }
 
 func TestDenyCacheAnswersAFloodLocally(t *testing.T) {
+	// Around a backend that passes its Decision on, and around one that
+	// hides it (the same-cost rule): a flood of cost 1 is answered locally.
+	for _, hides := range []bool{false, true} {
+		clock := NewFakeClock(epoch)
+		backend, err := NewTokenBucket(10, 1, WithClock(clock))
+		require.NoError(t, err)
+		var wrapped Limiter
+		var reached *atomic.Int64
+		if hides {
+			counted := &plainCounter{l: backend}
+			wrapped, reached = counted, &counted.calls
+		} else {
+			counted := &countingLimiter{l: backend}
+			wrapped, reached = counted, &counted.calls
+		}
+		hooks := &recordingHooks{}
+		cache, err := NewDenyCache(wrapped, DenyCacheConfig{Clock: clock, Hooks: hooks})
+		require.NoError(t, err)
+		ctx := context.Background()
+		const calls = 10_000
+		allowed := 0
+		for i := 0; i < calls; i++ {
+			res, err := cache.Allow(ctx, "flood", 1)
+			require.NoError(t, err)
+			if res.Allowed {
+				allowed++
+			}
+			clock.Advance(time.Millisecond) // 1000 requests a second against 1 a second
+		}
+		// 10 s: the 10 of the burst, then one a second.
+		assert.Equal(t, 10+9, allowed, "hides its Decision: %v", hides)
+		backendCalls := reached.Load()
+		t.Logf("hides its Decision: %v: %d calls, %d reached the backend (%.1f%% answered locally)", hides, calls, backendCalls, 100*float64(calls-int(backendCalls))/calls)
+		assert.Less(t, backendCalls, int64(calls/10), "hides its Decision: %v: at least 90%% answered locally", hides)
+		assert.Equal(t, FromDenyCache, hooks.last().Source)
+	}
+}
+
+// plainCounter counts the calls that reach l and hides l's Decision: it is
+// a Limiter only, as a decorator of another package may be.
+type plainCounter struct {
+	l     Limiter
+	calls atomic.Int64
+}
+
+func (c *plainCounter) Allow(ctx context.Context, key string, n int) (Result, error) {
+	c.calls.Add(1)
+	return c.l.Allow(ctx, key, n)
+}
+
+// TestDenyCacheKeepsTheSameCostRuleForABackendThatHidesItsState: around a
+// Limiter that does not pass a Decision on, the DenyCache cannot tell how
+// the key's state moves, so it remembers only a denial of n with n-1 left,
+// and answers from it calls of that same n until its RetryAfter, with the
+// backend's answer aged; every other call goes to the backend.
+func TestDenyCacheKeepsTheSameCostRuleForABackendThatHidesItsState(t *testing.T) {
 	clock := NewFakeClock(epoch)
-	backend, err := NewTokenBucket(10, 1, WithClock(clock))
+	backend, err := NewTokenBucket(5, 1, WithClock(clock))
 	require.NoError(t, err)
-	counted := &countingLimiter{l: backend}
-	hooks := &recordingHooks{}
-	cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, Hooks: hooks})
+	counted := &plainCounter{l: backend}
+	cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, MaxAge: time.Minute})
 	require.NoError(t, err)
 	ctx := context.Background()
-	const calls = 10_000
-	allowed := 0
-	for i := 0; i < calls; i++ {
-		res, err := cache.Allow(ctx, "flood", 1)
-		require.NoError(t, err)
-		if res.Allowed {
-			allowed++
-		}
-		clock.Advance(time.Millisecond) // 1000 requests a second against 1 a second
-	}
-	// 10 s: the 10 of the burst, then one a second.
-	assert.Equal(t, 10+9, allowed)
-	backendCalls := counted.calls.Load()
-	t.Logf("%d calls, %d reached the backend (%.1f%% answered locally)", calls, backendCalls, 100*float64(calls-int(backendCalls))/calls)
-	assert.Less(t, backendCalls, int64(calls/10), "at least 90%% answered locally")
-	assert.Equal(t, FromDenyCache, hooks.last().Source)
+	_, err = cache.Allow(ctx, "k", 3)
+	require.NoError(t, err)
+	d, err := cache.Decide(ctx, "k", 3) // 2 left: denied, remembered
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	assert.Equal(t, FromBackend, d.Source)
+	calls := counted.calls.Load()
+
+	clock.Advance(400 * time.Millisecond)
+	d, err = cache.Decide(ctx, "k", 3)
+	require.NoError(t, err)
+	assert.Equal(t, FromDenyCache, d.Source, "the same request is denied locally")
+	assert.Equal(t, calls, counted.calls.Load())
+	truth, err := backend.Allow(ctx, "k", 3) // a denial: changes nothing
+	require.NoError(t, err)
+	assert.Equal(t, truth, d.Result, "the backend's answer, aged")
+	assert.Equal(t, 600*time.Millisecond, d.RetryAfter)
+
+	d, err = cache.Decide(ctx, "k", 4)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed)
+	assert.Equal(t, FromBackend, d.Source, "another cost goes to the backend")
+	assert.Equal(t, calls+1, counted.calls.Load())
+	d, err = cache.Decide(ctx, "k", 2)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed, "a smaller one goes to the backend and passes")
+	assert.Equal(t, calls+2, counted.calls.Load())
+	_, err = cache.Allow(ctx, "k", 0)
+	require.NoError(t, err)
+	assert.Equal(t, calls+3, counted.calls.Load(), "peeks always go to the backend")
+
+	clock.Advance(600 * time.Millisecond) // the denial's RetryAfter has passed
+	d, err = cache.Decide(ctx, "k", 3)
+	require.NoError(t, err)
+	assert.Equal(t, FromBackend, d.Source)
+	assert.Equal(t, calls+4, counted.calls.Load(), "a denial holds no longer than its RetryAfter")
 }
 
 func TestDenyCacheLetsSmallerRequestsThrough(t *testing.T) {
