@@ -115,7 +115,9 @@ func ruleOf(l Limiter) rule {
 }
 
 // Decider is a Limiter that tells its whole Decision: every limiter,
-// Composite and decorator of this package.
+// Composite and decorator of this package. The decorators ask their
+// backend's Decide, not its Allow: a type that embeds a limiter of this
+// package to change what its Allow answers must change Decide as well.
 //
 // Decide decides as Allow does (Allow returns its Decision's Result). It is
 // safe for concurrent use.

@@ -81,14 +81,15 @@
 // policy, with a nil error, so behind a Guard only the errors it passes
 // through reach this choice: pick the failure policy in the Guard.
 //
-// A limiter that could not read the call's policy is not a backend that
-// is down: its error wraps ratelimit.ErrPolicy (a ratelimit.PolicyFunc
-// that failed, say a plan lookup), and letting the call through would
-// silently lift the plan's limit. So such a call is answered
-// codes.Unavailable with a RetryInfo and retry-after (WithFailClosed's
-// delay, or 1 s) whether WithFailClosed is given or not, after the
-// WithOnError hook. WithPolicyErrorsPass lets such calls through without
-// metadata instead.
+// A limiter error that is not a failure of its backend is not a backend
+// that is down: the call's limit is unknown (ratelimit.ErrPolicy, a
+// ratelimit.PolicyFunc that failed, say a plan lookup; another error of
+// class ratelimit.ErrCaller; or ratelimit.ErrCorruptState), and letting
+// the call through would silently lift its limit. So such a call is
+// answered codes.Unavailable with a RetryInfo and retry-after
+// (WithFailClosed's delay, or 1 s) whether WithFailClosed is given or not,
+// after the WithOnError hook. WithPolicyErrorsPass lets such calls through
+// without metadata instead.
 //
 // To watch what a limit would do before enforcing it, wrap the limiter in
 // a shadow limiter (ratelimit.NewShadow), which decides and spends as if

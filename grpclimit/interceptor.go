@@ -149,13 +149,17 @@ func (i *Interceptor) Limit(ctx context.Context) error {
 //     RetryInfo and QuotaFailure;
 //   - cost above the limit: ratelimit-limit and ratelimit-policy,
 //     codes.ResourceExhausted with QuotaFailure and no RetryInfo;
-//   - a failing PolicyFunc (ratelimit.ErrPolicy): the WithOnError hook,
-//     then codes.Unavailable with RetryInfo and retry-after, or let through
-//     without metadata under WithPolicyErrorsPass;
-//   - any other limiter error, or a Decision whose policies cannot be
-//     sent: the WithOnError hook, then let through without metadata, or
-//     codes.Unavailable with RetryInfo and retry-after under
-//     WithFailClosed.
+//   - a failure of the limiter's backend (ratelimit.ErrBackend, or an
+//     error of a limiter of another package): the WithOnError hook, then
+//     let through without metadata, or codes.Unavailable with RetryInfo
+//     and retry-after under WithFailClosed;
+//   - any other limiter error (the call's limit is unknown: a failing
+//     PolicyFunc, ratelimit.ErrPolicy; a policy or keys the limiter
+//     refuses; a key whose state is not the limiter's; a Decision whose
+//     policies cannot be sent): the WithOnError hook, then
+//     codes.Unavailable with RetryInfo and retry-after, or, under
+//     WithPolicyErrorsPass without WithFailClosed, let through without
+//     metadata.
 //
 // Everything it sends comes from the call's ratelimit.Decision.
 func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, error) {
@@ -202,20 +206,18 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 
 // failed handles a limiter error: the WithOnError hook, then the call let
 // through without metadata, or answered codes.Unavailable: under
-// WithFailClosed, and for an error wrapping ratelimit.ErrPolicy unless
-// WithPolicyErrorsPass.
+// WithFailClosed, and for an error that is not a failure of the backend
+// (see backendFailure) unless WithPolicyErrorsPass.
 func (i *Interceptor) failed(ctx context.Context, method string, err error) (metadata.MD, error) {
 	if i.onError != nil {
 		i.onError(ctx, method, err)
 	}
 	msg := "grpclimit: rate limiting is unavailable; retry after the RetryInfo delay"
 	switch {
-	case errors.Is(err, ratelimit.ErrPolicy):
-		if i.policyErrorsPass {
-			return nil, nil
-		}
-		msg = "grpclimit: the call's rate limit could not be read; retry after the RetryInfo delay"
-	case !i.failClosed:
+	case i.failClosed:
+	case !backendFailure(err) && !i.policyErrorsPass:
+		msg = "grpclimit: the call's rate limit could not be determined; retry after the RetryInfo delay"
+	default:
 		return nil, nil
 	}
 	st := withDetails(status.New(codes.Unavailable, msg),
@@ -294,4 +296,12 @@ func isNil(v any) bool {
 		return rv.IsNil()
 	}
 	return false
+}
+
+// backendFailure reports whether err, a limiter's error, is a failure of
+// its backend: of class ratelimit.ErrBackend, or of no class of package
+// ratelimit (a limiter of another package).
+func backendFailure(err error) bool {
+	return errors.Is(err, ratelimit.ErrBackend) ||
+		!errors.Is(err, ratelimit.ErrCaller) && !errors.Is(err, ratelimit.ErrCorruptState)
 }

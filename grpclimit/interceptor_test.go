@@ -455,8 +455,8 @@ func TestFailingPolicyFuncAnswersUnavailableUnlessPolicyErrorsPass(t *testing.T)
 		in, err = grpclimit.NewInterceptor(newLimiter(t), byPlan, grpclimit.WithPolicyErrorsPass(), grpclimit.WithFailClosed(0))
 		require.NoError(t, err)
 		_, ran, err = unary(t, in, "broken")
-		require.NoError(t, err)
-		assert.True(t, ran)
+		assert.Equal(t, codes.Unavailable, status.Code(err), "WithFailClosed answers every limiter error, as httplimit does")
+		assert.False(t, ran)
 	})
 }
 
@@ -494,9 +494,9 @@ func TestDecisionWhosePoliciesCannotBeSentIsALimiterError(t *testing.T) {
 				grpclimit.WithOnError(func(_ context.Context, _ string, err error) { hooked = err }))
 			require.NoError(t, err)
 			md, ran, err := unary(t, in, "k")
-			require.NoError(t, err, "fails open, as limiter errors do by default")
-			assert.True(t, ran)
-			assert.Empty(t, md)
+			assert.Equal(t, codes.Unavailable, status.Code(err), "an unknown limit is not lifted: %v", err)
+			assert.False(t, ran)
+			assert.Equal(t, map[string][]string{"retry-after": {"1"}}, md)
 			assert.ErrorIs(t, hooked, ratelimit.ErrInvalidConfig)
 
 			in, err = grpclimit.NewInterceptor(&decisionStub{d: d}, byPlan, grpclimit.WithFailClosed(0))

@@ -122,15 +122,18 @@ func WithFailClosed(retryAfter time.Duration) Option {
 }
 
 // WithPolicyErrorsPass lets through, without rate-limit metadata, the
-// calls whose policy the limiter could not read: its error wraps
-// ratelimit.ErrPolicy (of class ratelimit.ErrCaller), as when a
-// PolicyFunc (ratelimit.WithPolicyFunc) fails. By default such a call is
-// answered as WithFailClosed answers a limiter error, codes.Unavailable
-// with a RetryInfo and retry-after (WithFailClosed's delay, or 1 s),
-// whether WithFailClosed is given or not: a broken plan lookup must not
-// silently lift the plan's limit, which is not the situation of a backend
-// that is down (whose errors, ratelimit.ErrBackend, fail open unless
-// WithFailClosed). The WithOnError hook sees the error either way.
+// calls whose limit the limiter could not determine: the limiter errors
+// that are not failures of its backend, such as ratelimit.ErrPolicy (a
+// PolicyFunc, see ratelimit.WithPolicyFunc, that failed), a key's policy
+// or keys the limiter refuses (ratelimit.ErrCaller), or a key whose stored
+// state is not the limiter's (ratelimit.ErrCorruptState). By default such
+// a call is answered codes.Unavailable with a RetryInfo and retry-after
+// (WithFailClosed's delay, or 1 s), whether WithFailClosed is given or
+// not: a broken plan lookup must not silently lift the plan's limit, which
+// is not the situation of a backend that is down (whose errors,
+// ratelimit.ErrBackend, fail open unless WithFailClosed). Under
+// WithFailClosed every limiter error is answered codes.Unavailable, this
+// option notwithstanding. The WithOnError hook sees the error either way.
 func WithPolicyErrorsPass() Option {
 	return func(s *settings) error {
 		s.policyErrorsPass = true

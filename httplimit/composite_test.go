@@ -195,18 +195,24 @@ func TestDecisionBoundOutOfRangeIsALimiterError(t *testing.T) {
 			res:      ratelimit.Result{Allowed: true, Limit: 1},
 			bound:    bound,
 		}
+		// A Decision that cannot be sent leaves the limit unknown: the
+		// limiter's mistake, of class ErrCaller, answered 503 unless
+		// WithPolicyErrorsPass.
 		var log errorLog
 		h, next := limited(t, stub, httplimit.WithOnError(log.hook))
 		w := do(h, "k", "")
+		assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+		assert.Equal(t, map[string][]string{"Retry-After": {"1"}}, fields(w.Header()))
+		assert.Equal(t, int64(0), next.calls.Load())
+		require.Len(t, log.errs, 1)
+		assert.Contains(t, log.errs[0].Error(), "Decision named policy")
+		assert.ErrorIs(t, log.errs[0], ratelimit.ErrInvalidConfig)
+
+		h, next = limited(t, stub, httplimit.WithPolicyErrorsPass())
+		w = do(h, "k", "")
 		assert.Equal(t, http.StatusOK, w.Code)
 		assert.Empty(t, fields(w.Header()))
 		assert.Equal(t, int64(1), next.calls.Load())
-		require.Len(t, log.errs, 1)
-		assert.Contains(t, log.errs[0].Error(), "Decision named policy")
-
-		h, next = limited(t, stub, httplimit.WithFailClosed(0))
-		assert.Equal(t, http.StatusServiceUnavailable, do(h, "k", "").Code)
-		assert.Equal(t, int64(0), next.calls.Load())
 	}
 
 	// With an error too, the error is kept. The Decision of a call that
@@ -232,7 +238,7 @@ func TestDecisionBoundOutOfRangeIsALimiterError(t *testing.T) {
 	assert.Equal(t, map[string][]string{"Retry-After": {"1"}}, fields(w.Header()))
 	require.Len(t, log.errs, 2)
 	assert.ErrorIs(t, log.errs[1], ratelimit.ErrCostExceedsLimit)
-	assert.Equal(t, "httplimit: the limiter's Decision named policy 5 of 2, and: fake: ratelimit: cost exceeds limit", log.errs[1].Error())
+	assert.Equal(t, "ratelimit: invalid configuration: httplimit: the limiter's Decision named policy 5 of 2, and: fake: ratelimit: cost exceeds limit", log.errs[1].Error())
 }
 
 func TestMultiPolicyBackendErrorFailsOpen(t *testing.T) {

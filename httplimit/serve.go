@@ -101,9 +101,9 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 	p := f.part(bound)
 	if p == nil {
 		if err != nil {
-			h.failed(w, r, fmt.Errorf("httplimit: the limiter's Decision named policy %d of %d, and: %w", bound, len(f.parts), err))
+			h.failed(w, r, fmt.Errorf("%w: httplimit: the limiter's Decision named policy %d of %d, and: %w", ratelimit.ErrInvalidConfig, bound, len(f.parts), err))
 		} else {
-			h.failed(w, r, fmt.Errorf("httplimit: the limiter's Decision named policy %d of %d", bound, len(f.parts)))
+			h.failed(w, r, fmt.Errorf("%w: httplimit: the limiter's Decision named policy %d of %d", ratelimit.ErrInvalidConfig, bound, len(f.parts)))
 		}
 		return
 	}
