@@ -32,14 +32,14 @@ var scheduleAdjusters = []scheduleAdjuster{
 	{"TokenBucket", func(t *testing.T, limit int, interval time.Duration, clock Clock) (Adjuster, *schedule) {
 		b, err := NewTokenBucket(limit, float64(time.Second)/float64(interval), WithClock(clock))
 		require.NoError(t, err)
-		require.Equal(t, int64(interval), b.s.interval)
-		return b, b.s
+		require.Equal(t, int64(interval), b.interval)
+		return b, (*schedule)(b)
 	}},
 	{"GCRA", func(t *testing.T, limit int, interval time.Duration, clock Clock) (Adjuster, *schedule) {
 		g, err := NewGCRA(limit, time.Duration(limit)*interval, WithClock(clock))
 		require.NoError(t, err)
-		require.Equal(t, int64(interval), g.s.interval)
-		return g, g.s
+		require.Equal(t, int64(interval), g.interval)
+		return g, (*schedule)(g)
 	}},
 }
 
@@ -199,10 +199,10 @@ func TestAScheduleKeyInDebtOutlivesItsGenerations(t *testing.T) {
 			_, err := b.Allow(ctx, strconv.Itoa(i*50+j), 1)
 			require.NoError(t, err)
 		}
-		for k := range b.s.tats.shards {
-			sh := &b.s.tats.shards[k]
+		for k := range b.tats.shards {
+			sh := &b.tats.shards[k]
 			sh.mu.Lock()
-			b.s.tats.advance(sh, int64(clock.Now().Sub(epoch)), b.s.maxNow)
+			b.tats.advance(sh, int64(clock.Now().Sub(epoch)), b.maxNow)
 			sh.mu.Unlock()
 		}
 		res, err := b.Allow(ctx, "debtor", 0)
@@ -213,14 +213,14 @@ func TestAScheduleKeyInDebtOutlivesItsGenerations(t *testing.T) {
 		left -= 7 * ms
 	}
 	clock.Advance(time.Second)
-	for k := range b.s.tats.shards {
-		sh := &b.s.tats.shards[k]
+	for k := range b.tats.shards {
+		sh := &b.tats.shards[k]
 		sh.mu.Lock()
-		b.s.tats.advance(sh, int64(clock.Now().Sub(epoch)), b.s.maxNow)
-		b.s.tats.advance(sh, int64(clock.Now().Sub(epoch))+int64(time.Second), b.s.maxNow)
+		b.tats.advance(sh, int64(clock.Now().Sub(epoch)), b.maxNow)
+		b.tats.advance(sh, int64(clock.Now().Sub(epoch))+int64(time.Second), b.maxNow)
 		sh.mu.Unlock()
 	}
-	assert.Equal(t, 0, b.s.tats.len(), "every debt paid, every key full")
+	assert.Equal(t, 0, b.tats.len(), "every debt paid, every key full")
 }
 
 func TestKeyTableKeepsStatesThatOutliveTheirSpan(t *testing.T) {

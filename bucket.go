@@ -19,9 +19,7 @@ import (
 //
 // A TokenBucket is safe for concurrent use. The zero value is not usable;
 // create one with NewTokenBucket.
-type TokenBucket struct {
-	engines
-}
+type TokenBucket schedule
 
 // NewTokenBucket returns an in-process token bucket of capacity tokens per key
 // refilling at refillRate tokens per second.
@@ -45,31 +43,28 @@ func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBuc
 	if err != nil {
 		return nil, err
 	}
-	e, err := newEngines(cfg, kind, "TokenBucket", capacity, interval)
+	s, err := newEngine(cfg, kind, "TokenBucket", capacity, interval)
 	if err != nil {
 		return nil, err
 	}
-	return &TokenBucket{engines: e}, nil
+	return (*TokenBucket)(s), nil
 }
 
 // Allow takes n tokens from key's bucket if at least n are there. See Limiter
 // for the contract. ctx goes to the PolicyFunc, if any (WithPolicyFunc);
 // the decision never blocks.
 func (b *TokenBucket) Allow(ctx context.Context, key string, n int) (Result, error) {
-	if b == nil || b.d == nil {
-		return Result{}, notBuilt("TokenBucket")
-	}
-	return b.d.allow(ctx, key, n)
+	return (*schedule)(b).allow(ctx, key, n)
 }
 
 // Decide decides as Allow does and returns the whole Decision (see
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (b *TokenBucket) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	if b == nil || b.d == nil {
+	if !(*schedule)(b).built() {
 		return Decision{}, notBuilt("TokenBucket")
 	}
-	return b.decide(ctx, key, n)
+	return (*schedule)(b).decide(ctx, key, n)
 }
 
 // Policies returns the one policy of key's calls, named "default": the
@@ -77,10 +72,10 @@ func (b *TokenBucket) Decide(ctx context.Context, key string, n int) (Decision, 
 // Decider). It fails only on a nil or zero-value *TokenBucket, or when the key's
 // policy cannot be read.
 func (b *TokenBucket) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
-	if b == nil || b.d == nil {
+	if !(*schedule)(b).built() {
 		return nil, notBuilt("TokenBucket")
 	}
-	return b.policies(ctx, key)
+	return (*schedule)(b).policies(ctx, key)
 }
 
 // Refund gives n tokens back to key, never above the limit. It is
@@ -94,27 +89,27 @@ func (b *TokenBucket) Refund(ctx context.Context, key string, n int, opts ...Adj
 // Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
 // goes to the PolicyFunc, if any (WithPolicyFunc).
 func (b *TokenBucket) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	if b == nil || b.d == nil {
+	if !(*schedule)(b).built() {
 		return Result{}, notBuilt("TokenBucket")
 	}
-	return b.settle(ctx, "TokenBucket", key, taken, cost, opts)
+	return (*schedule)(b).settleAny(ctx, "TokenBucket", key, taken, cost, opts)
 }
 
 // Reset returns key to its full limit. ctx is not used. It fails only on a
 // nil or zero-value *TokenBucket, with an error wrapping ErrInvalidConfig.
 func (b *TokenBucket) Reset(_ context.Context, key string) error {
-	if b == nil || b.d == nil {
+	if !(*schedule)(b).built() {
 		return notBuilt("TokenBucket")
 	}
-	b.reset(key)
+	(*schedule)(b).resetAny(key)
 	return nil
 }
 
 // Policy returns the bucket's capacity and the time it takes to refill from empty to full; the zero Policy for a
 // nil or zero-value *TokenBucket.
 func (b *TokenBucket) Policy() Policy {
-	if b == nil || b.d == nil {
+	if !(*schedule)(b).built() {
 		return Policy{}
 	}
-	return b.s.policy()
+	return (*schedule)(b).policy()
 }

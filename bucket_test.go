@@ -181,14 +181,14 @@ func TestMemoryIsBoundedByActiveKeys(t *testing.T) {
 		_, err := l.Allow(ctx, k, 1)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, perPhase, l.s.tats.len())
+	assert.Equal(t, perPhase, l.tats.len())
 
 	clock.Advance(2 * time.Second) // every bucket of the first phase is full
 	for _, k := range keys[perPhase:] {
 		_, err := l.Allow(ctx, k, 1)
 		require.NoError(t, err)
 	}
-	assert.LessOrEqual(t, l.s.tats.len(), perPhase, "keys held after the second phase")
+	assert.LessOrEqual(t, l.tats.len(), perPhase, "keys held after the second phase")
 
 	clock.Advance(2 * time.Second)
 	// Touching each shard once (a peek on a handful of keys) lets it drop
@@ -197,7 +197,7 @@ func TestMemoryIsBoundedByActiveKeys(t *testing.T) {
 		_, err := l.Allow(ctx, k, 0)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, 0, l.s.tats.len())
+	assert.Equal(t, 0, l.tats.len())
 }
 
 func TestPeekCreatesNoKey(t *testing.T) {
@@ -207,7 +207,7 @@ func TestPeekCreatesNoKey(t *testing.T) {
 		_, err := l.Allow(context.Background(), strconv.Itoa(i), 0)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, 0, l.s.tats.len())
+	assert.Equal(t, 0, l.tats.len())
 }
 
 func TestSystemClockIsMonotonic(t *testing.T) {
@@ -216,8 +216,8 @@ func TestSystemClockIsMonotonic(t *testing.T) {
 	assert.Contains(t, systemClock{}.Now().String(), "m=+")
 	l, err := NewTokenBucket(1, 1)
 	require.NoError(t, err)
-	assert.True(t, strings.Contains(l.s.base.start.String(), "m=+"), "start carries a monotonic reading")
-	assert.True(t, l.s.base.system, "the system clock is read through time.Since")
+	assert.True(t, strings.Contains(l.base.start.String(), "m=+"), "start carries a monotonic reading")
+	assert.True(t, l.base.system, "the system clock is read through time.Since")
 }
 
 // On the system clock, clockBase reads the monotonic clock alone; what it

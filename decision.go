@@ -69,12 +69,12 @@ type rule struct {
 func observerOf(l Limiter) *observer {
 	switch v := l.(type) {
 	case *TokenBucket:
-		if v != nil && v.s != nil {
-			return &v.s.obs
+		if s := (*schedule)(v); s.built() {
+			return &s.obs
 		}
 	case *GCRA:
-		if v != nil && v.s != nil {
-			return &v.s.obs
+		if s := (*schedule)(v); s.built() {
+			return &s.obs
 		}
 	case *FixedWindow:
 		if v != nil && v.windows != nil {

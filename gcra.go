@@ -16,9 +16,7 @@ import (
 //
 // A GCRA is safe for concurrent use. The zero value is not usable; create one
 // with NewGCRA.
-type GCRA struct {
-	engines
-}
+type GCRA schedule
 
 // NewGCRA returns an in-process GCRA allowing limit per period per key.
 //
@@ -36,30 +34,27 @@ func NewGCRA(limit int, period time.Duration, opts ...Option) (*GCRA, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := newEngines(cfg, kind, "GCRA", limit, interval)
+	s, err := newEngine(cfg, kind, "GCRA", limit, interval)
 	if err != nil {
 		return nil, err
 	}
-	return &GCRA{engines: e}, nil
+	return (*GCRA)(s), nil
 }
 
 // Allow decides n for key. See Limiter for the contract. ctx goes to the
 // PolicyFunc, if any (WithPolicyFunc); the decision never blocks.
 func (g *GCRA) Allow(ctx context.Context, key string, n int) (Result, error) {
-	if g == nil || g.d == nil {
-		return Result{}, notBuilt("GCRA")
-	}
-	return g.d.allow(ctx, key, n)
+	return (*schedule)(g).allow(ctx, key, n)
 }
 
 // Decide decides as Allow does and returns the whole Decision (see
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (g *GCRA) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	if g == nil || g.d == nil {
+	if !(*schedule)(g).built() {
 		return Decision{}, notBuilt("GCRA")
 	}
-	return g.decide(ctx, key, n)
+	return (*schedule)(g).decide(ctx, key, n)
 }
 
 // Policies returns the one policy of key's calls, named "default": the
@@ -67,10 +62,10 @@ func (g *GCRA) Decide(ctx context.Context, key string, n int) (Decision, error) 
 // Decider). It fails only on a nil or zero-value *GCRA, or when the key's
 // policy cannot be read.
 func (g *GCRA) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
-	if g == nil || g.d == nil {
+	if !(*schedule)(g).built() {
 		return nil, notBuilt("GCRA")
 	}
-	return g.policies(ctx, key)
+	return (*schedule)(g).policies(ctx, key)
 }
 
 // Refund gives n tokens back to key, never above the limit. It is
@@ -84,27 +79,27 @@ func (g *GCRA) Refund(ctx context.Context, key string, n int, opts ...AdjustOpti
 // Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
 // goes to the PolicyFunc, if any (WithPolicyFunc).
 func (g *GCRA) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	if g == nil || g.d == nil {
+	if !(*schedule)(g).built() {
 		return Result{}, notBuilt("GCRA")
 	}
-	return g.settle(ctx, "GCRA", key, taken, cost, opts)
+	return (*schedule)(g).settleAny(ctx, "GCRA", key, taken, cost, opts)
 }
 
 // Reset returns key to its full limit. ctx is not used. It fails only on a
 // nil or zero-value *GCRA, with an error wrapping ErrInvalidConfig.
 func (g *GCRA) Reset(_ context.Context, key string) error {
-	if g == nil || g.d == nil {
+	if !(*schedule)(g).built() {
 		return notBuilt("GCRA")
 	}
-	g.reset(key)
+	(*schedule)(g).resetAny(key)
 	return nil
 }
 
 // Policy returns the limit and the time a key takes to go from exhausted to its full limit (limit emission intervals); the zero Policy for a nil or
 // zero-value *GCRA.
 func (g *GCRA) Policy() Policy {
-	if g == nil || g.d == nil {
+	if !(*schedule)(g).built() {
 		return Policy{}
 	}
-	return g.s.policy()
+	return (*schedule)(g).policy()
 }

@@ -52,12 +52,12 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 		keyed := false // built WithPolicyFunc
 		switch v := lim.(type) {
 		case *TokenBucket:
-			if v != nil {
-				p.s, keyed = v.s, v.k != nil
+			if s := (*schedule)(v); s.built() {
+				p.s, keyed = s, s.keyed != nil
 			}
 		case *GCRA:
-			if v != nil {
-				p.s, keyed = v.s, v.k != nil
+			if s := (*schedule)(v); s.built() {
+				p.s, keyed = s, s.keyed != nil
 			}
 		case *FixedWindow:
 			if v != nil {

@@ -93,7 +93,7 @@ func TestLocalCompositeTakesFromEveryPartOrNone(t *testing.T) {
 	_, parts, err = decideParts(ctx, c, "k", 0)
 	require.NoError(t, err)
 	assert.Equal(t, []Result{ok(2, 2, 0), ok(3, 3, 0)}, parts)
-	assert.Equal(t, 0, bucket.s.tats.len()+window.windows.len())
+	assert.Equal(t, 0, bucket.tats.len()+window.windows.len())
 }
 
 // decideParts decides n for key through c, and returns the Decision's
@@ -149,7 +149,7 @@ func TestLocalCompositeOfOneLimiterOnTwoKeysOfOneShard(t *testing.T) {
 	for _, l := range []Adjuster{bucket, window} {
 		var a, b string
 		if l == Adjuster(bucket) {
-			a, b = keysOnOneShard(t, bucket.s.tats)
+			a, b = keysOnOneShard(t, bucket.tats)
 		} else {
 			a, b = keysOnOneShard(t, window.windows)
 		}
@@ -301,18 +301,18 @@ func TestLocalPartsReadEachClockOnce(t *testing.T) {
 	require.NoError(t, err)
 	var before, after [3]int64
 	for i, b := range system {
-		before[i] = b.(*TokenBucket).s.base.elapsed()
+		before[i] = b.(*TokenBucket).base.elapsed()
 	}
 	l.lock([]string{"k", "k", "k"}, calls[:3], order[:3])
 	unlock(calls[:3], order[:3])
 	for i, b := range system {
-		after[i] = b.(*TokenBucket).s.base.elapsed()
+		after[i] = b.(*TokenBucket).base.elapsed()
 	}
 	for i := range system {
 		assert.Equal(t, 0, l.parts[i].from)
 		assert.LessOrEqual(t, before[i], calls[i].reading, "part %d", i)
 		assert.LessOrEqual(t, calls[i].reading, after[i], "part %d", i)
-		assert.Equal(t, int64(system[i].(*TokenBucket).s.base.start.Sub(system[0].(*TokenBucket).s.base.start)), calls[0].reading-calls[i].reading, "part %d", i)
+		assert.Equal(t, int64(system[i].(*TokenBucket).base.start.Sub(system[0].(*TokenBucket).base.start)), calls[0].reading-calls[i].reading, "part %d", i)
 	}
 }
 

@@ -31,92 +31,80 @@ type schedule struct {
 	maxNow int64 // time stands still past this, so tat arithmetic cannot overflow
 	tats   *keyTable[int64]
 	obs    observer // set by the limiter's constructor
+	// keyed decides instead when the limiter was built WithPolicyFunc;
+	// nil otherwise.
+	keyed *keyedSchedule
 }
 
-// decider is the engine behind a TokenBucket's or GCRA's Allow: a
-// schedule, or a keyedSchedule for one built WithPolicyFunc. Allow calls
-// it through this interface so that it stays small enough to inline and
-// each engine is entered directly.
-type decider interface {
-	allow(ctx context.Context, key string, n int) (Result, error)
-}
-
-// engines are what a TokenBucket or a GCRA is: its schedule, and the keyed
-// engine that decides instead when it was built WithPolicyFunc. Both
-// limiters embed them, first, so that Allow reads d as it did its own
-// field and still inlines.
-type engines struct {
-	s *schedule
-	k *keyedSchedule // nil unless built WithPolicyFunc
-	d decider        // k if set, s otherwise
-}
-
-// newEngines returns the engines of a limiter built by kind (its name in
+// newEngine returns the engine of a limiter built by kind (its name in
 // configuration errors) and called name in Allow's errors, with capacity
-// tokens one every interval ns, under cfg.
-func newEngines(cfg config, kind, name string, capacity int, interval int64) (engines, error) {
+// tokens one every interval ns, under cfg: a schedule, which hands its
+// calls to a keyed engine when built WithPolicyFunc.
+func newEngine(cfg config, kind, name string, capacity int, interval int64) (*schedule, error) {
 	s, err := newSchedule(kind, capacity, interval, cfg.clock)
 	if err != nil {
-		return engines{}, err
+		return nil, err
 	}
 	s.obs = newObserver(cfg, kind, s.policy(), rule{unit: interval})
 	t, err := newTiers(cfg.policyFunc, name, s.policy(), checkLocalRate)
 	if err != nil {
-		return engines{}, err
+		return nil, err
 	}
-	e := engines{s: s, d: s}
 	if t != nil {
-		e.k = newKeyedSchedule(s, t)
-		e.d = e.k
+		s.keyed = newKeyedSchedule(s, t)
 	}
-	return e, nil
+	return s, nil
 }
 
-// settle replaces taken by cost for key on the engine that decides (see
+// built reports whether s is an engine a constructor made: not nil, nor
+// a zero value.
+func (s *schedule) built() bool { return s != nil && s.tats != nil }
+
+// settleAny replaces taken by cost for key on the engine that decides (see
 // Adjuster). name names the limiter in errors.
-func (e *engines) settle(ctx context.Context, name, key string, taken, cost int, opts []AdjustOption) (Result, error) {
-	if e.k != nil {
-		return e.k.settle(ctx, key, taken, cost, opts)
+func (s *schedule) settleAny(ctx context.Context, name, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if s.keyed != nil {
+		return s.keyed.settle(ctx, key, taken, cost, opts)
 	}
-	return e.s.settle(name, key, taken, cost, opts)
+	return s.settle(name, key, taken, cost, opts)
 }
 
-// reset forgets key on the engine that decides: it is full again.
-func (e *engines) reset(key string) {
-	if e.k != nil {
-		e.k.reset(key)
+// resetAny forgets key on the engine that decides: it is full again.
+func (s *schedule) resetAny(key string) {
+	if s.keyed != nil {
+		s.keyed.reset(key)
 		return
 	}
-	e.s.reset(key)
+	s.reset(key)
 }
 
 // decide decides n for key on the engine that decides, and returns its
-// Decision. e is built.
-func (e *engines) decide(ctx context.Context, key string, n int) (Decision, error) {
-	if e.k == nil {
-		res, err := e.s.allow(ctx, key, n)
-		return oneDecision(res, e.s.obs.own, e.s.obs.rules), err
+// Decision. s is built.
+func (s *schedule) decide(ctx context.Context, key string, n int) (Decision, error) {
+	if s.keyed == nil {
+		res, err := s.allow(ctx, key, n)
+		return oneDecision(res, s.obs.own, s.obs.rules), err
 	}
-	res, p, interval, err := e.k.decide(ctx, key, n)
-	return e.s.obs.decision(res, p, e.rulesOf(interval)), err
+	res, p, interval, err := s.keyed.decide(ctx, key, n)
+	return s.obs.decision(res, p, s.rulesOf(interval)), err
 }
 
 // rulesOf returns the rules of a decision at interval (ns per unit): the
 // limiter's own when it is its own interval.
-func (e *engines) rulesOf(interval int64) []rule {
-	if interval == e.s.interval {
-		return e.s.obs.rules
+func (s *schedule) rulesOf(interval int64) []rule {
+	if interval == s.interval {
+		return s.obs.rules
 	}
 	return []rule{{unit: interval}}
 }
 
-// policies returns the policies of key's calls (see Decider). e is built.
-func (e *engines) policies(ctx context.Context, key string) ([]NamedPolicy, error) {
-	if e.k == nil {
-		return e.s.obs.own, nil
+// policies returns the policies of key's calls (see Decider). s is built.
+func (s *schedule) policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if s.keyed == nil {
+		return s.obs.own, nil
 	}
-	p, _, _, err := e.k.tiers.resolve(ctx, key)
-	return policyList(p, e.s.obs.own), err
+	p, _, _, err := s.keyed.tiers.resolve(ctx, key)
+	return policyList(p, s.obs.own), err
 }
 
 // rate is the arithmetic of a schedule's decisions for one policy: a bucket
@@ -156,10 +144,23 @@ func checkFillTime(kind string, capacity int, interval int64) error {
 	return nil
 }
 
-// allow decides n for key. See Limiter for the contract.
+// errEngineNotBuilt is the error of Allow on a nil or zero-value
+// *TokenBucket or *GCRA.
+var errEngineNotBuilt = fmt.Errorf("%w: a nil or zero-value *TokenBucket or *GCRA; create one with NewTokenBucket or NewGCRA", ErrInvalidConfig)
+
+// allow decides n for key, or hands the call to the keyed engine. See
+// Limiter for the contract. A TokenBucket's or GCRA's Allow calls it
+// directly, whatever the receiver, so that Allow stays small enough to
+// inline: a nil or zero-value engine is refused here.
 // A limiter with hooks reports the decision; one without pays the check of
 // a nil field.
-func (s *schedule) allow(_ context.Context, key string, n int) (Result, error) {
+func (s *schedule) allow(ctx context.Context, key string, n int) (Result, error) {
+	switch {
+	case s == nil || s.tats == nil:
+		return Result{}, errEngineNotBuilt
+	case s.keyed != nil:
+		return s.keyed.allow(ctx, key, n)
+	}
 	if err := checkCost(n, int(s.capacity)); err != nil {
 		if s.obs.hooks != nil {
 			s.obs.reportPolicy(s.obs.policy, key, n, Result{Limit: int(s.capacity)}, err, 0)
@@ -286,9 +287,6 @@ func (s *schedule) reset(key string) {
 
 // tatExpiry is the expiry of a tat: the tat itself, when the key is full.
 func tatExpiry(tat int64) int64 { return tat }
-
-// fillTime is the time from empty to full.
-func (s *schedule) fillTime() time.Duration { return time.Duration(s.tau) }
 
 // policy is the capacity and the time from empty to full.
 func (s *schedule) policy() Policy {
