@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -217,7 +218,7 @@ func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, n
 		return c.localSameCost(n, rec, now)
 	}
 	policies, err := c.backend.policies(ctx, key)
-	if err != nil || !samePolicies(policies, rec.d.Policies) {
+	if err != nil || !slices.Equal(policies, rec.d.Policies) {
 		return Decision{}, false // a changed policy may allow what it denied
 	}
 	for _, p := range policies {
@@ -294,22 +295,6 @@ func aged(res Result, rl rule, perCall bool, elapsed int64, n int) (Result, bool
 		return out, true
 	}
 	return out, false
-}
-
-// samePolicies reports whether a and b list the same policies.
-func samePolicies(a, b []NamedPolicy) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if len(a) > 0 && &a[0] == &b[0] {
-		return true
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // slots returns the give-back counters of the keys a call on key touches.

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -46,7 +47,7 @@ const formats = 4
 // no limit or a name that is not a structured-field string.
 func (m *Middleware) formatFor(policies []ratelimit.NamedPolicy) (*format, error) {
 	for i := range m.formats {
-		if f := m.formats[i].Load(); f != nil && samePolicies(f.policies, policies) {
+		if f := m.formats[i].Load(); f != nil && slices.Equal(f.policies, policies) {
 			return f, nil
 		}
 	}
@@ -56,22 +57,6 @@ func (m *Middleware) formatFor(policies []ratelimit.NamedPolicy) (*format, error
 	}
 	m.formats[m.nextFormat.Add(1)%formats].Store(f)
 	return f, nil
-}
-
-// samePolicies reports whether a and b list the same policies.
-func samePolicies(a, b []ratelimit.NamedPolicy) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if len(a) > 0 && &a[0] == &b[0] {
-		return true
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // newFormat formats policies. A limiter of one policy (or of none known)
