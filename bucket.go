@@ -61,9 +61,6 @@ func (b *TokenBucket) Allow(ctx context.Context, key string, n int) (Result, err
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (b *TokenBucket) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	if !(*schedule)(b).built() {
-		return Decision{}, notBuilt("TokenBucket")
-	}
 	return (*schedule)(b).decide(ctx, key, n)
 }
 

@@ -51,9 +51,6 @@ func (g *GCRA) Allow(ctx context.Context, key string, n int) (Result, error) {
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (g *GCRA) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	if !(*schedule)(g).built() {
-		return Decision{}, notBuilt("GCRA")
-	}
 	return (*schedule)(g).decide(ctx, key, n)
 }
 

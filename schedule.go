@@ -79,8 +79,12 @@ func (s *schedule) resetAny(key string) {
 }
 
 // decide decides n for key on the engine that decides, and returns its
-// Decision. s is built.
+// Decision. Like allow, it refuses a nil or zero-value engine itself, so
+// that Decide stays small enough to inline.
 func (s *schedule) decide(ctx context.Context, key string, n int) (Decision, error) {
+	if !s.built() {
+		return Decision{}, errEngineNotBuilt
+	}
 	if s.keyed == nil {
 		res, err := s.allow(ctx, key, n)
 		return oneDecision(res, s.obs.own, s.obs.rules), err

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -183,3 +184,53 @@ func reportOpsPerSecond(b *testing.B) {
 		b.ReportMetric(float64(b.N)/s, "ops/s")
 	}
 }
+
+// BenchmarkDenyCacheFloodCosts floods one exhausted key of a Redis token
+// bucket of floodCostCapacity tokens refilling 1 a second, through
+// ratelimit.NewDenyCache (default config), with floodGoroutines goroutines
+// all asking for one cost (1, 7 or 100) or for mixed costs (1 to 100, each
+// goroutine its own), and reports local/op, the share of calls answered
+// without reaching Redis.
+func BenchmarkDenyCacheFloodCosts(b *testing.B) {
+	c := redisClient(b)
+	for _, cost := range []int{1, 7, 100, 0} {
+		name := "cost=" + strconv.Itoa(cost)
+		if cost == 0 {
+			name = "cost=mixed"
+		}
+		b.Run(name, func(b *testing.B) {
+			tb, err := ratelimit.NewRedisTokenBucket(c, floodCostCapacity, floodRate)
+			if err != nil {
+				b.Fatal(err)
+			}
+			counted := &countingLimiter{l: tb}
+			l, err := ratelimit.NewDenyCache(counted, ratelimit.DenyCacheConfig{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			key := redisBenchKeys(1)[0]
+			if _, err := tb.Allow(context.Background(), key, floodCostCapacity); err != nil {
+				b.Fatal(err)
+			}
+			decide := make([]decideFunc, floodGoroutines)
+			for i := range decide {
+				n := cost
+				if n == 0 {
+					n = 1 + i*99/(floodGoroutines-1)
+				}
+				decide[i] = func(ctx context.Context) (bool, error) {
+					res, err := l.Allow(ctx, key, n)
+					return res.Allowed, err
+				}
+			}
+			var before int64
+			runRedis(b, decide, func() { before = counted.calls.Load() })
+			local := int64(b.N) - (counted.calls.Load() - before)
+			b.ReportMetric(float64(local)/float64(b.N), "local/op")
+		})
+	}
+}
+
+// floodCostCapacity is the bucket of BenchmarkDenyCacheFloodCosts: room
+// for the largest cost.
+const floodCostCapacity = 100

@@ -111,7 +111,8 @@ func (c *trackerContext) Value(key any) any {
 // server's http.ResponseWriter.
 type statusWriter struct {
 	http.ResponseWriter
-	status int // the first final status, or 0 while there is none
+	status int      // the first final status, or 0 while there is none
+	t      *tracker // the tracker it belongs to
 }
 
 // WriteHeader records code when it is the first final status, and passes
@@ -199,10 +200,29 @@ func (w *statusWriter) finalStatus() int {
 // refused tells the Middlewares around the one that refused r (429, 413
 // or 503), which track r for an adjustment, that its handler will not
 // run: each gives back what r took from it.
-func refused(r *http.Request) {
-	t, _ := r.Context().Value(trackerKey{}).(*tracker)
-	for ; t != nil; t = t.parent {
-		t.refused.Store(true)
+//
+// An enclosing Middleware built WithSettle is found through r's context,
+// one built WithRefund through the writer w, which is its status writer or
+// wraps one (found through Unwrap methods, as http.ResponseController
+// finds a writer).
+func refused(w http.ResponseWriter, r *http.Request) {
+	if t, _ := r.Context().Value(trackerKey{}).(*tracker); t != nil {
+		for ; t != nil; t = t.parent {
+			t.refused.Store(true)
+		}
+	}
+	for w != nil {
+		switch v := w.(type) {
+		case *statusWriter:
+			v.t.refused.Store(true)
+		case hijackWriter:
+			v.t.refused.Store(true)
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
 	}
 }
 
@@ -213,18 +233,19 @@ func refused(r *http.Request) {
 func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, key string, n int, taken time.Time) {
 	m := h.m
 	t := &tracker{settles: m.settle}
-	rw := w
+	rw, req := w, r
 	if m.refund != nil {
+		// The Middlewares inside find it through the writer.
+		t.w.t = t
 		rw = t.w.writer(w)
 	}
 	if m.settle {
+		// SetCost and the Middlewares inside find it in the context.
 		t.cost.Store(costUnset)
+		t.parent, _ = r.Context().Value(trackerKey{}).(*tracker)
+		t.ctx = trackerContext{Context: r.Context(), t: t}
+		req = r.WithContext(&t.ctx)
 	}
-	// In the handler's context, so that SetCost and the Middlewares inside
-	// find it.
-	t.parent, _ = r.Context().Value(trackerKey{}).(*tracker)
-	t.ctx = trackerContext{Context: r.Context(), t: t}
-	req := r.WithContext(&t.ctx)
 	h.next.ServeHTTP(rw, req)
 
 	cost := int64(costUnset)

@@ -101,7 +101,13 @@ func (f *fieldWriter) write(h http.Header, lv *limitValues, beforeR string, res 
 		i = set(h, &blk.vals, i, fieldReset, s[rst.from:rst.to])
 	}
 	if f.style.ietf() {
-		earlierPolicy, earlierRL := h[fieldPolicy], h[fieldRateLimit]
+		// An enclosing Middleware's fields, if any: it always sets
+		// RateLimit, so RateLimit-Policy is looked up only then.
+		var earlierPolicy []string
+		earlierRL := h[fieldRateLimit]
+		if earlierRL != nil {
+			earlierPolicy = h[fieldPolicy]
+		}
 		if known {
 			i = set(h, &blk.vals, i, fieldPolicy, mergeList(lv.policy, earlierPolicy))
 		} else if earlierPolicy != nil {

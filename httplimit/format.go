@@ -47,7 +47,7 @@ const formats = 4
 // no limit or a name that is not a structured-field string.
 func (m *Middleware) formatFor(policies []ratelimit.NamedPolicy) (*format, error) {
 	for i := range m.formats {
-		if f := m.formats[i].Load(); f != nil && slices.Equal(f.policies, policies) {
+		if f := m.formats[i].Load(); f != nil && samePolicies(f.policies, policies) {
 			return f, nil
 		}
 	}
@@ -57,6 +57,12 @@ func (m *Middleware) formatFor(policies []ratelimit.NamedPolicy) (*format, error
 	}
 	m.formats[m.nextFormat.Add(1)%formats].Store(f)
 	return f, nil
+}
+
+// samePolicies reports whether a and b list the same policies: at once
+// when they are one slice, as a limiter's own policies are on every call.
+func samePolicies(a, b []ratelimit.NamedPolicy) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0] || slices.Equal(a, b))
 }
 
 // newFormat formats policies. A limiter of one policy (or of none known)

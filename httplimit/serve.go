@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -58,16 +57,8 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.serve(w, r, key, cost)
 }
 
-// decide decides cost for key through the limiter: its own Decision, or
-// one built from its Allow (see ratelimit.Decide).
-func (m *Middleware) decide(ctx context.Context, key string, cost int) (ratelimit.Decision, error) {
-	if m.decider != nil {
-		return m.decider.Decide(ctx, key, cost)
-	}
-	return ratelimit.Decide(ctx, m.limiter, key, cost)
-}
-
-// serve is ServeHTTP's decision, through decide. The fields, and the
+// serve is ServeHTTP's decision, through the limiter's Decide (or
+// ratelimit.Decide for a limiter of another package). The fields, and the
 // problem document of a denial, are those of the policy that bound it,
 // with every policy that applied in RateLimit-Policy; an index that names
 // no policy is a limiter error. A request a ratelimit.Shadow let through
@@ -77,7 +68,13 @@ func (m *Middleware) decide(ctx context.Context, key string, cost int) (ratelimi
 // one, which then give back what it took from them.
 func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key string, cost int) {
 	m := h.m
-	d, err := m.decide(r.Context(), key, cost)
+	var d ratelimit.Decision
+	var err error
+	if m.decider != nil {
+		d, err = m.decider.Decide(r.Context(), key, cost)
+	} else {
+		d, err = ratelimit.Decide(r.Context(), m.limiter, key, cost)
+	}
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
 		h.failed(w, r, err)
 		return
@@ -112,7 +109,7 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		// The limiter says nothing about the key's state on this path, so
 		// only the fields that do not depend on it are set.
 		m.fields.writeLimitOnly(w.Header(), &p.limitValues)
-		refused(r)
+		refused(w, r)
 		f.tooLargeBy(bound).write(w, r)
 	case d.WouldDeny:
 		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, false)
@@ -131,7 +128,7 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		h.next.ServeHTTP(w, r)
 	default:
 		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, true)
-		refused(r)
+		refused(w, r)
 		m.answerDenied(w, r, d.Result, f.deniedBy(bound))
 	}
 }
@@ -162,7 +159,7 @@ func (h *limitedHandler) failed(w http.ResponseWriter, r *http.Request, err erro
 	}
 	if m.failClosed || !backendFailure(err) && !m.passUnknown {
 		setRetryAfter(w.Header(), m.closedRetry)
-		refused(r)
+		refused(w, r)
 		m.replies.unavailable.write(w, r)
 		return
 	}
