@@ -65,7 +65,7 @@ type DenyCache struct {
 	base    clockBase
 	maxAge  int64 // ns
 	maxKeys int64
-	denials *keyTable[denial]
+	denials *keyTable[*denial] // each immutable once held
 	// gens counts the give-backs seen for each slot of hashed part keys:
 	// a denial holds only while the sum over its keys' slots has not
 	// changed since before the backend was asked.
@@ -135,7 +135,7 @@ func NewDenyCache(backend Limiter, cfg DenyCacheConfig) (*DenyCache, error) {
 		name:    cmp.Or(cfg.Name, "DenyCache"),
 		maxAge:  min(int64(cfg.MaxAge), maxSpan),
 		maxKeys: int64(cfg.MaxKeys),
-		denials: newKeyTable[denial](min(int64(cfg.MaxAge), maxSpan)),
+		denials: newKeyTable[*denial](min(int64(cfg.MaxAge), maxSpan)),
 	}
 	c.denials.counted = true
 	clock := cfg.Clock
@@ -170,9 +170,9 @@ func (c *DenyCache) Decide(ctx context.Context, key string, n int) (Decision, er
 	sh, now := c.denials.lock(key, reading, maxSpan)
 	rec, _ := sh.lookup(key)
 	sh.mu.Unlock()
-	held := now < rec.until
+	held := rec != nil && now < rec.until
 	if held {
-		if d, ok := c.local(ctx, key, n, &rec, now); ok {
+		if d, ok := c.local(ctx, key, n, rec, now); ok {
 			if c.hooks != nil {
 				c.hooks.Decided(Event{
 					Limiter: c.name, Key: key, Cost: n, Decision: d,
@@ -202,7 +202,7 @@ func (c *DenyCache) Decide(ctx context.Context, key string, n int) (Decision, er
 	if d.rules == nil {
 		longest = d.RetryAfter
 	}
-	c.remember(key, denial{until: reading + min(int64(longest), c.maxAge), at: reading, d: d, n: n, slots: slots, stamp: stamp})
+	c.remember(key, &denial{until: reading + min(int64(longest), c.maxAge), at: reading, d: d, n: n, slots: slots, stamp: stamp})
 	return d, nil
 }
 
@@ -218,7 +218,7 @@ func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, n
 		return c.localSameCost(n, rec, now)
 	}
 	policies, err := c.backend.policies(ctx, key)
-	if err != nil || !slices.Equal(policies, rec.d.Policies) {
+	if err != nil || !samePolicies(policies, rec.d.Policies) {
 		return Decision{}, false // a changed policy may allow what it denied
 	}
 	for _, p := range policies {
@@ -295,6 +295,12 @@ func aged(res Result, rl rule, perCall bool, elapsed int64, n int) (Result, bool
 		return out, true
 	}
 	return out, false
+}
+
+// samePolicies reports whether a and b list the same policies: at once
+// when they are one slice, as a limiter's own policies are on every call.
+func samePolicies(a, b []NamedPolicy) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0] || slices.Equal(a, b))
 }
 
 // slots returns the give-back counters of the keys a call on key touches.
@@ -385,7 +391,7 @@ func (c *DenyCache) adjuster() (Adjuster, error) {
 
 // remember holds d for key until d.until, unless it has passed already or
 // MaxKeys are held.
-func (c *DenyCache) remember(key string, d denial) {
+func (c *DenyCache) remember(key string, d *denial) {
 	for swept := false; ; swept = true {
 		sh, now := c.denials.lock(key, d.at, maxSpan)
 		if d.until <= now {
