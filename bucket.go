@@ -61,7 +61,14 @@ func (b *TokenBucket) Allow(ctx context.Context, key string, n int) (Result, err
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (b *TokenBucket) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	return (*schedule)(b).decide(ctx, key, n)
+	s := (*schedule)(b)
+	if s.built() && s.keyed == nil {
+		// The limiter's own policy, without one more frame to copy the
+		// Decision through.
+		res, err := s.allow(ctx, key, n)
+		return oneDecision(res, s.obs.own, s.obs.rules), err
+	}
+	return s.decide(ctx, key, n)
 }
 
 // Policies returns the one policy of key's calls, named "default": the

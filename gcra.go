@@ -51,7 +51,14 @@ func (g *GCRA) Allow(ctx context.Context, key string, n int) (Result, error) {
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (g *GCRA) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	return (*schedule)(g).decide(ctx, key, n)
+	s := (*schedule)(g)
+	if s.built() && s.keyed == nil {
+		// The limiter's own policy, without one more frame to copy the
+		// Decision through.
+		res, err := s.allow(ctx, key, n)
+		return oneDecision(res, s.obs.own, s.obs.rules), err
+	}
+	return s.decide(ctx, key, n)
 }
 
 // Policies returns the one policy of key's calls, named "default": the

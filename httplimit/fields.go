@@ -103,10 +103,11 @@ func (f *fieldWriter) write(h http.Header, lv *limitValues, beforeR string, res 
 	if f.style.ietf() {
 		// An enclosing Middleware's fields, if any: it always sets
 		// RateLimit, so RateLimit-Policy is looked up only then.
-		var earlierPolicy []string
-		earlierRL := h[fieldRateLimit]
-		if earlierRL != nil {
-			earlierPolicy = h[fieldPolicy]
+		var earlierPolicy, earlierRL []string
+		if len(h) > 0 {
+			if earlierRL = h[fieldRateLimit]; earlierRL != nil {
+				earlierPolicy = h[fieldPolicy]
+			}
 		}
 		if known {
 			i = set(h, &blk.vals, i, fieldPolicy, mergeList(lv.policy, earlierPolicy))
