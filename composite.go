@@ -110,7 +110,7 @@ func NewComposite(parts ...Part) (*Composite, error) {
 		c.rules = append(c.rules, ruleOf(p.Limiter))
 		limiters[i] = p.Limiter
 	}
-	c.tight, c.perCall = tightest(c.parts, c.policies)
+	c.tight, c.perCall = tightest(c.policies)
 	var localErr, remoteErr error
 	if c.local, localErr = newLocalParts(limiters); localErr == nil {
 		c.shared = sharesALimiter(limiters)
@@ -310,13 +310,13 @@ func (c *Composite) failed(results []Result) {
 	}
 }
 
-// tightest returns the index of the part with the smallest limit among
-// those that count units, and true when every part counts calls (the
-// index is then 0).
-func tightest(parts []Part, policies []NamedPolicy) (int, bool) {
+// tightest returns the index of the policy with the smallest limit among
+// those that count units (the first of those), and true when every one
+// counts calls (the index is then 0).
+func tightest(policies []NamedPolicy) (int, bool) {
 	t, perCall := 0, true
 	for i, p := range policies {
-		if !parts[i].PerCall && (perCall || p.Limit < policies[t].Limit) {
+		if !p.PerCall && (perCall || p.Limit < policies[t].Limit) {
 			t, perCall = i, false
 		}
 	}

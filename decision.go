@@ -31,10 +31,11 @@ type Decision struct {
 	Policies []NamedPolicy
 	// Bound is the index of Policy in Policies.
 	Bound int
-	// Parts holds, for a Composite, each part's own Result, in the order
-	// of Policies: a part that would have allowed a denied call reports
-	// its state untouched, with RetryAfter 0. It is nil for every other
-	// limiter, whose Result is its one policy's.
+	// Parts holds, for a Composite's own answer, each part's Result, in
+	// the order of Policies: a part that would have allowed a denied call
+	// reports its state untouched, with RetryAfter 0. It is nil for every
+	// other limiter, whose Result is its one policy's, and for an answer a
+	// decorator made without its backend (a Guard's failure policy).
 	Parts []Result
 	// Source says who answered: FromBackend when the limiter itself
 	// decided, or the decorator that answered in its place (a Guard's

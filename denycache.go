@@ -33,8 +33,8 @@ import (
 // made through the DenyCache forgets every remembered denial it can
 // change, including, for a Composite, the denials of other keys that
 // share a part's key with it (a tenant's, say); so does one that completes
-// while a denial is on its way back from the backend, which is then not
-// remembered. A give-back the DenyCache does not see, made by another
+// while a denial is on its way back from the backend, which then never
+// answers a call. A give-back the DenyCache does not see, made by another
 // process (another replica) or around it, cannot be known locally: until
 // MaxAge has passed, the DenyCache may deny a call that the backend would
 // now allow. MaxAge bounds that, and its default, 1 s, keeps it within the
@@ -45,9 +45,13 @@ import (
 // remembered; it never denies what the backend would allow as long as the
 // backend's clock and the DenyCache's run at the same rate.
 //
-// Put it directly around the rate-limiting backend, inside a Guard: only
-// a denial the backend itself made (Source FromBackend) is remembered, so a
-// fail-closed denial is never kept. It reports to Hooks only the calls it
+// Put it directly around the rate-limiting backend, inside a Guard and
+// inside a Shadow: only a denial the backend itself made (Source
+// FromBackend) is remembered, so a fail-closed denial is never kept; but
+// the denials of an enforcing Shadow look like the backend's, and around a
+// Shadow they would go on being answered for up to MaxAge after it stops
+// enforcing. A denial made while the backend's in-process clock had
+// stepped back is not remembered. It reports to Hooks only the calls it
 // answers itself, and reports its backend's policies as its own. For a
 // backend that does not say how its state moves (a Limiter of another
 // package, or a decorator of another package that does not pass Decide's
@@ -201,6 +205,8 @@ func (c *DenyCache) Decide(ctx context.Context, key string, n int) (Decision, er
 	}
 	if d.rules == nil {
 		longest = d.RetryAfter
+	} else if lagging(&d) {
+		return d, nil
 	}
 	c.remember(key, &denial{until: reading + min(int64(longest), c.maxAge), at: reading, d: d, n: n, slots: slots, stamp: stamp})
 	return d, nil
@@ -245,6 +251,23 @@ func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, n
 	d.Result = combine(parts, d.Bound)
 	d.Enforced = d.Result
 	return d, denied
+}
+
+// lagging reports whether a policy of d, a token bucket or GCRA in
+// process, answered from a clock behind its own time (stepped back): its
+// ResetAfter then holds more than the units it owes, which stand still
+// until the clock catches up, and aging it would deny what the key holds.
+func lagging(d *Decision) bool {
+	for i, rl := range d.rules {
+		res := d.Result
+		if d.Parts != nil {
+			res = d.Parts[i]
+		}
+		if rl.unit > 0 && res.Remaining > 0 && int64(res.ResetAfter) > int64(res.Limit-res.Remaining)*rl.unit {
+			return true
+		}
+	}
+	return false
 }
 
 // localSameCost is local for a denial of a backend that does not say how

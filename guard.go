@@ -186,6 +186,11 @@ func (g *Guard) Decide(ctx context.Context, key string, n int) (Decision, error)
 	d, err := g.backend.decide(callCtx, key, n)
 	outcome := backendOK
 	switch {
+	case err == nil && d.Source != FromBackend && d.Source != FromShadow:
+		// A decorator inside answered without asking the store (a
+		// DenyCache's remembered denial, an inner Guard's policy): that
+		// says nothing of the backend's health.
+		outcome = noVerdict
 	case err == nil:
 		g.lastLimit.Store(int64(d.Limit))
 	case errors.Is(err, ErrCaller), errors.Is(err, ErrCorruptState):
@@ -298,22 +303,25 @@ var errBreakerOpen = errors.New("ratelimit: circuit breaker open")
 // byPolicy answers a call the backend could not: allowed, denied with
 // retryAfter, or asked of the fallback. policies are the backend's for
 // key; the answer names the tightest (the smallest Limit among those that
-// count units), or, for a fallback's answer, the backend's policy of the
-// name that bound the fallback's decision.
+// count units, or the first policy when every one counts calls), or, for a
+// fallback's answer, the backend's policy of the name that bound the
+// fallback's decision.
 //
 // A cost the backend could never take is refused as the backend would
 // refuse it, whatever the policy: with ErrInvalidCost for n < 0, and with
-// ErrCostExceedsLimit above the tightest policy's limit when that is
-// known.
+// ErrCostExceedsLimit above the tightest policy of units' limit when that
+// is known.
 func (g *Guard) byPolicy(ctx context.Context, key string, n int, policies []NamedPolicy, retryAfter time.Duration) (Decision, error) {
 	d := Decision{Policies: policies, Source: policySource[g.cfg.OnFailure]}
+	perCall := true // no policy of units limits n
 	if len(policies) > 0 {
-		d.Bound = tightestPolicy(policies)
+		d.Bound, perCall = tightest(policies)
 		d.Policy = policies[d.Bound]
 	}
 	limit := d.Policy.Limit
 	d.Limit = limit
-	if n < 0 || (limit > 0 && n > limit) {
+	if n < 0 || (!perCall && limit > 0 && n > limit) {
+		d.Enforced = d.Result
 		return d, checkCost(n, limit)
 	}
 	retryAfter = max(retryAfter, time.Nanosecond)
@@ -344,7 +352,8 @@ func (g *Guard) byPolicy(ctx context.Context, key string, n int, policies []Name
 // overFallback returns the fallback's Decision fd as the Guard's answer d
 // for the backend's policies: the fallback's Result and Source
 // FromFallback, naming the backend's policy of the name that bound fd,
-// whose Limit it shows, so that clients are told the shared policy; or,
+// whose Limit it shows (and a Remaining of at most that Limit), so that
+// clients are told the shared policy; or,
 // when the backend has no policy of that name, fd's own policies, so that
 // the policy named is always the one whose numbers are shown.
 func (g *Guard) overFallback(d, fd Decision) Decision {
@@ -352,7 +361,9 @@ func (g *Guard) overFallback(d, fd Decision) Decision {
 		if p.Name == fd.Policy.Name {
 			d.Result, d.Bound, d.Policy = fd.Result, i, p
 			if p.Limit > 0 {
-				d.Limit = p.Limit
+				// A fallback larger than the shared policy shows no more
+				// than its limit left.
+				d.Limit, d.Remaining = p.Limit, min(d.Remaining, p.Limit)
 			}
 			d.Enforced = d.Result
 			return d
@@ -360,22 +371,6 @@ func (g *Guard) overFallback(d, fd Decision) Decision {
 	}
 	fd.Source, fd.WouldDeny, fd.Enforced, fd.rules = FromFallback, false, fd.Result, nil
 	return fd
-}
-
-// tightestPolicy returns the index of the policy with the smallest Limit
-// among those that count units (the first of those), or of the smallest
-// of all when every one counts calls.
-func tightestPolicy(policies []NamedPolicy) int {
-	t := 0
-	for i, p := range policies {
-		switch q := policies[t]; {
-		case q.PerCall && !p.PerCall:
-			t = i // a policy of units is tighter than one of calls
-		case q.PerCall == p.PerCall && p.Limit < q.Limit:
-			t = i
-		}
-	}
-	return t
 }
 
 // policySource is the Source of each policy's answers.
@@ -400,4 +395,10 @@ func (g *Guard) report(t transition) {
 }
 
 // BreakerState returns the circuit breaker's state now.
-func (g *Guard) BreakerState() BreakerState { return g.breaker.current() }
+// It is BreakerClosed for a nil *Guard.
+func (g *Guard) BreakerState() BreakerState {
+	if g == nil {
+		return BreakerClosed
+	}
+	return g.breaker.current()
+}

@@ -39,8 +39,11 @@ type Result struct {
 }
 
 // Every error the limiters and decorators of this package make belongs to
-// exactly one of three classes, which errors.Is tells apart (an error of a
-// Limiter of another package that a decorator passes on keeps its own):
+// one of three classes, which errors.Is tells apart (an error of a Limiter
+// of another package that a decorator passes on keeps its own). An error of
+// class ErrCaller may also wrap an error of another class that is not the
+// backend's (a PolicyFunc's own error, say): the caller's class then wins,
+// as the Guard, httplimit and grpclimit read it:
 //
 //   - ErrCaller: the caller's mistake, such as a bad cost, a cost above the
 //     limit, a key the store cannot serve, a bad or unreadable policy, or a

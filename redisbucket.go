@@ -130,7 +130,13 @@ func (b *RedisTokenBucket) Policies(ctx context.Context, key string) ([]NamedPol
 // Built WithPolicyFunc (and without WithKeyPrefix), it is DefaultTokenBucketPrefix +
 // "keyed:", whatever the constructor's parameters: its keys keep their
 // own policy's numbers.
-func (b *RedisTokenBucket) KeyPrefix() string { return b.r.prefix }
+// It is "" for a nil *RedisTokenBucket.
+func (b *RedisTokenBucket) KeyPrefix() string {
+	if b == nil {
+		return ""
+	}
+	return b.r.prefix
+}
 
 // Policy returns the bucket's capacity and the time it takes to refill from empty to full; the zero Policy for a nil
 // b.

@@ -111,7 +111,13 @@ func (w *RedisFixedWindow) Policies(ctx context.Context, key string) ([]NamedPol
 // Built WithPolicyFunc (and without WithKeyPrefix), it is DefaultFixedWindowPrefix +
 // "keyed:", whatever the constructor's parameters: its keys keep their
 // own policy's numbers.
-func (w *RedisFixedWindow) KeyPrefix() string { return w.r.prefix }
+// It is "" for a nil *RedisFixedWindow.
+func (w *RedisFixedWindow) KeyPrefix() string {
+	if w == nil {
+		return ""
+	}
+	return w.r.prefix
+}
 
 // Policy returns the limit and the window's length; the zero Policy for a nil
 // w.

@@ -111,7 +111,13 @@ func (g *RedisGCRA) Policies(ctx context.Context, key string) ([]NamedPolicy, er
 // Built WithPolicyFunc (and without WithKeyPrefix), it is DefaultGCRAPrefix +
 // "keyed:", whatever the constructor's parameters: its keys keep their
 // own policy's numbers.
-func (g *RedisGCRA) KeyPrefix() string { return g.r.prefix }
+// It is "" for a nil *RedisGCRA.
+func (g *RedisGCRA) KeyPrefix() string {
+	if g == nil {
+		return ""
+	}
+	return g.r.prefix
+}
 
 // Policy returns the limit and the time a key takes to go from exhausted to its full limit (limit emission intervals); the zero Policy for a nil g.
 func (g *RedisGCRA) Policy() Policy {

@@ -115,7 +115,8 @@ func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, er
 	return res, err
 }
 
-// decision decides n for key and returns the whole Decision (see Decider).
+// decideAll decides n for key and returns the whole Decision (see
+// Decider), and reports it to the hooks, if any.
 func (r *redisLimiter) decideAll(ctx context.Context, key string, n int) (Decision, error) {
 	if ctx == nil {
 		return r.obs.decision(Result{Limit: r.limit}, r.obs.policy, nil), fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -196,4 +197,162 @@ func TestEveryMethodOfANilOrZeroLimiterSaysItWasNotBuilt(t *testing.T) {
 			assert.ErrorIs(t, err, ErrInvalidConfig)
 		})
 	}
+}
+
+// switchable is a Decider around a TokenBucket that can be taken down.
+type switchable struct {
+	*TokenBucket
+	down bool
+}
+
+// Decide fails with ErrBackend while down.
+func (s *switchable) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	if s.down {
+		return Decision{}, fmt.Errorf("%w: connection refused", ErrBackend)
+	}
+	return s.TokenBucket.Decide(ctx, key, n)
+}
+
+// Allow decides through Decide.
+func (s *switchable) Allow(ctx context.Context, key string, n int) (Result, error) {
+	d, err := s.Decide(ctx, key, n)
+	return d.Result, err
+}
+
+// TestAGuardsBreakerIsNotClosedByAnswersItsBackendDidNotGive: a DenyCache's
+// remembered denials inside a Guard say nothing of the backend's health.
+func TestAGuardsBreakerIsNotClosedByAnswersItsBackendDidNotGive(t *testing.T) {
+	ctx := context.Background()
+	tb, err := NewTokenBucket(1, 0.001)
+	require.NoError(t, err)
+	backend := &switchable{TokenBucket: tb}
+	cache, err := NewDenyCache(backend, DenyCacheConfig{MaxAge: time.Minute})
+	require.NoError(t, err)
+	g, err := NewGuard(cache, GuardConfig{OnFailure: FailClosed, BreakerFailures: 3, BreakerCoolDown: time.Minute})
+	require.NoError(t, err)
+	_, err = g.Decide(ctx, "hot", 1)
+	require.NoError(t, err)
+	d, err := g.Decide(ctx, "hot", 1)
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+
+	backend.down = true
+	for _, key := range []string{"a", "b"} {
+		d, err = g.Decide(ctx, key, 1)
+		require.NoError(t, err)
+		require.Equal(t, FromFailClosed, d.Source)
+		d, err = g.Decide(ctx, "hot", 1)
+		require.NoError(t, err)
+		require.Equal(t, FromDenyCache, d.Source)
+	}
+	_, err = g.Decide(ctx, "c", 1)
+	require.NoError(t, err)
+	assert.Equal(t, BreakerOpen, g.BreakerState(), "three backend failures in a row, whatever the cache answered between them")
+}
+
+// TestDenyCacheDoesNotAgeADenialMadeBehindASteppedBackClock: an in-process
+// bucket whose clock stepped back holds its units until the clock catches
+// up; a denial made then is not remembered, so the cache never denies
+// what the bucket holds.
+func TestDenyCacheDoesNotAgeADenialMadeBehindASteppedBackClock(t *testing.T) {
+	ctx := context.Background()
+	start := time.Unix(1_700_000_000, 0)
+	clock := NewFakeClock(start)
+	tb, err := NewTokenBucket(10, 1, WithClock(clock))
+	require.NoError(t, err)
+	_, err = tb.Allow(ctx, "k", 5)
+	require.NoError(t, err)
+	clock.Set(start.Add(-10 * time.Second))
+	cache, err := NewDenyCache(tb, DenyCacheConfig{MaxAge: time.Minute, Clock: NewFakeClock(start)})
+	require.NoError(t, err)
+	d, err := cache.Decide(ctx, "k", 6)
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.Equal(t, 5, d.Remaining)
+	d, err = cache.Decide(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, FromBackend, d.Source)
+	assert.True(t, d.Allowed, "the bucket holds 5")
+}
+
+// TestAGuardWithItsBackendDownTakesAnyCostOfACompositeOfCalls: a Composite
+// whose parts all count calls takes a call of any cost; so does a Guard
+// answering for it while it is down, and its refusals of a bad cost keep
+// Enforced equal to Result.
+func TestAGuardWithItsBackendDownTakesAnyCostOfACompositeOfCalls(t *testing.T) {
+	ctx := context.Background()
+	tb, err := NewTokenBucket(10, 1)
+	require.NoError(t, err)
+	calls, err := NewComposite(Part{Name: "requests", Limiter: tb, PerCall: true})
+	require.NoError(t, err)
+	d, err := calls.Decide(ctx, "k", 50)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	down := &switchable{TokenBucket: tb, down: true}
+	g, err := NewGuard(downPolicies{down, calls}, GuardConfig{})
+	require.NoError(t, err)
+	d, err = g.Decide(ctx, "k", 50)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+	assert.Equal(t, FromFailOpen, d.Source)
+	assert.Equal(t, "requests", d.Policy.Name)
+	d, err = g.Decide(ctx, "k", -1)
+	require.ErrorIs(t, err, ErrInvalidCost)
+	assert.Equal(t, d.Result, d.Enforced)
+}
+
+// downPolicies is a backend that is down, with the policies of another
+// limiter.
+type downPolicies struct {
+	*switchable
+	policies Decider
+}
+
+// Policies returns the other limiter's policies.
+func (d downPolicies) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	return d.policies.Policies(ctx, key)
+}
+
+// TestFailOverShowsNoMoreLeftThanTheSharedLimit: a fallback larger than the
+// backend's policy does not show more left than that policy's limit.
+func TestFailOverShowsNoMoreLeftThanTheSharedLimit(t *testing.T) {
+	tb, err := NewTokenBucket(10, 1)
+	require.NoError(t, err)
+	fallback, err := NewTokenBucket(1000, 100)
+	require.NoError(t, err)
+	g, err := NewGuard(&switchable{TokenBucket: tb, down: true}, GuardConfig{OnFailure: FailOver, Fallback: fallback})
+	require.NoError(t, err)
+	d, err := g.Decide(context.Background(), "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, FromFallback, d.Source)
+	assert.Equal(t, 10, d.Limit)
+	assert.Equal(t, 10, d.Remaining)
+}
+
+// TestMethodsWithoutAnErrorDoNotPanicOnNil: the methods that return no
+// error answer their zero value on a nil receiver.
+func TestMethodsWithoutAnErrorDoNotPanicOnNil(t *testing.T) {
+	assert.NotPanics(t, func() { assert.Equal(t, BreakerClosed, (*Guard)(nil).BreakerState()) })
+	assert.NotPanics(t, func() { (*Shadow)(nil).SetEnforce(true) })
+	assert.NotPanics(t, func() { assert.False(t, (*Shadow)(nil).Enforcing()) })
+	assert.NotPanics(t, func() { assert.Empty(t, (*RedisTokenBucket)(nil).KeyPrefix()) })
+	assert.NotPanics(t, func() { assert.Empty(t, (*RedisGCRA)(nil).KeyPrefix()) })
+	assert.NotPanics(t, func() { assert.Empty(t, (*RedisFixedWindow)(nil).KeyPrefix()) })
+	assert.NotPanics(t, func() { assert.Equal(t, Policy{}, (*TokenBucket)(nil).Policy()) })
+}
+
+// TestAPolicyErrorThatWrapsABackendFailureIsTheCallersToAGuard: the
+// caller's class wins, so a Guard neither counts nor answers it.
+func TestAPolicyErrorThatWrapsABackendFailureIsTheCallersToAGuard(t *testing.T) {
+	plans := func(context.Context, string) (Policy, error) {
+		return Policy{}, fmt.Errorf("plan store: %w", ErrBackend)
+	}
+	tb, err := NewTokenBucket(10, 1, WithPolicyFunc(plans))
+	require.NoError(t, err)
+	g, err := NewGuard(tb, GuardConfig{BreakerFailures: 1, BreakerCoolDown: time.Minute})
+	require.NoError(t, err)
+	_, err = g.Decide(context.Background(), "k", 1)
+	require.ErrorIs(t, err, ErrPolicy)
+	assert.ErrorIs(t, err, ErrCaller)
+	assert.Equal(t, BreakerClosed, g.BreakerState())
 }

@@ -43,15 +43,20 @@ type ShadowConfig struct {
 // Results: a denial let through is returned with Allowed true and a
 // RetryAfter of 0, and the backend's Limit, Remaining and ResetAfter, which
 // describe the key as it is: typically nothing or little left. Errors are
-// returned unchanged, whatever the mode (a backend failure,
+// returned unchanged, whatever the mode (a backend failure, ErrPolicy,
 // ErrInvalidCost, ErrCostExceedsLimit with Allowed false): a Shadow
-// changes verdicts, not errors.
+// changes verdicts, not errors. While it does not enforce, the Decision of
+// an error says Source FromShadow, and httplimit and grpclimit then let
+// the request through after their error hook, whatever the error's class
+// and unless their WithFailClosed says otherwise (a cost above the limit
+// still answers 413 / ResourceExhausted), so that a limit being rolled out
+// denies no one.
 //
 // Stacking: put the Shadow outermost, around a Guard and DenyCache (or
 // whatever else the enforced stack is), so that every denial of the stack
-// is shadowed, including a Guard's fail-closed denials. A Guard or
-// DenyCache around a Shadow passes its Decision on, WouldDeny included,
-// though while the Shadow shadows they see every call allowed.
+// is shadowed, including a Guard's fail-closed denials. A Guard around a
+// Shadow passes its Decision on, WouldDeny included; a DenyCache must not
+// wrap a Shadow (see DenyCache).
 //
 // A Shadow reports its backend's policies as its own. While it enforces
 // and nothing listens, a call costs one atomic load beyond the backend's.
@@ -87,10 +92,16 @@ func NewShadow(backend Limiter, cfg ShadowConfig) (*Shadow, error) {
 // them through (false), from the next call on. Calls under way finish in
 // the mode they started in. It is safe to call at any time, from any
 // goroutine.
-func (s *Shadow) SetEnforce(enforce bool) { s.enforce.Store(enforce) }
+// It does nothing on a nil *Shadow.
+func (s *Shadow) SetEnforce(enforce bool) {
+	if s != nil {
+		s.enforce.Store(enforce)
+	}
+}
 
 // Enforcing reports whether the Shadow enforces its backend's denials now.
-func (s *Shadow) Enforcing() bool { return s.enforce.Load() }
+// It is false for a nil *Shadow.
+func (s *Shadow) Enforcing() bool { return s != nil && s.enforce.Load() }
 
 // Allow decides n for key through the backend and returns its answer, or,
 // for a denial while the Shadow does not enforce, that denial as allowed.
@@ -103,7 +114,8 @@ func (s *Shadow) Allow(ctx context.Context, key string, n int) (Result, error) {
 // Decide decides as Allow does and returns the whole Decision (see
 // Decider): the backend's, or, for a denial let through, that Decision
 // with Allowed true, RetryAfter 0, WouldDeny true, Source FromShadow, and
-// the denial in Enforced. A nil ctx is an error, and the backend is not
+// the denial in Enforced; for an error while not enforcing, the backend's
+// Decision and error with Source FromShadow. A nil ctx is an error, and the backend is not
 // called.
 func (s *Shadow) Decide(ctx context.Context, key string, n int) (Decision, error) {
 	if s == nil || !s.backend.built() {
@@ -118,7 +130,13 @@ func (s *Shadow) Decide(ctx context.Context, key string, n int) (Decision, error
 		start = s.clock.Now()
 	}
 	d, err := s.backend.decide(ctx, key, n)
-	if err == nil && !d.Allowed && !enforce {
+	switch {
+	case enforce:
+	case err != nil:
+		// The error is returned as it is, but marked as the Shadow's,
+		// so that the middlewares do not refuse the request for it.
+		d.Source = FromShadow
+	case !d.Allowed:
 		d.Enforced = d.Result
 		d.Allowed, d.RetryAfter, d.WouldDeny, d.Source = true, 0, true, FromShadow
 	}

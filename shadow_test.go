@@ -184,7 +184,8 @@ func TestShadowReturnsErrorsUnchanged(t *testing.T) {
 	assert.Equal(t, Result{Limit: 3}, d.Result)
 	assert.Equal(t, Result{Limit: 3}, d.Enforced)
 	assert.False(t, d.WouldDeny, "an error is not a denial to let through")
-	assert.Equal(t, FromBackend, hooks.last().Source)
+	assert.Equal(t, FromShadow, d.Source, "the error of a Shadow that does not enforce, which middlewares let through")
+	assert.Equal(t, FromShadow, hooks.last().Source)
 	assert.ErrorIs(t, hooks.last().Err, ErrCostExceedsLimit)
 
 	_, err = s.Allow(ctx, "k", -1)

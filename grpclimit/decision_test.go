@@ -212,6 +212,10 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 							for _, p := range d.Policies {
 								assert.Contains(t, names, p.Name, "call %d: only policies that apply", call)
 							}
+						case d.Source == ratelimit.FromShadow:
+							assert.NoError(t, err, "call %d: a Shadow that does not enforce denies no one", call)
+							assert.Empty(t, md, "call %d", call)
+							assert.True(t, ran, "call %d", call)
 						case errors.Is(rec.err, ratelimit.ErrCaller), errors.Is(rec.err, ratelimit.ErrCorruptState):
 							assert.Equal(t, codes.Unavailable, status.Code(err), "call %d", call)
 							assert.Equal(t, map[string][]string{"retry-after": {"1"}}, md, "call %d", call)

@@ -73,9 +73,9 @@
 //
 // # Failures and shadow mode
 //
-// A limiter error, a failing backend among them (ratelimit.ErrBackend),
-// fails open: the call passes without rate-limit metadata and the error
-// goes to the WithOnError hook, if any; nothing is logged. WithFailClosed
+// A failure of the limiter's backend (ratelimit.ErrBackend) fails open:
+// the call passes without rate-limit metadata and the error goes to the
+// WithOnError hook, if any; nothing is logged. WithFailClosed
 // answers codes.Unavailable instead, with a RetryInfo and retry-after. A
 // ratelimit.Guard answers its backend's failures by its own failure
 // policy, with a nil error, so behind a Guard only the errors it passes
@@ -115,6 +115,6 @@
 //
 // An Interceptor and the interceptors it returns are safe for concurrent
 // use and start no goroutines. Their only state is a cache of the
-// formatted values of the policies they last saw, which changes what is
-// allocated, never what is sent.
+// formatted values of the last four lists of policies they saw, which
+// changes what is allocated, never what is sent.
 package grpclimit

@@ -101,16 +101,19 @@ func (s *policySet) lists(policies []ratelimit.NamedPolicy) bool {
 // fields formats the response metadata of one Interceptor from each
 // call's Decision.
 //
-// last caches the values of the policies the latest Decision listed that
-// were not those of the set before, so that a limiter whose calls list the
-// same policies (its own, a Composite's parts, a key's plan in force)
-// formats them once; a Decision that lists others formats them for itself
-// and takes the cache's place. The cache changes only what is allocated,
-// never what is sent.
+// sets caches the values of the last policySets lists of policies
+// formatted, so that a limiter whose calls list the same policies (its
+// own, a Composite's parts, the plans in force) formats them once; a
+// Decision that lists others formats them and takes the place of the
+// oldest. The cache changes only what is allocated, never what is sent.
 type fields struct {
 	style HeaderStyle
-	last  atomic.Pointer[policySet]
+	sets  [policySets]atomic.Pointer[policySet]
+	next  atomic.Uint32
 }
+
+// policySets is how many lists of policies an Interceptor keeps formatted.
+const policySets = 4
 
 // policy returns the values of the policy that bound d, as d lists its
 // policies: those of the cache when it holds them. A Decision of no
@@ -130,14 +133,16 @@ func (f *fields) policy(d *ratelimit.Decision) (*policyValues, error) {
 		}
 		return dynamicValues(d.Policies[0].Name, d.Limit), nil
 	}
-	if s := f.last.Load(); s != nil && s.lists(d.Policies) {
-		return &s.vals[d.Bound], nil
+	for i := range f.sets {
+		if s := f.sets[i].Load(); s != nil && s.lists(d.Policies) {
+			return &s.vals[d.Bound], nil
+		}
 	}
 	s, err := newPolicySet(d.Policies)
 	if err != nil {
 		return nil, err
 	}
-	f.last.Store(s)
+	f.sets[f.next.Add(1)%policySets].Store(s)
 	return &s.vals[d.Bound], nil
 }
 

@@ -153,6 +153,9 @@ func (i *Interceptor) Limit(ctx context.Context) error {
 //     error of a limiter of another package): the WithOnError hook, then
 //     let through without metadata, or codes.Unavailable with RetryInfo
 //     and retry-after under WithFailClosed;
+//   - an error of a ratelimit.Shadow that does not enforce (its Decision's
+//     Source is FromShadow): the WithOnError hook, then let through
+//     without metadata, or codes.Unavailable under WithFailClosed;
 //   - any other limiter error (the call's limit is unknown: a failing
 //     PolicyFunc, ratelimit.ErrPolicy; a policy or keys the limiter
 //     refuses; a key whose state is not the limiter's; a Decision whose
@@ -185,6 +188,14 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 
 	d, err := ratelimit.Decide(ctx, i.limiter, key, cost)
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
+		if d.Source == ratelimit.FromShadow && !i.failClosed {
+			// A Shadow that does not enforce: its errors deny no one,
+			// unless WithFailClosed asks for every limiter error to.
+			if i.onError != nil {
+				i.onError(ctx, method, err)
+			}
+			return nil, nil
+		}
 		return i.failed(ctx, method, err)
 	}
 	p, perr := i.fields.policy(&d)
@@ -300,8 +311,9 @@ func isNil(v any) bool {
 
 // backendFailure reports whether err, a limiter's error, is a failure of
 // its backend: of class ratelimit.ErrBackend, or of no class of package
-// ratelimit (a limiter of another package).
+// ratelimit (a limiter of another package). The caller's class wins over
+// the backend's (a PolicyFunc's error that wraps ErrBackend is the
+// caller's).
 func backendFailure(err error) bool {
-	return errors.Is(err, ratelimit.ErrBackend) ||
-		!errors.Is(err, ratelimit.ErrCaller) && !errors.Is(err, ratelimit.ErrCorruptState)
+	return !errors.Is(err, ratelimit.ErrCaller) && !errors.Is(err, ratelimit.ErrCorruptState)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,10 @@ type tracker struct {
 	settles bool        // the Middleware settles (WithSettle): SetCost counts
 	refused atomic.Bool // a Middleware inside refused the request
 	parent  *tracker    // the tracker of an enclosing Middleware, if any
+	// passed is the writer the handler got: a Middleware inside that
+	// refuses a request written to it (or to a writer around it) refused
+	// this one.
+	passed http.ResponseWriter
 }
 
 // setCost records cost unless the handler has returned, and reports whether
@@ -201,16 +206,15 @@ func (w *statusWriter) finalStatus() int {
 // or 503), which track r for an adjustment, that its handler will not
 // run: each gives back what r took from it.
 //
-// An enclosing Middleware built WithSettle is found through r's context,
-// one built WithRefund through the writer w, which is its status writer or
-// wraps one (found through Unwrap methods, as http.ResponseController
-// finds a writer).
+// An enclosing Middleware is found through the writer w of the refused
+// request: its status writer (WithRefund), or the writer it passed on
+// (WithSettle, found in r's context), is w or a writer w wraps (found
+// through Unwrap methods, as http.ResponseController finds a writer). So
+// a request the handler makes of its own, with a writer of its own, is
+// not taken for the one the enclosing Middleware admitted, and a writer
+// around it without an Unwrap method hides it.
 func refused(w http.ResponseWriter, r *http.Request) {
-	if t, _ := r.Context().Value(trackerKey{}).(*tracker); t != nil {
-		for ; t != nil; t = t.parent {
-			t.refused.Store(true)
-		}
-	}
+	settling, _ := r.Context().Value(trackerKey{}).(*tracker)
 	for w != nil {
 		switch v := w.(type) {
 		case *statusWriter:
@@ -218,12 +222,24 @@ func refused(w http.ResponseWriter, r *http.Request) {
 		case hijackWriter:
 			v.t.refused.Store(true)
 		}
+		for t := settling; t != nil; t = t.parent {
+			if sameWriter(t.passed, w) {
+				t.refused.Store(true)
+			}
+		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
 			return
 		}
 		w = u.Unwrap()
 	}
+}
+
+// sameWriter reports whether a and b are one writer: equal values of one
+// comparable type.
+func sameWriter(a, b http.ResponseWriter) bool {
+	ta := reflect.TypeOf(a)
+	return ta != nil && ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }
 
 // serveTracked passes an allowed request to next and then adjusts the n
@@ -239,6 +255,7 @@ func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, ke
 		t.w.t = t
 		rw = t.w.writer(w)
 	}
+	t.passed = rw
 	if m.settle {
 		// SetCost and the Middlewares inside find it in the context.
 		t.cost.Store(costUnset)

@@ -70,17 +70,24 @@
 // own RateLimit item first and then the outer ones' items of other names,
 // lists its policies in RateLimit-Policy and then the outer ones' of other
 // names, and sets the legacy fields, which so describe the first RateLimit
-// item. On a 413 the inner Middleware only adds its policies to
-// RateLimit-Policy, and leaves the outer one's legacy fields, which still
-// describe the first RateLimit item. A policy whose name is listed already is not
-// listed again, so give the policies of stacked Middlewares distinct names
-// (WithPolicyName).
+// item; it sets the fields of both styles when the outer one set fields of
+// a style it does not send itself. On a 413 the inner Middleware only adds
+// its policies to RateLimit-Policy, and leaves the outer one's legacy
+// fields, which still describe the first RateLimit item. RateLimit-Shadow
+// lists every shadowed policy that would have denied, the innermost
+// first. A policy whose name is listed already is not listed again: two
+// Middlewares on the default name "default" show one of them only, so give
+// the policies of stacked Middlewares distinct names (WithPolicyName).
 //
 // A request that an inner Middleware refuses (429, 413 or 503) never
 // reaches its handler: every outer Middleware built WithRefund or
 // WithSettle gives back the units the request took from its limiter,
-// whatever its refund rule. An outer Middleware without either option
-// keeps them.
+// whatever its refund rule. The inner Middleware finds the outer ones
+// through the http.ResponseWriter it was given: the outer one's, or a
+// writer around it with an Unwrap method (as http.ResponseController
+// requires); a writer in between without one hides them, and a request the
+// handler makes of its own with a writer of its own is not theirs. An
+// outer Middleware without either option keeps the units.
 //
 // # Adjusting after the handler
 //
@@ -173,8 +180,9 @@
 //
 // # Concurrency
 //
-// A Middleware and the handlers it returns are safe for concurrent use, hold
-// no mutable state of their own and start no goroutines. Without WithRefund
+// A Middleware and the handlers it returns are safe for concurrent use and
+// start no goroutines; their only mutable state is a cache of the fields
+// formatted for the last four lists of policies seen. Without WithRefund
 // and WithSettle, the handler gets the request and http.ResponseWriter it
 // was given; WithRefund wraps the writer to learn the status (the wrapper
 // has an Unwrap method for http.ResponseController), and WithSettle gives

@@ -57,23 +57,36 @@ type fieldBlock struct {
 // neighbour: two allocations per response, whatever the style, plus those of
 // limitValues for a limit other than the first.
 //
-// When an enclosing Middleware has set the IETF fields already (stacked
-// middlewares), the fields are merged into one coherent set: RateLimit
-// lists this decision's item first, then the earlier items of other
-// policies; RateLimit-Policy lists this limiter's policies, then the
-// earlier ones of other names; and the legacy fields, which are this
-// decision's, describe the first RateLimit item.
+// When an enclosing Middleware has set its fields already (stacked
+// middlewares), the fields are merged into one coherent set, whatever the
+// two styles: the fields of either style that the enclosing one set are
+// set too. RateLimit lists this decision's item first, then the earlier
+// items of other policies; RateLimit-Policy lists this limiter's
+// policies, then the earlier ones of other names; and the legacy fields,
+// which are this decision's, describe the first RateLimit item.
 func (f *fieldWriter) write(h http.Header, lv *limitValues, beforeR string, res ratelimit.Result, retry bool) {
 	remaining := int64(max(res.Remaining, 0))
 	reset := ceilSeconds(res.ResetAfter)
 	if retry {
 		reset = max(ceilSeconds(res.RetryAfter), 1)
 	}
+	// An enclosing Middleware's fields, if any: it sets RateLimit or
+	// RateLimit-Remaining, so RateLimit-Policy is looked up only then.
+	var earlierPolicy, earlierRL []string
+	legacy, ietf := f.style.legacy(), f.style.ietf()
+	if len(h) > 0 {
+		if earlierRL = h[fieldRateLimit]; earlierRL != nil {
+			earlierPolicy, ietf = h[fieldPolicy], true
+		}
+		if _, ok := h[fieldRemaining]; ok {
+			legacy = true
+		}
+	}
 
 	var buf [fieldBufSize]byte
 	b := buf[:0]
 	var rem, rst, rl span
-	if f.style.ietf() {
+	if ietf {
 		// `"default";r=3;t=2`: the legacy values are substrings of it.
 		b = append(b, beforeR...)
 		rem.from = len(b)
@@ -93,22 +106,16 @@ func (f *fieldWriter) write(h http.Header, lv *limitValues, beforeR string, res 
 	blk := new(fieldBlock)
 	i := 0
 	known := lv.limit > 0
-	if f.style.legacy() {
+	if legacy {
 		if known {
 			i = set(h, &blk.vals, i, fieldLimit, lv.q)
+		} else {
+			delete(h, fieldLimit) // an enclosing Middleware's
 		}
 		i = set(h, &blk.vals, i, fieldRemaining, s[rem.from:rem.to])
 		i = set(h, &blk.vals, i, fieldReset, s[rst.from:rst.to])
 	}
-	if f.style.ietf() {
-		// An enclosing Middleware's fields, if any: it always sets
-		// RateLimit, so RateLimit-Policy is looked up only then.
-		var earlierPolicy, earlierRL []string
-		if len(h) > 0 {
-			if earlierRL = h[fieldRateLimit]; earlierRL != nil {
-				earlierPolicy = h[fieldPolicy]
-			}
-		}
+	if ietf {
 		if known {
 			i = set(h, &blk.vals, i, fieldPolicy, mergeList(lv.policy, earlierPolicy))
 		} else if earlierPolicy != nil {
@@ -160,14 +167,15 @@ func setRetryAfter(h http.Header, seconds int64) {
 // writeShadow sets RateLimit-Shadow (see WithShadowHeader) to the RateLimit
 // value of the denial res, which a shadowing limiter let through: beforeR,
 // the units remaining, and t, its RetryAfter in whole seconds, rounded up,
-// at least 1.
+// at least 1; first in the list, before the items an enclosing Middleware
+// set.
 func writeShadow(h http.Header, beforeR string, res ratelimit.Result) {
 	b := make([]byte, 0, len(beforeR)+24)
 	b = append(b, beforeR...)
 	b = strconv.AppendInt(b, int64(max(res.Remaining, 0)), 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, max(ceilSeconds(res.RetryAfter), 1), 10)
-	h[fieldShadow] = []string{string(b)}
+	h[fieldShadow] = []string{mergeList(string(b), h[fieldShadow])}
 }
 
 // mergeList returns the structured-field list mine followed by the items

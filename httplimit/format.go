@@ -113,11 +113,11 @@ func (m *Middleware) partValues(p ratelimit.NamedPolicy, list string) partValues
 	limit := max(p.Limit, 0)
 	v := partValues{limitValues: limitValues{limit: limit, q: strconv.Itoa(limit)}, name: p.Name}
 	_, _, v.beforeR = policyParts(p.Name, 0, false)
-	if m.fields.style.ietf() {
-		v.policy = list
-		if list == "" {
-			v.policy = policyItem(p.Name, limit, p.Window)
-		}
+	// Formatted whatever the style: a Middleware of legacy fields inside
+	// one of IETF fields sets them too.
+	v.policy = list
+	if list == "" {
+		v.policy = policyItem(p.Name, limit, p.Window)
 	}
 	return v
 }

@@ -333,7 +333,8 @@ func WithClock(c ratelimit.Clock) Option {
 // with t the seconds until the request could have succeeded (the
 // Retry-After the denial would have had, at least 1) and r the units left;
 // for a limiter of several policies, the item names the policy that would
-// have denied, which RateLimit-Policy lists. It tells clients that they are
+// have denied, which RateLimit-Policy lists (under the styles that send
+// it). It tells clients that they are
 // over a limit that is not enforced yet. The other rate-limit fields are
 // those of an allowed request, with the limiter's Limit, Remaining and
 // ResetAfter. Responses the limiter allowed, and all responses while it

@@ -92,7 +92,7 @@ func newTooLarge(policy string) reply {
 		Type:             QuotaExceededType,
 		Title:            quotaExceededTitle,
 		Status:           http.StatusRequestEntityTooLarge,
-		Detail:           "The request costs more than the rate limit allows at once, so it can never succeed; RateLimit-Limit gives the most a request may cost.",
+		Detail:           "The request costs more than the rate limit allows at once, so it can never succeed; the q of the violated policy in RateLimit-Policy (or RateLimit-Limit) gives the most a request may cost.",
 		ViolatedPolicies: []string{policy},
 	})
 }

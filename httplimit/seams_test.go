@@ -160,3 +160,103 @@ func TestFailOverWithACompositeFallbackSendsOnePolicysNumbers(t *testing.T) {
 	assert.Equal(t, "14", w.Header().Get("RateLimit-Remaining"))
 	assert.Equal(t, `"requests";q=30;w=60, "tokens";q=20000;w=60`, w.Header().Get("RateLimit-Policy"))
 }
+
+// gcraAt returns a GCRA of limit a minute on a fake clock.
+func gcraAt(t *testing.T, limit int) *ratelimit.GCRA {
+	t.Helper()
+	l, err := ratelimit.NewGCRA(limit, time.Minute, ratelimit.WithClock(ratelimit.NewFakeClock(time.Unix(0, 0))))
+	require.NoError(t, err)
+	return l
+}
+
+// TestStackedMiddlewaresOfOtherStylesStayCoherent: whatever the two header
+// styles, the legacy fields describe the first RateLimit item.
+func TestStackedMiddlewaresOfOtherStylesStayCoherent(t *testing.T) {
+	for _, style := range []httplimit.HeaderStyle{httplimit.IETFHeaders, httplimit.LegacyHeaders} {
+		outer, err := httplimit.NewMiddleware(gcraAt(t, 300), constantKey("k"), httplimit.WithPolicyName("plan"))
+		require.NoError(t, err)
+		inner, err := httplimit.NewMiddleware(gcraAt(t, 10), constantKey("k"), httplimit.WithPolicyName("tokens"), httplimit.WithHeaderStyle(style))
+		require.NoError(t, err)
+		calls := 0
+		w := httptest.NewRecorder()
+		outer.Handler(inner.Handler(okHandler(&calls))).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		assert.Equal(t, `"tokens";r=9;t=6, "plan";r=299;t=1`, w.Header().Get("RateLimit"), "inner style %d", style)
+		assert.Equal(t, `"tokens";q=10;w=60, "plan";q=300;w=60`, w.Header().Get("RateLimit-Policy"), "inner style %d", style)
+		assert.Equal(t, "10", w.Header().Get("RateLimit-Limit"), "inner style %d", style)
+		assert.Equal(t, "9", w.Header().Get("RateLimit-Remaining"), "inner style %d", style)
+	}
+}
+
+// TestARequestTheHandlerMakesOfItsOwnIsNotTheOneRefused: a handler behind
+// a settling middleware sends sub-requests, with writers of their own, to
+// a handler limited by another middleware; their refusals do not refund
+// the request that ran, which is settled at the cost it reported.
+func TestARequestTheHandlerMakesOfItsOwnIsNotTheOneRefused(t *testing.T) {
+	plan := gcraAt(t, 300)
+	outer, err := httplimit.NewMiddleware(plan, constantKey("k"), httplimit.WithPolicyName("plan"), httplimit.WithSettle())
+	require.NoError(t, err)
+	inner, err := httplimit.NewMiddleware(gcraAt(t, 1), constantKey("k"), httplimit.WithPolicyName("sub"))
+	require.NoError(t, err)
+	calls := 0
+	sub := inner.Handler(okHandler(&calls))
+	h := outer.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for range 2 {
+			sub.ServeHTTP(httptest.NewRecorder(), r)
+		}
+		httplimit.SetCost(r.Context(), 5)
+		w.WriteHeader(http.StatusOK)
+	}))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+	assert.Equal(t, 1, calls, "the second sub-request was refused")
+	d, err := plan.Decide(context.Background(), "k", 0)
+	require.NoError(t, err)
+	assert.Equal(t, 295, d.Remaining, "settled at 5, not refunded")
+}
+
+// TestTwoShadowsKeepBothShadowItems: two shadowing middlewares that would
+// both deny are both named in RateLimit-Shadow.
+func TestTwoShadowsKeepBothShadowItems(t *testing.T) {
+	shadowed := func(name string) *httplimit.Middleware {
+		s, err := ratelimit.NewShadow(gcraAt(t, 1), ratelimit.ShadowConfig{})
+		require.NoError(t, err)
+		m, err := httplimit.NewMiddleware(s, constantKey("k"), httplimit.WithPolicyName(name), httplimit.WithShadowHeader())
+		require.NoError(t, err)
+		return m
+	}
+	calls := 0
+	h := shadowed("per-ip").Handler(shadowed("per-user").Handler(okHandler(&calls)))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	assert.Equal(t, `"per-user";r=0;t=60, "per-ip";r=0;t=60`, w.Header().Get("RateLimit-Shadow"))
+	assert.Equal(t, 2, calls)
+}
+
+// TestAShadowWhosePolicyFuncFailsDeniesNoOne: a limit being rolled out in
+// a Shadow does not refuse requests for its own errors, unless
+// WithFailClosed asks for it.
+func TestAShadowWhosePolicyFuncFailsDeniesNoOne(t *testing.T) {
+	failing := func(context.Context, string) (ratelimit.Policy, error) {
+		return ratelimit.Policy{}, errors.New("plan store unreachable")
+	}
+	l, err := ratelimit.NewGCRA(5, time.Minute, ratelimit.WithPolicyFunc(failing))
+	require.NoError(t, err)
+	s, err := ratelimit.NewShadow(l, ratelimit.ShadowConfig{})
+	require.NoError(t, err)
+	var seen []error
+	mw, err := httplimit.NewMiddleware(s, constantKey("k"), httplimit.WithOnError(func(_ *http.Request, err error) { seen = append(seen, err) }))
+	require.NoError(t, err)
+	calls := 0
+	w := httptest.NewRecorder()
+	mw.Handler(okHandler(&calls)).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	assert.Equal(t, http.StatusOK, w.Code)
+	assert.Equal(t, 1, calls)
+	require.Len(t, seen, 1)
+	assert.ErrorIs(t, seen[0], ratelimit.ErrPolicy)
+
+	mw, err = httplimit.NewMiddleware(s, constantKey("k"), httplimit.WithFailClosed(0))
+	require.NoError(t, err)
+	w = httptest.NewRecorder()
+	mw.Handler(okHandler(&calls)).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+}

@@ -24,6 +24,9 @@ type limitedHandler struct {
 //     backend did not answer (a Guard's FailOpen, say);
 //   - denied: fields and Retry-After set, 429 (or the WithDeniedHandler);
 //   - cost above the limit: RateLimit-Limit and RateLimit-Policy set, 413;
+//   - an error of a ratelimit.Shadow that does not enforce (its Decision's
+//     Source is FromShadow): the WithOnError hook, then passed on without
+//     fields, or 503 with Retry-After under WithFailClosed;
 //   - a failure of the limiter's backend: the WithOnError hook, then passed
 //     on without fields, or 503 with Retry-After under WithFailClosed;
 //   - any other limiter error (a PolicyFunc that failed, say): the
@@ -76,6 +79,15 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		d, err = ratelimit.Decide(r.Context(), m.limiter, key, cost)
 	}
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
+		if d.Source == ratelimit.FromShadow && !m.failClosed {
+			// A Shadow that does not enforce: its errors deny no one,
+			// unless WithFailClosed asks for every limiter error to.
+			if m.onError != nil {
+				m.onError(r, err)
+			}
+			h.next.ServeHTTP(w, r)
+			return
+		}
 		h.failed(w, r, err)
 		return
 	}
@@ -168,10 +180,11 @@ func (h *limitedHandler) failed(w http.ResponseWriter, r *http.Request, err erro
 
 // backendFailure reports whether err, a limiter's error, is a failure of
 // its backend: of class ratelimit.ErrBackend, or of no class of package
-// ratelimit (a limiter of another package).
+// ratelimit (a limiter of another package). The caller's class wins over
+// the backend's (a PolicyFunc's error that wraps ErrBackend is the
+// caller's).
 func backendFailure(err error) bool {
-	return errors.Is(err, ratelimit.ErrBackend) ||
-		!errors.Is(err, ratelimit.ErrCaller) && !errors.Is(err, ratelimit.ErrCorruptState)
+	return !errors.Is(err, ratelimit.ErrCaller) && !errors.Is(err, ratelimit.ErrCorruptState)
 }
 
 // answerKeyError answers a request whose key or cost could not be found: by

@@ -226,6 +226,10 @@ func checkSent(t *testing.T, d ratelimit.Decision, err error, w *httptest.Respon
 		assert.Equal(t, strconv.Itoa(d.Policy.Limit), h.Get("RateLimit-Limit"), msgAndArgs...)
 		assert.Equal(t, names(d.Policies), listNames(h.Get("RateLimit-Policy")), msgAndArgs...)
 		return
+	case err != nil && d.Source == ratelimit.FromShadow:
+		assert.Equal(t, http.StatusOK, w.Code, "a Shadow that does not enforce denies no one: %v", err)
+		assert.Empty(t, h.Get("RateLimit"), msgAndArgs...)
+		return
 	case err != nil && errors.Is(err, ratelimit.ErrBackend):
 		assert.Equal(t, http.StatusOK, w.Code, "a backend failure fails open: %v", err)
 		assert.Empty(t, h.Get("RateLimit"), msgAndArgs...)
