@@ -192,7 +192,7 @@ func TestWhatTheMiddlewareSendsIsWhatTheDecisionSays(t *testing.T) {
 				t.Run(row.name+"/"+wrap.name+"/"+col.name, func(t *testing.T) {
 					m := miniredis.RunT(t)
 					m.SetTime(time.Unix(1_700_000_000, 0))
-					client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+					client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
 					t.Cleanup(func() { _ = client.Close() })
 					backend := row.build(t, client)
 					col.setup(t, m, row, backend)
