@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"context"
 	"strings"
 	"time"
 )
@@ -66,74 +65,4 @@ func tokenKey(r route, key, token string) string {
 		return tokenPrefix + key + ":" + token
 	}
 	return tokenPrefix + "{" + key + "}:" + token
-}
-
-// Refund gives n units back to key's bucket. See Adjuster; ctx bounds the
-// round trip.
-func (b *RedisTokenBucket) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	return b.Settle(ctx, key, n, 0, opts...)
-}
-
-// Settle replaces taken by cost on key's bucket. See Adjuster; ctx bounds
-// the round trip.
-func (b *RedisTokenBucket) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	if b == nil || b.r.client == nil {
-		return Result{}, notBuilt("RedisTokenBucket")
-	}
-	return b.r.settle(ctx, key, taken, cost, opts)
-}
-
-// Reset fills key's bucket, deleting its Redis key. See Adjuster.
-func (b *RedisTokenBucket) Reset(ctx context.Context, key string) error {
-	if b == nil || b.r.client == nil {
-		return notBuilt("RedisTokenBucket")
-	}
-	return b.r.reset(ctx, key)
-}
-
-// Refund gives n units back to key. See Adjuster; ctx bounds the round
-// trip.
-func (g *RedisGCRA) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	return g.Settle(ctx, key, n, 0, opts...)
-}
-
-// Settle replaces taken by cost on key. See Adjuster; ctx bounds the round
-// trip.
-func (g *RedisGCRA) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	if g == nil || g.r.client == nil {
-		return Result{}, notBuilt("RedisGCRA")
-	}
-	return g.r.settle(ctx, key, taken, cost, opts)
-}
-
-// Reset returns key to its full limit, deleting its Redis key. See
-// Adjuster.
-func (g *RedisGCRA) Reset(ctx context.Context, key string) error {
-	if g == nil || g.r.client == nil {
-		return notBuilt("RedisGCRA")
-	}
-	return g.r.reset(ctx, key)
-}
-
-// Refund gives n units back to key's window, if it is the one that took
-// them. See Adjuster and TakenAt; ctx bounds the round trip.
-func (w *RedisFixedWindow) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	return w.Settle(ctx, key, n, 0, opts...)
-}
-
-// Settle replaces taken by cost in key's window. See Adjuster; ctx bounds
-// the round trip.
-func (w *RedisFixedWindow) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	if w == nil || w.r.client == nil {
-		return Result{}, notBuilt("RedisFixedWindow")
-	}
-	return w.r.settle(ctx, key, taken, cost, opts)
-}
-
-// Reset ends key's window, deleting its Redis key. See Adjuster.
-func (w *RedisFixedWindow) Reset(ctx context.Context, key string) error {
-	if w == nil || w.r.client == nil {
-		return notBuilt("RedisFixedWindow")
-	}
-	return w.r.reset(ctx, key)
 }

@@ -146,3 +146,26 @@ func (b *RedisTokenBucket) Policy() Policy {
 	}
 	return Policy{Limit: b.r.limit, Window: b.fillTime}
 }
+
+// Refund gives n units back to key's bucket. See Adjuster; ctx bounds the
+// round trip.
+func (b *RedisTokenBucket) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
+	return b.Settle(ctx, key, n, 0, opts...)
+}
+
+// Settle replaces taken by cost on key's bucket. See Adjuster; ctx bounds
+// the round trip.
+func (b *RedisTokenBucket) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+	if b == nil || b.r.client == nil {
+		return Result{}, notBuilt("RedisTokenBucket")
+	}
+	return b.r.settle(ctx, key, taken, cost, opts)
+}
+
+// Reset fills key's bucket, deleting its Redis key. See Adjuster.
+func (b *RedisTokenBucket) Reset(ctx context.Context, key string) error {
+	if b == nil || b.r.client == nil {
+		return notBuilt("RedisTokenBucket")
+	}
+	return b.r.reset(ctx, key)
+}

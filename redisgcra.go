@@ -126,3 +126,27 @@ func (g *RedisGCRA) Policy() Policy {
 	}
 	return Policy{Limit: g.r.limit, Window: g.fillTime}
 }
+
+// Refund gives n units back to key. See Adjuster; ctx bounds the round
+// trip.
+func (g *RedisGCRA) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
+	return g.Settle(ctx, key, n, 0, opts...)
+}
+
+// Settle replaces taken by cost on key. See Adjuster; ctx bounds the round
+// trip.
+func (g *RedisGCRA) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+	if g == nil || g.r.client == nil {
+		return Result{}, notBuilt("RedisGCRA")
+	}
+	return g.r.settle(ctx, key, taken, cost, opts)
+}
+
+// Reset returns key to its full limit, deleting its Redis key. See
+// Adjuster.
+func (g *RedisGCRA) Reset(ctx context.Context, key string) error {
+	if g == nil || g.r.client == nil {
+		return notBuilt("RedisGCRA")
+	}
+	return g.r.reset(ctx, key)
+}
