@@ -66,18 +66,6 @@ type Composite struct {
 	observers []*observer
 }
 
-// NamedPolicy is one of the policies a limiter decides by, with its name.
-type NamedPolicy struct {
-	// Name names the policy: a Composite's part's Name, or "default" for
-	// a limiter of one policy.
-	Name string
-	Policy
-	// PerCall reports that the policy counts calls, not units (a
-	// Composite's PerCall part): every call of n > 0 takes 1 of its Limit,
-	// whatever n is.
-	PerCall bool
-}
-
 // maxPolicyName bounds a Part's Name.
 const maxPolicyName = 64
 

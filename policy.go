@@ -18,3 +18,15 @@ type Policy struct {
 	// length; > 0 for every limiter of this package.
 	Window time.Duration
 }
+
+// NamedPolicy is one of the policies a limiter decides by, with its name.
+type NamedPolicy struct {
+	// Name names the policy: a Composite's part's Name, or "default" for
+	// a limiter of one policy.
+	Name string
+	Policy
+	// PerCall reports that the policy counts calls, not units (a
+	// Composite's PerCall part): every call of n > 0 takes 1 of its Limit,
+	// whatever n is.
+	PerCall bool
+}
