@@ -229,4 +229,13 @@
 // backend would now allow. Both report to Hooks, for metrics. Package
 // httplimit puts any Limiter in front of a net/http handler with the
 // standard rate-limit headers.
+//
+// # Guides
+//
+// The repository has a guide to each subject, in docs/:
+// docs/limiters.md (the limiters), docs/redis.md (Redis and coalescing),
+// docs/production.md (running in production), docs/composite.md (several
+// limits, settled costs), docs/rollout.md (rolling out a limit),
+// docs/http-grpc.md (HTTP and gRPC) and docs/exactness.md (exactness and
+// clocks).
 package ratelimit
