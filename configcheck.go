@@ -10,6 +10,11 @@ import (
 // that each rule is written once. Each returns an error wrapping
 // ErrInvalidConfig whose text starts with kind, the constructor's name.
 
+// maxSpan bounds the in-process limiters' spans (time from empty to full, or a
+// window) so that now + 2·span never overflows an int64 at the largest clock
+// reading a time.Duration can express.
+const maxSpan = math.MaxInt64 / 4
+
 // maxRedisSpan bounds, in microseconds, a Redis limiter's time from empty to
 // full (or its window), so that the scripts' sums of it and the server's
 // clock stay below 2^53, where Lua's doubles stop holding every integer, and
@@ -20,6 +25,15 @@ const maxRedisSpan = 1 << 52
 // plus a cost, both at most the limit, stays at most 2^53, which Lua's doubles
 // hold exactly.
 const maxRedisLimit = 1 << 52
+
+// checkFillTime rejects a capacity (> 0) of tokens one every interval
+// (>= 1) ns apart whose fill time the clock cannot hold.
+func checkFillTime(kind string, capacity int, interval int64) error {
+	if int64(capacity) > maxSpan/interval {
+		return fmt.Errorf("%w: %s: capacity %d × %s per token overflows the clock", ErrInvalidConfig, kind, capacity, time.Duration(interval))
+	}
+	return nil
+}
 
 // checkLimit rejects a limit (called what: "limit" or "capacity") that is
 // <= 0 or above most.

@@ -2,71 +2,13 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// stubBackend answers every call with res and err, and counts the calls.
-// With block set, a call waits for its context to end and returns its error.
-type stubBackend struct {
-	mu    sync.Mutex
-	res   Result
-	err   error
-	block bool
-	calls atomic.Int64
-}
-
-func (s *stubBackend) set(res Result, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.res, s.err = res, err
-}
-
-func (s *stubBackend) Allow(ctx context.Context, _ string, _ int) (Result, error) {
-	s.calls.Add(1)
-	s.mu.Lock()
-	res, err, block := s.res, s.err, s.block
-	s.mu.Unlock()
-	if block {
-		<-ctx.Done()
-		return Result{}, ctx.Err()
-	}
-	return res, err
-}
-
-// recordingHooks keeps what it is told.
-type recordingHooks struct {
-	mu      sync.Mutex
-	events  []Event
-	changes [][2]BreakerState
-}
-
-func (h *recordingHooks) Decided(ev Event) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.events = append(h.events, ev)
-}
-
-func (h *recordingHooks) BreakerChanged(from, to BreakerState) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.changes = append(h.changes, [2]BreakerState{from, to})
-}
-
-func (h *recordingHooks) last() Event {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.events[len(h.events)-1]
-}
-
-var errDown = errors.New("connection refused")
 
 func TestGuardFailurePolicies(t *testing.T) {
 	ok := Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}

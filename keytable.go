@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"hash/maphash"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,11 +47,6 @@ const shardCount = 64
 // minSpan is the shortest time a generation lasts, so that limits that reset
 // within microseconds do not make a new map on every call.
 const minSpan = int64(time.Millisecond)
-
-// maxSpan bounds the in-process limiters' spans (time from empty to full, or a
-// window) so that now + 2·span never overflows an int64 at the largest clock
-// reading a time.Duration can express.
-const maxSpan = math.MaxInt64 / 4
 
 // tableShard holds the keys whose hash falls on it. Its fields are guarded by
 // mu.

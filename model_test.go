@@ -96,39 +96,6 @@ func ratNanos(tokens *big.Rat, interval int64) int64 {
 	return ns.Num().Int64()
 }
 
-// call is one step of a random schedule.
-type call struct {
-	advance time.Duration
-	key     string
-	n       int
-}
-
-// randomSchedule is a random run of calls over keys: costs from 0 to
-// capacity+1, gaps from 0 to about two token intervals, now and then a long
-// pause, and, if back is set, now and then a clock that steps back.
-func randomSchedule(r *rand.Rand, steps, capacity int, interval time.Duration, back bool, keys ...string) []call {
-	calls := make([]call, steps)
-	for i := range calls {
-		c := call{key: keys[r.IntN(len(keys))], n: r.IntN(capacity + 2)}
-		switch x := r.IntN(20); {
-		case x < 5: // a burst: no time passes
-		case x == 5 && back:
-			c.advance = -time.Duration(r.Int64N(int64(interval)*3 + 1))
-		case x == 6:
-			c.advance = time.Duration(r.Int64N(int64(interval) * int64(capacity+2)))
-		default:
-			c.advance = time.Duration(r.Int64N(int64(interval)*2 + 1))
-		}
-		if r.IntN(4) == 0 {
-			// Whole microseconds keep Redis (µs clock) and in-process (ns
-			// clock) on the same schedule.
-			c.advance = c.advance.Truncate(time.Microsecond)
-		}
-		calls[i] = c
-	}
-	return calls
-}
-
 func TestInProcessLimitersMatchTheModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 200; round++ {

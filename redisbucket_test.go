@@ -9,20 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
-
-// miniredisClock starts a miniredis whose TIME reads epoch; see
-// redistest.Miniredis.
-func miniredisClock(t *testing.T) (*miniredis.Miniredis, *redis.Client, func(time.Duration)) {
-	t.Helper()
-	return redistest.Miniredis(t, epoch)
-}
 
 func TestRedisTokenBucketMatchesInProcessOnRandomSchedules(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
@@ -120,23 +110,6 @@ func TestRedisTokenBucketReadsABucketKeptAsCreditAndLastRefill(t *testing.T) {
 	assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 0, ResetAfter: 5 * time.Second}, res)
 }
 
-// refusingScripter fails the test on any call: for checks that no round
-// trip is made.
-type refusingScripter struct {
-	redis.Scripter
-	t *testing.T
-}
-
-func (s refusingScripter) EvalSha(context.Context, string, []string, ...any) *redis.Cmd {
-	s.t.Fatal("EvalSha called")
-	return nil
-}
-
-func (s refusingScripter) Eval(context.Context, string, []string, ...any) *redis.Cmd {
-	s.t.Fatal("Eval called")
-	return nil
-}
-
 func TestRedisTokenBucketRefusesBadCostsWithoutARoundTrip(t *testing.T) {
 	l, err := NewRedisTokenBucket(refusingScripter{t: t}, 3, 1)
 	require.NoError(t, err)
@@ -146,21 +119,6 @@ func TestRedisTokenBucketRefusesBadCostsWithoutARoundTrip(t *testing.T) {
 	res, err = l.Allow(context.Background(), "k", 4)
 	require.ErrorIs(t, err, ErrCostExceedsLimit)
 	assert.Equal(t, Result{Limit: 3}, res)
-}
-
-// cannedScripter answers every script call with reply and err.
-type cannedScripter struct {
-	redis.Scripter
-	reply any
-	err   error
-}
-
-func (s cannedScripter) EvalSha(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
-	return redis.NewCmdResult(s.reply, s.err)
-}
-
-func (s cannedScripter) Eval(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
-	return redis.NewCmdResult(s.reply, s.err)
 }
 
 func TestRedisTokenBucketRejectsMalformedReplies(t *testing.T) {

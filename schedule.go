@@ -139,15 +139,6 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 	}, nil
 }
 
-// checkFillTime rejects a capacity (> 0) of tokens one every interval
-// (>= 1) ns apart whose fill time the clock cannot hold.
-func checkFillTime(kind string, capacity int, interval int64) error {
-	if int64(capacity) > maxSpan/interval {
-		return fmt.Errorf("%w: %s: capacity %d × %s per token overflows the clock", ErrInvalidConfig, kind, capacity, time.Duration(interval))
-	}
-	return nil
-}
-
 // errEngineNotBuilt is the error of Allow on a nil or zero-value
 // *TokenBucket or *GCRA.
 var errEngineNotBuilt = fmt.Errorf("%w: a nil or zero-value *TokenBucket or *GCRA; create one with NewTokenBucket or NewGCRA", ErrInvalidConfig)

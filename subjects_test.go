@@ -9,9 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// epoch is the start of every fake clock in the tests.
-var epoch = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-
 // inProcessSubject makes a subject of an in-process limiter on a FakeClock.
 func inProcessSubject(name string, newLimiter func(limit int, period time.Duration, clock Clock) (Limiter, error)) subject {
 	return subject{name, func(t *testing.T, limit int, period time.Duration) (Limiter, func(time.Duration)) {
