@@ -17,7 +17,7 @@ import (
 // flushed and restarted under a Guard. TestMain checks that no goroutine is
 // left behind.
 
-// productionClient is a client set up as the README recommends for
+// productionClient is a client set up as docs/redis.md recommends for
 // limiters: no retries, and ctx deadlines bound every call.
 func productionClient(t *testing.T, server *redistest.Server) *redis.Client {
 	return server.Client(t, func(o *redis.Options) {

@@ -27,7 +27,7 @@ var redisKinds = []struct {
 	}},
 }
 
-// productionStack wraps l as the README's production section recommends:
+// productionStack wraps l as docs/production.md recommends:
 // a DenyCache inside a Guard, with a breaker.
 func productionStack(t *testing.T, l ratelimit.Limiter, clock ratelimit.Clock, policy ratelimit.FailurePolicy) ratelimit.Limiter {
 	t.Helper()
