@@ -13,7 +13,8 @@ type decorated struct {
 	decider Decider  // the backend, when it is one
 	adjust  Adjuster // the backend, when it is one
 	// keysOf returns the keys a call on key touches, one per policy: those
-	// of a Composite's parts (found through decorators), or key alone.
+	// of a Composite's parts (found through decorators); nil when a call
+	// touches key alone.
 	keysOf func(key string) []string
 }
 
@@ -27,7 +28,8 @@ func decorate(backend Limiter) decorated {
 
 // keysOf returns the function that gives the keys a call of l on key
 // touches, one per policy: a Composite's parts' keys, found through this
-// package's decorators; key alone for any other limiter.
+// package's decorators; nil for any other limiter, whose calls touch key
+// alone.
 func keysOf(l Limiter) func(key string) []string {
 	switch v := l.(type) {
 	case *Composite:
@@ -47,7 +49,7 @@ func keysOf(l Limiter) func(key string) []string {
 			return v.backend.keysOf
 		}
 	}
-	return func(key string) []string { return []string{key} }
+	return nil
 }
 
 // built reports whether d has a backend.

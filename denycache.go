@@ -186,30 +186,38 @@ func (c *DenyCache) Decide(ctx context.Context, key string, n int) (Decision, er
 			return d, nil
 		}
 	}
-	slots := c.slots(key)
-	stamp := c.stamp(slots)
+	stamp := c.stampOf(key)
 	d, err := c.backend.decide(ctx, key, n)
-	// A denial is remembered; so is an allowed call on a key whose denial
-	// is held, which it replaces: both bound the key exactly as it is now.
-	// A backend that does not say how its state moves has only the
-	// denials of n with n-1 left remembered: they hold for n alone.
-	if err != nil || d.Source != FromBackend || d.Allowed && !held {
+	if err != nil || d.Source != FromBackend {
 		return d, err
 	}
-	if d.rules == nil && (d.Allowed || d.RetryAfter <= 0 || d.Remaining != n-1) || len(d.rules) != len(d.Policies) && d.rules != nil {
-		return d, err
+	if lasts, ok := bounds(&d, n, held); ok {
+		c.remember(key, &denial{until: reading + min(lasts, c.maxAge), at: reading, d: d, n: n, slots: c.slots(key), stamp: stamp})
+	}
+	return d, nil
+}
+
+// bounds reports whether the backend's answer d to a call of n is
+// remembered, and for how long it can deny anything (ns): a denial is; so
+// is an allowed call on a key whose denial is held, which it replaces,
+// since both bound the key exactly as it is now. A backend that does not
+// say how its state moves has only its denials of n with n-1 left
+// remembered, until their RetryAfter: they hold for n alone. A denial
+// made behind a clock that stepped back is not (see lagging).
+func bounds(d *Decision, n int, held bool) (int64, bool) {
+	switch {
+	case d.Allowed && !held:
+		return 0, false
+	case d.rules == nil:
+		return int64(d.RetryAfter), !d.Allowed && d.RetryAfter > 0 && d.Remaining == n-1
+	case len(d.rules) != len(d.Policies) || lagging(d):
+		return 0, false
 	}
 	longest := d.ResetAfter
 	for _, p := range d.Parts {
 		longest = max(longest, p.ResetAfter)
 	}
-	if d.rules == nil {
-		longest = d.RetryAfter
-	} else if lagging(&d) {
-		return d, nil
-	}
-	c.remember(key, &denial{until: reading + min(int64(longest), c.maxAge), at: reading, d: d, n: n, slots: slots, stamp: stamp})
-	return d, nil
+	return int64(longest), true
 }
 
 // local returns the answer of the denial rec, remembered for key, to a
@@ -328,12 +336,25 @@ func samePolicies(a, b []NamedPolicy) bool {
 
 // slots returns the give-back counters of the keys a call on key touches.
 func (c *DenyCache) slots(key string) []uint16 {
+	if c.backend.keysOf == nil {
+		return []uint16{c.slot(0, key)}
+	}
 	keys := c.backend.keysOf(key)
 	slots := make([]uint16, len(keys))
 	for i, k := range keys {
 		slots[i] = c.slot(i, k)
 	}
 	return slots
+}
+
+// stampOf returns the sum of the give-back counters of the keys a call on
+// key touches: for a backend whose calls touch key alone, without
+// allocating.
+func (c *DenyCache) stampOf(key string) uint64 {
+	if c.backend.keysOf == nil {
+		return c.gens[c.slot(0, key)].Load()
+	}
+	return c.stamp(c.slots(key))
 }
 
 // slot returns the give-back counter of the key of policy i.
