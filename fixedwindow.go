@@ -82,9 +82,6 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 // Limiter for the contract. ctx goes to the PolicyFunc, if any
 // (WithPolicyFunc); the decision never blocks.
 func (w *FixedWindow) Allow(ctx context.Context, key string, n int) (Result, error) {
-	if w == nil || w.windows == nil {
-		return Result{}, notBuilt("FixedWindow")
-	}
 	res, _, err := w.decide(ctx, key, n)
 	return res, err
 }
@@ -93,10 +90,10 @@ func (w *FixedWindow) Allow(ctx context.Context, key string, n int) (Result, err
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (w *FixedWindow) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	if w == nil || w.windows == nil {
-		return Decision{}, notBuilt("FixedWindow")
-	}
 	res, r, err := w.decide(ctx, key, n)
+	if err == errWindowNotBuilt {
+		return Decision{}, err
+	}
 	return w.obs.decision(res, w.policyAt(r), nil), err
 }
 
@@ -115,8 +112,16 @@ func (w *FixedWindow) Policies(ctx context.Context, key string) ([]NamedPolicy, 
 	return policyList(p, w.obs.own), err
 }
 
-// decide is Allow on a built w, which also returns the rate of the call.
+// errWindowNotBuilt is the error of a call on a nil or zero-value
+// *FixedWindow: one value, so that Allow stays small enough to inline.
+var errWindowNotBuilt = notBuilt("FixedWindow")
+
+// decide is Allow, which also returns the rate of the call. It refuses a
+// nil or zero-value w itself, so that Allow stays small enough to inline.
 func (w *FixedWindow) decide(ctx context.Context, key string, n int) (Result, windowRate, error) {
+	if w == nil || w.windows == nil {
+		return Result{}, windowRate{}, errWindowNotBuilt
+	}
 	// The limiter's own policy, or the key's (WithPolicyFunc): the count
 	// of a key's open window is checked against the limit in force, and a
 	// window it opens lasts the window in force.
