@@ -188,22 +188,14 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 
 	d, err := ratelimit.Decide(ctx, i.limiter, key, cost)
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
-		if d.Source == ratelimit.FromShadow && !i.failClosed {
-			// A Shadow that does not enforce: its errors deny no one,
-			// unless WithFailClosed asks for every limiter error to.
-			if i.onError != nil {
-				i.onError(ctx, method, err)
-			}
-			return nil, nil
-		}
-		return i.failed(ctx, method, err)
+		return i.failed(ctx, method, err, d.Source == ratelimit.FromShadow)
 	}
 	p, perr := i.fields.policy(&d)
 	if perr != nil {
 		if err != nil {
 			perr = fmt.Errorf("%w, and: %w", perr, err)
 		}
-		return i.failed(ctx, method, perr)
+		return i.failed(ctx, method, perr, false)
 	}
 	switch {
 	case err != nil: // ErrCostExceedsLimit
@@ -219,14 +211,18 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 // through without metadata, or answered codes.Unavailable: under
 // WithFailClosed, and for an error that is not a failure of the backend
 // (see backendFailure) unless WithPolicyErrorsPass.
-func (i *Interceptor) failed(ctx context.Context, method string, err error) (metadata.MD, error) {
+//
+// shadowed says the error is that of a ratelimit.Shadow that does not
+// enforce (its Decision's Source is FromShadow): it denies no one, unless
+// WithFailClosed asks for every limiter error to.
+func (i *Interceptor) failed(ctx context.Context, method string, err error, shadowed bool) (metadata.MD, error) {
 	if i.onError != nil {
 		i.onError(ctx, method, err)
 	}
 	msg := "grpclimit: rate limiting is unavailable; retry after the RetryInfo delay"
 	switch {
 	case i.failClosed:
-	case !backendFailure(err) && !i.policyErrorsPass:
+	case !shadowed && !backendFailure(err) && !i.policyErrorsPass:
 		msg = "grpclimit: the call's rate limit could not be determined; retry after the RetryInfo delay"
 	default:
 		return nil, nil

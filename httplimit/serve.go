@@ -79,16 +79,7 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		d, err = ratelimit.Decide(r.Context(), m.limiter, key, cost)
 	}
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
-		if d.Source == ratelimit.FromShadow && !m.failClosed {
-			// A Shadow that does not enforce: its errors deny no one,
-			// unless WithFailClosed asks for every limiter error to.
-			if m.onError != nil {
-				m.onError(r, err)
-			}
-			h.next.ServeHTTP(w, r)
-			return
-		}
-		h.failed(w, r, err)
+		h.failed(w, r, err, d.Source == ratelimit.FromShadow)
 		return
 	}
 	policies, bound := d.Policies, d.Bound
@@ -104,15 +95,15 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 	}
 	f, ferr := m.formatFor(policies)
 	if ferr != nil {
-		h.failed(w, r, ferr)
+		h.failed(w, r, ferr, false)
 		return
 	}
 	p := f.part(bound)
 	if p == nil {
 		if err != nil {
-			h.failed(w, r, fmt.Errorf("%w: httplimit: the limiter's Decision named policy %d of %d, and: %w", ratelimit.ErrInvalidConfig, bound, len(f.parts), err))
+			h.failed(w, r, fmt.Errorf("%w: httplimit: the limiter's Decision named policy %d of %d, and: %w", ratelimit.ErrInvalidConfig, bound, len(f.parts), err), false)
 		} else {
-			h.failed(w, r, fmt.Errorf("%w: httplimit: the limiter's Decision named policy %d of %d", ratelimit.ErrInvalidConfig, bound, len(f.parts)))
+			h.failed(w, r, fmt.Errorf("%w: httplimit: the limiter's Decision named policy %d of %d", ratelimit.ErrInvalidConfig, bound, len(f.parts)), false)
 		}
 		return
 	}
@@ -164,12 +155,16 @@ func (m *Middleware) answerDenied(w http.ResponseWriter, r *http.Request, res ra
 // too, so that the limit is not lifted, unless WithPolicyErrorsPass lets
 // such requests through (WithFailClosed answers 503 to every limiter
 // error). Nothing was taken, so nothing is adjusted.
-func (h *limitedHandler) failed(w http.ResponseWriter, r *http.Request, err error) {
+//
+// shadowed says the error is that of a ratelimit.Shadow that does not
+// enforce (its Decision's Source is FromShadow): it denies no one, unless
+// WithFailClosed asks for every limiter error to.
+func (h *limitedHandler) failed(w http.ResponseWriter, r *http.Request, err error, shadowed bool) {
 	m := h.m
 	if m.onError != nil {
 		m.onError(r, err)
 	}
-	if m.failClosed || !backendFailure(err) && !m.passUnknown {
+	if m.failClosed || !shadowed && !backendFailure(err) && !m.passUnknown {
 		setRetryAfter(w.Header(), m.closedRetry)
 		refused(w, r)
 		m.replies.unavailable.write(w, r)
