@@ -2,14 +2,12 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -106,36 +104,4 @@ func keyState(t *testing.T, m *miniredis.Miniredis, key string) string {
 		state += " " + v
 	}
 	return state
-}
-
-// TestCompactFormSendsOneCostForABatchOfEqualCosts checks the arguments a
-// batch of plain Allows is sent with: one cost when there are several and
-// all are equal, a cost per request otherwise.
-func TestCompactFormSendsOneCostForABatchOfEqualCosts(t *testing.T) {
-	_, client, _ := miniredisClock(t)
-	s := newSender(client, [][3]any{{"t", 5, 1000}}, false, false)
-	batch := func(costs ...int) []*pending {
-		b := make([]*pending, len(costs))
-		for i, n := range costs {
-			b[i] = &pending{ctx: context.Background(), key: "k" + strconv.Itoa(i), n: n}
-		}
-		return b
-	}
-	// ARGV after the keys: R, then S and the limit, then the costs.
-	argv := func(b []*pending) []any {
-		args := s.command(context.Background(), b, "evalsha", batchSHA).Args()
-		return args[3+len(b):]
-	}
-	for _, tc := range []struct {
-		costs []int
-		want  []any
-	}{
-		{[]int{1, 1, 1}, []any{"-3", 1, "t", 5, 1000, 1}},
-		{[]int{2, 1, 2}, []any{"-3", 1, "t", 5, 1000, 2, 1, 2}},
-		{[]int{3}, []any{"-1", 1, "t", 5, 1000, 3}},
-	} {
-		got := argv(batch(tc.costs...))
-		got[0] = fmt.Sprint(got[0]) // the once-only first argument, as it is written
-		assert.Equal(t, tc.want, got, "costs %v", tc.costs)
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -78,25 +79,31 @@ func TestRealRedisBatchScriptRequestOfTwoChecksTakesFromBothOrNeither(t *testing
 // fails the test on a reply that is not one record per request.
 func renderReply(t *testing.T, reply string, checks ...int) string {
 	t.Helper()
-	batch := make([]*pending, len(checks))
+	lines := make([]string, len(checks))
+	off := 0
 	for j, c := range checks {
-		batch[j] = &pending{more: make([]string, c-1)}
-	}
-	require.NoError(t, splitReply(reply, batch))
-	lines := make([]string, len(batch))
-	for j, p := range batch {
-		if i, reason, ok := refusedCheck(p.line); ok {
+		end := off + c*redisbatch.CheckSize
+		if off+4 <= len(reply) && reply[off] == 0xFF { // a refusal: its reason's length in two bytes
+			end = off + 4 + (int(reply[off+2])<<8 | int(reply[off+3]))
+		}
+		require.LessOrEqual(t, end, len(reply), "request %d of %d: the reply is cut short", j, len(checks))
+		record := redisbatch.Record(reply[off:end])
+		off = end
+		if i, reason, ok := record.Refusal(); ok {
 			lines[j] = "!" + strconv.Itoa(i) + " " + reason
 			continue
 		}
+		n, ok := record.Checks()
+		require.True(t, ok && n == c, "request %d: a record of %d bytes for %d checks", j, len(record), c)
 		var fields []string
-		for c := 0; c < len(p.line); c += checkRecordSize {
-			rec := p.line[c : c+checkRecordSize]
-			fields = append(fields, strconv.Itoa(int(rec[0])),
-				strconv.FormatInt(be64(rec[1:9]), 10), strconv.FormatInt(be64(rec[9:17]), 10), strconv.FormatInt(be64(rec[17:25]), 10))
+		for i := range n {
+			v := record.Check(i)
+			fields = append(fields, strconv.FormatInt(v.Allowed, 10),
+				strconv.FormatInt(v.Remaining, 10), strconv.FormatInt(v.RetryAfter, 10), strconv.FormatInt(v.ResetAfter, 10))
 		}
 		lines[j] = strings.Join(fields, " ")
 	}
+	require.Equal(t, len(reply), off, "bytes left over after %d requests", len(checks))
 	return strings.Join(lines, "\n")
 }
 

@@ -62,7 +62,7 @@ func (b *TokenBucket) Allow(ctx context.Context, key string, n int) (Result, err
 // limiter built WithPolicyFunc.
 func (b *TokenBucket) Decide(ctx context.Context, key string, n int) (Decision, error) {
 	s := (*schedule)(b)
-	if s.built() && s.keyed == nil {
+	if s.built() && s.policyFunc == nil {
 		// The limiter's own policy, without one more frame to copy the
 		// Decision through.
 		res, err := s.allow(ctx, key, n)

@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,136 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
-
-// gatedSender is a coalescer's send that records each batch's keys and
-// blocks until the test releases it.
-type gatedSender struct {
-	mu      sync.Mutex
-	batches [][]string
-	entered chan struct{}
-	release chan error
-}
-
-func newGatedSender() *gatedSender {
-	return &gatedSender{entered: make(chan struct{}, 16), release: make(chan error, 16)}
-}
-
-func (g *gatedSender) send(_ context.Context, batch []*pending) {
-	keys := make([]string, len(batch))
-	for i, p := range batch {
-		keys[i] = p.key
-	}
-	g.mu.Lock()
-	g.batches = append(g.batches, keys)
-	g.mu.Unlock()
-	g.entered <- struct{}{}
-	err := <-g.release
-	for _, p := range batch {
-		p.line, p.err = "1 0 0 0", err
-	}
-}
-
-func (g *gatedSender) sent() [][]string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([][]string(nil), g.batches...)
-}
-
-// waitQueued waits until c holds n queued calls.
-func waitQueued(t *testing.T, c *coalescer, n int) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.queue) == n
-	}, 5*time.Second, time.Millisecond)
-}
-
-func TestCoalescerSendsAtOnceThenGathersWhatArrivesMeanwhile(t *testing.T) {
-	g := newGatedSender()
-	c := &coalescer{maxInFlight: 1, maxBatch: 2, send: g.send}
-	var wg sync.WaitGroup
-	results := make([]bool, 5)
-	call := func(i int) {
-		defer wg.Done()
-		p := &pending{ctx: context.Background(), key: strconv.Itoa(i), n: 1}
-		require.True(t, c.do(p))
-		results[i] = p.err == nil && p.line == "1 0 0 0"
-	}
-	wg.Add(1)
-	go call(0)
-	<-g.entered // the first call went at once, alone
-	for i := 1; i < 5; i++ {
-		wg.Add(1)
-		go call(i)
-		waitQueued(t, c, i)
-	}
-	g.release <- nil
-	<-g.entered // the next batch: at most maxBatch of the queue, in order
-	g.release <- nil
-	<-g.entered
-	g.release <- nil
-	wg.Wait()
-	assert.Equal(t, [][]string{{"0"}, {"1", "2"}, {"3", "4"}}, g.sent())
-	assert.Equal(t, []bool{true, true, true, true, true}, results)
-	assert.Equal(t, 0, c.inFlight, "no batch left in flight")
-}
-
-func TestCoalescerCallWhoseContextEndsWhileQueuedReturnsAtOnce(t *testing.T) {
-	g := newGatedSender()
-	c := &coalescer{maxInFlight: 1, maxBatch: 8, send: g.send}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c.do(&pending{ctx: context.Background(), key: "first", n: 1})
-	}()
-	<-g.entered
-
-	ctx, cancel := context.WithCancel(context.Background())
-	gaveUp := make(chan bool)
-	go func() { gaveUp <- c.do(&pending{ctx: ctx, key: "gives up", n: 1}) }()
-	waitQueued(t, c, 1)
-	cancel()
-	assert.False(t, <-gaveUp, "returns while the batch ahead is still on the wire")
-	waitQueued(t, c, 0)
-
-	g.release <- nil
-	wg.Wait()
-	assert.Equal(t, [][]string{{"first"}}, g.sent(), "a call that gave up while queued is never sent")
-	assert.Equal(t, 0, c.inFlight)
-}
-
-func TestCoalescerBatchErrorFailsOnlyThatBatch(t *testing.T) {
-	g := newGatedSender()
-	c := &coalescer{maxInFlight: 1, maxBatch: 8, send: g.send}
-	boom := errors.New("connection reset")
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	call := func(i int) {
-		defer wg.Done()
-		p := &pending{ctx: context.Background(), key: strconv.Itoa(i), n: 1}
-		c.do(p)
-		errs[i] = p.err
-	}
-	wg.Add(1)
-	go call(0)
-	<-g.entered
-	wg.Add(2)
-	go call(1)
-	waitQueued(t, c, 1)
-	go call(2)
-	waitQueued(t, c, 2)
-	g.release <- boom // the first batch fails
-	<-g.entered
-	g.release <- nil // the second does not
-	wg.Wait()
-	assert.ErrorIs(t, errs[0], boom)
-	assert.NoError(t, errs[1])
-	assert.NoError(t, errs[2])
-}
 
 // evalshaCalls reads how many EVALSHA and EVAL calls the server has served.
 func evalshaCalls(t *testing.T, client *redis.Client) int64 {
@@ -206,7 +78,7 @@ func TestRealRedisClusterCoalescedCallsStayExact(t *testing.T) {
 			}
 			want, err := client.ClusterKeySlot(context.Background(), key).Result()
 			require.NoError(t, err)
-			require.Equal(t, int(want), hashSlot(key), "slot of %q", key)
+			require.Equal(t, int(want), redisbatch.HashSlot(key), "slot of %q", key)
 		}
 	})
 	testCoalescedCallsStayExact(t, client)

@@ -24,10 +24,10 @@ import (
 type FixedWindow struct {
 	base clockBase
 	windowRate
-	maxNow  int64 // time stands still past this, so window ends cannot overflow
-	windows *keyTable[openWindow]
-	obs     observer
-	tiers   *tiers // nil unless built WithPolicyFunc
+	maxNow     int64 // time stands still past this, so window ends cannot overflow
+	windows    *keyTable[openWindow]
+	obs        observer
+	policyFunc *policyFunc // nil unless built WithPolicyFunc
 }
 
 // windowRate is the arithmetic of a fixed window's decisions for one
@@ -57,7 +57,7 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 	if _, _, err := checkLocalWindow(kind, policy); err != nil {
 		return nil, err
 	}
-	t, err := newTiers(cfg.policyFunc, "FixedWindow", policy, checkLocalWindow)
+	t, err := newPolicyFunc(cfg.policyFunc, "FixedWindow", policy, checkLocalWindow)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 		maxNow:     math.MaxInt64 - 2*int64(window),
 		windows:    newKeyTable[openWindow](int64(window)),
 		obs:        newObserver(cfg, kind, policy, rule{}),
-		tiers:      t,
+		policyFunc: t,
 	}
 	if t != nil {
 		// Any window up to maxSpan may open, and a key's window may outlast
@@ -105,10 +105,10 @@ func (w *FixedWindow) Policies(ctx context.Context, key string) ([]NamedPolicy, 
 	if w == nil || w.windows == nil {
 		return nil, notBuilt("FixedWindow")
 	}
-	if w.tiers == nil {
+	if w.policyFunc == nil {
 		return w.obs.own, nil
 	}
-	p, _, _, err := w.tiers.resolve(ctx, key)
+	p, _, _, err := w.policyFunc.resolve(ctx, key)
 	return policyList(p, w.obs.own), err
 }
 
@@ -127,8 +127,8 @@ func (w *FixedWindow) decide(ctx context.Context, key string, n int) (Result, wi
 	// window it opens lasts the window in force.
 	r := w.windowRate
 	var err error
-	if w.tiers != nil {
-		r, err = w.keyedRate(ctx, key)
+	if w.policyFunc != nil {
+		r, err = w.policyFuncRate(ctx, key)
 	}
 	if err == nil {
 		err = checkCost(n, int(r.limit))
@@ -169,10 +169,10 @@ func (w *FixedWindow) observed(key string, n int, r windowRate, allowed bool, wi
 	return res
 }
 
-// keyedRate returns the windowRate of a call for key, for a FixedWindow
+// policyFuncRate returns the windowRate of a call for key, for a FixedWindow
 // built WithPolicyFunc: the limiter's own on an error.
-func (w *FixedWindow) keyedRate(ctx context.Context, key string) (windowRate, error) {
-	_, limit, window, err := w.tiers.resolve(ctx, key)
+func (w *FixedWindow) policyFuncRate(ctx context.Context, key string) (windowRate, error) {
+	_, limit, window, err := w.policyFunc.resolve(ctx, key)
 	return windowRate{limit: limit, window: window}, err
 }
 
@@ -182,7 +182,7 @@ func (w *FixedWindow) keyedRate(ctx context.Context, key string) (windowRate, er
 // an error too). Allow rebuilds it here rather than carry it, so that a
 // limiter without a PolicyFunc carries nothing more.
 func (w *FixedWindow) policyAt(r windowRate) Policy {
-	if w.tiers == nil || r == w.windowRate {
+	if w.policyFunc == nil || r == w.windowRate {
 		return w.obs.policy
 	}
 	return Policy{Limit: int(r.limit), Window: time.Duration(r.window)}
@@ -252,13 +252,13 @@ func (w *FixedWindow) Settle(ctx context.Context, key string, taken, cost int, o
 		return Result{}, notBuilt("FixedWindow")
 	}
 	r, err := w.windowRate, error(nil)
-	if w.tiers != nil {
-		r, err = w.keyedRate(ctx, key)
+	if w.policyFunc != nil {
+		r, err = w.policyFuncRate(ctx, key)
 	}
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}
-	a, err := settleArgs("FixedWindow", taken, cost, w.tiers.takenBound(int(r.limit)), opts)
+	a, err := settleArgs("FixedWindow", taken, cost, w.policyFunc.takenBound(int(r.limit)), opts)
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}

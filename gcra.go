@@ -52,7 +52,7 @@ func (g *GCRA) Allow(ctx context.Context, key string, n int) (Result, error) {
 // limiter built WithPolicyFunc.
 func (g *GCRA) Decide(ctx context.Context, key string, n int) (Decision, error) {
 	s := (*schedule)(g)
-	if s.built() && s.keyed == nil {
+	if s.built() && s.policyFunc == nil {
 		// The limiter's own policy, without one more frame to copy the
 		// Decision through.
 		res, err := s.allow(ctx, key, n)

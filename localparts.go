@@ -49,19 +49,19 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 	l := &localParts{parts: make([]localPart, len(limiters))}
 	for i, lim := range limiters {
 		p := &l.parts[i]
-		keyed := false // built WithPolicyFunc
+		policyFunc := false // built WithPolicyFunc
 		switch v := lim.(type) {
 		case *TokenBucket:
 			if s := (*schedule)(v); s.built() {
-				p.s, keyed = s, s.keyed != nil
+				p.s, policyFunc = s, s.policyFunc != nil
 			}
 		case *GCRA:
 			if s := (*schedule)(v); s.built() {
-				p.s, keyed = s, s.keyed != nil
+				p.s, policyFunc = s, s.policyFunc != nil
 			}
 		case *FixedWindow:
 			if v != nil {
-				keyed = v.tiers != nil
+				policyFunc = v.policyFunc != nil
 				if v.windows != nil {
 					p.w = v
 				}
@@ -69,7 +69,7 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 		default:
 			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA or *FixedWindow", i, lim)
 		}
-		if keyed {
+		if policyFunc {
 			return nil, fmt.Errorf("part %d chooses its policy per key (WithPolicyFunc), which a Composite does not support", i)
 		}
 		switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -75,15 +76,15 @@ func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64
 	if err := checkRedisSpan(kind, int64(capacity), interval); err != nil {
 		return nil, err
 	}
-	r, err := newRedisLimiter(client, redisSpec{
-		kind:          kind,
-		name:          "Redis token bucket",
-		algo:          "t",
-		keyedAlgo:     "T",
-		check:         checkRedisRate,
-		defaultPrefix: DefaultTokenBucketPrefix,
-		limit:         capacity,
-		param:         interval,
+	r, err := newRedisLimiter(client, redisParams{
+		constructor:    kind,
+		name:           "Redis token bucket",
+		kind:           redisbatch.TokenBucket,
+		policyFuncKind: redisbatch.TokenBucketWithInterval,
+		check:          checkRedisRate,
+		defaultPrefix:  DefaultTokenBucketPrefix,
+		limit:          capacity,
+		param:          interval,
 	}, opts)
 	if err != nil {
 		return nil, err

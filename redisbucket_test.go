@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -139,7 +140,7 @@ func TestRedisTokenBucketRejectsMalformedReplies(t *testing.T) {
 		{"a refusal longer than the reply", "\xff\x01\x00\x20not a HASH", nil},
 		{"a refusal cut short", "\xff\x01", nil},
 		{"empty", "", nil},
-		{"a record cut short", record(1, 2, 0, 0)[:checkRecordSize-1], nil},
+		{"a record cut short", record(1, 2, 0, 0)[:redisbatch.CheckSize-1], nil},
 		{"the old text reply", "1 2 0 0", nil},
 		{"allowed is 2", record(2, 2, 0, 0), nil},
 		{"remaining above limit", record(1, 4, 0, 0), nil},
@@ -239,9 +240,10 @@ func record(allowed byte, remaining, retry, reset int64) string {
 }
 
 // refusalRecord is the batch script's record of a request whose check i
-// was refused for reason.
+// was refused for reason: the byte 255, i, the reason's length in two
+// bytes, and the reason.
 func refusalRecord(i int, reason string) string {
-	return string([]byte{refusedMark, byte(i), byte(len(reason) >> 8), byte(len(reason))}) + reason
+	return string([]byte{0xFF, byte(i), byte(len(reason) >> 8), byte(len(reason))}) + reason
 }
 
 func TestRedisTokenBucketConvertsEveryCaseOfTheEarlierShape(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -56,15 +57,15 @@ func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration,
 	if err != nil {
 		return nil, err
 	}
-	r, err := newRedisLimiter(client, redisSpec{
-		kind:          kind,
-		name:          "Redis fixed window",
-		algo:          "w",
-		keyedAlgo:     "w",
-		check:         checkRedisWindow,
-		defaultPrefix: DefaultFixedWindowPrefix,
-		limit:         limit,
-		param:         ms,
+	r, err := newRedisLimiter(client, redisParams{
+		constructor:    kind,
+		name:           "Redis fixed window",
+		kind:           redisbatch.FixedWindow,
+		policyFuncKind: redisbatch.FixedWindow,
+		check:          checkRedisWindow,
+		defaultPrefix:  DefaultFixedWindowPrefix,
+		limit:          limit,
+		param:          ms,
 	}, opts)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -57,15 +58,15 @@ func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts .
 	if err != nil {
 		return nil, err
 	}
-	r, err := newRedisLimiter(client, redisSpec{
-		kind:          kind,
-		name:          "Redis GCRA",
-		algo:          "g",
-		keyedAlgo:     "G",
-		check:         checkRedisRate,
-		defaultPrefix: DefaultGCRAPrefix,
-		limit:         limit,
-		param:         interval,
+	r, err := newRedisLimiter(client, redisParams{
+		constructor:    kind,
+		name:           "Redis GCRA",
+		kind:           redisbatch.GCRA,
+		policyFuncKind: redisbatch.GCRAWithInterval,
+		check:          checkRedisRate,
+		defaultPrefix:  DefaultGCRAPrefix,
+		limit:          limit,
+		param:          interval,
 	}, opts)
 	if err != nil {
 		return nil, err

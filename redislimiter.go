@@ -3,99 +3,104 @@ package ratelimit
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
-	"strconv"
-	"sync/atomic"
+	"math"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
 )
 
+// batchScript is the script every Redis limiter's decisions are made by.
+//
+//go:embed scripts/batch.lua
+var batchLua string
+
+var batchScript = redisbatch.NewScript(batchLua)
+
 // redisLimiter is what the Redis limiters share: decisions on prefix + key
-// by the batch script, one check per request with the algorithm's name, the
-// limit and one more number of the algorithm's as arguments, sent alone or
-// coalesced with others, and replies that are checked before they are
-// believed.
+// by the batch script, one check per request on the limiter's own limit
+// (or the key's, built WithPolicyFunc), sent alone or coalesced with others
+// through the internal redisbatch package, and records of the reply that
+// are checked before they are believed.
 type redisLimiter struct {
 	name   string // the limiter's name in errors
 	client redis.Scripter
 	prefix string
 	limit  int
-	spec   [3]any // the batch script's limit: algorithm ("t", "g" or "w"), limit and param, formatted
-	send   *sender
+	own    *redisbatch.Limit // the script's limit of the limiter's own policy
+	send   *redisbatch.Sender
 	obs    observer
-	// tiers, when built WithPolicyFunc, gives each call's limit and param,
-	// sent with it as one of specs (under the spec's keyedAlgo).
-	tiers *tiers
-	specs *specCache // the script's limits of the policies in use
-	// resetSpec is the script's limit a Reset is sent with: nil, or, built
+	// policyFunc, when built WithPolicyFunc, gives each call's limit and param,
+	// sent with it as one of limits (of the params' policyFuncKind).
+	policyFunc *policyFunc
+	limits     *redisbatch.LimitCache // the script's limits of the policies in use
+	// resetLimit is the script's limit a Reset is sent with: nil, or, built
 	// WithPolicyFunc, the limiter's own policy's, since a Reset reads the
 	// key's state as its algorithm keeps it, at any policy.
-	resetSpec *[3]any
+	resetLimit *redisbatch.Limit
 }
 
-// redisSpec is everything a Redis limiter is built from, its numbers already
-// checked by its constructor.
-type redisSpec struct {
-	kind          string // the constructor's name, in configuration errors
-	name          string // the limiter's name, in Allow's errors
-	algo          string // the batch script's name of the algorithm: "t", "g" or "w"
-	defaultPrefix string // the algorithm's Default*Prefix
-	limit         int    // the script's first argument
-	param         int64  // the script's second argument, the algorithm's own number
-	// keyedAlgo is the batch script's name of the algorithm for a limiter
-	// built WithPolicyFunc, which keeps each key's interval with its state:
-	// "T", "G", or "w" (a window keeps nothing more); check converts a
-	// policy to its limit and param.
-	keyedAlgo string
-	check     func(kind string, p Policy) (limit, param int64, err error)
+// redisParams is everything a Redis limiter is built from, its numbers
+// already checked by its constructor.
+type redisParams struct {
+	constructor   string          // the constructor's name, in configuration errors
+	name          string          // the limiter's name, in Allow's errors
+	kind          redisbatch.Kind // the script's name of the algorithm
+	defaultPrefix string          // the algorithm's Default*Prefix
+	limit         int             // whole units: a capacity or a window's limit
+	param         int64           // the algorithm's own number: µs per unit, or a window in ms
+	// policyFuncKind is the script's name of the algorithm for a limiter
+	// built WithPolicyFunc, which keeps each key's interval with its state
+	// (a window keeps nothing more); check converts a policy to its limit
+	// and param.
+	policyFuncKind redisbatch.Kind
+	check          func(kind string, p Policy) (limit, param int64, err error)
 }
 
 // newRedisLimiter checks what every Redis limiter's constructor checks (the
-// options and the client) and returns the limiter spec describes, whole. Its
+// options and the client) and returns the limiter p describes, whole. Its
 // key prefix is the one WithKeyPrefix gives, exactly; by default, the
 // algorithm's default prefix followed by "<limit>:<param>:", so that limiters
 // of one algorithm whose scripts would decide differently never share a key
 // unless told to.
-func newRedisLimiter(client redis.Scripter, spec redisSpec, opts []Option) (redisLimiter, error) {
-	cfg, err := applyOptions(spec.kind, onRedis, opts)
+func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redisLimiter, error) {
+	cfg, err := applyOptions(p.constructor, onRedis, opts)
 	if err != nil {
 		return redisLimiter{}, err
 	}
 	if isNil(client) {
-		return redisLimiter{}, fmt.Errorf("%w: %s: nil Redis client", ErrInvalidConfig, spec.kind)
+		return redisLimiter{}, fmt.Errorf("%w: %s: nil Redis client", ErrInvalidConfig, p.constructor)
 	}
-	limit, param := strconv.Itoa(spec.limit), strconv.FormatInt(spec.param, 10)
-	prefix := spec.defaultPrefix + limit + ":" + param + ":"
+	own := redisbatch.NewLimit(p.kind, int64(p.limit), p.param)
+	prefix := fmt.Sprintf("%s%d:%d:", p.defaultPrefix, p.limit, p.param)
 	if cfg.prefixSet {
 		prefix = cfg.prefix
 	}
-	r := redisLimiter{
-		name:   spec.name,
-		client: client,
-		prefix: prefix,
-		limit:  spec.limit,
-		spec:   [3]any{spec.algo, limit, param},
-	}
+	r := redisLimiter{name: p.name, client: client, prefix: prefix, limit: p.limit, own: own}
 	// The time from empty to full: limit units of param µs each, or a
 	// window of param ms.
-	window := time.Duration(int64(spec.limit)*spec.param) * time.Microsecond
-	if spec.algo == "w" {
-		window = time.Duration(spec.param) * time.Millisecond
+	window := time.Duration(int64(p.limit)*p.param) * time.Microsecond
+	if p.kind == redisbatch.FixedWindow {
+		window = time.Duration(p.param) * time.Millisecond
 	}
-	policy := Policy{Limit: spec.limit, Window: window}
-	r.obs = newObserver(cfg, spec.kind, policy, redisRule(spec.algo, spec.param))
-	if r.tiers, err = newTiers(cfg.policyFunc, spec.name, policy, spec.check); err != nil {
+	policy := Policy{Limit: p.limit, Window: window}
+	r.obs = newObserver(cfg, p.constructor, policy, redisRule(p.kind, p.param))
+	if r.policyFunc, err = newPolicyFunc(cfg.policyFunc, p.name, policy, p.check); err != nil {
 		return redisLimiter{}, err
 	}
-	if r.tiers != nil {
-		r.specs = &specCache{algo: spec.keyedAlgo}
-		r.resetSpec = r.specs.spec(r.tiers.defLimit, r.tiers.defParam)
+	send := redisbatch.Config{Client: client, Script: batchScript, Coalesce: !cfg.noCoalesce, TokenTTL: SettleTokenTTL}
+	if r.policyFunc != nil {
+		r.limits = redisbatch.NewLimitCache(p.policyFuncKind)
+		r.resetLimit = r.limits.Get(r.policyFunc.defLimit, r.policyFunc.defParam)
 		if !cfg.prefixSet {
-			r.prefix = spec.defaultPrefix + keyedPrefix
+			r.prefix = p.defaultPrefix + policyFuncPrefix
 		}
+	} else {
+		send.Limits = []*redisbatch.Limit{own}
 	}
-	r.send = newSender(client, [][3]any{r.spec}, r.tiers != nil, cfg.noCoalesce)
+	r.send = redisbatch.NewSender(send)
 	return r, nil
 }
 
@@ -128,8 +133,8 @@ func (r *redisLimiter) decideAll(ctx context.Context, key string, n int) (Decisi
 	}
 	res, p, param, err := r.decide(ctx, key, n)
 	rl := r.obs.rules
-	if param != 0 && r.tiers != nil && param != r.tiers.defParam {
-		rl = []rule{redisRule(r.spec[0].(string), param)}
+	if param != 0 && r.policyFunc != nil && param != r.policyFunc.defParam {
+		rl = []rule{redisRule(r.own.Kind, param)}
 	}
 	d := r.obs.decision(res, p, rl)
 	if r.obs.hooks != nil {
@@ -140,18 +145,18 @@ func (r *redisLimiter) decideAll(ctx context.Context, key string, n int) (Decisi
 
 // policies returns the policies of key's calls (see Decider).
 func (r *redisLimiter) policies(ctx context.Context, key string) ([]NamedPolicy, error) {
-	if r.tiers == nil {
+	if r.policyFunc == nil {
 		return r.obs.own, nil
 	}
-	p, _, _, err := r.tiers.resolve(ctx, key)
+	p, _, _, err := r.policyFunc.resolve(ctx, key)
 	return policyList(p, r.obs.own), err
 }
 
 // redisRule is the rule of a Redis limiter's decisions with the batch
-// script's algorithm algo and its param: an interval in µs for a token
+// script's algorithm kind and its param: an interval in µs for a token
 // bucket or GCRA, a window for a fixed window.
-func redisRule(algo string, param int64) rule {
-	if algo == "w" || algo == "W" {
+func redisRule(kind redisbatch.Kind, param int64) rule {
+	if kind == redisbatch.FixedWindow {
 		return rule{}
 	}
 	return rule{unit: param * int64(time.Microsecond)}
@@ -160,43 +165,43 @@ func redisRule(algo string, param int64) rule {
 // decide decides n for key, after allow's checks, and also returns the
 // policy of the call and its param (0 for the limiter's own).
 func (r *redisLimiter) decide(ctx context.Context, key string, n int) (Result, Policy, int64, error) {
-	limit, spec, policy, param, err := r.policyOf(ctx, key)
+	limit, own, policy, param, err := r.policyOf(ctx, key)
 	if err == nil {
 		err = checkCost(n, limit)
 	}
 	if err != nil {
 		return Result{Limit: limit}, policy, param, err
 	}
-	res, err := r.request(&pending{ctx: ctx, key: r.prefix + key, n: n, spec: spec}, limit)
+	res, err := r.request(&redisbatch.Request{Ctx: ctx, Key: r.prefix + key, N: n, Limit: own}, limit)
 	return res, policy, param, err
 }
 
 // policyOf returns the limit of a call for key, the script's limit it is
 // sent with (nil for the limiter's own), its policy and its param (0 for
 // the limiter's own).
-func (r *redisLimiter) policyOf(ctx context.Context, key string) (int, *[3]any, Policy, int64, error) {
-	if r.tiers == nil {
+func (r *redisLimiter) policyOf(ctx context.Context, key string) (int, *redisbatch.Limit, Policy, int64, error) {
+	if r.policyFunc == nil {
 		return r.limit, nil, r.obs.policy, 0, nil
 	}
-	p, limit, param, err := r.tiers.resolve(ctx, key)
-	return int(limit), r.specs.spec(limit, param), p, param, err
+	p, limit, param, err := r.policyFunc.resolve(ctx, key)
+	return int(limit), r.limits.Get(limit, param), p, param, err
 }
 
-// keyedPrefix follows the algorithm's default prefix for a limiter built
+// policyFuncPrefix follows the algorithm's default prefix for a limiter built
 // WithPolicyFunc, whose keys keep their interval: "<limit>:<param>:" of the
 // other limiters starts with a digit, so the two never meet.
-const keyedPrefix = "keyed:"
+const policyFuncPrefix = "keyed:"
 
-// request sends p and turns its line of the reply into its answer, for a
-// call whose limit is limit.
-func (r *redisLimiter) request(p *pending, limit int) (Result, error) {
-	if !r.send.do(p) {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %w", r.name, p.key, ErrBackend, p.ctx.Err())
+// request sends p and turns its record of the reply into its answer, for
+// a call whose limit is limit.
+func (r *redisLimiter) request(p *redisbatch.Request, limit int) (Result, error) {
+	if !r.send.Do(p) {
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %w", r.name, p.Key, ErrBackend, p.Ctx.Err())
 	}
-	if p.err != nil {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.key, backendErr(p.err))
+	if p.Err != nil {
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.Key, backendErr(p.Err))
 	}
-	return r.decision(p.key, p.line, limit)
+	return r.decision(p.Key, p.Record, limit)
 }
 
 // settle applies a Settle of taken and cost to key. See Adjuster.
@@ -204,16 +209,16 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 	if ctx == nil {
 		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
 	}
-	limit, spec, _, _, err := r.policyOf(ctx, key)
+	limit, own, _, _, err := r.policyOf(ctx, key)
 	if err != nil {
 		return Result{Limit: limit}, err
 	}
-	a, err := settleArgs(r.name, taken, cost, r.tiers.takenBound(limit), opts)
+	a, err := settleArgs(r.name, taken, cost, r.policyFunc.takenBound(limit), opts)
 	if err != nil {
 		return Result{Limit: limit}, err
 	}
-	p := &pending{ctx: ctx, key: r.prefix + key, n: cost - taken, spec: spec}
-	p.op = newSettleOp(routeOf(r.client), p.key, a)
+	p := &redisbatch.Request{Ctx: ctx, Key: r.prefix + key, N: cost - taken, Limit: own}
+	settleRequest(r.send, p, a)
 	return r.request(p, limit)
 }
 
@@ -222,54 +227,70 @@ func (r *redisLimiter) reset(ctx context.Context, key string) error {
 	if ctx == nil {
 		return fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
 	}
-	p := &pending{ctx: ctx, key: r.prefix + key, op: &adjustOp{reset: true}, spec: r.resetSpec}
+	p := &redisbatch.Request{Ctx: ctx, Key: r.prefix + key, Op: redisbatch.Reset, Limit: r.resetLimit}
 	_, err := r.request(p, r.limit)
 	return err
 }
 
+// settleRequest makes p, whose N is cost minus taken, the Settle of a:
+// with its age, and its token's key on send's client, if any.
+func settleRequest(send *redisbatch.Sender, p *redisbatch.Request, a adjustment) {
+	p.Op, p.Age = redisbatch.Settle, -1
+	if a.hasTaken {
+		// Rounded up, so that a refund never lands in a window that opened
+		// after the units were taken; a zero or ancient time saturates.
+		age := max(time.Since(a.takenAt), 0)
+		p.Age = int64(age / time.Microsecond)
+		if age%time.Microsecond != 0 {
+			p.Age++
+		}
+	}
+	if a.tokenSet {
+		p.Token = send.TokenKey(p.Key, a.token)
+	}
+}
+
 // decision turns one request's record of the batch script's reply into
 // its answer.
-func (r *redisLimiter) decision(key string, line string, limit int) (Result, error) {
-	if _, reason, refused := refusedCheck(line); refused {
+func (r *redisLimiter) decision(key string, record redisbatch.Record, limit int) (Result, error) {
+	if _, reason, refused := record.Refusal(); refused {
 		// The script refused a key that does not hold its state: that
 		// concerns this key's data, not the backend.
 		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %s", r.name, key, ErrCorruptState, reason)
 	}
-	res, err := decisionFromLine(line, limit)
+	if n, ok := record.Checks(); !ok || n != 1 {
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: unexpected reply from Redis script: %q", r.name, key, ErrBackend, record)
+	}
+	res, err := resultOf(record.Check(0), limit, false)
 	if err != nil {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %w", r.name, key, ErrBackend, err)
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %w: %q", r.name, key, ErrBackend, err, record)
 	}
 	return res, nil
 }
 
-// specCache holds the batch script's limits (algorithm, limit and param)
-// of the policies a limiter built WithPolicyFunc used last, so that a call
-// of a policy in use allocates none: one entry per slot, replaced by the
-// next policy that lands there, so its memory is bounded whatever the
-// number of policies. It is safe for concurrent use.
-type specCache struct {
-	algo  string
-	slots [specSlots]atomic.Pointer[cachedSpec]
-}
+// errOutOfRange is the error of a check's verdict whose numbers cannot be
+// right.
+var errOutOfRange = errors.New("reply from Redis script out of range")
 
-// specSlots is how many policies a specCache holds: enough for the plans
-// of a service; per-customer overrides beyond it cost a small allocation
-// per call.
-const specSlots = 16
-
-// cachedSpec is one policy's limit and param, and its script limit.
-type cachedSpec struct {
-	limit, param int64
-	spec         [3]any
-}
-
-// spec returns the script's limit for limit and param.
-func (c *specCache) spec(limit, param int64) *[3]any {
-	slot := &c.slots[uint64(limit*31+param)%specSlots]
-	if s := slot.Load(); s != nil && s.limit == limit && s.param == param {
-		return &s.spec
+// resultOf checks one check's verdict of the batch script and turns it
+// into a Result, for a check of limit. A verdict out of range is an error:
+// a script reply is never trusted to allow. With part, the check is one of
+// several of a request, and may be denied with no wait of its own
+// (another check denied).
+func resultOf(v redisbatch.Verdict, limit int, part bool) (Result, error) {
+	const maxMicros = math.MaxInt64 / int64(time.Microsecond)
+	switch {
+	case v.Allowed != 0 && v.Allowed != 1,
+		v.Remaining < 0 || v.Remaining > int64(limit),
+		v.RetryAfter < 0 || v.RetryAfter > maxMicros || v.Allowed == 1 && v.RetryAfter != 0 || v.Allowed == 0 && v.RetryAfter == 0 && !part,
+		v.ResetAfter < 0 || v.ResetAfter > maxMicros:
+		return Result{}, errOutOfRange
 	}
-	s := &cachedSpec{limit: limit, param: param, spec: [3]any{c.algo, limit, param}}
-	slot.Store(s)
-	return &s.spec
+	return Result{
+		Allowed:    v.Allowed == 1,
+		Limit:      limit,
+		Remaining:  int(v.Remaining),
+		RetryAfter: time.Duration(v.RetryAfter) * time.Microsecond,
+		ResetAfter: time.Duration(v.ResetAfter) * time.Microsecond,
+	}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -15,8 +16,7 @@ import (
 // concurrent use.
 type redisParts struct {
 	parts []*redisLimiter
-	route route
-	send  *sender
+	send  *redisbatch.Sender
 }
 
 // newRedisParts returns the Redis engine of limiters, or an error unless
@@ -24,8 +24,8 @@ type redisParts struct {
 // The parts coalesce unless one of them was built WithoutCoalescing.
 func newRedisParts(limiters []Limiter) (*redisParts, error) {
 	rp := &redisParts{}
-	specs := make([][3]any, len(limiters))
-	noCoalesce := false
+	limits := make([]*redisbatch.Limit, len(limiters))
+	coalesce := true
 	for i, l := range limiters {
 		var r *redisLimiter
 		switch l := l.(type) {
@@ -41,18 +41,19 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 		if r.client == nil {
 			return nil, fmt.Errorf("part %d is a zero-value %T", i, l)
 		}
-		if r.tiers != nil {
+		if r.policyFunc != nil {
 			return nil, fmt.Errorf("part %d chooses its policy per key (WithPolicyFunc), which a Composite does not support", i)
 		}
 		if i > 0 && !sameClient(r.client, rp.parts[0].client) {
 			return nil, fmt.Errorf("parts 0 and %d have different Redis clients", i)
 		}
 		rp.parts = append(rp.parts, r)
-		specs[i] = r.spec
-		noCoalesce = noCoalesce || r.send.co == nil
+		limits[i] = r.own
+		coalesce = coalesce && r.send.Coalesces()
 	}
-	rp.route = routeOf(rp.parts[0].client)
-	rp.send = newSender(rp.parts[0].client, specs, false, noCoalesce)
+	rp.send = redisbatch.NewSender(redisbatch.Config{
+		Client: rp.parts[0].client, Script: batchScript, Limits: limits, Coalesce: coalesce, TokenTTL: SettleTokenTTL,
+	})
 	return rp, nil
 }
 
@@ -62,20 +63,20 @@ func (rp *redisParts) observer(i int) *observer { return &rp.parts[i].obs }
 // request returns the request of the batch script for the parts' keys:
 // their Redis keys, which must differ, and on a cluster or ring share a
 // hash slot.
-func (rp *redisParts) request(ctx context.Context, keys []string) (*pending, error) {
-	p := &pending{ctx: ctx, key: rp.parts[0].prefix + keys[0]}
+func (rp *redisParts) request(ctx context.Context, keys []string) (*redisbatch.Request, error) {
+	p := &redisbatch.Request{Ctx: ctx, Key: rp.parts[0].prefix + keys[0]}
 	if len(keys) > 1 {
-		p.more = make([]string, len(keys)-1)
+		p.More = make([]string, len(keys)-1)
 	}
 	for i := 1; i < len(keys); i++ {
 		k := rp.parts[i].prefix + keys[i]
-		p.more[i-1] = k
-		if k == p.key || slices.Contains(p.more[:i-1], k) {
+		p.More[i-1] = k
+		if k == p.Key || slices.Contains(p.More[:i-1], k) {
 			return nil, fmt.Errorf("%w: two parts have the same Redis key %q", ErrKeysApart, k)
 		}
-		if !sameShard(rp.route, k, p.key) {
+		if !rp.send.SameShard(k, p.Key) {
 			return nil, fmt.Errorf("%w: the parts' Redis keys %q and %q are in different hash slots (or ring shards), which one script call cannot touch; "+
-				"give the keys one hash tag, as in \"{tenant}:user\" and \"{tenant}\" (see Part.Key)", ErrKeysApart, p.key, k)
+				"give the keys one hash tag, as in \"{tenant}:user\" and \"{tenant}\" (see Part.Key)", ErrKeysApart, p.Key, k)
 		}
 	}
 	return p, nil
@@ -89,25 +90,12 @@ func sameClient(a, b redis.Scripter) bool {
 	return ta == tb && ta.Comparable() && a == b
 }
 
-// sameShard reports whether keys a and b can be touched by one script call
-// on a client of route: in one hash slot on a cluster, with one hash tag on
-// a ring, always on one server.
-func sameShard(r route, a, b string) bool {
-	switch r {
-	case routeSlot:
-		return hashSlot(a) == hashSlot(b)
-	case routeTag:
-		return hashTag(a) == hashTag(b)
-	}
-	return true
-}
-
-// key returns the Redis key of check i of p.
-func (p *pending) checkKey(i int) string {
+// checkKey returns the Redis key of check i of p.
+func checkKey(p *redisbatch.Request, i int) string {
 	if i == 0 {
-		return p.key
+		return p.Key
 	}
-	return p.more[i-1]
+	return p.More[i-1]
 }
 
 // allow decides costs[i] for part i's key, all or nothing, and sets each
@@ -117,7 +105,7 @@ func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, res
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
-	p.costs = append([]int(nil), costs...) // p outlives the call's buffers
+	p.Costs = append([]int(nil), costs...) // p outlives the call's buffers
 	return rp.do(p, results)
 }
 
@@ -128,8 +116,8 @@ func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, 
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
-	p.costs = append([]int(nil), changes...) // p outlives the call's buffers
-	p.op = newSettleOp(rp.route, p.key, a)
+	p.Costs = append([]int(nil), changes...) // p outlives the call's buffers
+	settleRequest(rp.send, p, a)
 	return rp.do(p, results)
 }
 
@@ -139,37 +127,37 @@ func (rp *redisParts) reset(ctx context.Context, keys []string) error {
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
-	p.op = &adjustOp{reset: true}
+	p.Op = redisbatch.Reset
 	var buf partsBuffer
 	_, _, results := buf.slices(len(keys))
 	return rp.do(p, results)
 }
 
 // do sends p and sets results from its record of the reply: one check's
-// record per part, all with the same verdict; or a refusal naming part i
+// verdict per part, all with the same verdict; or a refusal naming part i
 // when its key does not hold its limiter's state.
-func (rp *redisParts) do(p *pending, results []Result) error {
-	if !rp.send.do(p) {
-		return fmt.Errorf("ratelimit: Composite %q: %w: %w", p.key, ErrBackend, p.ctx.Err())
+func (rp *redisParts) do(p *redisbatch.Request, results []Result) error {
+	if !rp.send.Do(p) {
+		return fmt.Errorf("ratelimit: Composite %q: %w: %w", p.Key, ErrBackend, p.Ctx.Err())
 	}
-	if p.err != nil {
-		return fmt.Errorf("ratelimit: Composite %q: %w", p.key, backendErr(p.err))
+	if p.Err != nil {
+		return fmt.Errorf("ratelimit: Composite %q: %w", p.Key, backendErr(p.Err))
 	}
-	line := p.line
-	if i, reason, ok := refusedCheck(line); ok {
+	record := p.Record
+	if i, reason, ok := record.Refusal(); ok {
 		if i >= 1 && i <= len(rp.parts) {
 			r := rp.parts[i-1]
-			return fmt.Errorf("ratelimit: Composite: %s %q: %w: %s", r.name, p.checkKey(i-1), ErrCorruptState, reason)
+			return fmt.Errorf("ratelimit: Composite: %s %q: %w: %s", r.name, checkKey(p, i-1), ErrCorruptState, reason)
 		}
-		return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.key, ErrBackend, line)
+		return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.Key, ErrBackend, record)
 	}
-	if len(line) != checkRecordSize*len(rp.parts) {
-		return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.key, ErrBackend, line)
+	if n, ok := record.Checks(); !ok || n != len(rp.parts) {
+		return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.Key, ErrBackend, record)
 	}
 	for i, r := range rp.parts {
-		res, err := parseLine(line[i*checkRecordSize:(i+1)*checkRecordSize], r.limit, true)
+		res, err := resultOf(record.Check(i), r.limit, true)
 		if err != nil || i > 0 && res.Allowed != results[0].Allowed {
-			return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.key, ErrBackend, line)
+			return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.Key, ErrBackend, record)
 		}
 		results[i] = res
 	}

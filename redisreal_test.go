@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
 
@@ -343,7 +344,7 @@ func TestRealRedisRetriedTimeoutDecidesOnce(t *testing.T) {
 			server.Resume()
 		}()
 		res, err := l.Allow(ctx, "retried", 1)
-		require.ErrorIs(t, err, errNotResent)
+		require.ErrorIs(t, err, redisbatch.ErrNotResent)
 		assert.Contains(t, err.Error(), `"ratelimit:tb:10:1000000000:retried"`, "the error names the key")
 		assert.Equal(t, Result{Limit: 10}, res)
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
 
@@ -50,7 +51,7 @@ func TestRealRedisClusterWithTokenWorksForKeysWithAnUnmatchedBrace(t *testing.T)
 		var mu sync.Mutex
 		var keys []string
 		err := client.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-			k, err := node.ClusterGetKeysInSlot(ctx, hashSlot(key), 1000).Result()
+			k, err := node.ClusterGetKeysInSlot(ctx, redisbatch.HashSlot(key), 1000).Result()
 			mu.Lock()
 			keys = append(keys, k...)
 			mu.Unlock()
@@ -130,7 +131,7 @@ func checkWithTokenWorksForUnbraceableKeys(t *testing.T, client redis.Scripter, 
 			require.NoError(t, err)
 			assert.Contains(t, keys, key)
 			assert.True(t, slices.ContainsFunc(keys, func(s string) bool {
-				return strings.HasPrefix(s, tokenPrefix) && strings.Contains(s, key) && strings.HasSuffix(s, ":"+token)
+				return strings.HasPrefix(s, "ratelimit:settled:") && strings.Contains(s, key) && strings.HasSuffix(s, ":"+token)
 			}), "%s %q: its token key is along with it in %q", kind.name, key, keys)
 			// The next limiter may have the same Redis key.
 			require.NoError(t, l.(Adjuster).Reset(ctx, k.key))

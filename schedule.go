@@ -31,27 +31,27 @@ type schedule struct {
 	maxNow int64 // time stands still past this, so tat arithmetic cannot overflow
 	tats   *keyTable[int64]
 	obs    observer // set by the limiter's constructor
-	// keyed decides instead when the limiter was built WithPolicyFunc;
+	// policyFunc decides instead when the limiter was built WithPolicyFunc;
 	// nil otherwise.
-	keyed *keyedSchedule
+	policyFunc *policyFuncSchedule
 }
 
 // newEngine returns the engine of a limiter built by kind (its name in
 // configuration errors) and called name in Allow's errors, with capacity
 // tokens one every interval ns, under cfg: a schedule, which hands its
-// calls to a keyed engine when built WithPolicyFunc.
+// calls to its PolicyFunc engine when built WithPolicyFunc.
 func newEngine(cfg config, kind, name string, capacity int, interval int64) (*schedule, error) {
 	s, err := newSchedule(kind, capacity, interval, cfg.clock)
 	if err != nil {
 		return nil, err
 	}
 	s.obs = newObserver(cfg, kind, s.policy(), rule{unit: interval})
-	t, err := newTiers(cfg.policyFunc, name, s.policy(), checkLocalRate)
+	t, err := newPolicyFunc(cfg.policyFunc, name, s.policy(), checkLocalRate)
 	if err != nil {
 		return nil, err
 	}
 	if t != nil {
-		s.keyed = newKeyedSchedule(s, t)
+		s.policyFunc = newPolicyFuncSchedule(s, t)
 	}
 	return s, nil
 }
@@ -63,16 +63,16 @@ func (s *schedule) built() bool { return s != nil && s.tats != nil }
 // settleAny replaces taken by cost for key on the engine that decides (see
 // Adjuster). name names the limiter in errors.
 func (s *schedule) settleAny(ctx context.Context, name, key string, taken, cost int, opts []AdjustOption) (Result, error) {
-	if s.keyed != nil {
-		return s.keyed.settle(ctx, key, taken, cost, opts)
+	if s.policyFunc != nil {
+		return s.policyFunc.settle(ctx, key, taken, cost, opts)
 	}
 	return s.settle(name, key, taken, cost, opts)
 }
 
 // resetAny forgets key on the engine that decides: it is full again.
 func (s *schedule) resetAny(key string) {
-	if s.keyed != nil {
-		s.keyed.reset(key)
+	if s.policyFunc != nil {
+		s.policyFunc.reset(key)
 		return
 	}
 	s.reset(key)
@@ -85,11 +85,11 @@ func (s *schedule) decide(ctx context.Context, key string, n int) (Decision, err
 	if !s.built() {
 		return Decision{}, errEngineNotBuilt
 	}
-	if s.keyed == nil {
+	if s.policyFunc == nil {
 		res, err := s.allow(ctx, key, n)
 		return oneDecision(res, s.obs.own, s.obs.rules), err
 	}
-	res, p, interval, err := s.keyed.decide(ctx, key, n)
+	res, p, interval, err := s.policyFunc.decide(ctx, key, n)
 	return s.obs.decision(res, p, s.rulesOf(interval)), err
 }
 
@@ -104,10 +104,10 @@ func (s *schedule) rulesOf(interval int64) []rule {
 
 // policies returns the policies of key's calls (see Decider). s is built.
 func (s *schedule) policies(ctx context.Context, key string) ([]NamedPolicy, error) {
-	if s.keyed == nil {
+	if s.policyFunc == nil {
 		return s.obs.own, nil
 	}
-	p, _, _, err := s.keyed.tiers.resolve(ctx, key)
+	p, _, _, err := s.policyFunc.policyFunc.resolve(ctx, key)
 	return policyList(p, s.obs.own), err
 }
 
@@ -143,7 +143,7 @@ func newSchedule(kind string, capacity int, interval int64, clock Clock) (*sched
 // *TokenBucket or *GCRA.
 var errEngineNotBuilt = fmt.Errorf("%w: a nil or zero-value *TokenBucket or *GCRA; create one with NewTokenBucket or NewGCRA", ErrInvalidConfig)
 
-// allow decides n for key, or hands the call to the keyed engine. See
+// allow decides n for key, or hands the call to the PolicyFunc engine. See
 // Limiter for the contract. A TokenBucket's or GCRA's Allow calls it
 // directly, whatever the receiver, so that Allow stays small enough to
 // inline: a nil or zero-value engine is refused here.
@@ -153,8 +153,8 @@ func (s *schedule) allow(ctx context.Context, key string, n int) (Result, error)
 	switch {
 	case s == nil || s.tats == nil:
 		return Result{}, errEngineNotBuilt
-	case s.keyed != nil:
-		return s.keyed.allow(ctx, key, n)
+	case s.policyFunc != nil:
+		return s.policyFunc.allow(ctx, key, n)
 	}
 	if err := checkCost(n, int(s.capacity)); err != nil {
 		if s.obs.hooks != nil {

@@ -641,14 +641,14 @@ func TestManyPoliciesHoldNoStateOnceEveryKeyIsFull(t *testing.T) {
 			if err != nil {
 				return nil, nil, err
 			}
-			return l, l.keyed.tats.len, nil
+			return l, l.policyFunc.tats.len, nil
 		}},
 		{"GCRA", false, func(clock Clock, f PolicyFunc) (Limiter, func() int, error) {
 			l, err := NewGCRA(3, time.Second, WithClock(clock), WithPolicyFunc(f))
 			if err != nil {
 				return nil, nil, err
 			}
-			return l, l.keyed.tats.len, nil
+			return l, l.policyFunc.tats.len, nil
 		}},
 		{"FixedWindow", true, func(clock Clock, f PolicyFunc) (Limiter, func() int, error) {
 			l, err := NewFixedWindow(3, time.Second, WithClock(clock), WithPolicyFunc(f))

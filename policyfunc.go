@@ -18,7 +18,7 @@ import (
 type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 
 // WithPolicyFunc makes a limiter decide each call by the policy f returns
-// for its key, for plans (tiers) and per-customer overrides that change
+// for its key, for plans and per-customer overrides that change
 // while the program runs. The constructor's parameters are the limiter's
 // Policy, used for keys f gives the zero Policy. It applies to the six
 // limiters of this package, and a nil f is an error.
@@ -81,9 +81,9 @@ func WithPolicyFunc(f PolicyFunc) Option {
 	}
 }
 
-// tiers resolves the policy of a call of a limiter built WithPolicyFunc. It
+// policyFunc resolves the policy of a call of a limiter built WithPolicyFunc. It
 // is immutable and safe for concurrent use.
-type tiers struct {
+type policyFunc struct {
 	f    PolicyFunc
 	name string // the limiter's name in errors
 	def  Policy // the constructor's
@@ -94,13 +94,13 @@ type tiers struct {
 	defLimit, defParam int64
 }
 
-// newTiers returns the tiers of f for a limiter called name whose
+// newPolicyFunc returns the policyFunc of f for a limiter called name whose
 // constructor's policy is def, checked by check; nil when f is nil.
-func newTiers(f PolicyFunc, name string, def Policy, check func(string, Policy) (int64, int64, error)) (*tiers, error) {
+func newPolicyFunc(f PolicyFunc, name string, def Policy, check func(string, Policy) (int64, int64, error)) (*policyFunc, error) {
 	if f == nil {
 		return nil, nil
 	}
-	t := &tiers{f: f, name: name, def: def, check: check}
+	t := &policyFunc{f: f, name: name, def: def, check: check}
 	var err error
 	if t.defLimit, t.defParam, err = check("policy", def); err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func newTiers(f PolicyFunc, name string, def Policy, check func(string, Policy) 
 }
 
 // resolve returns the policy of a call for key, and its limit and param.
-func (t *tiers) resolve(ctx context.Context, key string) (Policy, int64, int64, error) {
+func (t *policyFunc) resolve(ctx context.Context, key string) (Policy, int64, int64, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -122,7 +122,7 @@ func (t *tiers) resolve(ctx context.Context, key string) (Policy, int64, int64, 
 
 // resolveOther is resolve for a policy other than the limiter's own, or an
 // error of the PolicyFunc.
-func (t *tiers) resolveOther(key string, p Policy, err error) (_ Policy, limit, param int64, _ error) {
+func (t *policyFunc) resolveOther(key string, p Policy, err error) (_ Policy, limit, param int64, _ error) {
 	if err != nil {
 		return t.def, t.defLimit, t.defParam, fmt.Errorf("%w: %s: key %q: %w", ErrPolicy, t.name, key, err)
 	}
@@ -135,7 +135,7 @@ func (t *tiers) resolveOther(key string, p Policy, err error) (_ Policy, limit, 
 // takenBound is the most units a Refund or Settle may say a call took on
 // a limiter of limit: limit, or, with a PolicyFunc (t not nil), 2^52, since
 // the units may have been taken under an earlier, larger policy.
-func (t *tiers) takenBound(limit int) int {
+func (t *policyFunc) takenBound(limit int) int {
 	if t == nil {
 		return limit
 	}

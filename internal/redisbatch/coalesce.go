@@ -1,4 +1,4 @@
-package ratelimit
+package redisbatch
 
 import (
 	"context"
@@ -32,53 +32,27 @@ const (
 	defaultMaxBatch = 128
 )
 
-// pending is one request (an Allow, or a Settle or Reset) on its way to the
-// batch script, through a coalescer or not.
-type pending struct {
-	ctx   context.Context
-	key   string   // the Redis key of its first check
-	more  []string // the Redis keys of its other checks, for a Composite
-	n     int      // an Allow's cost, or a Settle's cost minus taken
-	costs []int    // the n of each check, when they differ (a Composite's)
-	spec  *[3]any  // its limit (algorithm, limit, param), for a limiter built WithPolicyFunc
-	op    *adjustOp
-	line  string        // its record of the script's reply, when err is nil
-	err   error         // its script call's error
-	done  chan struct{} // receives once: the answer is there, or lead is set
-	lead  []*pending    // a batch this call must send; set under the coalescer's lock
-	taken bool          // in a batch; set under the coalescer's lock
-}
-
-// cost returns the n of p's check i: an Allow's cost, or a Settle's cost
-// minus taken.
-func (p *pending) cost(i int) int {
-	if p.costs != nil {
-		return p.costs[i]
-	}
-	return p.n
-}
-
 // coalescer gathers the calls of one Redis limiter into batches. Its fields
 // are guarded by mu. It is safe for concurrent use.
 type coalescer struct {
 	mu          sync.Mutex
 	inFlight    int
-	queue       []*pending
+	queue       []*Request
 	maxInFlight int
 	maxBatch    int
-	send        func(ctx context.Context, batch []*pending) // fills every call's res and err
+	send        func(ctx context.Context, batch []*Request) // fills every request's Record or Err
 }
 
 // do decides p: at once, as a batch of its own, when fewer than maxInFlight
 // batches are on the wire and none is waiting; otherwise in a later batch.
-// It returns p's answer, or, when p.ctx ends while p waits, waiting false:
+// It returns p's answer, or, when p.Ctx ends while p waits, waiting false:
 // the caller then answers with the ctx's error and must not read p again.
-func (c *coalescer) do(p *pending) (waited bool) {
+func (c *coalescer) do(p *Request) (waited bool) {
 	c.mu.Lock()
 	if c.inFlight < c.maxInFlight && len(c.queue) == 0 {
 		c.inFlight++
 		c.mu.Unlock()
-		c.lead([]*pending{p})
+		c.lead([]*Request{p})
 		return true
 	}
 	p.done = make(chan struct{}, 1)
@@ -87,7 +61,7 @@ func (c *coalescer) do(p *pending) (waited bool) {
 
 	select {
 	case <-p.done:
-	case <-p.ctx.Done():
+	case <-p.Ctx.Done():
 		c.mu.Lock()
 		if !p.taken {
 			c.remove(p)
@@ -113,8 +87,8 @@ func (c *coalescer) do(p *pending) (waited bool) {
 // batch of one is sent with its call's ctx; a larger one with none of its
 // callers' cancellation (each caller stops waiting on its own) and the
 // latest of their deadlines, if every one has a deadline.
-func (c *coalescer) lead(batch []*pending) {
-	ctx := batch[0].ctx
+func (c *coalescer) lead(batch []*Request) {
+	ctx := batch[0].Ctx
 	if len(batch) > 1 {
 		var cancel context.CancelFunc
 		ctx, cancel = batchContext(batch)
@@ -151,7 +125,7 @@ func (c *coalescer) handOver(answered int) {
 		return
 	}
 	size := min(len(c.queue), c.maxBatch)
-	batch := make([]*pending, size)
+	batch := make([]*Request, size)
 	copy(batch, c.queue)
 	c.queue = c.queue[size:]
 	if len(c.queue) == 0 {
@@ -166,7 +140,7 @@ func (c *coalescer) handOver(answered int) {
 }
 
 // remove takes p out of the queue. The caller holds mu.
-func (c *coalescer) remove(p *pending) {
+func (c *coalescer) remove(p *Request) {
 	for i, q := range c.queue {
 		if q == p {
 			c.queue = append(c.queue[:i], c.queue[i+1:]...)
@@ -176,16 +150,16 @@ func (c *coalescer) remove(p *pending) {
 }
 
 // batchContext returns the context a batch of several calls is sent with.
-func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
+func batchContext(batch []*Request) (context.Context, context.CancelFunc) {
 	var latest time.Time
 	for _, p := range batch {
-		d, ok := p.ctx.Deadline()
+		d, ok := p.Ctx.Deadline()
 		if !ok {
-			return context.WithCancel(context.WithoutCancel(batch[0].ctx))
+			return context.WithCancel(context.WithoutCancel(batch[0].Ctx))
 		}
 		if d.After(latest) {
 			latest = d
 		}
 	}
-	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+	return context.WithDeadline(context.WithoutCancel(batch[0].Ctx), latest)
 }

@@ -1,4 +1,4 @@
-package ratelimit
+package redisbatch
 
 import (
 	"errors"
@@ -9,11 +9,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// errNotResent is the error of a script call that go-redis tried to send a
+// ErrNotResent is the error of a script call that go-redis tried to send a
 // second time after a failure that came once the call had been sent (a read
 // that timed out, a connection that broke): the server may have run it, and
 // a second run would decide its requests twice.
-var errNotResent = errors.New("the Redis client tried to send the script call again after it had been sent; " +
+var ErrNotResent = errors.New("the Redis client tried to send the script call again after it had been sent; " +
 	"it was not sent again, since the server may already have decided it")
 
 // onceArg is the first argument of a batch script call, its number of
@@ -24,7 +24,7 @@ var errNotResent = errors.New("the Redis client tried to send the script call ag
 // the server answered the earlier try with an error that says it did not
 // run the call (unrun) and go-redis set that error on the command before
 // trying again, as a cluster client does when it follows MOVED or ASK to
-// another node. Any other second write fails with errNotResent, which
+// another node. Any other second write fails with ErrNotResent, which
 // go-redis returns without retrying; so a retry of go-redis's within one
 // client, after LOADING or TRYAGAIN as after a timeout, becomes an error.
 //
@@ -45,11 +45,11 @@ func newOnceArg(requests int) *onceArg {
 }
 
 // MarshalBinary returns the argument's text the first time, and after an
-// unrun answer; errNotResent otherwise.
+// unrun answer; ErrNotResent otherwise.
 func (a *onceArg) MarshalBinary() ([]byte, error) {
 	if a.sent.Swap(true) {
 		if a.cmd == nil || !unrun(a.cmd.Err()) {
-			return nil, errNotResent
+			return nil, ErrNotResent
 		}
 		a.cmd.SetErr(nil) // the next second write needs an unrun answer of its own
 	}

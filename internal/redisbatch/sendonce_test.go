@@ -1,4 +1,4 @@
-package ratelimit
+package redisbatch
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestOnceArgIsWrittenOnceUnlessTheServerRefusedItUnrun(t *testing.T) {
 
 	// No reply (a timeout, a broken connection): the server may have run it.
 	_, err = a.MarshalBinary()
-	require.ErrorIs(t, err, errNotResent)
+	require.ErrorIs(t, err, ErrNotResent)
 
 	// A cluster redirect or a server not ready: it did not run.
 	for _, reply := range []string{"MOVED 3999 127.0.0.1:6381", "ASK 3999 127.0.0.1:6381", "TRYAGAIN Multiple keys request during rehashing of slot",
@@ -34,14 +34,14 @@ func TestOnceArgIsWrittenOnceUnlessTheServerRefusedItUnrun(t *testing.T) {
 		assert.Equal(t, "12", string(text))
 		require.NoError(t, cmd.Err(), "%s: a write after an unrun answer needs an unrun answer of its own", reply)
 		_, err = a.MarshalBinary()
-		require.ErrorIs(t, err, errNotResent, reply)
+		require.ErrorIs(t, err, ErrNotResent, reply)
 	}
 
 	// Any other error, a reply of the script's or not, may follow a run.
 	for _, err := range []error{io.EOF, errors.New("MOVED but not a reply"), redisReplyError("ERR user_script:1: Script attempted to access a non local key"), redisReplyError("OOM command not allowed")} {
 		cmd.SetErr(err)
 		_, got := a.MarshalBinary()
-		require.ErrorIs(t, got, errNotResent, "%v", err)
+		require.ErrorIs(t, got, ErrNotResent, "%v", err)
 	}
 
 	// Without a command to ask, never twice.
@@ -49,5 +49,11 @@ func TestOnceArgIsWrittenOnceUnlessTheServerRefusedItUnrun(t *testing.T) {
 	_, err = b.MarshalBinary()
 	require.NoError(t, err)
 	_, err = b.MarshalBinary()
-	require.ErrorIs(t, err, errNotResent)
+	require.ErrorIs(t, err, ErrNotResent)
 }
+
+// redisReplyError is an error reply as go-redis returns one.
+type redisReplyError string
+
+func (e redisReplyError) Error() string { return string(e) }
+func (redisReplyError) RedisError()     {}

@@ -1,0 +1,189 @@
+package redisbatch
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// command returns the command that runs the batch script (by "evalsha" and
+// its SHA, or "eval" and its source) on batch, in the compact form when
+// batch allows it and in the general form otherwise (see the script's
+// header). Its first script argument, R, is an onceArg, so that go-redis
+// sends it at most once, where the client allows (sendsOnce).
+func (s *Sender) command(ctx context.Context, batch []*Request, verb, script string) *redis.Cmd {
+	if s.compact(batch) {
+		return s.encodeCompact(ctx, batch, verb, script)
+	}
+	return s.encodeGeneral(ctx, batch, verb, script)
+}
+
+// compact reports whether batch can go in the compact form: Allows of one
+// check each, on the sender's one limit.
+func (s *Sender) compact(batch []*Request) bool {
+	if s.limits == nil || s.checks != 1 {
+		return false
+	}
+	for _, p := range batch {
+		if p.Op != Allow {
+			return false
+		}
+	}
+	return true
+}
+
+// encodeCompact returns the command of batch in the compact form: -R, the
+// one limit, then each request's cost, or one cost when there are several
+// and all are the same.
+func (s *Sender) encodeCompact(ctx context.Context, batch []*Request, verb, script string) *redis.Cmd {
+	same := len(batch) > 1
+	for _, p := range batch[1:] {
+		same = same && p.cost(0) == batch[0].cost(0)
+	}
+	costs := len(batch)
+	if same {
+		costs = 1
+	}
+	args := make([]any, 3, 3+len(batch)+1+len(s.limits)+costs)
+	args[0], args[1], args[2] = verb, script, len(batch)
+	for _, p := range batch {
+		args = append(args, p.Key)
+	}
+	args, once := s.appendCount(args, -len(batch))
+	args = append(args, s.limits...)
+	if same {
+		args = append(args, batch[0].cost(0))
+	} else {
+		for _, p := range batch {
+			args = append(args, p.cost(0))
+		}
+	}
+	return s.finish(ctx, args, once)
+}
+
+// encodeGeneral returns the command of batch in the general form: R, the
+// limits (the sender's, or the distinct ones its requests carry), then
+// each request as an Allow, a Settle ('S') or a Reset ('X'), every check
+// naming its limit by number.
+func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, script string) *redis.Cmd {
+	c := s.checks
+	nkeys, nargs := 0, 1+len(s.limits) // R, then S and the limits
+	if s.limits == nil {
+		nargs = 2 + 3*len(batch) // at most one limit per request
+	}
+	for _, p := range batch {
+		nkeys += c
+		switch p.Op {
+		case Allow:
+			nargs += 1 + 2*c
+		case Reset:
+			nargs += 2 + c
+		case Settle:
+			nargs += 4 + 2*c
+			if p.Token != "" {
+				nkeys++
+			}
+		}
+	}
+	args := make([]any, 3, 3+nkeys+nargs)
+	args[0], args[1], args[2] = verb, script, nkeys
+	for _, p := range batch {
+		args = append(args, p.Key)
+		for _, k := range p.More {
+			args = append(args, k)
+		}
+		if p.Op == Settle && p.Token != "" {
+			args = append(args, p.Token)
+		}
+	}
+	args, once := s.appendCount(args, len(batch))
+	// Check i (from 1) of a request refers to limit i, or, when each
+	// request carries its own, to its own: limits[j] + 1.
+	var limits []int
+	if s.limits == nil {
+		var own []*Limit
+		own, limits = distinctLimits(batch)
+		args = append(args, len(own))
+		for _, l := range own {
+			args = append(args, l.args[:]...)
+		}
+	} else {
+		args = append(args, s.limits...)
+	}
+	base := 0
+	for j, p := range batch {
+		if limits != nil {
+			base = limits[j]
+		}
+		switch p.Op {
+		case Allow:
+			args = append(args, c)
+			for i := 1; i <= c; i++ {
+				args = append(args, base+i, p.cost(i-1))
+			}
+		case Reset:
+			args = append(args, "X", c)
+			for i := 1; i <= c; i++ {
+				args = append(args, base+i)
+			}
+		case Settle:
+			ttl := 0
+			if p.Token != "" {
+				ttl = s.tokenTTL
+			}
+			args = append(args, "S", c, p.Age, ttl)
+			for i := 1; i <= c; i++ {
+				args = append(args, base+i, p.cost(i-1))
+			}
+		}
+	}
+	return s.finish(ctx, args, once)
+}
+
+// appendCount appends the call's first script argument, R (or -R), as an
+// onceArg where the client allows, and returns it then.
+func (s *Sender) appendCount(args []any, r int) ([]any, *onceArg) {
+	if !s.once {
+		return append(args, r), nil
+	}
+	once := newOnceArg(r)
+	return append(args, once), once
+}
+
+// finish returns the command of args, which once, if any, guards.
+func (s *Sender) finish(ctx context.Context, args []any, once *onceArg) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	if once != nil {
+		once.cmd = cmd
+	}
+	return cmd
+}
+
+// distinctLimits returns the distinct limits of a batch of requests that
+// carry their own (Request.Limit), and the index of each request's among
+// them: a batch of one plan sends its limit once. It compares with the
+// first maxSharedLimits distinct limits only, so that a batch of many
+// policies costs no more than one limit per request.
+func distinctLimits(batch []*Request) ([]*Limit, []int) {
+	own := make([]*Limit, 0, 4)
+	index := make([]int, len(batch))
+	for j, p := range batch {
+		k := -1
+		for i, l := range own[:min(len(own), maxSharedLimits)] {
+			if l.same(p.Limit) {
+				k = i
+				break
+			}
+		}
+		if k < 0 {
+			k = len(own)
+			own = append(own, p.Limit)
+		}
+		index[j] = k
+	}
+	return own, index
+}
+
+// maxSharedLimits bounds the limits distinctLimits compares a request's
+// with.
+const maxSharedLimits = 16

@@ -1,0 +1,93 @@
+package redisbatch
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"strconv"
+	"sync/atomic"
+)
+
+// Script is the batch script: its Lua source, and the SHA1 by which
+// EVALSHA names it. It is immutable.
+type Script struct {
+	src, sha string
+}
+
+// NewScript returns the Script of the Lua source src.
+func NewScript(src string) Script {
+	sum := sha1.Sum([]byte(src))
+	return Script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// Source returns the script's Lua source.
+func (s Script) Source() string { return s.src }
+
+// SHA returns the script's SHA1, in hex, as EVALSHA takes it.
+func (s Script) SHA() string { return s.sha }
+
+// Kind is the batch script's name of an algorithm.
+type Kind string
+
+// The algorithms of the batch script (see its header).
+const (
+	TokenBucket Kind = "t" // a token bucket: Param is µs per token
+	GCRA        Kind = "g" // GCRA: Param is µs per unit
+	FixedWindow Kind = "w" // a fixed window: Param is the window in ms
+	// TokenBucketWithInterval and GCRAWithInterval keep their interval with each key's
+	// state, for a limiter whose policy is chosen per key; a fixed window
+	// keeps nothing more, and is FixedWindow then too.
+	TokenBucketWithInterval Kind = "T"
+	GCRAWithInterval        Kind = "G"
+)
+
+// Limit is one limit a request's checks refer to: the algorithm, its limit
+// in whole units (a capacity, or a window's limit) and its param. A Limit
+// is immutable once made by NewLimit, which formats its arguments once so
+// that sending it allocates nothing.
+type Limit struct {
+	Kind  Kind
+	Units int64
+	Param int64
+	args  [3]any // Kind, Units and Param as script arguments
+}
+
+// NewLimit returns the Limit of kind, units and param.
+func NewLimit(kind Kind, units, param int64) *Limit {
+	return &Limit{Kind: kind, Units: units, Param: param,
+		args: [3]any{string(kind), strconv.FormatInt(units, 10), strconv.FormatInt(param, 10)}}
+}
+
+// same reports whether l and m are the same limit.
+func (l *Limit) same(m *Limit) bool {
+	return l == m || l.Kind == m.Kind && l.Units == m.Units && l.Param == m.Param
+}
+
+// LimitCache holds the Limits of the policies a limiter whose policy is
+// chosen per key used last, so that a call of a policy in use allocates
+// none: one entry per slot, replaced by the next policy that lands there,
+// so its memory is bounded whatever the number of policies. Its zero value
+// is not usable; make one with NewLimitCache. It is safe for concurrent
+// use.
+type LimitCache struct {
+	kind  Kind
+	slots [cacheSlots]atomic.Pointer[Limit]
+}
+
+// cacheSlots is how many policies a LimitCache holds: enough for the plans
+// of a service; per-customer overrides beyond it cost a small allocation
+// per call.
+const cacheSlots = 16
+
+// NewLimitCache returns an empty LimitCache of Limits of kind.
+func NewLimitCache(kind Kind) *LimitCache { return &LimitCache{kind: kind} }
+
+// Get returns the Limit of the cache's kind, units and param.
+func (c *LimitCache) Get(units, param int64) *Limit {
+	slot := &c.slots[uint64(units*31+param)%cacheSlots]
+	if l := slot.Load(); l != nil && l.Units == units && l.Param == param {
+		return l
+	}
+	l := NewLimit(c.kind, units, param)
+	slot.Store(l)
+	return l
+}

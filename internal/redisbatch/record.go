@@ -1,0 +1,92 @@
+package redisbatch
+
+import "fmt"
+
+// The batch script's reply is binary, so that the server formats no number
+// as text (see scripts/batch.lua, Returns): a record per request, in
+// order. An answered request's record holds CheckSize bytes per check:
+// allowed (0 or 1), then remaining, retry_after and reset_after (µs) as
+// big-endian 64-bit integers. A refused request's record is refusedMark,
+// the number of the refused check from 1, the length of the reason (two
+// bytes, big-endian) and the reason.
+const (
+	// CheckSize is the size in bytes of one check's part of a record.
+	CheckSize   = 25
+	refusedMark = 0xFF
+)
+
+// Record is one request's record of the batch script's reply: a check's
+// verdict per check, or a refusal. Its methods read it as it is; the
+// caller checks its numbers before believing them.
+type Record string
+
+// Refusal returns the number (from 1) of the check a refusal record names,
+// and its reason; ok is false for a record that is not a refusal.
+func (r Record) Refusal() (check int, reason string, ok bool) {
+	if len(r) < 4 || r[0] != refusedMark {
+		return 0, "", false
+	}
+	return int(r[1]), string(r[4:]), true
+}
+
+// Checks returns how many checks an answered record holds: its length over
+// CheckSize; ok is false when that is not whole, or r is a refusal.
+func (r Record) Checks() (n int, ok bool) {
+	if len(r) == 0 || len(r)%CheckSize != 0 || r[0] == refusedMark {
+		return 0, false
+	}
+	return len(r) / CheckSize, true
+}
+
+// Verdict is one check's part of an answered record, as the script wrote
+// it, unchecked: Allowed should be 0 or 1, the others ≥ 0; the times are
+// in µs.
+type Verdict struct {
+	Allowed                           int64
+	Remaining, RetryAfter, ResetAfter int64
+}
+
+// Check returns check i (from 0) of an answered record; the caller has
+// checked that r holds it (Checks).
+func (r Record) Check(i int) Verdict {
+	c := r[i*CheckSize : (i+1)*CheckSize]
+	return Verdict{
+		Allowed:    int64(c[0]),
+		Remaining:  be64(c[1:9]),
+		RetryAfter: be64(c[9:17]),
+		ResetAfter: be64(c[17:25]),
+	}
+}
+
+// be64 reads the big-endian 64-bit integer in the 8 bytes of b.
+func be64(b Record) int64 {
+	_ = b[7]
+	return int64(uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7]))
+}
+
+// splitReply sets the Record of each request of batch to its record of
+// reply, or returns an error when reply is not one record per request,
+// no more, no fewer.
+func splitReply(reply string, batch []*Request) error {
+	off := 0
+	for _, p := range batch {
+		end := off + 1
+		switch {
+		case off >= len(reply):
+			return fmt.Errorf("unexpected reply from Redis script: %d bytes for %d requests", len(reply), len(batch))
+		case reply[off] == refusedMark && off+4 <= len(reply):
+			end = off + 4 + (int(reply[off+2])<<8 | int(reply[off+3]))
+		case reply[off] != refusedMark:
+			end = off + CheckSize*p.checks()
+		}
+		if end > len(reply) || end == off+1 {
+			return fmt.Errorf("unexpected reply from Redis script: %d bytes for %d requests", len(reply), len(batch))
+		}
+		p.Record, off = Record(reply[off:end]), end
+	}
+	if off != len(reply) {
+		return fmt.Errorf("unexpected reply from Redis script: %d bytes left over after %d requests", len(reply)-off, len(batch))
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package redisbatch
+
+import "context"
+
+// Op is what a Request asks of the batch script.
+type Op uint8
+
+const (
+	// Allow decides the request's costs, all or nothing.
+	Allow Op = iota
+	// Settle adds each check's cost (cost minus taken: > 0 takes more,
+	// < 0 gives back) to its key, on every check or on none.
+	Settle
+	// Reset empties every check's key, or none.
+	Reset
+)
+
+// Request is one request on its way to the batch script, through a
+// coalescer or not: an Allow, a Settle or a Reset, of one check per key.
+// Its caller fills the fields above Record, hands it to Sender.Do once and
+// then reads Record or Err; a Request is never reused.
+type Request struct {
+	Ctx  context.Context
+	Key  string   // the Redis key of its first check
+	More []string // the Redis keys of its other checks, for a Composite
+	// N is the cost of every check, unless Costs gives one per check: an
+	// Allow's cost, or a Settle's cost minus taken.
+	N     int
+	Costs []int
+	// Limit is the request's own limit, when its Sender was made without
+	// limits (Config.Limits): it then has one check.
+	Limit *Limit
+	Op    Op
+	// Age is a Settle's µs since the units were taken, rounded up; -1 when
+	// not known.
+	Age int64
+	// Token is a Settle's token key (see Sender.TokenKey): the Settle is
+	// applied only when that key is not there, and creates it. "" without.
+	Token string
+
+	Record Record // its record of the script's reply, when Err is nil
+	Err    error  // its script call's error
+
+	done  chan struct{} // receives once: the answer is there, or lead is set
+	lead  []*Request    // a batch this request must send; set under the coalescer's lock
+	taken bool          // in a batch; set under the coalescer's lock
+}
+
+// checks returns how many checks r has: one per key.
+func (r *Request) checks() int { return 1 + len(r.More) }
+
+// cost returns the cost of r's check i.
+func (r *Request) cost(i int) int {
+	if r.Costs != nil {
+		return r.Costs[i]
+	}
+	return r.N
+}

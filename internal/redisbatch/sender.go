@@ -1,0 +1,230 @@
+// Package redisbatch carries the requests of ratelimit's Redis limiters to
+// the batch script and brings back each one's record of its reply: the
+// coalescing of concurrent requests into one script call, the encoding of
+// the call in its formats, the guard that sends a call at most once, the
+// routing of a batch by hash slot or ring shard, and the splitting of the
+// binary reply into records. It knows nothing of limiters, policies or
+// Results: the root package makes its Requests and reads its Records.
+//
+// Its surface: a Sender, made once per limiter (or per Composite of Redis
+// limiters) by NewSender from a Config, whose Do sends one Request; the
+// Limit a check refers to, and the LimitCache of per-key limits; the
+// Record of a reply and its Verdicts.
+package redisbatch
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Config is what a Sender is made from.
+type Config struct {
+	Client redis.Scripter
+	Script Script
+	// Limits are the limits of every request's checks, one check per
+	// limit in order; empty when each request carries its own Limit
+	// (Request.Limit) and has one check.
+	Limits []*Limit
+	// Coalesce gathers the requests that arrive while others are in flight
+	// into one script call (see coalescer); a client whose routing is
+	// unknown never coalesces.
+	Coalesce bool
+	// TokenTTL is how long a Settle's token key is kept.
+	TokenTTL time.Duration
+}
+
+// Sender sends the batch script calls of one Redis limiter, or of the Redis
+// parts of a Composite. It is immutable and safe for concurrent use as far
+// as its client is.
+type Sender struct {
+	client redis.Scripter
+	script Script
+	route  route
+	once   bool // calls are held to one write (see sendsOnce)
+	// limits is the script's arguments after R: S, then each limit's
+	// kind, units and param; nil when each request carries its own.
+	limits   []any
+	checks   int        // of every request
+	co       *coalescer // nil without coalescing
+	tokenTTL int        // ms
+}
+
+// NewSender returns the Sender cfg describes, coalescing with batches of at
+// most defaultMaxBatch checks.
+func NewSender(cfg Config) *Sender {
+	s := &Sender{
+		client:   cfg.Client,
+		script:   cfg.Script,
+		route:    routeOf(cfg.Client),
+		once:     sendsOnce(cfg.Client),
+		checks:   max(1, len(cfg.Limits)),
+		tokenTTL: int(cfg.TokenTTL / time.Millisecond),
+	}
+	if len(cfg.Limits) > 0 {
+		s.limits = make([]any, 0, 1+3*len(cfg.Limits))
+		s.limits = append(s.limits, len(cfg.Limits))
+		for _, l := range cfg.Limits {
+			s.limits = append(s.limits, l.args[:]...)
+		}
+	}
+	if cfg.Coalesce && s.route != routeAlone {
+		// The bound is on checks, which is what holds the server: a
+		// Composite's requests have one per part.
+		s.co = &coalescer{maxInFlight: defaultMaxInFlight, maxBatch: max(1, defaultMaxBatch/s.checks), send: s.sendBatch}
+	}
+	return s
+}
+
+// Coalesces reports whether s gathers concurrent requests into one call.
+func (s *Sender) Coalesces() bool { return s.co != nil }
+
+// SameShard reports whether one script call can touch the Redis keys a
+// and b: on a cluster when they are in one hash slot, on a ring when they
+// have one hash tag, and always on one server.
+func (s *Sender) SameShard(a, b string) bool { return sameShard(s.route, a, b) }
+
+// TokenKey returns the Redis key that remembers a Settle's token for a
+// request whose first key is key, in a place that request's script call
+// can touch on s's client (see tokenKey).
+func (s *Sender) TokenKey(key, token string) string { return tokenKey(s.route, key, token) }
+
+// Do sends r, alone or coalesced, and reports whether it got an answer
+// (r.Record or r.Err); false when r.Ctx ended while r waited for its
+// batch, and then r must not be read again.
+func (s *Sender) Do(r *Request) bool {
+	if s.co == nil {
+		s.sendBatch(r.Ctx, []*Request{r})
+		return true
+	}
+	return s.co.do(r)
+}
+
+// scriptCall is one call of the batch script: the requests it decides, and
+// its command.
+type scriptCall struct {
+	batch []*Request
+	cmd   *redis.Cmd
+}
+
+// sendBatch decides batch with as few script calls as its client's route
+// allows, sent together, and sets each request's Record or Err (its script
+// call's error).
+func (s *Sender) sendBatch(ctx context.Context, batch []*Request) {
+	calls := s.split(batch)
+	for i := range calls {
+		calls[i].cmd = s.command(ctx, calls[i].batch, "evalsha", s.script.sha)
+	}
+	s.run(ctx, calls)
+	// A server that does not know the script (after SCRIPT FLUSH, a restart
+	// or a failover) refused those calls unrun: send them again whole.
+	var again []scriptCall
+	for i := range calls {
+		if err := calls[i].cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			calls[i].cmd = s.command(ctx, calls[i].batch, "eval", s.script.src)
+			again = append(again, calls[i])
+		}
+	}
+	if again != nil {
+		s.run(ctx, again)
+	}
+	for _, c := range calls {
+		answer(c)
+	}
+}
+
+// split returns the script calls that decide batch: one for a single
+// server; for a cluster, one per hash slot; for a ring, one per hash tag.
+// Each call keeps the order of its requests. The keys of one request share
+// a slot (and tag); their owners see to it.
+func (s *Sender) split(batch []*Request) []scriptCall {
+	if len(batch) == 1 || s.route == routeOne || s.route == routeAlone {
+		return []scriptCall{{batch: batch}}
+	}
+	var calls []scriptCall
+	index := make(map[any]int, len(batch))
+	for _, p := range batch {
+		var group any = hashTag(p.Key)
+		if s.route == routeSlot {
+			group = HashSlot(p.Key)
+		}
+		i, ok := index[group]
+		if !ok {
+			i = len(calls)
+			index[group] = i
+			calls = append(calls, scriptCall{})
+		}
+		calls[i].batch = append(calls[i].batch, p)
+	}
+	return calls
+}
+
+// processor is what every go-redis client has: it sends a command.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// pipeliner is what the clients of several servers have: a pipeline that
+// sends each command to its key's server, and each server's commands at
+// once.
+type pipeliner interface {
+	Pipeline() redis.Pipeliner
+}
+
+// run sends calls, together when there are several, and leaves each reply
+// or error in its command.
+func (s *Sender) run(ctx context.Context, calls []scriptCall) {
+	if len(calls) > 1 {
+		if c, ok := s.client.(pipeliner); ok {
+			pipe := c.Pipeline()
+			for _, call := range calls {
+				_ = pipe.Process(ctx, call.cmd)
+			}
+			_, _ = pipe.Exec(ctx) // every command holds its own error
+			return
+		}
+	}
+	for _, call := range calls {
+		if c, ok := s.client.(processor); ok {
+			_ = c.Process(ctx, call.cmd)
+			continue
+		}
+		// A Scripter of another kind: through its own EVALSHA or EVAL. The
+		// onceArg allows no second write, as go-redis never sets an error on
+		// call.cmd meanwhile.
+		args := call.cmd.Args()
+		keys := make([]string, args[2].(int))
+		for i := range keys {
+			keys[i] = args[3+i].(string)
+		}
+		argv := args[3+len(keys):]
+		var res *redis.Cmd
+		if args[0] == "eval" {
+			res = s.client.Eval(ctx, s.script.src, keys, argv...)
+		} else {
+			res = s.client.EvalSha(ctx, s.script.sha, keys, argv...)
+		}
+		call.cmd.SetVal(res.Val())
+		call.cmd.SetErr(res.Err())
+	}
+}
+
+// answer sets the Record (see splitReply) or Err of each request of call.
+func answer(call scriptCall) {
+	reply, err := call.cmd.Result()
+	if err == nil {
+		if text, ok := reply.(string); ok {
+			err = splitReply(text, call.batch)
+		} else {
+			err = fmt.Errorf("unexpected reply from Redis script: %.200q", fmt.Sprint(reply))
+		}
+	}
+	if err != nil {
+		for _, p := range call.batch {
+			p.Record, p.Err = "", err
+		}
+	}
+}
