@@ -14,6 +14,14 @@ import (
 
 // The response metadata keys: gRPC metadata keys are lower case, and these
 // are the HTTP field names of package httplimit in that form.
+//
+// This file repeats, on purpose, what httplimit does for headers: the
+// HeaderStyle values, the policy-name check, the structured-field quoting,
+// the policy items and the rounding of seconds. httplimit keeps those
+// unexported and writes an http.Header; sharing them would mean exporting
+// formatting helpers from httplimit (an API its users would then depend
+// on) or a third package both import, for about 60 lines. Each package's
+// tests check its own fields.
 const (
 	keyLimit      = "ratelimit-limit"
 	keyRemaining  = "ratelimit-remaining"

@@ -76,6 +76,11 @@ type PeerConfig struct {
 }
 
 // defaultIPv6Prefix is PeerConfig.IPv6Prefix's meaning of 0.
+//
+// The masking below repeats httplimit's KeyByIP on purpose: httplimit
+// reads an *http.Request and keeps its masking unexported; this module
+// keys by a gRPC peer, and exporting the masking from httplimit only for it
+// would widen httplimit's API.
 const defaultIPv6Prefix = 64
 
 // KeyByPeer returns a KeyFunc that keys a call by the IP address of its
