@@ -17,21 +17,18 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/examples/internal/demoredis"
+	"github.com/ratelimit-go/ratelimit/examples/internal/demoserve"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 )
 
@@ -70,13 +67,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           gateway,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       60 * time.Second,
-	}
+	srv := demoserve.NewServer(gateway)
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -86,26 +77,7 @@ func run() error {
 	log.Printf("listening on http://%s/v1/chat/completions (per API key: %d requests and %d tokens a minute)",
 		ln.Addr(), requestsPerMinute, tokensPerMinute)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	log.Printf("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return demoserve.Serve(srv, ln)
 }
 
 // newGateway returns the gateway's handler, with its limits kept in the

@@ -10,7 +10,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,12 +17,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/examples/internal/demoredis"
+	"github.com/ratelimit-go/ratelimit/examples/internal/demoserve"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 )
 
@@ -73,13 +70,7 @@ func run() error {
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/v1/data", limit.Handler(http.HandlerFunc(data)))
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       60 * time.Second,
-	}
+	srv := demoserve.NewServer(mux)
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -88,26 +79,7 @@ func run() error {
 	log.Printf("%s", rdb.Describe())
 	log.Printf("listening on http://%s/api/v1/data?user_id=42 (capacity %d, %.0f tokens/s per user)", ln.Addr(), capacity, rate)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	log.Printf("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return demoserve.Serve(srv, ln)
 }
 
 // userKey keys a request by its user_id query parameter.

@@ -24,19 +24,14 @@
 package main
 
 import (
-	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"log"
 	"net"
-	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/ratelimit-go/ratelimit/examples/internal/demoredis"
+	"github.com/ratelimit-go/ratelimit/examples/internal/demoserve"
 )
 
 // defaultPlans is plans.json, used unless PLANS names another file.
@@ -76,13 +71,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           svc,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       60 * time.Second,
-	}
+	srv := demoserve.NewServer(svc)
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -91,26 +80,7 @@ func run() error {
 	log.Printf("plans from %s: %s (default %s); limits kept %s", source, st.describe(), st.defaultPlan, where)
 	log.Printf("listening on http://%s/v1/hello (admin: POST /admin/customers/{key}/plan)", ln.Addr())
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	log.Printf("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return demoserve.Serve(srv, ln)
 }
 
 // loadPlans reads the plan file at path, or the embedded plans.json when
