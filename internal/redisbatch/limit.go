@@ -19,12 +19,6 @@ func NewScript(src string) Script {
 	return Script{src: src, sha: hex.EncodeToString(sum[:])}
 }
 
-// Source returns the script's Lua source.
-func (s Script) Source() string { return s.src }
-
-// SHA returns the script's SHA1, in hex, as EVALSHA takes it.
-func (s Script) SHA() string { return s.sha }
-
 // Kind is the batch script's name of an algorithm.
 type Kind string
 
