@@ -1,23 +1,9 @@
 package redisbatch
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"strconv"
 	"sync/atomic"
 )
-
-// Script is the batch script: its Lua source, and the SHA1 by which
-// EVALSHA names it. It is immutable.
-type Script struct {
-	src, sha string
-}
-
-// NewScript returns the Script of the Lua source src.
-func NewScript(src string) Script {
-	sum := sha1.Sum([]byte(src))
-	return Script{src: src, sha: hex.EncodeToString(sum[:])}
-}
 
 // Kind is the batch script's name of an algorithm.
 type Kind string

@@ -14,12 +14,26 @@ package redisbatch
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// Script is the batch script: its Lua source, and the SHA1 by which
+// EVALSHA names it. It is immutable.
+type Script struct {
+	src, sha string
+}
+
+// NewScript returns the Script of the Lua source src.
+func NewScript(src string) Script {
+	sum := sha1.Sum([]byte(src))
+	return Script{src: src, sha: hex.EncodeToString(sum[:])}
+}
 
 // Config is what a Sender is made from.
 type Config struct {
