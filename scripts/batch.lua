@@ -99,6 +99,8 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
+local maxdebt = 4503599627370496 -- 2^52
+
 -- whole reads a number as this script writes it; nil for anything else.
 local function whole(s)
   if type(s) ~= 'string' or #s > 16 or not (s == '0' or string.find(s, '^[1-9]%d*$')) then
@@ -120,8 +122,6 @@ local function signed(s)
   return whole(s)
 end
 
-local maxdebt = 4503599627370496 -- 2^52
-
 -- wrongtype tells whether a reply of redis.pcall is the error of a key of
 -- another type; any other error ends the script.
 local function wrongtype(reply)
@@ -134,6 +134,7 @@ local function wrongtype(reply)
   return false
 end
 
+-- ms returns a TTL of us µs: whole ms, rounded up, at least 1.
 local function ms(us)
   return math.max(1, math.ceil(us / 1000))
 end
@@ -151,17 +152,6 @@ local function convert(used, from, to)
   end
   return math.min(maxdebt, q * to + math.ceil(r * to / from))
 end
-
--- Each check function reads its key and returns allowed, remaining, retry
--- and reset as they are once its cost is taken (or, when it does not allow,
--- as they are), then the values its writer writes, nil when there is
--- nothing to write; or nil and the reason its key is refused. Nothing is
--- written before every check of a request has allowed, but for a 'T' or
--- 'G' key read at another interval, or a 't' key in the earlier shape: its
--- conversion is written by any call of one check, a peek or a denial too.
-
--- The state functions read a key as of now, or return nil and the reason
--- it is refused.
 
 -- pair returns the values of fields a and b of a HASH read by HGETALL
 -- (state) that has exactly these two fields, in either order; nil for
@@ -192,14 +182,25 @@ local function bucket_tat(state, full)
   return math.min(last + full - math.min(credit, full), now + maxdebt)
 end
 
--- gcra_state returns the theoretical arrival time, at least now, of a key
--- of shape 'g' (or nil), 'G', 't' or 'T', and whether it was converted
--- from another interval or an earlier shape (then the caller writes it,
--- even when it takes nothing: the new policy holds from this call on).
--- stored, when not nil, is the key's reply to the read, made already.
-local function gcra_state(key, limit, interval, stored, shape)
+-- A check is a table: key, the key it decides on; kind, limit and param, of
+-- its limit; and cost (an Allow's n) or d (a Settle's). Deciding it sets
+-- the fields its kind's writer writes, on every path, so that one table can
+-- serve check after check.
+
+-- The state functions read a check's key as of now, or return nil and the
+-- reason it is refused. stored, when not nil, is the key's reply to the
+-- read, made already (by the compact form).
+
+-- gcra_state returns the theoretical arrival time, at least now, of check
+-- c's key, of kind 'g', 'G', 't' or 'T', and whether it was converted from
+-- another interval or an earlier shape (then the caller writes it, even
+-- when it takes nothing: the new policy holds from this call on), and sets
+-- c.earlier when that shape was a 't' key's earlier one.
+local function gcra_state(c, stored)
+  local key, kind, interval = c.key, c.kind, c.param
   local tat, t0, earlier = nil, interval, false
-  if shape == 't' or shape == 'T' then
+  c.earlier = false
+  if kind == 't' or kind == 'T' then
     local state = stored or redis.pcall('HGETALL', key)
     if wrongtype(state) then
       return nil, 'not a HASH'
@@ -207,11 +208,11 @@ local function gcra_state(key, limit, interval, stored, shape)
     if #state == 0 then
       return now, false
     end
-    if shape == 't' then
+    if kind == 't' then
       if #state == 2 and state[1] == 'tat' then
         tat = whole(state[2])
       elseif #state == 4 then
-        tat, earlier = bucket_tat(state, limit * interval), true
+        tat, earlier = bucket_tat(state, c.limit * interval), true
       end
       if not tat then
         return nil, 'not a HASH of exactly tat, whole microseconds below 2^53'
@@ -231,7 +232,7 @@ local function gcra_state(key, limit, interval, stored, shape)
     if not stored then
       return now, false
     end
-    if shape == 'G' then
+    if kind == 'G' then
       local a, b = string.match(stored, '^(%d+):(%d+)$')
       tat, t0 = whole(a), whole(b)
       if not (tat and t0 and t0 >= 1) then
@@ -247,6 +248,7 @@ local function gcra_state(key, limit, interval, stored, shape)
   if redis.call('PTTL', key) < 0 then
     return nil, 'a time without the TTL every write sets'
   end
+  c.earlier = earlier
   if tat <= now then
     return now, earlier
   end
@@ -257,9 +259,10 @@ local function gcra_state(key, limit, interval, stored, shape)
   return tat, earlier
 end
 
--- window_state returns a window's count, 0 when none is open, and the ms
--- left in it; stored as gcra_state's.
-local function window_state(key, stored)
+-- window_state returns the count of check c's window, 0 when none is open,
+-- and the ms left in it.
+local function window_state(c, stored)
+  local key = c.key
   stored = stored or redis.pcall('GET', key)
   if wrongtype(stored) then
     return nil, 'not a STRING'
@@ -281,66 +284,157 @@ local function window_state(key, stored)
   return count, left
 end
 
-local function gcra(key, limit, interval, n, stored, shape)
-  local tat, converted = gcra_state(key, limit, interval, stored, shape)
+-- The writers write what deciding check c set, if anything.
+
+-- write_bucket writes a 't' key: c.tat, with PEXPIRE c.ttl.
+local function write_bucket(c)
+  if c.tat then
+    if c.earlier then
+      redis.call('DEL', c.key) -- a bucket kept in an earlier shape
+    end
+    redis.call('HSET', c.key, 'tat', c.tat)
+    redis.call('PEXPIRE', c.key, c.ttl)
+  end
+end
+
+-- write_keyed_bucket writes a 'T' key: c.tat and the interval, with
+-- PEXPIRE c.ttl.
+local function write_keyed_bucket(c)
+  if c.tat then
+    redis.call('HSET', c.key, 'tat', c.tat, 'interval', c.param)
+    redis.call('PEXPIRE', c.key, c.ttl)
+  end
+end
+
+-- write_gcra writes a 'g' key: c.tat, with PX c.ttl.
+local function write_gcra(c)
+  if c.tat then
+    redis.call('SET', c.key, c.tat, 'PX', c.ttl)
+  end
+end
+
+-- write_keyed_gcra writes a 'G' key: "c.tat:interval", with PX c.ttl.
+local function write_keyed_gcra(c)
+  if c.tat then
+    redis.call('SET', c.key, string.format('%.0f:%.0f', c.tat, c.param), 'PX', c.ttl)
+  end
+end
+
+-- write_window adds c.add to a 'w' key's count, or, when c.opens, opens its
+-- window with the count c.add and PX c.opens, replacing one whose time is
+-- up.
+local function write_window(c)
+  if c.add then
+    if c.opens then
+      redis.call('SET', c.key, c.add, 'PX', c.opens)
+    else
+      redis.call('INCRBY', c.key, c.add)
+    end
+  end
+end
+
+-- The decide functions decide a cost n on check c's key and return
+-- allowed, remaining, retry and reset as they are once n is taken (or, when
+-- it is not, as they are), and set what c's writer writes: what was taken,
+-- or a conversion alone; or they return nil and the reason the key is
+-- refused. They write nothing. A check that allows returns 0 for retry.
+
+-- gcra decides a 'g', 'G', 't' or 'T' check; it sets c.tat and c.ttl, or
+-- c.tat to nil when there is nothing to write.
+local function gcra(c, n, stored)
+  local tat, converted = gcra_state(c, stored)
   if not tat then
     return nil, converted
   end
-  local tau = limit * interval
+  local interval = c.param
+  local tau = c.limit * interval
   local new_tat = tat + n * interval
   local denied = n > 0 and new_tat - now > tau
-  if denied or n == 0 then
-    -- Takes nothing: writes only a conversion, the key as it is.
-    local retry, w1, w2, w3 = 0, nil, nil, nil
-    if denied then
-      retry = new_tat - tau - now
-    end
-    if converted then
-      w1, w2, w3 = tat, ms(tat - now), true
-    end
-    return not denied, math.max(0, math.floor((tau - (tat - now)) / interval)), retry, tat - now, w1, w2, w3
+  if not denied and n ~= 0 then
+    c.tat, c.ttl = new_tat, ms(new_tat - now)
+    return true, math.max(0, math.floor((tau - (new_tat - now)) / interval)), 0, new_tat - now
   end
-  return true, math.max(0, math.floor((tau - (new_tat - now)) / interval)), 0, new_tat - now, new_tat, ms(new_tat - now), converted
+  -- Takes nothing: writes only a conversion, the key as it is.
+  c.tat, c.ttl = nil, nil
+  if converted then
+    c.tat, c.ttl = tat, ms(tat - now)
+  end
+  local retry = 0
+  if denied then
+    retry = new_tat - tau - now
+  end
+  return not denied, math.max(0, math.floor((tau - (tat - now)) / interval)), retry, tat - now
 end
 
-local function window(key, limit, length, n, stored)
-  local count, left = window_state(key, stored)
+-- window decides a 'w' check; it sets c.add to the units to add, nil when
+-- none, and c.opens to the window's length when it opens one.
+local function window(c, n, stored)
+  local count, left = window_state(c, stored)
   if not count then
     return nil, left
   end
+  local limit = c.limit
+  c.add, c.opens = nil, nil
   if n > 0 and count + n > limit then
     return false, math.max(0, limit - count), left * 1000, left * 1000
   end
   if n == 0 then
     return true, math.max(0, limit - count), 0, left * 1000
   end
+  c.add = n
   if count == 0 then
-    return true, limit - n, 0, length * 1000, n, length -- opens a window
+    c.opens = c.param
+    return true, limit - n, 0, c.param * 1000 -- opens a window
   end
-  return true, limit - count - n, 0, left * 1000, n
+  return true, limit - count - n, 0, left * 1000
 end
 
--- The settle functions apply d (units: more taken when > 0, given back when
--- < 0) to a key whose state has been checked, and return its remaining and
--- reset_after. A key that is full again is deleted.
+-- The open functions decide the compact form's cost c.cost, 1 to the
+-- limit, on check c's absent key, a full one, as its decide function would
+-- but without its steps: they write it, and return its reset_after.
 
-local writers
+-- gcra_open opens a 't' or 'g' key.
+local function gcra_open(c, write)
+  local owed = c.cost * c.param
+  c.tat, c.ttl, c.earlier = now + owed, ms(owed), false
+  write(c)
+  return owed
+end
 
-local function gcra_settle(key, limit, interval, d, _, shape)
-  local tat, converted = gcra_state(key, limit, interval, nil, shape)
-  local new_tat = math.min(now + maxdebt, math.max(now, tat + d * interval))
+-- window_open opens a 'w' key's window.
+local function window_open(c, write)
+  c.add, c.opens = c.cost, c.param
+  write(c)
+  return c.param * 1000
+end
+
+-- The settle functions apply check c's d (units: more taken when > 0,
+-- given back when < 0) to its key, whose state has been checked, and
+-- return its remaining and reset_after. A key that is full again is
+-- deleted.
+
+-- gcra_settle settles a 'g', 'G', 't' or 'T' check, and writes it with
+-- write.
+local function gcra_settle(c, _, write)
+  local tat, converted = gcra_state(c)
+  local limit, interval = c.limit, c.param
+  local new_tat = math.min(now + maxdebt, math.max(now, tat + c.d * interval))
   if new_tat <= now then
-    redis.call('DEL', key)
+    redis.call('DEL', c.key)
     return limit, 0
   end
-  if d ~= 0 or converted then
-    writers[shape or 'g'](key, new_tat, ms(new_tat - now), converted, limit, interval)
+  if c.d ~= 0 or converted then
+    c.tat, c.ttl = new_tat, ms(new_tat - now)
+    write(c)
   end
   return math.max(0, math.floor((limit * interval - (new_tat - now)) / interval)), new_tat - now
 end
 
-local function window_settle(key, limit, length, d, age)
-  local count, left = window_state(key)
+-- window_settle settles a 'w' check, which gives back only into the window
+-- that had opened age µs ago or earlier.
+local function window_settle(c, age)
+  local count, left = window_state(c)
+  local key, limit, length, d = c.key, c.limit, c.param, c.d
   if d < 0 then
     -- Only into the window that took the units: one that had opened by
     -- then, age µs ago, give or take the 1 ms of PTTL's unit.
@@ -365,73 +459,28 @@ local function window_settle(key, limit, length, d, age)
   return math.max(0, limit - count), left * 1000
 end
 
--- The writers write what their check returned, once every check of the
--- request has allowed.
--- A writer gets the check's three values (nil for those it has not), then
--- its limit and param.
-writers = {
-  t = function(key, tat, ttl, converted)
-    if converted then
-      redis.call('DEL', key) -- a bucket kept in an earlier shape
-    end
-    redis.call('HSET', key, 'tat', tat)
-    redis.call('PEXPIRE', key, ttl)
-  end,
-  T = function(key, tat, ttl, _, _, interval)
-    redis.call('HSET', key, 'tat', tat, 'interval', interval)
-    redis.call('PEXPIRE', key, ttl)
-  end,
-  g = function(key, tat, ttl)
-    redis.call('SET', key, tat, 'PX', ttl)
-  end,
-  G = function(key, tat, ttl, _, _, interval)
-    redis.call('SET', key, string.format('%.0f:%.0f', tat, interval), 'PX', ttl)
-  end,
-  w = function(key, n, opens)
-    if opens then
-      redis.call('SET', key, n, 'PX', opens) -- replaces a window whose time is up
-    else
-      redis.call('INCRBY', key, n)
-    end
-  end,
-}
+-- The compact form's reads return a key's reply to the read of its check,
+-- or nil when the key is absent.
 
--- shaped returns f (gcra or gcra_settle) for keys of one shape: f with
--- shape as its sixth argument, after the five of every check or settle.
-local function shaped(f, shape)
-  return function(key, limit, param, n, x)
-    return f(key, limit, param, n, x, shape)
+local function read_hash(key)
+  local state = redis.pcall('HGETALL', key)
+  if #state > 0 or state.err then
+    return state
   end
 end
 
-local checks = {
-  t = shaped(gcra, 't'),
-  g = gcra,
-  w = window,
-  T = shaped(gcra, 'T'),
-  G = shaped(gcra, 'G'),
-}
+local function read_string(key)
+  return redis.pcall('GET', key) or nil
+end
 
--- The compact form's reads. A read returns a key's reply to the read of
--- its check, or nil when the key is absent.
-local reads = {
-  t = function(key)
-    local state = redis.pcall('HGETALL', key)
-    if #state > 0 or state.err then
-      return state
-    end
-  end,
-  g = function(key)
-    return redis.pcall('GET', key) or nil
-  end,
-}
-reads.w = reads.g
-local settles = {
-  t = shaped(gcra_settle, 't'),
-  g = gcra_settle,
-  w = window_settle,
-  T = shaped(gcra_settle, 'T'),
-  G = shaped(gcra_settle, 'G'),
+-- kinds holds each kind's functions: decide, write, settle, and, for the
+-- kinds of the compact form, read and open.
+local kinds = {
+  t = { decide = gcra, write = write_bucket, settle = gcra_settle, read = read_hash, open = gcra_open },
+  g = { decide = gcra, write = write_gcra, settle = gcra_settle, read = read_string, open = gcra_open },
+  w = { decide = window, write = write_window, settle = window_settle, read = read_string, open = window_open },
+  T = { decide = gcra, write = write_keyed_bucket, settle = gcra_settle },
+  G = { decide = gcra, write = write_keyed_gcra, settle = gcra_settle },
 }
 
 -- pack writes a check's record. Redis has the struct library; a server
@@ -452,6 +501,7 @@ if not pack then
   end
 end
 
+-- line returns an answered check's record.
 local function line(allowed, remaining, retry, reset)
   return pack('>Bi8i8i8', allowed, remaining, retry, reset)
 end
@@ -462,171 +512,221 @@ local function refusal(i, reason)
   return string.char(255, i, math.floor(#reason / 256), #reason % 256) .. reason
 end
 
--- record returns the record of a request of one check, given its key, its
--- kind's writer, its limit and param, and what the check returned; a check
--- that allows returns 0 for retry. It writes what the check took, or its
--- key's conversion (to a new interval, 'T' or 'G', so that the new policy
--- holds from this call on, or from the earlier shape, 't'), which a peek or
--- a denial writes too.
-local function record(key, write, limit, param, ok, remaining, retry, reset, w1, w2, w3)
-  if ok == nil then
+-- first_refusal reads the key of every check of a request, and returns the
+-- refusal of the first whose key holds no state of its own; nil when none.
+local function first_refusal(checks)
+  local refused = nil
+  for i = 1, #checks do
+    local c = checks[i]
+    local ok, reason = kinds[c.kind].decide(c, 0)
+    if ok == nil and not refused then
+      refused = refusal(i, reason)
+    end
+  end
+  return refused
+end
+
+-- The request functions decide one request and return its record.
+
+-- allow_one decides an Allow of one check, which decides alone and writes
+-- at once: what it took, or its key's conversion (to a new interval, 'T' or
+-- 'G', so that the new policy holds from this call on, or from the earlier
+-- shape, 't'), which a peek or a denial writes too. stored as the decide
+-- functions'.
+local function allow_one(c, stored)
+  local kind = kinds[c.kind]
+  local allowed, remaining, retry, reset = kind.decide(c, c.cost, stored)
+  if allowed == nil then
     return refusal(1, remaining)
   end
-  if w1 then
-    write(key, w1, w2, w3, limit, param)
-  end
-  return line(ok and 1 or 0, remaining, retry, reset)
+  kind.write(c)
+  return line(allowed and 1 or 0, remaining, retry, reset)
 end
 
-local kinds, limits, params = {}, {}, {}
-local a = 3
-for i = 1, tonumber(ARGV[2]) do
-  kinds[i], limits[i], params[i] = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  if not checks[kinds[i]] then
-    error('ratelimit batch script: unknown kind ' .. tostring(kinds[i]))
+-- allow decides an Allow of several checks: all of them allow, and then
+-- all write, or none does (nor writes a conversion).
+local function allow(checks)
+  local all, refused = true, nil
+  for i = 1, #checks do
+    local c = checks[i]
+    local allowed, remaining, retry, reset = kinds[c.kind].decide(c, c.cost)
+    if allowed == nil then
+      if not refused then
+        refused = refusal(i, remaining)
+      end
+    elseif not allowed then
+      all = false
+    end
+    c.allowed, c.remaining, c.retry, c.reset = allowed, remaining, retry, reset
   end
-  a = a + 3
+  if refused then
+    return refused
+  end
+  local out = {}
+  for i = 1, #checks do
+    local c = checks[i]
+    local kind = kinds[c.kind]
+    if all then
+      kind.write(c)
+      out[i] = line(1, c.remaining, 0, c.reset)
+    elseif c.allowed then
+      -- It would allow, but the request is denied: report it untouched.
+      local _, remaining, _, reset = kind.decide(c, 0)
+      out[i] = line(0, remaining, 0, reset)
+    else
+      out[i] = line(0, c.remaining, c.retry, c.reset)
+    end
+  end
+  return table.concat(out)
 end
 
-local lines = {}
-local k = 1
--- The columns of a request's checks, by check number.
-local cs, ck, cok, crem, cretry, creset, cw1, cw2, cw3 = {}, {}, {}, {}, {}, {}, {}, {}, {}
-local nreq = tonumber(ARGV[1])
-if nreq < 0 then
-  -- The compact form: -nreq Allows of one check on limit 1, a cost each.
-  local kind, limit, param = kinds[1], limits[1], params[1]
-  local check, write, read = checks[kind], writers[kind], reads[kind]
+-- settle decides a Settle: every key is checked first, and then all are
+-- settled, or none is. With a token key (tokkey, created with PX tokttl)
+-- that is there already, that Settle has been applied: it answers the keys
+-- as they are.
+local function settle(checks, age, tokkey, tokttl)
+  local refused = first_refusal(checks)
+  if refused then
+    return refused
+  end
+  local seen = tokkey and not redis.call('SET', tokkey, '1', 'NX', 'PX', tokttl)
+  local out = {}
+  for i = 1, #checks do
+    local c = checks[i]
+    local kind = kinds[c.kind]
+    local remaining, reset
+    if seen then
+      local _
+      _, remaining, _, reset = kind.decide(c, 0)
+    else
+      remaining, reset = kind.settle(c, age, kind.write)
+    end
+    out[i] = line(1, remaining, 0, reset)
+  end
+  return table.concat(out)
+end
+
+-- reset decides a Reset: every key is checked first, and then all are
+-- emptied, or none is.
+local function reset(checks)
+  local refused = first_refusal(checks)
+  if refused then
+    return refused
+  end
+  local out = {}
+  for i = 1, #checks do
+    local c = checks[i]
+    redis.call('DEL', c.key)
+    out[i] = line(1, c.limit, 0, 0)
+  end
+  return table.concat(out)
+end
+
+-- The call formats: each decides a call's requests, in order, and returns
+-- the reply.
+
+-- compact decides the compact form: nreq Allows of one check each on limit
+-- spec (a table of kind, limit and param), whose costs start at ARGV[a],
+-- one per request, or one for all of them.
+local function compact(nreq, spec, a)
+  local kind = kinds[spec.kind]
+  local read, open, write = kind.read, kind.open, kind.write
   if not read then
-    error('ratelimit batch script: no compact form for kind ' .. kind)
+    error('ratelimit batch script: no compact form for kind ' .. spec.kind)
   end
-  local windows = kind == 'w'
   local same = nil -- the cost of every request, when only one is given
-  if nreq < -1 and #ARGV == a then
+  if nreq > 1 and #ARGV == a then
     same = tonumber(ARGV[a])
   end
-  for r = 1, -nreq do
-    local key = KEYS[r]
+  local limit = spec.limit
+  -- One check, used by every request in turn.
+  local c = { kind = spec.kind, limit = limit, param = spec.param }
+  local lines = {}
+  for r = 1, nreq do
     local n = same or tonumber(ARGV[a + r - 1])
-    local stored = read(key)
+    c.key, c.cost = KEYS[r], n
+    local stored = read(c.key)
     -- An absent key is full (no window open): a cost n from 1 to the limit
-    -- opens it, written at once by its writer as its check would write it,
-    -- without its steps.
+    -- opens it.
     if stored or n > limit then
-      lines[r] = record(key, write, limit, param, check(key, limit, param, n, stored))
+      lines[r] = allow_one(c, stored)
     elseif n == 0 then
       lines[r] = line(1, limit, 0, 0) -- full
-    elseif windows then
-      write(key, n, param)
-      lines[r] = line(1, limit - n, 0, param * 1000)
     else
-      local owed = n * param
-      write(key, now + owed, ms(owed))
-      lines[r] = line(1, limit - n, 0, owed)
+      lines[r] = line(1, limit - n, 0, open(c, write))
     end
   end
-  nreq = 0
+  return table.concat(lines)
 end
-for r = 1, nreq do
-  local head = ARGV[a]
-  local c = tonumber(head)
-  a = a + 1
-  if c == 1 then
-    -- One check: it decides alone, and writes at once.
-    local s, key = tonumber(ARGV[a]), KEYS[k]
-    local kind, limit, param = kinds[s], limits[s], params[s]
-    lines[r] = record(key, writers[kind], limit, param, checks[kind](key, limit, param, tonumber(ARGV[a + 1])))
-    a, k = a + 2, k + 1
-  elseif c then
-    -- Several checks: all of them allow, and then all write, or none does.
-    -- Their answers are kept in the columns below, reused by every request.
-    local all, refused = true, nil
-    for i = 1, c do
-      local s, key = tonumber(ARGV[a]), KEYS[k]
-      local ok, remaining, retry, reset, w1, w2, w3 = checks[kinds[s]](key, limits[s], params[s], tonumber(ARGV[a + 1]))
-      if ok == nil then
-        if not refused then
-          refused = refusal(i, remaining)
-        end
-      elseif not ok then
-        all = false
-      end
-      cs[i], ck[i], cok[i], crem[i], cretry[i], creset[i], cw1[i], cw2[i], cw3[i] = s, key, ok, remaining, retry, reset, w1, w2, w3
-      a, k = a + 2, k + 1
-    end
-    if refused then
-      lines[r] = refused
+
+-- general decides the general form: nreq requests on limits (tables of
+-- kind, limit and param), whose arguments start at ARGV[a].
+local function general(nreq, limits, a)
+  local k = 1
+  -- take returns the next check: its limit's number, then, with field, one
+  -- more argument (stored as c[field]), from ARGV[a]; its key, KEYS[k].
+  local function take(field)
+    local spec = limits[tonumber(ARGV[a])]
+    local c = { key = KEYS[k], kind = spec.kind, limit = spec.limit, param = spec.param }
+    k = k + 1
+    if field then
+      c[field] = tonumber(ARGV[a + 1])
+      a = a + 2
     else
-      local out = ''
-      for i = 1, c do
-        local s, key = cs[i], ck[i]
-        local text
-        if all then
-          if cw1[i] then
-            writers[kinds[s]](key, cw1[i], cw2[i], cw3[i], limits[s], params[s])
-          end
-          text = line(1, crem[i], 0, creset[i])
-        elseif cok[i] then
-          -- It would allow, but the request is denied: report it untouched.
-          local _, remaining, _, reset = checks[kinds[s]](key, limits[s], params[s], 0)
-          text = line(0, remaining, 0, reset)
-        else
-          text = line(0, crem[i], cretry[i], creset[i])
-        end
-        out = out .. text
-      end
-      lines[r] = out
-    end
-  else
-    -- A Settle ('S') or a Reset ('X'): every key is checked first, and
-    -- then all are changed, or none is.
-    c = tonumber(ARGV[a])
-    local age, tokttl, step = -1, 0, 1
-    if head == 'S' then
-      age, tokttl, step = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), 2
-      a = a + 3
-    elseif head == 'X' then
       a = a + 1
+    end
+    return c
+  end
+  -- take_all returns the next count checks, as take does.
+  local function take_all(count, field)
+    local checks = {}
+    for i = 1, count do
+      checks[i] = take(field)
+    end
+    return checks
+  end
+  local lines = {}
+  for r = 1, nreq do
+    local head = ARGV[a]
+    local count = tonumber(head)
+    if count then
+      a = a + 1
+      if count == 1 then
+        lines[r] = allow_one(take('cost'))
+      else
+        lines[r] = allow(take_all(count, 'cost'))
+      end
+    elseif head == 'S' then
+      local age, tokttl
+      count, age, tokttl = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+      a = a + 4
+      local checks = take_all(count, 'd')
+      local tokkey = nil
+      if tokttl > 0 then
+        tokkey, k = KEYS[k], k + 1
+      end
+      lines[r] = settle(checks, age, tokkey, tokttl)
+    elseif head == 'X' then
+      count, a = tonumber(ARGV[a + 1]), a + 2
+      lines[r] = reset(take_all(count))
     else
       error('ratelimit batch script: unknown request ' .. tostring(head))
     end
-    local refused
-    for i = 1, c do
-      local s, key = tonumber(ARGV[a]), KEYS[k]
-      local ok, reason = checks[kinds[s]](key, limits[s], params[s], 0)
-      if ok == nil and not refused then
-        refused = refusal(i, reason)
-      end
-      cs[i], ck[i], cw1[i] = s, key, tonumber(ARGV[a + 1])
-      a, k = a + step, k + 1
-    end
-    local tokkey
-    if tokttl > 0 then
-      tokkey = KEYS[k]
-      k = k + 1
-    end
-    if refused then
-      lines[r] = refused
-    else
-      local out = {}
-      -- A token seen before: that Settle has been applied; answer the
-      -- keys as they are.
-      local seen = tokkey and not redis.call('SET', tokkey, '1', 'NX', 'PX', tokttl)
-      for i = 1, c do
-        local s, key = cs[i], ck[i]
-        if head == 'X' then
-          redis.call('DEL', key)
-          out[i] = line(1, limits[s], 0, 0)
-        elseif seen then
-          local _, remaining, _, reset = checks[kinds[s]](key, limits[s], params[s], 0)
-          out[i] = line(1, remaining, 0, reset)
-        else
-          local remaining, reset = settles[kinds[s]](key, limits[s], params[s], cw1[i], age)
-          out[i] = line(1, remaining, 0, reset)
-        end
-      end
-      lines[r] = table.concat(out)
-    end
   end
+  return table.concat(lines)
 end
-return table.concat(lines)
+
+local limits, a = {}, 3
+for s = 1, tonumber(ARGV[2]) do
+  local kind = ARGV[a]
+  if not kinds[kind] then
+    error('ratelimit batch script: unknown kind ' .. tostring(kind))
+  end
+  limits[s] = { kind = kind, limit = tonumber(ARGV[a + 1]), param = tonumber(ARGV[a + 2]) }
+  a = a + 3
+end
+local nreq = tonumber(ARGV[1])
+if nreq < 0 then
+  return compact(-nreq, limits[1], a)
+end
+return general(nreq, limits, a)
