@@ -184,8 +184,9 @@ end
 
 -- A check is a table: key, the key it decides on; kind, limit and param, of
 -- its limit; and cost (an Allow's n) or d (a Settle's). Deciding it sets
--- the fields its kind's writer writes, on every path, so that one table can
--- serve check after check.
+-- the fields its kind's writer writes, on every path, so that one table
+-- serves check after check: the tables of a call are made once, and each
+-- request fills them anew.
 
 -- The state functions read a check's key as of now, or return nil and the
 -- reason it is refused. stored, when not nil, is the key's reply to the
@@ -512,11 +513,12 @@ local function refusal(i, reason)
   return string.char(255, i, math.floor(#reason / 256), #reason % 256) .. reason
 end
 
--- first_refusal reads the key of every check of a request, and returns the
--- refusal of the first whose key holds no state of its own; nil when none.
-local function first_refusal(checks)
+-- first_refusal reads the key of each of a request's count checks, and
+-- returns the refusal of the first whose key holds no state of its own;
+-- nil when none does.
+local function first_refusal(checks, count)
   local refused = nil
-  for i = 1, #checks do
+  for i = 1, count do
     local c = checks[i]
     local ok, reason = kinds[c.kind].decide(c, 0)
     if ok == nil and not refused then
@@ -526,7 +528,8 @@ local function first_refusal(checks)
   return refused
 end
 
--- The request functions decide one request and return its record.
+-- The request functions decide one request, of count checks (the first
+-- count of checks), and return its record.
 
 -- allow_one decides an Allow of one check, which decides alone and writes
 -- at once: what it took, or its key's conversion (to a new interval, 'T' or
@@ -544,10 +547,11 @@ local function allow_one(c, stored)
 end
 
 -- allow decides an Allow of several checks: all of them allow, and then
--- all write, or none does (nor writes a conversion).
-local function allow(checks)
+-- all write, or none does (nor writes a conversion). It keeps each check's
+-- answer in it: allowed, remaining, retry and reset.
+local function allow(checks, count)
   local all, refused = true, nil
-  for i = 1, #checks do
+  for i = 1, count do
     local c = checks[i]
     local allowed, remaining, retry, reset = kinds[c.kind].decide(c, c.cost)
     if allowed == nil then
@@ -562,36 +566,38 @@ local function allow(checks)
   if refused then
     return refused
   end
-  local out = {}
-  for i = 1, #checks do
+  local out = ''
+  for i = 1, count do
     local c = checks[i]
     local kind = kinds[c.kind]
+    local text
     if all then
       kind.write(c)
-      out[i] = line(1, c.remaining, 0, c.reset)
+      text = line(1, c.remaining, 0, c.reset)
     elseif c.allowed then
       -- It would allow, but the request is denied: report it untouched.
       local _, remaining, _, reset = kind.decide(c, 0)
-      out[i] = line(0, remaining, 0, reset)
+      text = line(0, remaining, 0, reset)
     else
-      out[i] = line(0, c.remaining, c.retry, c.reset)
+      text = line(0, c.remaining, c.retry, c.reset)
     end
+    out = out .. text
   end
-  return table.concat(out)
+  return out
 end
 
 -- settle decides a Settle: every key is checked first, and then all are
 -- settled, or none is. With a token key (tokkey, created with PX tokttl)
 -- that is there already, that Settle has been applied: it answers the keys
 -- as they are.
-local function settle(checks, age, tokkey, tokttl)
-  local refused = first_refusal(checks)
+local function settle(checks, count, age, tokkey, tokttl)
+  local refused = first_refusal(checks, count)
   if refused then
     return refused
   end
   local seen = tokkey and not redis.call('SET', tokkey, '1', 'NX', 'PX', tokttl)
   local out = {}
-  for i = 1, #checks do
+  for i = 1, count do
     local c = checks[i]
     local kind = kinds[c.kind]
     local remaining, reset
@@ -608,13 +614,13 @@ end
 
 -- reset decides a Reset: every key is checked first, and then all are
 -- emptied, or none is.
-local function reset(checks)
-  local refused = first_refusal(checks)
+local function reset(checks, count)
+  local refused = first_refusal(checks, count)
   if refused then
     return refused
   end
   local out = {}
-  for i = 1, #checks do
+  for i = 1, count do
     local c = checks[i]
     redis.call('DEL', c.key)
     out[i] = line(1, c.limit, 0, 0)
@@ -663,25 +669,28 @@ end
 -- kind, limit and param), whose arguments start at ARGV[a].
 local function general(nreq, limits, a)
   local k = 1
-  -- take returns the next check: its limit's number, then, with field, one
-  -- more argument (stored as c[field]), from ARGV[a]; its key, KEYS[k].
-  local function take(field)
-    local spec = limits[tonumber(ARGV[a])]
-    local c = { key = KEYS[k], kind = spec.kind, limit = spec.limit, param = spec.param }
-    k = k + 1
-    if field then
-      c[field] = tonumber(ARGV[a + 1])
-      a = a + 2
-    else
-      a = a + 1
-    end
-    return c
-  end
-  -- take_all returns the next count checks, as take does.
-  local function take_all(count, field)
-    local checks = {}
+  -- The checks of the request being decided: check i is the table
+  -- checks[i], filled anew by each request.
+  local checks = {}
+  -- take fills the next count checks, each from its limit's number, then,
+  -- with field, one more argument (stored as c[field]), from ARGV[a] on,
+  -- and its key, KEYS[k]; it returns checks.
+  local function take(count, field)
     for i = 1, count do
-      checks[i] = take(field)
+      local c = checks[i]
+      if not c then
+        c = {}
+        checks[i] = c
+      end
+      local spec = limits[tonumber(ARGV[a])]
+      c.key, c.kind, c.limit, c.param = KEYS[k], spec.kind, spec.limit, spec.param
+      if field then
+        c[field] = tonumber(ARGV[a + 1])
+        a = a + 2
+      else
+        a = a + 1
+      end
+      k = k + 1
     end
     return checks
   end
@@ -692,23 +701,23 @@ local function general(nreq, limits, a)
     if count then
       a = a + 1
       if count == 1 then
-        lines[r] = allow_one(take('cost'))
+        lines[r] = allow_one(take(1, 'cost')[1])
       else
-        lines[r] = allow(take_all(count, 'cost'))
+        lines[r] = allow(take(count, 'cost'), count)
       end
     elseif head == 'S' then
       local age, tokttl
       count, age, tokttl = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
       a = a + 4
-      local checks = take_all(count, 'd')
+      take(count, 'd')
       local tokkey = nil
       if tokttl > 0 then
         tokkey, k = KEYS[k], k + 1
       end
-      lines[r] = settle(checks, age, tokkey, tokttl)
+      lines[r] = settle(checks, count, age, tokkey, tokttl)
     elseif head == 'X' then
       count, a = tonumber(ARGV[a + 1]), a + 2
-      lines[r] = reset(take_all(count))
+      lines[r] = reset(take(count), count)
     else
       error('ratelimit batch script: unknown request ' .. tostring(head))
     end
