@@ -66,11 +66,7 @@
 --        decisions are the same, tat being the server time in integer µs at
 --        which the bucket is full again; at now it holds (capacity ×
 --        interval − (tat − now)) / interval tokens, below 0 in debt after a
---        Settle or a clock step back (see below); PEXPIRE until tat. A
---        HASH of exactly credit and last_refill, as an earlier version of
---        this script kept a bucket (refill time banked, tokens × interval,
---        and the time it was computed at, both integer µs), is read as the
---        bucket it is, and written in this shape by its next call.
+--        Settle or a clock step back (see below); PEXPIRE until tat.
 --   'g'  a STRING: the theoretical arrival time in integer µs, the server time
 --        at which the key is full again; PX until then.
 --   'T'  a HASH of exactly tat and interval: as 't', with the interval (µs)
@@ -80,8 +76,7 @@
 --   'w'  a STRING: the count of the window, >= 1 (above limit in debt after
 --        a Settle), with PX the time left in the window; a key with PTTL 0
 --        has ended.
--- Numbers are decimal digits without sign (credit may have a '-'), point,
--- exponent or leading zero, below 2^53 in size, which Lua's doubles hold
+-- Numbers are decimal digits without sign, point, exponent or leading zero, below 2^53 in size, which Lua's doubles hold
 -- exactly, and are passed to redis.call as numbers, which Redis writes as
 -- plain digits below 10^20 (tostring would keep only 14 significant
 -- digits). A debt is bounded: a key is never more than
@@ -111,15 +106,6 @@ local function whole(s)
     return nil
   end
   return v
-end
-
--- signed reads a number as whole does, or its negative with a '-'.
-local function signed(s)
-  if type(s) == 'string' and string.sub(s, 1, 1) == '-' and s ~= '-0' then
-    local v = whole(string.sub(s, 2))
-    return v and -v
-  end
-  return whole(s)
 end
 
 -- wrongtype tells whether a reply of redis.pcall is the error of a key of
@@ -168,20 +154,6 @@ local function pair(state, a, b)
   return nil
 end
 
--- bucket_tat reads a HASH of exactly credit and last_refill, a bucket as an
--- earlier version of this script kept it, as the tat it is for a bucket
--- full at full µs of credit; nil for anything else.
-local function bucket_tat(state, full)
-  local c, l = pair(state, 'credit', 'last_refill')
-  local credit, last = signed(c), whole(l)
-  if not (credit and last) then
-    return nil
-  end
-  -- Owing more than a debt's bound (a last_refill far ahead of the clock)
-  -- is owing the bound: a key is never more than maxdebt from full.
-  return math.min(last + full - math.min(credit, full), now + maxdebt)
-end
-
 -- A check is a table: key, the key it decides on; kind, limit and param, of
 -- its limit; and cost (an Allow's n) or d (a Settle's). Deciding it sets
 -- the fields its kind's writer writes, on every path, so that one table
@@ -194,13 +166,11 @@ end
 
 -- gcra_state returns the theoretical arrival time, at least now, of check
 -- c's key, of kind 'g', 'G', 't' or 'T', and whether it was converted from
--- another interval or an earlier shape (then the caller writes it, even
--- when it takes nothing: the new policy holds from this call on), and sets
--- c.earlier when that shape was a 't' key's earlier one.
+-- another interval (then the caller writes it, even when it takes nothing:
+-- the new policy holds from this call on).
 local function gcra_state(c, stored)
   local key, kind, interval = c.key, c.kind, c.param
-  local tat, t0, earlier = nil, interval, false
-  c.earlier = false
+  local tat, t0 = nil, interval
   if kind == 't' or kind == 'T' then
     local state = stored or redis.pcall('HGETALL', key)
     if wrongtype(state) then
@@ -212,8 +182,6 @@ local function gcra_state(c, stored)
     if kind == 't' then
       if #state == 2 and state[1] == 'tat' then
         tat = whole(state[2])
-      elseif #state == 4 then
-        tat, earlier = bucket_tat(state, c.limit * interval), true
       end
       if not tat then
         return nil, 'not a HASH of exactly tat, whole microseconds below 2^53'
@@ -249,15 +217,14 @@ local function gcra_state(c, stored)
   if redis.call('PTTL', key) < 0 then
     return nil, 'a time without the TTL every write sets'
   end
-  c.earlier = earlier
   if tat <= now then
-    return now, earlier
+    return now, false
   end
   if t0 ~= interval then
     -- Written under another policy: keep the units used.
     return now + convert(tat - now, t0, interval), true
   end
-  return tat, earlier
+  return tat, false
 end
 
 -- window_state returns the count of check c's window, 0 when none is open,
@@ -290,9 +257,6 @@ end
 -- write_bucket writes a 't' key: c.tat, with PEXPIRE c.ttl.
 local function write_bucket(c)
   if c.tat then
-    if c.earlier then
-      redis.call('DEL', c.key) -- a bucket kept in an earlier shape
-    end
     redis.call('HSET', c.key, 'tat', c.tat)
     redis.call('PEXPIRE', c.key, c.ttl)
   end
@@ -397,7 +361,7 @@ end
 -- gcra_open opens a 't' or 'g' key.
 local function gcra_open(c, write)
   local owed = c.cost * c.param
-  c.tat, c.ttl, c.earlier = now + owed, ms(owed), false
+  c.tat, c.ttl = now + owed, ms(owed)
   write(c)
   return owed
 end
@@ -533,9 +497,8 @@ end
 
 -- allow_one decides an Allow of one check, which decides alone and writes
 -- at once: what it took, or its key's conversion (to a new interval, 'T' or
--- 'G', so that the new policy holds from this call on, or from the earlier
--- shape, 't'), which a peek or a denial writes too. stored as the decide
--- functions'.
+-- 'G', so that the new policy holds from this call on), which a peek or a
+-- denial writes too. stored as the decide functions'.
 local function allow_one(c, stored)
   local kind = kinds[c.kind]
   local allowed, remaining, retry, reset = kind.decide(c, c.cost, stored)
