@@ -91,6 +91,10 @@
 --
 -- A script holds the server while it runs: callers bound R.
 
+-- The globals read for each request or check, as locals.
+local tonumber, KEYS, ARGV = tonumber, KEYS, ARGV
+local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
@@ -122,21 +126,21 @@ end
 
 -- ms returns a TTL of us µs: whole ms, rounded up, at least 1.
 local function ms(us)
-  return math.max(1, math.ceil(us / 1000))
+  return max(1, ceil(us / 1000))
 end
 
 -- convert returns used (> 0) µs owed at one unit every from µs as the µs
 -- owed for as many units at one every to, rounded up, at most maxdebt;
 -- exact while r·to stays below 2^53 (r < from).
 local function convert(used, from, to)
-  local q = math.floor(used / from)
+  local q = floor(used / from)
   local r = used - q * from
   if r < 0 then
     q, r = q - 1, r + from
   elseif r >= from then
     q, r = q + 1, r - from
   end
-  return math.min(maxdebt, q * to + math.ceil(r * to / from))
+  return min(maxdebt, q * to + ceil(r * to / from))
 end
 
 -- pair returns the values of fields a and b of a HASH read by HGETALL
@@ -160,16 +164,15 @@ end
 -- serves check after check: the tables of a call are made once, and each
 -- request fills them anew.
 
--- The state functions read a check's key as of now, or return nil and the
--- reason it is refused. stored, when not nil, is the key's reply to the
--- read, made already (by the compact form).
+-- The state functions read a key as of now, or return nil and the reason
+-- it is refused. stored, when not nil, is the key's reply to the read,
+-- made already (by the compact form).
 
--- gcra_state returns the theoretical arrival time, at least now, of check
--- c's key, of kind 'g', 'G', 't' or 'T', and whether it was converted from
--- another interval (then the caller writes it, even when it takes nothing:
--- the new policy holds from this call on).
-local function gcra_state(c, stored)
-  local key, kind, interval = c.key, c.kind, c.param
+-- gcra_state returns the theoretical arrival time, at least now, of a key
+-- of kind 'g', 'G', 't' or 'T' decided at one unit every interval µs, and
+-- whether it was converted from another interval (then the caller writes
+-- it, even when it takes nothing: the new policy holds from this call on).
+local function gcra_state(key, kind, interval, stored)
   local tat, t0 = nil, interval
   if kind == 't' or kind == 'T' then
     local state = stored or redis.pcall('HGETALL', key)
@@ -227,10 +230,9 @@ local function gcra_state(c, stored)
   return tat, false
 end
 
--- window_state returns the count of check c's window, 0 when none is open,
+-- window_state returns the count of a key's window, 0 when none is open,
 -- and the ms left in it.
-local function window_state(c, stored)
-  local key = c.key
+local function window_state(key, stored)
   stored = stored or redis.pcall('GET', key)
   if wrongtype(stored) then
     return nil, 'not a STRING'
@@ -256,32 +258,36 @@ end
 
 -- write_bucket writes a 't' key: c.tat, with PEXPIRE c.ttl.
 local function write_bucket(c)
-  if c.tat then
-    redis.call('HSET', c.key, 'tat', c.tat)
-    redis.call('PEXPIRE', c.key, c.ttl)
+  local key, tat = c.key, c.tat
+  if tat then
+    redis.call('HSET', key, 'tat', tat)
+    redis.call('PEXPIRE', key, c.ttl)
   end
 end
 
 -- write_keyed_bucket writes a 'T' key: c.tat and the interval, with
 -- PEXPIRE c.ttl.
 local function write_keyed_bucket(c)
-  if c.tat then
-    redis.call('HSET', c.key, 'tat', c.tat, 'interval', c.param)
-    redis.call('PEXPIRE', c.key, c.ttl)
+  local key, tat = c.key, c.tat
+  if tat then
+    redis.call('HSET', key, 'tat', tat, 'interval', c.param)
+    redis.call('PEXPIRE', key, c.ttl)
   end
 end
 
 -- write_gcra writes a 'g' key: c.tat, with PX c.ttl.
 local function write_gcra(c)
-  if c.tat then
-    redis.call('SET', c.key, c.tat, 'PX', c.ttl)
+  local tat = c.tat
+  if tat then
+    redis.call('SET', c.key, tat, 'PX', c.ttl)
   end
 end
 
 -- write_keyed_gcra writes a 'G' key: "c.tat:interval", with PX c.ttl.
 local function write_keyed_gcra(c)
-  if c.tat then
-    redis.call('SET', c.key, string.format('%.0f:%.0f', c.tat, c.param), 'PX', c.ttl)
+  local tat = c.tat
+  if tat then
+    redis.call('SET', c.key, string.format('%.0f:%.0f', tat, c.param), 'PX', c.ttl)
   end
 end
 
@@ -289,11 +295,12 @@ end
 -- window with the count c.add and PX c.opens, replacing one whose time is
 -- up.
 local function write_window(c)
-  if c.add then
-    if c.opens then
-      redis.call('SET', c.key, c.add, 'PX', c.opens)
+  local add, opens = c.add, c.opens
+  if add then
+    if opens then
+      redis.call('SET', c.key, add, 'PX', opens)
     else
-      redis.call('INCRBY', c.key, c.add)
+      redis.call('INCRBY', c.key, add)
     end
   end
 end
@@ -307,17 +314,17 @@ end
 -- gcra decides a 'g', 'G', 't' or 'T' check; it sets c.tat and c.ttl, or
 -- c.tat to nil when there is nothing to write.
 local function gcra(c, n, stored)
-  local tat, converted = gcra_state(c, stored)
+  local interval = c.param
+  local tat, converted = gcra_state(c.key, c.kind, interval, stored)
   if not tat then
     return nil, converted
   end
-  local interval = c.param
   local tau = c.limit * interval
   local new_tat = tat + n * interval
   local denied = n > 0 and new_tat - now > tau
   if not denied and n ~= 0 then
     c.tat, c.ttl = new_tat, ms(new_tat - now)
-    return true, math.max(0, math.floor((tau - (new_tat - now)) / interval)), 0, new_tat - now
+    return true, max(0, floor((tau - (new_tat - now)) / interval)), 0, new_tat - now
   end
   -- Takes nothing: writes only a conversion, the key as it is.
   c.tat, c.ttl = nil, nil
@@ -328,23 +335,23 @@ local function gcra(c, n, stored)
   if denied then
     retry = new_tat - tau - now
   end
-  return not denied, math.max(0, math.floor((tau - (tat - now)) / interval)), retry, tat - now
+  return not denied, max(0, floor((tau - (tat - now)) / interval)), retry, tat - now
 end
 
 -- window decides a 'w' check; it sets c.add to the units to add, nil when
 -- none, and c.opens to the window's length when it opens one.
 local function window(c, n, stored)
-  local count, left = window_state(c, stored)
+  local count, left = window_state(c.key, stored)
   if not count then
     return nil, left
   end
   local limit = c.limit
   c.add, c.opens = nil, nil
   if n > 0 and count + n > limit then
-    return false, math.max(0, limit - count), left * 1000, left * 1000
+    return false, max(0, limit - count), left * 1000, left * 1000
   end
   if n == 0 then
-    return true, math.max(0, limit - count), 0, left * 1000
+    return true, max(0, limit - count), 0, left * 1000
   end
   c.add = n
   if count == 0 then
@@ -378,28 +385,27 @@ end
 -- return its remaining and reset_after. A key that is full again is
 -- deleted.
 
--- gcra_settle settles a 'g', 'G', 't' or 'T' check, and writes it with
--- write.
-local function gcra_settle(c, _, write)
-  local tat, converted = gcra_state(c)
-  local limit, interval = c.limit, c.param
-  local new_tat = math.min(now + maxdebt, math.max(now, tat + c.d * interval))
+-- gcra_settle settles a 'g', 'G', 't' or 'T' check.
+local function gcra_settle(c)
+  local d, limit, interval = c.d, c.limit, c.param
+  local tat, converted = gcra_state(c.key, c.kind, interval)
+  local new_tat = min(now + maxdebt, max(now, tat + d * interval))
   if new_tat <= now then
     redis.call('DEL', c.key)
     return limit, 0
   end
-  if c.d ~= 0 or converted then
+  if d ~= 0 or converted then
     c.tat, c.ttl = new_tat, ms(new_tat - now)
-    write(c)
+    c.impl.write(c)
   end
-  return math.max(0, math.floor((limit * interval - (new_tat - now)) / interval)), new_tat - now
+  return max(0, floor((limit * interval - (new_tat - now)) / interval)), new_tat - now
 end
 
 -- window_settle settles a 'w' check, which gives back only into the window
 -- that had opened age µs ago or earlier.
 local function window_settle(c, age)
-  local count, left = window_state(c)
   local key, limit, length, d = c.key, c.limit, c.param, c.d
+  local count, left = window_state(key)
   if d < 0 then
     -- Only into the window that took the units: one that had opened by
     -- then, age µs ago, give or take the 1 ms of PTTL's unit.
@@ -413,15 +419,15 @@ local function window_settle(c, age)
     end
   elseif d > 0 then
     if count == 0 then
-      count, left = math.min(d, maxdebt), length
+      count, left = min(d, maxdebt), length
       redis.call('SET', key, count, 'PX', length) -- opens a window
     else
-      local more = math.min(count + d, maxdebt) - count
+      local more = min(count + d, maxdebt) - count
       redis.call('INCRBY', key, more)
       count = count + more
     end
   end
-  return math.max(0, limit - count), left * 1000
+  return max(0, limit - count), left * 1000
 end
 
 -- The compact form's reads return a key's reply to the read of its check,
@@ -474,7 +480,7 @@ end
 -- refusal is the record of a request whose check i's key holds no state of
 -- its own.
 local function refusal(i, reason)
-  return string.char(255, i, math.floor(#reason / 256), #reason % 256) .. reason
+  return string.char(255, i, floor(#reason / 256), #reason % 256) .. reason
 end
 
 -- first_refusal reads the key of each of a request's count checks, and
@@ -484,7 +490,7 @@ local function first_refusal(checks, count)
   local refused = nil
   for i = 1, count do
     local c = checks[i]
-    local ok, reason = kinds[c.kind].decide(c, 0)
+    local ok, reason = c.impl.decide(c, 0)
     if ok == nil and not refused then
       refused = refusal(i, reason)
     end
@@ -500,12 +506,12 @@ end
 -- 'G', so that the new policy holds from this call on), which a peek or a
 -- denial writes too. stored as the decide functions'.
 local function allow_one(c, stored)
-  local kind = kinds[c.kind]
-  local allowed, remaining, retry, reset = kind.decide(c, c.cost, stored)
+  local impl = c.impl
+  local allowed, remaining, retry, reset = impl.decide(c, c.cost, stored)
   if allowed == nil then
     return refusal(1, remaining)
   end
-  kind.write(c)
+  impl.write(c)
   return line(allowed and 1 or 0, remaining, retry, reset)
 end
 
@@ -516,7 +522,7 @@ local function allow(checks, count)
   local all, refused = true, nil
   for i = 1, count do
     local c = checks[i]
-    local allowed, remaining, retry, reset = kinds[c.kind].decide(c, c.cost)
+    local allowed, remaining, retry, reset = c.impl.decide(c, c.cost)
     if allowed == nil then
       if not refused then
         refused = refusal(i, remaining)
@@ -532,14 +538,13 @@ local function allow(checks, count)
   local out = ''
   for i = 1, count do
     local c = checks[i]
-    local kind = kinds[c.kind]
     local text
     if all then
-      kind.write(c)
+      c.impl.write(c)
       text = line(1, c.remaining, 0, c.reset)
     elseif c.allowed then
       -- It would allow, but the request is denied: report it untouched.
-      local _, remaining, _, reset = kind.decide(c, 0)
+      local _, remaining, _, reset = c.impl.decide(c, 0)
       text = line(0, remaining, 0, reset)
     else
       text = line(0, c.remaining, c.retry, c.reset)
@@ -562,13 +567,13 @@ local function settle(checks, count, age, tokkey, tokttl)
   local out = {}
   for i = 1, count do
     local c = checks[i]
-    local kind = kinds[c.kind]
+    local impl = c.impl
     local remaining, reset
     if seen then
       local _
-      _, remaining, _, reset = kind.decide(c, 0)
+      _, remaining, _, reset = impl.decide(c, 0)
     else
-      remaining, reset = kind.settle(c, age, kind.write)
+      remaining, reset = impl.settle(c, age)
     end
     out[i] = line(1, remaining, 0, reset)
   end
@@ -598,8 +603,8 @@ end
 -- spec (a table of kind, limit and param), whose costs start at ARGV[a],
 -- one per request, or one for all of them.
 local function compact(nreq, spec, a)
-  local kind = kinds[spec.kind]
-  local read, open, write = kind.read, kind.open, kind.write
+  local impl = spec.impl
+  local read, open, write = impl.read, impl.open, impl.write
   if not read then
     error('ratelimit batch script: no compact form for kind ' .. spec.kind)
   end
@@ -609,12 +614,12 @@ local function compact(nreq, spec, a)
   end
   local limit = spec.limit
   -- One check, used by every request in turn.
-  local c = { kind = spec.kind, limit = limit, param = spec.param }
+  local c = { kind = spec.kind, limit = limit, param = spec.param, impl = impl }
   local lines = {}
   for r = 1, nreq do
-    local n = same or tonumber(ARGV[a + r - 1])
-    c.key, c.cost = KEYS[r], n
-    local stored = read(c.key)
+    local key, n = KEYS[r], same or tonumber(ARGV[a + r - 1])
+    c.key, c.cost = key, n
+    local stored = read(key)
     -- An absent key is full (no window open): a cost n from 1 to the limit
     -- opens it.
     if stored or n > limit then
@@ -639,22 +644,27 @@ local function general(nreq, limits, a)
   -- with field, one more argument (stored as c[field]), from ARGV[a] on,
   -- and its key, KEYS[k]; it returns checks.
   local function take(count, field)
+    local ai, ki = a, k
     for i = 1, count do
       local c = checks[i]
       if not c then
         c = {}
         checks[i] = c
       end
-      local spec = limits[tonumber(ARGV[a])]
-      c.key, c.kind, c.limit, c.param = KEYS[k], spec.kind, spec.limit, spec.param
-      if field then
-        c[field] = tonumber(ARGV[a + 1])
-        a = a + 2
-      else
-        a = a + 1
+      local spec = limits[tonumber(ARGV[ai])]
+      if c.spec ~= spec then
+        c.spec, c.kind, c.limit, c.param, c.impl = spec, spec.kind, spec.limit, spec.param, spec.impl
       end
-      k = k + 1
+      c.key = KEYS[ki]
+      if field then
+        c[field] = tonumber(ARGV[ai + 1])
+        ai = ai + 2
+      else
+        ai = ai + 1
+      end
+      ki = ki + 1
     end
+    a, k = ai, ki
     return checks
   end
   local lines = {}
@@ -691,10 +701,11 @@ end
 local limits, a = {}, 3
 for s = 1, tonumber(ARGV[2]) do
   local kind = ARGV[a]
-  if not kinds[kind] then
+  local impl = kinds[kind]
+  if not impl then
     error('ratelimit batch script: unknown kind ' .. tostring(kind))
   end
-  limits[s] = { kind = kind, limit = tonumber(ARGV[a + 1]), param = tonumber(ARGV[a + 2]) }
+  limits[s] = { kind = kind, limit = tonumber(ARGV[a + 1]), param = tonumber(ARGV[a + 2]), impl = impl }
   a = a + 3
 end
 local nreq = tonumber(ARGV[1])
