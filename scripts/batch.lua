@@ -564,7 +564,7 @@ local function settle(checks, count, age, tokkey, tokttl)
     return refused
   end
   local seen = tokkey and not redis.call('SET', tokkey, '1', 'NX', 'PX', tokttl)
-  local out = {}
+  local out = ''
   for i = 1, count do
     local c = checks[i]
     local impl = c.impl
@@ -575,9 +575,9 @@ local function settle(checks, count, age, tokkey, tokttl)
     else
       remaining, reset = impl.settle(c, age)
     end
-    out[i] = line(1, remaining, 0, reset)
+    out = out .. line(1, remaining, 0, reset)
   end
-  return table.concat(out)
+  return out
 end
 
 -- reset decides a Reset: every key is checked first, and then all are
@@ -587,13 +587,13 @@ local function reset(checks, count)
   if refused then
     return refused
   end
-  local out = {}
+  local out = ''
   for i = 1, count do
     local c = checks[i]
     redis.call('DEL', c.key)
-    out[i] = line(1, c.limit, 0, 0)
+    out = out .. line(1, c.limit, 0, 0)
   end
-  return table.concat(out)
+  return out
 end
 
 -- The call formats: each decides a call's requests, in order, and returns
