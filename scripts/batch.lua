@@ -159,7 +159,8 @@ local function pair(state, a, b)
 end
 
 -- A check is a table: key, the key it decides on; kind, limit and param, of
--- its limit; and cost (an Allow's n) or d (a Settle's). Deciding it sets
+-- its limit (spec, the limit's own table), and impl, its kind's functions
+-- (see kinds); and cost (an Allow's n) or d (a Settle's). Deciding it sets
 -- the fields its kind's writer writes, on every path, so that one table
 -- serves check after check: the tables of a call are made once, and each
 -- request fills them anew.
