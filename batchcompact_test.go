@@ -16,8 +16,9 @@ import (
 // of its own) and in the general form, to two mirrored sets of keys, and
 // checks that every reply and every key's state and TTL are the same: for a
 // token bucket, a GCRA and a fixed window, with keys that are absent,
-// expired, existing, in an earlier token-bucket shape or foreign, costs from
-// 0 to above the limit, and batches of one cost or of several.
+// expired, existing or foreign (for the token bucket, a HASH of credit and
+// last_refill among them), costs from 0 to above the limit, and batches of
+// one cost or of several.
 func TestBatchScriptCompactFormDecidesAsTheGeneralForm(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range []struct {
@@ -38,7 +39,7 @@ func TestBatchScriptCompactFormDecidesAsTheGeneralForm(t *testing.T) {
 				_, err := m.Lpush(set+"list", "x")
 				require.NoError(t, err)
 				if kind.kind == "t" {
-					// A bucket as an earlier version kept it: 1 token of credit.
+					// Not a bucket: the shape of one before tat, refused.
 					m.HSet(set+"d", "credit", "250000", "last_refill", strconv.FormatInt(epoch.UnixMicro(), 10))
 					m.SetTTL(set+"d", time.Second)
 				}

@@ -31,9 +31,7 @@ const DefaultTokenBucketPrefix = "ratelimit:tb:"
 // (the bucket kept as the GCRA it decides as: at time t it holds
 // (capacity·interval − (tat − t))/interval tokens), and a TTL equal to the
 // time until then (whole ms, rounded up): a key that has expired is a full
-// bucket. A HASH of exactly credit and last_refill, the shape an earlier
-// version kept, is read as the bucket it is and rewritten with tat by its
-// next call. Decisions are the same as an in-process TokenBucket's on the
+// bucket. Decisions are the same as an in-process TokenBucket's on the
 // same schedule while the server's clock moves forward (see Exactness in
 // the package documentation for a clock that steps back).
 //

@@ -230,6 +230,7 @@ func foreignValues(kind string) []foreignValue {
 			foreignString("a STRING", "5", time.Hour),
 			foreignHash("an application HASH", 0, "user", "alice", "role", "admin"),
 			foreignHash("an application HASH with a TTL", time.Hour, "user", "alice", "role", "admin"),
+			foreignHash("credit and last_refill, the bucket's shape before tat", time.Hour, "credit", "5", "last_refill", valid),
 			foreignHash("credit only", time.Hour, "credit", "5"),
 			foreignHash("last_refill only", time.Hour, "last_refill", valid),
 			foreignHash("a third field", time.Hour, "credit", "5", "last_refill", valid, "user", "alice"),

@@ -66,11 +66,7 @@
 --        decisions are the same, tat being the server time in integer µs at
 --        which the bucket is full again; at now it holds (capacity ×
 --        interval − (tat − now)) / interval tokens, below 0 in debt after a
---        Settle or a clock step back (see below); PEXPIRE until tat. A
---        HASH of exactly credit and last_refill, as an earlier version of
---        this script kept a bucket (refill time banked, tokens × interval,
---        and the time it was computed at, both integer µs), is read as the
---        bucket it is, and written in this shape by its next call.
+--        Settle or a clock step back (see below); PEXPIRE until tat.
 --   'g'  a STRING: the theoretical arrival time in integer µs, the server time
 --        at which the key is full again; PX until then.
 --   'T'  a HASH of exactly tat and interval: as 't', with the interval (µs)
@@ -80,8 +76,7 @@
 --   'w'  a STRING: the count of the window, >= 1 (above limit in debt after
 --        a Settle), with PX the time left in the window; a key with PTTL 0
 --        has ended.
--- Numbers are decimal digits without sign (credit may have a '-'), point,
--- exponent or leading zero, below 2^53 in size, which Lua's doubles hold
+-- Numbers are decimal digits without sign, point, exponent or leading zero, below 2^53 in size, which Lua's doubles hold
 -- exactly, and are passed to redis.call as numbers, which Redis writes as
 -- plain digits below 10^20 (tostring would keep only 14 significant
 -- digits). A debt is bounded: a key is never more than
@@ -96,8 +91,14 @@
 --
 -- A script holds the server while it runs: callers bound R.
 
+-- The globals read for each request or check, as locals.
+local tonumber, KEYS, ARGV = tonumber, KEYS, ARGV
+local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+local maxdebt = 4503599627370496 -- 2^52
 
 -- whole reads a number as this script writes it; nil for anything else.
 local function whole(s)
@@ -111,17 +112,6 @@ local function whole(s)
   return v
 end
 
--- signed reads a number as whole does, or its negative with a '-'.
-local function signed(s)
-  if type(s) == 'string' and string.sub(s, 1, 1) == '-' and s ~= '-0' then
-    local v = whole(string.sub(s, 2))
-    return v and -v
-  end
-  return whole(s)
-end
-
-local maxdebt = 4503599627370496 -- 2^52
-
 -- wrongtype tells whether a reply of redis.pcall is the error of a key of
 -- another type; any other error ends the script.
 local function wrongtype(reply)
@@ -134,34 +124,24 @@ local function wrongtype(reply)
   return false
 end
 
+-- ms returns a TTL of us µs: whole ms, rounded up, at least 1.
 local function ms(us)
-  return math.max(1, math.ceil(us / 1000))
+  return max(1, ceil(us / 1000))
 end
 
 -- convert returns used (> 0) µs owed at one unit every from µs as the µs
 -- owed for as many units at one every to, rounded up, at most maxdebt;
 -- exact while r·to stays below 2^53 (r < from).
 local function convert(used, from, to)
-  local q = math.floor(used / from)
+  local q = floor(used / from)
   local r = used - q * from
   if r < 0 then
     q, r = q - 1, r + from
   elseif r >= from then
     q, r = q + 1, r - from
   end
-  return math.min(maxdebt, q * to + math.ceil(r * to / from))
+  return min(maxdebt, q * to + ceil(r * to / from))
 end
-
--- Each check function reads its key and returns allowed, remaining, retry
--- and reset as they are once its cost is taken (or, when it does not allow,
--- as they are), then the values its writer writes, nil when there is
--- nothing to write; or nil and the reason its key is refused. Nothing is
--- written before every check of a request has allowed, but for a 'T' or
--- 'G' key read at another interval, or a 't' key in the earlier shape: its
--- conversion is written by any call of one check, a peek or a denial too.
-
--- The state functions read a key as of now, or return nil and the reason
--- it is refused.
 
 -- pair returns the values of fields a and b of a HASH read by HGETALL
 -- (state) that has exactly these two fields, in either order; nil for
@@ -178,28 +158,24 @@ local function pair(state, a, b)
   return nil
 end
 
--- bucket_tat reads a HASH of exactly credit and last_refill, a bucket as an
--- earlier version of this script kept it, as the tat it is for a bucket
--- full at full µs of credit; nil for anything else.
-local function bucket_tat(state, full)
-  local c, l = pair(state, 'credit', 'last_refill')
-  local credit, last = signed(c), whole(l)
-  if not (credit and last) then
-    return nil
-  end
-  -- Owing more than a debt's bound (a last_refill far ahead of the clock)
-  -- is owing the bound: a key is never more than maxdebt from full.
-  return math.min(last + full - math.min(credit, full), now + maxdebt)
-end
+-- A check is a table: key, the key it decides on; kind, limit and param, of
+-- its limit (spec, the limit's own table), and impl, its kind's functions
+-- (see kinds); and cost (an Allow's n) or d (a Settle's). Deciding it sets
+-- the fields its kind's writer writes, on every path, so that one table
+-- serves check after check: the tables of a call are made once, and each
+-- request fills them anew.
+
+-- The state functions read a key as of now, or return nil and the reason
+-- it is refused. stored, when not nil, is the key's reply to the read,
+-- made already (by the compact form).
 
 -- gcra_state returns the theoretical arrival time, at least now, of a key
--- of shape 'g' (or nil), 'G', 't' or 'T', and whether it was converted
--- from another interval or an earlier shape (then the caller writes it,
--- even when it takes nothing: the new policy holds from this call on).
--- stored, when not nil, is the key's reply to the read, made already.
-local function gcra_state(key, limit, interval, stored, shape)
-  local tat, t0, earlier = nil, interval, false
-  if shape == 't' or shape == 'T' then
+-- of kind 'g', 'G', 't' or 'T' decided at one unit every interval µs, and
+-- whether it was converted from another interval (then the caller writes
+-- it, even when it takes nothing: the new policy holds from this call on).
+local function gcra_state(key, kind, interval, stored)
+  local tat, t0 = nil, interval
+  if kind == 't' or kind == 'T' then
     local state = stored or redis.pcall('HGETALL', key)
     if wrongtype(state) then
       return nil, 'not a HASH'
@@ -207,11 +183,9 @@ local function gcra_state(key, limit, interval, stored, shape)
     if #state == 0 then
       return now, false
     end
-    if shape == 't' then
+    if kind == 't' then
       if #state == 2 and state[1] == 'tat' then
         tat = whole(state[2])
-      elseif #state == 4 then
-        tat, earlier = bucket_tat(state, limit * interval), true
       end
       if not tat then
         return nil, 'not a HASH of exactly tat, whole microseconds below 2^53'
@@ -231,7 +205,7 @@ local function gcra_state(key, limit, interval, stored, shape)
     if not stored then
       return now, false
     end
-    if shape == 'G' then
+    if kind == 'G' then
       local a, b = string.match(stored, '^(%d+):(%d+)$')
       tat, t0 = whole(a), whole(b)
       if not (tat and t0 and t0 >= 1) then
@@ -248,17 +222,17 @@ local function gcra_state(key, limit, interval, stored, shape)
     return nil, 'a time without the TTL every write sets'
   end
   if tat <= now then
-    return now, earlier
+    return now, false
   end
   if t0 ~= interval then
     -- Written under another policy: keep the units used.
     return now + convert(tat - now, t0, interval), true
   end
-  return tat, earlier
+  return tat, false
 end
 
--- window_state returns a window's count, 0 when none is open, and the ms
--- left in it; stored as gcra_state's.
+-- window_state returns the count of a key's window, 0 when none is open,
+-- and the ms left in it.
 local function window_state(key, stored)
   stored = stored or redis.pcall('GET', key)
   if wrongtype(stored) then
@@ -281,65 +255,157 @@ local function window_state(key, stored)
   return count, left
 end
 
-local function gcra(key, limit, interval, n, stored, shape)
-  local tat, converted = gcra_state(key, limit, interval, stored, shape)
+-- The writers write what deciding check c set, if anything.
+
+-- write_bucket writes a 't' key: c.tat, with PEXPIRE c.ttl.
+local function write_bucket(c)
+  local key, tat = c.key, c.tat
+  if tat then
+    redis.call('HSET', key, 'tat', tat)
+    redis.call('PEXPIRE', key, c.ttl)
+  end
+end
+
+-- write_keyed_bucket writes a 'T' key: c.tat and the interval, with
+-- PEXPIRE c.ttl.
+local function write_keyed_bucket(c)
+  local key, tat = c.key, c.tat
+  if tat then
+    redis.call('HSET', key, 'tat', tat, 'interval', c.param)
+    redis.call('PEXPIRE', key, c.ttl)
+  end
+end
+
+-- write_gcra writes a 'g' key: c.tat, with PX c.ttl.
+local function write_gcra(c)
+  local tat = c.tat
+  if tat then
+    redis.call('SET', c.key, tat, 'PX', c.ttl)
+  end
+end
+
+-- write_keyed_gcra writes a 'G' key: "c.tat:interval", with PX c.ttl.
+local function write_keyed_gcra(c)
+  local tat = c.tat
+  if tat then
+    redis.call('SET', c.key, string.format('%.0f:%.0f', tat, c.param), 'PX', c.ttl)
+  end
+end
+
+-- write_window adds c.add to a 'w' key's count, or, when c.opens, opens its
+-- window with the count c.add and PX c.opens, replacing one whose time is
+-- up.
+local function write_window(c)
+  local add, opens = c.add, c.opens
+  if add then
+    if opens then
+      redis.call('SET', c.key, add, 'PX', opens)
+    else
+      redis.call('INCRBY', c.key, add)
+    end
+  end
+end
+
+-- The decide functions decide a cost n on check c's key and return
+-- allowed, remaining, retry and reset as they are once n is taken (or, when
+-- it is not, as they are), and set what c's writer writes: what was taken,
+-- or a conversion alone; or they return nil and the reason the key is
+-- refused. They write nothing. A check that allows returns 0 for retry.
+
+-- gcra decides a 'g', 'G', 't' or 'T' check; it sets c.tat and c.ttl, or
+-- c.tat to nil when there is nothing to write.
+local function gcra(c, n, stored)
+  local interval = c.param
+  local tat, converted = gcra_state(c.key, c.kind, interval, stored)
   if not tat then
     return nil, converted
   end
-  local tau = limit * interval
+  local tau = c.limit * interval
   local new_tat = tat + n * interval
   local denied = n > 0 and new_tat - now > tau
-  if denied or n == 0 then
-    -- Takes nothing: writes only a conversion, the key as it is.
-    local retry, w1, w2, w3 = 0, nil, nil, nil
-    if denied then
-      retry = new_tat - tau - now
-    end
-    if converted then
-      w1, w2, w3 = tat, ms(tat - now), true
-    end
-    return not denied, math.max(0, math.floor((tau - (tat - now)) / interval)), retry, tat - now, w1, w2, w3
+  if not denied and n ~= 0 then
+    c.tat, c.ttl = new_tat, ms(new_tat - now)
+    return true, max(0, floor((tau - (new_tat - now)) / interval)), 0, new_tat - now
   end
-  return true, math.max(0, math.floor((tau - (new_tat - now)) / interval)), 0, new_tat - now, new_tat, ms(new_tat - now), converted
+  -- Takes nothing: writes only a conversion, the key as it is.
+  c.tat, c.ttl = nil, nil
+  if converted then
+    c.tat, c.ttl = tat, ms(tat - now)
+  end
+  local retry = 0
+  if denied then
+    retry = new_tat - tau - now
+  end
+  return not denied, max(0, floor((tau - (tat - now)) / interval)), retry, tat - now
 end
 
-local function window(key, limit, length, n, stored)
-  local count, left = window_state(key, stored)
+-- window decides a 'w' check; it sets c.add to the units to add, nil when
+-- none, and c.opens to the window's length when it opens one.
+local function window(c, n, stored)
+  local count, left = window_state(c.key, stored)
   if not count then
     return nil, left
   end
+  local limit = c.limit
+  c.add, c.opens = nil, nil
   if n > 0 and count + n > limit then
-    return false, math.max(0, limit - count), left * 1000, left * 1000
+    return false, max(0, limit - count), left * 1000, left * 1000
   end
   if n == 0 then
-    return true, math.max(0, limit - count), 0, left * 1000
+    return true, max(0, limit - count), 0, left * 1000
   end
+  c.add = n
   if count == 0 then
-    return true, limit - n, 0, length * 1000, n, length -- opens a window
+    c.opens = c.param
+    return true, limit - n, 0, c.param * 1000 -- opens a window
   end
-  return true, limit - count - n, 0, left * 1000, n
+  return true, limit - count - n, 0, left * 1000
 end
 
--- The settle functions apply d (units: more taken when > 0, given back when
--- < 0) to a key whose state has been checked, and return its remaining and
--- reset_after. A key that is full again is deleted.
+-- The open functions decide the compact form's cost c.cost, 1 to the
+-- limit, on check c's absent key, a full one, as its decide function would
+-- but without its steps: they write it, and return its reset_after.
 
-local writers
+-- gcra_open opens a 't' or 'g' key.
+local function gcra_open(c, write)
+  local owed = c.cost * c.param
+  c.tat, c.ttl = now + owed, ms(owed)
+  write(c)
+  return owed
+end
 
-local function gcra_settle(key, limit, interval, d, _, shape)
-  local tat, converted = gcra_state(key, limit, interval, nil, shape)
-  local new_tat = math.min(now + maxdebt, math.max(now, tat + d * interval))
+-- window_open opens a 'w' key's window.
+local function window_open(c, write)
+  c.add, c.opens = c.cost, c.param
+  write(c)
+  return c.param * 1000
+end
+
+-- The settle functions apply check c's d (units: more taken when > 0,
+-- given back when < 0) to its key, whose state has been checked, and
+-- return its remaining and reset_after. A key that is full again is
+-- deleted.
+
+-- gcra_settle settles a 'g', 'G', 't' or 'T' check.
+local function gcra_settle(c)
+  local d, limit, interval = c.d, c.limit, c.param
+  local tat, converted = gcra_state(c.key, c.kind, interval)
+  local new_tat = min(now + maxdebt, max(now, tat + d * interval))
   if new_tat <= now then
-    redis.call('DEL', key)
+    redis.call('DEL', c.key)
     return limit, 0
   end
   if d ~= 0 or converted then
-    writers[shape or 'g'](key, new_tat, ms(new_tat - now), converted, limit, interval)
+    c.tat, c.ttl = new_tat, ms(new_tat - now)
+    c.impl.write(c)
   end
-  return math.max(0, math.floor((limit * interval - (new_tat - now)) / interval)), new_tat - now
+  return max(0, floor((limit * interval - (new_tat - now)) / interval)), new_tat - now
 end
 
-local function window_settle(key, limit, length, d, age)
+-- window_settle settles a 'w' check, which gives back only into the window
+-- that had opened age µs ago or earlier.
+local function window_settle(c, age)
+  local key, limit, length, d = c.key, c.limit, c.param, c.d
   local count, left = window_state(key)
   if d < 0 then
     -- Only into the window that took the units: one that had opened by
@@ -354,84 +420,39 @@ local function window_settle(key, limit, length, d, age)
     end
   elseif d > 0 then
     if count == 0 then
-      count, left = math.min(d, maxdebt), length
+      count, left = min(d, maxdebt), length
       redis.call('SET', key, count, 'PX', length) -- opens a window
     else
-      local more = math.min(count + d, maxdebt) - count
+      local more = min(count + d, maxdebt) - count
       redis.call('INCRBY', key, more)
       count = count + more
     end
   end
-  return math.max(0, limit - count), left * 1000
+  return max(0, limit - count), left * 1000
 end
 
--- The writers write what their check returned, once every check of the
--- request has allowed.
--- A writer gets the check's three values (nil for those it has not), then
--- its limit and param.
-writers = {
-  t = function(key, tat, ttl, converted)
-    if converted then
-      redis.call('DEL', key) -- a bucket kept in an earlier shape
-    end
-    redis.call('HSET', key, 'tat', tat)
-    redis.call('PEXPIRE', key, ttl)
-  end,
-  T = function(key, tat, ttl, _, _, interval)
-    redis.call('HSET', key, 'tat', tat, 'interval', interval)
-    redis.call('PEXPIRE', key, ttl)
-  end,
-  g = function(key, tat, ttl)
-    redis.call('SET', key, tat, 'PX', ttl)
-  end,
-  G = function(key, tat, ttl, _, _, interval)
-    redis.call('SET', key, string.format('%.0f:%.0f', tat, interval), 'PX', ttl)
-  end,
-  w = function(key, n, opens)
-    if opens then
-      redis.call('SET', key, n, 'PX', opens) -- replaces a window whose time is up
-    else
-      redis.call('INCRBY', key, n)
-    end
-  end,
-}
+-- The compact form's reads return a key's reply to the read of its check,
+-- or nil when the key is absent.
 
--- shaped returns f (gcra or gcra_settle) for keys of one shape: f with
--- shape as its sixth argument, after the five of every check or settle.
-local function shaped(f, shape)
-  return function(key, limit, param, n, x)
-    return f(key, limit, param, n, x, shape)
+local function read_hash(key)
+  local state = redis.pcall('HGETALL', key)
+  if #state > 0 or state.err then
+    return state
   end
 end
 
-local checks = {
-  t = shaped(gcra, 't'),
-  g = gcra,
-  w = window,
-  T = shaped(gcra, 'T'),
-  G = shaped(gcra, 'G'),
-}
+local function read_string(key)
+  return redis.pcall('GET', key) or nil
+end
 
--- The compact form's reads. A read returns a key's reply to the read of
--- its check, or nil when the key is absent.
-local reads = {
-  t = function(key)
-    local state = redis.pcall('HGETALL', key)
-    if #state > 0 or state.err then
-      return state
-    end
-  end,
-  g = function(key)
-    return redis.pcall('GET', key) or nil
-  end,
-}
-reads.w = reads.g
-local settles = {
-  t = shaped(gcra_settle, 't'),
-  g = gcra_settle,
-  w = window_settle,
-  T = shaped(gcra_settle, 'T'),
-  G = shaped(gcra_settle, 'G'),
+-- kinds holds each kind's functions: decide, write, settle, and, for the
+-- kinds of the compact form, read and open.
+local kinds = {
+  t = { decide = gcra, write = write_bucket, settle = gcra_settle, read = read_hash, open = gcra_open },
+  g = { decide = gcra, write = write_gcra, settle = gcra_settle, read = read_string, open = gcra_open },
+  w = { decide = window, write = write_window, settle = window_settle, read = read_string, open = window_open },
+  T = { decide = gcra, write = write_keyed_bucket, settle = gcra_settle },
+  G = { decide = gcra, write = write_keyed_gcra, settle = gcra_settle },
 }
 
 -- pack writes a check's record. Redis has the struct library; a server
@@ -452,6 +473,7 @@ if not pack then
   end
 end
 
+-- line returns an answered check's record.
 local function line(allowed, remaining, retry, reset)
   return pack('>Bi8i8i8', allowed, remaining, retry, reset)
 end
@@ -459,174 +481,236 @@ end
 -- refusal is the record of a request whose check i's key holds no state of
 -- its own.
 local function refusal(i, reason)
-  return string.char(255, i, math.floor(#reason / 256), #reason % 256) .. reason
+  return string.char(255, i, floor(#reason / 256), #reason % 256) .. reason
 end
 
--- record returns the record of a request of one check, given its key, its
--- kind's writer, its limit and param, and what the check returned; a check
--- that allows returns 0 for retry. It writes what the check took, or its
--- key's conversion (to a new interval, 'T' or 'G', so that the new policy
--- holds from this call on, or from the earlier shape, 't'), which a peek or
--- a denial writes too.
-local function record(key, write, limit, param, ok, remaining, retry, reset, w1, w2, w3)
-  if ok == nil then
+-- first_refusal reads the key of each of a request's count checks, and
+-- returns the refusal of the first whose key holds no state of its own;
+-- nil when none does.
+local function first_refusal(checks, count)
+  local refused = nil
+  for i = 1, count do
+    local c = checks[i]
+    local ok, reason = c.impl.decide(c, 0)
+    if ok == nil and not refused then
+      refused = refusal(i, reason)
+    end
+  end
+  return refused
+end
+
+-- The request functions decide one request, of count checks (the first
+-- count of checks), and return its record.
+
+-- allow_one decides an Allow of one check, which decides alone and writes
+-- at once: what it took, or its key's conversion (to a new interval, 'T' or
+-- 'G', so that the new policy holds from this call on), which a peek or a
+-- denial writes too. stored as the decide functions'.
+local function allow_one(c, stored)
+  local impl = c.impl
+  local allowed, remaining, retry, reset = impl.decide(c, c.cost, stored)
+  if allowed == nil then
     return refusal(1, remaining)
   end
-  if w1 then
-    write(key, w1, w2, w3, limit, param)
-  end
-  return line(ok and 1 or 0, remaining, retry, reset)
+  impl.write(c)
+  return line(allowed and 1 or 0, remaining, retry, reset)
 end
 
-local kinds, limits, params = {}, {}, {}
-local a = 3
-for i = 1, tonumber(ARGV[2]) do
-  kinds[i], limits[i], params[i] = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  if not checks[kinds[i]] then
-    error('ratelimit batch script: unknown kind ' .. tostring(kinds[i]))
+-- allow decides an Allow of several checks: all of them allow, and then
+-- all write, or none does (nor writes a conversion). It keeps each check's
+-- answer in it: allowed, remaining, retry and reset.
+local function allow(checks, count)
+  local all, refused = true, nil
+  for i = 1, count do
+    local c = checks[i]
+    local allowed, remaining, retry, reset = c.impl.decide(c, c.cost)
+    if allowed == nil then
+      if not refused then
+        refused = refusal(i, remaining)
+      end
+    elseif not allowed then
+      all = false
+    end
+    c.allowed, c.remaining, c.retry, c.reset = allowed, remaining, retry, reset
   end
-  a = a + 3
+  if refused then
+    return refused
+  end
+  local out = ''
+  for i = 1, count do
+    local c = checks[i]
+    local text
+    if all then
+      c.impl.write(c)
+      text = line(1, c.remaining, 0, c.reset)
+    elseif c.allowed then
+      -- It would allow, but the request is denied: report it untouched.
+      local _, remaining, _, reset = c.impl.decide(c, 0)
+      text = line(0, remaining, 0, reset)
+    else
+      text = line(0, c.remaining, c.retry, c.reset)
+    end
+    out = out .. text
+  end
+  return out
 end
 
-local lines = {}
-local k = 1
--- The columns of a request's checks, by check number.
-local cs, ck, cok, crem, cretry, creset, cw1, cw2, cw3 = {}, {}, {}, {}, {}, {}, {}, {}, {}
-local nreq = tonumber(ARGV[1])
-if nreq < 0 then
-  -- The compact form: -nreq Allows of one check on limit 1, a cost each.
-  local kind, limit, param = kinds[1], limits[1], params[1]
-  local check, write, read = checks[kind], writers[kind], reads[kind]
+-- settle decides a Settle: every key is checked first, and then all are
+-- settled, or none is. With a token key (tokkey, created with PX tokttl)
+-- that is there already, that Settle has been applied: it answers the keys
+-- as they are.
+local function settle(checks, count, age, tokkey, tokttl)
+  local refused = first_refusal(checks, count)
+  if refused then
+    return refused
+  end
+  local seen = tokkey and not redis.call('SET', tokkey, '1', 'NX', 'PX', tokttl)
+  local out = ''
+  for i = 1, count do
+    local c = checks[i]
+    local impl = c.impl
+    local remaining, reset
+    if seen then
+      local _
+      _, remaining, _, reset = impl.decide(c, 0)
+    else
+      remaining, reset = impl.settle(c, age)
+    end
+    out = out .. line(1, remaining, 0, reset)
+  end
+  return out
+end
+
+-- reset decides a Reset: every key is checked first, and then all are
+-- emptied, or none is.
+local function reset(checks, count)
+  local refused = first_refusal(checks, count)
+  if refused then
+    return refused
+  end
+  local out = ''
+  for i = 1, count do
+    local c = checks[i]
+    redis.call('DEL', c.key)
+    out = out .. line(1, c.limit, 0, 0)
+  end
+  return out
+end
+
+-- The call formats: each decides a call's requests, in order, and returns
+-- the reply.
+
+-- compact decides the compact form: nreq Allows of one check each on limit
+-- spec (a table of kind, limit and param), whose costs start at ARGV[a],
+-- one per request, or one for all of them.
+local function compact(nreq, spec, a)
+  local impl = spec.impl
+  local read, open, write = impl.read, impl.open, impl.write
   if not read then
-    error('ratelimit batch script: no compact form for kind ' .. kind)
+    error('ratelimit batch script: no compact form for kind ' .. spec.kind)
   end
-  local windows = kind == 'w'
   local same = nil -- the cost of every request, when only one is given
-  if nreq < -1 and #ARGV == a then
+  if nreq > 1 and #ARGV == a then
     same = tonumber(ARGV[a])
   end
-  for r = 1, -nreq do
-    local key = KEYS[r]
-    local n = same or tonumber(ARGV[a + r - 1])
+  local limit = spec.limit
+  -- One check, used by every request in turn.
+  local c = { kind = spec.kind, limit = limit, param = spec.param, impl = impl }
+  local lines = {}
+  for r = 1, nreq do
+    local key, n = KEYS[r], same or tonumber(ARGV[a + r - 1])
+    c.key, c.cost = key, n
     local stored = read(key)
     -- An absent key is full (no window open): a cost n from 1 to the limit
-    -- opens it, written at once by its writer as its check would write it,
-    -- without its steps.
+    -- opens it.
     if stored or n > limit then
-      lines[r] = record(key, write, limit, param, check(key, limit, param, n, stored))
+      lines[r] = allow_one(c, stored)
     elseif n == 0 then
       lines[r] = line(1, limit, 0, 0) -- full
-    elseif windows then
-      write(key, n, param)
-      lines[r] = line(1, limit - n, 0, param * 1000)
     else
-      local owed = n * param
-      write(key, now + owed, ms(owed))
-      lines[r] = line(1, limit - n, 0, owed)
+      lines[r] = line(1, limit - n, 0, open(c, write))
     end
   end
-  nreq = 0
+  return table.concat(lines)
 end
-for r = 1, nreq do
-  local head = ARGV[a]
-  local c = tonumber(head)
-  a = a + 1
-  if c == 1 then
-    -- One check: it decides alone, and writes at once.
-    local s, key = tonumber(ARGV[a]), KEYS[k]
-    local kind, limit, param = kinds[s], limits[s], params[s]
-    lines[r] = record(key, writers[kind], limit, param, checks[kind](key, limit, param, tonumber(ARGV[a + 1])))
-    a, k = a + 2, k + 1
-  elseif c then
-    -- Several checks: all of them allow, and then all write, or none does.
-    -- Their answers are kept in the columns below, reused by every request.
-    local all, refused = true, nil
-    for i = 1, c do
-      local s, key = tonumber(ARGV[a]), KEYS[k]
-      local ok, remaining, retry, reset, w1, w2, w3 = checks[kinds[s]](key, limits[s], params[s], tonumber(ARGV[a + 1]))
-      if ok == nil then
-        if not refused then
-          refused = refusal(i, remaining)
-        end
-      elseif not ok then
-        all = false
+
+-- general decides the general form: nreq requests on limits (tables of
+-- kind, limit and param), whose arguments start at ARGV[a].
+local function general(nreq, limits, a)
+  local k = 1
+  -- The checks of the request being decided: check i is the table
+  -- checks[i], filled anew by each request.
+  local checks = {}
+  -- take fills the next count checks, each from its limit's number, then,
+  -- with field, one more argument (stored as c[field]), from ARGV[a] on,
+  -- and its key, KEYS[k]; it returns checks.
+  local function take(count, field)
+    local ai, ki = a, k
+    for i = 1, count do
+      local c = checks[i]
+      if not c then
+        c = {}
+        checks[i] = c
       end
-      cs[i], ck[i], cok[i], crem[i], cretry[i], creset[i], cw1[i], cw2[i], cw3[i] = s, key, ok, remaining, retry, reset, w1, w2, w3
-      a, k = a + 2, k + 1
-    end
-    if refused then
-      lines[r] = refused
-    else
-      local out = ''
-      for i = 1, c do
-        local s, key = cs[i], ck[i]
-        local text
-        if all then
-          if cw1[i] then
-            writers[kinds[s]](key, cw1[i], cw2[i], cw3[i], limits[s], params[s])
-          end
-          text = line(1, crem[i], 0, creset[i])
-        elseif cok[i] then
-          -- It would allow, but the request is denied: report it untouched.
-          local _, remaining, _, reset = checks[kinds[s]](key, limits[s], params[s], 0)
-          text = line(0, remaining, 0, reset)
-        else
-          text = line(0, crem[i], cretry[i], creset[i])
-        end
-        out = out .. text
+      local spec = limits[tonumber(ARGV[ai])]
+      if c.spec ~= spec then
+        c.spec, c.kind, c.limit, c.param, c.impl = spec, spec.kind, spec.limit, spec.param, spec.impl
       end
-      lines[r] = out
+      c.key = KEYS[ki]
+      if field then
+        c[field] = tonumber(ARGV[ai + 1])
+        ai = ai + 2
+      else
+        ai = ai + 1
+      end
+      ki = ki + 1
     end
-  else
-    -- A Settle ('S') or a Reset ('X'): every key is checked first, and
-    -- then all are changed, or none is.
-    c = tonumber(ARGV[a])
-    local age, tokttl, step = -1, 0, 1
-    if head == 'S' then
-      age, tokttl, step = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), 2
-      a = a + 3
-    elseif head == 'X' then
+    a, k = ai, ki
+    return checks
+  end
+  local lines = {}
+  for r = 1, nreq do
+    local head = ARGV[a]
+    local count = tonumber(head)
+    if count then
       a = a + 1
+      if count == 1 then
+        lines[r] = allow_one(take(1, 'cost')[1])
+      else
+        lines[r] = allow(take(count, 'cost'), count)
+      end
+    elseif head == 'S' then
+      local age, tokttl
+      count, age, tokttl = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+      a = a + 4
+      take(count, 'd')
+      local tokkey = nil
+      if tokttl > 0 then
+        tokkey, k = KEYS[k], k + 1
+      end
+      lines[r] = settle(checks, count, age, tokkey, tokttl)
+    elseif head == 'X' then
+      count, a = tonumber(ARGV[a + 1]), a + 2
+      lines[r] = reset(take(count), count)
     else
       error('ratelimit batch script: unknown request ' .. tostring(head))
     end
-    local refused
-    for i = 1, c do
-      local s, key = tonumber(ARGV[a]), KEYS[k]
-      local ok, reason = checks[kinds[s]](key, limits[s], params[s], 0)
-      if ok == nil and not refused then
-        refused = refusal(i, reason)
-      end
-      cs[i], ck[i], cw1[i] = s, key, tonumber(ARGV[a + 1])
-      a, k = a + step, k + 1
-    end
-    local tokkey
-    if tokttl > 0 then
-      tokkey = KEYS[k]
-      k = k + 1
-    end
-    if refused then
-      lines[r] = refused
-    else
-      local out = {}
-      -- A token seen before: that Settle has been applied; answer the
-      -- keys as they are.
-      local seen = tokkey and not redis.call('SET', tokkey, '1', 'NX', 'PX', tokttl)
-      for i = 1, c do
-        local s, key = cs[i], ck[i]
-        if head == 'X' then
-          redis.call('DEL', key)
-          out[i] = line(1, limits[s], 0, 0)
-        elseif seen then
-          local _, remaining, _, reset = checks[kinds[s]](key, limits[s], params[s], 0)
-          out[i] = line(1, remaining, 0, reset)
-        else
-          local remaining, reset = settles[kinds[s]](key, limits[s], params[s], cw1[i], age)
-          out[i] = line(1, remaining, 0, reset)
-        end
-      end
-      lines[r] = table.concat(out)
-    end
   end
+  return table.concat(lines)
 end
-return table.concat(lines)
+
+local limits, a = {}, 3
+for s = 1, tonumber(ARGV[2]) do
+  local kind = ARGV[a]
+  local impl = kinds[kind]
+  if not impl then
+    error('ratelimit batch script: unknown kind ' .. tostring(kind))
+  end
+  limits[s] = { kind = kind, limit = tonumber(ARGV[a + 1]), param = tonumber(ARGV[a + 2]), impl = impl }
+  a = a + 3
+end
+local nreq = tonumber(ARGV[1])
+if nreq < 0 then
+  return compact(-nreq, limits[1], a)
+end
+return general(nreq, limits, a)
