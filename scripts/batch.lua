@@ -668,15 +668,23 @@ local function general(nreq, limits, a)
     a, k = ai, ki
     return checks
   end
+  local one = {} -- the check of a request of one check
   local lines = {}
   for r = 1, nreq do
     local head = ARGV[a]
     local count = tonumber(head)
     if count then
-      a = a + 1
       if count == 1 then
-        lines[r] = allow_one(take(1, 'cost')[1])
+        -- The common request, a limiter's own Allow, read without take.
+        local spec = limits[tonumber(ARGV[a + 1])]
+        if one.spec ~= spec then
+          one.spec, one.kind, one.limit, one.param, one.impl = spec, spec.kind, spec.limit, spec.param, spec.impl
+        end
+        one.key, one.cost = KEYS[k], tonumber(ARGV[a + 2])
+        a, k = a + 3, k + 1
+        lines[r] = allow_one(one)
       else
+        a = a + 1
         lines[r] = allow(take(count, 'cost'), count)
       end
     elseif head == 'S' then
