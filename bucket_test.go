@@ -125,6 +125,7 @@ func TestTokenBucketRequestEvery300msStaysExactForAMillionRequests(t *testing.T)
 	// eleven, the bucket gains 0.6 tokens a request, so from request 11 on
 	// denials and grants alternate as 0.6·k crosses whole numbers — exactly,
 	// however long it runs.
+	t.Parallel()
 	clock := NewFakeClock(epoch)
 	l, err := NewTokenBucket(5, 2, WithClock(clock))
 	require.NoError(t, err)
@@ -168,7 +169,8 @@ func TestConcurrentCallersOnOneKeyGetExactlyCapacity(t *testing.T) {
 }
 
 func TestMemoryIsBoundedByActiveKeys(t *testing.T) {
-	const perPhase = 1_000_000
+	t.Parallel()
+	perPhase := sized(100_000, 1_000_000) // over 1500 keys a shard, 15000 under -soak
 	clock := NewFakeClock(epoch)
 	l, err := NewTokenBucket(10, 10, WithClock(clock)) // full again 1 s after use
 	require.NoError(t, err)

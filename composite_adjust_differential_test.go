@@ -134,9 +134,10 @@ func compositeOf(t *testing.T, period time.Duration, build limiters) *Composite 
 // process and on miniredis, with time moving, and requires every Result to
 // be the same.
 func TestCompositeAdjustmentsDecideAlikeInProcessAndOnMiniredis(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(12, 13))
-	for round := range 8 {
+	for round := range sized(2, 8) {
 		period := time.Duration(1+r.IntN(10)) * time.Second
 		clock := NewFakeClock(epoch)
 		local := compositeOf(t, period, inProcessLimiters(clock))
@@ -162,6 +163,7 @@ func TestCompositeAdjustmentsDecideAlikeInProcessAndOnMiniredis(t *testing.T) {
 // which the tenant's key keeps, so that on the cluster every call's keys
 // share a slot, and the rounds' keys spread over every master.
 func TestRealRedisCompositeAdjustmentsDecideAsInProcess(t *testing.T) {
+	t.Parallel()
 	t.Run("server", func(t *testing.T) {
 		checkCompositeAdjustmentsAsInProcess(t, redistest.Start(t).Client(t))
 	})

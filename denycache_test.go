@@ -45,12 +45,13 @@ func TestDenyCacheNeverDeniesWhatTheBackendWouldAllow(t *testing.T) {
 	// the backend directly now and then. Each answer the cache gives
 	// itself is checked against the backend's own: a denial there changes
 	// nothing, so asking is safe.
+	t.Parallel()
 	r := rand.New(rand.NewPCG(9, 10))
 	subjects := append(append([]subject{}, bucketSubjects...), windowSubjects...)
 	for _, sub := range subjects {
 		t.Run(sub.name, func(t *testing.T) {
 			local := 0
-			for round := 0; round < 6; round++ {
+			for round := 0; round < sized(2, 6); round++ {
 				limit := 1 + r.IntN(8)
 				period := time.Duration(1+r.Int64N(4000)) * time.Millisecond
 				backend, advanceBackend := sub.newLimiter(t, limit, period)
@@ -226,6 +227,7 @@ func TestDenyCacheLetsSmallerRequestsThrough(t *testing.T) {
 }
 
 func TestDenyCacheMemoryIsBounded(t *testing.T) {
+	t.Parallel()
 	clock := NewFakeClock(epoch)
 	backend, err := NewTokenBucket(1, 1, WithClock(clock))
 	require.NoError(t, err)

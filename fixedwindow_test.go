@@ -59,8 +59,9 @@ func (m *windowModel) allow(key string, n int) Result {
 }
 
 func TestFixedWindowsMatchTheModel(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 8))
-	for round := 0; round < 40; round++ {
+	for round := 0; round < sized(10, 40); round++ {
 		limit := 1 + r.IntN(10)
 		window := time.Duration(1+r.Int64N(5000)) * time.Millisecond
 		// The clock may step back only in runs on one key (see
@@ -100,6 +101,7 @@ func TestFixedWindowsMatchTheModel(t *testing.T) {
 }
 
 func TestFixedWindowMemoryIsBoundedByOpenWindows(t *testing.T) {
+	t.Parallel()
 	clock := NewFakeClock(epoch)
 	l, err := NewFixedWindow(5, time.Second, WithClock(clock))
 	require.NoError(t, err)

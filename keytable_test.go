@@ -15,6 +15,7 @@ import (
 // state is only ever missing once it has expired, no more keys are held than
 // were written within the last two spans, and none once all have expired.
 func TestKeyTableKeepsEveryUnexpiredState(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(11, 12))
 	type written struct{ state, expiry, at int64 }
 	for round := 0; round < 20; round++ {

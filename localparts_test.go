@@ -193,6 +193,7 @@ func TestLocalCompositeOfOneLimiterOnTwoKeysOfOneShard(t *testing.T) {
 // what the stricter part has, and a part never loses a unit to a call the
 // other denied.
 func TestLocalCompositesSharingLimitersUnderLoad(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clock := NewFakeClock(epoch)
 	bucket, err := NewTokenBucket(10, 10, WithClock(clock))
@@ -548,6 +549,7 @@ var exactIntervals = []time.Duration{time.Millisecond, 2 * ms, 4 * ms, 5 * ms, 8
 // derived key), with the clock moving forward, and compares every Result
 // with the model's, step by step.
 func TestLocalCompositeMatchesTheModel(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(21, 22))
 	tenant := func(key string) string { return "tenant-" + key[:1] }
@@ -651,6 +653,7 @@ func TestLocalCompositeMatchesTheModel(t *testing.T) {
 // Settle and Reset on each in-process limiter alone, and compares every
 // Result with the model's.
 func TestInProcessAdjustersMatchTheModel(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(23, 24))
 	for round := range 60 {

@@ -97,8 +97,9 @@ func ratNanos(tokens *big.Rat, interval int64) int64 {
 }
 
 func TestInProcessLimitersMatchTheModel(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
-	for round := 0; round < 200; round++ {
+	for round := 0; round < sized(50, 200); round++ {
 		capacity := 1 + r.IntN(12)
 		interval := time.Duration(1 + r.Int64N(int64(2*time.Second)))
 		// The clock steps back only in runs on one key: the in-process

@@ -333,6 +333,7 @@ func modelStep(r *rand.Rand) time.Duration {
 // in-process limiters built WithPolicyFunc, and requires every Result and
 // error to be the model's.
 func TestKeyedLimitersMatchTheModelAcrossPolicyChanges(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(31, 32))
 	for _, sub := range []struct {
@@ -344,7 +345,7 @@ func TestKeyedLimitersMatchTheModelAcrossPolicyChanges(t *testing.T) {
 		{inProcessTier("FixedWindow", true, buildFixedWindow), tierStream{modelWindowPolicies, modelStep, true}},
 	} {
 		t.Run(sub.name, func(t *testing.T) {
-			for round := range 40 {
+			for round := range sized(10, 40) {
 				// The constructor's policy is one of the others, so that
 				// the zero Policy and an explicit one meet.
 				own := sub.stream.policies[1+r.IntN(len(sub.stream.policies)-1)]
@@ -460,11 +461,12 @@ func requireSameError(t *testing.T, want, err error, msg string) {
 // WithPolicyFunc and on its Redis equivalent over miniredis, time moving
 // alike, and requires every Result to be the same.
 func TestKeyedRedisLimitersDecideAsInProcessOnMiniredis(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(33, 34))
 	for _, pair := range tierPairs {
 		t.Run(pair.name, func(t *testing.T) {
-			for round := range 8 {
+			for round := range sized(2, 8) {
 				plans := newPolicyTable()
 				local, advanceLocal := pair.local.newLimiter(t, pair.own, plans.f)
 				remote, advanceRemote := pair.redis.newLimiter(t, pair.own, plans.f)
@@ -492,6 +494,7 @@ func TestKeyedRedisLimitersDecideAsInProcessOnMiniredis(t *testing.T) {
 // the test, so Allowed and Remaining must be those of the in-process
 // limiter, whose time stands still.
 func TestRealRedisKeyedLimitersDecideAsInProcess(t *testing.T) {
+	t.Parallel()
 	client := redistest.Start(t).Client(t)
 	ctx := context.Background()
 	slow := tierStream{

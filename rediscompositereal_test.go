@@ -64,6 +64,7 @@ func TestRealRedisCompositeNeverLeaksUnderConcurrency(t *testing.T) {
 // TestRealRedisClusterCompositeNeverLeaks runs the same on a 3-master cluster,
 // with the parts' keys under one hash tag.
 func TestRealRedisClusterCompositeNeverLeaks(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
 	checkCompositeNeverLeaks(t, client)
@@ -135,6 +136,7 @@ func twoDigits(i int) string {
 // cannot touch keys of two slots, so a Composite whose keys are not under one
 // hash tag is refused with an error, and nothing is spent.
 func TestRealRedisClusterCompositeRefusesPartsInDifferentSlots(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
 	ctx := context.Background()

@@ -301,6 +301,7 @@ func checkForeignStateIsLeftAlone(t *testing.T, client redis.UniversalClient) {
 }
 
 func TestRedisLimitersLeaveForeignStateAlone(t *testing.T) {
+	t.Parallel()
 	_, client, _ := miniredisClock(t)
 	checkForeignStateIsLeftAlone(t, client)
 }

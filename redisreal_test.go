@@ -261,6 +261,7 @@ func TestRealRedisStoppedServer(t *testing.T) {
 }
 
 func TestRealRedisClusterAcrossSlots(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
 	ctx := context.Background()

@@ -197,6 +197,7 @@ var windowAdjustScenarios = []callScenario{
 }
 
 func TestBucketAdjustScenarios(t *testing.T) {
+	t.Parallel()
 	runAdjustScenarios(t, bucketSubjects, bucketAdjustScenarios)
 }
 
@@ -205,6 +206,7 @@ func TestWindowAdjustScenarios(t *testing.T) {
 }
 
 func TestCompositeOfOneRunsEveryScenario(t *testing.T) {
+	t.Parallel()
 	runScenarios(t, compositeOfOne(bucketSubjects), bucketScenarios)
 	runScenarios(t, compositeOfOne(windowSubjects), windowScenarios)
 }

@@ -18,6 +18,7 @@ import (
 // class ErrCaller, a key's data of ErrCorruptState, and a Redis that
 // cannot be reached of ErrBackend; no error is of two classes.
 func TestEveryErrorIsOfOneClass(t *testing.T) {
+	t.Parallel()
 	classes := []error{ErrCaller, ErrCorruptState, ErrBackend}
 	classOf := func(err error) []error {
 		var in []error
@@ -56,6 +57,7 @@ func TestEveryErrorIsOfOneClass(t *testing.T) {
 // mistake (ErrKeysApart): a Guard returns it and does not count it, so a
 // well-formed key is still decided by the backend.
 func TestOneClientsKeysOnAClusterDoNotOpenTheBreakerForEveryone(t *testing.T) {
+	t.Parallel()
 	client := redistest.StartCluster(t, 3).Client(t)
 	ctx := context.Background()
 	users, err := NewRedisGCRA(client, 50, time.Minute)
@@ -112,6 +114,7 @@ func downComposite(t *testing.T) *Composite {
 // the backend down, a Guard's answer from a Composite fallback names the
 // policy that bound the fallback's decision, with that policy's limit.
 func TestFailOverWithACompositeFallbackNamesThePolicyWhoseNumbersItShows(t *testing.T) {
+	t.Parallel()
 	clock := NewFakeClock(time.Unix(0, 0))
 	requests, err := NewGCRA(15, time.Minute, WithClock(clock))
 	require.NoError(t, err)
@@ -149,6 +152,7 @@ func TestFailOverWithACompositeFallbackNamesThePolicyWhoseNumbersItShows(t *test
 // fail-open answer names the policy of units with the smallest limit, and
 // refuses a cost above it only.
 func TestFailOpenNamesTheTightestPolicyOfUnits(t *testing.T) {
+	t.Parallel()
 	g, err := NewGuard(downComposite(t), GuardConfig{})
 	require.NoError(t, err)
 	d, err := g.Decide(context.Background(), "tenant", 100)

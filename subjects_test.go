@@ -85,6 +85,7 @@ var windowSubjects = []subject{
 }
 
 func TestBucketScenarios(t *testing.T) {
+	t.Parallel()
 	runScenarios(t, bucketSubjects, bucketScenarios)
 }
 

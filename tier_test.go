@@ -623,12 +623,13 @@ func manyPolicies(window bool, phase *atomic.Int32) PolicyFunc {
 	}
 }
 
-// TestManyPoliciesHoldNoStateOnceEveryKeyIsFull: 100,000 keys, each with a
-// policy of its own, are held while they are not full, and not at all once
-// time has passed every one's fill time (or window): nothing is kept per
-// policy.
+// TestManyPoliciesHoldNoStateOnceEveryKeyIsFull: 20,000 keys (100,000
+// under -soak), each with a policy of its own, are held while they are not
+// full, and not at all once time has passed every one's fill time (or
+// window): nothing is kept per policy.
 func TestManyPoliciesHoldNoStateOnceEveryKeyIsFull(t *testing.T) {
-	const keys = 100_000
+	t.Parallel()
+	keys := sized(20_000, 100_000)
 	ctx := context.Background()
 	longest := time.Duration(13*2*keys) * time.Millisecond // phase 1's longest fill time
 	for _, tc := range []struct {
@@ -659,6 +660,7 @@ func TestManyPoliciesHoldNoStateOnceEveryKeyIsFull(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			clock := NewFakeClock(epoch)
 			var phase atomic.Int32
 			l, held, err := tc.build(clock, manyPolicies(tc.window, &phase))
@@ -710,7 +712,10 @@ func TestManyPoliciesHoldNoStateOnceEveryKeyIsFull(t *testing.T) {
 // a denial or peek after a policy change, Settle into debt, Refund), so
 // that every key goes once full.
 func TestManyPoliciesOnRedisWriteOnlyKeysWithATTL(t *testing.T) {
-	const keys = 600
+	t.Parallel()
+	// Every pair of a policy (i%10) and a call (i%4) six times; 30 times
+	// under -soak.
+	keys := sized(120, 600)
 	ctx := context.Background()
 	for _, sub := range []struct {
 		name   string
@@ -728,6 +733,7 @@ func TestManyPoliciesOnRedisWriteOnlyKeysWithATTL(t *testing.T) {
 		}},
 	} {
 		t.Run(sub.name, func(t *testing.T) {
+			t.Parallel()
 			m, client, advance := miniredisClock(t)
 			var phase atomic.Int32
 			l, err := sub.build(client, manyPolicies(sub.window, &phase))

@@ -28,11 +28,13 @@ func planOfKey(_ context.Context, key string) (Policy, error) {
 }
 
 func TestRealRedisKeyedBatchesMixingPoliciesStayExact(t *testing.T) {
+	t.Parallel()
 	server := redistest.Start(t)
 	testKeyedBatchesStayExact(t, server.Client(t, func(o *redis.Options) { o.PoolSize = 64 }))
 }
 
 func TestRealRedisClusterKeyedBatchesMixingPoliciesStayExact(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	testKeyedBatchesStayExact(t, cluster.Client(t, func(o *redis.ClusterOptions) { o.PoolSize = 64 }))
 }
