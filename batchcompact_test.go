@@ -20,6 +20,7 @@ import (
 // last_refill among them), costs from 0 to above the limit, and batches of
 // one cost or of several.
 func TestBatchScriptCompactFormDecidesAsTheGeneralForm(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, kind := range []struct {
 		name  string

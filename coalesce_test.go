@@ -62,11 +62,13 @@ func evalshaCallsOn(t *testing.T, client redis.Scripter) int64 {
 }
 
 func TestRealRedisCoalescedCallsStayExact(t *testing.T) {
+	t.Parallel()
 	server := redistest.Start(t)
 	testCoalescedCallsStayExact(t, server.Client(t, func(o *redis.Options) { o.PoolSize = 64 }))
 }
 
 func TestRealRedisClusterCoalescedCallsStayExact(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t, func(o *redis.ClusterOptions) { o.PoolSize = 64 })
 	t.Run("hash slots", func(t *testing.T) {
@@ -111,6 +113,7 @@ func TestRealRedisClusterCoalescedCallsStayExact(t *testing.T) {
 }
 
 func TestRealRedisRingCoalescedCallsStayExact(t *testing.T) {
+	t.Parallel()
 	one, two := redistest.Start(t), redistest.Start(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": one.Addr, "two": two.Addr}, PoolSize: 64})
 	t.Cleanup(func() { _ = ring.Close() })

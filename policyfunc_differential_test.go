@@ -16,10 +16,10 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
 
-// tierOp is one call of a random stream on a limiter built WithPolicyFunc:
+// policyFuncOp is one call of a random stream on a limiter built WithPolicyFunc:
 // move the time by advance, give key the policy set (when change is true),
 // then make the call kind ("allow", "refund", "settle" or "reset").
-type tierOp struct {
+type policyFuncOp struct {
 	advance  time.Duration
 	change   bool
 	set      Policy
@@ -33,10 +33,10 @@ type tierOp struct {
 	hasTakenAt bool
 }
 
-func (op tierOp) String() string {
+func (op policyFuncOp) String() string {
 	s := fmt.Sprintf("+%v ", op.advance)
 	if op.change {
-		s += fmt.Sprintf("policy %s; ", tierName(op.set))
+		s += fmt.Sprintf("policy %s; ", policyFuncName(op.set))
 	}
 	s += fmt.Sprintf("%s(%q, n=%d, taken=%d, cost=%d)", op.kind, op.key, op.n, op.taken, op.cost)
 	if op.hasTakenAt {
@@ -45,11 +45,11 @@ func (op tierOp) String() string {
 	return s
 }
 
-// tierStream describes the random streams of a test: the policies a key
+// policyFuncStream describes the random streams of a test: the policies a key
 // may be given (the zero Policy among them), the time steps, and whether
 // Refunds and Settles carry TakenAt (which only in-process limiters can
 // follow on a fake clock).
-type tierStream struct {
+type policyFuncStream struct {
 	policies []Policy
 	step     func(r *rand.Rand) time.Duration
 	takenAt  bool
@@ -57,11 +57,11 @@ type tierStream struct {
 
 // ops returns steps random calls over keys, each key's policy changing now
 // and then.
-func (s tierStream) ops(r *rand.Rand, steps int, keys ...string) []tierOp {
-	ops := make([]tierOp, steps)
+func (s policyFuncStream) ops(r *rand.Rand, steps int, keys ...string) []policyFuncOp {
+	ops := make([]policyFuncOp, steps)
 	var now time.Duration
 	for i := range ops {
-		op := tierOp{key: keys[r.IntN(len(keys))], advance: s.step(r)}
+		op := policyFuncOp{key: keys[r.IntN(len(keys))], advance: s.step(r)}
 		now += op.advance
 		if r.IntN(4) == 0 {
 			op.change, op.set = true, s.policies[r.IntN(len(s.policies))]
@@ -85,7 +85,7 @@ func (s tierStream) ops(r *rand.Rand, steps int, keys ...string) []tierOp {
 }
 
 // apply makes op's call on l (its policy already set).
-func (op tierOp) apply(ctx context.Context, l Adjuster) (Result, error) {
+func (op policyFuncOp) apply(ctx context.Context, l Adjuster) (Result, error) {
 	var opts []AdjustOption
 	if op.hasTakenAt {
 		opts = append(opts, TakenAt(epoch.Add(op.takenAt)))
@@ -102,7 +102,7 @@ func (op tierOp) apply(ctx context.Context, l Adjuster) (Result, error) {
 	}
 }
 
-// tierModel is the reference of the limiters built WithPolicyFunc: plain
+// policyFuncModel is the reference of the limiters built WithPolicyFunc: plain
 // integer arithmetic on a map, written from WithPolicyFunc's contract and
 // the package's semantics, sharing no code with the limiters. Time is in
 // ns since the epoch and only moves forward.
@@ -115,25 +115,25 @@ func (op tierOp) apply(ctx context.Context, l Adjuster) (Result, error) {
 //
 // A fixed window key is its end and its count, checked against the limit in
 // force; a window opens with the length in force.
-type tierModel struct {
+type policyFuncModel struct {
 	own     Policy // the constructor's: the policy of the zero Policy
 	window  bool
 	now     int64
-	tats    map[string]tierModelTat
-	windows map[string]tierModelWindow
+	tats    map[string]policyFuncModelTat
+	windows map[string]policyFuncModelWindow
 }
 
-type tierModelTat struct{ tat, interval int64 }
+type policyFuncModelTat struct{ tat, interval int64 }
 
-type tierModelWindow struct{ end, count int64 }
+type policyFuncModelWindow struct{ end, count int64 }
 
-func newTierModel(own Policy, window bool) *tierModel {
-	return &tierModel{own: own, window: window, tats: map[string]tierModelTat{}, windows: map[string]tierModelWindow{}}
+func newPolicyFuncModel(own Policy, window bool) *policyFuncModel {
+	return &policyFuncModel{own: own, window: window, tats: map[string]policyFuncModelTat{}, windows: map[string]policyFuncModelWindow{}}
 }
 
 // policy returns the limit and the interval (a window's length for a fixed
 // window) of p; every policy of these tests has a whole interval.
-func (m *tierModel) policy(p Policy) (limit, param int64) {
+func (m *policyFuncModel) policy(p Policy) (limit, param int64) {
 	if p == (Policy{}) {
 		p = m.own
 	}
@@ -141,13 +141,13 @@ func (m *tierModel) policy(p Policy) (limit, param int64) {
 		return int64(p.Limit), int64(p.Window)
 	}
 	if int64(p.Window)%int64(p.Limit) != 0 {
-		panic("model: interval not a whole number of ns: " + tierName(p))
+		panic("model: interval not a whole number of ns: " + policyFuncName(p))
 	}
 	return int64(p.Limit), int64(p.Window) / int64(p.Limit)
 }
 
 // apply makes op's call on the model, under policy p.
-func (m *tierModel) apply(op tierOp, p Policy) (Result, error) {
+func (m *policyFuncModel) apply(op policyFuncOp, p Policy) (Result, error) {
 	m.now += int64(op.advance)
 	limit, param := m.policy(p)
 	switch op.kind {
@@ -183,7 +183,7 @@ func (m *tierModel) apply(op tierOp, p Policy) (Result, error) {
 // carry returns key's tat at interval: now when it is full, its tat when it
 // was computed at interval, and otherwise now plus the time it owes
 // converted to interval, rounded up.
-func (m *tierModel) carry(key string, interval int64) int64 {
+func (m *policyFuncModel) carry(key string, interval int64) int64 {
 	st, held := m.tats[key]
 	if !held || st.tat <= m.now {
 		return m.now
@@ -200,17 +200,17 @@ func (m *tierModel) carry(key string, interval int64) int64 {
 }
 
 // keep stores key's tat at interval, or forgets a full key.
-func (m *tierModel) keep(key string, tat, interval int64) {
+func (m *policyFuncModel) keep(key string, tat, interval int64) {
 	if tat <= m.now {
 		delete(m.tats, key)
 		return
 	}
-	m.tats[key] = tierModelTat{tat: tat, interval: interval}
+	m.tats[key] = policyFuncModelTat{tat: tat, interval: interval}
 }
 
 // bucketResult describes a key whose tat is tat: what is left of limit,
 // none in debt, and the time until it is full.
-func (m *tierModel) bucketResult(allowed bool, tat, limit, interval int64) Result {
+func (m *policyFuncModel) bucketResult(allowed bool, tat, limit, interval int64) Result {
 	ahead := tat - m.now
 	return Result{
 		Allowed:    allowed,
@@ -220,7 +220,7 @@ func (m *tierModel) bucketResult(allowed bool, tat, limit, interval int64) Resul
 	}
 }
 
-func (m *tierModel) bucketAllow(key string, n, limit, interval int64) Result {
+func (m *policyFuncModel) bucketAllow(key string, n, limit, interval int64) Result {
 	tat := m.carry(key, interval)
 	next := tat + n*interval
 	if n == 0 || next-m.now <= limit*interval {
@@ -233,22 +233,22 @@ func (m *tierModel) bucketAllow(key string, n, limit, interval int64) Result {
 	return res
 }
 
-func (m *tierModel) bucketSettle(key string, d, limit, interval int64) Result {
+func (m *policyFuncModel) bucketSettle(key string, d, limit, interval int64) Result {
 	tat := max(m.carry(key, interval)+d*interval, m.now)
 	m.keep(key, tat, interval)
 	return m.bucketResult(true, tat, limit, interval)
 }
 
-// open returns key's window open now, the zero tierModelWindow if none is.
-func (m *tierModel) open(key string) tierModelWindow {
+// open returns key's window open now, the zero policyFuncModelWindow if none is.
+func (m *policyFuncModel) open(key string) policyFuncModelWindow {
 	w := m.windows[key]
 	if w.end <= m.now || w.count <= 0 {
-		return tierModelWindow{}
+		return policyFuncModelWindow{}
 	}
 	return w
 }
 
-func (m *tierModel) windowResult(allowed bool, w tierModelWindow, limit int64) Result {
+func (m *policyFuncModel) windowResult(allowed bool, w policyFuncModelWindow, limit int64) Result {
 	res := Result{Allowed: allowed, Limit: int(limit), Remaining: int(max(limit-w.count, 0))}
 	if w.count > 0 {
 		res.ResetAfter = time.Duration(w.end - m.now)
@@ -256,7 +256,7 @@ func (m *tierModel) windowResult(allowed bool, w tierModelWindow, limit int64) R
 	return res
 }
 
-func (m *tierModel) windowAllow(key string, n, limit, length int64) Result {
+func (m *policyFuncModel) windowAllow(key string, n, limit, length int64) Result {
 	w := m.open(key)
 	if n > 0 && w.count+n > limit {
 		res := m.windowResult(false, w, limit)
@@ -273,7 +273,7 @@ func (m *tierModel) windowAllow(key string, n, limit, length int64) Result {
 	return m.windowResult(true, w, limit)
 }
 
-func (m *tierModel) windowSettle(op tierOp, d, limit, length int64) Result {
+func (m *policyFuncModel) windowSettle(op policyFuncOp, d, limit, length int64) Result {
 	w := m.open(op.key)
 	switch {
 	case d > 0:
@@ -285,7 +285,7 @@ func (m *tierModel) windowSettle(op tierOp, d, limit, length int64) Result {
 	case d < 0 && w.count > 0 && (!op.hasTakenAt || int64(op.takenAt) >= w.end-length):
 		w.count += d
 		if w.count <= 0 {
-			w = tierModelWindow{}
+			w = policyFuncModelWindow{}
 			delete(m.windows, op.key)
 		} else {
 			m.windows[op.key] = w
@@ -328,21 +328,21 @@ func modelStep(r *rand.Rand) time.Duration {
 	}
 }
 
-// TestKeyedLimitersMatchTheModelAcrossPolicyChanges runs random streams of
+// TestPolicyFuncLimitersMatchTheModelAcrossPolicyChanges runs random streams of
 // Allow, Refund, Settle and Reset with random policy changes on the
 // in-process limiters built WithPolicyFunc, and requires every Result and
 // error to be the model's.
-func TestKeyedLimitersMatchTheModelAcrossPolicyChanges(t *testing.T) {
+func TestPolicyFuncLimitersMatchTheModelAcrossPolicyChanges(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(31, 32))
 	for _, sub := range []struct {
-		tierSubject
-		stream tierStream
+		policyFuncSubject
+		stream policyFuncStream
 	}{
-		{inProcessTier("TokenBucket", false, buildTokenBucket), tierStream{modelRatePolicies, modelStep, false}},
-		{inProcessTier("GCRA", false, buildGCRA), tierStream{modelRatePolicies, modelStep, false}},
-		{inProcessTier("FixedWindow", true, buildFixedWindow), tierStream{modelWindowPolicies, modelStep, true}},
+		{inProcessPolicyFunc("TokenBucket", false, buildTokenBucket), policyFuncStream{modelRatePolicies, modelStep, false}},
+		{inProcessPolicyFunc("GCRA", false, buildGCRA), policyFuncStream{modelRatePolicies, modelStep, false}},
+		{inProcessPolicyFunc("FixedWindow", true, buildFixedWindow), policyFuncStream{modelWindowPolicies, modelStep, true}},
 	} {
 		t.Run(sub.name, func(t *testing.T) {
 			for round := range sized(10, 40) {
@@ -351,7 +351,7 @@ func TestKeyedLimitersMatchTheModelAcrossPolicyChanges(t *testing.T) {
 				own := sub.stream.policies[1+r.IntN(len(sub.stream.policies)-1)]
 				plans := newPolicyTable()
 				l, advance := sub.newLimiter(t, own, plans.f)
-				model := newTierModel(own, sub.window)
+				model := newPolicyFuncModel(own, sub.window)
 				// The calls on each key so far, in the message of a
 				// mismatch.
 				history := map[string]string{}
@@ -362,8 +362,8 @@ func TestKeyedLimitersMatchTheModelAcrossPolicyChanges(t *testing.T) {
 					}
 					want, wantErr := model.apply(op, plans.get(op.key))
 					got, err := op.apply(ctx, l)
-					history[op.key] += fmt.Sprintf("\n  t=%v %v [%s]: %+v", time.Duration(model.now), op, tierName(plans.get(op.key)), got)
-					msg := fmt.Sprintf("round %d (own %s) step %d: %v; the key's calls:%s", round, tierName(own), i, op, history[op.key])
+					history[op.key] += fmt.Sprintf("\n  t=%v %v [%s]: %+v", time.Duration(model.now), op, policyFuncName(plans.get(op.key)), got)
+					msg := fmt.Sprintf("round %d (own %s) step %d: %v; the key's calls:%s", round, policyFuncName(own), i, op, history[op.key])
 					if wantErr != nil {
 						require.ErrorIs(t, err, wantErr, msg)
 					} else {
@@ -385,7 +385,7 @@ func TestKeyedLimitersMatchTheModelAcrossPolicyChanges(t *testing.T) {
 //     moving by whole µs;
 //   - diffWindow: windows of whole ms, time moving by whole ms.
 var (
-	diffConvert = tierStream{
+	diffConvert = policyFuncStream{
 		policies: []Policy{{}, {Limit: 5, Window: 500 * ms}, {Limit: 3, Window: 600 * ms}, {Limit: 10, Window: 4 * time.Second}, {Limit: 2, Window: 1600 * ms}},
 		step: func(r *rand.Rand) time.Duration {
 			if r.IntN(5) < 3 {
@@ -395,7 +395,7 @@ var (
 		},
 	}
 	diffConvertOwn = Policy{Limit: 4, Window: 800 * ms}
-	diffLimits     = tierStream{
+	diffLimits     = policyFuncStream{
 		policies: []Policy{{}, {Limit: 3, Window: 300 * ms}, {Limit: 10, Window: time.Second}, {Limit: 1, Window: 100 * ms}, {Limit: 7, Window: 700 * ms}},
 		step: func(r *rand.Rand) time.Duration {
 			if r.IntN(10) < 3 {
@@ -405,7 +405,7 @@ var (
 		},
 	}
 	diffLimitsOwn = Policy{Limit: 5, Window: 500 * ms}
-	diffWindow    = tierStream{
+	diffWindow    = policyFuncStream{
 		policies: modelWindowPolicies,
 		step: func(r *rand.Rand) time.Duration {
 			if r.IntN(10) < 3 {
@@ -417,20 +417,20 @@ var (
 	diffWindowOwn = Policy{Limit: 4, Window: 2 * time.Second}
 )
 
-// tierPair is an in-process limiter and its Redis equivalent.
-type tierPair struct {
+// policyFuncPair is an in-process limiter and its Redis equivalent.
+type policyFuncPair struct {
 	name         string
-	local, redis tierSubject
-	stream       tierStream
+	local, redis policyFuncSubject
+	stream       policyFuncStream
 	own          Policy
 }
 
-var tierPairs = []tierPair{
-	{"TokenBucket/conversions", inProcessTier("TokenBucket", false, buildTokenBucket), miniredisTier("RedisTokenBucket", false, buildRedisTokenBucket), diffConvert, diffConvertOwn},
-	{"GCRA/conversions", inProcessTier("GCRA", false, buildGCRA), miniredisTier("RedisGCRA", false, buildRedisGCRA), diffConvert, diffConvertOwn},
-	{"TokenBucket/limits", inProcessTier("TokenBucket", false, buildTokenBucket), miniredisTier("RedisTokenBucket", false, buildRedisTokenBucket), diffLimits, diffLimitsOwn},
-	{"GCRA/limits", inProcessTier("GCRA", false, buildGCRA), miniredisTier("RedisGCRA", false, buildRedisGCRA), diffLimits, diffLimitsOwn},
-	{"FixedWindow", inProcessTier("FixedWindow", true, buildFixedWindow), miniredisTier("RedisFixedWindow", true, buildRedisFixedWindow), diffWindow, diffWindowOwn},
+var policyFuncPairs = []policyFuncPair{
+	{"TokenBucket/conversions", inProcessPolicyFunc("TokenBucket", false, buildTokenBucket), miniredisPolicyFunc("RedisTokenBucket", false, buildRedisTokenBucket), diffConvert, diffConvertOwn},
+	{"GCRA/conversions", inProcessPolicyFunc("GCRA", false, buildGCRA), miniredisPolicyFunc("RedisGCRA", false, buildRedisGCRA), diffConvert, diffConvertOwn},
+	{"TokenBucket/limits", inProcessPolicyFunc("TokenBucket", false, buildTokenBucket), miniredisPolicyFunc("RedisTokenBucket", false, buildRedisTokenBucket), diffLimits, diffLimitsOwn},
+	{"GCRA/limits", inProcessPolicyFunc("GCRA", false, buildGCRA), miniredisPolicyFunc("RedisGCRA", false, buildRedisGCRA), diffLimits, diffLimitsOwn},
+	{"FixedWindow", inProcessPolicyFunc("FixedWindow", true, buildFixedWindow), miniredisPolicyFunc("RedisFixedWindow", true, buildRedisFixedWindow), diffWindow, diffWindowOwn},
 }
 
 // diffSentinels are the errors a call of a differential stream may fail
@@ -456,15 +456,15 @@ func requireSameError(t *testing.T, want, err error, msg string) {
 	require.Failf(t, "an in-process error of no expected kind", "%s: %v (Redis: %v)", msg, want, err)
 }
 
-// TestKeyedRedisLimitersDecideAsInProcessOnMiniredis runs the same random
+// TestPolicyFuncRedisLimitersDecideAsInProcessOnMiniredis runs the same random
 // streams, policy changes included, on each in-process limiter built
 // WithPolicyFunc and on its Redis equivalent over miniredis, time moving
 // alike, and requires every Result to be the same.
-func TestKeyedRedisLimitersDecideAsInProcessOnMiniredis(t *testing.T) {
+func TestPolicyFuncRedisLimitersDecideAsInProcessOnMiniredis(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(33, 34))
-	for _, pair := range tierPairs {
+	for _, pair := range policyFuncPairs {
 		t.Run(pair.name, func(t *testing.T) {
 			for round := range sized(2, 8) {
 				plans := newPolicyTable()
@@ -487,22 +487,22 @@ func TestKeyedRedisLimitersDecideAsInProcessOnMiniredis(t *testing.T) {
 	}
 }
 
-// TestRealRedisKeyedLimitersDecideAsInProcess runs such streams on a real
+// TestRealRedisPolicyFuncLimitersDecideAsInProcess runs such streams on a real
 // redis-server, whose time the test cannot move: with intervals of 20, 40
 // and 80 s (whose products stay below 2^53 µs², where the script's
 // conversion is exact) and windows of minutes, no unit comes back during
 // the test, so Allowed and Remaining must be those of the in-process
 // limiter, whose time stands still.
-func TestRealRedisKeyedLimitersDecideAsInProcess(t *testing.T) {
+func TestRealRedisPolicyFuncLimitersDecideAsInProcess(t *testing.T) {
 	t.Parallel()
 	client := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	slow := tierStream{
+	slow := policyFuncStream{
 		policies: []Policy{{}, {Limit: 3, Window: time.Minute}, {Limit: 6, Window: 240 * time.Second}, {Limit: 2, Window: 160 * time.Second}, {Limit: 10, Window: 400 * time.Second}, {Limit: 5, Window: 100 * time.Second}},
 		step:     func(*rand.Rand) time.Duration { return 0 },
 	}
 	slowOwn := Policy{Limit: 4, Window: 160 * time.Second}
-	slowWindows := tierStream{
+	slowWindows := policyFuncStream{
 		policies: []Policy{{}, {Limit: 5, Window: 20 * time.Minute}, {Limit: 2, Window: 10 * time.Minute}, {Limit: 10, Window: time.Hour}, {Limit: 1, Window: 30 * time.Minute}},
 		step:     func(*rand.Rand) time.Duration { return 0 },
 	}
@@ -517,14 +517,14 @@ func TestRealRedisKeyedLimitersDecideAsInProcess(t *testing.T) {
 	r := rand.New(rand.NewPCG(35, 36))
 	for _, pair := range []struct {
 		name   string
-		local  tierSubject
+		local  policyFuncSubject
 		redis  func(t *testing.T, own Policy, f PolicyFunc) Adjuster
-		stream tierStream
+		stream policyFuncStream
 		own    Policy
 	}{
-		{"TokenBucket", inProcessTier("TokenBucket", false, buildTokenBucket), onServer(buildRedisTokenBucket), slow, slowOwn},
-		{"GCRA", inProcessTier("GCRA", false, buildGCRA), onServer(buildRedisGCRA), slow, slowOwn},
-		{"FixedWindow", inProcessTier("FixedWindow", true, buildFixedWindow), onServer(buildRedisFixedWindow), slowWindows, slowWindowOwn},
+		{"TokenBucket", inProcessPolicyFunc("TokenBucket", false, buildTokenBucket), onServer(buildRedisTokenBucket), slow, slowOwn},
+		{"GCRA", inProcessPolicyFunc("GCRA", false, buildGCRA), onServer(buildRedisGCRA), slow, slowOwn},
+		{"FixedWindow", inProcessPolicyFunc("FixedWindow", true, buildFixedWindow), onServer(buildRedisFixedWindow), slowWindows, slowWindowOwn},
 	} {
 		t.Run(pair.name, func(t *testing.T) {
 			for round := range 6 {

@@ -12,11 +12,11 @@ import (
 
 func TestARefundAfterALoweredPolicyGivesTheUnitsBack(t *testing.T) {
 	ctx := context.Background()
-	for _, sub := range tierSubjects {
+	for _, sub := range policyFuncSubjects {
 		t.Run(sub.name, func(t *testing.T) {
 			plans := newPolicyTable()
 			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
-			c := tierCalls{t, l}
+			c := policyFuncCalls{t, l}
 			plans.set("k", perMinute(100))
 			require.True(t, c.allow("k", 50).Allowed)
 			plans.set("k", perMinute(10))

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// keyedLimiter is a Redis limiter: a Limiter that says its key prefix.
-type keyedLimiter interface {
+// prefixedLimiter is a Redis limiter: a Limiter that says its key prefix.
+type prefixedLimiter interface {
 	Limiter
 	KeyPrefix() string
 }
@@ -23,17 +23,17 @@ type keyedLimiter interface {
 type redisKind struct {
 	name   string
 	window bool // a fixed window, rather than a bucket
-	new    func(client redis.Scripter, limit int, period time.Duration, opts ...Option) (keyedLimiter, error)
+	new    func(client redis.Scripter, limit int, period time.Duration, opts ...Option) (prefixedLimiter, error)
 }
 
 var redisKinds = []redisKind{
-	{"RedisTokenBucket", false, func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (keyedLimiter, error) {
+	{"RedisTokenBucket", false, func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (prefixedLimiter, error) {
 		return NewRedisTokenBucket(c, limit, float64(limit)/period.Seconds(), opts...)
 	}},
-	{"RedisGCRA", false, func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (keyedLimiter, error) {
+	{"RedisGCRA", false, func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (prefixedLimiter, error) {
 		return NewRedisGCRA(c, limit, period, opts...)
 	}},
-	{"RedisFixedWindow", true, func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (keyedLimiter, error) {
+	{"RedisFixedWindow", true, func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (prefixedLimiter, error) {
 		return NewRedisFixedWindow(c, limit, period, opts...)
 	}},
 }

@@ -46,6 +46,7 @@ func ptr[T any](v T) *T { return &v }
 // nothing, and the token is remembered in the key's slot; also through an
 // AutoPipeliner, whose routing the limiters do not know.
 func TestRealRedisClusterWithTokenWorksForKeysWithAnUnmatchedBrace(t *testing.T) {
+	t.Parallel()
 	client := redistest.StartCluster(t, 3).Client(t)
 	inSlot := func(ctx context.Context, key string) ([]string, error) {
 		var mu sync.Mutex

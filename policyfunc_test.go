@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// tierSubject is one of the six limiters built WithPolicyFunc. newLimiter
+// policyFuncSubject is one of the six limiters built WithPolicyFunc. newLimiter
 // returns one whose constructor's policy is own, deciding by f, with opts
 // added, and a function that moves the time it sees.
-type tierSubject struct {
+type policyFuncSubject struct {
 	name       string
 	window     bool // a fixed window; otherwise a token bucket or GCRA
 	redis      bool
@@ -27,10 +27,10 @@ type tierSubject struct {
 // perSecond is the refill rate of a token bucket whose policy is p.
 func perSecond(p Policy) float64 { return float64(p.Limit) / p.Window.Seconds() }
 
-// inProcessTier makes a tierSubject of an in-process limiter on a
+// inProcessPolicyFunc makes a policyFuncSubject of an in-process limiter on a
 // FakeClock.
-func inProcessTier(name string, window bool, build func(own Policy, opts ...Option) (Adjuster, error)) tierSubject {
-	return tierSubject{name, window, false, func(t *testing.T, own Policy, f PolicyFunc, opts ...Option) (Adjuster, func(time.Duration)) {
+func inProcessPolicyFunc(name string, window bool, build func(own Policy, opts ...Option) (Adjuster, error)) policyFuncSubject {
+	return policyFuncSubject{name, window, false, func(t *testing.T, own Policy, f PolicyFunc, opts ...Option) (Adjuster, func(time.Duration)) {
 		clock := NewFakeClock(epoch)
 		l, err := build(own, append([]Option{WithClock(clock), WithPolicyFunc(f)}, opts...)...)
 		require.NoError(t, err)
@@ -38,10 +38,10 @@ func inProcessTier(name string, window bool, build func(own Policy, opts ...Opti
 	}}
 }
 
-// miniredisTier makes a tierSubject of a Redis limiter on a miniredis whose
+// miniredisPolicyFunc makes a policyFuncSubject of a Redis limiter on a miniredis whose
 // time the test moves.
-func miniredisTier(name string, window bool, build func(client *redis.Client, own Policy, opts ...Option) (Adjuster, error)) tierSubject {
-	return tierSubject{name + "/miniredis", window, true, func(t *testing.T, own Policy, f PolicyFunc, opts ...Option) (Adjuster, func(time.Duration)) {
+func miniredisPolicyFunc(name string, window bool, build func(client *redis.Client, own Policy, opts ...Option) (Adjuster, error)) policyFuncSubject {
+	return policyFuncSubject{name + "/miniredis", window, true, func(t *testing.T, own Policy, f PolicyFunc, opts ...Option) (Adjuster, func(time.Duration)) {
 		_, client, advance := miniredisClock(t)
 		l, err := build(client, own, append([]Option{WithPolicyFunc(f)}, opts...)...)
 		require.NoError(t, err)
@@ -70,22 +70,22 @@ var (
 	}
 )
 
-// tierRateSubjects are the token buckets and GCRAs built WithPolicyFunc.
-var tierRateSubjects = []tierSubject{
-	inProcessTier("TokenBucket", false, buildTokenBucket),
-	inProcessTier("GCRA", false, buildGCRA),
-	miniredisTier("RedisTokenBucket", false, buildRedisTokenBucket),
-	miniredisTier("RedisGCRA", false, buildRedisGCRA),
+// policyFuncRateSubjects are the token buckets and GCRAs built WithPolicyFunc.
+var policyFuncRateSubjects = []policyFuncSubject{
+	inProcessPolicyFunc("TokenBucket", false, buildTokenBucket),
+	inProcessPolicyFunc("GCRA", false, buildGCRA),
+	miniredisPolicyFunc("RedisTokenBucket", false, buildRedisTokenBucket),
+	miniredisPolicyFunc("RedisGCRA", false, buildRedisGCRA),
 }
 
-// tierWindowSubjects are the fixed windows built WithPolicyFunc.
-var tierWindowSubjects = []tierSubject{
-	inProcessTier("FixedWindow", true, buildFixedWindow),
-	miniredisTier("RedisFixedWindow", true, buildRedisFixedWindow),
+// policyFuncWindowSubjects are the fixed windows built WithPolicyFunc.
+var policyFuncWindowSubjects = []policyFuncSubject{
+	inProcessPolicyFunc("FixedWindow", true, buildFixedWindow),
+	miniredisPolicyFunc("RedisFixedWindow", true, buildRedisFixedWindow),
 }
 
-// tierSubjects are all six.
-var tierSubjects = append(append([]tierSubject(nil), tierRateSubjects...), tierWindowSubjects...)
+// policyFuncSubjects are all six.
+var policyFuncSubjects = append(append([]policyFuncSubject(nil), policyFuncRateSubjects...), policyFuncWindowSubjects...)
 
 // ownPolicy is the constructor's policy of the limiters below, which no
 // key uses unless it says so: 3 per hour.
@@ -94,20 +94,20 @@ var ownPolicy = Policy{Limit: 3, Window: time.Hour}
 // perMinute is a policy of limit per minute.
 func perMinute(limit int) Policy { return Policy{Limit: limit, Window: time.Minute} }
 
-// tierCalls makes calls on l that must not fail, and returns their Results.
-type tierCalls struct {
+// policyFuncCalls makes calls on l that must not fail, and returns their Results.
+type policyFuncCalls struct {
 	t *testing.T
 	l Adjuster
 }
 
-func (c tierCalls) allow(key string, n int) Result {
+func (c policyFuncCalls) allow(key string, n int) Result {
 	c.t.Helper()
 	res, err := c.l.Allow(context.Background(), key, n)
 	require.NoError(c.t, err, "Allow(%q, %d)", key, n)
 	return res
 }
 
-func (c tierCalls) settle(key string, taken, cost int) Result {
+func (c policyFuncCalls) settle(key string, taken, cost int) Result {
 	c.t.Helper()
 	res, err := c.l.Settle(context.Background(), key, taken, cost)
 	require.NoError(c.t, err, "Settle(%q, %d, %d)", key, taken, cost)
@@ -119,11 +119,11 @@ func (c tierCalls) settle(key string, taken, cost int) Result {
 // (10 units) is kept; 90 more calls are allowed, the 91st denied. From that
 // call on, the key refills at the new rate.
 func TestRaisedLimitGivesTheNewUnitsAtOnce(t *testing.T) {
-	for _, sub := range tierRateSubjects {
+	for _, sub := range policyFuncRateSubjects {
 		t.Run(sub.name, func(t *testing.T) {
 			plans := newPolicyTable()
 			l, advance := sub.newLimiter(t, ownPolicy, plans.f)
-			c := tierCalls{t, l}
+			c := policyFuncCalls{t, l}
 
 			plans.set("k", perMinute(10))
 			assert.Equal(t, ok(10, 0, time.Minute), c.allow("k", 10))
@@ -160,11 +160,11 @@ func TestRaisedLimitGivesTheNewUnitsAtOnce(t *testing.T) {
 // and the first denial's RetryAfter says when the next unit comes (246 s).
 // A key that used less than the new limit keeps the rest.
 func TestLoweredLimitLeavesADebtThatTimePaysOff(t *testing.T) {
-	for _, sub := range tierRateSubjects {
+	for _, sub := range policyFuncRateSubjects {
 		t.Run(sub.name, func(t *testing.T) {
 			plans := newPolicyTable()
 			l, advance := sub.newLimiter(t, ownPolicy, plans.f)
-			c := tierCalls{t, l}
+			c := policyFuncCalls{t, l}
 
 			plans.set("k", perMinute(100))
 			plans.set("few", perMinute(100))
@@ -192,11 +192,11 @@ func TestLoweredLimitLeavesADebtThatTimePaysOff(t *testing.T) {
 // TestFullKeyIsUnaffectedByAPolicyChange: a key that was never used, or has
 // refilled (its window ended), gets all of its new policy.
 func TestFullKeyIsUnaffectedByAPolicyChange(t *testing.T) {
-	for _, sub := range tierSubjects {
+	for _, sub := range policyFuncSubjects {
 		t.Run(sub.name, func(t *testing.T) {
 			plans := newPolicyTable()
 			l, advance := sub.newLimiter(t, ownPolicy, plans.f)
-			c := tierCalls{t, l}
+			c := policyFuncCalls{t, l}
 
 			plans.set("used", perMinute(100))
 			assert.Equal(t, ok(100, 0, time.Minute), c.allow("used", 100))
@@ -235,11 +235,11 @@ func TestFullKeyIsUnaffectedByAPolicyChange(t *testing.T) {
 // applies from the key's next window, the open one ending when it was to
 // end.
 func TestFixedWindowChecksItsCountAgainstTheLimitInForce(t *testing.T) {
-	for _, sub := range tierWindowSubjects {
+	for _, sub := range policyFuncWindowSubjects {
 		t.Run(sub.name, func(t *testing.T) {
 			plans := newPolicyTable()
 			l, advance := sub.newLimiter(t, ownPolicy, plans.f)
-			c := tierCalls{t, l}
+			c := policyFuncCalls{t, l}
 
 			plans.set("k", perMinute(10))
 			assert.Equal(t, ok(10, 2, time.Minute), c.allow("k", 8))
@@ -283,11 +283,11 @@ func TestFixedWindowChecksItsCountAgainstTheLimitInForce(t *testing.T) {
 // gives it a window longer than the constructor's keeps its count for the
 // whole of its own window, however often it is looked at.
 func TestFixedWindowLongerThanTheConstructorsLastsToItsEnd(t *testing.T) {
-	for _, sub := range tierWindowSubjects {
+	for _, sub := range policyFuncWindowSubjects {
 		t.Run(sub.name, func(t *testing.T) {
 			plans := newPolicyTable()
 			l, advance := sub.newLimiter(t, Policy{Limit: 5, Window: time.Second}, plans.f)
-			c := tierCalls{t, l}
+			c := policyFuncCalls{t, l}
 			plans.set("k", Policy{Limit: 5, Window: time.Hour})
 			assert.Equal(t, ok(5, 0, time.Hour), c.allow("k", 5))
 			for i := 1; i <= 4; i++ {
@@ -307,11 +307,11 @@ var errPlanStore = errors.New("plan store unavailable")
 // key is left as it was.
 func TestPolicyFuncErrorFailsTheCallAndChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	for _, sub := range tierSubjects {
+	for _, sub := range policyFuncSubjects {
 		t.Run(sub.name, func(t *testing.T) {
 			plans := newPolicyTable()
 			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
-			c := tierCalls{t, l}
+			c := policyFuncCalls{t, l}
 			plans.set("k", Policy{Limit: 4, Window: 4 * time.Second})
 			before := c.allow("k", 1)
 			require.Equal(t, 3, before.Remaining)
@@ -337,7 +337,7 @@ func TestPolicyFuncErrorFailsTheCallAndChangesNothing(t *testing.T) {
 // ErrInvalidConfig that names the key, and changes nothing.
 func TestInvalidPolicyIsAnInvalidConfigErrorNamingTheKey(t *testing.T) {
 	ctx := context.Background()
-	for _, sub := range tierSubjects {
+	for _, sub := range policyFuncSubjects {
 		t.Run(sub.name, func(t *testing.T) {
 			invalid := []Policy{
 				{Limit: 0, Window: time.Second},
@@ -358,7 +358,7 @@ func TestInvalidPolicyIsAnInvalidConfigErrorNamingTheKey(t *testing.T) {
 			}
 			plans := newPolicyTable()
 			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
-			c := tierCalls{t, l}
+			c := policyFuncCalls{t, l}
 			valid := Policy{Limit: 4, Window: 4 * time.Second}
 			plans.set("user-7", valid)
 			before := c.allow("user-7", 1)
@@ -384,11 +384,11 @@ func TestInvalidPolicyIsAnInvalidConfigErrorNamingTheKey(t *testing.T) {
 // limit in the Result, and nothing changes.
 func TestCostAboveTheKeysLimitExceedsIt(t *testing.T) {
 	ctx := context.Background()
-	for _, sub := range tierSubjects {
+	for _, sub := range policyFuncSubjects {
 		t.Run(sub.name, func(t *testing.T) {
 			plans := newPolicyTable()
 			l, _ := sub.newLimiter(t, Policy{Limit: 20, Window: time.Hour}, plans.f)
-			c := tierCalls{t, l}
+			c := policyFuncCalls{t, l}
 			plans.set("k", Policy{Limit: 3, Window: 3 * time.Second})
 
 			res, err := l.Allow(ctx, "k", 4)
@@ -443,7 +443,7 @@ func TestCompositeRefusesAPartWithAPolicyFunc(t *testing.T) {
 	require.NoError(t, err)
 	plain[true], err = NewRedisGCRA(client, 5, time.Second)
 	require.NoError(t, err)
-	keyed := map[string]func() (Limiter, error){
+	policyFunc := map[string]func() (Limiter, error){
 		"TokenBucket":      func() (Limiter, error) { return NewTokenBucket(3, 1, WithPolicyFunc(f)) },
 		"GCRA":             func() (Limiter, error) { return NewGCRA(3, time.Second, WithPolicyFunc(f)) },
 		"FixedWindow":      func() (Limiter, error) { return NewFixedWindow(3, time.Second, WithPolicyFunc(f)) },
@@ -453,7 +453,7 @@ func TestCompositeRefusesAPartWithAPolicyFunc(t *testing.T) {
 			return NewRedisFixedWindow(client, 3, time.Second, WithPolicyFunc(f))
 		},
 	}
-	for name, build := range keyed {
+	for name, build := range policyFunc {
 		l, err := build()
 		require.NoError(t, err, name)
 		other := plain[len(name) > 5 && name[:5] == "Redis"]
@@ -504,7 +504,7 @@ func TestPoliciesAnswerEachKeysPolicy(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Nil(t, policies)
 
-	for _, sub := range tierSubjects {
+	for _, sub := range policyFuncSubjects {
 		t.Run(sub.name, func(t *testing.T) {
 			plans := newPolicyTable()
 			gold := Policy{Limit: 100, Window: time.Minute}
@@ -538,12 +538,12 @@ func TestPoliciesAnswerEachKeysPolicy(t *testing.T) {
 // TestHooksSeeTheKeysPolicy: a limiter built WithHooks reports each call
 // with the policy in force for its key.
 func TestHooksSeeTheKeysPolicy(t *testing.T) {
-	for _, sub := range tierSubjects {
+	for _, sub := range policyFuncSubjects {
 		t.Run(sub.name, func(t *testing.T) {
 			plans := newPolicyTable()
 			hooks := &recordingHooks{}
 			l, _ := sub.newLimiter(t, ownPolicy, plans.f, WithHooks(hooks))
-			c := tierCalls{t, l}
+			c := policyFuncCalls{t, l}
 			small := Policy{Limit: 4, Window: 4 * time.Second}
 			plans.set("k", small)
 
@@ -779,8 +779,8 @@ func TestManyPoliciesOnRedisWriteOnlyKeysWithATTL(t *testing.T) {
 	}
 }
 
-// tierName formats a policy for messages.
-func tierName(p Policy) string {
+// policyFuncName formats a policy for messages.
+func policyFuncName(p Policy) string {
 	if p == (Policy{}) {
 		return "own"
 	}

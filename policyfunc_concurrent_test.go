@@ -27,22 +27,22 @@ func planOfKey(_ context.Context, key string) (Policy, error) {
 	return Policy{}, nil // the limiter's own: 4 an hour
 }
 
-func TestRealRedisKeyedBatchesMixingPoliciesStayExact(t *testing.T) {
+func TestRealRedisPolicyFuncBatchesMixingPoliciesStayExact(t *testing.T) {
 	t.Parallel()
 	server := redistest.Start(t)
-	testKeyedBatchesStayExact(t, server.Client(t, func(o *redis.Options) { o.PoolSize = 64 }))
+	testPolicyFuncBatchesStayExact(t, server.Client(t, func(o *redis.Options) { o.PoolSize = 64 }))
 }
 
-func TestRealRedisClusterKeyedBatchesMixingPoliciesStayExact(t *testing.T) {
+func TestRealRedisClusterPolicyFuncBatchesMixingPoliciesStayExact(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
-	testKeyedBatchesStayExact(t, cluster.Client(t, func(o *redis.ClusterOptions) { o.PoolSize = 64 }))
+	testPolicyFuncBatchesStayExact(t, cluster.Client(t, func(o *redis.ClusterOptions) { o.PoolSize = 64 }))
 }
 
-// testKeyedBatchesStayExact sends, from 64 goroutines, more calls than any
-// plan allows on 300 keys of three plans, through each keyed Redis
+// testPolicyFuncBatchesStayExact sends, from 64 goroutines, more calls than any
+// plan allows on 300 keys of three plans, through each Redis
 // limiter: every key gets exactly its plan's limit.
-func testKeyedBatchesStayExact(t *testing.T, client redis.Scripter) {
+func testPolicyFuncBatchesStayExact(t *testing.T, client redis.Scripter) {
 	builds := map[string]func() (Limiter, error){
 		"RedisTokenBucket": func() (Limiter, error) {
 			return NewRedisTokenBucket(client, 4, 4/3600.0, WithPolicyFunc(planOfKey))

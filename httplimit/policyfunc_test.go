@@ -76,7 +76,7 @@ func TestAnUpgradeShowsInTheNextResponseAndKeepsWhatWasUsed(t *testing.T) {
 	assert.Equal(t, "89", up.Header().Get("RateLimit-Remaining"))
 }
 
-func TestWithPolicyWindowKeepsItsWindowForKeyedLimiters(t *testing.T) {
+func TestWithPolicyWindowKeepsItsWindowForPolicyFuncLimiters(t *testing.T) {
 	p := &plans{per: map[string]ratelimit.Policy{"pro": {Limit: 100, Window: time.Hour}}}
 	l, err := ratelimit.NewGCRA(10, time.Minute, ratelimit.WithPolicyFunc(p.policy))
 	require.NoError(t, err)
