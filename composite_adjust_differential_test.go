@@ -14,58 +14,29 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
 
-// compositeOp is one call of a random stream on a Composite: Allow,
-// Refund, Settle or Reset of key, after the clock moves by advance.
-type compositeOp struct {
-	advance  time.Duration
-	kind     string // "allow", "refund", "settle", "reset"
-	key      string
-	n, taken int
-	cost     int
-}
-
-func (op compositeOp) String() string {
-	return fmt.Sprintf("+%v %s(%q, n=%d, taken=%d, cost=%d)", op.advance, op.kind, op.key, op.n, op.taken, op.cost)
-}
-
-// randomCompositeOps returns steps calls over keys, with the clock moving by
-// whole milliseconds (the unit of Redis expiry) when advance is true.
-func randomCompositeOps(r *rand.Rand, steps int, advance bool, keys ...string) []compositeOp {
-	ops := make([]compositeOp, steps)
-	for i := range ops {
-		op := compositeOp{key: keys[r.IntN(len(keys))]}
-		if advance && r.IntN(3) == 0 {
-			op.advance = time.Duration(r.IntN(3000)) * time.Millisecond
+// compositeStream is the random stream of the Composites below: small
+// costs and settles, the clock moving by whole milliseconds (the unit of
+// Redis expiry) when advance is true.
+func compositeStream(advance bool) opStream {
+	s := opStream{mix: opMix{allow: 4, refund: 4, taken: 4, cost: 12}}
+	if advance {
+		s.step = func(r *rand.Rand) time.Duration {
+			if r.IntN(3) == 0 {
+				return time.Duration(r.IntN(3000)) * time.Millisecond
+			}
+			return 0
 		}
-		switch x := r.IntN(10); {
-		case x < 5:
-			op.kind, op.n = "allow", r.IntN(4)
-		case x < 7:
-			op.kind, op.n = "refund", r.IntN(4)
-		case x < 9:
-			op.kind, op.taken, op.cost = "settle", r.IntN(4), r.IntN(12)
-		default:
-			op.kind = "reset"
-		}
-		ops[i] = op
 	}
-	return ops
+	return s
 }
 
-// apply makes op's call on c.
-func (op compositeOp) apply(ctx context.Context, c *Composite) (Result, []Result, error) {
-	switch op.kind {
-	case "allow":
+// applyParts makes op's call on c, with its parts' Results for an Allow.
+func applyParts(ctx context.Context, op op, c *Composite) (Result, []Result, error) {
+	if op.kind == "allow" {
 		return decideParts(ctx, c, op.key, op.n)
-	case "refund":
-		res, err := c.Refund(ctx, op.key, op.n)
-		return res, nil, err
-	case "settle":
-		res, err := c.Settle(ctx, op.key, op.taken, op.cost)
-		return res, nil, err
-	default:
-		return Result{}, nil, c.Reset(ctx, op.key)
 	}
+	res, err := op.apply(ctx, c)
+	return res, nil, err
 }
 
 // tenantKey derives the tenant part's key: the user's without its last
@@ -143,11 +114,11 @@ func TestCompositeAdjustmentsDecideAlikeInProcessAndOnMiniredis(t *testing.T) {
 		local := compositeOf(t, period, inProcessLimiters(clock))
 		_, client, advance := miniredisClock(t)
 		remote := compositeOf(t, period, redisLimiters(client))
-		for i, op := range randomCompositeOps(r, 300, true, "a1", "a2", "b1") {
+		for i, op := range compositeStream(true).ops(r, 300, "a1", "a2", "b1") {
 			clock.Advance(op.advance)
 			advance(op.advance)
-			want, wantParts, wantErr := op.apply(ctx, local)
-			got, gotParts, gotErr := op.apply(ctx, remote)
+			want, wantParts, wantErr := applyParts(ctx, op, local)
+			got, gotParts, gotErr := applyParts(ctx, op, remote)
 			msg := fmt.Sprintf("round %d (period %v) step %d: %v", round, period, i, op)
 			require.Equal(t, wantErr == nil, gotErr == nil, "%s: %v / %v", msg, wantErr, gotErr)
 			require.Equal(t, want, got, msg)
@@ -184,9 +155,9 @@ func checkCompositeAdjustmentsAsInProcess(t *testing.T, client redis.Scripter) {
 		local := compositeOf(t, period, inProcessLimiters(NewFakeClock(epoch)))
 		remote := compositeOf(t, period, redisLimiters(client))
 		users := []string{fmt.Sprint("{a", round, "}x"), fmt.Sprint("{a", round, "}y"), fmt.Sprint("{b", round, "}x")}
-		for i, op := range randomCompositeOps(r, 150, false, users...) {
-			want, wantParts, wantErr := op.apply(ctx, local)
-			got, gotParts, gotErr := op.apply(ctx, remote)
+		for i, op := range compositeStream(false).ops(r, 150, users...) {
+			want, wantParts, wantErr := applyParts(ctx, op, local)
+			got, gotParts, gotErr := applyParts(ctx, op, remote)
 			msg := fmt.Sprintf("round %d step %d: %v", round, i, op)
 			require.Equal(t, wantErr == nil, gotErr == nil, "%s: %v / %v", msg, wantErr, gotErr)
 			assert.Equal(t, want.Allowed, got.Allowed, msg)

@@ -2,11 +2,12 @@ package ratelimit
 
 // The test helpers that more than one test file of package ratelimit uses:
 // the fake clocks' start, the miniredis clock, recording hooks, stub
-// backends, policy tables and random schedules.
+// backends, policy tables, and the random streams of operations.
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -160,35 +161,138 @@ func (pt *policyTable) f(_ context.Context, key string) (Policy, error) {
 	return pt.policies[key], nil
 }
 
-// call is one step of a random schedule.
-type call struct {
-	advance time.Duration
-	key     string
-	n       int
+// op is one step of a random stream of operations, the one kind every
+// differential test draws: move the clock by advance, give key the policy
+// set (when change is true), then make the call kind: "allow" of n,
+// "refund" of n, "settle" of taken and cost, or "reset"; a Refund or
+// Settle carries TakenAt (as time since the epoch) when hasTakenAt is true.
+type op struct {
+	advance    time.Duration
+	change     bool
+	set        Policy
+	kind       string
+	key        string
+	n, taken   int
+	cost       int
+	takenAt    time.Duration
+	hasTakenAt bool
 }
 
-// randomSchedule is a random run of calls over keys: costs from 0 to
+func (op op) String() string {
+	s := fmt.Sprintf("+%v ", op.advance)
+	if op.change {
+		s += fmt.Sprintf("policy %d/%v; ", op.set.Limit, op.set.Window)
+	}
+	s += fmt.Sprintf("%s(%q, n=%d, taken=%d, cost=%d)", op.kind, op.key, op.n, op.taken, op.cost)
+	if op.hasTakenAt {
+		s += fmt.Sprintf(" TakenAt(%v)", op.takenAt)
+	}
+	return s
+}
+
+// apply makes op's call on l (its policy, if any, already set).
+func (op op) apply(ctx context.Context, l Adjuster) (Result, error) {
+	var opts []AdjustOption
+	if op.hasTakenAt {
+		opts = append(opts, TakenAt(epoch.Add(op.takenAt)))
+	}
+	switch op.kind {
+	case "allow":
+		return l.Allow(ctx, op.key, op.n)
+	case "refund":
+		return l.Refund(ctx, op.key, op.n, opts...)
+	case "settle":
+		return l.Settle(ctx, op.key, op.taken, op.cost, opts...)
+	default:
+		return Result{}, l.Reset(ctx, op.key)
+	}
+}
+
+// opStream describes the random streams of a test, which ops draws.
+type opStream struct {
+	// mix bounds the calls' numbers: an Allow's n is below mix.allow, a
+	// Refund's below mix.refund, a Settle's taken and cost below mix.taken
+	// and mix.cost. A stream whose mix has only allow makes Allows only.
+	mix opMix
+	// step returns how far the clock moves before a call; nil: it stands
+	// still.
+	step func(r *rand.Rand) time.Duration
+	// policies, when not empty, are the policies a key may be given (the
+	// zero Policy among them): a quarter of the calls first change their
+	// key's.
+	policies []Policy
+	// takenAt makes half the Refunds and Settles carry TakenAt, which
+	// only in-process limiters can follow on a fake clock.
+	takenAt bool
+}
+
+// opMix bounds the numbers of a stream's calls; see opStream.
+type opMix struct{ allow, refund, taken, cost int }
+
+// ops returns steps random calls over keys: Allows half the time,
+// Refunds and Settles a fifth each, Resets a tenth (or Allows alone). An
+// Allow-only stream draws a call's n before its step.
+func (s opStream) ops(r *rand.Rand, steps int, keys ...string) []op {
+	ops := make([]op, steps)
+	allowOnly := s.mix.refund == 0 && s.mix.taken == 0 && s.mix.cost == 0
+	var now time.Duration
+	for i := range ops {
+		op := op{key: keys[r.IntN(len(keys))]}
+		if allowOnly {
+			op.kind, op.n = "allow", r.IntN(s.mix.allow)
+		}
+		if s.step != nil {
+			op.advance = s.step(r)
+		}
+		now += op.advance
+		if len(s.policies) > 0 && r.IntN(4) == 0 {
+			op.change, op.set = true, s.policies[r.IntN(len(s.policies))]
+		}
+		if !allowOnly {
+			switch x := r.IntN(10); {
+			case x < 5:
+				op.kind, op.n = "allow", r.IntN(s.mix.allow)
+			case x < 7:
+				op.kind, op.n = "refund", r.IntN(s.mix.refund)
+			case x < 9:
+				op.kind, op.taken, op.cost = "settle", r.IntN(s.mix.taken), r.IntN(s.mix.cost)
+			default:
+				op.kind = "reset"
+			}
+		}
+		if s.takenAt && (op.kind == "refund" || op.kind == "settle") && r.IntN(2) == 0 {
+			op.hasTakenAt, op.takenAt = true, now-time.Duration(r.Int64N(int64(3*time.Second)))
+		}
+		ops[i] = op
+	}
+	return ops
+}
+
+// randomSchedule is a random run of Allows over keys: costs from 0 to
 // capacity+1, gaps from 0 to about two token intervals, now and then a long
 // pause, and, if back is set, now and then a clock that steps back.
-func randomSchedule(r *rand.Rand, steps, capacity int, interval time.Duration, back bool, keys ...string) []call {
-	calls := make([]call, steps)
-	for i := range calls {
-		c := call{key: keys[r.IntN(len(keys))], n: r.IntN(capacity + 2)}
+func randomSchedule(r *rand.Rand, steps, capacity int, interval time.Duration, back bool, keys ...string) []op {
+	return opStream{mix: opMix{allow: capacity + 2}, step: scheduleStep(capacity, interval, back)}.ops(r, steps, keys...)
+}
+
+// scheduleStep returns randomSchedule's steps for capacity and interval.
+func scheduleStep(capacity int, interval time.Duration, back bool) func(r *rand.Rand) time.Duration {
+	return func(r *rand.Rand) time.Duration {
+		var step time.Duration
 		switch x := r.IntN(20); {
 		case x < 5: // a burst: no time passes
 		case x == 5 && back:
-			c.advance = -time.Duration(r.Int64N(int64(interval)*3 + 1))
+			step = -time.Duration(r.Int64N(int64(interval)*3 + 1))
 		case x == 6:
-			c.advance = time.Duration(r.Int64N(int64(interval) * int64(capacity+2)))
+			step = time.Duration(r.Int64N(int64(interval) * int64(capacity+2)))
 		default:
-			c.advance = time.Duration(r.Int64N(int64(interval)*2 + 1))
+			step = time.Duration(r.Int64N(int64(interval)*2 + 1))
 		}
 		if r.IntN(4) == 0 {
 			// Whole microseconds keep Redis (µs clock) and in-process (ns
 			// clock) on the same schedule.
-			c.advance = c.advance.Truncate(time.Microsecond)
+			step = step.Truncate(time.Microsecond)
 		}
-		calls[i] = c
+		return step
 	}
-	return calls
 }

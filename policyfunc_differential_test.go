@@ -16,91 +16,9 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
 
-// policyFuncOp is one call of a random stream on a limiter built WithPolicyFunc:
-// move the time by advance, give key the policy set (when change is true),
-// then make the call kind ("allow", "refund", "settle" or "reset").
-type policyFuncOp struct {
-	advance  time.Duration
-	change   bool
-	set      Policy
-	kind     string
-	key      string
-	n, taken int
-	cost     int
-	// takenAt, when hasTakenAt, is a Refund's or Settle's TakenAt, as
-	// time since the epoch.
-	takenAt    time.Duration
-	hasTakenAt bool
-}
-
-func (op policyFuncOp) String() string {
-	s := fmt.Sprintf("+%v ", op.advance)
-	if op.change {
-		s += fmt.Sprintf("policy %s; ", policyFuncName(op.set))
-	}
-	s += fmt.Sprintf("%s(%q, n=%d, taken=%d, cost=%d)", op.kind, op.key, op.n, op.taken, op.cost)
-	if op.hasTakenAt {
-		s += fmt.Sprintf(" TakenAt(%v)", op.takenAt)
-	}
-	return s
-}
-
-// policyFuncStream describes the random streams of a test: the policies a key
-// may be given (the zero Policy among them), the time steps, and whether
-// Refunds and Settles carry TakenAt (which only in-process limiters can
-// follow on a fake clock).
-type policyFuncStream struct {
-	policies []Policy
-	step     func(r *rand.Rand) time.Duration
-	takenAt  bool
-}
-
-// ops returns steps random calls over keys, each key's policy changing now
-// and then.
-func (s policyFuncStream) ops(r *rand.Rand, steps int, keys ...string) []policyFuncOp {
-	ops := make([]policyFuncOp, steps)
-	var now time.Duration
-	for i := range ops {
-		op := policyFuncOp{key: keys[r.IntN(len(keys))], advance: s.step(r)}
-		now += op.advance
-		if r.IntN(4) == 0 {
-			op.change, op.set = true, s.policies[r.IntN(len(s.policies))]
-		}
-		switch x := r.IntN(10); {
-		case x < 5:
-			op.kind, op.n = "allow", r.IntN(12)
-		case x < 7:
-			op.kind, op.n = "refund", r.IntN(5)
-		case x < 9:
-			op.kind, op.taken, op.cost = "settle", r.IntN(5), r.IntN(13)
-		default:
-			op.kind = "reset"
-		}
-		if s.takenAt && (op.kind == "refund" || op.kind == "settle") && r.IntN(2) == 0 {
-			op.hasTakenAt, op.takenAt = true, now-time.Duration(r.Int64N(int64(3*time.Second)))
-		}
-		ops[i] = op
-	}
-	return ops
-}
-
-// apply makes op's call on l (its policy already set).
-func (op policyFuncOp) apply(ctx context.Context, l Adjuster) (Result, error) {
-	var opts []AdjustOption
-	if op.hasTakenAt {
-		opts = append(opts, TakenAt(epoch.Add(op.takenAt)))
-	}
-	switch op.kind {
-	case "allow":
-		return l.Allow(ctx, op.key, op.n)
-	case "refund":
-		return l.Refund(ctx, op.key, op.n, opts...)
-	case "settle":
-		return l.Settle(ctx, op.key, op.taken, op.cost, opts...)
-	default:
-		return Result{}, l.Reset(ctx, op.key)
-	}
-}
+// policyFuncMix is the mix of the streams on limiters built
+// WithPolicyFunc: costs up to 11, against limits of 1 to 12.
+var policyFuncMix = opMix{allow: 12, refund: 5, taken: 5, cost: 13}
 
 // policyFuncModel is the reference of the limiters built WithPolicyFunc: plain
 // integer arithmetic on a map, written from WithPolicyFunc's contract and
@@ -147,7 +65,7 @@ func (m *policyFuncModel) policy(p Policy) (limit, param int64) {
 }
 
 // apply makes op's call on the model, under policy p.
-func (m *policyFuncModel) apply(op policyFuncOp, p Policy) (Result, error) {
+func (m *policyFuncModel) apply(op op, p Policy) (Result, error) {
 	m.now += int64(op.advance)
 	limit, param := m.policy(p)
 	switch op.kind {
@@ -273,7 +191,7 @@ func (m *policyFuncModel) windowAllow(key string, n, limit, length int64) Result
 	return m.windowResult(true, w, limit)
 }
 
-func (m *policyFuncModel) windowSettle(op policyFuncOp, d, limit, length int64) Result {
+func (m *policyFuncModel) windowSettle(op op, d, limit, length int64) Result {
 	w := m.open(op.key)
 	switch {
 	case d > 0:
@@ -338,11 +256,11 @@ func TestPolicyFuncLimitersMatchTheModelAcrossPolicyChanges(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
 	for _, sub := range []struct {
 		policyFuncSubject
-		stream policyFuncStream
+		stream opStream
 	}{
-		{inProcessPolicyFunc("TokenBucket", false, buildTokenBucket), policyFuncStream{modelRatePolicies, modelStep, false}},
-		{inProcessPolicyFunc("GCRA", false, buildGCRA), policyFuncStream{modelRatePolicies, modelStep, false}},
-		{inProcessPolicyFunc("FixedWindow", true, buildFixedWindow), policyFuncStream{modelWindowPolicies, modelStep, true}},
+		{inProcessPolicyFunc("TokenBucket", false, buildTokenBucket), opStream{mix: policyFuncMix, step: modelStep, policies: modelRatePolicies}},
+		{inProcessPolicyFunc("GCRA", false, buildGCRA), opStream{mix: policyFuncMix, step: modelStep, policies: modelRatePolicies}},
+		{inProcessPolicyFunc("FixedWindow", true, buildFixedWindow), opStream{mix: policyFuncMix, step: modelStep, policies: modelWindowPolicies, takenAt: true}},
 	} {
 		t.Run(sub.name, func(t *testing.T) {
 			for round := range sized(10, 40) {
@@ -385,7 +303,8 @@ func TestPolicyFuncLimitersMatchTheModelAcrossPolicyChanges(t *testing.T) {
 //     moving by whole µs;
 //   - diffWindow: windows of whole ms, time moving by whole ms.
 var (
-	diffConvert = policyFuncStream{
+	diffConvert = opStream{
+		mix:      policyFuncMix,
 		policies: []Policy{{}, {Limit: 5, Window: 500 * ms}, {Limit: 3, Window: 600 * ms}, {Limit: 10, Window: 4 * time.Second}, {Limit: 2, Window: 1600 * ms}},
 		step: func(r *rand.Rand) time.Duration {
 			if r.IntN(5) < 3 {
@@ -395,7 +314,8 @@ var (
 		},
 	}
 	diffConvertOwn = Policy{Limit: 4, Window: 800 * ms}
-	diffLimits     = policyFuncStream{
+	diffLimits     = opStream{
+		mix:      policyFuncMix,
 		policies: []Policy{{}, {Limit: 3, Window: 300 * ms}, {Limit: 10, Window: time.Second}, {Limit: 1, Window: 100 * ms}, {Limit: 7, Window: 700 * ms}},
 		step: func(r *rand.Rand) time.Duration {
 			if r.IntN(10) < 3 {
@@ -405,7 +325,8 @@ var (
 		},
 	}
 	diffLimitsOwn = Policy{Limit: 5, Window: 500 * ms}
-	diffWindow    = policyFuncStream{
+	diffWindow    = opStream{
+		mix:      policyFuncMix,
 		policies: modelWindowPolicies,
 		step: func(r *rand.Rand) time.Duration {
 			if r.IntN(10) < 3 {
@@ -421,7 +342,7 @@ var (
 type policyFuncPair struct {
 	name         string
 	local, redis policyFuncSubject
-	stream       policyFuncStream
+	stream       opStream
 	own          Policy
 }
 
@@ -497,12 +418,14 @@ func TestRealRedisPolicyFuncLimitersDecideAsInProcess(t *testing.T) {
 	t.Parallel()
 	client := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	slow := policyFuncStream{
+	slow := opStream{
+		mix:      policyFuncMix,
 		policies: []Policy{{}, {Limit: 3, Window: time.Minute}, {Limit: 6, Window: 240 * time.Second}, {Limit: 2, Window: 160 * time.Second}, {Limit: 10, Window: 400 * time.Second}, {Limit: 5, Window: 100 * time.Second}},
 		step:     func(*rand.Rand) time.Duration { return 0 },
 	}
 	slowOwn := Policy{Limit: 4, Window: 160 * time.Second}
-	slowWindows := policyFuncStream{
+	slowWindows := opStream{
+		mix:      policyFuncMix,
 		policies: []Policy{{}, {Limit: 5, Window: 20 * time.Minute}, {Limit: 2, Window: 10 * time.Minute}, {Limit: 10, Window: time.Hour}, {Limit: 1, Window: 30 * time.Minute}},
 		step:     func(*rand.Rand) time.Duration { return 0 },
 	}
@@ -519,7 +442,7 @@ func TestRealRedisPolicyFuncLimitersDecideAsInProcess(t *testing.T) {
 		name   string
 		local  policyFuncSubject
 		redis  func(t *testing.T, own Policy, f PolicyFunc) Adjuster
-		stream policyFuncStream
+		stream opStream
 		own    Policy
 	}{
 		{"TokenBucket", inProcessPolicyFunc("TokenBucket", false, buildTokenBucket), onServer(buildRedisTokenBucket), slow, slowOwn},
