@@ -235,19 +235,20 @@ func (r *redisLimiter) reset(ctx context.Context, key string) error {
 // settleRequest makes p, whose N is cost minus taken, the Settle of a:
 // with its age, and its token's key on send's client, if any.
 func settleRequest(send *redisbatch.Sender, p *redisbatch.Request, a adjustment) {
-	p.Op, p.Age = redisbatch.Settle, -1
+	s := &redisbatch.Settlement{Age: -1}
 	if a.hasTaken {
 		// Rounded up, so that a refund never lands in a window that opened
 		// after the units were taken; a zero or ancient time saturates.
 		age := max(time.Since(a.takenAt), 0)
-		p.Age = int64(age / time.Microsecond)
+		s.Age = int64(age / time.Microsecond)
 		if age%time.Microsecond != 0 {
-			p.Age++
+			s.Age++
 		}
 	}
 	if a.tokenSet {
-		p.Token = send.TokenKey(p.Key, a.token)
+		s.Token = send.TokenKey(p.Key, a.token)
 	}
+	p.Op, p.Settlement = redisbatch.Settle, s
 }
 
 // decision turns one request's record of the batch script's reply into

@@ -80,7 +80,7 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 			nargs += 2 + c
 		case Settle:
 			nargs += 4 + 2*c
-			if p.Token != "" {
+			if p.Settlement.Token != "" {
 				nkeys++
 			}
 		}
@@ -92,8 +92,8 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 		for _, k := range p.More {
 			args = append(args, k)
 		}
-		if p.Op == Settle && p.Token != "" {
-			args = append(args, p.Token)
+		if p.Op == Settle && p.Settlement.Token != "" {
+			args = append(args, p.Settlement.Token)
 		}
 	}
 	args, once := s.appendCount(args, len(batch))
@@ -128,10 +128,10 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 			}
 		case Settle:
 			ttl := 0
-			if p.Token != "" {
+			if p.Settlement.Token != "" {
 				ttl = s.tokenTTL
 			}
-			args = append(args, "S", c, p.Age, ttl)
+			args = append(args, "S", c, p.Settlement.Age, ttl)
 			for i := 1; i <= c; i++ {
 				args = append(args, base+i, p.cost(i-1))
 			}

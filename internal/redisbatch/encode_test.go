@@ -33,9 +33,9 @@ func TestCompactFormSendsOneCostForABatchOfEqualCosts(t *testing.T) {
 		costs []int
 		want  []any
 	}{
-		{[]int{1, 1, 1}, []any{"-3", 1, "t", "5", "1000", 1}},
-		{[]int{2, 1, 2}, []any{"-3", 1, "t", "5", "1000", 2, 1, 2}},
-		{[]int{3}, []any{"-1", 1, "t", "5", "1000", 3}},
+		{[]int{1, 1, 1}, []any{"-3", 1, "t", int64(5), int64(1000), 1}},
+		{[]int{2, 1, 2}, []any{"-3", 1, "t", int64(5), int64(1000), 2, 1, 2}},
+		{[]int{3}, []any{"-1", 1, "t", int64(5), int64(1000), 3}},
 	} {
 		got := argv(batch(tc.costs...))
 		got[0] = fmt.Sprint(got[0]) // the once-only first argument, as it is written

@@ -1,9 +1,6 @@
 package redisbatch
 
-import (
-	"strconv"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // Kind is the batch script's name of an algorithm.
 type Kind string
@@ -22,8 +19,8 @@ const (
 
 // Limit is one limit a request's checks refer to: the algorithm, its limit
 // in whole units (a capacity, or a window's limit) and its param. A Limit
-// is immutable once made by NewLimit, which formats its arguments once so
-// that sending it allocates nothing.
+// is immutable once made by NewLimit, which makes its script arguments
+// once so that sending it allocates nothing.
 type Limit struct {
 	Kind  Kind
 	Units int64
@@ -33,8 +30,7 @@ type Limit struct {
 
 // NewLimit returns the Limit of kind, units and param.
 func NewLimit(kind Kind, units, param int64) *Limit {
-	return &Limit{Kind: kind, Units: units, Param: param,
-		args: [3]any{string(kind), strconv.FormatInt(units, 10), strconv.FormatInt(param, 10)}}
+	return &Limit{Kind: kind, Units: units, Param: param, args: [3]any{string(kind), units, param}}
 }
 
 // same reports whether l and m are the same limit.

@@ -30,20 +30,26 @@ type Request struct {
 	// Limit is the request's own limit, when its Sender was made without
 	// limits (Config.Limits): it then has one check.
 	Limit *Limit
-	Op    Op
-	// Age is a Settle's µs since the units were taken, rounded up; -1 when
-	// not known.
-	Age int64
-	// Token is a Settle's token key (see Sender.TokenKey): the Settle is
-	// applied only when that key is not there, and creates it. "" without.
-	Token string
+	// Settlement is a Settle's age and token; nil for an Allow or a Reset.
+	Settlement *Settlement
 
 	Record Record // its record of the script's reply, when Err is nil
 	Err    error  // its script call's error
 
 	done  chan struct{} // receives once: the answer is there, or lead is set
 	lead  []*Request    // a batch this request must send; set under the coalescer's lock
+	Op    Op            // what it asks; its zero value is Allow
 	taken bool          // in a batch; set under the coalescer's lock
+}
+
+// Settlement is what a Settle carries besides its costs.
+type Settlement struct {
+	// Age is the µs since the units were taken, rounded up; -1 when not
+	// known.
+	Age int64
+	// Token is the token key (see Sender.TokenKey): the Settle is applied
+	// only when that key is not there, and creates it. "" without.
+	Token string
 }
 
 // checks returns how many checks r has: one per key.
