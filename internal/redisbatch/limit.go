@@ -52,14 +52,20 @@ type LimitCache struct {
 // cacheSlots is how many policies a LimitCache holds: enough for the plans
 // of a service; per-customer overrides beyond it cost a small allocation
 // per call.
-const cacheSlots = 16
+const cacheSlots = 1 << cacheBits
+
+// cacheBits is the bits of a policy's hash that pick its slot.
+const cacheBits = 4
 
 // NewLimitCache returns an empty LimitCache of Limits of kind.
 func NewLimitCache(kind Kind) *LimitCache { return &LimitCache{kind: kind} }
 
 // Get returns the Limit of the cache's kind, units and param.
 func (c *LimitCache) Get(units, param int64) *Limit {
-	slot := &c.slots[uint64(units*31+param)%cacheSlots]
+	// A multiplicative hash, so that policies whose numbers share factors
+	// (windows of whole seconds, say) still spread over the slots.
+	h := (uint64(units)*0x9E3779B97F4A7C15 ^ uint64(param)) * 0xBF58476D1CE4E5B9
+	slot := &c.slots[h>>(64-cacheBits)]
 	if l := slot.Load(); l != nil && l.Units == units && l.Param == param {
 		return l
 	}
