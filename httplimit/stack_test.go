@@ -1,7 +1,9 @@
 package httplimit_test
 
 import (
+	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,7 +104,11 @@ const ms = time.Millisecond
 func TestAdjustmentsThroughTheProductionStack(t *testing.T) {
 	for _, kind := range redisKinds {
 		t.Run(kind.name, func(t *testing.T) {
-			_, client, _ := redistest.Miniredis(t, epoch)
+			_, client, advance := redistest.Miniredis(t, epoch)
+			// The middleware dates what it gives back by the real clock, so
+			// the server's clock follows it, as a real server's would: a
+			// refund must find its window open for as long as it really was.
+			client.AddHook(&realTime{advance: advance, last: time.Now()})
 			backend, err := kind.new(client)
 			require.NoError(t, err)
 			stack := productionStack(t, backend, ratelimit.NewFakeClock(epoch), ratelimit.FailOpen)
@@ -127,9 +133,42 @@ func TestAdjustmentsThroughTheProductionStack(t *testing.T) {
 	}
 }
 
+// realTime is a go-redis hook that moves a miniredis's clock by the real
+// time passed before each command.
+type realTime struct {
+	mu      sync.Mutex
+	advance func(time.Duration)
+	last    time.Time
+}
+
+func (h *realTime) step() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	h.advance(now.Sub(h.last))
+	h.last = now
+}
+
+func (h *realTime) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *realTime) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.step()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *realTime) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.step()
+		return next(ctx, cmds)
+	}
+}
+
 // A refund of the request that opened a window lands in that window.
 func TestRefundOfTheRequestThatOpenedAWindow(t *testing.T) {
-	_, client, _ := redistest.Miniredis(t, epoch)
+	_, client, advance := redistest.Miniredis(t, epoch)
+	client.AddHook(&realTime{advance: advance, last: time.Now()})
 	onRedis, err := ratelimit.NewRedisFixedWindow(client, 2, time.Minute)
 	require.NoError(t, err)
 	inProcess, err := ratelimit.NewFixedWindow(2, time.Minute) // on the system clock
