@@ -17,8 +17,9 @@ const (
 
 // Request is one request on its way to the batch script, through a
 // coalescer or not: an Allow, a Settle or a Reset, of one check per key.
-// Its caller fills the fields above Record, hands it to Sender.Do once and
-// then reads Record or Err; a Request is never reused.
+// Its caller fills the fields above Record, and Op, hands it to Sender.Do
+// once and then reads Record or Err; a Request is never reused. (Op sits
+// beside taken, so that the two bytes share one word.)
 type Request struct {
 	Ctx  context.Context
 	Key  string   // the Redis key of its first check
