@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"fmt"
 	"sync"
 	"time"
 )
@@ -30,6 +31,56 @@ func (s BreakerState) String() string {
 		return "half_open"
 	}
 	return "unknown"
+}
+
+// Breaker is a circuit breaker that several Guards share, so that the
+// Guards in front of one backend (the limiters of one Redis client) notice
+// an outage once: the failures of all of them count toward one run, and
+// once it opens, every one of them answers by its failure policy at once,
+// without paying a timeout of its own, until a probe by any of them after
+// the cool-down succeeds. Its changes are reported once, to its own Hooks.
+// Give it to each Guard through GuardConfig.Breaker; Guards that share a
+// Breaker should share a Clock, since each times the cool-down by its own.
+//
+// A Breaker is safe for concurrent use. Create one with NewBreaker; the
+// zero value is refused by NewGuard.
+type Breaker struct {
+	b     breaker
+	hooks Hooks // nil when nothing listens
+}
+
+// BreakerConfig configures a Breaker.
+type BreakerConfig struct {
+	// Failures is how many consecutive backend failures, counted across
+	// every Guard that shares the Breaker, open it; it must be > 0.
+	Failures int
+	// CoolDown is how long it stays open before it lets one probe call
+	// through; it must be > 0.
+	CoolDown time.Duration
+	// Hooks receives the Breaker's changes (BreakerChanged), each once;
+	// nil means none.
+	Hooks Hooks
+}
+
+// NewBreaker returns a closed Breaker. It returns an error wrapping
+// ErrInvalidConfig for Failures or CoolDown that is not > 0.
+func NewBreaker(cfg BreakerConfig) (*Breaker, error) {
+	switch {
+	case cfg.Failures <= 0:
+		return nil, fmt.Errorf("%w: NewBreaker: Failures %d must be > 0", ErrInvalidConfig, cfg.Failures)
+	case cfg.CoolDown <= 0:
+		return nil, fmt.Errorf("%w: NewBreaker: CoolDown %v must be > 0", ErrInvalidConfig, cfg.CoolDown)
+	}
+	return &Breaker{b: breaker{threshold: cfg.Failures, coolDown: cfg.CoolDown}, hooks: activeHooks(cfg.Hooks)}, nil
+}
+
+// State returns the Breaker's state now; BreakerClosed for a nil or zero
+// Breaker.
+func (b *Breaker) State() BreakerState {
+	if b == nil {
+		return BreakerClosed
+	}
+	return b.b.current()
 }
 
 // breaker opens after a run of consecutive backend failures, stays open for

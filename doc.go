@@ -124,7 +124,8 @@
 // # Running in production
 //
 // Guard adds a per-call timeout, a failure policy (fail open, fail closed or
-// a local fallback) and a circuit breaker. DenyCache answers floods on denied
+// a local fallback) and a circuit breaker, its own or a Breaker that the
+// Guards in front of one backend share. DenyCache answers floods on denied
 // keys locally; a give-back it does not see can make it deny, for up to
 // MaxAge (1 s by default), what the backend would now allow. httplimit and
 // grpclimit put any Limiter in front of net/http and gRPC servers. See

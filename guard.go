@@ -56,6 +56,11 @@ type GuardConfig struct {
 	// BreakerCoolDown is how long the breaker stays open before it lets
 	// one probe call through; it must be > 0 when BreakerFailures is.
 	BreakerCoolDown time.Duration
+	// Breaker, when not nil, is a circuit breaker this Guard shares with
+	// others (see Breaker), in place of one of its own: BreakerFailures
+	// and BreakerCoolDown must then be 0, and the breaker's changes go to
+	// the Breaker's Hooks, not to this Guard's.
+	Breaker *Breaker
 	// Hooks receives each decision and breaker change; nil means NopHooks.
 	Hooks Hooks
 	// Name names the Guard in what it reports to Hooks (Decision's
@@ -100,12 +105,15 @@ type GuardConfig struct {
 //
 // A Guard is safe for concurrent use. Create one with NewGuard.
 type Guard struct {
-	backend   decorated
-	cfg       GuardConfig
-	hooks     Hooks // nil when nothing listens
-	clock     Clock
-	breaker   breaker
-	lastLimit atomic.Int64 // the Limit of the latest backend answer
+	backend decorated
+	cfg     GuardConfig
+	hooks   Hooks // nil when nothing listens
+	clock   Clock
+	// breaker is the Guard's circuit breaker, its own or a shared
+	// Breaker's; nil without one. breakerHooks hear of its changes.
+	breaker      *breaker
+	breakerHooks Hooks
+	lastLimit    atomic.Int64 // the Limit of the latest backend answer
 }
 
 // NewGuard returns a Guard around backend. It returns an error wrapping
@@ -131,6 +139,10 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 		return nil, fmt.Errorf("%w: %s: BreakerFailures %d must be >= 0", ErrInvalidConfig, kind, cfg.BreakerFailures)
 	case cfg.BreakerFailures > 0 && cfg.BreakerCoolDown <= 0:
 		return nil, fmt.Errorf("%w: %s: a breaker needs a BreakerCoolDown > 0, got %v", ErrInvalidConfig, kind, cfg.BreakerCoolDown)
+	case cfg.Breaker != nil && (cfg.BreakerFailures != 0 || cfg.BreakerCoolDown != 0):
+		return nil, fmt.Errorf("%w: %s: a shared Breaker replaces BreakerFailures and BreakerCoolDown, which must be 0", ErrInvalidConfig, kind)
+	case cfg.Breaker != nil && cfg.Breaker.b.threshold == 0:
+		return nil, fmt.Errorf("%w: %s: a Breaker must be made by NewBreaker", ErrInvalidConfig, kind)
 	}
 	if cfg.FailClosedRetryAfter == 0 {
 		cfg.FailClosedRetryAfter = time.Second
@@ -140,7 +152,13 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 	if isNil(g.clock) {
 		g.clock = systemClock{}
 	}
-	g.breaker = breaker{threshold: cfg.BreakerFailures, coolDown: cfg.BreakerCoolDown}
+	switch {
+	case cfg.Breaker != nil:
+		g.breaker, g.breakerHooks = &cfg.Breaker.b, cfg.Breaker.hooks
+	case cfg.BreakerFailures > 0:
+		g.breaker = &breaker{threshold: cfg.BreakerFailures, coolDown: cfg.BreakerCoolDown}
+		g.breakerHooks = g.hooks
+	}
 	return g, nil
 }
 
@@ -165,11 +183,11 @@ func (g *Guard) Decide(ctx context.Context, key string, n int) (Decision, error)
 	}
 	// The clock is read only for a breaker or a listener.
 	var start time.Time
-	if g.cfg.BreakerFailures > 0 || g.hooks != nil {
+	if g.breaker != nil || g.hooks != nil {
 		start = g.clock.Now()
 	}
 	admitted, wait, change := true, time.Duration(0), transition{}
-	if g.cfg.BreakerFailures > 0 {
+	if g.breaker != nil {
 		admitted, wait, change = g.breaker.admit(start)
 		g.report(change)
 	}
@@ -206,7 +224,7 @@ func (g *Guard) Decide(ctx context.Context, key string, n int) (Decision, error)
 		// says nothing of its class.
 		outcome = backendFailed
 	}
-	if g.cfg.BreakerFailures > 0 {
+	if g.breaker != nil {
 		g.report(g.breaker.record(outcome, g.clock.Now()))
 	}
 	if outcome != backendFailed {
@@ -387,17 +405,18 @@ func (g *Guard) decided(key string, n int, d Decision, err, backendErr error, st
 	})
 }
 
-// report tells the hooks of a breaker change, if there was one.
+// report tells the breaker's hooks of a change, if there was one.
 func (g *Guard) report(t transition) {
-	if g.hooks != nil && t.from != t.to {
-		g.hooks.BreakerChanged(t.from, t.to)
+	if g.breakerHooks != nil && t.from != t.to {
+		g.breakerHooks.BreakerChanged(t.from, t.to)
 	}
 }
 
-// BreakerState returns the circuit breaker's state now.
-// It is BreakerClosed for a nil *Guard.
+// BreakerState returns the circuit breaker's state now, its own or its
+// shared Breaker's. It is BreakerClosed for a nil *Guard or one without a
+// breaker.
 func (g *Guard) BreakerState() BreakerState {
-	if g == nil {
+	if g == nil || g.breaker == nil {
 		return BreakerClosed
 	}
 	return g.breaker.current()

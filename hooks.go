@@ -15,7 +15,8 @@ type Hooks interface {
 	// (Allow or Decide).
 	Decided(Event)
 	// BreakerChanged is called when a Guard's circuit breaker changes
-	// state.
+	// state; a Breaker that Guards share reports to its own Hooks instead
+	// (see BreakerConfig).
 	BreakerChanged(from, to BreakerState)
 }
 
