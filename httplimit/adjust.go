@@ -294,12 +294,19 @@ const refundAll = -1
 func (m *Middleware) adjust(r *http.Request, key string, n int, cost int64, taken time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.adjustWait)
 	defer cancel()
+	opts := make([]ratelimit.AdjustOption, 1, 2)
+	opts[0] = ratelimit.TakenAt(taken)
+	if m.adjustToken != nil {
+		if token := m.adjustToken(r); token != "" {
+			opts = append(opts, ratelimit.WithToken(token))
+		}
+	}
 	var err error
 	if cost == refundAll {
-		if _, err = m.adjuster.Refund(ctx, key, n, ratelimit.TakenAt(taken)); err != nil {
+		if _, err = m.adjuster.Refund(ctx, key, n, opts...); err != nil {
 			err = fmt.Errorf("%w: Refund of %d: %w", ErrAdjustment, n, err)
 		}
-	} else if _, err = m.adjuster.Settle(ctx, key, n, int(cost), ratelimit.TakenAt(taken)); err != nil {
+	} else if _, err = m.adjuster.Settle(ctx, key, n, int(cost), opts...); err != nil {
 		err = fmt.Errorf("%w: Settle of %d at cost %d: %w", ErrAdjustment, n, cost, err)
 	}
 	if err != nil && m.onError != nil {

@@ -104,6 +104,9 @@
 //     SetCost (rows read, tokens generated); the middleware then settles
 //     the units taken at that cost, giving the difference back or taking
 //     the rest, into debt if need be, so that later requests wait it out.
+//   - WithAdjustToken passes each request's idempotency token (such as its
+//     Idempotency-Key header, TokenFromHeader) with the adjustment, so that
+//     on Redis a retried request is adjusted once (ratelimit.WithToken).
 //
 // A refund wins over a reported cost. The adjustment is made before
 // ServeHTTP returns, under the request's context without its cancellation

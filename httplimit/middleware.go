@@ -44,11 +44,12 @@ type Middleware struct {
 
 	// adjuster is the limiter, when a WithRefund or WithSettle option
 	// adjusts requests after their handler; nil otherwise.
-	adjuster   ratelimit.Adjuster
-	refund     func(*http.Request, int) bool
-	settle     bool
-	adjustWait time.Duration
-	clock      ratelimit.Clock // nil: time.Now
+	adjuster    ratelimit.Adjuster
+	refund      func(*http.Request, int) bool
+	settle      bool
+	adjustToken func(*http.Request) string // nil: no token
+	adjustWait  time.Duration
+	clock       ratelimit.Clock // nil: time.Now
 }
 
 // NewMiddleware returns a Middleware that asks l about every request, under
@@ -118,6 +119,7 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		windowSet:     s.windowSet,
 		refund:        s.refund,
 		settle:        s.settle,
+		adjustToken:   s.adjustToken,
 		adjustWait:    s.adjustWait,
 		clock:         s.clock,
 	}
@@ -155,9 +157,13 @@ func (m *Middleware) checkPolicies() error {
 }
 
 // setAdjuster keeps l as the Adjuster that WithRefund or WithSettle needs,
-// or returns an error when they are set and l is not one.
+// or returns an error when they are set and l is not one, or when
+// WithAdjustToken is set without them.
 func (m *Middleware) setAdjuster(l ratelimit.Limiter) error {
 	if m.refund == nil && !m.settle {
+		if m.adjustToken != nil {
+			return fmt.Errorf("%w: httplimit: WithAdjustToken needs WithRefund or WithSettle", ratelimit.ErrInvalidConfig)
+		}
 		return nil
 	}
 	a, ok := l.(ratelimit.Adjuster)

@@ -43,6 +43,7 @@ type settings struct {
 	denied        DeniedHandler
 	refund        func(*http.Request, int) bool
 	settle        bool
+	adjustToken   func(*http.Request) string
 	adjustWait    time.Duration
 	clock         ratelimit.Clock
 	shadowHeader  bool
@@ -291,6 +292,34 @@ func WithSettle() Option {
 		s.settle = true
 		return nil
 	}
+}
+
+// WithAdjustToken gives the Refund or Settle made after a request (see
+// WithRefund and WithSettle) the request's idempotency token, token(r),
+// through ratelimit.WithToken, so that on Redis a request retried with the
+// same token is adjusted once: the adjustment of a later one with that
+// token for the same key changes nothing (its own Allow still counted).
+// TokenFromHeader reads the token from a request header such as
+// Idempotency-Key. An empty token means none; a token the limiter refuses
+// (longer than 128 bytes) makes the adjustment fail, and its error goes to
+// the WithOnError hook. It needs WithRefund or WithSettle, and a nil token
+// is an error.
+func WithAdjustToken(token func(r *http.Request) string) Option {
+	return func(s *settings) error {
+		if token == nil {
+			return fmt.Errorf("%w: httplimit: WithAdjustToken: nil func", ratelimit.ErrInvalidConfig)
+		}
+		s.adjustToken = token
+		return nil
+	}
+}
+
+// TokenFromHeader returns a function for WithAdjustToken that reads the
+// request header name, such as "Idempotency-Key": its first value, or ""
+// without one.
+func TokenFromHeader(name string) func(r *http.Request) string {
+	name = http.CanonicalHeaderKey(name)
+	return func(r *http.Request) string { return r.Header.Get(name) }
 }
 
 // WithAdjustTimeout bounds the Refund or Settle call made after a handler
