@@ -61,7 +61,9 @@ type GuardConfig struct {
 	// and BreakerCoolDown must then be 0, and the breaker's changes go to
 	// the Breaker's Hooks, not to this Guard's.
 	Breaker *Breaker
-	// Hooks receives each decision and breaker change; nil means NopHooks.
+	// Hooks receives each decision, and the changes of the Guard's own
+	// breaker (a shared Breaker reports to its own Hooks); nil means
+	// NopHooks.
 	Hooks Hooks
 	// Name names the Guard in what it reports to Hooks (Decision's
 	// Limiter); "" means "Guard".

@@ -12,11 +12,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// batchScript is the script every Redis limiter's decisions are made by.
+// batchLua is the source of the batch script, which makes every Redis
+// limiter's decisions.
 //
 //go:embed scripts/batch.lua
 var batchLua string
 
+// batchScript is batchLua with its SHA1, as every Sender sends it.
 var batchScript = redisbatch.NewScript(batchLua)
 
 // redisLimiter is what the Redis limiters share: decisions on prefix + key
@@ -105,8 +107,8 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 }
 
 // allow decides n for key. See Limiter for the contract. With coalescing,
-// the call may travel in one script call with others (see coalescer);
-// without, it is one call of its own.
+// the call may travel in one script call with others (see
+// redisbatch.Sender); without, it is one call of its own.
 func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, error) {
 	if ctx == nil {
 		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
