@@ -285,6 +285,9 @@ func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, ke
 	}
 }
 
+// maxAdjustToken is the longest token ratelimit.WithToken takes.
+const maxAdjustToken = 128
+
 // refundAll is the cost that makes adjust refund.
 const refundAll = -1
 
@@ -297,7 +300,15 @@ func (m *Middleware) adjust(r *http.Request, key string, n int, cost int64, take
 	opts := make([]ratelimit.AdjustOption, 1, 2)
 	opts[0] = ratelimit.TakenAt(taken)
 	if m.adjustToken != nil {
-		if token := m.adjustToken(r); token != "" {
+		switch token := m.adjustToken(r); {
+		case len(token) > maxAdjustToken:
+			// The client's token, which the limiter would refuse: the
+			// request is adjusted without it rather than not at all, so a
+			// client cannot escape its settle by its choice of token.
+			if m.onError != nil {
+				m.onError(r, fmt.Errorf("%w: a token of %d bytes, at most %d: adjusted without it", ErrAdjustment, len(token), maxAdjustToken))
+			}
+		case token != "":
 			opts = append(opts, ratelimit.WithToken(token))
 		}
 	}

@@ -300,10 +300,12 @@ func WithSettle() Option {
 // same token is adjusted once: the adjustment of a later one with that
 // token for the same key changes nothing (its own Allow still counted).
 // TokenFromHeader reads the token from a request header such as
-// Idempotency-Key. An empty token means none; a token the limiter refuses
-// (longer than 128 bytes) makes the adjustment fail, and its error goes to
-// the WithOnError hook. It needs WithRefund or WithSettle, and a nil token
-// is an error.
+// Idempotency-Key. An empty token means none. A token longer than the 128
+// bytes ratelimit.WithToken takes is not passed: the request is adjusted
+// without it (so a client cannot escape its settle by its choice of
+// token), and an error wrapping ErrAdjustment that says so goes to the
+// WithOnError hook. It needs WithRefund or WithSettle, and a nil token is
+// an error.
 func WithAdjustToken(token func(r *http.Request) string) Option {
 	return func(s *settings) error {
 		if token == nil {

@@ -48,10 +48,13 @@ func TestSettleWithAnIdempotencyKeyAppliesOnce(t *testing.T) {
 	assert.Equal(t, "36", w.Header().Get("RateLimit-Remaining"), "67 - 30 - 1")
 	assert.Empty(t, log.errs)
 
-	// A token the limiter refuses fails the adjustment, and says so.
+	// A token the limiter would refuse is reported, and the request is
+	// settled without it all the same.
 	getWithToken(h, "alice", strings.Repeat("x", 129), "/?cost=5")
 	require.Len(t, log.errs, 1)
 	assert.ErrorIs(t, log.errs[0], httplimit.ErrAdjustment)
+	w = getWithToken(h, "alice", "", "/")
+	assert.Equal(t, "30", w.Header().Get("RateLimit-Remaining"), "36 - 5 (settled without the token) - 1")
 }
 
 func TestAdjustTokenConfigurationErrors(t *testing.T) {
