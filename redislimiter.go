@@ -92,18 +92,25 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 	if r.policyFunc, err = newPolicyFunc(cfg.policyFunc, p.name, policy, p.check); err != nil {
 		return redisLimiter{}, err
 	}
-	send := redisbatch.Config{Client: client, Script: batchScript, Coalesce: !cfg.noCoalesce, TokenTTL: SettleTokenTTL}
+	limits := []*redisbatch.Limit{own}
 	if r.policyFunc != nil {
+		limits = nil // each request carries its key's
 		r.limits = redisbatch.NewLimitCache(p.policyFuncKind)
 		r.resetLimit = r.limits.Get(r.policyFunc.defLimit, r.policyFunc.defParam)
 		if !cfg.prefixSet {
 			r.prefix = p.defaultPrefix + policyFuncPrefix
 		}
-	} else {
-		send.Limits = []*redisbatch.Limit{own}
 	}
-	r.send = redisbatch.NewSender(send)
+	r.send = newSender(client, limits, !cfg.noCoalesce)
 	return r, nil
+}
+
+// newSender returns the Sender of the batch script through client, whose
+// requests check limits in order (nil: each request carries its own).
+func newSender(client redis.Scripter, limits []*redisbatch.Limit, coalesce bool) *redisbatch.Sender {
+	return redisbatch.NewSender(redisbatch.Config{
+		Client: client, Script: batchScript, Limits: limits, Coalesce: coalesce, TokenTTL: SettleTokenTTL,
+	})
 }
 
 // allow decides n for key. See Limiter for the contract. With coalescing,

@@ -51,9 +51,7 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 		limits[i] = r.own
 		coalesce = coalesce && r.send.Coalesces()
 	}
-	rp.send = redisbatch.NewSender(redisbatch.Config{
-		Client: rp.parts[0].client, Script: batchScript, Limits: limits, Coalesce: coalesce, TokenTTL: SettleTokenTTL,
-	})
+	rp.send = newSender(rp.parts[0].client, limits, coalesce)
 	return rp, nil
 }
 
