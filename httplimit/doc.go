@@ -107,6 +107,10 @@
 //   - WithAdjustToken passes each request's idempotency token (such as its
 //     Idempotency-Key header, TokenFromHeader) with the adjustment, so that
 //     on Redis a retried request is adjusted once (ratelimit.WithToken).
+//   - WithDecisionContext puts each passed-on request's Decision in its
+//     context for the handler (DecisionOf): its Source says whether the
+//     backend or a Guard's fallback answered, so a handler that adjusts
+//     by itself never settles a fallback's decision at the backend.
 //
 // A refund wins over a reported cost. The adjustment is made before
 // ServeHTTP returns, under the request's context without its cancellation

@@ -48,6 +48,7 @@ type Middleware struct {
 	refund      func(*http.Request, int) bool
 	settle      bool
 	adjustToken func(*http.Request) string // nil: no token
+	decisionCtx bool                       // WithDecisionContext
 	adjustWait  time.Duration
 	clock       ratelimit.Clock // nil: time.Now
 }
@@ -120,6 +121,7 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		refund:        s.refund,
 		settle:        s.settle,
 		adjustToken:   s.adjustToken,
+		decisionCtx:   s.decisionCtx,
 		adjustWait:    s.adjustWait,
 		clock:         s.clock,
 	}

@@ -44,6 +44,7 @@ type settings struct {
 	refund        func(*http.Request, int) bool
 	settle        bool
 	adjustToken   func(*http.Request) string
+	decisionCtx   bool
 	adjustWait    time.Duration
 	clock         ratelimit.Clock
 	shadowHeader  bool

@@ -119,16 +119,16 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		if m.shadowHeader {
 			writeShadow(w.Header(), p.beforeR, d.Enforced)
 		}
-		h.next.ServeHTTP(w, r)
+		h.next.ServeHTTP(w, m.withDecision(r, d))
 	case d.Allowed:
 		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, false)
 		if m.adjuster != nil && d.Source == ratelimit.FromBackend {
 			// The time just after the decision: a fixed window gives units
 			// back only to a window open by then (ratelimit.TakenAt).
-			h.serveTracked(w, r, key, cost, m.now())
+			h.serveTracked(w, m.withDecision(r, d), key, cost, m.now())
 			return
 		}
-		h.next.ServeHTTP(w, r)
+		h.next.ServeHTTP(w, m.withDecision(r, d))
 	default:
 		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, true)
 		refused(w, r)
