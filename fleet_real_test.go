@@ -147,25 +147,25 @@ func TestRealRedisFleetFallbacksKeepTheSharedLimitWhileRedisIsDown(t *testing.T)
 }
 
 // TestRealRedisFleetResizesWhenAReplicaJoinsOrLeaves: with a 50 ms heartbeat
-// and a 150 ms TTL, a replica that joins or leaves is counted by every
+// and a 200 ms TTL, a replica that joins or leaves is counted by every
 // other within a heartbeat, and one that dies without leaving within TTL +
 // a heartbeat; each replica's fallback share follows.
 func TestRealRedisFleetResizesWhenAReplicaJoinsOrLeaves(t *testing.T) {
-	const heartbeat, ttl = 50 * time.Millisecond, 150 * time.Millisecond
-	const slack = 100 * time.Millisecond // scheduling on a loaded machine; fake time checks the exact bounds
+	const heartbeat, ttl = 50 * time.Millisecond, 200 * time.Millisecond
+	const slack = 250 * time.Millisecond // scheduling on a loaded machine; fake time checks the exact bounds
 	server := redistest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	run := func(id string) (*Fleet, context.CancelFunc) {
-		f, err := NewFleet(productionClient(t, server), FleetConfig{Name: "fleet", ID: id, Heartbeat: heartbeat, TTL: ttl})
+	run := func(id string, client *redis.Client) (*Fleet, context.CancelFunc) {
+		f, err := NewFleet(client, FleetConfig{Name: "fleet", ID: id, Heartbeat: heartbeat, TTL: ttl})
 		require.NoError(t, err)
 		rctx, stop := context.WithCancel(ctx)
 		wg.Go(func() { _ = f.Run(rctx) })
 		return f, stop
 	}
-	a, _ := run("a")
-	b, stopB := run("b")
+	a, _ := run("a", productionClient(t, server))
+	b, stopB := run("b", productionClient(t, server))
 	backend, err := NewRedisTokenBucket(productionClient(t, server), 12, 12)
 	require.NoError(t, err)
 	fallback, err := a.Fallback(backend)
@@ -175,8 +175,8 @@ func TestRealRedisFleetResizesWhenAReplicaJoinsOrLeaves(t *testing.T) {
 		require.NoError(t, err)
 		return ps[0].Limit
 	}
-	// within waits until a and b (when not nil) both count want, and
-	// returns how long that took.
+	// within waits until a and others all count want, and returns how
+	// long that took.
 	within := func(want int, others ...*Fleet) time.Duration {
 		start := time.Now()
 		require.Eventually(t, func() bool {
@@ -193,19 +193,20 @@ func TestRealRedisFleetResizesWhenAReplicaJoinsOrLeaves(t *testing.T) {
 	assert.Equal(t, 6, limitOf())
 
 	// c joins.
-	c, err := NewFleet(productionClient(t, server), FleetConfig{Name: "fleet", ID: "c", Heartbeat: heartbeat, TTL: ttl})
-	require.NoError(t, err)
-	require.NoError(t, c.Beat(ctx))
-	took := within(3, b)
+	cClient := productionClient(t, server)
+	c, stopC := run("c", cClient)
+	took := within(3, b, c)
 	t.Logf("join seen by all in %v", took)
 	assert.LessOrEqual(t, took, heartbeat+slack, "within a heartbeat")
 	assert.Equal(t, 4, limitOf())
 
-	// c dies: it never beats again, nor leaves.
+	// c dies: its connections go, so it neither beats again nor leaves.
+	require.NoError(t, cClient.Close())
 	took = within(2, b)
 	t.Logf("death seen by all in %v", took)
 	assert.LessOrEqual(t, took, ttl+heartbeat+slack, "within TTL + a heartbeat")
 	assert.Equal(t, 6, limitOf())
+	stopC()
 
 	// b stops: it leaves at once.
 	stopB()
