@@ -125,7 +125,10 @@
 //
 // Guard adds a per-call timeout, a failure policy (fail open, fail closed or
 // a local fallback) and a circuit breaker, its own or a Breaker that the
-// Guards in front of one backend share. DenyCache answers floods on denied
+// Guards in front of one backend share. A Fleet counts the replicas alive
+// through a heartbeat in Redis, and sizes each replica's fallback as its
+// share of the shared limit (Fleet.Fallback), which it keeps while Redis is
+// away. DenyCache answers floods on denied
 // keys locally; a give-back it does not see can make it deny, for up to
 // MaxAge (1 s by default), what the backend would now allow. httplimit and
 // grpclimit put any Limiter in front of net/http and gRPC servers. See

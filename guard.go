@@ -25,8 +25,10 @@ const (
 	// Choose it when the limit protects something that must not be overrun
 	// (a paid upstream, a login endpoint under attack).
 	FailClosed
-	// FailOver asks the Guard's Fallback limiter instead, typically an
-	// in-process TokenBucket sized for one replica's share of the limit.
+	// FailOver asks the Guard's Fallback limiter instead: an in-process
+	// limiter of one replica's share of the limit, which Fleet.Fallback
+	// builds and sizes by the replicas alive (the shared limit ÷ live
+	// replicas, following the fleet as it grows or shrinks).
 	// Choose it for a middle way: still limited, roughly. A cost within the
 	// backend's limit that the fallback can never take (it exceeds the
 	// fallback's limit) is denied, with the RetryAfter FailClosed would
@@ -44,7 +46,10 @@ type GuardConfig struct {
 	// OnFailure is the policy for calls the backend fails or the open
 	// breaker keeps from it.
 	OnFailure FailurePolicy
-	// Fallback answers under FailOver, and must be nil otherwise.
+	// Fallback answers under FailOver, and must be nil otherwise. For a
+	// Redis backend shared by several replicas, build it with
+	// Fleet.Fallback, which gives each replica its share of the backend's
+	// policy, by the number of replicas alive.
 	Fallback Limiter
 	// FailClosedRetryAfter is the RetryAfter of a fail-closed denial
 	// while the breaker is closed; 0 means 1 s. While the breaker is open,

@@ -125,8 +125,22 @@ func Example_production() {
 	if err != nil {
 		panic(err)
 	}
-	// This replica's share, for when Redis is down: a quarter with 4 replicas.
-	local, err := ratelimit.NewTokenBucket(25, 12.5)
+	// This replica in the fleet of replicas on this Redis: a heartbeat
+	// every second counts the replicas alive.
+	fleet, err := ratelimit.NewFleet(client, ratelimit.FleetConfig{Name: "ratelimit:fleet:api"})
+	if err != nil {
+		panic(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	if err := fleet.Beat(ctx); err != nil { // counted before serving
+		panic(err)
+	}
+	running := make(chan error, 1)
+	go func() { running <- fleet.Run(ctx) }() // until ctx ends, then it leaves
+	defer func() { stop(); <-running }()
+	// This replica's share, for when Redis is down: the shared limit ÷ the
+	// replicas alive (a quarter with 4), capacity and rate alike.
+	local, err := fleet.Fallback(shared)
 	if err != nil {
 		panic(err)
 	}

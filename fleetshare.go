@@ -1,0 +1,174 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/bits"
+	"time"
+)
+
+// Share returns one replica's share of p, a policy the whole fleet shares,
+// at the fleet's Live replicas: a Limit of p.Limit/Live rounded down (at
+// least 1), and a Window that keeps the rate at exactly p's rate / Live
+// (p.Window × share × Live / p.Limit, rounded up to the nanosecond).
+//
+// So, for capacity and rate alike, the shares of the live replicas add up
+// to no more than p: the capacity is rounded down so that the bursts of
+// every replica together never exceed p.Limit, and the window is
+// stretched by as much, so that the fleet's sustained rate is p's rate,
+// not less (a Limit of 4 over 3 replicas is 1 per Window × 3/4 each,
+// rather than 1 per Window, which would lose a quarter of the rate). With
+// fewer units than replicas, each keeps 1 at p's rate / Live: the fleet's
+// bursts may then reach Live units. With one replica, or a p whose Limit
+// or Window is not positive, it returns p.
+//
+// For a fixed window the shares' windows are shorter, by the rounding of
+// the limit, than the shared one. It is safe for concurrent use, and 1
+// replica for a nil *Fleet.
+func (f *Fleet) Share(p Policy) Policy {
+	return sharePolicy(p, f.Live())
+}
+
+// ShareFunc returns a PolicyFunc giving each key's share (see Share) of its
+// policy for the whole fleet: the policy pf gives the key, or def when pf
+// is nil or gives the zero Policy. An error of pf is returned as it is.
+// Each call reads Live, so that the share follows the fleet; a limiter
+// built WithPolicyFunc(ShareFunc(...)) keeps what each key has used when
+// the share changes (see WithPolicyFunc). Use it for a fallback that
+// Fallback does not build; def is the fallback's constructor policy as
+// the fleet shares it, and the fallback is built with def's numbers.
+func (f *Fleet) ShareFunc(def Policy, pf PolicyFunc) PolicyFunc {
+	return func(ctx context.Context, key string) (Policy, error) {
+		p := def
+		if pf != nil {
+			q, err := pf(ctx, key)
+			if err != nil {
+				return Policy{}, err
+			}
+			if q != (Policy{}) {
+				p = q
+			}
+		}
+		return sharePolicy(p, f.Live()), nil
+	}
+}
+
+// sharePolicy returns one share of p among live replicas. See Fleet.Share.
+func sharePolicy(p Policy, live int) Policy {
+	if live <= 1 || p.Limit <= 0 || p.Window <= 0 {
+		return p
+	}
+	share := max(p.Limit/live, 1)
+	// Window × share × live / Limit, rounded up, in 128 bits; share × live
+	// is at most max(Limit, live).
+	hi, lo := bits.Mul64(uint64(p.Window), uint64(share)*uint64(live))
+	if hi >= uint64(p.Limit) {
+		return Policy{Limit: share, Window: math.MaxInt64}
+	}
+	q, r := bits.Div64(hi, lo, uint64(p.Limit))
+	if r != 0 {
+		q++
+	}
+	if q > math.MaxInt64 {
+		return Policy{Limit: share, Window: math.MaxInt64}
+	}
+	return Policy{Limit: share, Window: time.Duration(q)}
+}
+
+// Fallback returns the fallback of a Guard in front of backend, for
+// OnFailure: FailOver: the in-process limiter that decides as backend
+// does, on this replica's share (see Share) of backend's policy of each
+// key, so that the fleet stays near the shared limit while Redis is away:
+//   - a RedisTokenBucket gives a TokenBucket, a RedisGCRA a GCRA, and a
+//     RedisFixedWindow a FixedWindow, each built WithPolicyFunc(ShareFunc(
+//     backend's policy, backend's PolicyFunc if it was built with one));
+//   - a Composite of Redis limiters gives a Composite of such in-process
+//     limiters, one per part, with the same Names, Keys and PerCall.
+//
+// Each call reads Live, so the share follows the fleet as it grows or
+// shrinks, and keeps what each key has used (see WithPolicyFunc); while
+// Redis is away Live, and so the share, stays as the latest heartbeat
+// left it. opts go to each in-process limiter: WithClock, WithHooks and
+// WithName apply; WithPolicyFunc is refused, since the share is the
+// policy. It returns an error wrapping ErrInvalidConfig for a backend
+// of another type, a nil or zero-value one, or an option that does not
+// apply.
+func (f *Fleet) Fallback(backend Limiter, opts ...Option) (Limiter, error) {
+	const kind = "Fleet.Fallback"
+	if f == nil || f.client == nil {
+		return nil, notBuilt("Fleet")
+	}
+	cfg, err := applyOptions(kind, inProcess, opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.policyFunc != nil {
+		return nil, fmt.Errorf("%w: %s: WithPolicyFunc does not apply; the fallback's policy is the fleet's share of the backend's", ErrInvalidConfig, kind)
+	}
+	c, ok := backend.(*Composite)
+	if !ok {
+		l, err := f.mirror(kind, backend, opts)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+	if c == nil || len(c.parts) == 0 {
+		return nil, fmt.Errorf("%s: %w", kind, notBuilt("Composite"))
+	}
+	if c.remote == nil {
+		return nil, fmt.Errorf("%w: %s: the Composite's parts are in process already; a fallback mirrors Redis limiters", ErrInvalidConfig, kind)
+	}
+	parts := make([]Part, len(c.parts))
+	for i, p := range c.parts {
+		l, err := f.mirror(kind, p.Limiter, opts)
+		if err != nil {
+			return nil, fmt.Errorf("%s: part %q: %w", kind, p.Name, err)
+		}
+		parts[i] = Part{Name: p.Name, Limiter: l, Key: p.Key, PerCall: p.PerCall}
+	}
+	return NewComposite(parts...)
+}
+
+// mirror returns the in-process limiter of backend's algorithm, one of the
+// three Redis limiters of this package, deciding by this replica's share
+// of backend's policy of each key.
+func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, error) {
+	var r *redisLimiter
+	switch b := backend.(type) {
+	case *RedisTokenBucket:
+		if b != nil {
+			r = &b.r
+		}
+	case *RedisGCRA:
+		if b != nil {
+			r = &b.r
+		}
+	case *RedisFixedWindow:
+		if b != nil {
+			r = &b.r
+		}
+	default:
+		return nil, fmt.Errorf("%w: %s: a %T has no in-process mirror; give a RedisTokenBucket, RedisGCRA, RedisFixedWindow or a Composite of them", ErrInvalidConfig, kind, backend)
+	}
+	if r == nil || r.client == nil {
+		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
+	}
+	def := r.obs.policy
+	var pf PolicyFunc
+	if r.policyFunc != nil {
+		pf = r.policyFunc.f
+	}
+	opts = append(opts[:len(opts):len(opts)], WithPolicyFunc(f.ShareFunc(def, pf)))
+	switch backend.(type) {
+	case *RedisTokenBucket:
+		// The rate as the in-process bucket reads it back: Limit per
+		// Window, the Window being whole µs per token × Limit.
+		return NewTokenBucket(def.Limit, float64(def.Limit)*float64(time.Second)/float64(def.Window), opts...)
+	case *RedisGCRA:
+		return NewGCRA(def.Limit, def.Window, opts...)
+	default:
+		return NewFixedWindow(def.Limit, def.Window, opts...)
+	}
+}

@@ -1,0 +1,32 @@
+-- Fleet script of ratelimit: the membership of a fleet of replicas, kept in
+-- one sorted set so that each replica learns how many are alive.
+--
+-- KEYS[1]  the fleet's ZSET: one member per replica, its id, scored with
+--          the server time, in whole milliseconds since the epoch, at which
+--          it expires unless it beats again
+-- ARGV[1]  the replica's id
+-- ARGV[2]  its TTL in whole milliseconds, >= 1, to join or stay; 0 to leave
+--
+-- On the server's TIME, it removes every member that has expired (score <=
+-- now), adds or refreshes the caller (score now + TTL) or removes it, sets
+-- the set's own expiry to its latest member's, so that a fleet whose
+-- replicas all stopped leaves nothing behind, and returns the number of
+-- members left: the live replicas, the caller included unless it left.
+-- Another type under the key is an error, and the key is left as it was.
+local key = KEYS[1]
+local ttl = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now))
+if ttl > 0 then
+  redis.call('ZADD', key, string.format('%.0f', now + ttl), ARGV[1])
+else
+  redis.call('ZREM', key, ARGV[1])
+end
+local n = redis.call('ZCARD', key)
+if n > 0 then
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local left = math.max(1, tonumber(last[2]) - now)
+  redis.call('PEXPIRE', key, string.format('%.0f', left))
+end
+return n
