@@ -28,6 +28,7 @@ type FixedWindow struct {
 	windows    *keyTable[openWindow]
 	obs        observer
 	policyFunc *policyFunc // nil unless built WithPolicyFunc
+	debt       debtCap     // how far a Settle may count past the limit (WithMaxDebt)
 }
 
 // windowRate is the arithmetic of a fixed window's decisions for one
@@ -68,6 +69,7 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 		windows:    newKeyTable[openWindow](int64(window)),
 		obs:        newObserver(cfg, kind, policy, rule{}),
 		policyFunc: t,
+		debt:       cfg.maxDebt,
 	}
 	if t != nil {
 		// Any window up to maxSpan may open, and a key's window may outlast
@@ -287,10 +289,11 @@ func (w *FixedWindow) settleAt(r windowRate, sh *tableShard[openWindow], key str
 		if win.count == 0 {
 			win.end = now + r.window
 		}
-		// A debt stops growing at 2^52 (or the limit, if higher): this is
-		// min(count+d, most), without overflow as d <= 2^52 <= most.
-		most := max(r.limit, maxSettleCost)
-		win.count = min(win.count, most-d) + d
+		// A debt stops growing at the debtCap's count, at most 2^52 (or
+		// the limit, if higher); a count above it already stays.
+		if most := w.debt.count(r.limit); win.count < most {
+			win.count += min(d, most-win.count)
+		}
 		sh.write(key, at, win, win.end)
 	case d < 0 && win.count > 0 && (!a.hasTaken || w.reading(a.takenAt) >= win.end-r.window):
 		if win.count += d; win.count > 0 {
