@@ -45,7 +45,7 @@ type openWindow struct {
 }
 
 // NewFixedWindow returns an in-process fixed window of limit per window per
-// key. It accepts WithClock, WithPolicyFunc, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
+// key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
 // for a limit <= 0, a window <= 0 or beyond about 73 years, or an option that
 // does not apply.
 func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWindow, error) {
@@ -247,7 +247,8 @@ func (w *FixedWindow) Refund(ctx context.Context, key string, n int, opts ...Adj
 // cost. A smaller cost takes the difference off the window open now, if it
 // was open at TakenAt's time (or TakenAt is not given); a window whose count
 // falls to 0 ends. A larger cost counts the rest at once, past the limit if
-// need be, in the window open now or in one it opens. See Adjuster for the
+// need be (as far as WithMaxDebt allows), in the window open now or in one
+// it opens. See Adjuster for the
 // contract; ctx is passed to the PolicyFunc, if any.
 func (w *FixedWindow) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	if w == nil || w.windows == nil {
