@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,4 +247,31 @@ func serverTatAhead(t *testing.T, client *redis.Client, key string) time.Duratio
 	now, err := client.Time(ctx).Result()
 	require.NoError(t, err)
 	return time.Duration(tat-now.UnixMicro()) * time.Microsecond
+}
+
+// BenchmarkSettleIntoDebt settles bogus costs on keys of an in-process
+// GCRA, bounded by default and unbounded: the bound costs nothing
+// measurable.
+func BenchmarkSettleIntoDebt(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{{"bounded", nil}, {"unbounded", []Option{WithMaxDebt(UnboundedDebt)}}} {
+		b.Run(c.name, func(b *testing.B) {
+			g, err := NewGCRA(100, time.Minute, c.opts...)
+			require.NoError(b, err)
+			ctx := context.Background()
+			var id atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				key := "tenant-" + strconv.FormatInt(id.Add(1), 10)
+				for pb.Next() {
+					if _, err := g.Settle(ctx, key, 1, 1_000_000_000); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }
