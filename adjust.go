@@ -32,10 +32,15 @@ type Adjuster interface {
 	// even when that leaves the key in debt (a token bucket or GCRA with
 	// less than nothing, a window counted past its limit): calls are then
 	// denied until the debt is paid, at the limiter's rate or by the
-	// window's end. A debt never lets a key allow more later. taken must
-	// be between 0 and the limit; cost may exceed the limit, up to 2^52.
-	// Either below 0 or cost above 2^52 (ErrInvalidCost), or taken above
-	// the limit (ErrCostExceedsLimit), is an error that changes nothing.
+	// window's end. A debt never lets a key allow more later. A debt is
+	// bounded by the limiter's WithMaxDebt, by default one limit: what a
+	// Settle would take beyond it is forgotten, so that one bogus cost
+	// cannot lock a key out for days (a key of 100 a minute settled at
+	// 10^9 allows again within about a minute), and the Result does not
+	// say that it was. taken must be between 0 and the limit; cost may
+	// exceed the limit, up to 2^52. Either below 0 or cost above 2^52
+	// (ErrInvalidCost), or taken above the limit (ErrCostExceedsLimit), is
+	// an error that changes nothing.
 	Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error)
 	// Reset returns key to its full limit, as if it had never been used;
 	// for example, a successful login clearing failed attempts.

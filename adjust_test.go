@@ -23,20 +23,20 @@ var (
 // scheduleAdjuster is a TokenBucket or GCRA under test, with its engine.
 type scheduleAdjuster struct {
 	name string
-	new  func(t *testing.T, limit int, interval time.Duration, clock Clock) (Adjuster, *schedule)
+	new  func(t *testing.T, limit int, interval time.Duration, clock Clock, opts ...Option) (Adjuster, *schedule)
 }
 
 // scheduleAdjusters make a TokenBucket and a GCRA of limit tokens, one every
-// interval.
+// interval, with opts.
 var scheduleAdjusters = []scheduleAdjuster{
-	{"TokenBucket", func(t *testing.T, limit int, interval time.Duration, clock Clock) (Adjuster, *schedule) {
-		b, err := NewTokenBucket(limit, float64(time.Second)/float64(interval), WithClock(clock))
+	{"TokenBucket", func(t *testing.T, limit int, interval time.Duration, clock Clock, opts ...Option) (Adjuster, *schedule) {
+		b, err := NewTokenBucket(limit, float64(time.Second)/float64(interval), append(opts, WithClock(clock))...)
 		require.NoError(t, err)
 		require.Equal(t, int64(interval), b.interval)
 		return b, (*schedule)(b)
 	}},
-	{"GCRA", func(t *testing.T, limit int, interval time.Duration, clock Clock) (Adjuster, *schedule) {
-		g, err := NewGCRA(limit, time.Duration(limit)*interval, WithClock(clock))
+	{"GCRA", func(t *testing.T, limit int, interval time.Duration, clock Clock, opts ...Option) (Adjuster, *schedule) {
+		g, err := NewGCRA(limit, time.Duration(limit)*interval, append(opts, WithClock(clock))...)
 		require.NoError(t, err)
 		require.Equal(t, int64(interval), g.interval)
 		return g, (*schedule)(g)
@@ -85,7 +85,9 @@ func TestScheduleRefundSettleAndReset(t *testing.T) {
 	for _, sa := range scheduleAdjusters {
 		t.Run(sa.name, func(t *testing.T) {
 			clock := NewFakeClock(epoch)
-			a, s := sa.new(t, 4, q, clock)
+			// Debts of more than the limit: without a bound (see
+			// TestDebtCap for the bounds).
+			a, s := sa.new(t, 4, q, clock, WithMaxDebt(UnboundedDebt))
 			runAdjustSteps(t, a, clock, []adjustStep{
 				allowStep(0, "k", 3, ok(4, 1, 3*q)),
 				refundStep(0, "k", 2, ok(4, 3, q)),
@@ -152,7 +154,7 @@ func TestScheduleDebtSaturates(t *testing.T) {
 		t.Run(sa.name, func(t *testing.T) {
 			ctx := context.Background()
 			clock := NewFakeClock(epoch)
-			a, s := sa.new(t, 4, time.Second, clock)
+			a, s := sa.new(t, 4, time.Second, clock, WithMaxDebt(UnboundedDebt))
 			res, err := a.Settle(ctx, "k", 0, maxSettleCost)
 			require.NoError(t, err)
 			assert.Equal(t, ok(4, 0, time.Duration(maxSpan)), res, "at most maxSpan ahead")
@@ -187,7 +189,7 @@ func TestScheduleDebtSaturates(t *testing.T) {
 func TestAScheduleKeyInDebtOutlivesItsGenerations(t *testing.T) {
 	ctx := context.Background()
 	clock := NewFakeClock(epoch)
-	b, err := NewTokenBucket(2, 100, WithClock(clock)) // 10 ms a token, full in 20 ms
+	b, err := NewTokenBucket(2, 100, WithClock(clock), WithMaxDebt(UnboundedDebt)) // 10 ms a token, full in 20 ms
 	require.NoError(t, err)
 	_, err = b.Settle(ctx, "debtor", 0, 100) // 1 s of debt: 50 fill times
 	require.NoError(t, err)
@@ -307,7 +309,7 @@ func TestAdjustmentErrorsChangeNothing(t *testing.T) {
 func TestFixedWindowRefundSettleAndReset(t *testing.T) {
 	const w = 10 * time.Second
 	clock := NewFakeClock(epoch)
-	fw, err := NewFixedWindow(3, w, WithClock(clock))
+	fw, err := NewFixedWindow(3, w, WithClock(clock), WithMaxDebt(UnboundedDebt))
 	require.NoError(t, err)
 	at := func(d time.Duration) time.Time { return epoch.Add(d) }
 	runAdjustSteps(t, fw, clock, []adjustStep{
@@ -372,7 +374,7 @@ func TestFixedWindowAdjustmentsCountTheClockLag(t *testing.T) {
 func TestFixedWindowDebtSaturates(t *testing.T) {
 	ctx := context.Background()
 	clock := NewFakeClock(epoch)
-	fw, err := NewFixedWindow(3, time.Minute, WithClock(clock))
+	fw, err := NewFixedWindow(3, time.Minute, WithClock(clock), WithMaxDebt(UnboundedDebt))
 	require.NoError(t, err)
 	count := func(key string) int64 {
 		sh, _ := fw.windows.lock(key, int64(clock.Now().Sub(epoch)), fw.maxNow)

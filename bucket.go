@@ -26,7 +26,7 @@ type TokenBucket schedule
 //
 // The time per token, 1e9/refillRate nanoseconds, is rounded to the nearest
 // whole nanosecond; when it is a whole number already, every decision is
-// exact. It accepts WithClock, WithPolicyFunc, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
+// exact. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
 // for a capacity <= 0, a refillRate that is <= 0, NaN, infinite or above 1e9
 // (less than 1 ns per token), a capacity whose fill time overflows, or an
 // option that does not apply.
@@ -89,8 +89,8 @@ func (b *TokenBucket) Refund(ctx context.Context, key string, n int, opts ...Adj
 }
 
 // Settle replaces taken, the tokens an allowed call took from key, by cost:
-// it gives back the difference or takes the rest, into debt if need be. See
-// Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
+// it gives back the difference or takes the rest, into debt if need be, as
+// far as WithMaxDebt allows. See Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
 // goes to the PolicyFunc, if any (WithPolicyFunc).
 func (b *TokenBucket) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	if !(*schedule)(b).built() {

@@ -15,10 +15,11 @@ import (
 )
 
 // compositeStream is the random stream of the Composites below: small
-// costs and settles, the clock moving by whole milliseconds (the unit of
-// Redis expiry) when advance is true.
+// costs, and settles up to several limits of debt, beyond the parts'
+// bounds, the clock moving by whole milliseconds (the unit of Redis
+// expiry) when advance is true.
 func compositeStream(advance bool) opStream {
-	s := opStream{mix: opMix{allow: 4, refund: 4, taken: 4, cost: 12}}
+	s := opStream{mix: opMix{allow: 4, refund: 4, taken: 4, cost: 24}}
 	if advance {
 		s.step = func(r *rand.Rand) time.Duration {
 			if r.IntN(3) == 0 {
@@ -44,22 +45,23 @@ func applyParts(ctx context.Context, op op, c *Composite) (Result, []Result, err
 func tenantKey(key string) string { return "tenant-" + key[:len(key)-1] }
 
 // limiters makes the limiters of the Composites below: a token bucket, a
-// GCRA and a fixed window of limit per period, in process or on Redis.
+// GCRA and a fixed window of limit per period, in process or on Redis, with
+// opts.
 type limiters struct {
-	bucket, gcra, window func(limit int, period time.Duration) (Limiter, error)
+	bucket, gcra, window func(limit int, period time.Duration, opts ...Option) (Limiter, error)
 }
 
 // inProcessLimiters makes in-process limiters on clock.
 func inProcessLimiters(clock Clock) limiters {
 	return limiters{
-		bucket: func(limit int, period time.Duration) (Limiter, error) {
-			return NewTokenBucket(limit, float64(limit)/period.Seconds(), WithClock(clock))
+		bucket: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+			return NewTokenBucket(limit, float64(limit)/period.Seconds(), append(opts, WithClock(clock))...)
 		},
-		gcra: func(limit int, period time.Duration) (Limiter, error) {
-			return NewGCRA(limit, period, WithClock(clock))
+		gcra: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+			return NewGCRA(limit, period, append(opts, WithClock(clock))...)
 		},
-		window: func(limit int, period time.Duration) (Limiter, error) {
-			return NewFixedWindow(limit, period, WithClock(clock))
+		window: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+			return NewFixedWindow(limit, period, append(opts, WithClock(clock))...)
 		},
 	}
 }
@@ -67,30 +69,31 @@ func inProcessLimiters(clock Clock) limiters {
 // redisLimiters makes Redis limiters through client.
 func redisLimiters(client redis.Scripter) limiters {
 	return limiters{
-		bucket: func(limit int, period time.Duration) (Limiter, error) {
-			return NewRedisTokenBucket(client, limit, float64(limit)/period.Seconds())
+		bucket: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+			return NewRedisTokenBucket(client, limit, float64(limit)/period.Seconds(), opts...)
 		},
-		gcra: func(limit int, period time.Duration) (Limiter, error) {
-			return NewRedisGCRA(client, limit, period)
+		gcra: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+			return NewRedisGCRA(client, limit, period, opts...)
 		},
-		window: func(limit int, period time.Duration) (Limiter, error) {
-			return NewRedisFixedWindow(client, limit, period)
+		window: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+			return NewRedisFixedWindow(client, limit, period, opts...)
 		},
 	}
 }
 
-// compositeOf returns a Composite of a token bucket of 5 per period, a GCRA
-// of 8 per period on the tenant's key, a fixed window of 6 per period, and a
-// GCRA of 4 calls per period, made by build.
+// compositeOf returns a Composite of a token bucket of 5 per period (debt
+// bounded by default), a GCRA of 8 per period on the tenant's key (two
+// limits of debt), a fixed window of 6 per period (no debt), and a GCRA of 4
+// calls per period (unbounded), made by build.
 func compositeOf(t *testing.T, period time.Duration, build limiters) *Composite {
 	t.Helper()
 	bucket, err := build.bucket(5, period)
 	require.NoError(t, err)
-	gcra, err := build.gcra(8, period)
+	gcra, err := build.gcra(8, period, WithMaxDebt(2))
 	require.NoError(t, err)
-	window, err := build.window(6, period)
+	window, err := build.window(6, period, WithMaxDebt(0))
 	require.NoError(t, err)
-	calls, err := build.gcra(4, period)
+	calls, err := build.gcra(4, period, WithMaxDebt(UnboundedDebt))
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "user", Limiter: bucket},
 		Part{Name: "tenant", Limiter: gcra, Key: tenantKey},

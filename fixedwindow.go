@@ -28,6 +28,7 @@ type FixedWindow struct {
 	windows    *keyTable[openWindow]
 	obs        observer
 	policyFunc *policyFunc // nil unless built WithPolicyFunc
+	debt       debtCap     // how far a Settle may count past the limit (WithMaxDebt)
 }
 
 // windowRate is the arithmetic of a fixed window's decisions for one
@@ -44,7 +45,7 @@ type openWindow struct {
 }
 
 // NewFixedWindow returns an in-process fixed window of limit per window per
-// key. It accepts WithClock, WithPolicyFunc, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
+// key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
 // for a limit <= 0, a window <= 0 or beyond about 73 years, or an option that
 // does not apply.
 func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWindow, error) {
@@ -68,6 +69,7 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 		windows:    newKeyTable[openWindow](int64(window)),
 		obs:        newObserver(cfg, kind, policy, rule{}),
 		policyFunc: t,
+		debt:       cfg.maxDebt,
 	}
 	if t != nil {
 		// Any window up to maxSpan may open, and a key's window may outlast
@@ -245,7 +247,8 @@ func (w *FixedWindow) Refund(ctx context.Context, key string, n int, opts ...Adj
 // cost. A smaller cost takes the difference off the window open now, if it
 // was open at TakenAt's time (or TakenAt is not given); a window whose count
 // falls to 0 ends. A larger cost counts the rest at once, past the limit if
-// need be, in the window open now or in one it opens. See Adjuster for the
+// need be (as far as WithMaxDebt allows), in the window open now or in one
+// it opens. See Adjuster for the
 // contract; ctx is passed to the PolicyFunc, if any.
 func (w *FixedWindow) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	if w == nil || w.windows == nil {
@@ -287,10 +290,11 @@ func (w *FixedWindow) settleAt(r windowRate, sh *tableShard[openWindow], key str
 		if win.count == 0 {
 			win.end = now + r.window
 		}
-		// A debt stops growing at 2^52 (or the limit, if higher): this is
-		// min(count+d, most), without overflow as d <= 2^52 <= most.
-		most := max(r.limit, maxSettleCost)
-		win.count = min(win.count, most-d) + d
+		// A debt stops growing at the debtCap's count, at most 2^52 (or
+		// the limit, if higher); a count above it already stays.
+		if most := w.debt.count(r.limit); win.count < most {
+			win.count += min(d, most-win.count)
+		}
 		sh.write(key, at, win, win.end)
 	case d < 0 && win.count > 0 && (!a.hasTaken || w.reading(a.takenAt) >= win.end-r.window):
 		if win.count += d; win.count > 0 {

@@ -147,3 +147,85 @@ func FuzzFixedWindow(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSettleBoundsDebt checks the in-process limiters' Allow, Settle and
+// Refund against the model of their parts, which knows the bound on debt
+// (WithMaxDebt), on arbitrary schedules of one key: whatever the costs
+// settled, a key owes at most its bound, and decides as the model does.
+func FuzzSettleBoundsDebt(f *testing.F) {
+	f.Add(uint8(0), uint8(4), uint16(250), uint8(1), []byte{0, 0, 3, 1, 1, 255, 0, 0, 1, 2, 2, 0})
+	f.Add(uint8(2), uint8(3), uint16(1000), uint8(0), []byte{1, 1, 3, 5, 1, 255, 7, 2, 1})
+	f.Add(uint8(1), uint8(10), uint16(600), uint8(255), []byte{0, 1, 10, 255, 9, 0, 10})
+	f.Fuzz(func(t *testing.T, algorithm, limit uint8, intervalMs uint16, bound uint8, program []byte) {
+		if limit == 0 || intervalMs == 0 || len(program) > 600 {
+			return
+		}
+		l := int(limit)
+		interval := time.Duration(intervalMs) * time.Millisecond
+		// bound 255 is UnboundedDebt; otherwise 0 to 3 limits.
+		debt := int(bound % 4)
+		if bound == 255 {
+			debt = UnboundedDebt
+		}
+		clock := NewFakeClock(epoch)
+		opts := []Option{WithClock(clock), WithMaxDebt(debt)}
+		var a Adjuster
+		var m *partModel
+		var err error
+		switch algorithm % 3 {
+		case 0:
+			a, err = NewTokenBucket(l, float64(time.Second)/float64(interval), opts...)
+			m = newBucketPart(l, interval)
+		case 1:
+			a, err = NewGCRA(l, interval*time.Duration(l), opts...)
+			m = newBucketPart(l, interval)
+		default:
+			a, err = NewFixedWindow(l, interval*time.Duration(l), opts...)
+			m = newWindowPart(l, interval*time.Duration(l))
+		}
+		if err != nil {
+			t.Fatalf("limit %d, interval %v: %v", l, interval, err)
+		}
+		m.withDebt(debt)
+		ctx := context.Background()
+		var now int64
+		// Each triple of bytes is one call: a clock step of 0..255 tenths
+		// of an interval; a kind (an Allow, a Refund, or a Settle); and a
+		// cost: an Allow's or Refund's n, or a Settle's cost (taken 1 when
+		// the limit allows), where 255 is 10^9.
+		for i := 0; i+2 < len(program); i += 3 {
+			step := time.Duration(program[i]) * interval / 10
+			clock.Advance(step)
+			now += int64(step)
+			var got, want Result
+			switch kind, c := program[i+1]%3, int(program[i+2]); kind {
+			case 0:
+				n := c % (l + 1)
+				allowed, taken, _, denied, commit := m.take("k", int64(n), now)
+				want = denied
+				if allowed {
+					want = taken
+					commit()
+				}
+				got, err = a.Allow(ctx, "k", n)
+			case 1:
+				n := c % (l + 1)
+				want = m.settle("k", int64(-n), now, 0, false)
+				got, err = a.Refund(ctx, "k", n)
+			default:
+				cost := c
+				if c == 255 {
+					cost = 1_000_000_000
+				}
+				want = m.settle("k", int64(cost-1), now, 0, false)
+				got, err = a.Settle(ctx, "k", 1, cost)
+			}
+			if err != nil || got != want {
+				t.Fatalf("call %d (%v): %+v, %v; model says %+v", i/3, program[i:i+3], got, err, want)
+			}
+			if debt >= 0 && got.ResetAfter > time.Duration(1+debt)*interval*time.Duration(l) {
+				t.Fatalf("call %d: ResetAfter %v beyond %d limits of debt", i/3, got.ResetAfter, debt)
+			}
+		}
+	})
+}

@@ -79,8 +79,8 @@ func (g *GCRA) Refund(ctx context.Context, key string, n int, opts ...AdjustOpti
 }
 
 // Settle replaces taken, the tokens an allowed call took from key, by cost:
-// it gives back the difference or takes the rest, into debt if need be. See
-// Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
+// it gives back the difference or takes the rest, into debt if need be, as
+// far as WithMaxDebt allows. See Adjuster for the contract; TakenAt does not apply and is ignored, and ctx
 // goes to the PolicyFunc, if any (WithPolicyFunc).
 func (g *GCRA) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	if !(*schedule)(g).built() {

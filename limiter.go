@@ -183,6 +183,8 @@ type config struct {
 	hooks      Hooks
 	name       string
 	policyFunc PolicyFunc
+	maxDebt    debtCap // see WithMaxDebt; DefaultMaxDebt unless maxDebtSet
+	maxDebtSet bool
 }
 
 // WithClock makes an in-process limiter read time from c instead of the system
@@ -295,6 +297,9 @@ func applyOptions(kind string, where backend, opts []Option) (config, error) {
 	}
 	if cfg.clock == nil {
 		cfg.clock = systemClock{}
+	}
+	if !cfg.maxDebtSet {
+		cfg.maxDebt = DefaultMaxDebt
 	}
 	return cfg, nil
 }

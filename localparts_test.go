@@ -338,13 +338,15 @@ func (v valueClock) Now() time.Time { return v.c.Now() }
 
 // partModel is the reference model of one in-process limiter: a token bucket
 // (GCRA) of limit tokens, one every interval ns, or a fixed window of limit
-// per length ns, kept as plainly as can be, in integer ns since epoch. It
-// shares no code with the limiters.
+// per length ns, kept as plainly as can be, in integer ns since epoch, that
+// a Settle takes at most debt limits into debt (see WithMaxDebt; below 0,
+// without bound). It shares no code with the limiters.
 type partModel struct {
 	window   bool
 	limit    int64
 	interval int64 // ns per token
 	length   int64 // ns per window
+	debt     int64 // limits
 	tats     map[string]int64
 	wins     map[string]partWindow
 }
@@ -355,11 +357,30 @@ type partWindow struct{ end, count int64 }
 // newBucketPart and newWindowPart return models of a token bucket (or GCRA)
 // and a fixed window.
 func newBucketPart(limit int, interval time.Duration) *partModel {
-	return &partModel{limit: int64(limit), interval: int64(interval), tats: map[string]int64{}}
+	return &partModel{limit: int64(limit), interval: int64(interval), debt: DefaultMaxDebt, tats: map[string]int64{}}
 }
 
 func newWindowPart(limit int, length time.Duration) *partModel {
-	return &partModel{window: true, limit: int64(limit), length: int64(length), wins: map[string]partWindow{}}
+	return &partModel{window: true, limit: int64(limit), length: int64(length), debt: DefaultMaxDebt, wins: map[string]partWindow{}}
+}
+
+// withDebt sets the model's bound on debt, in limits, and returns it.
+func (m *partModel) withDebt(limits int) *partModel {
+	m.debt = int64(limits)
+	return m
+}
+
+// randomDebt returns a bound on debt for a limiter under test, and its
+// options: the default (no option), none, 0, 1, 2 or 3 limits.
+func randomDebt(r *rand.Rand) (int, []Option) {
+	switch x := r.IntN(6); x {
+	case 0:
+		return DefaultMaxDebt, nil
+	case 1:
+		return UnboundedDebt, []Option{WithMaxDebt(UnboundedDebt)}
+	default:
+		return x - 2, []Option{WithMaxDebt(x - 2)}
+	}
 }
 
 // bucketResult describes a key whose bucket is full at tat.
@@ -422,7 +443,14 @@ func (m *partModel) settle(key string, d, now int64, takenAt int64, hasTaken boo
 	if !m.window {
 		tat := max(m.tats[key], now)
 		if d > 0 {
-			tat += d * m.interval
+			// At most debt limits below empty; a key further in debt
+			// stays there.
+			most := now + (1+m.debt)*m.limit*m.interval
+			if m.debt < 0 || tat+d*m.interval <= most {
+				tat += d * m.interval
+			} else {
+				tat = max(tat, most)
+			}
 		} else {
 			tat = max(tat+d*m.interval, now)
 		}
@@ -435,7 +463,12 @@ func (m *partModel) settle(key string, d, now int64, takenAt int64, hasTaken boo
 		if w.count == 0 {
 			w.end = now + m.length
 		}
-		w.count += d
+		most := (1 + m.debt) * m.limit
+		if m.debt < 0 || w.count+d <= most {
+			w.count += d
+		} else {
+			w.count = max(w.count, most)
+		}
 		m.wins[key] = w
 	case d < 0 && w.count > 0 && (!hasTaken || takenAt >= w.end-m.length):
 		w.count += d
@@ -559,13 +592,17 @@ func TestLocalCompositeMatchesTheModel(t *testing.T) {
 		bucketLimit, bucketInterval := 1+r.IntN(5), exactIntervals[r.IntN(len(exactIntervals))]
 		gcraLimit, gcraInterval := 2+r.IntN(6), time.Duration(1+r.Int64N(int64(time.Second)))
 		windowLimit, windowLength := 2+r.IntN(5), time.Duration(1+r.Int64N(int64(3*time.Second)))
-		bucket, err := NewTokenBucket(bucketLimit, float64(time.Second)/float64(bucketInterval), WithClock(clock))
+		// Each part with its own bound on debt.
+		bucketDebt, bucketOpts := randomDebt(r)
+		gcraDebt, gcraOpts := randomDebt(r)
+		windowDebt, windowOpts := randomDebt(r)
+		bucket, err := NewTokenBucket(bucketLimit, float64(time.Second)/float64(bucketInterval), append(bucketOpts, WithClock(clock))...)
 		require.NoError(t, err)
-		gcra, err := NewGCRA(gcraLimit, time.Duration(gcraLimit)*gcraInterval, WithClock(clock))
+		gcra, err := NewGCRA(gcraLimit, time.Duration(gcraLimit)*gcraInterval, append(gcraOpts, WithClock(clock))...)
 		require.NoError(t, err)
-		window, err := NewFixedWindow(windowLimit, windowLength, WithClock(clock))
+		window, err := NewFixedWindow(windowLimit, windowLength, append(windowOpts, WithClock(clock))...)
 		require.NoError(t, err)
-		bucketModel := newBucketPart(bucketLimit, bucketInterval)
+		bucketModel := newBucketPart(bucketLimit, bucketInterval).withDebt(bucketDebt)
 		model := &compositeModel{}
 		var parts []Part
 		add := func(name string, l Limiter, m *partModel, key func(string) string, perCall bool) {
@@ -575,9 +612,9 @@ func TestLocalCompositeMatchesTheModel(t *testing.T) {
 			model.perCall = append(model.perCall, perCall)
 		}
 		add("bucket", bucket, bucketModel, nil, false)
-		add("gcra", gcra, newBucketPart(gcraLimit, gcraInterval), tenant, round%3 == 1)
+		add("gcra", gcra, newBucketPart(gcraLimit, gcraInterval).withDebt(gcraDebt), tenant, round%3 == 1)
 		if round%4 != 0 {
-			add("window", window, newWindowPart(windowLimit, windowLength), nil, false)
+			add("window", window, newWindowPart(windowLimit, windowLength).withDebt(windowDebt), nil, false)
 		}
 		if round%2 == 1 {
 			add("bucket-again", bucket, bucketModel, other, false)
@@ -623,6 +660,9 @@ func TestLocalCompositeMatchesTheModel(t *testing.T) {
 				requireCombined(t, want, got, msg)
 			case x < 9:
 				taken, cost := r.IntN(tightest+1), r.IntN(2*tightest+3)
+				if r.IntN(8) == 0 {
+					cost = r.IntN(6 * tightest) // deep into debt
+				}
 				if x < 7 {
 					cost = 0 // a refund
 				}
@@ -663,21 +703,24 @@ func TestInProcessAdjustersMatchTheModel(t *testing.T) {
 		var m *partModel
 		var err error
 		var step int64
+		debt, opts := randomDebt(r)
+		opts = append(opts, WithClock(clock))
 		switch round % 3 {
 		case 0:
 			interval := exactIntervals[r.IntN(len(exactIntervals))]
-			a, err = NewTokenBucket(limit, float64(time.Second)/float64(interval), WithClock(clock))
+			a, err = NewTokenBucket(limit, float64(time.Second)/float64(interval), opts...)
 			m, step = newBucketPart(limit, interval), int64(interval)
 		case 1:
 			interval := time.Duration(1 + r.Int64N(int64(time.Second)))
-			a, err = NewGCRA(limit, time.Duration(limit)*interval, WithClock(clock))
+			a, err = NewGCRA(limit, time.Duration(limit)*interval, opts...)
 			m, step = newBucketPart(limit, interval), int64(interval)
 		default:
 			length := time.Duration(1 + r.Int64N(int64(3*time.Second)))
-			a, err = NewFixedWindow(limit, length, WithClock(clock))
+			a, err = NewFixedWindow(limit, length, opts...)
 			m, step = newWindowPart(limit, length), int64(length)/int64(limit)
 		}
 		require.NoError(t, err)
+		m.withDebt(debt)
 		var now int64
 		var times []int64
 		for i := range 400 {
@@ -703,6 +746,9 @@ func TestInProcessAdjustersMatchTheModel(t *testing.T) {
 				require.Equal(t, want, got, "%s: Allow(%q, %d)", msg, key, n)
 			case x < 9:
 				taken, cost := r.IntN(limit+1), r.IntN(2*limit+3)
+				if r.IntN(8) == 0 {
+					cost = r.IntN(6 * limit) // deep into debt
+				}
 				if x < 7 {
 					cost = 0
 				}

@@ -50,7 +50,9 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 //     interval and rounded up, so no unit is ever created by the
 //     conversion. Raised from 10 to 100 per minute, a key that had used all
 //     10 has 90 at once; lowered from 100 to 10, a key that had used 50 is
-//     in debt by 40 and is denied until time pays it off (as after Settle).
+//     in debt by 40 and is denied until time pays it off (as after Settle;
+//     such a debt may exceed WithMaxDebt's bound, which then only stops a
+//     Settle from adding to it).
 //     A key that is full is unaffected. On Redis the conversion is exact
 //     while the product of the old and new intervals stays below 2^53 µs²
 //     (intervals up to about 94 s each); beyond, it may be short by 1 µs.

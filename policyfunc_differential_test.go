@@ -33,9 +33,14 @@ var policyFuncMix = opMix{allow: 12, refund: 5, taken: 5, cost: 13}
 //
 // A fixed window key is its end and its count, checked against the limit in
 // force; a window opens with the length in force.
+//
+// A Settle takes a key at most debt limits of its policy in force into
+// debt (see WithMaxDebt; below 0, without bound), and leaves one further
+// in debt already where it is.
 type policyFuncModel struct {
 	own     Policy // the constructor's: the policy of the zero Policy
 	window  bool
+	debt    int64
 	now     int64
 	tats    map[string]policyFuncModelTat
 	windows map[string]policyFuncModelWindow
@@ -45,8 +50,8 @@ type policyFuncModelTat struct{ tat, interval int64 }
 
 type policyFuncModelWindow struct{ end, count int64 }
 
-func newPolicyFuncModel(own Policy, window bool) *policyFuncModel {
-	return &policyFuncModel{own: own, window: window, tats: map[string]policyFuncModelTat{}, windows: map[string]policyFuncModelWindow{}}
+func newPolicyFuncModel(own Policy, window bool, debt int) *policyFuncModel {
+	return &policyFuncModel{own: own, window: window, debt: int64(debt), tats: map[string]policyFuncModelTat{}, windows: map[string]policyFuncModelWindow{}}
 }
 
 // policy returns the limit and the interval (a window's length for a fixed
@@ -153,6 +158,9 @@ func (m *policyFuncModel) bucketAllow(key string, n, limit, interval int64) Resu
 
 func (m *policyFuncModel) bucketSettle(key string, d, limit, interval int64) Result {
 	tat := max(m.carry(key, interval)+d*interval, m.now)
+	if most := m.now + (1+m.debt)*limit*interval; d > 0 && m.debt >= 0 && tat > most {
+		tat = max(m.carry(key, interval), most)
+	}
 	m.keep(key, tat, interval)
 	return m.bucketResult(true, tat, limit, interval)
 }
@@ -198,7 +206,11 @@ func (m *policyFuncModel) windowSettle(op op, d, limit, length int64) Result {
 		if w.count == 0 {
 			w.end = m.now + length
 		}
-		w.count += d
+		if most := (1 + m.debt) * limit; m.debt >= 0 && w.count+d > most {
+			w.count = max(w.count, most)
+		} else {
+			w.count += d
+		}
 		m.windows[op.key] = w
 	case d < 0 && w.count > 0 && (!op.hasTakenAt || int64(op.takenAt) >= w.end-length):
 		w.count += d
@@ -268,8 +280,9 @@ func TestPolicyFuncLimitersMatchTheModelAcrossPolicyChanges(t *testing.T) {
 				// the zero Policy and an explicit one meet.
 				own := sub.stream.policies[1+r.IntN(len(sub.stream.policies)-1)]
 				plans := newPolicyTable()
-				l, advance := sub.newLimiter(t, own, plans.f)
-				model := newPolicyFuncModel(own, sub.window)
+				debt, opts := randomDebt(r)
+				l, advance := sub.newLimiter(t, own, plans.f, opts...)
+				model := newPolicyFuncModel(own, sub.window, debt)
 				// The calls on each key so far, in the message of a
 				// mismatch.
 				history := map[string]string{}
@@ -389,8 +402,9 @@ func TestPolicyFuncRedisLimitersDecideAsInProcessOnMiniredis(t *testing.T) {
 		t.Run(pair.name, func(t *testing.T) {
 			for round := range sized(2, 8) {
 				plans := newPolicyTable()
-				local, advanceLocal := pair.local.newLimiter(t, pair.own, plans.f)
-				remote, advanceRemote := pair.redis.newLimiter(t, pair.own, plans.f)
+				_, opts := randomDebt(r)
+				local, advanceLocal := pair.local.newLimiter(t, pair.own, plans.f, opts...)
+				remote, advanceRemote := pair.redis.newLimiter(t, pair.own, plans.f, opts...)
 				for i, op := range pair.stream.ops(r, 300, "a", "b", "c") {
 					advanceLocal(op.advance)
 					advanceRemote(op.advance)
@@ -430,9 +444,9 @@ func TestRealRedisPolicyFuncLimitersDecideAsInProcess(t *testing.T) {
 		step:     func(*rand.Rand) time.Duration { return 0 },
 	}
 	slowWindowOwn := Policy{Limit: 4, Window: 10 * time.Minute}
-	onServer := func(build func(client *redis.Client, own Policy, opts ...Option) (Adjuster, error)) func(t *testing.T, own Policy, f PolicyFunc) Adjuster {
-		return func(t *testing.T, own Policy, f PolicyFunc) Adjuster {
-			l, err := build(client, own, WithPolicyFunc(f))
+	onServer := func(build func(client *redis.Client, own Policy, opts ...Option) (Adjuster, error)) func(t *testing.T, own Policy, f PolicyFunc, opts ...Option) Adjuster {
+		return func(t *testing.T, own Policy, f PolicyFunc, opts ...Option) Adjuster {
+			l, err := build(client, own, append(opts, WithPolicyFunc(f))...)
 			require.NoError(t, err)
 			return l
 		}
@@ -441,7 +455,7 @@ func TestRealRedisPolicyFuncLimitersDecideAsInProcess(t *testing.T) {
 	for _, pair := range []struct {
 		name   string
 		local  policyFuncSubject
-		redis  func(t *testing.T, own Policy, f PolicyFunc) Adjuster
+		redis  func(t *testing.T, own Policy, f PolicyFunc, opts ...Option) Adjuster
 		stream opStream
 		own    Policy
 	}{
@@ -452,8 +466,9 @@ func TestRealRedisPolicyFuncLimitersDecideAsInProcess(t *testing.T) {
 		t.Run(pair.name, func(t *testing.T) {
 			for round := range 6 {
 				plans := newPolicyTable()
-				local, _ := pair.local.newLimiter(t, pair.own, plans.f)
-				remote := pair.redis(t, pair.own, plans.f)
+				_, opts := randomDebt(r)
+				local, _ := pair.local.newLimiter(t, pair.own, plans.f, opts...)
+				remote := pair.redis(t, pair.own, plans.f, opts...)
 				keys := []string{fmt.Sprint(round, "a"), fmt.Sprint(round, "b"), fmt.Sprint(round, "c")}
 				for i, op := range pair.stream.ops(r, 200, keys...) {
 					if op.change {

@@ -266,14 +266,15 @@ func TestFixedWindowChecksItsCountAgainstTheLimitInForce(t *testing.T) {
 			assert.Equal(t, ok(4, 3, 10*time.Second), c.allow("k", 1), "and the one after 10 s")
 
 			// Settles count against the limit in force: past it, the
-			// window is in debt; given back, below it again.
+			// window is in debt, at most one limit in force (WithMaxDebt);
+			// given back, below it again.
 			plans.set("s", perMinute(10))
 			assert.Equal(t, ok(10, 4, time.Minute), c.allow("s", 6))
 			plans.set("s", perMinute(3))
-			assert.Equal(t, ok(3, 0, time.Minute), c.settle("s", 3, 5), "8 counted of 3")
+			assert.Equal(t, ok(3, 0, time.Minute), c.settle("s", 3, 5), "6 counted of 3: 8, bounded")
 			assert.Equal(t, no(3, 0, time.Minute, time.Minute), c.allow("s", 1))
-			assert.Equal(t, ok(3, 0, time.Minute), c.settle("s", 3, 0), "5 counted of 3")
-			assert.Equal(t, ok(3, 1, time.Minute), c.settle("s", 3, 0), "2 counted of 3")
+			assert.Equal(t, ok(3, 0, time.Minute), c.settle("s", 2, 0), "4 counted of 3")
+			assert.Equal(t, ok(3, 1, time.Minute), c.settle("s", 2, 0), "2 counted of 3")
 			assert.Equal(t, ok(3, 0, time.Minute), c.allow("s", 1))
 		})
 	}

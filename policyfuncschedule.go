@@ -17,6 +17,7 @@ type policyFuncSchedule struct {
 	policyFunc *policyFunc
 	tats       *keyTable[policyFuncTat]
 	obs        observer
+	debt       debtCap // s's: in multiples of each key's own limit
 }
 
 // policyFuncTat is a key's state: its tat and the interval (ns per token) it
@@ -39,6 +40,7 @@ func newPolicyFuncSchedule(s *schedule, t *policyFunc) *policyFuncSchedule {
 		def:        s.rate,
 		tats:       newKeyTable[policyFuncTat](s.tau).outliving(policyFuncExpiry),
 		obs:        s.obs,
+		debt:       s.debt,
 	}
 }
 
@@ -151,7 +153,7 @@ func (k *policyFuncSchedule) settle(ctx context.Context, key string, taken, cost
 	tat, d := r.carry(st, now), int64(cost-taken)
 	switch {
 	case d > 0:
-		tat = r.owe(tat, now, d)
+		tat = r.owe(tat, now, d, k.debt.span(r.tau))
 		sh.write(key, w, policyFuncTat{tat: tat, interval: r.interval}, tat)
 	case d < 0:
 		// Giving back at least what the key owes fills it; less moves

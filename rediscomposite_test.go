@@ -46,7 +46,7 @@ func TestRedisCompositeTakesFromEveryPartOrNone(t *testing.T) {
 func TestRedisSettleIntoDebtThenRefundThenReset(t *testing.T) {
 	_, client, advance := miniredisClock(t)
 	ctx := context.Background()
-	b, err := NewRedisTokenBucket(client, 10, 1) // 1 token a second
+	b, err := NewRedisTokenBucket(client, 10, 1, WithMaxDebt(UnboundedDebt)) // 1 token a second
 	require.NoError(t, err)
 	res, err := b.Allow(ctx, "k", 5)
 	require.NoError(t, err)

@@ -42,6 +42,7 @@ type redisLimiter struct {
 	// WithPolicyFunc, the limiter's own policy's, since a Reset reads the
 	// key's state as its algorithm keeps it, at any policy.
 	resetLimit *redisbatch.Limit
+	debt       debtCap // how far a Settle may take a key into debt (WithMaxDebt)
 }
 
 // redisParams is everything a Redis limiter is built from, its numbers
@@ -80,7 +81,7 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 	if cfg.prefixSet {
 		prefix = cfg.prefix
 	}
-	r := redisLimiter{name: p.name, client: client, prefix: prefix, limit: p.limit, own: own}
+	r := redisLimiter{name: p.name, client: client, prefix: prefix, limit: p.limit, own: own, debt: cfg.maxDebt}
 	// The time from empty to full: limit units of param µs each, or a
 	// window of param ms.
 	window := time.Duration(int64(p.limit)*p.param) * time.Microsecond
@@ -228,6 +229,7 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 	}
 	p := &redisbatch.Request{Ctx: ctx, Key: r.prefix + key, N: cost - taken, Limit: own}
 	settleRequest(r.send, p, a)
+	p.Settlement.MaxDebt = r.debt.units(int64(limit))
 	return r.request(p, limit)
 }
 

@@ -17,6 +17,7 @@ import (
 type redisParts struct {
 	parts []*redisLimiter
 	send  *redisbatch.Sender
+	debts []int64 // each part's most debt in units, which every Settle sends
 }
 
 // newRedisParts returns the Redis engine of limiters, or an error unless
@@ -48,6 +49,7 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 			return nil, fmt.Errorf("parts 0 and %d have different Redis clients", i)
 		}
 		rp.parts = append(rp.parts, r)
+		rp.debts = append(rp.debts, r.debt.units(int64(r.limit)))
 		limits[i] = r.own
 		coalesce = coalesce && r.send.Coalesces()
 	}
@@ -116,6 +118,7 @@ func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, 
 	}
 	p.Costs = append([]int(nil), changes...) // p outlives the call's buffers
 	settleRequest(rp.send, p, a)
+	p.Settlement.MaxDebts = rp.debts // read only
 	return rp.do(p, results)
 }
 

@@ -25,11 +25,12 @@ type callStep struct {
 }
 
 // callScenario is a run of adjustSteps against a fresh limiter, as a
-// scenario is.
+// scenario is, built with opts.
 type callScenario struct {
 	name   string
 	limit  int
 	period time.Duration
+	opts   []Option
 	steps  []callStep
 }
 
@@ -41,7 +42,7 @@ func runAdjustScenarios(t *testing.T, subjects []subject, scenarios []callScenar
 	for _, sub := range append(subjects, compositeOfOne(subjects)...) {
 		for _, sc := range scenarios {
 			t.Run(sub.name+"/"+sc.name, func(t *testing.T) {
-				l, advance := sub.newLimiter(t, sc.limit, sc.period)
+				l, advance := sub.newLimiter(t, sc.limit, sc.period, sc.opts...)
 				a, ok := l.(Adjuster)
 				require.True(t, ok, "%T is not an Adjuster", l)
 				for i, st := range sc.steps {
@@ -83,8 +84,8 @@ func compositeOfOne(subjects []subject) []subject {
 		if strings.Contains(sub.name, "PolicyFunc") {
 			continue // a Composite refuses parts that choose their policy per key
 		}
-		wrapped = append(wrapped, subject{"Composite(" + sub.name + ")", func(t *testing.T, limit int, period time.Duration) (Limiter, func(time.Duration)) {
-			l, advance := sub.newLimiter(t, limit, period)
+		wrapped = append(wrapped, subject{"Composite(" + sub.name + ")", func(t *testing.T, limit int, period time.Duration, opts ...Option) (Limiter, func(time.Duration)) {
+			l, advance := sub.newLimiter(t, limit, period, opts...)
 			c, err := NewComposite(Part{Name: "only", Limiter: l})
 			require.NoError(t, err)
 			return c, advance
@@ -97,7 +98,8 @@ func compositeOfOne(subjects []subject) []subject {
 // on Redis: a limit of 10 refilling one a second.
 var bucketAdjustScenarios = []callScenario{
 	{
-		name: "a settle above the estimate goes into debt, and calls wait it out", limit: 10, period: 10 * time.Second,
+		name: "unbounded, a settle above the estimate goes into debt as deep as it costs, and calls wait it out", limit: 10, period: 10 * time.Second,
+		opts: []Option{WithMaxDebt(UnboundedDebt)},
 		steps: []callStep{
 			{0, "allow", "k", 5, 0, ok(10, 5, 5*time.Second), nil},
 			{0, "settle", "k", 5, 25, ok(10, 0, 25*time.Second), nil},
@@ -128,9 +130,56 @@ var bucketAdjustScenarios = []callScenario{
 		name: "a reset fills the key", limit: 10, period: 10 * time.Second,
 		steps: []callStep{
 			{0, "allow", "k", 10, 0, ok(10, 0, 10*time.Second), nil},
-			{0, "settle", "k", 0, 30, ok(10, 0, 40*time.Second), nil},
+			{0, "settle", "k", 0, 30, ok(10, 0, 20*time.Second), nil}, // one limit of debt at most
 			{0, "reset", "k", 0, 0, Result{}, nil},
 			{0, "allow", "k", 1, 0, ok(10, 9, time.Second), nil},
+		},
+	},
+	{
+		name: "by default a debt stops at one limit, and a settle at the bound adds none", limit: 10, period: 10 * time.Second,
+		steps: []callStep{
+			{0, "allow", "k", 5, 0, ok(10, 5, 5*time.Second), nil},
+			// 20 more on 5 left: 15 in debt, of which 10 are kept.
+			{0, "settle", "k", 5, 25, ok(10, 0, 20*time.Second), nil},
+			{0, "allow", "k", 1, 0, no(10, 0, 11*time.Second, 20*time.Second), nil},
+			{0, "settle", "k", 0, 5, ok(10, 0, 20*time.Second), nil},
+			// A refund pays the bounded debt down.
+			{0, "refund", "k", 3, 0, ok(10, 0, 17*time.Second), nil},
+			{7 * time.Second, "allow", "k", 0, 0, ok(10, 0, 10*time.Second), nil},
+			{time.Second, "allow", "k", 1, 0, ok(10, 0, 10*time.Second), nil},
+		},
+	},
+	{
+		// The report: a usage of 10^9 on 100 a minute once locked
+		// a key out for 13.9 days.
+		name: "a bogus usage of 10^9 costs a key of 100 a minute one more minute, not days", limit: 100, period: time.Minute,
+		steps: []callStep{
+			{0, "allow", "k", 1, 0, ok(100, 99, 600*ms), nil},
+			{0, "settle", "k", 1, 1_000_000_000, ok(100, 0, 2*time.Minute), nil},
+			{0, "allow", "k", 1, 0, no(100, 0, time.Minute+600*ms, 2*time.Minute), nil},
+			{time.Minute + 600*ms, "allow", "k", 1, 0, ok(100, 0, time.Minute), nil},
+		},
+	},
+	{
+		name: "WithMaxDebt(0): a settle never takes a key below empty", limit: 10, period: 10 * time.Second,
+		opts: []Option{WithMaxDebt(0)},
+		steps: []callStep{
+			{0, "allow", "k", 5, 0, ok(10, 5, 5*time.Second), nil},
+			{0, "settle", "k", 5, 25, ok(10, 0, 10*time.Second), nil},
+			{0, "allow", "k", 1, 0, no(10, 0, time.Second, 10*time.Second), nil},
+			{time.Second, "allow", "k", 1, 0, ok(10, 0, 10*time.Second), nil},
+			// Within what is left, a settle is charged in full.
+			{5 * time.Second, "settle", "k", 0, 3, ok(10, 2, 8*time.Second), nil},
+		},
+	},
+	{
+		name: "WithMaxDebt(2): a debt stops at two limits", limit: 10, period: 10 * time.Second,
+		opts: []Option{WithMaxDebt(2)},
+		steps: []callStep{
+			{0, "allow", "k", 10, 0, ok(10, 0, 10*time.Second), nil},
+			{0, "settle", "k", 10, 100, ok(10, 0, 30*time.Second), nil},
+			{0, "allow", "k", 1, 0, no(10, 0, 21*time.Second, 30*time.Second), nil},
+			{0, "refund", "k", 10, 0, ok(10, 0, 20*time.Second), nil},
 		},
 	},
 	{
@@ -184,6 +233,44 @@ var windowAdjustScenarios = []callScenario{
 			{0, "allow", "k", 2, 0, no(3, 1, 10*time.Second, 10*time.Second), nil},
 			{0, "reset", "k", 0, 0, Result{}, nil},
 			{0, "allow", "k", 3, 0, ok(3, 0, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "by default a window counts at most one limit past its limit", limit: 3, period: 10 * time.Second,
+		steps: []callStep{
+			{0, "allow", "k", 3, 0, ok(3, 0, 10*time.Second), nil},
+			{0, "settle", "k", 3, 100, ok(3, 0, 10*time.Second), nil}, // 6 counted
+			{0, "settle", "k", 0, 5, ok(3, 0, 10*time.Second), nil},   // still 6
+			{0, "refund", "k", 3, 0, ok(3, 0, 10*time.Second), nil},
+			{time.Second, "refund", "k", 1, 0, ok(3, 1, 9*time.Second), nil},
+			{9 * time.Second, "allow", "k", 3, 0, ok(3, 0, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "a bogus usage with no window open opens one at the bound", limit: 3, period: 10 * time.Second,
+		steps: []callStep{
+			{0, "settle", "k", 0, 1_000_000_000, ok(3, 0, 10*time.Second), nil},
+			{0, "refund", "k", 3, 0, ok(3, 0, 10*time.Second), nil},
+			{0, "refund", "k", 1, 0, ok(3, 1, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "WithMaxDebt(0): a window counts at most its limit", limit: 3, period: 10 * time.Second,
+		opts: []Option{WithMaxDebt(0)},
+		steps: []callStep{
+			{0, "allow", "k", 1, 0, ok(3, 2, 10*time.Second), nil},
+			{0, "settle", "k", 1, 5, ok(3, 0, 10*time.Second), nil},
+			{0, "refund", "k", 1, 0, ok(3, 1, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "unbounded, a window counts all a settle costs", limit: 3, period: 10 * time.Second,
+		opts: []Option{WithMaxDebt(UnboundedDebt)},
+		steps: []callStep{
+			{0, "allow", "k", 1, 0, ok(3, 2, 10*time.Second), nil},
+			{0, "settle", "k", 1, 100, ok(3, 0, 10*time.Second), nil},
+			{0, "refund", "k", 3, 0, ok(3, 0, 10*time.Second), nil}, // 97 counted
+			{10 * time.Second, "allow", "k", 3, 0, ok(3, 0, 10*time.Second), nil},
 		},
 	},
 	{

@@ -32,10 +32,10 @@ type scenario struct {
 }
 
 // subject is one Limiter implementation under test. newLimiter returns a
-// fresh limiter and a function that moves the time it sees.
+// fresh limiter built with opts, and a function that moves the time it sees.
 type subject struct {
 	name       string
-	newLimiter func(t *testing.T, limit int, period time.Duration) (Limiter, func(time.Duration))
+	newLimiter func(t *testing.T, limit int, period time.Duration, opts ...Option) (Limiter, func(time.Duration))
 }
 
 // runScenarios runs every scenario against every subject.

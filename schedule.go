@@ -16,8 +16,9 @@ import (
 // at once, in integers only, so no decision ever drifts.
 //
 // A Settle that takes more than the key holds leaves it in debt, with tat more
-// than tau ahead of now: only peeks are allowed until time has paid the debt
-// off. A refund moves tat back, never before now.
+// than tau ahead of now, but at most its debtCap's span ahead: only peeks are
+// allowed until time has paid the debt off. A refund moves tat back, never
+// before now.
 //
 // A key whose tat has passed is full, the same as an absent key, so its tat is
 // also its expiry in the keyTable, and a key a refund fills is removed. Time
@@ -31,6 +32,7 @@ type schedule struct {
 	maxNow int64 // time stands still past this, so tat arithmetic cannot overflow
 	tats   *keyTable[int64]
 	obs    observer // set by the limiter's constructor
+	debt   debtCap  // how far a Settle may take a key into debt (WithMaxDebt)
 	// policyFunc decides instead when the limiter was built WithPolicyFunc;
 	// nil otherwise.
 	policyFunc *policyFuncSchedule
@@ -46,6 +48,7 @@ func newEngine(cfg config, kind, name string, capacity int, interval int64) (*sc
 		return nil, err
 	}
 	s.obs = newObserver(cfg, kind, s.policy(), rule{unit: interval})
+	s.debt = cfg.maxDebt
 	t, err := newPolicyFunc(cfg.policyFunc, name, s.policy(), checkLocalRate)
 	if err != nil {
 		return nil, err
@@ -250,7 +253,7 @@ func (s *schedule) settleLocked(sh *tableShard[int64], key string, d, now, lag i
 	tat = max(tat, now)
 	switch {
 	case d > 0:
-		tat = s.owe(tat, now, d)
+		tat = s.owe(tat, now, d, s.debt.span(s.tau))
 		sh.write(key, w, tat, tat)
 	case d < 0:
 		// -d <= capacity, so -d·T <= tau cannot overflow.
@@ -264,11 +267,12 @@ func (s *schedule) settleLocked(sh *tableShard[int64], key string, d, now, lag i
 }
 
 // owe returns tat (>= now) moved d > 0 tokens later, in debt if need be,
-// but never more than maxSpan ahead of now, nor so far that take's
-// arithmetic could overflow.
-func (s rate) owe(tat, now, d int64) int64 {
+// but never more than span (<= maxSpan; see debtCap.span) ahead of now, nor
+// so far that take's arithmetic could overflow; a tat further ahead already
+// stays where it is.
+func (s rate) owe(tat, now, d, span int64) int64 {
 	// now <= maxNow leaves room for 2·tau above it.
-	most := now + min(maxSpan, math.MaxInt64-s.tau-now)
+	most := now + min(span, math.MaxInt64-s.tau-now)
 	if d > (most-tat)/s.interval {
 		return max(most, tat)
 	}

@@ -10,21 +10,22 @@ import (
 )
 
 // inProcessSubject makes a subject of an in-process limiter on a FakeClock.
-func inProcessSubject(name string, newLimiter func(limit int, period time.Duration, clock Clock) (Limiter, error)) subject {
-	return subject{name, func(t *testing.T, limit int, period time.Duration) (Limiter, func(time.Duration)) {
+// newLimiter builds it with opts and WithClock(clock).
+func inProcessSubject(name string, newLimiter func(limit int, period time.Duration, opts ...Option) (Limiter, error)) subject {
+	return subject{name, func(t *testing.T, limit int, period time.Duration, opts ...Option) (Limiter, func(time.Duration)) {
 		clock := NewFakeClock(epoch)
-		l, err := newLimiter(limit, period, clock)
+		l, err := newLimiter(limit, period, append(opts[:len(opts):len(opts)], WithClock(clock))...)
 		require.NoError(t, err)
 		return l, clock.Advance
 	}}
 }
 
 // miniredisSubject makes a subject of a Redis limiter on a miniredis whose time
-// the test moves.
-func miniredisSubject(name string, newLimiter func(client *redis.Client, limit int, period time.Duration) (Limiter, error)) subject {
-	return subject{name + "/miniredis", func(t *testing.T, limit int, period time.Duration) (Limiter, func(time.Duration)) {
+// the test moves. newLimiter builds it with opts.
+func miniredisSubject(name string, newLimiter func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error)) subject {
+	return subject{name + "/miniredis", func(t *testing.T, limit int, period time.Duration, opts ...Option) (Limiter, func(time.Duration)) {
 		_, client, advance := miniredisClock(t)
-		l, err := newLimiter(client, limit, period)
+		l, err := newLimiter(client, limit, period, opts[:len(opts):len(opts)]...)
 		require.NoError(t, err)
 		return l, advance
 	}}
@@ -33,31 +34,31 @@ func miniredisSubject(name string, newLimiter func(client *redis.Client, limit i
 // bucketSubjects are the limiters that behave as token buckets: capacity
 // limit, refilling in period from empty to full.
 var bucketSubjects = []subject{
-	inProcessSubject("TokenBucket", func(limit int, period time.Duration, clock Clock) (Limiter, error) {
-		return NewTokenBucket(limit, float64(limit)/period.Seconds(), WithClock(clock))
+	inProcessSubject("TokenBucket", func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewTokenBucket(limit, float64(limit)/period.Seconds(), opts...)
 	}),
-	inProcessSubject("GCRA", func(limit int, period time.Duration, clock Clock) (Limiter, error) {
-		return NewGCRA(limit, period, WithClock(clock))
+	inProcessSubject("GCRA", func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewGCRA(limit, period, opts...)
 	}),
-	miniredisSubject("RedisTokenBucket", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
-		return NewRedisTokenBucket(client, limit, float64(limit)/period.Seconds())
+	miniredisSubject("RedisTokenBucket", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewRedisTokenBucket(client, limit, float64(limit)/period.Seconds(), opts...)
 	}),
-	miniredisSubject("RedisGCRA", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
-		return NewRedisGCRA(client, limit, period)
+	miniredisSubject("RedisGCRA", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewRedisGCRA(client, limit, period, opts...)
 	}),
 	// The same limiters built with another policy of their own and a
 	// PolicyFunc that gives every key the scenario's: they decide the same.
-	inProcessSubject("TokenBucket/PolicyFunc", func(limit int, period time.Duration, clock Clock) (Limiter, error) {
-		return NewTokenBucket(3, 1, WithClock(clock), WithPolicyFunc(everyKey(limit, period)))
+	inProcessSubject("TokenBucket/PolicyFunc", func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewTokenBucket(3, 1, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
 	}),
-	inProcessSubject("GCRA/PolicyFunc", func(limit int, period time.Duration, clock Clock) (Limiter, error) {
-		return NewGCRA(3, time.Hour, WithClock(clock), WithPolicyFunc(everyKey(limit, period)))
+	inProcessSubject("GCRA/PolicyFunc", func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewGCRA(3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
 	}),
-	miniredisSubject("RedisTokenBucket/PolicyFunc", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
-		return NewRedisTokenBucket(client, 3, 1, WithPolicyFunc(everyKey(limit, period)))
+	miniredisSubject("RedisTokenBucket/PolicyFunc", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewRedisTokenBucket(client, 3, 1, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
 	}),
-	miniredisSubject("RedisGCRA/PolicyFunc", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
-		return NewRedisGCRA(client, 3, time.Hour, WithPolicyFunc(everyKey(limit, period)))
+	miniredisSubject("RedisGCRA/PolicyFunc", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewRedisGCRA(client, 3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
 	}),
 }
 
@@ -70,17 +71,17 @@ func everyKey(limit int, period time.Duration) PolicyFunc {
 
 // windowSubjects are the fixed windows: limit per window of period.
 var windowSubjects = []subject{
-	inProcessSubject("FixedWindow", func(limit int, period time.Duration, clock Clock) (Limiter, error) {
-		return NewFixedWindow(limit, period, WithClock(clock))
+	inProcessSubject("FixedWindow", func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewFixedWindow(limit, period, opts...)
 	}),
-	miniredisSubject("RedisFixedWindow", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
-		return NewRedisFixedWindow(client, limit, period)
+	miniredisSubject("RedisFixedWindow", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewRedisFixedWindow(client, limit, period, opts...)
 	}),
-	inProcessSubject("FixedWindow/PolicyFunc", func(limit int, period time.Duration, clock Clock) (Limiter, error) {
-		return NewFixedWindow(3, time.Hour, WithClock(clock), WithPolicyFunc(everyKey(limit, period)))
+	inProcessSubject("FixedWindow/PolicyFunc", func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewFixedWindow(3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
 	}),
-	miniredisSubject("RedisFixedWindow/PolicyFunc", func(client *redis.Client, limit int, period time.Duration) (Limiter, error) {
-		return NewRedisFixedWindow(client, 3, time.Hour, WithPolicyFunc(everyKey(limit, period)))
+	miniredisSubject("RedisFixedWindow/PolicyFunc", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewRedisFixedWindow(client, 3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
 	}),
 }
 

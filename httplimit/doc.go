@@ -103,7 +103,8 @@
 //   - WithSettle lets the handler report the request's true cost with
 //     SetCost (rows read, tokens generated); the middleware then settles
 //     the units taken at that cost, giving the difference back or taking
-//     the rest, into debt if need be, so that later requests wait it out.
+//     the rest, into debt if need be (at most one limit by default, see
+//     ratelimit.WithMaxDebt), so that later requests wait it out.
 //   - WithAdjustToken passes each request's idempotency token (such as its
 //     Idempotency-Key header, TokenFromHeader) with the adjustment, so that
 //     on Redis a retried request is adjusted once (ratelimit.WithToken).

@@ -265,8 +265,9 @@ func WithRefund(refund func(r *http.Request, status int) bool) Option {
 // tokens generated, bytes sent). After the handler returns, the middleware
 // calls the limiter's Settle to replace the units the request took (its
 // cost, 1 or the CostFunc's) by the cost reported last: a smaller cost gives
-// the difference back, a larger one takes the rest, even into debt, so that
-// later requests are denied until it is paid. A request whose handler
+// the difference back, a larger one takes the rest, even into debt (as far
+// as the limiter's ratelimit.WithMaxDebt allows: one limit by default), so
+// that later requests are denied until it is paid. A request whose handler
 // reports no cost, or the cost it took, is not adjusted. Estimate at least
 // 1 with WithCost: a request of cost 0 only reads the key's state and is
 // allowed even when the key is in debt. The limiter must be a

@@ -33,12 +33,17 @@
 --               token key, which the Settle creates with PX tokttl and
 --               which, when it is there already, makes the Settle change
 --               nothing; 0 without
---     then, for each check, two arguments and one key:
+--     then, for each check, three arguments and one key:
 --       s       the number of its limit
 --       d       cost minus taken, whole units, |d| <= 2^52: > 0 takes d
 --               more (into debt if need be), < 0 gives -d back (never
 --               above full; a window only when it had opened age µs ago or
 --               earlier)
+--       m       the most debt d > 0 may leave, whole units, 0 <= m <= 2^52:
+--               a key owes at most m units beyond empty ('t', 'g', 'T',
+--               'G': its tat at most (limit + m) × interval µs ahead of
+--               now) or counts at most limit + m ('w'), and one that owes
+--               more already stays as it is
 --   a Reset, which empties every check's key, or none:
 --     'X', c, then for each check, one argument (s) and one key
 --   the checks of one request are on different keys: each reads its key
@@ -79,8 +84,8 @@
 -- Numbers are decimal digits without sign, point, exponent or leading zero, below 2^53 in size, which Lua's doubles hold
 -- exactly, and are passed to redis.call as numbers, which Redis writes as
 -- plain digits below 10^20 (tostring would keep only 14 significant
--- digits). A debt is bounded: a key is never more than
--- 2^52 µs (or units) from full.
+-- digits). A debt is bounded: a Settle takes a key no more than
+-- 2^52 µs (or units) from full, nor beyond its m.
 -- An absent key is full (no window open), and every TTL is the time until
 -- then, whole ms rounded up, so a key that expires is exactly a full one.
 -- A server clock that steps back never creates a unit: a token-bucket or
@@ -390,7 +395,16 @@ end
 local function gcra_settle(c)
   local d, limit, interval = c.d, c.limit, c.param
   local tat, converted = gcra_state(c.key, c.kind, interval)
-  local new_tat = min(now + maxdebt, max(now, tat + d * interval))
+  local new_tat
+  if d > 0 then
+    -- At most (limit + m) units owed, and 2^52 µs; (limit + m) × interval
+    -- is exact up to 2^53 and rounds to at least 2^52 beyond it. A key
+    -- owing more already keeps its tat.
+    local most = now + min(maxdebt, (limit + c.m) * interval)
+    new_tat = max(tat, min(tat + d * interval, most))
+  else
+    new_tat = min(now + maxdebt, max(now, tat + d * interval))
+  end
   if new_tat <= now then
     redis.call('DEL', c.key)
     return limit, 0
@@ -419,11 +433,13 @@ local function window_settle(c, age)
       count = count + d
     end
   elseif d > 0 then
+    -- At most limit + m, and 2^52; a count above it already stays.
+    local most = min(limit + c.m, maxdebt)
     if count == 0 then
-      count, left = min(d, maxdebt), length
+      count, left = min(d, most), length
       redis.call('SET', key, count, 'PX', length) -- opens a window
-    else
-      local more = min(count + d, maxdebt) - count
+    elseif count < most then
+      local more = min(d, most - count)
       redis.call('INCRBY', key, more)
       count = count + more
     end
@@ -642,9 +658,10 @@ local function general(nreq, limits, a)
   -- checks[i], filled anew by each request.
   local checks = {}
   -- take fills the next count checks, each from its limit's number, then,
-  -- with field, one more argument (stored as c[field]), from ARGV[a] on,
-  -- and its key, KEYS[k]; it returns checks.
-  local function take(count, field)
+  -- with field, one more argument (stored as c[field]) and, with field2,
+  -- another (c[field2]), from ARGV[a] on, and its key, KEYS[k]; it returns
+  -- checks.
+  local function take(count, field, field2)
     local ai, ki = a, k
     for i = 1, count do
       local c = checks[i]
@@ -657,7 +674,10 @@ local function general(nreq, limits, a)
         c.spec, c.kind, c.limit, c.param, c.impl = spec, spec.kind, spec.limit, spec.param, spec.impl
       end
       c.key = KEYS[ki]
-      if field then
+      if field2 then
+        c[field], c[field2] = tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
+        ai = ai + 3
+      elseif field then
         c[field] = tonumber(ARGV[ai + 1])
         ai = ai + 2
       else
@@ -691,7 +711,7 @@ local function general(nreq, limits, a)
       local age, tokttl
       count, age, tokttl = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
       a = a + 4
-      take(count, 'd')
+      take(count, 'd', 'm')
       local tokkey = nil
       if tokttl > 0 then
         tokkey, k = KEYS[k], k + 1

@@ -63,8 +63,8 @@ func (s *Sender) encodeCompact(ctx context.Context, batch []*Request, verb, scri
 
 // encodeGeneral returns the command of batch in the general form: R, the
 // limits (the sender's, or the distinct ones its requests carry), then
-// each request as an Allow, a Settle ('S') or a Reset ('X'), every check
-// naming its limit by number.
+// each request as an Allow, a Settle ('S', each check with its most debt)
+// or a Reset ('X'), every check naming its limit by number.
 func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, script string) *redis.Cmd {
 	c := s.checks
 	nkeys, nargs := 0, 1+len(s.limits) // R, then S and the limits
@@ -79,7 +79,7 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 		case Reset:
 			nargs += 2 + c
 		case Settle:
-			nargs += 4 + 2*c
+			nargs += 4 + 3*c
 			if p.Settlement.Token != "" {
 				nkeys++
 			}
@@ -133,7 +133,7 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 			}
 			args = append(args, "S", c, p.Settlement.Age, ttl)
 			for i := 1; i <= c; i++ {
-				args = append(args, base+i, p.cost(i-1))
+				args = append(args, base+i, p.cost(i-1), p.Settlement.maxDebt(i-1))
 			}
 		}
 	}

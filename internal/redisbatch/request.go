@@ -51,6 +51,20 @@ type Settlement struct {
 	// Token is the token key (see Sender.TokenKey): the Settle is applied
 	// only when that key is not there, and creates it. "" without.
 	Token string
+	// MaxDebt is the most debt, in whole units (0 to 2^52), the Settle may
+	// leave on the key of every check, unless MaxDebts gives one per
+	// check: a key is taken no further below empty (a window counted no
+	// further past its limit), and one further already stays as it is.
+	MaxDebt  int64
+	MaxDebts []int64
+}
+
+// maxDebt returns the most debt of check i.
+func (s *Settlement) maxDebt(i int) int64 {
+	if s.MaxDebts != nil {
+		return s.MaxDebts[i]
+	}
+	return s.MaxDebt
 }
 
 // checks returns how many checks r has: one per key.
