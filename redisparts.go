@@ -17,6 +17,11 @@ import (
 type redisParts struct {
 	parts []*redisLimiter
 	send  *redisbatch.Sender
+	// keyed is whether a part was built WithPolicyFunc: each request then
+	// carries the limit of each of its checks (the part's own, or its
+	// key's), and a Reset resetLimits.
+	keyed       bool
+	resetLimits []*redisbatch.Limit
 }
 
 // newRedisParts returns the Redis engine of limiters, or an error unless
@@ -41,18 +46,53 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 		if r.client == nil {
 			return nil, fmt.Errorf("part %d is a zero-value %T", i, l)
 		}
-		if r.policyFunc != nil {
-			return nil, fmt.Errorf("part %d chooses its policy per key (WithPolicyFunc), which a Composite does not support", i)
-		}
 		if i > 0 && !sameClient(r.client, rp.parts[0].client) {
 			return nil, fmt.Errorf("parts 0 and %d have different Redis clients", i)
 		}
 		rp.parts = append(rp.parts, r)
 		limits[i] = r.own
 		coalesce = coalesce && r.send.Coalesces()
+		rp.keyed = rp.keyed || r.policyFunc != nil
 	}
-	rp.send = newSender(rp.parts[0].client, limits, coalesce)
+	if rp.keyed {
+		rp.resetLimits = make([]*redisbatch.Limit, len(limits))
+		for i, r := range rp.parts {
+			rp.resetLimits[i] = r.own
+			if r.policyFunc != nil {
+				rp.resetLimits[i] = r.resetLimit
+			}
+		}
+		limits = nil // each request carries its checks' limits
+	}
+	rp.send = newSender(rp.parts[0].client, limits, len(rp.parts), coalesce)
 	return rp, nil
+}
+
+// policyFunc returns part i's PolicyFunc resolver; nil for a part of one
+// policy.
+func (rp *redisParts) policyFunc(i int) *policyFunc { return rp.parts[i].policyFunc }
+
+// own returns part i's own policy in the script's numbers: its limit, and
+// its param (µs per unit, or a window in ms).
+func (rp *redisParts) own(i int) partRate {
+	r := rp.parts[i]
+	return partRate{limit: int64(r.limit), param: r.own.Param}
+}
+
+// limitsOf returns the script's limits of a request's checks whose parts'
+// policies are rates, when a part was built WithPolicyFunc; nil otherwise.
+func (rp *redisParts) limitsOf(rates []partRate) []*redisbatch.Limit {
+	if !rp.keyed {
+		return nil
+	}
+	limits := make([]*redisbatch.Limit, len(rp.parts))
+	for i, r := range rp.parts {
+		limits[i] = r.own
+		if r.policyFunc != nil {
+			limits[i] = r.limits.Get(rates[i].limit, rates[i].param)
+		}
+	}
+	return limits
 }
 
 // observer returns part i's observer.
@@ -96,27 +136,30 @@ func checkKey(p *redisbatch.Request, i int) string {
 	return p.More[i-1]
 }
 
-// allow decides costs[i] for part i's key, all or nothing, and sets each
-// part's Result.
-func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, results []Result) error {
+// allow decides costs[i] for part i's key, all or nothing, each part by
+// its policy in rates (nil: each part's own), and sets each part's Result.
+func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, rates []partRate, results []Result) error {
 	p, err := rp.request(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
 	p.Costs = append([]int(nil), costs...) // p outlives the call's buffers
-	return rp.do(p, results)
+	p.Limits = rp.limitsOf(rates)
+	return rp.do(p, rates, results)
 }
 
 // settle applies to every part's key, or to none, the Settle whose cost
-// minus taken is changes[i] for part i, and sets each part's Result.
-func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, a adjustment, results []Result) error {
+// minus taken is changes[i] for part i, each part by its policy in rates
+// (nil: each part's own), and sets each part's Result.
+func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, a adjustment, rates []partRate, results []Result) error {
 	p, err := rp.request(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
 	p.Costs = append([]int(nil), changes...) // p outlives the call's buffers
+	p.Limits = rp.limitsOf(rates)
 	settleRequest(rp.send, p, a)
-	return rp.do(p, results)
+	return rp.do(p, rates, results)
 }
 
 // reset empties every part's key, or none.
@@ -125,16 +168,17 @@ func (rp *redisParts) reset(ctx context.Context, keys []string) error {
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
-	p.Op = redisbatch.Reset
+	p.Op, p.Limits = redisbatch.Reset, rp.resetLimits
 	var buf partsBuffer
 	_, _, results := buf.slices(len(keys))
-	return rp.do(p, results)
+	return rp.do(p, nil, results)
 }
 
 // do sends p and sets results from its record of the reply: one check's
-// verdict per part, all with the same verdict; or a refusal naming part i
-// when its key does not hold its limiter's state.
-func (rp *redisParts) do(p *redisbatch.Request, results []Result) error {
+// verdict per part, all with the same verdict, of the part's limit in
+// rates (nil: its own); or a refusal naming part i when its key does not
+// hold its limiter's state.
+func (rp *redisParts) do(p *redisbatch.Request, rates []partRate, results []Result) error {
 	if !rp.send.Do(p) {
 		return fmt.Errorf("ratelimit: Composite %q: %w: %w", p.Key, ErrBackend, p.Ctx.Err())
 	}
@@ -153,7 +197,11 @@ func (rp *redisParts) do(p *redisbatch.Request, results []Result) error {
 		return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.Key, ErrBackend, record)
 	}
 	for i, r := range rp.parts {
-		res, err := resultOf(record.Check(i), r.limit, true)
+		limit := r.limit
+		if rates != nil {
+			limit = int(rates[i].limit)
+		}
+		res, err := resultOf(record.Check(i), limit, true)
 		if err != nil || i > 0 && res.Allowed != results[0].Allowed {
 			return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.Key, ErrBackend, record)
 		}
