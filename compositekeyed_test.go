@@ -165,8 +165,8 @@ func (m *keyedModel) allow(key string, n int, now int64) ([]Result, error) {
 	}
 	results := make([]Result, len(m.parts))
 	type saved struct {
-		tat  policyFuncModelTat
-		win  policyFuncModelWindow
+		tat          policyFuncModelTat
+		win          policyFuncModelWindow
 		tatOK, winOK bool
 	}
 	saves := make([]saved, len(m.parts))
