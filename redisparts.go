@@ -79,20 +79,18 @@ func (rp *redisParts) own(i int) partRate {
 	return partRate{limit: int64(r.limit), param: r.own.Param}
 }
 
-// limitsOf returns the script's limits of a request's checks whose parts'
-// policies are rates, when a part was built WithPolicyFunc; nil otherwise.
-func (rp *redisParts) limitsOf(rates []partRate) []*redisbatch.Limit {
+// setLimits sets p's Limits, when a part was built WithPolicyFunc, to the
+// script's limits of the parts' policies, rates.
+func (rp *redisParts) setLimits(p *redisbatch.Request, rates []partRate) {
 	if !rp.keyed {
-		return nil
+		return
 	}
-	limits := make([]*redisbatch.Limit, len(rp.parts))
 	for i, r := range rp.parts {
-		limits[i] = r.own
+		p.Limits[i] = r.own
 		if r.policyFunc != nil {
-			limits[i] = r.limits.Get(rates[i].limit, rates[i].param)
+			p.Limits[i] = r.limits.Get(rates[i].limit, rates[i].param)
 		}
 	}
-	return limits
 }
 
 // observer returns part i's observer.
@@ -102,10 +100,8 @@ func (rp *redisParts) observer(i int) *observer { return &rp.parts[i].obs }
 // their Redis keys, which must differ, and on a cluster or ring share a
 // hash slot.
 func (rp *redisParts) request(ctx context.Context, keys []string) (*redisbatch.Request, error) {
-	p := &redisbatch.Request{Ctx: ctx, Key: rp.parts[0].prefix + keys[0]}
-	if len(keys) > 1 {
-		p.More = make([]string, len(keys)-1)
-	}
+	p := rp.newRequest()
+	p.Ctx, p.Key = ctx, rp.parts[0].prefix+keys[0]
 	for i := 1; i < len(keys); i++ {
 		k := rp.parts[i].prefix + keys[i]
 		p.More[i-1] = k
@@ -118,6 +114,35 @@ func (rp *redisParts) request(ctx context.Context, keys []string) (*redisbatch.R
 		}
 	}
 	return p, nil
+}
+
+// partsRequest is a request of up to four parts with its slices, in one
+// allocation: a request outlives the call that made it (it may wait in a
+// batch after its caller gave up), so it cannot use the call's buffers.
+type partsRequest struct {
+	req    redisbatch.Request
+	more   [3]string
+	costs  [4]int
+	limits [4]*redisbatch.Limit
+}
+
+// newRequest returns an empty request with More, Costs and, when a part
+// was built WithPolicyFunc, Limits of the parts' length.
+func (rp *redisParts) newRequest() *redisbatch.Request {
+	n := len(rp.parts)
+	if n > len(partsRequest{}.costs) {
+		p := &redisbatch.Request{More: make([]string, n-1), Costs: make([]int, n)}
+		if rp.keyed {
+			p.Limits = make([]*redisbatch.Limit, n)
+		}
+		return p
+	}
+	b := &partsRequest{}
+	b.req.More, b.req.Costs = b.more[:n-1], b.costs[:n]
+	if rp.keyed {
+		b.req.Limits = b.limits[:n]
+	}
+	return &b.req
 }
 
 // sameClient reports whether a and b are the same client: equal values of
@@ -143,8 +168,8 @@ func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, rat
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
-	p.Costs = append([]int(nil), costs...) // p outlives the call's buffers
-	p.Limits = rp.limitsOf(rates)
+	copy(p.Costs, costs)
+	rp.setLimits(p, rates)
 	return rp.do(p, rates, results)
 }
 
@@ -156,8 +181,8 @@ func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, 
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
-	p.Costs = append([]int(nil), changes...) // p outlives the call's buffers
-	p.Limits = rp.limitsOf(rates)
+	copy(p.Costs, changes)
+	rp.setLimits(p, rates)
 	settleRequest(rp.send, p, a)
 	return rp.do(p, rates, results)
 }
@@ -168,7 +193,10 @@ func (rp *redisParts) reset(ctx context.Context, keys []string) error {
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
-	p.Op, p.Limits = redisbatch.Reset, rp.resetLimits
+	p.Op, p.Costs = redisbatch.Reset, nil
+	if rp.keyed {
+		copy(p.Limits, rp.resetLimits)
+	}
 	var buf partsBuffer
 	_, _, results := buf.slices(len(keys))
 	return rp.do(p, nil, results)
