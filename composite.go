@@ -51,6 +51,18 @@ type Part struct {
 // bound, and gives every part's Result. A cost above any part's
 // limit is an error wrapping ErrCostExceedsLimit, with that part's Limit.
 //
+// A part may be built WithPolicyFunc: it then decides each call by its
+// key's policy (the PolicyFunc called with the part's key, after
+// Part.Key), resolved on every call before any part is touched, and its
+// key keeps what it has used across a change, as the limiter alone does.
+// The parts' policies of the call are those the Result and Decision report
+// (Decision.Policies names each part's key's, and the limits above are
+// theirs), and Policies(ctx, key) returns them. A part's PolicyFunc error,
+// or a policy its limiter refuses, fails the whole call with an error
+// wrapping ErrPolicy or ErrInvalidConfig that names the part and its key,
+// and changes no part. On Redis each request then carries each part's
+// key's limit, still one script request for every part.
+//
 // A Composite is safe for concurrent use. Create one with NewComposite.
 type Composite struct {
 	parts    []Part
