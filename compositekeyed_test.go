@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -544,4 +546,41 @@ func TestCompositeOfKeyedPartsAppliesARaisedPlanAtOnce(t *testing.T) {
 		require.NoError(t, err, name)
 		assert.True(t, d.Allowed, name)
 	}
+}
+
+// TestCompositeOfKeyedPartsNeverAllowsMoreThanThePlansWhileTheyChange:
+// goroutines take from one key while its plan switches between 10 and 20
+// units an hour; with the clock standing still, a key keeps what it used
+// across every change, so no more than 20 units are ever allowed.
+func TestCompositeOfKeyedPartsNeverAllowsMoreThanThePlansWhileTheyChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	plans := newPolicyTable()
+	clock := NewFakeClock(epoch)
+	tokens, err := NewTokenBucket(10, 10.0/3600, WithClock(clock), WithPolicyFunc(plans.f))
+	require.NoError(t, err)
+	requests, err := NewGCRA(1000, time.Hour, WithClock(clock), WithPolicyFunc(plans.f))
+	require.NoError(t, err)
+	c, err := NewComposite(Part{Name: "requests", Limiter: requests, PerCall: true}, Part{Name: "tokens", Limiter: tokens})
+	require.NoError(t, err)
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				if g == 0 && i%10 == 0 {
+					plans.set("k", Policy{Limit: 10 + 10*(i/10%2), Window: time.Hour * time.Duration(1+i/10%2)})
+				}
+				res, err := c.Allow(ctx, "k", 1+i%2)
+				if err == nil && res.Allowed {
+					allowed.Add(int64(1 + i%2))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, allowed.Load(), int64(20))
+	assert.GreaterOrEqual(t, allowed.Load(), int64(10))
 }
