@@ -51,6 +51,18 @@ type Part struct {
 // bound, and gives every part's Result. A cost above any part's
 // limit is an error wrapping ErrCostExceedsLimit, with that part's Limit.
 //
+// A part may be built WithPolicyFunc: it then decides each call by its
+// key's policy (the PolicyFunc called with the part's key, after
+// Part.Key), resolved on every call before any part is touched, and its
+// key keeps what it has used across a change, as the limiter alone does.
+// The parts' policies of the call are those the Result and Decision report
+// (Decision.Policies names each part's key's, and the limits above are
+// theirs), and Policies(ctx, key) returns them. A part's PolicyFunc error,
+// or a policy its limiter refuses, fails the whole call with an error
+// wrapping ErrPolicy or ErrInvalidConfig that names the part and its key,
+// and changes no part. On Redis each request then carries each part's
+// key's limit, still one script request for every part.
+//
 // A Composite is safe for concurrent use. Create one with NewComposite.
 type Composite struct {
 	parts    []Part
@@ -61,6 +73,14 @@ type Composite struct {
 	shared   bool        // two parts have the same Limiter
 	local    *localParts // the parts, when in process
 	remote   *redisParts // the parts, when on Redis
+	// keyed holds what a Composite needs when a part was built
+	// WithPolicyFunc; nil when none was.
+	keyed *keyedParts
+	// settleTight is the part whose bound on a Settle's taken is the
+	// smallest among those that count units, and settleLimit that bound:
+	// its limit, or 2^52 for a part built WithPolicyFunc (or when every
+	// part counts calls).
+	settleTight, settleLimit int
 	// observers are the parts' observers when any part was built
 	// WithHooks (nil entries for the others); nil when none was.
 	observers []*observer
@@ -103,11 +123,15 @@ func NewComposite(parts ...Part) (*Composite, error) {
 	if c.local, localErr = newLocalParts(limiters); localErr == nil {
 		c.shared = sharesALimiter(limiters)
 		c.observers = observers(len(parts), c.local.observer)
+		c.keyed = newKeyedParts(len(parts), c.local.policyFunc, c.local.own, c.local.unit)
+		c.settleTight, c.settleLimit = c.settleBound()
 		return c, nil
 	}
 	if c.remote, remoteErr = newRedisParts(limiters); remoteErr == nil {
 		c.shared = sharesALimiter(limiters)
 		c.observers = observers(len(parts), c.remote.observer)
+		c.keyed = newKeyedParts(len(parts), c.remote.policyFunc, c.remote.own, c.remote.unit)
+		c.settleTight, c.settleLimit = c.settleBound()
 		return c, nil
 	}
 	return nil, fmt.Errorf("%w: %s: the parts must be all in-process limiters of this package (%v) or all Redis limiters of this package on one client (%v)", ErrInvalidConfig, kind, localErr, remoteErr)
@@ -157,9 +181,11 @@ func checkPartName(name string) error {
 // partsBuffer is where a call keeps its parts' keys, costs and Results
 // without allocating, for up to four parts.
 type partsBuffer struct {
-	keys    [4]string
-	costs   [4]int
-	results [4]Result
+	keys     [4]string
+	costs    [4]int
+	results  [4]Result
+	policies [4]NamedPolicy
+	rates    [4]partRate
 }
 
 // slices returns keys, costs and results of length n, in b when they fit.
@@ -180,121 +206,192 @@ func (c *Composite) Allow(ctx context.Context, key string, n int) (Result, error
 		return Result{}, notBuilt("Composite")
 	}
 	var buf partsBuffer
-	keys, costs, results := buf.slices(len(c.parts))
-	bound, err := c.decide(ctx, key, n, keys, costs, results)
+	call := c.newCall(&buf)
+	bound, err := c.decide(ctx, key, n, &call)
 	if err != nil {
-		return results[bound], err
+		return call.results[bound], err
 	}
-	return combine(results, bound), nil
+	return combine(call.results, bound), nil
 }
 
 // Decide decides as Allow does and returns the whole Decision (see
-// Decider): Policies are the parts', in order, Policy and Bound the part
-// that bound the decision (see Composite), and Parts each part's own
-// Result.
+// Decider): Policies are the parts', in order, each the part's key's for a
+// part built WithPolicyFunc, Policy and Bound the part that bound the
+// decision (see Composite), and Parts each part's own Result.
 func (c *Composite) Decide(ctx context.Context, key string, n int) (Decision, error) {
 	if c == nil || len(c.parts) == 0 {
 		return Decision{}, notBuilt("Composite")
 	}
 	var buf partsBuffer
-	keys, costs, _ := buf.slices(len(c.parts))
-	results := make([]Result, len(c.parts)) // the Decision's Parts
-	bound, err := c.decide(ctx, key, n, keys, costs, results)
-	d := Decision{Policy: c.policies[bound], Policies: c.policies, Bound: bound, rules: c.rules}
+	call := c.newCall(&buf)
+	call.results = make([]Result, len(c.parts)) // the Decision's Parts
+	bound, err := c.decide(ctx, key, n, &call)
+	policies, rules := c.policies, c.rules
+	if c.keyed != nil {
+		policies, rules = c.keyed.decided(c.policies, c.rules, call.policies, call.rates)
+	}
+	d := Decision{Policy: policies[bound], Policies: policies, Bound: bound, rules: rules}
 	if err != nil {
-		d.Result = results[bound]
+		d.Result = call.results[bound]
 	} else {
-		d.Result, d.Parts = combine(results, bound), results
+		d.Result, d.Parts = combine(call.results, bound), call.results
 	}
 	d.Enforced = d.Result
 	return d, err
 }
 
-// Policies returns the parts' policies, named, in order (see Decider). It
-// fails only on a nil or zero-value *Composite.
-func (c *Composite) Policies(context.Context, string) ([]NamedPolicy, error) {
+// Policies returns the parts' policies for key, named, in order (see
+// Decider): each part's own, or its key's (the key Part.Key gives) for a
+// part built WithPolicyFunc. It fails on a nil or zero-value *Composite,
+// and, with the parts' own policies, when a part's key's policy cannot be
+// read (an error wrapping ErrPolicy or ErrInvalidConfig that names the
+// part and its key).
+func (c *Composite) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
 	if c == nil || len(c.parts) == 0 {
 		return nil, notBuilt("Composite")
 	}
-	return c.policies, nil
+	if c.keyed == nil {
+		return c.policies, nil
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var buf partsBuffer
+	call := c.newCall(&buf)
+	if err := c.keys(key, call.keys); err != nil {
+		return c.policies, err
+	}
+	if _, err := c.resolve(ctx, &call); err != nil {
+		return c.policies, err
+	}
+	policies, _ := c.keyed.decided(c.policies, c.rules, call.policies, call.rates)
+	return policies, nil
 }
 
-// decide fills keys with the parts' keys, costs with what each takes of n,
-// and results with their Results, and returns the index of the part that
-// bound the decision; on an error, the index of the Result to answer with.
-// c is built.
-func (c *Composite) decide(ctx context.Context, key string, n int, keys []string, costs []int, results []Result) (int, error) {
-	if c.observers == nil {
-		return c.decideParts(ctx, key, n, keys, costs, results)
+// partsCall is one call's view of the parts: each part's key, cost (or
+// change, for a Settle), Result, and policy, in slices of the parts'
+// length.
+type partsCall struct {
+	keys     []string
+	costs    []int
+	results  []Result
+	policies []NamedPolicy // c.policies, or the parts' keys' when keyed
+	rates    []partRate    // the parts' keys' policies in their engines' numbers; nil unless keyed
+	tight    int           // the part with the smallest limit among those that count units
+}
+
+// newCall returns the partsCall of a call of c, in buf.
+func (c *Composite) newCall(buf *partsBuffer) partsCall {
+	n := len(c.parts)
+	call := partsCall{policies: c.policies, tight: c.tight}
+	call.keys, call.costs, call.results = buf.slices(n)
+	if c.keyed != nil {
+		if n <= len(buf.policies) {
+			call.policies, call.rates = buf.policies[:n], buf.rates[:n]
+		} else {
+			call.policies, call.rates = make([]NamedPolicy, n), make([]partRate, n)
+		}
+		copy(call.policies, c.policies)
 	}
-	return c.observed(ctx, key, n, keys, costs, results)
+	return call
+}
+
+// decide fills call's keys with the parts' keys, its costs with what each
+// takes of n, its policies with the parts' keys' and its results with
+// their Results, and returns the index of the part that bound the
+// decision; on an error, the index of the Result to answer with. c is
+// built.
+func (c *Composite) decide(ctx context.Context, key string, n int, call *partsCall) (int, error) {
+	if c.observers == nil {
+		return c.decideParts(ctx, key, n, call)
+	}
+	return c.observed(ctx, key, n, call)
 }
 
 // observed is decide for a Composite whose parts have hooks: it reports
 // each part's share of the decision to its hooks.
-func (c *Composite) observed(ctx context.Context, key string, n int, keys []string, costs []int, results []Result) (int, error) {
+func (c *Composite) observed(ctx context.Context, key string, n int, call *partsCall) (int, error) {
 	start := time.Now()
-	bound, err := c.decideParts(ctx, key, n, keys, costs, results)
+	bound, err := c.decideParts(ctx, key, n, call)
 	latency := time.Since(start)
 	for i, o := range c.observers {
 		if o != nil {
 			// A part that decided nothing (an error before the parts were
 			// asked) reports the call's key and cost.
-			k, cost := keys[i], costs[i]
+			k, cost := call.keys[i], call.costs[i]
 			if k == "" && cost == 0 {
 				k, cost = key, n
 			}
-			o.report(k, cost, o.decision(results[i], o.policy, nil), err, latency)
+			o.report(k, cost, o.decision(call.results[i], call.policies[i].Policy, nil), err, latency)
 		}
 	}
 	return bound, err
 }
 
 // decideParts is decide without the parts' hooks.
-func (c *Composite) decideParts(ctx context.Context, key string, n int, keys []string, costs []int, results []Result) (int, error) {
-	if err := c.check(ctx, n); err != nil {
-		c.failed(results)
+func (c *Composite) decideParts(ctx context.Context, key string, n int, call *partsCall) (int, error) {
+	if err := c.check(ctx, n, call); err != nil {
+		c.failed(call)
 		return c.tight, err
 	}
-	if err := c.keys(key, keys); err != nil {
-		c.failed(results)
+	if err := c.keys(key, call.keys); err != nil {
+		c.failed(call)
 		return 0, err
 	}
+	if c.keyed != nil {
+		if i, err := c.resolve(ctx, call); err != nil {
+			c.failed(call)
+			return i, err
+		}
+		if err := c.checkLimit(n, call); err != nil {
+			c.failed(call)
+			return call.tight, err
+		}
+	}
 	for i := range c.parts {
-		costs[i] = n
+		call.costs[i] = n
 		if c.parts[i].PerCall {
-			costs[i] = once(n)
+			call.costs[i] = once(n)
 		}
 	}
 	if c.local != nil {
-		c.local.allow(keys, costs, results)
-	} else if err := c.remote.allow(ctx, keys, costs, results); err != nil {
-		c.failed(results)
+		c.local.allow(call.keys, call.costs, call.rates, call.results)
+	} else if err := c.remote.allow(ctx, call.keys, call.costs, call.rates, call.results); err != nil {
+		c.failed(call)
 		return 0, err
 	}
-	return bound(results), nil
+	return bound(call.results), nil
 }
 
 // check returns the error of a call that no part can decide: a nil ctx, a
-// cost below 0, or one above the smallest limit of the parts that count
-// units.
-func (c *Composite) check(ctx context.Context, n int) error {
+// cost below 0, or, when no part was built WithPolicyFunc, one above the
+// smallest limit of the parts that count units (see checkLimit).
+func (c *Composite) check(ctx context.Context, n int, call *partsCall) error {
 	switch {
 	case ctx == nil:
 		return fmt.Errorf("ratelimit: Composite: %w", errNilContext)
 	case n < 0:
 		return checkCost(n, c.policies[c.tight].Limit)
-	case !c.perCall && n > c.policies[c.tight].Limit:
-		return fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[c.tight].Name, checkCost(n, c.policies[c.tight].Limit))
+	case c.keyed == nil:
+		return c.checkLimit(n, call)
 	}
 	return nil
 }
 
-// failed sets results to those of a call that decided nothing: each part's
-// Limit alone.
-func (c *Composite) failed(results []Result) {
-	for i := range results {
-		results[i] = Result{Limit: c.policies[i].Limit}
+// checkLimit returns the error of a cost n above the smallest limit of
+// the parts that count units, by the call's policies.
+func (c *Composite) checkLimit(n int, call *partsCall) error {
+	if limit := call.policies[call.tight].Limit; !c.perCall && n > limit {
+		return fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[call.tight].Name, checkCost(n, limit))
+	}
+	return nil
+}
+
+// failed sets call's results to those of a call that decided nothing:
+// each part's Limit alone, by the call's policies.
+func (c *Composite) failed(call *partsCall) {
+	for i := range call.results {
+		call.results[i] = Result{Limit: call.policies[i].Limit}
 	}
 }
 
@@ -375,8 +472,10 @@ func (c *Composite) Refund(ctx context.Context, key string, n int, opts ...Adjus
 }
 
 // Settle settles every part's key (see Adjuster), in one step: in process
-// under all the parts' locks, on Redis in one script call. Its Result is
-// combined as Allow's.
+// under all the parts' locks, on Redis in one script call, each part by
+// its key's policy for a part built WithPolicyFunc. Its Result is combined
+// as Allow's. taken may be up to the smallest limit of the parts that
+// count units, or 2^52 when those parts are all built WithPolicyFunc.
 func (c *Composite) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	if c == nil || len(c.parts) == 0 {
 		return Result{}, notBuilt("Composite")
@@ -388,17 +487,19 @@ func (c *Composite) Settle(ctx context.Context, key string, taken, cost int, opt
 	if err != nil {
 		return Result{Limit: c.policies[0].Limit}, err
 	}
-	limit := c.policies[c.tight].Limit
-	if c.perCall {
-		limit = maxSettleCost // no limit on taken
-	}
-	if err := checkSettle(taken, cost, limit); err != nil {
-		return Result{Limit: c.policies[c.tight].Limit}, fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[c.tight].Name, err)
+	if err := checkSettle(taken, cost, c.settleLimit); err != nil {
+		return Result{Limit: c.policies[c.settleTight].Limit}, fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[c.settleTight].Name, err)
 	}
 	var buf partsBuffer
-	keys, changes, results := buf.slices(len(c.parts))
+	call := c.newCall(&buf)
+	keys, changes, results := call.keys, call.costs, call.results
 	if err := c.keys(key, keys); err != nil {
 		return Result{Limit: c.policies[0].Limit}, err
+	}
+	if c.keyed != nil {
+		if i, err := c.resolve(ctx, &call); err != nil {
+			return Result{Limit: call.policies[i].Limit}, err
+		}
 	}
 	for i, p := range c.parts {
 		changes[i] = cost - taken
@@ -407,9 +508,9 @@ func (c *Composite) Settle(ctx context.Context, key string, taken, cost int, opt
 		}
 	}
 	if c.local != nil {
-		c.local.settle(keys, changes, a, results)
-	} else if err := c.remote.settle(ctx, keys, changes, a, results); err != nil {
-		return Result{Limit: c.policies[0].Limit}, err
+		c.local.settle(keys, changes, a, call.rates, results)
+	} else if err := c.remote.settle(ctx, keys, changes, a, call.rates, results); err != nil {
+		return Result{Limit: call.policies[0].Limit}, err
 	}
 	return combine(results, bound(results)), nil
 }

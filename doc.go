@@ -78,7 +78,8 @@
 // WithPolicyFunc makes any of the six limiters choose each call's Policy
 // from its key and context: plans and per-customer overrides, changed live.
 // A key keeps what it has used across a change; nothing is kept per policy.
-// See docs/rollout.md.
+// A Composite's parts may be built with it, each deciding by its key's
+// policy. See docs/rollout.md and docs/composite.md.
 //
 // # Metrics
 //

@@ -272,14 +272,9 @@ func (w *FixedWindow) Settle(ctx context.Context, key string, taken, cost int, o
 	return res, nil
 }
 
-// settleLocked counts d more units for key (takes -d off for a negative d)
-// in sh, locked, at its time now read from a clock lag behind it, and
-// returns the key's Result.
-func (w *FixedWindow) settleLocked(sh *tableShard[openWindow], key string, d int64, a adjustment, now, lag int64) Result {
-	return w.settleAt(w.windowRate, sh, key, d, a, now, lag)
-}
-
-// settleAt is settleLocked for a key whose policy is r.
+// settleAt counts d more units for key (takes -d off for a negative d) in
+// sh, locked, at the rate r (the limiter's, or the key's policy's), at its
+// time now read from a clock lag behind it, and returns the key's Result.
 func (w *FixedWindow) settleAt(r windowRate, sh *tableShard[openWindow], key string, d int64, a adjustment, now, lag int64) Result {
 	win, at := sh.lookup(key)
 	if !win.open(now) {

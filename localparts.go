@@ -21,9 +21,11 @@ type localParts struct {
 }
 
 // localPart is one part: a schedule (TokenBucket, GCRA) or a FixedWindow, and
-// how it reads its clock.
+// how it reads its clock. A schedule built WithPolicyFunc decides by its
+// PolicyFunc engine k, whose keys keep their interval.
 type localPart struct {
 	s *schedule
+	k *policyFuncSchedule // s's, when built WithPolicyFunc; nil otherwise
 	w *FixedWindow
 
 	base *clockBase // s's or w's
@@ -33,6 +35,46 @@ type localPart struct {
 	// is exact: offset is the monotonic time between their starts.
 	from   int
 	offset int64
+}
+
+// policyFunc returns part i's PolicyFunc resolver; nil for a part of one
+// policy.
+func (l *localParts) policyFunc(i int) *policyFunc {
+	switch p := &l.parts[i]; {
+	case p.k != nil:
+		return p.k.policyFunc
+	case p.w != nil:
+		return p.w.policyFunc
+	}
+	return nil
+}
+
+// own returns part i's own policy in its engine's numbers: its limit, and
+// its interval (a schedule's) or its window (ns).
+func (l *localParts) own(i int) partRate {
+	if p := &l.parts[i]; p.s != nil {
+		return partRate{limit: p.s.capacity, param: p.s.interval}
+	}
+	w := l.parts[i].w
+	return partRate{limit: w.limit, param: w.window}
+}
+
+// rateOf returns part i's rate for a call whose parts' policies are rates
+// (nil: each part's own): a schedule's.
+func (l *localParts) rateOf(i int, rates []partRate) rate {
+	if rates == nil {
+		return l.parts[i].s.rate
+	}
+	r := rates[i]
+	return rate{interval: r.param, capacity: r.limit, tau: r.limit * r.param}
+}
+
+// windowRateOf is rateOf for a window part.
+func (l *localParts) windowRateOf(i int, rates []partRate) windowRate {
+	if rates == nil {
+		return l.parts[i].w.windowRate
+	}
+	return windowRate{limit: rates[i].limit, window: rates[i].param}
 }
 
 // observer returns part i's observer.
@@ -49,28 +91,21 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 	l := &localParts{parts: make([]localPart, len(limiters))}
 	for i, lim := range limiters {
 		p := &l.parts[i]
-		policyFunc := false // built WithPolicyFunc
 		switch v := lim.(type) {
 		case *TokenBucket:
 			if s := (*schedule)(v); s.built() {
-				p.s, policyFunc = s, s.policyFunc != nil
+				p.s, p.k = s, s.policyFunc
 			}
 		case *GCRA:
 			if s := (*schedule)(v); s.built() {
-				p.s, policyFunc = s, s.policyFunc != nil
+				p.s, p.k = s, s.policyFunc
 			}
 		case *FixedWindow:
-			if v != nil {
-				policyFunc = v.policyFunc != nil
-				if v.windows != nil {
-					p.w = v
-				}
+			if v != nil && v.windows != nil {
+				p.w = v
 			}
 		default:
 			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA or *FixedWindow", i, lim)
-		}
-		if policyFunc {
-			return nil, fmt.Errorf("part %d chooses its policy per key (WithPolicyFunc), which a Composite does not support", i)
 		}
 		switch {
 		case p.s != nil:
@@ -117,11 +152,13 @@ type partCall struct {
 
 	mu     *sync.Mutex // the shard's
 	tsh    *tableShard[int64]
+	ksh    *tableShard[policyFuncTat]
 	wsh    *tableShard[openWindow]
 	where  where // where the shard holds the key
 	shared bool  // another part's key falls on the same shard
 
 	allowed   bool
+	converts  bool       // a PolicyFunc schedule's key is read at another interval
 	cur, next int64      // a schedule's tat in force and after the call
 	win, nwin openWindow // a fixed window's window open and after the call
 }
@@ -141,11 +178,14 @@ func (b *callBuffer) slices(n int) ([]partCall, []int) {
 }
 
 // allow decides costs[i] (0 <= costs[i] <= part i's limit) for keys[i] on
-// every part i, all or nothing, and fills results with each part's Result:
-// for a denial, a part that denies says so as its own Allow would, and the
+// every part i, all or nothing, each part by its policy in rates (nil:
+// each part's own), and fills results with each part's Result: for a
+// denial, a part that denies says so as its own Allow would, and the
 // others report their state untouched, with RetryAfter 0; every part's
-// Allowed is false.
-func (l *localParts) allow(keys []string, costs []int, results []Result) {
+// Allowed is false. A PolicyFunc part's key written at another interval
+// is written converted to its policy's, whatever the call decides, as its
+// own Allow would.
+func (l *localParts) allow(keys []string, costs []int, rates []partRate, results []Result) {
 	var buf callBuffer
 	parts := l.parts
 	calls, order := buf.slices(len(parts))
@@ -155,37 +195,54 @@ func (l *localParts) allow(keys []string, costs []int, results []Result) {
 	allowed := true
 	for i := range parts {
 		p, c := &parts[i], &calls[i]
-		if p.s != nil {
+		switch {
+		case p.k != nil:
+			r := l.rateOf(i, rates)
+			c.now = p.k.tats.advance(c.ksh, c.reading, policyFuncMaxNow)
+			var st policyFuncTat
+			st, c.where = c.ksh.lookup(keys[i])
+			c.converts = r.converts(st, c.now)
+			c.cur, c.next, c.allowed = r.take(r.carry(st, c.now), c.now, costs[i])
+		case p.s != nil:
 			c.now = p.s.tats.advance(c.tsh, c.reading, p.s.maxNow)
 			var tat int64
 			tat, c.where = c.tsh.lookup(keys[i])
 			c.cur, c.next, c.allowed = p.s.take(tat, c.now, costs[i])
-		} else {
+		default:
 			c.now = p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			var win openWindow
 			win, c.where = c.wsh.lookup(keys[i])
-			c.win, c.nwin, c.allowed = p.w.take(win, c.now, costs[i])
+			c.win, c.nwin, c.allowed = l.windowRateOf(i, rates).take(win, c.now, costs[i])
 		}
 		allowed = allowed && c.allowed
 	}
-	if allowed {
-		for i := range parts {
-			p, c := &parts[i], &calls[i]
-			switch {
-			case costs[i] == 0: // a peek writes nothing
-			case p.s != nil:
-				if c.shared {
-					// Another part's write may have moved the key
-					// in the shard they share.
-					_, c.where = c.tsh.lookup(keys[i])
-				}
-				c.tsh.write(keys[i], c.where, c.next, c.next)
-			default:
-				if c.shared {
-					_, c.where = c.wsh.lookup(keys[i])
-				}
-				c.wsh.write(keys[i], c.where, c.nwin, c.nwin.end)
+	for i := range parts {
+		p, c := &parts[i], &calls[i]
+		switch {
+		case p.k != nil:
+			tat := c.cur // a peek or a denial keeps the key, converted
+			if allowed {
+				tat = c.next
 			}
+			if tat != c.cur || c.converts {
+				if c.shared {
+					_, c.where = c.ksh.lookup(keys[i])
+				}
+				c.ksh.write(keys[i], c.where, policyFuncTat{tat: tat, interval: l.rateOf(i, rates).interval}, tat)
+			}
+		case !allowed || costs[i] == 0: // a denial or a peek writes nothing
+		case p.s != nil:
+			if c.shared {
+				// Another part's write may have moved the key in the
+				// shard they share.
+				_, c.where = c.tsh.lookup(keys[i])
+			}
+			c.tsh.write(keys[i], c.where, c.next, c.next)
+		default:
+			if c.shared {
+				_, c.where = c.wsh.lookup(keys[i])
+			}
+			c.wsh.write(keys[i], c.where, c.nwin, c.nwin.end)
 		}
 	}
 	unlock(calls, order)
@@ -195,41 +252,53 @@ func (l *localParts) allow(keys []string, costs []int, results []Result) {
 		lag := lagBehind(c.now, c.reading)
 		// A part that would have allowed a denied call reports its state
 		// untouched, with nothing to wait for.
+		if p.s != nil {
+			r := l.rateOf(i, rates)
+			switch {
+			case allowed:
+				results[i] = r.result(true, c.next, c.now, lag)
+			case c.allowed:
+				results[i] = r.result(false, c.cur, c.now, lag)
+			default:
+				results[i] = r.denial(c.cur, c.next, c.now, lag)
+			}
+			continue
+		}
+		wr := l.windowRateOf(i, rates)
 		switch {
-		case p.s != nil && allowed:
-			results[i] = p.s.result(true, c.next, c.now, lag)
-		case p.s != nil && c.allowed:
-			results[i] = p.s.result(false, c.cur, c.now, lag)
-		case p.s != nil:
-			results[i] = p.s.denial(c.cur, c.next, c.now, lag)
 		case allowed:
-			results[i] = p.w.result(true, c.nwin, c.now, lag)
+			results[i] = wr.result(true, c.nwin, c.now, lag)
 		case c.allowed:
-			results[i] = p.w.result(false, c.win, c.now, lag)
+			results[i] = wr.result(false, c.win, c.now, lag)
 		default:
-			results[i] = p.w.denial(c.win, c.now, lag)
+			results[i] = wr.denial(c.win, c.now, lag)
 		}
 	}
 }
 
 // settle takes changes[i] more units from keys[i] on every part i (gives
 // -changes[i] back when negative), as the part's Settle would for a cost
-// that much above what was taken, and fills results with each part's
-// Result. Each change is valid for its part: at least minus its limit, at
-// most 2^52.
-func (l *localParts) settle(keys []string, changes []int, a adjustment, results []Result) {
+// that much above what was taken, each part by its policy in rates (nil:
+// each part's own), and fills results with each part's Result. Each
+// change is valid for its part: at least minus its limit (or 2^52 for a
+// PolicyFunc part), at most 2^52.
+func (l *localParts) settle(keys []string, changes []int, a adjustment, rates []partRate, results []Result) {
 	var buf callBuffer
 	calls, order := buf.slices(len(l.parts))
 	l.lock(keys, calls, order)
 	for i := range calls {
 		d := int64(changes[i])
 		p, c := &l.parts[i], &calls[i]
-		if p.s != nil {
+		switch {
+		case p.k != nil:
+			now := p.k.tats.advance(c.ksh, c.reading, policyFuncMaxNow)
+			results[i] = p.k.settleLocked(l.rateOf(i, rates), c.ksh, keys[i], d, now, lagBehind(now, c.reading))
+		case p.s != nil:
 			now := p.s.tats.advance(c.tsh, c.reading, p.s.maxNow)
 			results[i] = p.s.settleLocked(c.tsh, keys[i], d, now, lagBehind(now, c.reading))
-		} else {
+		default:
 			now := p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
-			results[i] = p.w.settleLocked(c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
+			results[i] = p.w.settleAt(l.windowRateOf(i, rates), c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
 		}
 	}
 	unlock(calls, order)
@@ -242,11 +311,16 @@ func (l *localParts) reset(keys []string) {
 	l.lock(keys, calls, order)
 	for i := range calls {
 		p, c := &l.parts[i], &calls[i]
-		if p.s != nil {
+		switch {
+		case p.k != nil:
+			p.k.tats.advance(c.ksh, c.reading, policyFuncMaxNow)
+			_, w := c.ksh.lookup(keys[i])
+			p.k.tats.remove(c.ksh, keys[i], w)
+		case p.s != nil:
 			p.s.tats.advance(c.tsh, c.reading, p.s.maxNow)
 			_, w := c.tsh.lookup(keys[i])
 			p.s.tats.remove(c.tsh, keys[i], w)
-		} else {
+		default:
 			p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			_, w := c.wsh.lookup(keys[i])
 			p.w.windows.remove(c.wsh, keys[i], w)
@@ -276,10 +350,14 @@ func (l *localParts) lock(keys []string, calls []partCall, order []int) {
 			c.at = p.base.clock.Now()
 			c.reading = int64(c.at.Sub(p.base.start))
 		}
-		if p.s != nil {
+		switch {
+		case p.k != nil:
+			c.ksh = p.k.tats.shard(keys[i])
+			c.mu = &c.ksh.mu
+		case p.s != nil:
 			c.tsh = p.s.tats.shard(keys[i])
 			c.mu = &c.tsh.mu
-		} else {
+		default:
 			c.wsh = p.w.windows.shard(keys[i])
 			c.mu = &c.wsh.mu
 		}

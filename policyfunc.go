@@ -71,8 +71,15 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 // default prefix's "keyed:" variant (see KeyPrefix), so that it never reads
 // the keys of a limiter without a PolicyFunc, which it would refuse as
 // another state (ErrCorruptState). Memory does not grow with the number of
-// distinct policies: nothing is kept per policy. A Composite refuses parts
-// with a PolicyFunc.
+// distinct policies: nothing is kept per policy.
+//
+// A Composite takes parts built WithPolicyFunc, so that a plan sets
+// requests and tokens per minute in one decision: each such part resolves
+// its key's policy (f with the part's key, after Part.Key) on every call,
+// before any part is touched, and decides by it as the limiter alone would,
+// converting its key's state the same way. An error of any part's f, or a
+// policy its limiter refuses, fails the whole call with the error above
+// (naming the part and its key) and changes no part.
 func WithPolicyFunc(f PolicyFunc) Option {
 	return func(cfg *config) error {
 		if f == nil {

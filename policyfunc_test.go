@@ -433,42 +433,6 @@ func TestWithPolicyFuncNilIsInvalidConfig(t *testing.T) {
 	}
 }
 
-// TestCompositeRefusesAPartWithAPolicyFunc: a Composite cannot decide by
-// per-key policies, in process or on Redis.
-func TestCompositeRefusesAPartWithAPolicyFunc(t *testing.T) {
-	_, client, _ := miniredisClock(t)
-	f := newPolicyTable().f
-	plain := map[bool]Limiter{}
-	var err error
-	plain[false], err = NewGCRA(5, time.Second)
-	require.NoError(t, err)
-	plain[true], err = NewRedisGCRA(client, 5, time.Second)
-	require.NoError(t, err)
-	policyFunc := map[string]func() (Limiter, error){
-		"TokenBucket":      func() (Limiter, error) { return NewTokenBucket(3, 1, WithPolicyFunc(f)) },
-		"GCRA":             func() (Limiter, error) { return NewGCRA(3, time.Second, WithPolicyFunc(f)) },
-		"FixedWindow":      func() (Limiter, error) { return NewFixedWindow(3, time.Second, WithPolicyFunc(f)) },
-		"RedisTokenBucket": func() (Limiter, error) { return NewRedisTokenBucket(client, 3, 1, WithPolicyFunc(f)) },
-		"RedisGCRA":        func() (Limiter, error) { return NewRedisGCRA(client, 3, time.Second, WithPolicyFunc(f)) },
-		"RedisFixedWindow": func() (Limiter, error) {
-			return NewRedisFixedWindow(client, 3, time.Second, WithPolicyFunc(f))
-		},
-	}
-	for name, build := range policyFunc {
-		l, err := build()
-		require.NoError(t, err, name)
-		other := plain[len(name) > 5 && name[:5] == "Redis"]
-		for _, parts := range [][]Part{
-			{{Name: "keyed", Limiter: l}},
-			{{Name: "plain", Limiter: other}, {Name: "keyed", Limiter: l}},
-		} {
-			_, err := NewComposite(parts...)
-			require.ErrorIs(t, err, ErrInvalidConfig, name)
-			assert.Contains(t, err.Error(), "WithPolicyFunc", name)
-		}
-	}
-}
-
 // TestPoliciesAnswerEachKeysPolicy: Policies answers the constructor's
 // policy, named "default", for every key of a limiter with one policy for
 // every key; for one built WithPolicyFunc it answers a key's policy, the

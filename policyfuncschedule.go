@@ -149,8 +149,18 @@ func (k *policyFuncSchedule) settle(ctx context.Context, key string, taken, cost
 	}
 	reading := k.base.elapsed()
 	sh, now := k.tats.lock(key, reading, policyFuncMaxNow)
+	res := k.settleLocked(r, sh, key, int64(cost-taken), now, lagBehind(now, reading))
+	sh.mu.Unlock()
+	return res, nil
+}
+
+// settleLocked takes d more units from key (gives -d back for a negative
+// d) at the rate r in sh, locked, at its time now read from a clock lag
+// behind it, and returns the key's Result: the key's state converted to r
+// first, as every call of the key does.
+func (k *policyFuncSchedule) settleLocked(r rate, sh *tableShard[policyFuncTat], key string, d, now, lag int64) Result {
 	st, w := sh.lookup(key)
-	tat, d := r.carry(st, now), int64(cost-taken)
+	tat := r.carry(st, now)
 	switch {
 	case d > 0:
 		tat = r.owe(tat, now, d, k.debt.span(r.tau))
@@ -172,8 +182,7 @@ func (k *policyFuncSchedule) settle(ctx context.Context, key string, taken, cost
 		// Nothing settled, but the new policy holds from this call on.
 		sh.write(key, w, policyFuncTat{tat: tat, interval: r.interval}, tat)
 	}
-	sh.mu.Unlock()
-	return r.result(true, tat, now, lagBehind(now, reading)), nil
+	return r.result(true, tat, now, lag)
 }
 
 // reset forgets key: it is full again.

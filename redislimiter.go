@@ -102,15 +102,16 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 			r.prefix = p.defaultPrefix + policyFuncPrefix
 		}
 	}
-	r.send = newSender(client, limits, !cfg.noCoalesce)
+	r.send = newSender(client, limits, 1, !cfg.noCoalesce)
 	return r, nil
 }
 
 // newSender returns the Sender of the batch script through client, whose
-// requests check limits in order (nil: each request carries its own).
-func newSender(client redis.Scripter, limits []*redisbatch.Limit, coalesce bool) *redisbatch.Sender {
+// requests of checks checks each check limits in order (nil: each request
+// carries its own).
+func newSender(client redis.Scripter, limits []*redisbatch.Limit, checks int, coalesce bool) *redisbatch.Sender {
 	return redisbatch.NewSender(redisbatch.Config{
-		Client: client, Script: batchScript, Limits: limits, Coalesce: coalesce, TokenTTL: SettleTokenTTL,
+		Client: client, Script: batchScript, Limits: limits, Checks: checks, Coalesce: coalesce, TokenTTL: SettleTokenTTL,
 	})
 }
 

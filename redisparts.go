@@ -17,7 +17,12 @@ import (
 type redisParts struct {
 	parts []*redisLimiter
 	send  *redisbatch.Sender
-	debts []int64 // each part's most debt in units, which every Settle sends
+	debts []int64 // each part's most debt in units under its own policy
+	// keyed is whether a part was built WithPolicyFunc: each request then
+	// carries the limit of each of its checks (the part's own, or its
+	// key's), and a Reset resetLimits.
+	keyed       bool
+	resetLimits []*redisbatch.Limit
 }
 
 // newRedisParts returns the Redis engine of limiters, or an error unless
@@ -42,9 +47,6 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 		if r.client == nil {
 			return nil, fmt.Errorf("part %d is a zero-value %T", i, l)
 		}
-		if r.policyFunc != nil {
-			return nil, fmt.Errorf("part %d chooses its policy per key (WithPolicyFunc), which a Composite does not support", i)
-		}
 		if i > 0 && !sameClient(r.client, rp.parts[0].client) {
 			return nil, fmt.Errorf("parts 0 and %d have different Redis clients", i)
 		}
@@ -52,9 +54,62 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 		rp.debts = append(rp.debts, r.debt.units(int64(r.limit)))
 		limits[i] = r.own
 		coalesce = coalesce && r.send.Coalesces()
+		rp.keyed = rp.keyed || r.policyFunc != nil
 	}
-	rp.send = newSender(rp.parts[0].client, limits, coalesce)
+	if rp.keyed {
+		rp.resetLimits = make([]*redisbatch.Limit, len(limits))
+		for i, r := range rp.parts {
+			rp.resetLimits[i] = r.own
+			if r.policyFunc != nil {
+				rp.resetLimits[i] = r.resetLimit
+			}
+		}
+		limits = nil // each request carries its checks' limits
+	}
+	rp.send = newSender(rp.parts[0].client, limits, len(rp.parts), coalesce)
 	return rp, nil
+}
+
+// policyFunc returns part i's PolicyFunc resolver; nil for a part of one
+// policy.
+func (rp *redisParts) policyFunc(i int) *policyFunc { return rp.parts[i].policyFunc }
+
+// own returns part i's own policy in the script's numbers: its limit, and
+// its param (µs per unit, or a window in ms).
+func (rp *redisParts) own(i int) partRate {
+	r := rp.parts[i]
+	return partRate{limit: int64(r.limit), param: r.own.Param}
+}
+
+// setLimits sets p's Limits, when a part was built WithPolicyFunc, to the
+// script's limits of the parts' policies, rates.
+func (rp *redisParts) setLimits(p *redisbatch.Request, rates []partRate) {
+	if !rp.keyed {
+		return
+	}
+	for i, r := range rp.parts {
+		p.Limits[i] = r.own
+		if r.policyFunc != nil {
+			p.Limits[i] = r.limits.Get(rates[i].limit, rates[i].param)
+		}
+	}
+}
+
+// maxDebts returns the most debt, in units, a Settle may leave on each
+// part's key: under its own policy (rp.debts, read only), or, for a keyed
+// part, under its key's policy in rates.
+func (rp *redisParts) maxDebts(rates []partRate) []int64 {
+	if !rp.keyed || rates == nil {
+		return rp.debts
+	}
+	debts := make([]int64, len(rp.parts))
+	for i, r := range rp.parts {
+		debts[i] = rp.debts[i]
+		if r.policyFunc != nil {
+			debts[i] = r.debt.units(rates[i].limit)
+		}
+	}
+	return debts
 }
 
 // observer returns part i's observer.
@@ -64,10 +119,8 @@ func (rp *redisParts) observer(i int) *observer { return &rp.parts[i].obs }
 // their Redis keys, which must differ, and on a cluster or ring share a
 // hash slot.
 func (rp *redisParts) request(ctx context.Context, keys []string) (*redisbatch.Request, error) {
-	p := &redisbatch.Request{Ctx: ctx, Key: rp.parts[0].prefix + keys[0]}
-	if len(keys) > 1 {
-		p.More = make([]string, len(keys)-1)
-	}
+	p := rp.newRequest()
+	p.Ctx, p.Key = ctx, rp.parts[0].prefix+keys[0]
 	for i := 1; i < len(keys); i++ {
 		k := rp.parts[i].prefix + keys[i]
 		p.More[i-1] = k
@@ -80,6 +133,35 @@ func (rp *redisParts) request(ctx context.Context, keys []string) (*redisbatch.R
 		}
 	}
 	return p, nil
+}
+
+// partsRequest is a request of up to four parts with its slices, in one
+// allocation: a request outlives the call that made it (it may wait in a
+// batch after its caller gave up), so it cannot use the call's buffers.
+type partsRequest struct {
+	req    redisbatch.Request
+	more   [3]string
+	costs  [4]int
+	limits [4]*redisbatch.Limit
+}
+
+// newRequest returns an empty request with More, Costs and, when a part
+// was built WithPolicyFunc, Limits of the parts' length.
+func (rp *redisParts) newRequest() *redisbatch.Request {
+	n := len(rp.parts)
+	if n > len(partsRequest{}.costs) {
+		p := &redisbatch.Request{More: make([]string, n-1), Costs: make([]int, n)}
+		if rp.keyed {
+			p.Limits = make([]*redisbatch.Limit, n)
+		}
+		return p
+	}
+	b := &partsRequest{}
+	b.req.More, b.req.Costs = b.more[:n-1], b.costs[:n]
+	if rp.keyed {
+		b.req.Limits = b.limits[:n]
+	}
+	return &b.req
 }
 
 // sameClient reports whether a and b are the same client: equal values of
@@ -98,28 +180,31 @@ func checkKey(p *redisbatch.Request, i int) string {
 	return p.More[i-1]
 }
 
-// allow decides costs[i] for part i's key, all or nothing, and sets each
-// part's Result.
-func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, results []Result) error {
+// allow decides costs[i] for part i's key, all or nothing, each part by
+// its policy in rates (nil: each part's own), and sets each part's Result.
+func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, rates []partRate, results []Result) error {
 	p, err := rp.request(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
-	p.Costs = append([]int(nil), costs...) // p outlives the call's buffers
-	return rp.do(p, results)
+	copy(p.Costs, costs)
+	rp.setLimits(p, rates)
+	return rp.do(p, rates, results)
 }
 
 // settle applies to every part's key, or to none, the Settle whose cost
-// minus taken is changes[i] for part i, and sets each part's Result.
-func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, a adjustment, results []Result) error {
+// minus taken is changes[i] for part i, each part by its policy in rates
+// (nil: each part's own), and sets each part's Result.
+func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, a adjustment, rates []partRate, results []Result) error {
 	p, err := rp.request(ctx, keys)
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
-	p.Costs = append([]int(nil), changes...) // p outlives the call's buffers
+	copy(p.Costs, changes)
+	rp.setLimits(p, rates)
 	settleRequest(rp.send, p, a)
-	p.Settlement.MaxDebts = rp.debts // read only
-	return rp.do(p, results)
+	p.Settlement.MaxDebts = rp.maxDebts(rates)
+	return rp.do(p, rates, results)
 }
 
 // reset empties every part's key, or none.
@@ -128,16 +213,20 @@ func (rp *redisParts) reset(ctx context.Context, keys []string) error {
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
-	p.Op = redisbatch.Reset
+	p.Op, p.Costs = redisbatch.Reset, nil
+	if rp.keyed {
+		copy(p.Limits, rp.resetLimits)
+	}
 	var buf partsBuffer
 	_, _, results := buf.slices(len(keys))
-	return rp.do(p, results)
+	return rp.do(p, nil, results)
 }
 
 // do sends p and sets results from its record of the reply: one check's
-// verdict per part, all with the same verdict; or a refusal naming part i
-// when its key does not hold its limiter's state.
-func (rp *redisParts) do(p *redisbatch.Request, results []Result) error {
+// verdict per part, all with the same verdict, of the part's limit in
+// rates (nil: its own); or a refusal naming part i when its key does not
+// hold its limiter's state.
+func (rp *redisParts) do(p *redisbatch.Request, rates []partRate, results []Result) error {
 	if !rp.send.Do(p) {
 		return fmt.Errorf("ratelimit: Composite %q: %w: %w", p.Key, ErrBackend, p.Ctx.Err())
 	}
@@ -156,7 +245,11 @@ func (rp *redisParts) do(p *redisbatch.Request, results []Result) error {
 		return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.Key, ErrBackend, record)
 	}
 	for i, r := range rp.parts {
-		res, err := resultOf(record.Check(i), r.limit, true)
+		limit := r.limit
+		if rates != nil {
+			limit = int(rates[i].limit)
+		}
+		res, err := resultOf(record.Check(i), limit, true)
 		if err != nil || i > 0 && res.Allowed != results[0].Allowed {
 			return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.Key, ErrBackend, record)
 		}

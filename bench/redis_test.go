@@ -178,6 +178,19 @@ func redisImpls() []redisImpl {
 				ratelimit.Part{Name: "window", Limiter: window})
 			return ratelimitDecisions(tb, l, err)
 		}},
+		// Requests and tokens per period in one decision: a GCRA that
+		// counts calls and a token bucket of units, of one policy each.
+		{"ratelimit-Composite-RedisGCRA+RedisTokenBucket", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
+			l, err := compositeOfPlans(tb, c, cfg, nil)
+			return ratelimitDecisions(tb, l, err)
+		}},
+		// The same Composite whose parts choose their policy per key
+		// (WithPolicyFunc), from a map of plans: each request carries each
+		// part's key's limit.
+		{"ratelimit-Composite-RedisGCRA+RedisTokenBucket-WithPolicyFunc", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
+			l, err := compositeOfPlans(tb, c, cfg, benchPlans(cfg))
+			return ratelimitDecisions(tb, l, err)
+		}},
 		// go-redis/redis_rate v10: GCRA in a Lua script (EVALSHA through
 		// redis.Script), limit per period, burst limit.
 		{"redis_rate", func(_ testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
@@ -228,6 +241,42 @@ func redisImpls() []redisImpl {
 			}
 		}},
 	}
+}
+
+// benchPlans returns a PolicyFunc that gives a key one of three plans by
+// the last character of its key, from a map, as a service would look a
+// tenant's plan up: cfg's own policy, and the same limit per twice and four
+// times the period (so that TestRedisRowsExact still sees each key's limit
+// exactly). Every plan allows far more than a benchmark run makes.
+func benchPlans(cfg redisConfig) ratelimit.PolicyFunc {
+	plans := map[string]ratelimit.Policy{}
+	for i := range 10 {
+		plans[strconv.Itoa(i)] = ratelimit.Policy{Limit: cfg.limit, Window: cfg.period << (i % 3)}
+	}
+	return func(_ context.Context, key string) (ratelimit.Policy, error) {
+		return plans[key[len(key)-1:]], nil
+	}
+}
+
+// compositeOfPlans returns a Composite of requests (a RedisGCRA counting
+// calls) and tokens (a RedisTokenBucket) per period on cfg, each built
+// WithPolicyFunc(f) when f is not nil.
+func compositeOfPlans(tb testing.TB, c *redis.Client, cfg redisConfig, f ratelimit.PolicyFunc) (ratelimit.Limiter, error) {
+	var opts []ratelimit.Option
+	if f != nil {
+		opts = append(opts, ratelimit.WithPolicyFunc(f))
+	}
+	requests, err := ratelimit.NewRedisGCRA(c, cfg.limit, cfg.period, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tokens, err := ratelimit.NewRedisTokenBucket(c, cfg.limit, cfg.rate(), opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ratelimit.NewComposite(
+		ratelimit.Part{Name: "requests", Limiter: requests, PerCall: true},
+		ratelimit.Part{Name: "tokens", Limiter: tokens})
 }
 
 // ratelimitDecisions is the forKey of a ratelimit limiter: one token of key

@@ -69,7 +69,7 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 	c := s.checks
 	nkeys, nargs := 0, 1+len(s.limits) // R, then S and the limits
 	if s.limits == nil {
-		nargs = 2 + 3*len(batch) // at most one limit per request
+		nargs = 2 + 3*c*len(batch) // at most one limit per check
 	}
 	for _, p := range batch {
 		nkeys += c
@@ -98,11 +98,11 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 	}
 	args, once := s.appendCount(args, len(batch))
 	// Check i (from 1) of a request refers to limit i, or, when each
-	// request carries its own, to its own: limits[j] + 1.
+	// request carries its own, to its own: limits[j*c+i-1] + 1.
 	var limits []int
 	if s.limits == nil {
 		var own []*Limit
-		own, limits = distinctLimits(batch)
+		own, limits = distinctLimits(batch, c)
 		args = append(args, len(own))
 		for _, l := range own {
 			args = append(args, l.args[:]...)
@@ -110,21 +110,24 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 	} else {
 		args = append(args, s.limits...)
 	}
-	base := 0
-	for j, p := range batch {
+	// ref returns the number of the limit of check i (from 1) of request j.
+	ref := func(j, i int) int {
 		if limits != nil {
-			base = limits[j]
+			return limits[j*c+i-1] + 1
 		}
+		return i
+	}
+	for j, p := range batch {
 		switch p.Op {
 		case Allow:
 			args = append(args, c)
 			for i := 1; i <= c; i++ {
-				args = append(args, base+i, p.cost(i-1))
+				args = append(args, ref(j, i), p.cost(i-1))
 			}
 		case Reset:
 			args = append(args, "X", c)
 			for i := 1; i <= c; i++ {
-				args = append(args, base+i)
+				args = append(args, ref(j, i))
 			}
 		case Settle:
 			ttl := 0
@@ -133,7 +136,7 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 			}
 			args = append(args, "S", c, p.Settlement.Age, ttl)
 			for i := 1; i <= c; i++ {
-				args = append(args, base+i, p.cost(i-1), p.Settlement.maxDebt(i-1))
+				args = append(args, ref(j, i), p.cost(i-1), p.Settlement.maxDebt(i-1))
 			}
 		}
 	}
@@ -159,27 +162,31 @@ func (s *Sender) finish(ctx context.Context, args []any, once *onceArg) *redis.C
 	return cmd
 }
 
-// distinctLimits returns the distinct limits of a batch of requests that
-// carry their own (Request.Limit), and the index of each request's among
-// them: a batch of one plan sends its limit once. It compares with the
-// first maxSharedLimits distinct limits only, so that a batch of many
-// policies costs no more than one limit per request.
-func distinctLimits(batch []*Request) ([]*Limit, []int) {
+// distinctLimits returns the distinct limits of a batch of requests of c
+// checks each that carry their own (Request.Limit or Request.Limits), and
+// the index among them of each check's, check i of request j at j·c+i: a
+// batch of one plan sends its limit once. It compares with the first
+// maxSharedLimits distinct limits only, so that a batch of many policies
+// costs no more than one limit per check.
+func distinctLimits(batch []*Request, c int) ([]*Limit, []int) {
 	own := make([]*Limit, 0, 4)
-	index := make([]int, len(batch))
+	index := make([]int, len(batch)*c)
 	for j, p := range batch {
-		k := -1
-		for i, l := range own[:min(len(own), maxSharedLimits)] {
-			if l.same(p.Limit) {
-				k = i
-				break
+		for i := range c {
+			l := p.limit(i)
+			k := -1
+			for m, o := range own[:min(len(own), maxSharedLimits)] {
+				if o.same(l) {
+					k = m
+					break
+				}
 			}
+			if k < 0 {
+				k = len(own)
+				own = append(own, l)
+			}
+			index[j*c+i] = k
 		}
-		if k < 0 {
-			k = len(own)
-			own = append(own, p.Limit)
-		}
-		index[j] = k
 	}
 	return own, index
 }

@@ -40,22 +40,23 @@ func (l *Limit) same(m *Limit) bool {
 
 // LimitCache holds the Limits of the policies a limiter whose policy is
 // chosen per key used last, so that a call of a policy in use allocates
-// none: one entry per slot, replaced by the next policy that lands there,
-// so its memory is bounded whatever the number of policies. Its zero value
-// is not usable; make one with NewLimitCache. It is safe for concurrent
-// use.
+// none. Each policy may sit in either of two slots its hash picks, so that
+// two policies that share one slot both stay; a new policy takes an empty
+// one of its two, or replaces the first. Its memory is bounded whatever the
+// number of policies. Its zero value is not usable; make one with
+// NewLimitCache. It is safe for concurrent use.
 type LimitCache struct {
 	kind  Kind
 	slots [cacheSlots]atomic.Pointer[Limit]
 }
 
-// cacheSlots is how many policies a LimitCache holds: enough for the plans
-// of a service; per-customer overrides beyond it cost a small allocation
-// per call.
+// cacheSlots is how many policies a LimitCache holds at most: enough for
+// the plans of a service; per-customer overrides beyond it cost a small
+// allocation per call.
 const cacheSlots = 1 << cacheBits
 
-// cacheBits is the bits of a policy's hash that pick its slot.
-const cacheBits = 4
+// cacheBits is the bits of a policy's hash that pick each of its slots.
+const cacheBits = 5
 
 // NewLimitCache returns an empty LimitCache of Limits of kind.
 func NewLimitCache(kind Kind) *LimitCache { return &LimitCache{kind: kind} }
@@ -63,13 +64,24 @@ func NewLimitCache(kind Kind) *LimitCache { return &LimitCache{kind: kind} }
 // Get returns the Limit of the cache's kind, units and param.
 func (c *LimitCache) Get(units, param int64) *Limit {
 	// A multiplicative hash, so that policies whose numbers share factors
-	// (windows of whole seconds, say) still spread over the slots.
+	// (windows of whole seconds, say) still spread over the slots; its top
+	// bits pick the first slot, the next ones the second.
 	h := (uint64(units)*0x9E3779B97F4A7C15 ^ uint64(param)) * 0xBF58476D1CE4E5B9
-	slot := &c.slots[h>>(64-cacheBits)]
-	if l := slot.Load(); l != nil && l.Units == units && l.Param == param {
-		return l
+	first := &c.slots[h>>(64-cacheBits)]
+	second := &c.slots[(h>>(64-2*cacheBits))%cacheSlots]
+	a := first.Load()
+	if a != nil && a.Units == units && a.Param == param {
+		return a
+	}
+	b := second.Load()
+	if b != nil && b.Units == units && b.Param == param {
+		return b
 	}
 	l := NewLimit(c.kind, units, param)
-	slot.Store(l)
+	if a != nil && b == nil {
+		second.Store(l)
+	} else {
+		first.Store(l)
+	}
 	return l
 }

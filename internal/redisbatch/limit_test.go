@@ -25,3 +25,16 @@ func TestLimitCacheKeepsThePoliciesInUse(t *testing.T) {
 		}
 	}
 }
+
+func TestLimitCacheKeepsTwoPoliciesOfOneSlot(t *testing.T) {
+	// The first two have the same first slot, and not the same second.
+	plans := [][2]int64{{1_000_000, 1000}, {1_000_000, 40_000}, {1_000_000, 2000}, {1_000_000, 4000}}
+	c := NewLimitCache(GCRAWithInterval)
+	first := make([]*Limit, len(plans))
+	for i, p := range plans {
+		first[i] = c.Get(p[0], p[1])
+	}
+	for i, p := range plans {
+		assert.Same(t, first[i], c.Get(p[0], p[1]), "plan %v is still cached", p)
+	}
+}

@@ -29,8 +29,12 @@ type Request struct {
 	N     int
 	Costs []int
 	// Limit is the request's own limit, when its Sender was made without
-	// limits (Config.Limits): it then has one check.
+	// limits (Config.Limits) and it has one check.
 	Limit *Limit
+	// Limits are the limits of its checks, one per check in order, when
+	// its Sender was made without limits and it has several checks (a
+	// Composite whose parts choose their policy per key).
+	Limits []*Limit
 	// Settlement is a Settle's age and token; nil for an Allow or a Reset.
 	Settlement *Settlement
 
@@ -69,6 +73,15 @@ func (s *Settlement) maxDebt(i int) int64 {
 
 // checks returns how many checks r has: one per key.
 func (r *Request) checks() int { return 1 + len(r.More) }
+
+// limit returns the limit of r's check i, for a request that carries its
+// own.
+func (r *Request) limit(i int) *Limit {
+	if r.Limits != nil {
+		return r.Limits[i]
+	}
+	return r.Limit
+}
 
 // cost returns the cost of r's check i.
 func (r *Request) cost(i int) int {

@@ -40,9 +40,13 @@ type Config struct {
 	Client redis.Scripter
 	Script Script
 	// Limits are the limits of every request's checks, one check per
-	// limit in order; empty when each request carries its own Limit
-	// (Request.Limit) and has one check.
+	// limit in order; empty when each request carries its own
+	// (Request.Limit, or Request.Limits for several checks).
 	Limits []*Limit
+	// Checks is the number of checks of every request when Limits is
+	// empty: 0 or 1 for one, each carrying Request.Limit; more for a
+	// Composite's requests, each carrying Request.Limits.
+	Checks int
 	// Coalesce gathers the requests that arrive while others are in flight
 	// into one script call (see coalescer); a client whose routing is
 	// unknown never coalesces.
@@ -75,7 +79,7 @@ func NewSender(cfg Config) *Sender {
 		script:   cfg.Script,
 		route:    routeOf(cfg.Client),
 		once:     sendsOnce(cfg.Client),
-		checks:   max(1, len(cfg.Limits)),
+		checks:   max(1, len(cfg.Limits), cfg.Checks),
 		tokenTTL: int(cfg.TokenTTL / time.Millisecond),
 	}
 	if len(cfg.Limits) > 0 {
