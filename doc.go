@@ -77,7 +77,9 @@
 // WithPolicyFunc makes any of the six limiters choose each call's Policy
 // from its key and context: plans and per-customer overrides, changed live.
 // A key keeps what it has used across a change; nothing is kept per policy.
-// See docs/rollout.md.
+// A PolicyTable shares such policies, and the flags Shadows follow, among a
+// fleet through Redis: each replica reads its own copy, which Run keeps
+// current. See docs/rollout.md and docs/production.md.
 //
 // # Metrics
 //

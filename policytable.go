@@ -74,6 +74,9 @@ type PolicyTableConfig struct {
 // or with Seed, which writes only if the table is still missing, so that
 // every replica may call it (from OnError, say) and the first one wins.
 //
+// The PolicyTable example shows a replica that seeds the table, follows a
+// flag with a Shadow, and re-seeds the table when it goes missing.
+//
 // A PolicyTable is safe for concurrent use. Create one with NewPolicyTable.
 type PolicyTable struct {
 	client  redis.UniversalClient
