@@ -113,6 +113,9 @@ func activeAdjustHooks(h Hooks) AdjustHooks {
 // tokenOf returns the WithToken token among opts, "" without one. It is
 // read only for the hooks, after the call has checked opts.
 func tokenOf(opts []AdjustOption) string {
+	if len(opts) == 0 {
+		return "" // a escapes to the heap
+	}
 	var a adjustment
 	for _, opt := range opts {
 		if opt != nil {
