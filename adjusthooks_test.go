@@ -9,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
 
 // adjustRecorder is a Hooks that also keeps the adjustments it is told of.
@@ -125,49 +127,81 @@ func adjustSubjects() []adjustSubject {
 }
 
 func TestEveryAdjusterReportsItsAdjustmentsToAdjustHooks(t *testing.T) {
-	ctx := context.Background()
 	for _, s := range adjustSubjects() {
 		t.Run(s.name, func(t *testing.T) {
-			h := &adjustRecorder{}
 			_, client, _ := miniredisClock(t)
-			l := s.build(t, h, client)
-			ev := func(op AdjustOp, taken, cost int, token string, res Result) AdjustEvent {
-				return AdjustEvent{Limiter: s.reporter, Op: op, Key: "k", Taken: taken, Cost: cost, Token: token, Result: res}
-			}
-
-			res, err := l.Allow(ctx, "k", 2)
-			require.NoError(t, err)
-			require.True(t, res.Allowed)
-			assert.Empty(t, h.take(t, nil), "a decision is no adjustment")
-
-			res, err = l.Settle(ctx, "k", 2, 3, WithToken("req-1"))
-			require.NoError(t, err)
-			assert.Equal(t, 0, res.Remaining)
-			assert.Equal(t, []AdjustEvent{ev(AdjustSettle, 2, 3, "req-1", res)}, h.take(t, nil))
-
-			res, err = l.Refund(ctx, "k", 1)
-			require.NoError(t, err)
-			assert.Equal(t, 1, res.Remaining)
-			assert.Equal(t, []AdjustEvent{ev(AdjustRefund, 1, 0, "", res)}, h.take(t, nil))
-
-			res, err = l.Settle(ctx, "k", -1, 2)
-			require.ErrorIs(t, err, ErrInvalidCost)
-			assert.Equal(t, Result{Limit: 3}, res)
-			assert.Equal(t, []AdjustEvent{ev(AdjustSettle, -1, 2, "", res)}, h.take(t, ErrInvalidCost),
-				"a refused adjustment is reported with its error")
-
-			_, err = l.Settle(ctx, "k", 0, 1, WithToken(""))
-			require.ErrorIs(t, err, ErrInvalidConfig)
-			assert.Len(t, h.take(t, ErrInvalidConfig), 1, "a bad option is reported with its error")
-
-			require.NoError(t, l.Reset(ctx, "k"))
-			assert.Equal(t, []AdjustEvent{ev(AdjustReset, 0, 0, "", Result{})}, h.take(t, nil))
-
-			res, err = l.Allow(ctx, "k", 3)
-			require.NoError(t, err)
-			assert.True(t, res.Allowed, "the Reset was applied")
+			checkAdjustReports(t, s, client)
 		})
 	}
+}
+
+// checkAdjustReports runs Settles, a Refund, refused adjustments and a
+// Reset through s, built on client, and checks what each reports.
+func checkAdjustReports(t *testing.T, s adjustSubject, client *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	h := &adjustRecorder{}
+	l := s.build(t, h, client)
+	ev := func(op AdjustOp, taken, cost int, token string, res Result) AdjustEvent {
+		return AdjustEvent{Limiter: s.reporter, Op: op, Key: "k", Taken: taken, Cost: cost, Token: token, Result: res}
+	}
+
+	res, err := l.Allow(ctx, "k", 2)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	assert.Empty(t, h.take(t, nil), "a decision is no adjustment")
+
+	res, err = l.Settle(ctx, "k", 2, 3, WithToken("req-1"))
+	require.NoError(t, err)
+	assert.Equal(t, 0, res.Remaining)
+	assert.Equal(t, []AdjustEvent{ev(AdjustSettle, 2, 3, "req-1", res)}, h.take(t, nil))
+
+	res, err = l.Refund(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Remaining)
+	assert.Equal(t, []AdjustEvent{ev(AdjustRefund, 1, 0, "", res)}, h.take(t, nil))
+
+	res, err = l.Settle(ctx, "k", -1, 2)
+	require.ErrorIs(t, err, ErrInvalidCost)
+	assert.Equal(t, Result{Limit: 3}, res)
+	assert.Equal(t, []AdjustEvent{ev(AdjustSettle, -1, 2, "", res)}, h.take(t, ErrInvalidCost),
+		"a refused adjustment is reported with its error")
+
+	_, err = l.Settle(ctx, "k", 0, 1, WithToken(""))
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Len(t, h.take(t, ErrInvalidConfig), 1, "a bad option is reported with its error")
+
+	require.NoError(t, l.Reset(ctx, "k"))
+	assert.Equal(t, []AdjustEvent{ev(AdjustReset, 0, 0, "", Result{})}, h.take(t, nil))
+
+	res, err = l.Allow(ctx, "k", 3)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "the Reset was applied")
+}
+
+func TestRealRedisAdjustmentsAreReportedAndFailWhenTheServerIsGone(t *testing.T) {
+	server := redistest.Start(t)
+	client := server.Client(t, func(o *redis.Options) { o.MaxRetries, o.DialerRetries = -1, 1 })
+	for _, s := range adjustSubjects() {
+		if s.redis {
+			t.Run(s.name, func(t *testing.T) {
+				require.NoError(t, client.FlushAll(context.Background()).Err())
+				checkAdjustReports(t, s, client)
+			})
+		}
+	}
+	t.Run("Composite", func(t *testing.T) {
+		require.NoError(t, client.FlushAll(context.Background()).Err())
+		checkCompositeReports(t, compositeSubjects()["Redis"], client)
+	})
+	h := &adjustRecorder{}
+	l, err := NewRedisGCRA(client, 3, 3*time.Second, WithHooks(h))
+	require.NoError(t, err)
+	server.Kill()
+	res, err := l.Settle(context.Background(), "k", 1, 2, WithToken("req-2"))
+	require.ErrorIs(t, err, ErrBackend)
+	assert.Equal(t, []AdjustEvent{{Limiter: "RedisGCRA", Op: AdjustSettle, Key: "k", Taken: 1, Cost: 2, Token: "req-2", Result: res}},
+		h.take(t, ErrBackend))
 }
 
 func TestAdjustmentsRedisCouldNotApplyAreReportedWithTheBackendError(t *testing.T) {
@@ -200,6 +234,21 @@ func TestAdjustmentsRedisCouldNotApplyAreReportedWithTheBackendError(t *testing.
 			assert.Equal(t, []AdjustEvent{{Limiter: s.reporter, Op: AdjustReset, Key: "k"}}, h.take(t, ErrBackend))
 		})
 	}
+	t.Run("Composite", func(t *testing.T) {
+		h := &adjustRecorder{}
+		m, _, _ := miniredisClock(t)
+		client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
+		t.Cleanup(func() { _ = client.Close() })
+		c := compositeSubjects()["Redis"](t, h, client)
+		m.Close()
+
+		_, err := c.Settle(ctx, "k", 2, 3)
+		require.ErrorIs(t, err, ErrBackend)
+		assert.Equal(t, []AdjustEvent{
+			{Limiter: "units", Op: AdjustSettle, Key: "k", Taken: 2, Cost: 3, Result: Result{Limit: 3}},
+			{Limiter: "calls", Op: AdjustSettle, Key: "tenant", Taken: 1, Cost: 1, Result: Result{Limit: 10}},
+		}, h.take(t, ErrBackend), "each part reports its own key and the call's error")
+	})
 }
 
 // compositeSubjects build a Composite of a part counting units on the
@@ -233,51 +282,58 @@ func compositeSubjects() map[string]func(t *testing.T, h Hooks, client *redis.Cl
 }
 
 func TestCompositePartsReportTheirOwnShareOfAnAdjustment(t *testing.T) {
-	ctx := context.Background()
 	for name, build := range compositeSubjects() {
 		t.Run(name, func(t *testing.T) {
-			h := &adjustRecorder{}
 			_, client, _ := miniredisClock(t)
-			c := build(t, h, client)
-			_, err := c.Allow(ctx, "k", 2)
-			require.NoError(t, err)
-			_, err = c.Allow(ctx, "k", 1)
-			require.NoError(t, err)
-
-			_, err = c.Settle(ctx, "k", 1, 0, WithToken("req-1"))
-			require.NoError(t, err)
-			got := h.take(t, nil)
-			require.Len(t, got, 2)
-			assert.Equal(t, AdjustEvent{Limiter: "units", Op: AdjustSettle, Key: "k", Taken: 1, Cost: 0, Token: "req-1",
-				Result: got[0].Result}, got[0])
-			assert.Equal(t, 1, got[0].Result.Remaining, "3 - 2 - 1 + 1")
-			assert.Equal(t, AdjustEvent{Limiter: "calls", Op: AdjustSettle, Key: "tenant", Taken: 1, Cost: 0, Token: "req-1",
-				Result: got[1].Result}, got[1], "a part counting calls reports the call it gave back")
-			assert.Equal(t, 9, got[1].Result.Remaining, "10 - 2 calls + 1 given back")
-
-			_, err = c.Refund(ctx, "k", 1)
-			require.NoError(t, err)
-			got = h.take(t, nil)
-			require.Len(t, got, 2)
-			assert.Equal(t, AdjustRefund, got[0].Op)
-			assert.Equal(t, 2, got[0].Result.Remaining)
-			assert.Equal(t, [2]int{1, 0}, [2]int{got[1].Taken, got[1].Cost})
-			assert.Equal(t, 10, got[1].Result.Remaining)
-
-			_, err = c.Settle(ctx, "k", 4, 4)
-			require.ErrorIs(t, err, ErrCostExceedsLimit)
-			assert.Equal(t, []AdjustEvent{
-				{Limiter: "units", Op: AdjustSettle, Key: "k", Taken: 4, Cost: 4, Result: Result{Limit: 3}},
-				{Limiter: "calls", Op: AdjustSettle, Key: "k", Taken: 1, Cost: 1, Result: Result{Limit: 10}},
-			}, h.take(t, ErrCostExceedsLimit), "an error before the parts' keys were derived reports the call's key")
-
-			require.NoError(t, c.Reset(ctx, "k"))
-			assert.Equal(t, []AdjustEvent{
-				{Limiter: "units", Op: AdjustReset, Key: "k"},
-				{Limiter: "calls", Op: AdjustReset, Key: "tenant"},
-			}, h.take(t, nil))
+			checkCompositeReports(t, build, client)
 		})
 	}
+}
+
+// checkCompositeReports runs adjustments through a Composite build makes
+// on client, and checks what each part reports.
+func checkCompositeReports(t *testing.T, build func(t *testing.T, h Hooks, client *redis.Client) *Composite, client *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	h := &adjustRecorder{}
+	c := build(t, h, client)
+	_, err := c.Allow(ctx, "k", 2)
+	require.NoError(t, err)
+	_, err = c.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+
+	_, err = c.Settle(ctx, "k", 1, 0, WithToken("req-1"))
+	require.NoError(t, err)
+	got := h.take(t, nil)
+	require.Len(t, got, 2)
+	assert.Equal(t, AdjustEvent{Limiter: "units", Op: AdjustSettle, Key: "k", Taken: 1, Cost: 0, Token: "req-1",
+		Result: got[0].Result}, got[0])
+	assert.Equal(t, 1, got[0].Result.Remaining, "3 - 2 - 1 + 1")
+	assert.Equal(t, AdjustEvent{Limiter: "calls", Op: AdjustSettle, Key: "tenant", Taken: 1, Cost: 0, Token: "req-1",
+		Result: got[1].Result}, got[1], "a part counting calls reports the call it gave back")
+	assert.Equal(t, 9, got[1].Result.Remaining, "10 - 2 calls + 1 given back")
+
+	_, err = c.Refund(ctx, "k", 1)
+	require.NoError(t, err)
+	got = h.take(t, nil)
+	require.Len(t, got, 2)
+	assert.Equal(t, AdjustRefund, got[0].Op)
+	assert.Equal(t, 2, got[0].Result.Remaining)
+	assert.Equal(t, [2]int{1, 0}, [2]int{got[1].Taken, got[1].Cost})
+	assert.Equal(t, 10, got[1].Result.Remaining)
+
+	_, err = c.Settle(ctx, "k", 4, 4)
+	require.ErrorIs(t, err, ErrCostExceedsLimit)
+	assert.Equal(t, []AdjustEvent{
+		{Limiter: "units", Op: AdjustSettle, Key: "k", Taken: 4, Cost: 4, Result: Result{Limit: 3}},
+		{Limiter: "calls", Op: AdjustSettle, Key: "k", Taken: 1, Cost: 1, Result: Result{Limit: 10}},
+	}, h.take(t, ErrCostExceedsLimit), "an error before the parts' keys were derived reports the call's key")
+
+	require.NoError(t, c.Reset(ctx, "k"))
+	assert.Equal(t, []AdjustEvent{
+		{Limiter: "units", Op: AdjustReset, Key: "k"},
+		{Limiter: "calls", Op: AdjustReset, Key: "tenant"},
+	}, h.take(t, nil))
 }
 
 func TestHooksWithoutAdjustedHearOnlyDecisions(t *testing.T) {
