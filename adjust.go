@@ -111,6 +111,11 @@ const maxTokenLen = 128
 // tokens that are empty or longer than maxTokenLen. kind names the limiter
 // in errors.
 func adjustOptions(kind string, opts []AdjustOption) (adjustment, error) {
+	if len(opts) == 0 {
+		// a escapes to the heap, as the options are opaque: a call
+		// without options allocates nothing.
+		return adjustment{}, nil
+	}
 	var a adjustment
 	for i, opt := range opts {
 		if opt == nil {

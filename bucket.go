@@ -85,7 +85,10 @@ func (b *TokenBucket) Policies(ctx context.Context, key string) ([]NamedPolicy, 
 // Refund gives n tokens back to key, never above the limit. It is
 // Settle(ctx, key, n, 0, opts...).
 func (b *TokenBucket) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	return b.Settle(ctx, key, n, 0, opts...)
+	if !(*schedule)(b).built() {
+		return Result{}, notBuilt("TokenBucket")
+	}
+	return (*schedule)(b).adjust(ctx, AdjustRefund, "TokenBucket", key, n, 0, opts)
 }
 
 // Settle replaces taken, the tokens an allowed call took from key, by cost:
@@ -96,7 +99,7 @@ func (b *TokenBucket) Settle(ctx context.Context, key string, taken, cost int, o
 	if !(*schedule)(b).built() {
 		return Result{}, notBuilt("TokenBucket")
 	}
-	return (*schedule)(b).settleAny(ctx, "TokenBucket", key, taken, cost, opts)
+	return (*schedule)(b).adjust(ctx, AdjustSettle, "TokenBucket", key, taken, cost, opts)
 }
 
 // Reset returns key to its full limit. ctx is not used. It fails only on a
@@ -105,7 +108,7 @@ func (b *TokenBucket) Reset(_ context.Context, key string) error {
 	if !(*schedule)(b).built() {
 		return notBuilt("TokenBucket")
 	}
-	(*schedule)(b).resetAny(key)
+	(*schedule)(b).resetReported(key)
 	return nil
 }
 

@@ -84,6 +84,9 @@ type Composite struct {
 	// observers are the parts' observers when any part was built
 	// WithHooks (nil entries for the others); nil when none was.
 	observers []*observer
+	// adjusters are those of observers that hear of adjustments (nil
+	// entries for the others); nil when none does.
+	adjusters []*observer
 }
 
 // maxPolicyName bounds a Part's Name.
@@ -125,6 +128,7 @@ func NewComposite(parts ...Part) (*Composite, error) {
 		c.observers = observers(len(parts), c.local.observer)
 		c.keyed = newKeyedParts(len(parts), c.local.policyFunc, c.local.own, c.local.unit)
 		c.settleTight, c.settleLimit = c.settleBound()
+		c.adjusters = adjusters(c.observers)
 		return c, nil
 	}
 	if c.remote, remoteErr = newRedisParts(limiters); remoteErr == nil {
@@ -132,6 +136,7 @@ func NewComposite(parts ...Part) (*Composite, error) {
 		c.observers = observers(len(parts), c.remote.observer)
 		c.keyed = newKeyedParts(len(parts), c.remote.policyFunc, c.remote.own, c.remote.unit)
 		c.settleTight, c.settleLimit = c.settleBound()
+		c.adjusters = adjusters(c.observers)
 		return c, nil
 	}
 	return nil, fmt.Errorf("%w: %s: the parts must be all in-process limiters of this package (%v) or all Redis limiters of this package on one client (%v)", ErrInvalidConfig, kind, localErr, remoteErr)
@@ -468,7 +473,7 @@ func combine(results []Result, b int) Result {
 // Refund gives n back to every part's key (see Adjuster), in one step: in
 // process under all the parts' locks, on Redis in one script call.
 func (c *Composite) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	return c.Settle(ctx, key, n, 0, opts...)
+	return c.adjust(ctx, AdjustRefund, key, n, 0, opts)
 }
 
 // Settle settles every part's key (see Adjuster), in one step: in process
@@ -477,9 +482,13 @@ func (c *Composite) Refund(ctx context.Context, key string, n int, opts ...Adjus
 // as Allow's. taken may be up to the smallest limit of the parts that
 // count units, or 2^52 when those parts are all built WithPolicyFunc.
 func (c *Composite) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	if c == nil || len(c.parts) == 0 {
-		return Result{}, notBuilt("Composite")
-	}
+	return c.adjust(ctx, AdjustSettle, key, taken, cost, opts)
+}
+
+// settle is Settle without the hooks, on a built c. It fills call's keys
+// with the parts' keys, its costs with what each takes (gives back when
+// negative), and its results with their Results.
+func (c *Composite) settle(ctx context.Context, key string, taken, cost int, opts []AdjustOption, call *partsCall) (Result, error) {
 	if ctx == nil {
 		return Result{Limit: c.policies[0].Limit}, fmt.Errorf("ratelimit: Composite: %w", errNilContext)
 	}
@@ -490,14 +499,12 @@ func (c *Composite) Settle(ctx context.Context, key string, taken, cost int, opt
 	if err := checkSettle(taken, cost, c.settleLimit); err != nil {
 		return Result{Limit: c.policies[c.settleTight].Limit}, fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[c.settleTight].Name, err)
 	}
-	var buf partsBuffer
-	call := c.newCall(&buf)
 	keys, changes, results := call.keys, call.costs, call.results
 	if err := c.keys(key, keys); err != nil {
 		return Result{Limit: c.policies[0].Limit}, err
 	}
 	if c.keyed != nil {
-		if i, err := c.resolve(ctx, &call); err != nil {
+		if i, err := c.resolve(ctx, call); err != nil {
 			return Result{Limit: call.policies[i].Limit}, err
 		}
 	}
@@ -520,11 +527,23 @@ func (c *Composite) Reset(ctx context.Context, key string) error {
 	if c == nil || len(c.parts) == 0 {
 		return notBuilt("Composite")
 	}
+	var buf partsBuffer
+	keys, _, _ := buf.slices(len(c.parts))
+	if c.adjusters == nil {
+		return c.reset(ctx, key, keys)
+	}
+	start := time.Now()
+	err := c.reset(ctx, key, keys)
+	c.reportAdjust(AdjustReset, key, 0, 0, nil, keys, nil, err, time.Since(start))
+	return err
+}
+
+// reset is Reset without the hooks, on a built c. It fills keys with the
+// parts' keys.
+func (c *Composite) reset(ctx context.Context, key string, keys []string) error {
 	if ctx == nil {
 		return fmt.Errorf("ratelimit: Composite: %w", errNilContext)
 	}
-	var buf partsBuffer
-	keys, _, _ := buf.slices(len(c.parts))
 	if err := c.keys(key, keys); err != nil {
 		return err
 	}

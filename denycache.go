@@ -52,7 +52,7 @@ import (
 // Shadow they would go on being answered for up to MaxAge after it stops
 // enforcing. A denial made while the backend's in-process clock had
 // stepped back is not remembered. It reports to Hooks only the calls it
-// answers itself, and reports its backend's policies as its own. For a
+// answers itself (and, to AdjustHooks, every adjustment), and reports its backend's policies as its own. For a
 // backend that does not say how its state moves (a Limiter of another
 // package, or a decorator of another package that does not pass Decide's
 // Decision on), only a denial of n with n-1 left is remembered, and it
@@ -64,8 +64,9 @@ import (
 // concurrent use. Create one with NewDenyCache.
 type DenyCache struct {
 	backend decorated
-	hooks   Hooks  // nil when nothing listens
-	name    string // in what it reports to hooks
+	hooks   Hooks       // nil when nothing listens
+	adjust  AdjustHooks // hooks, when they hear of adjustments; nil otherwise
+	name    string      // in what it reports to hooks
 	base    clockBase
 	maxAge  int64 // ns
 	maxKeys int64
@@ -103,7 +104,9 @@ type DenyCacheConfig struct {
 	// that many are held, new denials are not remembered until old ones
 	// are dropped, which happens within two MaxAges of their passing.
 	MaxKeys int
-	// Hooks receives the calls answered locally; nil means NopHooks.
+	// Hooks receives the calls answered locally; nil means NopHooks. When
+	// it implements AdjustHooks, it also receives every Refund, Settle and
+	// Reset the DenyCache forwards.
 	Hooks Hooks
 	// Name names the DenyCache in what it reports to Hooks (Decision's
 	// Limiter); "" means "DenyCache".
@@ -136,6 +139,7 @@ func NewDenyCache(backend Limiter, cfg DenyCacheConfig) (*DenyCache, error) {
 		seed:    maphash.MakeSeed(),
 		backend: decorate(backend),
 		hooks:   activeHooks(cfg.Hooks),
+		adjust:  activeAdjustHooks(cfg.Hooks),
 		name:    cmp.Or(cfg.Name, "DenyCache"),
 		maxAge:  min(int64(cfg.MaxAge), maxSpan),
 		maxKeys: int64(cfg.MaxKeys),
@@ -374,8 +378,13 @@ func (c *DenyCache) stamp(slots []uint16) uint64 {
 // gaveBack records a give-back on key: every denial of a key that shares
 // one of its part keys is forgotten.
 func (c *DenyCache) gaveBack(key string) {
-	for _, s := range c.slots(key) {
-		c.gens[s].Add(1)
+	if c.backend.keysOf == nil {
+		// A backend whose calls touch key alone, without allocating.
+		c.gens[c.slot(0, key)].Add(1)
+	} else {
+		for _, s := range c.slots(key) {
+			c.gens[s].Add(1)
+		}
 	}
 	c.denials.drop(key, c.base.elapsed(), maxSpan)
 }
@@ -392,7 +401,7 @@ func (c *DenyCache) Policies(ctx context.Context, key string) ([]NamedPolicy, er
 // forgets any denial remembered for key: units given back may let it
 // through.
 func (c *DenyCache) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	return c.Settle(ctx, key, n, 0, opts...)
+	return c.adjustReported(ctx, AdjustRefund, key, n, 0, opts)
 }
 
 // Settle forwards to the backend, which must be an Adjuster, and then
@@ -400,12 +409,20 @@ func (c *DenyCache) Refund(ctx context.Context, key string, n int, opts ...Adjus
 // given back may let it through, and a debt changes what the backend would
 // answer.
 func (c *DenyCache) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+	return c.adjustReported(ctx, AdjustSettle, key, taken, cost, opts)
+}
+
+// forward forwards the adjustment op of taken and cost to the backend,
+// and forgets any denial remembered for key when it may have changed what
+// the backend would answer: after a Reset, or a Refund or Settle whose
+// cost differs from taken.
+func (c *DenyCache) forward(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
 	a, err := c.adjuster()
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := a.Settle(ctx, key, taken, cost, opts...)
-	if cost != taken {
+	res, err := forwardAdjust(ctx, a, op, key, taken, cost, opts)
+	if cost != taken || op == AdjustReset {
 		// Even after an error: the Settle may have been applied.
 		c.gaveBack(key)
 	}
@@ -415,13 +432,20 @@ func (c *DenyCache) Settle(ctx context.Context, key string, taken, cost int, opt
 // Reset forwards to the backend, which must be an Adjuster, and forgets
 // any denial remembered for key.
 func (c *DenyCache) Reset(ctx context.Context, key string) error {
-	a, err := c.adjuster()
-	if err != nil {
-		return err
-	}
-	err = a.Reset(ctx, key)
-	c.gaveBack(key)
+	_, err := c.adjustReported(ctx, AdjustReset, key, 0, 0, nil)
 	return err
+}
+
+// adjustReported forwards the adjustment op of taken and cost to the
+// backend, and reports it to the adjust hooks, if any.
+func (c *DenyCache) adjustReported(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if c == nil || c.adjust == nil {
+		return c.forward(ctx, op, key, taken, cost, opts)
+	}
+	reading := c.base.elapsed()
+	res, err := c.forward(ctx, op, key, taken, cost, opts)
+	adjusted(c.adjust, c.name, op, key, taken, cost, opts, res, err, time.Duration(c.base.elapsed()-reading))
+	return res, err
 }
 
 // adjuster returns the backend as an Adjuster, or an error saying it is

@@ -88,8 +88,9 @@
 //
 // WithHooks makes any limiter report every decision to Hooks.Decided (one
 // without hooks pays a nil check per call); Guard, DenyCache and Shadow
-// report their own. The otelratelimit module turns Hooks into OpenTelemetry
-// metrics. See docs/rollout.md and docs/production.md.
+// report their own. Hooks that also implement AdjustHooks hear every
+// Refund, Settle and Reset too. The otelratelimit module turns Hooks into
+// OpenTelemetry metrics. See docs/rollout.md and docs/production.md.
 //
 // # Coalescing
 //

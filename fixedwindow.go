@@ -240,7 +240,7 @@ func (win openWindow) open(now int64) bool { return win.end > now && win.count >
 // them (see TakenAt); a window whose count falls to 0 ends. It is
 // Settle(ctx, key, n, 0, opts...).
 func (w *FixedWindow) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	return w.Settle(ctx, key, n, 0, opts...)
+	return w.adjust(ctx, AdjustRefund, key, n, 0, opts)
 }
 
 // Settle replaces taken, the units an allowed call counted for key, by
@@ -251,6 +251,11 @@ func (w *FixedWindow) Refund(ctx context.Context, key string, n int, opts ...Adj
 // it opens. See Adjuster for the
 // contract; ctx is passed to the PolicyFunc, if any.
 func (w *FixedWindow) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+	return w.adjust(ctx, AdjustSettle, key, taken, cost, opts)
+}
+
+// settle is Settle without the hooks.
+func (w *FixedWindow) settle(ctx context.Context, key string, taken, cost int, opts []AdjustOption) (Result, error) {
 	if w == nil || w.windows == nil {
 		return Result{}, notBuilt("FixedWindow")
 	}
@@ -313,7 +318,13 @@ func (w *FixedWindow) Reset(_ context.Context, key string) error {
 	if w == nil || w.windows == nil {
 		return notBuilt("FixedWindow")
 	}
-	w.windows.drop(key, w.base.elapsed(), w.maxNow)
+	if w.obs.adjust == nil {
+		w.windows.drop(key, w.base.elapsed(), w.maxNow)
+		return nil
+	}
+	reading := w.base.elapsed()
+	w.windows.drop(key, reading, w.maxNow)
+	w.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, nil, time.Duration(w.base.elapsed()-reading))
 	return nil
 }
 

@@ -75,7 +75,10 @@ func (g *GCRA) Policies(ctx context.Context, key string) ([]NamedPolicy, error) 
 // Refund gives n tokens back to key, never above the limit. It is
 // Settle(ctx, key, n, 0, opts...).
 func (g *GCRA) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	return g.Settle(ctx, key, n, 0, opts...)
+	if !(*schedule)(g).built() {
+		return Result{}, notBuilt("GCRA")
+	}
+	return (*schedule)(g).adjust(ctx, AdjustRefund, "GCRA", key, n, 0, opts)
 }
 
 // Settle replaces taken, the tokens an allowed call took from key, by cost:
@@ -86,7 +89,7 @@ func (g *GCRA) Settle(ctx context.Context, key string, taken, cost int, opts ...
 	if !(*schedule)(g).built() {
 		return Result{}, notBuilt("GCRA")
 	}
-	return (*schedule)(g).settleAny(ctx, "GCRA", key, taken, cost, opts)
+	return (*schedule)(g).adjust(ctx, AdjustSettle, "GCRA", key, taken, cost, opts)
 }
 
 // Reset returns key to its full limit. ctx is not used. It fails only on a
@@ -95,7 +98,7 @@ func (g *GCRA) Reset(_ context.Context, key string) error {
 	if !(*schedule)(g).built() {
 		return notBuilt("GCRA")
 	}
-	(*schedule)(g).resetAny(key)
+	(*schedule)(g).resetReported(key)
 	return nil
 }
 

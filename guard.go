@@ -68,7 +68,8 @@ type GuardConfig struct {
 	Breaker *Breaker
 	// Hooks receives each decision, and the changes of the Guard's own
 	// breaker (a shared Breaker reports to its own Hooks); nil means
-	// NopHooks.
+	// NopHooks. When it implements AdjustHooks, it also receives every
+	// Refund, Settle and Reset the Guard forwards.
 	Hooks Hooks
 	// Name names the Guard in what it reports to Hooks (Decision's
 	// Limiter); "" means "Guard".
@@ -114,7 +115,8 @@ type GuardConfig struct {
 type Guard struct {
 	backend decorated
 	cfg     GuardConfig
-	hooks   Hooks // nil when nothing listens
+	hooks   Hooks       // nil when nothing listens
+	adjust  AdjustHooks // hooks, when they hear of adjustments; nil otherwise
 	clock   Clock
 	// breaker is the Guard's circuit breaker, its own or a shared
 	// Breaker's; nil without one. breakerHooks hear of its changes.
@@ -155,7 +157,7 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 		cfg.FailClosedRetryAfter = time.Second
 	}
 	cfg.Name = cmp.Or(cfg.Name, "Guard")
-	g := &Guard{backend: decorate(backend), cfg: cfg, hooks: activeHooks(cfg.Hooks), clock: cfg.Clock}
+	g := &Guard{backend: decorate(backend), cfg: cfg, hooks: activeHooks(cfg.Hooks), adjust: activeAdjustHooks(cfg.Hooks), clock: cfg.Clock}
 	if isNil(g.clock) {
 		g.clock = systemClock{}
 	}
@@ -275,32 +277,45 @@ func (g *Guard) Policies(ctx context.Context, key string) ([]NamedPolicy, error)
 // Guard's Timeout. Adjustments bypass the breaker and the failure policy:
 // their errors are returned.
 func (g *Guard) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	return g.Settle(ctx, key, n, 0, opts...)
+	return g.adjustReported(ctx, AdjustRefund, key, n, 0, opts)
 }
 
 // Settle forwards to the backend, which must be an Adjuster, within the
 // Guard's Timeout. Its errors are returned, as the breaker and the failure
 // policy concern Allow only.
 func (g *Guard) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+	return g.adjustReported(ctx, AdjustSettle, key, taken, cost, opts)
+}
+
+// Reset forwards to the backend, which must be an Adjuster, within the
+// Guard's Timeout.
+func (g *Guard) Reset(ctx context.Context, key string) error {
+	_, err := g.adjustReported(ctx, AdjustReset, key, 0, 0, nil)
+	return err
+}
+
+// adjustReported forwards the adjustment op of taken and cost to the
+// backend, and reports it to the adjust hooks, if any.
+func (g *Guard) adjustReported(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if g == nil || g.adjust == nil {
+		return g.forward(ctx, op, key, taken, cost, opts)
+	}
+	start := g.clock.Now()
+	res, err := g.forward(ctx, op, key, taken, cost, opts)
+	adjusted(g.adjust, g.cfg.Name, op, key, taken, cost, opts, res, err, g.clock.Now().Sub(start))
+	return res, err
+}
+
+// forward forwards the adjustment op of taken and cost to the backend,
+// within the Guard's Timeout.
+func (g *Guard) forward(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
 	a, err := g.adjuster()
 	if err != nil {
 		return Result{}, err
 	}
 	ctx, cancel := g.adjustContext(ctx)
 	defer cancel()
-	return a.Settle(ctx, key, taken, cost, opts...)
-}
-
-// Reset forwards to the backend, which must be an Adjuster, within the
-// Guard's Timeout.
-func (g *Guard) Reset(ctx context.Context, key string) error {
-	a, err := g.adjuster()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := g.adjustContext(ctx)
-	defer cancel()
-	return a.Reset(ctx, key)
+	return forwardAdjust(ctx, a, op, key, taken, cost, opts)
 }
 
 // adjuster returns the backend as an Adjuster, or an error saying it is

@@ -7,9 +7,13 @@ import (
 
 // Hooks receives decisions for metrics and tracing: those of every limiter
 // built WithHooks, and what the Guard, DenyCache and Shadow decorators do.
-// Implementations must be safe for concurrent use and fast: they are
-// called on the request path, after each decision. The library never logs;
-// NopHooks, the default, does nothing.
+// A Hooks that also implements AdjustHooks hears, from the same limiters
+// and decorators, of every Refund, Settle and Reset too (see AdjustHooks);
+// Hooks itself has no method for them, so that an implementation of
+// Decided and BreakerChanged alone stays one. Implementations must be safe
+// for concurrent use and fast: they are called on the request path, after
+// each decision. The library never logs; NopHooks, the default, does
+// nothing.
 type Hooks interface {
 	// Decided is called once per call the limiter or decorator answered
 	// (Allow or Decide).
@@ -110,7 +114,8 @@ func activeHooks(h Hooks) Hooks {
 // observer reports the decisions of a limiter built WithHooks. Its zero
 // value reports nothing. It is immutable and safe for concurrent use.
 type observer struct {
-	hooks  Hooks // nil when nothing listens
+	hooks  Hooks       // nil when nothing listens
+	adjust AdjustHooks // hooks, when they hear of adjustments; nil otherwise
 	name   string
 	policy Policy
 	own    []NamedPolicy // policy, named "default"
@@ -125,7 +130,7 @@ func newObserver(cfg config, kind string, policy Policy, rl rule) observer {
 		name = strings.TrimPrefix(kind, "New")
 	}
 	return observer{
-		hooks: activeHooks(cfg.hooks), name: name, policy: policy,
+		hooks: activeHooks(cfg.hooks), adjust: activeAdjustHooks(cfg.hooks), name: name, policy: policy,
 		own: []NamedPolicy{{Name: defaultPolicyName, Policy: policy}}, rules: []rule{rl},
 	}
 }

@@ -241,7 +241,10 @@ func WithoutCoalescing() Option {
 // used as a part of a Composite reports, for each of the Composite's calls,
 // its own part's key, cost and Result (a part that would have allowed a
 // denied call reports its untouched state, with RetryAfter 0), and the
-// call's time. A nil h is an error.
+// call's time. When h also implements AdjustHooks, the limiter reports
+// every Refund, Settle and Reset to it as well (Adjusted), a part of a
+// Composite its own share of the Composite's; a limiter whose hooks do not
+// pays one check of a nil field per adjustment. A nil h is an error.
 func WithHooks(h Hooks) Option {
 	return func(cfg *config) error {
 		if isNil(h) {

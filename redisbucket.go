@@ -149,7 +149,10 @@ func (b *RedisTokenBucket) Policy() Policy {
 // Refund gives n units back to key's bucket. See Adjuster; ctx bounds the
 // round trip.
 func (b *RedisTokenBucket) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	return b.Settle(ctx, key, n, 0, opts...)
+	if b == nil || b.r.client == nil {
+		return Result{}, notBuilt("RedisTokenBucket")
+	}
+	return b.r.adjust(ctx, AdjustRefund, key, n, 0, opts)
 }
 
 // Settle replaces taken by cost on key's bucket. See Adjuster; ctx bounds
@@ -158,7 +161,7 @@ func (b *RedisTokenBucket) Settle(ctx context.Context, key string, taken, cost i
 	if b == nil || b.r.client == nil {
 		return Result{}, notBuilt("RedisTokenBucket")
 	}
-	return b.r.settle(ctx, key, taken, cost, opts)
+	return b.r.adjust(ctx, AdjustSettle, key, taken, cost, opts)
 }
 
 // Reset fills key's bucket, deleting its Redis key. See Adjuster.
@@ -166,5 +169,5 @@ func (b *RedisTokenBucket) Reset(ctx context.Context, key string) error {
 	if b == nil || b.r.client == nil {
 		return notBuilt("RedisTokenBucket")
 	}
-	return b.r.reset(ctx, key)
+	return b.r.resetReported(ctx, key)
 }

@@ -132,7 +132,10 @@ func (w *RedisFixedWindow) Policy() Policy {
 // Refund gives n units back to key's window, if it is the one that took
 // them. See Adjuster and TakenAt; ctx bounds the round trip.
 func (w *RedisFixedWindow) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	return w.Settle(ctx, key, n, 0, opts...)
+	if w == nil || w.r.client == nil {
+		return Result{}, notBuilt("RedisFixedWindow")
+	}
+	return w.r.adjust(ctx, AdjustRefund, key, n, 0, opts)
 }
 
 // Settle replaces taken by cost in key's window. See Adjuster; ctx bounds
@@ -141,7 +144,7 @@ func (w *RedisFixedWindow) Settle(ctx context.Context, key string, taken, cost i
 	if w == nil || w.r.client == nil {
 		return Result{}, notBuilt("RedisFixedWindow")
 	}
-	return w.r.settle(ctx, key, taken, cost, opts)
+	return w.r.adjust(ctx, AdjustSettle, key, taken, cost, opts)
 }
 
 // Reset ends key's window, deleting its Redis key. See Adjuster.
@@ -149,5 +152,5 @@ func (w *RedisFixedWindow) Reset(ctx context.Context, key string) error {
 	if w == nil || w.r.client == nil {
 		return notBuilt("RedisFixedWindow")
 	}
-	return w.r.reset(ctx, key)
+	return w.r.resetReported(ctx, key)
 }

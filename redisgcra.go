@@ -131,7 +131,10 @@ func (g *RedisGCRA) Policy() Policy {
 // Refund gives n units back to key. See Adjuster; ctx bounds the round
 // trip.
 func (g *RedisGCRA) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	return g.Settle(ctx, key, n, 0, opts...)
+	if g == nil || g.r.client == nil {
+		return Result{}, notBuilt("RedisGCRA")
+	}
+	return g.r.adjust(ctx, AdjustRefund, key, n, 0, opts)
 }
 
 // Settle replaces taken by cost on key. See Adjuster; ctx bounds the round
@@ -140,7 +143,7 @@ func (g *RedisGCRA) Settle(ctx context.Context, key string, taken, cost int, opt
 	if g == nil || g.r.client == nil {
 		return Result{}, notBuilt("RedisGCRA")
 	}
-	return g.r.settle(ctx, key, taken, cost, opts)
+	return g.r.adjust(ctx, AdjustSettle, key, taken, cost, opts)
 }
 
 // Reset returns key to its full limit, deleting its Redis key. See
@@ -149,5 +152,5 @@ func (g *RedisGCRA) Reset(ctx context.Context, key string) error {
 	if g == nil || g.r.client == nil {
 		return notBuilt("RedisGCRA")
 	}
-	return g.r.reset(ctx, key)
+	return g.r.resetReported(ctx, key)
 }

@@ -16,7 +16,9 @@ type ShadowConfig struct {
 	// the backend's answers as they are. SetEnforce changes it later.
 	Enforce bool
 	// Hooks receives every Allow call the Shadow answers, with Source
-	// FromShadow for a denial it let through; nil means NopHooks.
+	// FromShadow for a denial it let through; nil means NopHooks. When it
+	// implements AdjustHooks, it also receives every Refund, Settle and
+	// Reset the Shadow forwards.
 	Hooks Hooks
 	// Name names the Shadow in what it reports to Hooks (Decision's
 	// Limiter); "" means "Shadow".
@@ -63,8 +65,9 @@ type ShadowConfig struct {
 // A Shadow is safe for concurrent use. Create one with NewShadow.
 type Shadow struct {
 	backend decorated
-	hooks   Hooks  // nil when nothing listens
-	name    string // in what it reports to hooks
+	hooks   Hooks       // nil when nothing listens
+	adjust  AdjustHooks // hooks, when they hear of adjustments; nil otherwise
+	name    string      // in what it reports to hooks
 	clock   Clock
 	enforce atomic.Bool
 }
@@ -80,7 +83,10 @@ func NewShadow(backend Limiter, cfg ShadowConfig) (*Shadow, error) {
 	if isNil(backend) {
 		return nil, fmt.Errorf("%w: NewShadow: nil backend", ErrInvalidConfig)
 	}
-	s := &Shadow{backend: decorate(backend), hooks: activeHooks(cfg.Hooks), name: cmp.Or(cfg.Name, "Shadow"), clock: cfg.Clock}
+	s := &Shadow{
+		backend: decorate(backend), hooks: activeHooks(cfg.Hooks), adjust: activeAdjustHooks(cfg.Hooks),
+		name: cmp.Or(cfg.Name, "Shadow"), clock: cfg.Clock,
+	}
 	if isNil(s.clock) {
 		s.clock = systemClock{}
 	}
@@ -161,31 +167,41 @@ func (s *Shadow) Policies(ctx context.Context, key string) ([]NamedPolicy, error
 // mode. Do not refund a call let through against a denial (a Decision's
 // WouldDeny): it took nothing.
 func (s *Shadow) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	a, err := s.adjuster()
-	if err != nil {
-		return Result{}, err
-	}
-	return a.Refund(ctx, key, n, opts...)
+	return s.adjustReported(ctx, AdjustRefund, key, n, 0, opts)
 }
 
 // Settle forwards to the backend, which must be an Adjuster, whatever the
 // mode. Do not settle a call let through against a denial (a Decision's
 // WouldDeny): it took nothing.
 func (s *Shadow) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	a, err := s.adjuster()
-	if err != nil {
-		return Result{}, err
-	}
-	return a.Settle(ctx, key, taken, cost, opts...)
+	return s.adjustReported(ctx, AdjustSettle, key, taken, cost, opts)
 }
 
 // Reset forwards to the backend, which must be an Adjuster.
 func (s *Shadow) Reset(ctx context.Context, key string) error {
+	_, err := s.adjustReported(ctx, AdjustReset, key, 0, 0, nil)
+	return err
+}
+
+// adjustReported forwards the adjustment op of taken and cost to the
+// backend, and reports it to the adjust hooks, if any.
+func (s *Shadow) adjustReported(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if s == nil || s.adjust == nil {
+		return s.forward(ctx, op, key, taken, cost, opts)
+	}
+	start := s.clock.Now()
+	res, err := s.forward(ctx, op, key, taken, cost, opts)
+	adjusted(s.adjust, s.name, op, key, taken, cost, opts, res, err, s.clock.Now().Sub(start))
+	return res, err
+}
+
+// forward forwards the adjustment op of taken and cost to the backend.
+func (s *Shadow) forward(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
 	a, err := s.adjuster()
 	if err != nil {
-		return err
+		return Result{}, err
 	}
-	return a.Reset(ctx, key)
+	return forwardAdjust(ctx, a, op, key, taken, cost, opts)
 }
 
 // adjuster returns the backend as an Adjuster, or an error saying it is

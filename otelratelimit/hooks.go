@@ -1,7 +1,8 @@
 // Package otelratelimit exports what ratelimit's limiters and decorators
 // report to their ratelimit.Hooks as OpenTelemetry metrics: decisions by
-// outcome and source, their latency, and the state of a Guard's circuit
-// breaker.
+// outcome and source, their latency, the state of a Guard's circuit
+// breaker, and adjustments (Refund, Settle, Reset: how many, how many
+// failed, and the units they settled).
 //
 // It is a module of its own, so the ratelimit module does not depend on
 // OpenTelemetry. Give a Hooks to any limiter with ratelimit.WithHooks, and to
@@ -44,6 +45,13 @@ const (
 	// BreakerTransitionsName counts breaker state changes by the state
 	// changed to (unit {transition}).
 	BreakerTransitionsName = "ratelimit.breaker.transitions"
+	// AdjustmentsName counts Refunds, Settles and Resets (unit
+	// {adjustment}).
+	AdjustmentsName = "ratelimit.adjustments"
+	// AdjustmentUnitsName counts the units of the Refunds and Settles
+	// that succeeded: those they replaced and those they charged instead
+	// (unit {unit}).
+	AdjustmentUnitsName = "ratelimit.adjustment.units"
 )
 
 // The attributes' keys.
@@ -52,18 +60,27 @@ const (
 	// ratelimit.WithName or a decorator's config Name sets; on breaker
 	// measurements, the name WithLimiterName gave, if any.
 	LimiterKey = attribute.Key("ratelimit.limiter")
-	// OutcomeKey is "allowed", "denied" or "error".
+	// OutcomeKey is "allowed", "denied" or "error" on decisions; "ok" or
+	// "error" on adjustments.
 	OutcomeKey = attribute.Key("ratelimit.outcome")
 	// SourceKey is who answered: ratelimit.Source's String ("backend",
 	// "fallback", "fail_open", "fail_closed", "deny_cache", "shadow").
 	SourceKey = attribute.Key("ratelimit.source")
-	// ErrorTypeKey, on decisions of outcome "error" only, classifies the
-	// error: "invalid_cost", "cost_exceeds_limit", "corrupt_state",
-	// "invalid_config", "canceled", "deadline_exceeded", or "_OTHER".
+	// ErrorTypeKey, on decisions and adjustments of outcome "error" only,
+	// classifies the error: "invalid_cost", "cost_exceeds_limit",
+	// "corrupt_state", "invalid_config", "canceled", "deadline_exceeded",
+	// "backend" (any other ratelimit.ErrBackend), or "_OTHER".
 	ErrorTypeKey = attribute.Key("error.type")
 	// BreakerStateKey is a breaker state's String: "closed", "open" or
 	// "half_open".
 	BreakerStateKey = attribute.Key("ratelimit.breaker.state")
+	// OperationKey is an adjustment's call, ratelimit.AdjustOp's String:
+	// "settle", "refund" or "reset".
+	OperationKey = attribute.Key("ratelimit.operation")
+	// UnitsKey says which units of an adjustment are counted: "taken",
+	// the units it replaced (AdjustEvent.Taken), or "cost", those it
+	// charged instead (AdjustEvent.Cost).
+	UnitsKey = attribute.Key("ratelimit.units")
 )
 
 // DurationBuckets are the duration histogram's explicit bucket boundaries,
@@ -111,7 +128,7 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 	return func(c *config) error {
 		for _, kv := range attrs {
 			switch kv.Key {
-			case LimiterKey, OutcomeKey, SourceKey, ErrorTypeKey, BreakerStateKey:
+			case LimiterKey, OutcomeKey, SourceKey, ErrorTypeKey, BreakerStateKey, OperationKey, UnitsKey:
 				return fmt.Errorf("otelratelimit: WithAttributes: %s is set by the Hooks", kv.Key)
 			}
 			if !kv.Valid() {
@@ -139,6 +156,18 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 //     closed.
 //   - ratelimit.breaker.transitions, a Counter ({transition}): breaker
 //     changes, by ratelimit.breaker.state, the state changed to.
+//   - ratelimit.adjustments, a Counter ({adjustment}): every Refund,
+//     Settle and Reset reported (see ratelimit.AdjustHooks), with
+//     ratelimit.limiter, ratelimit.operation, ratelimit.outcome ("ok" or
+//     "error"), and error.type when the outcome is "error": the failed
+//     adjustments are those of outcome "error".
+//   - ratelimit.adjustment.units, a Counter ({unit}): the units of the
+//     Refunds and Settles that succeeded, with ratelimit.limiter,
+//     ratelimit.operation and ratelimit.units: "taken", the units they
+//     replaced, and "cost", the units they charged instead. The sum of
+//     "cost" is the units settled (the work's true cost); "taken" minus
+//     "cost", the units given back net. A failed adjustment counts no
+//     units: it changed nothing, or may not have.
 //
 // The breaker measurements carry ratelimit.limiter only when
 // WithLimiterName sets it. Options' WithAttributes are on every
@@ -157,6 +186,8 @@ type Hooks struct {
 	duration    metric.Float64Histogram
 	breakers    metric.Int64UpDownCounter
 	transitions metric.Int64Counter
+	adjustments metric.Int64Counter
+	units       metric.Int64Counter
 
 	// base is the attributes of every measurement (WithAttributes).
 	base []attribute.KeyValue
@@ -167,9 +198,15 @@ type Hooks struct {
 	// breakerOpts is indexed by BreakerState; the last is for states this
 	// package does not know.
 	breakerOpts [4]breakerOpts
+	// adjustSets maps an adjustment's attributes to its options, as sets
+	// does a decision's.
+	adjustSets atomic.Pointer[map[adjustKey]*adjustOpts]
 }
 
-var _ ratelimit.Hooks = (*Hooks)(nil)
+var (
+	_ ratelimit.Hooks       = (*Hooks)(nil)
+	_ ratelimit.AdjustHooks = (*Hooks)(nil)
+)
 
 // setKey is what distinguishes a decision's attribute set.
 type setKey struct {
@@ -211,6 +248,7 @@ const (
 	invalidConfig
 	canceled
 	deadlineExceeded
+	backendError
 	otherError
 )
 
@@ -221,6 +259,7 @@ var errorTypeNames = [...]string{
 	invalidConfig:    "invalid_config",
 	canceled:         "canceled",
 	deadlineExceeded: "deadline_exceeded",
+	backendError:     "backend",
 	otherError:       "_OTHER",
 }
 
@@ -241,6 +280,8 @@ func classify(err error) errorType {
 		return canceled
 	case errors.Is(err, context.DeadlineExceeded):
 		return deadlineExceeded
+	case errors.Is(err, ratelimit.ErrBackend):
+		return backendError
 	}
 	return otherError
 }
@@ -289,6 +330,18 @@ func NewHooks(mp metric.MeterProvider, opts ...Option) (*Hooks, error) {
 	); err != nil {
 		return nil, fmt.Errorf("otelratelimit: %w", err)
 	}
+	if h.adjustments, err = meter.Int64Counter(AdjustmentsName,
+		metric.WithUnit("{adjustment}"),
+		metric.WithDescription("Refunds, Settles and Resets, by limiter, operation and outcome."),
+	); err != nil {
+		return nil, fmt.Errorf("otelratelimit: %w", err)
+	}
+	if h.units, err = meter.Int64Counter(AdjustmentUnitsName,
+		metric.WithUnit("{unit}"),
+		metric.WithDescription("Units of the Refunds and Settles that succeeded: those taken that they replaced, and their cost."),
+	); err != nil {
+		return nil, fmt.Errorf("otelratelimit: %w", err)
+	}
 	for i := range h.breakerOpts {
 		state := ratelimit.BreakerState(i)
 		kvs := append(h.baseAttrs(), BreakerStateKey.String(state.String()))
@@ -298,6 +351,7 @@ func NewHooks(mp metric.MeterProvider, opts ...Option) (*Hooks, error) {
 		h.breakerOpts[i].add = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kvs...))}
 	}
 	h.sets.Store(&map[setKey]*decisionOpts{})
+	h.adjustSets.Store(&map[adjustKey]*adjustOpts{})
 	return h, nil
 }
 

@@ -302,6 +302,8 @@ func TestNewHooksRejectsBadArguments(t *testing.T) {
 		"nil option":   {mp, []otelratelimit.Option{nil}},
 		"empty name":   {mp, []otelratelimit.Option{otelratelimit.WithLimiterName("")}},
 		"reserved key": {mp, []otelratelimit.Option{otelratelimit.WithAttributes(otelratelimit.SourceKey.String("x"))}},
+		"operation":    {mp, []otelratelimit.Option{otelratelimit.WithAttributes(otelratelimit.OperationKey.String("x"))}},
+		"units":        {mp, []otelratelimit.Option{otelratelimit.WithAttributes(otelratelimit.UnitsKey.String("x"))}},
 		"empty key":    {mp, []otelratelimit.Option{otelratelimit.WithAttributes(attribute.String("", "x"))}},
 	} {
 		t.Run(name, func(t *testing.T) {

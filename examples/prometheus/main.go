@@ -1,12 +1,15 @@
 // Command prometheus shows a Redis token bucket behind a DenyCache and a
 // Guard, with the Guard's hooks exported as Prometheus metrics: each call's
-// Decision says who answered, the DenyCache included. It floods one key,
-// stops the (embedded) Redis, floods another key so that the breaker opens
-// and the fallback answers, and prints the metrics it collected.
+// Decision says who answered, the DenyCache included, and each adjustment
+// is counted with its units. It floods one key, settles a request at its
+// true cost and refunds another, stops the (embedded) Redis, floods
+// another key so that the breaker opens and the fallback answers, tries a
+// settle that Redis cannot take, and prints the metrics it collected.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -80,11 +83,18 @@ func run() error {
 	if err := flood("user:42"); err != nil {
 		return err
 	}
+	if err := adjust(ctx, limiter); err != nil {
+		return err
+	}
 	fmt.Println("Redis stopped; 1000 requests for user:7")
 	mini.Close()
 	if err := flood("user:7"); err != nil {
 		return err
 	}
+	// Adjustments go to the backend whatever the breaker says: with Redis
+	// down, this one fails, and is counted as such.
+	_, err = limiter.Settle(ctx, "user:9", 1, 2, ratelimit.WithToken("req-3"))
+	fmt.Println("a settle for user:9 while Redis is down:", errors.Is(err, ratelimit.ErrBackend))
 
 	families, err := reg.Gather()
 	if err != nil {
@@ -101,4 +111,22 @@ func run() error {
 	}
 	fmt.Print(out.String())
 	return nil
+}
+
+// adjust takes 3 units for user:9 on an estimate and settles them at their
+// true cost, 5, then takes 1 more and refunds it, each adjustment with its
+// request's idempotency token.
+func adjust(ctx context.Context, limiter *ratelimit.Guard) error {
+	fmt.Println("user:9: 3 units settled at 5, then 1 refunded")
+	if _, err := limiter.Allow(ctx, "user:9", 3); err != nil {
+		return err
+	}
+	if _, err := limiter.Settle(ctx, "user:9", 3, 5, ratelimit.WithToken("req-1")); err != nil {
+		return err
+	}
+	if _, err := limiter.Allow(ctx, "user:9", 1); err != nil {
+		return err
+	}
+	_, err := limiter.Refund(ctx, "user:9", 1, ratelimit.WithToken("req-2"))
+	return err
 }

@@ -9,7 +9,9 @@ import (
 // Metrics exports what a Guard reports to its ratelimit.Hooks as
 // Prometheus metrics. The Guard reports every call with the Source of its
 // Decision, which says who answered, the DenyCache behind it included, so
-// it is the only reporter needed. It is safe for concurrent use.
+// it is the only reporter needed. As Metrics implements
+// ratelimit.AdjustHooks too, the Guard also reports every Refund, Settle
+// and Reset it forwards to Redis. It is safe for concurrent use.
 //
 // Keys are deliberately not a label: they are unbounded (user ids, IPs) and
 // would blow up the number of series.
@@ -19,6 +21,9 @@ type Metrics struct {
 	breaker   *prometheus.GaugeVec     // 1 for the current state
 	changes   *prometheus.CounterVec   // by the state changed to
 	cacheHits prometheus.Counter       // denials a DenyCache answered locally
+
+	adjustments *prometheus.CounterVec // by op and outcome
+	units       *prometheus.CounterVec // of the adjustments that succeeded, by op and taken or cost
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -45,8 +50,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "ratelimit_deny_cache_hits_total",
 			Help: "Denials a DenyCache answered without asking its backend (Redis calls saved).",
 		}),
+		adjustments: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_adjustments_total",
+			Help: "Refunds, settles and resets, by op (refund, settle, reset) and outcome (ok, error). An error of the backend may or may not have been applied: retry it with the same token.",
+		}, []string{"op", "outcome"}),
+		units: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_adjustment_units_total",
+			Help: "Units of the refunds and settles that succeeded, by op: taken (the estimates they replaced) and cost (the true costs charged instead). taken - cost is the units given back.",
+		}, []string{"op", "units"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.breaker, m.changes, m.cacheHits} {
+	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.breaker, m.changes, m.cacheHits, m.adjustments, m.units} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -80,4 +93,20 @@ func (m *Metrics) BreakerChanged(from, to ratelimit.BreakerState) {
 	m.breaker.WithLabelValues(from.String()).Set(0)
 	m.breaker.WithLabelValues(to.String()).Set(1)
 	m.changes.WithLabelValues(to.String()).Inc()
+}
+
+// Adjusted counts a Refund, Settle or Reset by op and outcome, and the
+// units of one that succeeded: a failed one changed nothing, or may not
+// have.
+func (m *Metrics) Adjusted(ev ratelimit.AdjustEvent) {
+	op := ev.Op.String()
+	if ev.Err != nil {
+		m.adjustments.WithLabelValues(op, "error").Inc()
+		return
+	}
+	m.adjustments.WithLabelValues(op, "ok").Inc()
+	if ev.Op != ratelimit.AdjustReset {
+		m.units.WithLabelValues(op, "taken").Add(float64(ev.Taken))
+		m.units.WithLabelValues(op, "cost").Add(float64(ev.Cost))
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -39,6 +40,56 @@ func TestMetricsCountWhatTheHooksReport(t *testing.T) {
 		{testutil.ToFloat64(m.breaker.WithLabelValues("open")), 1, "breaker open"},
 		{testutil.ToFloat64(m.breaker.WithLabelValues("closed")), 0, "breaker not closed"},
 		{testutil.ToFloat64(m.changes.WithLabelValues("open")), 1, "changes to open"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.what, c.got, c.want)
+		}
+	}
+}
+
+func TestMetricsCountTheAdjustmentsAGuardForwards(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithClock(ratelimit.NewFakeClock(time.Unix(0, 0))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, err := ratelimit.NewGuard(bucket, ratelimit.GuardConfig{Hooks: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := guard.Allow(ctx, "user:1", 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := guard.Settle(ctx, "user:1", 4, 6, ratelimit.WithToken("req-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := guard.Refund(ctx, "user:1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := guard.Settle(ctx, "user:1", 11, 1); !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
+		t.Fatalf("a settle of more than the limit taken: got %v", err)
+	}
+	if err := guard.Reset(ctx, "user:1"); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct {
+		got  float64
+		want float64
+		what string
+	}{
+		{testutil.ToFloat64(m.adjustments.WithLabelValues("settle", "ok")), 1, "settles applied"},
+		{testutil.ToFloat64(m.adjustments.WithLabelValues("settle", "error")), 1, "settles failed"},
+		{testutil.ToFloat64(m.adjustments.WithLabelValues("refund", "ok")), 1, "refunds applied"},
+		{testutil.ToFloat64(m.adjustments.WithLabelValues("reset", "ok")), 1, "resets applied"},
+		{testutil.ToFloat64(m.units.WithLabelValues("settle", "taken")), 4, "units settles replaced"},
+		{testutil.ToFloat64(m.units.WithLabelValues("settle", "cost")), 6, "units settled"},
+		{testutil.ToFloat64(m.units.WithLabelValues("refund", "taken")), 2, "units refunded"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.what, c.got, c.want)

@@ -1,0 +1,273 @@
+package ratelimit
+
+import (
+	"context"
+	"time"
+)
+
+// AdjustHooks is the optional interface of a Hooks that also hears of
+// adjustments: a Hooks given to WithHooks, or to a Guard's, DenyCache's or
+// Shadow's config, that implements it has Adjusted called once per
+// Refund, Settle and Reset the limiter or decorator was asked for,
+// successful or not. A Hooks that does not implement it hears of
+// decisions only, and adjustments cost its limiters nothing more than a
+// check of a nil field.
+//
+// Who reports:
+//   - every limiter of this package built WithHooks, for its own calls;
+//   - each part of a Composite built WithHooks, for its own share of the
+//     Composite's calls (see AdjustEvent);
+//   - a Guard, DenyCache or Shadow, for every adjustment it forwards to its
+//     backend: they all apply adjustments to their backend only (a Guard's
+//     bypass its breaker and failure policy and never reach its fallback),
+//     so their report is the backend's answer as their caller gets it
+//     (through a Guard, within its Timeout).
+//
+// An adjustment that passes several reporters (a limiter built WithHooks
+// inside a Guard whose Hooks listen too) is reported once by each, under
+// each's Limiter: count one layer (by Limiter), as for decisions.
+//
+// Adjusted is called on the caller's goroutine after the adjustment
+// returns, like Decided: implementations must be safe for concurrent use
+// and fast.
+type AdjustHooks interface {
+	// Adjusted is called once per Refund, Settle or Reset.
+	Adjusted(AdjustEvent)
+}
+
+// AdjustOp names the call an AdjustEvent reports.
+type AdjustOp uint8
+
+const (
+	// AdjustSettle is a Settle.
+	AdjustSettle AdjustOp = iota
+	// AdjustRefund is a Refund: a Settle of n taken and a cost of 0.
+	AdjustRefund
+	// AdjustReset is a Reset.
+	AdjustReset
+)
+
+// String returns the call's name in lower case, for metric labels:
+// "settle", "refund" or "reset" ("unknown" for any other value).
+func (op AdjustOp) String() string {
+	switch op {
+	case AdjustSettle:
+		return "settle"
+	case AdjustRefund:
+		return "refund"
+	case AdjustReset:
+		return "reset"
+	}
+	return "unknown"
+}
+
+// AdjustEvent describes one Refund, Settle or Reset for AdjustHooks.
+type AdjustEvent struct {
+	// Limiter names who reports, as Event's does: the name WithName gave,
+	// or the type's ("TokenBucket", "RedisGCRA", ...), or a decorator's
+	// Name ("Guard", "DenyCache", "Shadow" by default). A limiter reports
+	// what it applied to its own store; a decorator, what its backend
+	// answered.
+	Limiter string
+	// Op is the call.
+	Op AdjustOp
+	// Key is the call's key; for a part of a Composite, the part's key.
+	Key string
+	// Taken and Cost are the units the call replaced and those it charged
+	// instead: a Settle's taken and cost, a Refund's n and 0, and 0 and 0
+	// for a Reset. Taken - Cost units were given back when positive;
+	// Cost - Taken more were taken when negative. A part of a Composite
+	// reports its own share: the call's taken and cost, or, for a part
+	// that counts calls (Part.PerCall), 1 for each that is above 0.
+	Taken, Cost int
+	// Token is the call's WithToken token, "" without one. On Redis, a
+	// retry with a token already applied changed nothing, and reports the
+	// key's state as the first call did: the hooks cannot tell them
+	// apart.
+	Token string
+	// Result is what the call returned: the key after the adjustment (see
+	// Adjuster), or, on an error, a Result with only the Limit. For a part
+	// of a Composite, the part's own Result; for a Reset, the zero Result.
+	Result Result
+	// Err is the error the call returned (for a part of a Composite, the
+	// Composite's). errors.Is tells what it means for the key's state: an
+	// error of class ErrCaller or ErrCorruptState changed nothing, while
+	// one of class ErrBackend (or of a Limiter of another package) may
+	// have been applied or not: retry it with the same WithToken token.
+	Err error
+	// Latency is the time the call took, on the reporter's clock (a Redis
+	// limiter's and a Composite's: the system clock).
+	Latency time.Duration
+}
+
+// Adjusted does nothing.
+func (NopHooks) Adjusted(AdjustEvent) {}
+
+// activeAdjustHooks returns h as AdjustHooks, or nil when it does not
+// implement them or nothing listens (see activeHooks).
+func activeAdjustHooks(h Hooks) AdjustHooks {
+	a, _ := activeHooks(h).(AdjustHooks)
+	return a
+}
+
+// tokenOf returns the WithToken token among opts, "" without one. It is
+// read only for the hooks, after the call has checked opts.
+func tokenOf(opts []AdjustOption) string {
+	if len(opts) == 0 {
+		return "" // a escapes to the heap
+	}
+	var a adjustment
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&a)
+		}
+	}
+	return a.token
+}
+
+// adjusted reports an adjustment to h, which is not nil.
+func adjusted(h AdjustHooks, limiter string, op AdjustOp, key string, taken, cost int, opts []AdjustOption, res Result, err error, latency time.Duration) {
+	h.Adjusted(AdjustEvent{
+		Limiter: limiter, Op: op, Key: key, Taken: taken, Cost: cost,
+		Token: tokenOf(opts), Result: res, Err: err, Latency: latency,
+	})
+}
+
+// reportAdjust reports an adjustment of the observer's limiter to its
+// adjust hooks. The caller has checked that o.adjust is not nil.
+func (o *observer) reportAdjust(op AdjustOp, key string, taken, cost int, opts []AdjustOption, res Result, err error, latency time.Duration) {
+	adjusted(o.adjust, o.name, op, key, taken, cost, opts, res, err, latency)
+}
+
+// adjust applies a Refund or Settle (op) of taken and cost to key, and
+// reports it to the adjust hooks, if any. s is built; name names the
+// limiter in errors.
+func (s *schedule) adjust(ctx context.Context, op AdjustOp, name, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if s.obs.adjust == nil {
+		return s.settleAny(ctx, name, key, taken, cost, opts)
+	}
+	reading := s.base.elapsed()
+	res, err := s.settleAny(ctx, name, key, taken, cost, opts)
+	s.obs.reportAdjust(op, key, taken, cost, opts, res, err, time.Duration(s.base.elapsed()-reading))
+	return res, err
+}
+
+// resetReported forgets key on the engine that decides, and reports it to
+// the adjust hooks, if any. s is built.
+func (s *schedule) resetReported(key string) {
+	if s.obs.adjust == nil {
+		s.resetAny(key)
+		return
+	}
+	reading := s.base.elapsed()
+	s.resetAny(key)
+	s.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, nil, time.Duration(s.base.elapsed()-reading))
+}
+
+// adjust applies a Refund or Settle (op) of taken and cost to key, and
+// reports it to the adjust hooks, if any.
+func (w *FixedWindow) adjust(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if w == nil || w.obs.adjust == nil {
+		return w.settle(ctx, key, taken, cost, opts)
+	}
+	reading := w.base.elapsed()
+	res, err := w.settle(ctx, key, taken, cost, opts)
+	w.obs.reportAdjust(op, key, taken, cost, opts, res, err, time.Duration(w.base.elapsed()-reading))
+	return res, err
+}
+
+// adjust applies a Refund or Settle (op) of taken and cost to key, and
+// reports it to the adjust hooks, if any.
+func (r *redisLimiter) adjust(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if r.obs.adjust == nil {
+		return r.settle(ctx, key, taken, cost, opts)
+	}
+	start := time.Now()
+	res, err := r.settle(ctx, key, taken, cost, opts)
+	r.obs.reportAdjust(op, key, taken, cost, opts, res, err, time.Since(start))
+	return res, err
+}
+
+// resetReported empties key, and reports it to the adjust hooks, if any.
+func (r *redisLimiter) resetReported(ctx context.Context, key string) error {
+	if r.obs.adjust == nil {
+		return r.reset(ctx, key)
+	}
+	start := time.Now()
+	err := r.reset(ctx, key)
+	r.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, err, time.Since(start))
+	return err
+}
+
+// adjusters returns those of a Composite's observers that hear of
+// adjustments, or nil when none does.
+func adjusters(observers []*observer) []*observer {
+	var adj []*observer
+	for i, o := range observers {
+		if o != nil && o.adjust != nil {
+			if adj == nil {
+				adj = make([]*observer, len(observers))
+			}
+			adj[i] = o
+		}
+	}
+	return adj
+}
+
+// adjust applies a Refund or Settle (op) of taken and cost to every
+// part's key, and reports each part's share to its adjust hooks, if any.
+func (c *Composite) adjust(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if c == nil || len(c.parts) == 0 {
+		return Result{}, notBuilt("Composite")
+	}
+	var buf partsBuffer
+	call := c.newCall(&buf)
+	if c.adjusters == nil {
+		return c.settle(ctx, key, taken, cost, opts, &call)
+	}
+	start := time.Now()
+	res, err := c.settle(ctx, key, taken, cost, opts, &call)
+	c.reportAdjust(op, key, taken, cost, opts, call.keys, call.results, err, time.Since(start))
+	return res, err
+}
+
+// reportAdjust reports to each part's adjust hooks its share of an
+// adjustment of taken and cost for key: its key in keys, its own taken and
+// cost (1 for each above 0, for a part that counts calls), its Result in
+// results (nil for a Reset: the zero Result), or only its Limit on an
+// error. A part whose key was not derived (an error came first) reports
+// the call's key.
+func (c *Composite) reportAdjust(op AdjustOp, key string, taken, cost int, opts []AdjustOption, keys []string, results []Result, err error, latency time.Duration) {
+	for i, o := range c.adjusters {
+		if o == nil {
+			continue
+		}
+		k, t, n := keys[i], taken, cost
+		if k == "" {
+			k = key
+		}
+		if c.parts[i].PerCall {
+			t, n = once(taken), once(cost)
+		}
+		var res Result
+		switch {
+		case err != nil && op != AdjustReset:
+			res = Result{Limit: c.policies[i].Limit}
+		case results != nil:
+			res = results[i]
+		}
+		o.reportAdjust(op, k, t, n, opts, res, err, latency)
+	}
+}
+
+// forwardAdjust applies the adjustment op of taken and cost to key on a:
+// a Refund of taken, a Settle, or a Reset (with the zero Result).
+func forwardAdjust(ctx context.Context, a Adjuster, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	switch op {
+	case AdjustRefund:
+		return a.Refund(ctx, key, taken, opts...)
+	case AdjustReset:
+		return Result{}, a.Reset(ctx, key)
+	}
+	return a.Settle(ctx, key, taken, cost, opts...)
+}
