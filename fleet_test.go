@@ -483,9 +483,6 @@ func TestFallbackOfACompositeSharesEveryPart(t *testing.T) {
 	require.NoError(t, err)
 
 	fb, err := a.Fallback(backend, WithClock(NewFakeClock(epoch)))
-	if err != nil && strings.Contains(err.Error(), "WithPolicyFunc") {
-		t.Skip("needs Composite parts WithPolicyFunc")
-	}
 	require.NoError(t, err)
 	c, ok := fb.(*Composite)
 	require.True(t, ok, "%T", fb)
