@@ -101,6 +101,7 @@ type policyFunc struct {
 	// constructor would refuse, with an error starting with kind.
 	check              func(kind string, p Policy) (limit, param int64, err error)
 	defLimit, defParam int64
+	checked            checkedPolicies // policies check accepted
 }
 
 // newPolicyFunc returns the policyFunc of f for a limiter called name whose
@@ -135,9 +136,13 @@ func (t *policyFunc) resolveOther(key string, p Policy, err error) (_ Policy, li
 	if err != nil {
 		return t.def, t.defLimit, t.defParam, fmt.Errorf("%w: %s: key %q: %w", ErrPolicy, t.name, key, err)
 	}
+	if limit, param, ok := t.checked.get(p); ok {
+		return p, limit, param, nil
+	}
 	if limit, param, err = t.check("policy", p); err != nil {
 		return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: key %q: %w", t.name, key, err)
 	}
+	t.checked.put(p, limit, param)
 	return p, limit, param, nil
 }
 
