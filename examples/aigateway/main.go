@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/ratelimit-go/ratelimit/examples/internal/demoredis"
 	"github.com/ratelimit-go/ratelimit/examples/internal/demoserve"
@@ -83,6 +84,9 @@ func run(replicas int) error {
 	}
 	defer rdb.Close()
 	log.Printf("%s", rdb.Describe())
+	// The replicas log Redis's failures themselves, each once (see
+	// quietLog), rather than go-redis once per failed dial.
+	redis.SetLogger(&logging.VoidLogger{})
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
