@@ -47,6 +47,7 @@ type message struct {
 // key of its API key, and what the completion needs.
 type chatCall struct {
 	key          string // the API key's rate-limit key
+	plan         string // the API key's plan (see planOf)
 	model        string
 	promptTokens int
 	maxTokens    int
@@ -85,7 +86,7 @@ func withChatRequest(next http.Handler) http.Handler {
 			writeProblem(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		call.key = rateKey(apiKey)
+		call.key, call.plan = rateKey(apiKey), planOf(apiKey)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chatCallKey{}, call)))
 	})
 }
@@ -154,9 +155,10 @@ func parseChat(body []byte) (*chatCall, error) {
 // tokenizer of English would: about one per 4 characters, rounded up.
 func countTokens(chars int) int { return (chars + 3) / 4 }
 
-// callOf returns the chatCall withChatRequest put in r's context.
-func callOf(r *http.Request) (*chatCall, error) {
-	call, ok := r.Context().Value(chatCallKey{}).(*chatCall)
+// callOf returns the chatCall withChatRequest put in a request's context,
+// or in the context of a limiter call made for that request.
+func callOf(ctx context.Context) (*chatCall, error) {
+	call, ok := ctx.Value(chatCallKey{}).(*chatCall)
 	if !ok {
 		return nil, errNoCall
 	}
@@ -165,7 +167,7 @@ func callOf(r *http.Request) (*chatCall, error) {
 
 // callKey is the middleware's KeyFunc: requests are limited per API key.
 func callKey(r *http.Request) (string, error) {
-	call, err := callOf(r)
+	call, err := callOf(r.Context())
 	if err != nil {
 		return "", err
 	}
@@ -176,7 +178,7 @@ func callKey(r *http.Request) (string, error) {
 // take, its prompt's plus max_tokens. The handler reports the true total
 // with httplimit.SetCost, and the middleware settles the difference.
 func estimate(r *http.Request) (int, error) {
-	call, err := callOf(r)
+	call, err := callOf(r.Context())
 	if err != nil {
 		return 0, err
 	}
@@ -211,7 +213,7 @@ type usage struct {
 // for the middleware to settle. Model "fail" stands for an upstream
 // failure: 503, and the middleware gives back what the request took.
 func complete(w http.ResponseWriter, r *http.Request) {
-	call, err := callOf(r)
+	call, err := callOf(r.Context())
 	if err != nil {
 		writeProblem(w, http.StatusInternalServerError, err.Error())
 		return
@@ -229,6 +231,10 @@ func complete(w http.ResponseWriter, r *http.Request) {
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	httplimit.SetCost(r.Context(), u.TotalTokens)
 
+	if d, ok := httplimit.DecisionOf(r.Context()); ok {
+		// "backend" (Redis) or "fallback" (this replica's share).
+		w.Header().Set("X-Ratelimit-Source", d.Source.String())
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(completion{
 		Object:  "chat.completion",

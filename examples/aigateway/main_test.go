@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -21,8 +22,11 @@ import (
 // bothPolicies is the RateLimit-Policy of every decided response.
 const bothPolicies = `"requests";q=5;w=60, "tokens";q=2000;w=60`
 
-// newTestGateway returns the gateway on an embedded Redis whose clock
-// stands still until the test moves it, and that Redis.
+// tokensPerMinute is the free plan's tokens a minute.
+const tokensPerMinute = 2000
+
+// newTestGateway returns one replica's handler on an embedded Redis whose
+// clock stands still until the test moves it, and that Redis.
 func newTestGateway(t *testing.T) (http.Handler, *demoredis.Redis) {
 	t.Helper()
 	t.Setenv("REDIS_ADDR", "") // always the embedded server
@@ -30,9 +34,10 @@ func newTestGateway(t *testing.T) (http.Handler, *demoredis.Redis) {
 	require.NoError(t, err)
 	t.Cleanup(rdb.Close)
 	rdb.FreezeClock()
-	h, err := newGateway(rdb.Client, t.Logf)
+	r, err := newReplica(rdb.Client, replicaConfig{ID: "replica-0", Replicas: 1, Logf: t.Logf})
 	require.NoError(t, err)
-	return h, rdb
+	require.NoError(t, r.start(context.Background()))
+	return r.handler, rdb
 }
 
 // chat returns the JSON body of a request to model with one user message
@@ -286,24 +291,29 @@ func TestEstimateAboveTheLimit(t *testing.T) {
 	assert.Equal(t, bothPolicies, w.Header().Get("RateLimit-Policy"))
 }
 
-// Without Redis, the Guard fails closed: requests are denied for a second,
-// whatever their estimate, and the completion is not served.
-func TestFailsClosedWithoutRedis(t *testing.T) {
+// Without Redis, even at start, a replica decides on its share of the
+// free plan: 5 requests a minute over the 2 replicas it assumes are 2 each.
+// The completion is served on the fallback's decision.
+func TestWithoutRedisAReplicaDecidesOnItsShare(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close()) // nothing listens there now
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = client.Close() })
-	h, err := newGateway(client, t.Logf)
+	r, err := newReplica(client, replicaConfig{ID: "replica-0", Replicas: 2, Logf: t.Logf})
 	require.NoError(t, err)
+	assert.Error(t, r.start(context.Background()))
 
-	for _, maxTokens := range []int{10, 1000} {
-		w := post(t, h, "key-1", chat("demo", strings.Repeat("lorem ipsum ", 200), maxTokens))
-		assert.Equal(t, http.StatusTooManyRequests, w.Code, w.Body.String())
-		assert.Equal(t, "1", w.Header().Get("Retry-After"))
-		assert.NotContains(t, w.Body.String(), "usage")
+	for range 2 {
+		w := post(t, r.handler, "key-1", chat("demo", "Say hello", 10))
+		assert.Equal(t, http.StatusOK, w.Code, w.Body.String())
+		assert.Equal(t, "fallback", w.Header().Get("X-Ratelimit-Source"))
+		assert.Equal(t, bothPolicies, w.Header().Get("RateLimit-Policy"), "the fallback's policies go by the plan's names")
 	}
+	w := post(t, r.handler, "key-1", chat("demo", "Say hello", 10))
+	assert.Equal(t, http.StatusTooManyRequests, w.Code, w.Body.String())
+	assert.NotContains(t, w.Body.String(), "usage")
 }
 
 func TestRateKeyHidesTheAPIKey(t *testing.T) {
