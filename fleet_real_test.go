@@ -67,7 +67,9 @@ func liveCounts(replicas []replica) []int {
 
 // TestRealRedisFleetFallbacksKeepTheSharedLimitWhileRedisIsDown: three
 // replicas share 30 per second on one Redis with even traffic, far above
-// the limit; Redis is killed mid-run. While it is down, the fleet's
+// the limit; Redis is killed mid-run (or, for the token bucket, paused by
+// SIGSTOP, where every call waits out the Guard's timeout until the breaker
+// opens). While it is down, the fleet's
 // fallbacks together allow no more than the shared limit × 1.1 plus one
 // burst per replica; after a restart every replica is counted again and
 // Redis decides again.
@@ -77,10 +79,18 @@ func TestRealRedisFleetFallbacksKeepTheSharedLimitWhileRedisIsDown(t *testing.T)
 		limit  = 30 // per second, a burst of 30
 		outage = 2 * time.Second
 	)
-	for name, newBackend := range map[string]func(redis.Scripter) (Limiter, error){
-		"RedisTokenBucket": func(c redis.Scripter) (Limiter, error) { return NewRedisTokenBucket(c, limit, limit) },
-		"RedisFixedWindow": func(c redis.Scripter) (Limiter, error) { return NewRedisFixedWindow(c, limit, time.Second) },
+	bucket := func(c redis.Scripter) (Limiter, error) { return NewRedisTokenBucket(c, limit, limit) }
+	window := func(c redis.Scripter) (Limiter, error) { return NewRedisFixedWindow(c, limit, time.Second) }
+	for _, tc := range []struct {
+		name       string
+		newBackend func(redis.Scripter) (Limiter, error)
+		pause      bool // SIGSTOP and SIGCONT, not kill and restart
+	}{
+		{"RedisTokenBucket", bucket, false},
+		{"RedisFixedWindow", window, false},
+		{"RedisTokenBucket/paused", bucket, true},
 	} {
+		name, newBackend := tc.name, tc.newBackend
 		t.Run(name, func(t *testing.T) {
 			server := redistest.Start(t)
 			replicas := startReplicas(t, server, n, 100*time.Millisecond, newBackend)
@@ -116,7 +126,11 @@ func TestRealRedisFleetFallbacksKeepTheSharedLimitWhileRedisIsDown(t *testing.T)
 			}
 			time.Sleep(500 * time.Millisecond) // Redis decides for a while
 			killed.Store(true)
-			server.Kill()
+			if tc.pause {
+				server.Pause()
+			} else {
+				server.Kill()
+			}
 			start := time.Now()
 			time.Sleep(outage)
 			close(stop)
@@ -135,7 +149,11 @@ func TestRealRedisFleetFallbacksKeepTheSharedLimitWhileRedisIsDown(t *testing.T)
 			assert.LessOrEqual(t, allowed, bound)
 			assert.GreaterOrEqual(t, float64(allowed), shared*0.8, "the fleet still serves near the limit")
 
-			server.Restart(t)
+			if tc.pause {
+				server.Resume()
+			} else {
+				server.Restart(t)
+			}
 			require.Eventually(t, func() bool {
 				d, err := replicas[0].guard.Decide(context.Background(), "tenant", 0)
 				return err == nil && d.Source == FromBackend
