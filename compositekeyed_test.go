@@ -584,3 +584,40 @@ func TestCompositeOfKeyedPartsNeverAllowsMoreThanThePlansWhileTheyChange(t *test
 	assert.LessOrEqual(t, allowed.Load(), int64(20))
 	assert.GreaterOrEqual(t, allowed.Load(), int64(10))
 }
+
+// TestCompositeOfKeyedPartsDeniedStillConvertsOnRedis: a request denied
+// right after a part's plan changed writes that part's conversion, on Redis
+// as in process, so that time then pays off what the key owes at the new
+// rate, not the old one.
+func TestCompositeOfKeyedPartsDeniedStillConvertsOnRedis(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	setup := newKeyedSetup(diffCompositeShapes[0]...)
+	clock := NewFakeClock(epoch)
+	local := setup.build(t, nil, WithClock(clock))
+	_, client, advance := miniredisClock(t)
+	remote := setup.build(t, client)
+	const key = "b1"
+	setup.plans[1].set(key, Policy{Limit: 10, Window: 4 * time.Second}) // 400 ms a unit
+	for name, c := range map[string]*Composite{"in process": local, "miniredis": remote} {
+		d, err := c.Decide(ctx, key, 5)
+		require.NoError(t, err, name)
+		require.True(t, d.Allowed, name)
+	}
+	// 5 owed become 1 s at 200 ms a unit: 2 in debt on a limit of 3.
+	setup.plans[1].set(key, Policy{Limit: 3, Window: 600 * ms})
+	for name, c := range map[string]*Composite{"in process": local, "miniredis": remote} {
+		d, err := c.Decide(ctx, key, 2)
+		require.NoError(t, err, name)
+		assert.False(t, d.Allowed, name)
+		assert.Equal(t, time.Second, d.Parts[1].ResetAfter, name)
+	}
+	clock.Advance(800 * ms)
+	advance(800 * ms)
+	want, err := local.Decide(ctx, key, 0)
+	require.NoError(t, err)
+	got, err := remote.Decide(ctx, key, 0)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: 200 * ms}, want.Parts[1])
+	assert.Equal(t, want, got)
+}

@@ -533,7 +533,9 @@ local function allow_one(c, stored)
 end
 
 -- allow decides an Allow of several checks: all of them allow, and then
--- all write, or none does (nor writes a conversion). It keeps each check's
+-- all write, or none takes anything; a denied request still writes each
+-- key's conversion (to a new interval, 'T' or 'G'), as allow_one does, so
+-- that the new policy holds from this call on. It keeps each check's
 -- answer in it: allowed, remaining, retry and reset.
 local function allow(checks, count)
   local all, refused = true, nil
@@ -560,10 +562,14 @@ local function allow(checks, count)
       c.impl.write(c)
       text = line(1, c.remaining, 0, c.reset)
     elseif c.allowed then
-      -- It would allow, but the request is denied: report it untouched.
+      -- It would allow, but the request is denied: report it untouched,
+      -- but for its conversion, which a peek writes.
       local _, remaining, _, reset = c.impl.decide(c, 0)
+      c.impl.write(c)
       text = line(0, remaining, 0, reset)
     else
+      -- A denial sets nothing to write but a conversion.
+      c.impl.write(c)
       text = line(0, c.remaining, c.retry, c.reset)
     end
     out = out .. text
