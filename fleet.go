@@ -36,10 +36,12 @@ type FleetConfig struct {
 	ID string
 	// Heartbeat is the time between two heartbeats of Run; 0 means 1 s.
 	Heartbeat time.Duration
-	// TTL is how long a replica counts as alive after its latest
+	// TTL bounds how long a replica is counted as alive after its latest
 	// heartbeat, rounded up to whole milliseconds; 0 means 3 × Heartbeat.
-	// It must be longer than Heartbeat, so that a replica that beats on
-	// time never drops out: the margin is what a heartbeat may be late.
+	// The others stop counting it at their first heartbeat from TTL −
+	// Heartbeat on, so within TTL. It must be longer than twice Heartbeat,
+	// so that a replica that beats on time never drops out: the margin,
+	// TTL − 2 × Heartbeat, is how late a heartbeat may be.
 	TTL time.Duration
 	// Assume is the number of live replicas Live reports until a heartbeat
 	// has answered; 0 means 1. Set it to the fleet's usual size when a
@@ -60,11 +62,13 @@ type FleetConfig struct {
 // Each heartbeat is one script call on the server's TIME: it adds or
 // refreshes the replica in the fleet's sorted set (member ID, score the
 // server time in ms at which it expires), removes the members that have
-// expired, and returns how many are left. A replica that joins is counted
-// by the others at their next heartbeat, within Heartbeat; one that stops
-// (Run returns) leaves at once and is uncounted within Heartbeat; one that
-// dies without leaving expires TTL after its latest heartbeat, and is
-// uncounted by the others within TTL + Heartbeat of that heartbeat. The
+// expired, and returns how many are live: those that do not expire before
+// the caller's next heartbeat. A replica that joins is counted by the
+// others at their next heartbeat, within Heartbeat; one that stops (Run
+// returns) leaves at once and is uncounted within Heartbeat; one that dies
+// without leaving is uncounted by every other within TTL of its latest
+// heartbeat (at their first heartbeat from TTL − Heartbeat on). A replica
+// that beats late by up to TTL − 2 × Heartbeat is still counted. The
 // sorted set expires with its latest member, so a fleet whose replicas all
 // stopped leaves nothing in Redis.
 //
@@ -80,9 +84,12 @@ type Fleet struct {
 	key, id   string
 	heartbeat time.Duration
 	ttlMillis int64
-	onError   func(error)
-	live      atomic.Int64 // the latest count, >= 1
-	running   atomic.Bool  // Run is running
+	// beatMillis is Heartbeat in whole ms, rounded up: a member expiring
+	// within it of a heartbeat is not counted.
+	beatMillis int64
+	onError    func(error)
+	live       atomic.Int64 // the latest count, >= 1
+	running    atomic.Bool  // Run is running
 }
 
 // NewFleet returns this replica's membership of the fleet cfg.Name kept in
@@ -90,7 +97,7 @@ type Fleet struct {
 // or failover client (the fleet is one key, so any of them serves it). It
 // talks to nothing until Beat or Run. It returns an error wrapping
 // ErrInvalidConfig for a nil client, an empty Name, a negative Heartbeat,
-// TTL or Assume, or a TTL that is not longer than Heartbeat.
+// TTL or Assume, or a TTL that is not longer than twice Heartbeat.
 func NewFleet(client redis.Scripter, cfg FleetConfig) (*Fleet, error) {
 	const kind = "NewFleet"
 	switch {
@@ -114,8 +121,8 @@ func NewFleet(client redis.Scripter, cfg FleetConfig) (*Fleet, error) {
 		}
 		cfg.TTL = 3 * cfg.Heartbeat
 	}
-	if cfg.TTL <= cfg.Heartbeat {
-		return nil, fmt.Errorf("%w: %s: TTL %v must be longer than Heartbeat %v", ErrInvalidConfig, kind, cfg.TTL, cfg.Heartbeat)
+	if cfg.TTL <= 2*cfg.Heartbeat {
+		return nil, fmt.Errorf("%w: %s: TTL %v must be longer than twice Heartbeat %v", ErrInvalidConfig, kind, cfg.TTL, cfg.Heartbeat)
 	}
 	if cfg.ID == "" {
 		cfg.ID = defaultReplicaID()
@@ -124,7 +131,11 @@ func NewFleet(client redis.Scripter, cfg FleetConfig) (*Fleet, error) {
 	if cfg.TTL%time.Millisecond != 0 {
 		ttl++
 	}
-	f := &Fleet{client: client, key: cfg.Name, id: cfg.ID, heartbeat: cfg.Heartbeat, ttlMillis: ttl, onError: cfg.OnError}
+	beat := cfg.Heartbeat.Milliseconds()
+	if cfg.Heartbeat%time.Millisecond != 0 {
+		beat++
+	}
+	f := &Fleet{client: client, key: cfg.Name, id: cfg.ID, heartbeat: cfg.Heartbeat, ttlMillis: ttl, beatMillis: beat, onError: cfg.OnError}
 	f.live.Store(int64(max(cfg.Assume, 1)))
 	return f, nil
 }
@@ -229,7 +240,7 @@ func (f *Fleet) call(ctx context.Context, ttl int64) error {
 	if ctx == nil {
 		return fmt.Errorf("ratelimit: Fleet: %w", errNilContext)
 	}
-	n, err := fleetScript.Run(ctx, f.client, []string{f.key}, f.id, ttl).Int64()
+	n, err := fleetScript.Run(ctx, f.client, []string{f.key}, f.id, ttl, f.beatMillis).Int64()
 	if err != nil {
 		return fmt.Errorf("ratelimit: Fleet %q of %q: %w", f.id, f.key, backendErr(err))
 	}

@@ -44,8 +44,8 @@ func TestNewFleetRefusesABadConfiguration(t *testing.T) {
 		"negative heartbeat": {client, FleetConfig{Name: "f", Heartbeat: -1}, "Heartbeat"},
 		"negative TTL":       {client, FleetConfig{Name: "f", TTL: -1}, "TTL"},
 		"negative assume":    {client, FleetConfig{Name: "f", Assume: -1}, "Assume"},
-		"TTL not longer":     {client, FleetConfig{Name: "f", Heartbeat: time.Second, TTL: time.Second}, "longer than Heartbeat"},
-		"TTL below default":  {client, FleetConfig{Name: "f", Heartbeat: 5 * time.Second, TTL: 2 * time.Second}, "longer than Heartbeat"},
+		"TTL not longer":     {client, FleetConfig{Name: "f", Heartbeat: time.Second, TTL: 2 * time.Second}, "longer than twice Heartbeat"},
+		"TTL below default":  {client, FleetConfig{Name: "f", Heartbeat: 5 * time.Second, TTL: 2 * time.Second}, "longer than twice Heartbeat"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, err := NewFleet(c.client, c.cfg)
@@ -65,10 +65,10 @@ func TestFleetDefaultsToOneSecondHeartbeatAndThreeSecondTTL(t *testing.T) {
 	assert.Equal(t, 1, f.Live(), "before any heartbeat")
 	assert.Regexp(t, `^.+-\d+-[0-9a-f]{8}$`, f.ID())
 
-	g, err := NewFleet(client, FleetConfig{Name: "f", Assume: 4, TTL: 1500*time.Millisecond + 1})
+	g, err := NewFleet(client, FleetConfig{Name: "f", Assume: 4, TTL: 2500*time.Millisecond + 1})
 	require.NoError(t, err)
 	assert.Equal(t, 4, g.Live(), "Assume holds until a heartbeat answers")
-	assert.Equal(t, int64(1501), g.ttlMillis, "rounded up to whole ms")
+	assert.Equal(t, int64(2501), g.ttlMillis, "rounded up to whole ms")
 	assert.NotEqual(t, f.ID(), g.ID())
 }
 
@@ -98,8 +98,7 @@ func TestFleetCountsTheReplicasThatBeat(t *testing.T) {
 
 // TestFleetResizesWithinTheTTL moves the server's clock: a replica that
 // joins is counted by the others' next heartbeat, one that leaves too, and
-// one that dies without leaving within TTL + Heartbeat of its latest
-// heartbeat.
+// one that dies without leaving within TTL of its latest heartbeat.
 func TestFleetResizesWithinTheTTL(t *testing.T) {
 	m, _, step := miniredisClock(t)
 	ctx := context.Background()
@@ -120,18 +119,18 @@ func TestFleetResizesWithinTheTTL(t *testing.T) {
 	beatAll(a, b, c)
 	assert.Equal(t, []int{3, 3, 3}, []int{a.Live(), b.Live(), c.Live()})
 
-	// c dies just after beating: it counts until its TTL (3 s) has passed.
-	for range 2 {
-		step(time.Second)
-		beatAll(a, b)
-		assert.Equal(t, []int{3, 3}, []int{a.Live(), b.Live()})
-	}
+	// c dies just after beating: the others count it until TTL −
+	// Heartbeat (2 s) has passed, and not at their heartbeat after, so
+	// not once its TTL (3 s) is up.
+	step(time.Second)
+	beatAll(a, b)
+	assert.Equal(t, []int{3, 3}, []int{a.Live(), b.Live()})
 	step(time.Second - time.Millisecond)
 	beatAll(a, b)
-	assert.Equal(t, []int{3, 3}, []int{a.Live(), b.Live()}, "1 ms before c expires")
+	assert.Equal(t, []int{3, 3}, []int{a.Live(), b.Live()}, "1 ms before TTL − Heartbeat")
 	step(time.Millisecond)
 	beatAll(a, b)
-	assert.Equal(t, []int{2, 2}, []int{a.Live(), b.Live()}, "c expired: the next heartbeat resizes")
+	assert.Equal(t, []int{2, 2}, []int{a.Live(), b.Live()}, "c would expire before the next heartbeat: uncounted within its TTL")
 
 	// b leaves: a's next heartbeat sees it.
 	require.NoError(t, b.leave(ctx))
