@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratelimit-go/ratelimit"
 )
 
@@ -196,6 +199,38 @@ func hotTiers(b *testing.B, a hotAlgo, constant bool) hotBlock {
 	return blk
 }
 
+// hotTable returns a's limiter built WithPolicyFunc on a PolicyTable
+// (loaded from a miniredis, then read locally) that holds each hot key's
+// plan, tiersHotKey's being the fixed limiter's policy, after checking
+// that it gives tiersHotKey that policy: the fleet-wide table in place of
+// the service's own map.
+func hotTable(b *testing.B, a hotAlgo) hotBlock {
+	fixed, _ := a.build(b)
+	pro := policyOf(b, fixed, tiersHotKey)
+	m := miniredis.RunT(b)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	b.Cleanup(func() { _ = client.Close() })
+	table, err := ratelimit.NewPolicyTable(client, ratelimit.PolicyTableConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	plans := hotPlans(pro).cur.Load().byName
+	entries := make(map[string]ratelimit.Policy, len(plans))
+	for name, p := range plans {
+		entries["hot:"+name] = p
+	}
+	if err := table.Replace(ctx, entries, nil); err != nil {
+		b.Fatal(err)
+	}
+	if err := table.Load(ctx); err != nil {
+		b.Fatal(err)
+	}
+	l, blk := a.build(b, ratelimit.WithPolicyFunc(table.PolicyFunc()))
+	checkSamePolicy(b, l, tiersHotKey, pro)
+	return blk
+}
+
 // BenchmarkTiersHotKey is BenchmarkHotKey's ratelimit rows (one goroutine,
 // one key, the system clock, the hot-key configuration, so every call is
 // allowed), each limiter fixed and WithPolicyFunc, the hot key's plan being
@@ -203,14 +238,15 @@ func hotTiers(b *testing.B, a hotAlgo, constant bool) hotBlock {
 // run in the order fixed, PolicyFunc for each algorithm.
 //
 // "interleaved/<algo>" runs, in each of its b.N iterations, one call of
-// each of three limiters: fixed, PolicyFunc, and PolicyFunc-const (a
-// PolicyFunc that returns the fixed policy without a lookup), in blocks of
+// each of four limiters: fixed, PolicyFunc, PolicyFunc-const (a
+// PolicyFunc that returns the fixed policy without a lookup), and
+// PolicyTable (a PolicyTable's PolicyFunc, see hotTable), in blocks of
 // rotationBlock calls, one limiter after the other, each cycle starting one
 // limiter further on, timing each block (as BenchmarkMiddleware's
 // "interleaved" row does). The limiters are measured within a millisecond
 // of each other, so a change in the machine's speed hits them alike. It
-// reports each one's ns per call and PolicyFunc-ratio, PolicyFunc's time
-// over fixed's.
+// reports each one's ns per call, PolicyFunc-ratio, PolicyFunc's time
+// over fixed's, and PolicyTable-ratio, PolicyTable's over fixed's.
 func BenchmarkTiersHotKey(b *testing.B) {
 	for _, a := range hotAlgos {
 		b.Run("fixed/"+a.name, func(b *testing.B) {
@@ -224,8 +260,8 @@ func BenchmarkTiersHotKey(b *testing.B) {
 	for _, a := range hotAlgos {
 		b.Run("interleaved/"+a.name, func(b *testing.B) {
 			_, fixed := a.build(b)
-			blocks := []hotBlock{fixed, hotTiers(b, a, false), hotTiers(b, a, true)}
-			names := []string{"fixed", "PolicyFunc", "PolicyFunc-const"}
+			blocks := []hotBlock{fixed, hotTiers(b, a, false), hotTiers(b, a, true), hotTable(b, a)}
+			names := []string{"fixed", "PolicyFunc", "PolicyFunc-const", "PolicyTable"}
 			b.ReportAllocs()
 			spent := make([]time.Duration, len(blocks))
 			allowed := make([]int, len(blocks))
@@ -248,7 +284,8 @@ func BenchmarkTiersHotKey(b *testing.B) {
 				b.ReportMetric(float64(spent[k])/float64(b.N), name+"-ns/op")
 			}
 			b.ReportMetric(float64(spent[1])/float64(spent[0]), "PolicyFunc-ratio")
-			reportAllowed(b, min(allowed[0], allowed[1], allowed[2]))
+			b.ReportMetric(float64(spent[3])/float64(spent[0]), "PolicyTable-ratio")
+			reportAllowed(b, min(allowed[0], allowed[1], allowed[2], allowed[3]))
 		})
 	}
 }
