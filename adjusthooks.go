@@ -227,7 +227,7 @@ func (c *Composite) adjust(ctx context.Context, op AdjustOp, key string, taken, 
 	}
 	start := time.Now()
 	res, err := c.settle(ctx, key, taken, cost, opts, &call)
-	c.reportAdjust(op, key, taken, cost, opts, call.keys, call.results, err, time.Since(start))
+	c.reportAdjust(op, key, taken, cost, opts, call.keys, call.policies, call.results, err, time.Since(start))
 	return res, err
 }
 
@@ -235,9 +235,12 @@ func (c *Composite) adjust(ctx context.Context, op AdjustOp, key string, taken, 
 // adjustment of taken and cost for key: its key in keys, its own taken and
 // cost (1 for each above 0, for a part that counts calls), its Result in
 // results (nil for a Reset: the zero Result), or only its Limit on an
-// error. A part whose key was not derived (an error came first) reports
+// error: its key's policy's in policies (nil: the parts' own). A part whose key was not derived (an error came first) reports
 // the call's key.
-func (c *Composite) reportAdjust(op AdjustOp, key string, taken, cost int, opts []AdjustOption, keys []string, results []Result, err error, latency time.Duration) {
+func (c *Composite) reportAdjust(op AdjustOp, key string, taken, cost int, opts []AdjustOption, keys []string, policies []NamedPolicy, results []Result, err error, latency time.Duration) {
+	if policies == nil {
+		policies = c.policies
+	}
 	for i, o := range c.adjusters {
 		if o == nil {
 			continue
@@ -252,7 +255,7 @@ func (c *Composite) reportAdjust(op AdjustOp, key string, taken, cost int, opts 
 		var res Result
 		switch {
 		case err != nil && op != AdjustReset:
-			res = Result{Limit: c.policies[i].Limit}
+			res = Result{Limit: policies[i].Limit}
 		case results != nil:
 			res = results[i]
 		}

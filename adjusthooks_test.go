@@ -421,3 +421,28 @@ func BenchmarkTokenBucketSettle(b *testing.B) {
 		})
 	}
 }
+
+// A keyed Composite part's report of a failed adjustment names its key's
+// limit, as its report of a failed decision does.
+func TestCompositeKeyedPartReportsItsKeysLimitOnAFailedAdjustment(t *testing.T) {
+	mr, client, _ := miniredisClock(t)
+	ctx := context.Background()
+	h := &adjustRecorder{}
+	keyed, err := NewRedisGCRA(client, 4, time.Second, WithHooks(h),
+		WithPolicyFunc(func(_ context.Context, key string) (Policy, error) {
+			if key == "u1" {
+				return Policy{Limit: 10, Window: time.Second}, nil
+			}
+			return Policy{}, nil
+		}))
+	require.NoError(t, err)
+	plain, err := NewRedisGCRA(client, 6, time.Second, WithKeyPrefix("p:"))
+	require.NoError(t, err)
+	c, err := NewComposite(Part{Name: "k", Limiter: keyed}, Part{Name: "p", Limiter: plain})
+	require.NoError(t, err)
+	mr.Close()
+	_, err = c.Refund(ctx, "u1", 1)
+	require.Error(t, err)
+	require.NotEmpty(t, h.adjustments)
+	assert.Equal(t, 10, h.adjustments[len(h.adjustments)-1].Result.Limit)
+}

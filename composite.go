@@ -534,7 +534,7 @@ func (c *Composite) Reset(ctx context.Context, key string) error {
 	}
 	start := time.Now()
 	err := c.reset(ctx, key, keys)
-	c.reportAdjust(AdjustReset, key, 0, 0, nil, keys, nil, err, time.Since(start))
+	c.reportAdjust(AdjustReset, key, 0, 0, nil, keys, nil, nil, err, time.Since(start))
 	return err
 }
 

@@ -256,11 +256,13 @@ func TestShareDividesCapacityAndKeepsTheRateShare(t *testing.T) {
 		{Policy{11, time.Second}, 3, Policy{3, 818181819}},
 		{Policy{100, time.Minute}, 4, Policy{25, time.Minute}},
 		{Policy{}, 3, Policy{}},
-		{Policy{Limit: 1, Window: time.Duration(1 << 62)}, 4, Policy{1, time.Duration(1<<63 - 1)}},
+		// Beyond what an in-process clock holds: that bound.
+		{Policy{Limit: 1, Window: time.Duration(1 << 62)}, 4, Policy{1, maxSpan}},
+		{Policy{Limit: 1, Window: 30 * 24 * time.Hour}, 1000, Policy{1, maxSpan}},
 	} {
 		got := sharePolicy(c.p, c.live)
 		assert.Equal(t, c.want, got, "%v over %d", c.p, c.live)
-		if c.live > 1 && c.p.Limit > 0 && got.Window < time.Duration(1<<62) {
+		if c.live > 1 && c.p.Limit > 0 && got.Window < maxSpan {
 			// The shares add up to no more than p, in capacity and rate.
 			assert.LessOrEqual(t, got.Limit*c.live, max(c.p.Limit, c.live))
 			assert.GreaterOrEqual(t, int64(got.Window)*int64(c.p.Limit), int64(c.p.Window)*int64(got.Limit)*int64(c.live))
@@ -507,4 +509,40 @@ func TestFallbackOfACompositeSharesEveryPart(t *testing.T) {
 	res, err = fb.Allow(ctx, "t1:u2", 10)
 	require.NoError(t, err)
 	assert.True(t, res.Allowed)
+}
+
+// A share whose window would overflow an in-process clock is bounded, so
+// the fallback still decides while Redis is down; parts of a Composite on
+// one Redis limiter share one mirror; and the mirror keeps the backend's
+// bound on debt.
+func TestFallbackStaysUsableAndFaithfulToItsBackend(t *testing.T) {
+	m, client, _ := miniredisClock(t)
+	ctx := context.Background()
+	f := newTestFleet(t, m, "a")
+	f.live.Store(1000)
+	g, err := NewRedisGCRA(client, 1, 30*24*time.Hour)
+	require.NoError(t, err)
+	fb, err := f.Fallback(g)
+	require.NoError(t, err)
+	_, err = fb.Allow(ctx, "k", 1)
+	assert.NoError(t, err, "a window past the clock's span is bounded, not refused")
+
+	f.live.Store(1)
+	shared, err := NewRedisGCRA(client, 4, time.Minute)
+	require.NoError(t, err)
+	c, err := NewComposite(Part{Name: "user", Limiter: shared}, Part{Name: "global", Limiter: shared, Key: func(string) string { return "global" }})
+	require.NoError(t, err)
+	fc, err := f.Fallback(c, WithClock(NewFakeClock(epoch)))
+	require.NoError(t, err)
+	_, berr := c.Allow(ctx, "global", 1)
+	_, ferr := fc.Allow(ctx, "global", 1)
+	require.Error(t, berr, "the backend: two parts on one key of one limiter")
+	require.Error(t, ferr, "the fallback refuses it alike")
+	assert.Equal(t, berr.Error(), ferr.Error())
+
+	strict, err := NewRedisGCRA(client, 4, time.Minute, WithMaxDebt(0))
+	require.NoError(t, err)
+	fs, err := f.Fallback(strict)
+	require.NoError(t, err)
+	assert.Equal(t, debtCap(0), (*schedule)(fs.(*GCRA)).debt, "the backend's bound on debt")
 }

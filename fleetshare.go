@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/bits"
 	"time"
 )
@@ -62,16 +61,18 @@ func sharePolicy(p Policy, live int) Policy {
 	share := max(p.Limit/live, 1)
 	// Window × share × live / Limit, rounded up, in 128 bits; share × live
 	// is at most max(Limit, live).
+	// A window beyond what an in-process limiter's clock holds (maxSpan)
+	// is that bound: a smaller rate share, never a refused policy.
 	hi, lo := bits.Mul64(uint64(p.Window), uint64(share)*uint64(live))
 	if hi >= uint64(p.Limit) {
-		return Policy{Limit: share, Window: math.MaxInt64}
+		return Policy{Limit: share, Window: maxSpan}
 	}
 	q, r := bits.Div64(hi, lo, uint64(p.Limit))
 	if r != 0 {
 		q++
 	}
-	if q > math.MaxInt64 {
-		return Policy{Limit: share, Window: math.MaxInt64}
+	if q > maxSpan {
+		return Policy{Limit: share, Window: maxSpan}
 	}
 	return Policy{Limit: share, Window: time.Duration(q)}
 }
@@ -89,9 +90,11 @@ func sharePolicy(p Policy, live int) Policy {
 // Each call reads Live, so the share follows the fleet as it grows or
 // shrinks, and keeps what each key has used (see WithPolicyFunc); while
 // Redis is away Live, and so the share, stays as the latest heartbeat
-// left it. opts go to each in-process limiter: WithClock, WithHooks and
-// WithName apply; WithPolicyFunc is refused, since the share is the
-// policy. It returns an error wrapping ErrInvalidConfig for a backend
+// left it. opts go to each in-process limiter: WithClock, WithHooks,
+// WithName and WithMaxDebt apply (the bound on debt is the backend's
+// unless WithMaxDebt says otherwise); WithPolicyFunc is refused, since the
+// share is the policy. Parts of a Composite on one Redis limiter share
+// one in-process mirror, as they share that limiter's keys. It returns an error wrapping ErrInvalidConfig for a backend
 // of another type, a nil or zero-value one, or an option that does not
 // apply.
 func (f *Fleet) Fallback(backend Limiter, opts ...Option) (Limiter, error) {
@@ -121,10 +124,16 @@ func (f *Fleet) Fallback(backend Limiter, opts ...Option) (Limiter, error) {
 		return nil, fmt.Errorf("%w: %s: the Composite's parts are in process already; a fallback mirrors Redis limiters", ErrInvalidConfig, kind)
 	}
 	parts := make([]Part, len(c.parts))
+	// Parts on one Redis limiter share one mirror, as they share one
+	// limiter's keys on Redis.
+	mirrors := make(map[Limiter]Limiter, len(c.parts))
 	for i, p := range c.parts {
-		l, err := f.mirror(kind, p.Limiter, opts)
-		if err != nil {
-			return nil, fmt.Errorf("%s: part %q: %w", kind, p.Name, err)
+		l, ok := mirrors[p.Limiter]
+		if !ok {
+			if l, err = f.mirror(kind, p.Limiter, opts); err != nil {
+				return nil, fmt.Errorf("%s: part %q: %w", kind, p.Name, err)
+			}
+			mirrors[p.Limiter] = l
 		}
 		parts[i] = Part{Name: p.Name, Limiter: l, Key: p.Key, PerCall: p.PerCall}
 	}
@@ -160,7 +169,9 @@ func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, er
 	if r.policyFunc != nil {
 		pf = r.policyFunc.f
 	}
-	opts = append(opts[:len(opts):len(opts)], WithPolicyFunc(f.ShareFunc(def, pf)))
+	// The backend's bound on debt, unless opts give another.
+	opts = append([]Option{WithMaxDebt(int(r.debt))}, opts...)
+	opts = append(opts, WithPolicyFunc(f.ShareFunc(def, pf)))
 	switch backend.(type) {
 	case *RedisTokenBucket:
 		// The rate as the in-process bucket reads it back: Limit per

@@ -143,7 +143,12 @@ func NewPolicyTable(client redis.UniversalClient, cfg PolicyTableConfig) (*Polic
 }
 
 // Key returns the table's Redis key, which is also its pub/sub channel.
-func (t *PolicyTable) Key() string { return t.key }
+func (t *PolicyTable) Key() string {
+	if t == nil {
+		return ""
+	}
+	return t.key
+}
 
 // Lookup returns the policy the table holds for key, and whether it holds
 // one. It reads the replica's copy: one atomic load and one map lookup, no
@@ -238,10 +243,16 @@ func (t *PolicyTable) install(snap *tableSnapshot) {
 }
 
 // checkTablePolicy returns an error wrapping ErrInvalidConfig, naming key,
-// for a policy a table must not hold: one whose Limit or Window is not > 0.
+// for a policy a table must not hold: one whose Limit or Window is not > 0,
+// or one a Redis token bucket or GCRA would refuse (a limit above 2^52, an
+// interval under 1 µs, a span beyond what Redis keeps exactly), which every
+// replica would otherwise fail its calls on.
 func checkTablePolicy(name, key string, p Policy) error {
 	if p.Limit <= 0 || p.Window <= 0 {
 		return fmt.Errorf("%w: PolicyTable %q: key %q: policy %d per %v: limit and window must be > 0", ErrInvalidConfig, name, key, p.Limit, p.Window)
+	}
+	if _, _, err := checkRedisRate("policy", p); err != nil {
+		return fmt.Errorf("ratelimit: PolicyTable %q: key %q: %w", name, key, err)
 	}
 	return nil
 }

@@ -90,6 +90,14 @@ func (t *PolicyTable) refreshNow(ctx context.Context) error {
 	defer t.mu.Unlock()
 	v, err := t.client.HGet(ctx, t.key, tableVersion).Result()
 	if errors.Is(err, redis.Nil) {
+		// No version: no table, or a key that is not a table's.
+		n, err := t.client.Exists(ctx, t.key).Result()
+		if err != nil {
+			return t.redisErr("read", err)
+		}
+		if n > 0 {
+			return fmt.Errorf("ratelimit: PolicyTable %q: %w: key %q has no version", t.name, ErrCorruptState, t.key)
+		}
 		return fmt.Errorf("ratelimit: PolicyTable %q: %w (key %q)", t.name, ErrTableMissing, t.key)
 	}
 	if err != nil {
@@ -119,6 +127,11 @@ func (t *PolicyTable) applyChange(ctx context.Context, payload string) error {
 	}
 	cur := t.cur.Load()
 	switch {
+	case parts[2] == "*" || prev == 0:
+		// A table written whole, or anew after it went missing: its
+		// version may be below the copy's (another server's clock after
+		// a failover), so it is read whatever the versions say.
+		return t.load(ctx)
 	case version == cur.version:
 		return nil // already read
 	case version < cur.version && cur.version != 0:
@@ -134,7 +147,9 @@ func (t *PolicyTable) applyChange(ctx context.Context, payload string) error {
 
 // Set makes the table hold p for key, on every replica. It returns an error
 // wrapping ErrInvalidConfig, naming key, for a policy whose Limit or Window
-// is not > 0, one wrapping ErrTableMissing if the table does not exist
+// is not > 0 or that a RedisTokenBucket or RedisGCRA would refuse (a limit
+// above 2^52, under 1 µs a unit, a span beyond what Redis keeps exactly),
+// one wrapping ErrTableMissing if the table does not exist
 // (see Replace and Seed), and one wrapping ErrBackend if Redis fails. See
 // PolicyTable for when replicas see it.
 func (t *PolicyTable) Set(ctx context.Context, key string, p Policy) error {
@@ -174,8 +189,8 @@ func (t *PolicyTable) SetFlag(ctx context.Context, name string, on bool) error {
 // application's source of truth. It is one script call, which blocks the
 // server while it writes (a few hundred milliseconds per 100,000 entries),
 // and every replica then reads the whole table once. It returns an error wrapping
-// ErrInvalidConfig, naming the key, for a policy whose Limit or Window is
-// not > 0 (and writes nothing), and one wrapping ErrBackend if Redis fails.
+// ErrInvalidConfig, naming the key, for a policy Set would refuse (and
+// writes nothing), and one wrapping ErrBackend if Redis fails.
 //
 // See the PolicyTable example for a replica that seeds the table, and
 // re-seeds it after a FLUSHALL.

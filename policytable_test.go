@@ -312,3 +312,52 @@ func TestNilPolicyTableAnswersWithoutPanicking(t *testing.T) {
 	assert.ErrorIs(t, table.FollowShadow("f", nil), ErrInvalidConfig)
 	assert.Zero(t, table.Version())
 }
+
+// A table re-seeded after it went missing, on a server whose clock is
+// behind the one that wrote the copy (a failover, say), has a lower
+// version than the copy: its replicas read it all the same, and the
+// changes after it.
+func TestPolicyTableFollowsAReseedWithALowerVersion(t *testing.T) {
+	m, client, ctx := miniredisAt(t)
+	m.SetTime(time.Now())
+	table, _ := runTable(t, client, time.Hour)
+	require.NoError(t, table.Replace(ctx, map[string]Policy{"a": planFree}, nil))
+	eventually(t, 2*time.Second, holds(table, "a", planFree), "the seed")
+	m.FlushAll()
+	m.SetTime(time.Now().Add(-time.Minute))
+	seeded, err := table.Seed(ctx, map[string]Policy{"a": planPro}, nil)
+	require.NoError(t, err)
+	require.True(t, seeded)
+	eventually(t, 2*time.Second, holds(table, "a", planPro), "the re-seeded table")
+	require.NoError(t, table.Set(ctx, "b", planFree))
+	eventually(t, 2*time.Second, holds(table, "b", planFree), "a change after the re-seed")
+}
+
+// A policy the Redis limiters would refuse on every call is refused on
+// write, naming the key; a nil table's Key is "".
+func TestPolicyTableRefusesAPolicyTheLimitersCannotRun(t *testing.T) {
+	_, client, ctx := miniredisAt(t)
+	table, err := NewPolicyTable(client, PolicyTableConfig{})
+	require.NoError(t, err)
+	require.NoError(t, table.Replace(ctx, map[string]Policy{"a": planFree}, nil))
+	err = table.Set(ctx, "fast", Policy{Limit: 10_000_000, Window: time.Second})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), `"fast"`)
+	err = table.Replace(ctx, map[string]Policy{"huge": {Limit: 1 << 53, Window: time.Hour}}, nil)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	var none *PolicyTable
+	assert.Equal(t, "", none.Key())
+}
+
+// A key that holds policies but no version is not a table's: a refresh
+// reports it as corrupt, not as missing (which a re-seed could not mend).
+func TestPolicyTableRefreshCallsAKeyWithoutAVersionCorrupt(t *testing.T) {
+	m, client, ctx := miniredisAt(t)
+	table, err := NewPolicyTable(client, PolicyTableConfig{})
+	require.NoError(t, err)
+	m.HSet(table.Key(), "p:a", "10/60000000000")
+	err = table.refreshNow(ctx)
+	require.ErrorIs(t, err, ErrCorruptState)
+	m.Del(table.Key())
+	require.ErrorIs(t, table.refreshNow(ctx), ErrTableMissing)
+}
