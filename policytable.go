@@ -244,14 +244,14 @@ func (t *PolicyTable) install(snap *tableSnapshot) {
 
 // checkTablePolicy returns an error wrapping ErrInvalidConfig, naming key,
 // for a policy a table must not hold: one whose Limit or Window is not > 0,
-// or one a Redis token bucket or GCRA would refuse (a limit above 2^52, an
-// interval under 1 µs, a span beyond what Redis keeps exactly), which every
+// or one no limiter of this package can decide by (an interval under one
+// nanosecond a unit, a fill time beyond the in-process clock), which every
 // replica would otherwise fail its calls on.
 func checkTablePolicy(name, key string, p Policy) error {
 	if p.Limit <= 0 || p.Window <= 0 {
 		return fmt.Errorf("%w: PolicyTable %q: key %q: policy %d per %v: limit and window must be > 0", ErrInvalidConfig, name, key, p.Limit, p.Window)
 	}
-	if _, _, err := checkRedisRate("policy", p); err != nil {
+	if _, _, err := checkLocalRate("policy", p); err != nil {
 		return fmt.Errorf("ratelimit: PolicyTable %q: key %q: %w", name, key, err)
 	}
 	return nil

@@ -147,9 +147,12 @@ func (t *PolicyTable) applyChange(ctx context.Context, payload string) error {
 
 // Set makes the table hold p for key, on every replica. It returns an error
 // wrapping ErrInvalidConfig, naming key, for a policy whose Limit or Window
-// is not > 0 or that a RedisTokenBucket or RedisGCRA would refuse (a limit
-// above 2^52, under 1 µs a unit, a span beyond what Redis keeps exactly),
-// one wrapping ErrTableMissing if the table does not exist
+// is not > 0 or that no limiter of this package can decide by (under one
+// nanosecond a unit, or a fill time beyond the in-process clock); a policy
+// that only some limiters refuse (a Redis limiter's, under 1 µs a unit,
+// say) is written, and fails those limiters' calls for key with an error
+// wrapping ErrInvalidConfig, as any PolicyFunc's does. It returns one
+// wrapping ErrTableMissing if the table does not exist
 // (see Replace and Seed), and one wrapping ErrBackend if Redis fails. See
 // PolicyTable for when replicas see it.
 func (t *PolicyTable) Set(ctx context.Context, key string, p Policy) error {

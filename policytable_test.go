@@ -333,18 +333,20 @@ func TestPolicyTableFollowsAReseedWithALowerVersion(t *testing.T) {
 	eventually(t, 2*time.Second, holds(table, "b", planFree), "a change after the re-seed")
 }
 
-// A policy the Redis limiters would refuse on every call is refused on
-// write, naming the key; a nil table's Key is "".
-func TestPolicyTableRefusesAPolicyTheLimitersCannotRun(t *testing.T) {
+// A policy no limiter can decide by is refused on write, naming the key;
+// one only a Redis limiter refuses is written; a nil table's Key is "".
+func TestPolicyTableRefusesAPolicyNoLimiterCanRun(t *testing.T) {
 	_, client, ctx := miniredisAt(t)
 	table, err := NewPolicyTable(client, PolicyTableConfig{})
 	require.NoError(t, err)
 	require.NoError(t, table.Replace(ctx, map[string]Policy{"a": planFree}, nil))
-	err = table.Set(ctx, "fast", Policy{Limit: 10_000_000, Window: time.Second})
-	require.ErrorIs(t, err, ErrInvalidConfig)
+	err = table.Set(ctx, "fast", Policy{Limit: 2_000_000_000, Window: time.Second})
+	require.ErrorIs(t, err, ErrInvalidConfig, "half a nanosecond a unit")
 	assert.Contains(t, err.Error(), `"fast"`)
 	err = table.Replace(ctx, map[string]Policy{"huge": {Limit: 1 << 53, Window: time.Hour}}, nil)
 	require.ErrorIs(t, err, ErrInvalidConfig)
+	// In process only: a Redis limiter refuses it on its calls for the key.
+	require.NoError(t, table.Set(ctx, "quick", Policy{Limit: 10_000_000, Window: time.Second}))
 	var none *PolicyTable
 	assert.Equal(t, "", none.Key())
 }
