@@ -114,7 +114,7 @@ func activeAdjustHooks(h Hooks) AdjustHooks {
 // read only for the hooks, after the call has checked opts.
 func tokenOf(opts []AdjustOption) string {
 	if len(opts) == 0 {
-		return "" // a escapes to the heap
+		return "" // the usual call: no adjustment to build
 	}
 	var a adjustment
 	for _, opt := range opts {
@@ -235,8 +235,8 @@ func (c *Composite) adjust(ctx context.Context, op AdjustOp, key string, taken, 
 // adjustment of taken and cost for key: its key in keys, its own taken and
 // cost (1 for each above 0, for a part that counts calls), its Result in
 // results (nil for a Reset: the zero Result), or only its Limit on an
-// error: its key's policy's in policies (nil: the parts' own). A part whose key was not derived (an error came first) reports
-// the call's key.
+// error: its key's policy's in policies (nil: the parts' own). A part
+// whose key was not derived (an error came first) reports the call's key.
 func (c *Composite) reportAdjust(op AdjustOp, key string, taken, cost int, opts []AdjustOption, keys []string, policies []NamedPolicy, results []Result, err error, latency time.Duration) {
 	if policies == nil {
 		policies = c.policies

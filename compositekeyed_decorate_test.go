@@ -94,7 +94,7 @@ func TestGuardAndShadowAroundACompositeOfKeyedParts(t *testing.T) {
 // hear its share of a Composite's decision under the key's plan.
 func TestCompositeOfKeyedPartsReportsTheKeysPlanToHooks(t *testing.T) {
 	t.Parallel()
-	plans := newPolicyTable()
+	plans := newPlanMap()
 	plan := Policy{Limit: 7, Window: 7 * time.Second}
 	plans.set("k", plan)
 	hooks := &recordingHooks{}

@@ -37,14 +37,14 @@ func tenantOf(key string) string { return "tenant-" + key[:1] }
 // policy table.
 type keyedSetup struct {
 	parts  []keyedPart
-	plans  []*policyTable
+	plans  []*planMap
 	prefix string // on Redis, each part's keys are under prefix + its name, when set
 }
 
 func newKeyedSetup(parts ...keyedPart) *keyedSetup {
 	s := &keyedSetup{parts: parts}
 	for range parts {
-		s.plans = append(s.plans, newPolicyTable())
+		s.plans = append(s.plans, newPlanMap())
 	}
 	return s
 }
@@ -555,7 +555,7 @@ func TestCompositeOfKeyedPartsAppliesARaisedPlanAtOnce(t *testing.T) {
 func TestCompositeOfKeyedPartsNeverAllowsMoreThanThePlansWhileTheyChange(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	plans := newPolicyTable()
+	plans := newPlanMap()
 	clock := NewFakeClock(epoch)
 	tokens, err := NewTokenBucket(10, 10.0/3600, WithClock(clock), WithPolicyFunc(plans.f))
 	require.NoError(t, err)

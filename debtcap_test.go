@@ -105,7 +105,7 @@ func TestTheDebtBoundFollowsTheKeysPolicy(t *testing.T) {
 	ctx := context.Background()
 	for _, sub := range policyFuncRateSubjects {
 		t.Run(sub.name, func(t *testing.T) {
-			plans := newPolicyTable()
+			plans := newPlanMap()
 			plans.set("k", Policy{Limit: 10, Window: 10 * time.Second}) // 1 s a unit
 			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
 			res, err := l.Settle(ctx, "k", 0, 1000)
@@ -127,7 +127,7 @@ func TestTheDebtBoundFollowsTheKeysPolicy(t *testing.T) {
 	}
 	for _, sub := range policyFuncWindowSubjects {
 		t.Run(sub.name, func(t *testing.T) {
-			plans := newPolicyTable()
+			plans := newPlanMap()
 			plans.set("k", Policy{Limit: 3, Window: 10 * time.Second})
 			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
 			res, err := l.Settle(ctx, "k", 0, 1000)

@@ -10,7 +10,7 @@ import (
 )
 
 func TestDenyCacheForgetsADenialOnceTheKeysPolicyChanges(t *testing.T) {
-	plans := newPolicyTable()
+	plans := newPlanMap()
 	plans.set("k", Policy{Limit: 2, Window: time.Minute})
 	clock := NewFakeClock(epoch)
 	backendHooks := &recordingHooks{}
@@ -48,7 +48,7 @@ func TestDenyCacheForgetsADenialOnceTheKeysPolicyChanges(t *testing.T) {
 }
 
 func TestDenyCacheReportsTheKeysPolicy(t *testing.T) {
-	plans := newPolicyTable()
+	plans := newPlanMap()
 	plans.set("pro", Policy{Limit: 5, Window: time.Hour})
 	l, err := NewGCRA(1, time.Minute, WithPolicyFunc(plans.f))
 	require.NoError(t, err)

@@ -10,7 +10,10 @@ import (
 // Share returns one replica's share of p, a policy the whole fleet shares,
 // at the fleet's Live replicas: a Limit of p.Limit/Live rounded down (at
 // least 1), and a Window that keeps the rate at exactly p's rate / Live
-// (p.Window × share × Live / p.Limit, rounded up to the nanosecond).
+// (p.Window × share × Live / p.Limit, rounded up to the nanosecond, and
+// at most about 73 years, the longest span an in-process limiter's clock
+// holds: beyond it, a smaller rate rather than a policy the fallback would
+// refuse).
 //
 // So, for capacity and rate alike, the shares of the live replicas add up
 // to no more than p: the capacity is rounded down so that the bursts of

@@ -117,42 +117,42 @@ func (s cannedScripter) Eval(ctx context.Context, _ string, _ []string, _ ...any
 	return redis.NewCmdResult(s.reply, s.err)
 }
 
-// policyTable is where a test keeps each key's policy, and changes it while
+// planMap is where a test keeps each key's policy, and changes it while
 // a limiter built WithPolicyFunc(table.f) runs. A key it has no policy for
 // gets the zero Policy: the limiter's own.
-type policyTable struct {
+type planMap struct {
 	mu       sync.Mutex
 	policies map[string]Policy
 	err      error // returned for every key while set
 }
 
-func newPolicyTable() *policyTable {
-	return &policyTable{policies: map[string]Policy{}}
+func newPlanMap() *planMap {
+	return &planMap{policies: map[string]Policy{}}
 }
 
 // set gives key the policy p from its next call on.
-func (pt *policyTable) set(key string, p Policy) {
+func (pt *planMap) set(key string, p Policy) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	pt.policies[key] = p
 }
 
 // fail makes every call's policy fail with err, until fail(nil).
-func (pt *policyTable) fail(err error) {
+func (pt *planMap) fail(err error) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	pt.err = err
 }
 
 // get returns key's policy, the zero Policy when it has none.
-func (pt *policyTable) get(key string) Policy {
+func (pt *planMap) get(key string) Policy {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	return pt.policies[key]
 }
 
 // f is the table's PolicyFunc.
-func (pt *policyTable) f(_ context.Context, key string) (Policy, error) {
+func (pt *planMap) f(_ context.Context, key string) (Policy, error) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	if pt.err != nil {

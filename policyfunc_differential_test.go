@@ -279,7 +279,7 @@ func TestPolicyFuncLimitersMatchTheModelAcrossPolicyChanges(t *testing.T) {
 				// The constructor's policy is one of the others, so that
 				// the zero Policy and an explicit one meet.
 				own := sub.stream.policies[1+r.IntN(len(sub.stream.policies)-1)]
-				plans := newPolicyTable()
+				plans := newPlanMap()
 				debt, opts := randomDebt(r)
 				l, advance := sub.newLimiter(t, own, plans.f, opts...)
 				model := newPolicyFuncModel(own, sub.window, debt)
@@ -401,7 +401,7 @@ func TestPolicyFuncRedisLimitersDecideAsInProcessOnMiniredis(t *testing.T) {
 	for _, pair := range policyFuncPairs {
 		t.Run(pair.name, func(t *testing.T) {
 			for round := range sized(2, 8) {
-				plans := newPolicyTable()
+				plans := newPlanMap()
 				_, opts := randomDebt(r)
 				local, advanceLocal := pair.local.newLimiter(t, pair.own, plans.f, opts...)
 				remote, advanceRemote := pair.redis.newLimiter(t, pair.own, plans.f, opts...)
@@ -465,7 +465,7 @@ func TestRealRedisPolicyFuncLimitersDecideAsInProcess(t *testing.T) {
 	} {
 		t.Run(pair.name, func(t *testing.T) {
 			for round := range 6 {
-				plans := newPolicyTable()
+				plans := newPlanMap()
 				_, opts := randomDebt(r)
 				local, _ := pair.local.newLimiter(t, pair.own, plans.f, opts...)
 				remote := pair.redis(t, pair.own, plans.f, opts...)

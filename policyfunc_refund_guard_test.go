@@ -14,7 +14,7 @@ func TestARefundAfterALoweredPolicyGivesTheUnitsBack(t *testing.T) {
 	ctx := context.Background()
 	for _, sub := range policyFuncSubjects {
 		t.Run(sub.name, func(t *testing.T) {
-			plans := newPolicyTable()
+			plans := newPlanMap()
 			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
 			c := policyFuncCalls{t, l}
 			plans.set("k", perMinute(100))

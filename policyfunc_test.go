@@ -121,7 +121,7 @@ func (c policyFuncCalls) settle(key string, taken, cost int) Result {
 func TestRaisedLimitGivesTheNewUnitsAtOnce(t *testing.T) {
 	for _, sub := range policyFuncRateSubjects {
 		t.Run(sub.name, func(t *testing.T) {
-			plans := newPolicyTable()
+			plans := newPlanMap()
 			l, advance := sub.newLimiter(t, ownPolicy, plans.f)
 			c := policyFuncCalls{t, l}
 
@@ -162,7 +162,7 @@ func TestRaisedLimitGivesTheNewUnitsAtOnce(t *testing.T) {
 func TestLoweredLimitLeavesADebtThatTimePaysOff(t *testing.T) {
 	for _, sub := range policyFuncRateSubjects {
 		t.Run(sub.name, func(t *testing.T) {
-			plans := newPolicyTable()
+			plans := newPlanMap()
 			l, advance := sub.newLimiter(t, ownPolicy, plans.f)
 			c := policyFuncCalls{t, l}
 
@@ -194,7 +194,7 @@ func TestLoweredLimitLeavesADebtThatTimePaysOff(t *testing.T) {
 func TestFullKeyIsUnaffectedByAPolicyChange(t *testing.T) {
 	for _, sub := range policyFuncSubjects {
 		t.Run(sub.name, func(t *testing.T) {
-			plans := newPolicyTable()
+			plans := newPlanMap()
 			l, advance := sub.newLimiter(t, ownPolicy, plans.f)
 			c := policyFuncCalls{t, l}
 
@@ -237,7 +237,7 @@ func TestFullKeyIsUnaffectedByAPolicyChange(t *testing.T) {
 func TestFixedWindowChecksItsCountAgainstTheLimitInForce(t *testing.T) {
 	for _, sub := range policyFuncWindowSubjects {
 		t.Run(sub.name, func(t *testing.T) {
-			plans := newPolicyTable()
+			plans := newPlanMap()
 			l, advance := sub.newLimiter(t, ownPolicy, plans.f)
 			c := policyFuncCalls{t, l}
 
@@ -286,7 +286,7 @@ func TestFixedWindowChecksItsCountAgainstTheLimitInForce(t *testing.T) {
 func TestFixedWindowLongerThanTheConstructorsLastsToItsEnd(t *testing.T) {
 	for _, sub := range policyFuncWindowSubjects {
 		t.Run(sub.name, func(t *testing.T) {
-			plans := newPolicyTable()
+			plans := newPlanMap()
 			l, advance := sub.newLimiter(t, Policy{Limit: 5, Window: time.Second}, plans.f)
 			c := policyFuncCalls{t, l}
 			plans.set("k", Policy{Limit: 5, Window: time.Hour})
@@ -310,7 +310,7 @@ func TestPolicyFuncErrorFailsTheCallAndChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	for _, sub := range policyFuncSubjects {
 		t.Run(sub.name, func(t *testing.T) {
-			plans := newPolicyTable()
+			plans := newPlanMap()
 			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
 			c := policyFuncCalls{t, l}
 			plans.set("k", Policy{Limit: 4, Window: 4 * time.Second})
@@ -357,7 +357,7 @@ func TestInvalidPolicyIsAnInvalidConfigErrorNamingTheKey(t *testing.T) {
 				// Less than 1 ns per unit.
 				invalid = append(invalid, Policy{Limit: 10, Window: 9 * time.Nanosecond})
 			}
-			plans := newPolicyTable()
+			plans := newPlanMap()
 			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
 			c := policyFuncCalls{t, l}
 			valid := Policy{Limit: 4, Window: 4 * time.Second}
@@ -387,7 +387,7 @@ func TestCostAboveTheKeysLimitExceedsIt(t *testing.T) {
 	ctx := context.Background()
 	for _, sub := range policyFuncSubjects {
 		t.Run(sub.name, func(t *testing.T) {
-			plans := newPolicyTable()
+			plans := newPlanMap()
 			l, _ := sub.newLimiter(t, Policy{Limit: 20, Window: time.Hour}, plans.f)
 			c := policyFuncCalls{t, l}
 			plans.set("k", Policy{Limit: 3, Window: 3 * time.Second})
@@ -471,7 +471,7 @@ func TestPoliciesAnswerEachKeysPolicy(t *testing.T) {
 
 	for _, sub := range policyFuncSubjects {
 		t.Run(sub.name, func(t *testing.T) {
-			plans := newPolicyTable()
+			plans := newPlanMap()
 			gold := Policy{Limit: 100, Window: time.Minute}
 			plans.set("gold", gold)
 			plans.set("bad", Policy{Limit: 0, Window: time.Minute})
@@ -505,7 +505,7 @@ func TestPoliciesAnswerEachKeysPolicy(t *testing.T) {
 func TestHooksSeeTheKeysPolicy(t *testing.T) {
 	for _, sub := range policyFuncSubjects {
 		t.Run(sub.name, func(t *testing.T) {
-			plans := newPolicyTable()
+			plans := newPlanMap()
 			hooks := &recordingHooks{}
 			l, _ := sub.newLimiter(t, ownPolicy, plans.f, WithHooks(hooks))
 			c := policyFuncCalls{t, l}
