@@ -8,7 +8,7 @@ import (
 // AdjustHooks is the optional interface of a Hooks that also hears of
 // adjustments: a Hooks given to WithHooks, or to a Guard's, DenyCache's or
 // Shadow's config, that implements it has Adjusted called once per
-// Refund, Settle and Reset the limiter or decorator was asked for,
+// Refund, Settle and Reset, and every Release and Extend of a Lease, the limiter or decorator was asked for,
 // successful or not. A Hooks that does not implement it hears of
 // decisions only, and adjustments cost its limiters nothing more than a
 // check of a nil field.
@@ -31,7 +31,7 @@ import (
 // returns, like Decided: implementations must be safe for concurrent use
 // and fast.
 type AdjustHooks interface {
-	// Adjusted is called once per Refund, Settle or Reset.
+	// Adjusted is called once per Refund, Settle, Reset, Release or Extend.
 	Adjusted(AdjustEvent)
 }
 
@@ -45,10 +45,16 @@ const (
 	AdjustRefund
 	// AdjustReset is a Reset.
 	AdjustReset
+	// AdjustRelease is a Lease's Release: Taken is the lease's units,
+	// Cost 0. It is reported whether or not the lease was still held.
+	AdjustRelease
+	// AdjustExtend is a Lease's Extend: Taken and Cost are the lease's
+	// units; Err wraps ErrLeaseExpired when the lease was no longer held.
+	AdjustExtend
 )
 
 // String returns the call's name in lower case, for metric labels:
-// "settle", "refund" or "reset" ("unknown" for any other value).
+// "settle", "refund", "reset", "release" or "extend" ("unknown" for any other value).
 func (op AdjustOp) String() string {
 	switch op {
 	case AdjustSettle:
@@ -57,11 +63,16 @@ func (op AdjustOp) String() string {
 		return "refund"
 	case AdjustReset:
 		return "reset"
+	case AdjustRelease:
+		return "release"
+	case AdjustExtend:
+		return "extend"
 	}
 	return "unknown"
 }
 
-// AdjustEvent describes one Refund, Settle or Reset for AdjustHooks.
+// AdjustEvent describes one Refund, Settle, Reset, Release or Extend for
+// AdjustHooks.
 type AdjustEvent struct {
 	// Limiter names who reports, as Event's does: the name WithName gave,
 	// or the type's ("TokenBucket", "RedisGCRA", ...), or a decorator's

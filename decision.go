@@ -63,6 +63,10 @@ type rule struct {
 	// bucket or GCRA (whose key owes ResetAfter); 0 for a fixed window
 	// (whose count stays until ResetAfter).
 	unit int64
+	// inFlight marks a concurrency limiter's policy, whose units come back
+	// whenever a lease is released: no denial tells what the key will
+	// answer later.
+	inFlight bool
 }
 
 // observerOf returns the observer of l when it is one of the six limiters

@@ -41,6 +41,12 @@ type Event struct {
 	// Enforced. A part of a Composite reports its own share: its key,
 	// cost and Result.
 	Decision
+	// Lease is the lease an Acquire granted (see Acquirer); it holds
+	// nothing for an Allow or Decide, a denial, or a limiter that holds
+	// nothing in flight. Its Release and Extend are reported to
+	// AdjustHooks (AdjustRelease, AdjustExtend), so that Lease.Held
+	// events minus releases count the leases a process holds.
+	Lease Lease
 	// Err is the error the call returned.
 	Err error
 	// BackendErr is the backend's error when the answer came from the

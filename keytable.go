@@ -59,7 +59,8 @@ const minSpan = int64(time.Millisecond)
 // another key costs the lookup and the update a plain map would.
 type tableShard[V any] struct {
 	mu   sync.Mutex
-	now  int64 // latest time seen; never goes backwards
+	now  int64  // latest time seen; never goes backwards
+	seq  uint64 // the last id a Concurrency gave a lease of a key of this shard
 	hot  hotEntry[V]
 	cur  generation[V]
 	prev generation[V]

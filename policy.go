@@ -29,4 +29,11 @@ type NamedPolicy struct {
 	// Composite's PerCall part): every call of n > 0 takes 1 of its Limit,
 	// whatever n is.
 	PerCall bool
+	// InFlight reports that the policy limits units in flight, not units
+	// per unit of time (a concurrency limiter's, see Concurrency): at
+	// most Limit units held at once by leases, each of which gives its
+	// units back when released, or Window after it was granted or last
+	// extended. Rate-limit headers name its quota unit
+	// "concurrent-requests".
+	InFlight bool
 }

@@ -1,0 +1,351 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// MaxInFlight is the largest limit of a concurrency limiter (Concurrency,
+// RedisConcurrency), in units. A key may hold up to its limit in leases,
+// and a denial reads every one of them (on Redis, inside one script call,
+// which holds the server while it runs), so the limit bounds that work.
+const MaxInFlight = 1 << 16
+
+// Concurrency is an in-process concurrency limiter: at most limit units in
+// flight per key, each held by a Lease from Acquire until Release gives it
+// back or its TTL passes (see Acquirer).
+//
+// Acquire(n) takes n units when the units held, plus n, are within the
+// limit: Remaining is then the units left free, and ResetAfter the time
+// until every lease now held has expired, were none released or
+// extended. A denial takes nothing; its RetryAfter is the time until
+// enough leases have expired for n to fit, were none released or extended:
+// for n = 1, the earliest expiry of a lease of the key. It is an honest
+// bound, not a promise: a release frees units at once, so a denied caller
+// may well succeed sooner, and one that waits RetryAfter may find the
+// units taken again. A lease that has expired holds nothing, whether or
+// not it has been released.
+//
+// Allow(n) acquires n units that nobody can release: they come back when
+// their TTL passes. Use Acquire for work whose end is known.
+//
+// The clock (WithClock) never makes a lease expire early: a clock that
+// steps back holds time still until it catches up, and every wait includes
+// the catching up.
+//
+// Memory is bounded by the keys that hold leases, plus those touched within
+// the last two TTLs, without a goroutine: a key whose leases have all
+// expired or been released is dropped as the limiter's time moves on.
+//
+// A Concurrency is safe for concurrent use. Create one with
+// NewConcurrency; the zero value is not usable.
+type Concurrency struct {
+	base       clockBase
+	limit      int64
+	ttl        int64 // ns
+	maxNow     int64 // time stands still past it
+	keys       *keyTable[heldUnits]
+	obs        observer
+	policyFunc *policyFunc
+}
+
+// NewConcurrency returns a Concurrency of at most limit units in flight
+// per key, whose leases last ttl unless extended. Its Policy is {limit,
+// ttl}, reported with InFlight set. It takes WithClock, WithHooks,
+// WithName and WithPolicyFunc (a key's Policy{Limit, Window} is its limit
+// and TTL); any other option is an error wrapping ErrInvalidConfig, as is
+// a limit <= 0 or above MaxInFlight, or a ttl below 1 ms, not a whole
+// number of microseconds, or above about 73 years.
+func NewConcurrency(limit int, ttl time.Duration, opts ...Option) (*Concurrency, error) {
+	const kind = "NewConcurrency"
+	cfg, err := applyInFlightOptions(kind, inProcess, opts)
+	if err != nil {
+		return nil, err
+	}
+	policy := Policy{Limit: limit, Window: ttl}
+	if _, _, err := checkInFlight(kind, policy); err != nil {
+		return nil, err
+	}
+	t, err := newPolicyFunc(cfg.policyFunc, "Concurrency", policy, checkInFlight)
+	if err != nil {
+		return nil, err
+	}
+	c := &Concurrency{
+		base:       newClockBase(cfg.clock),
+		limit:      int64(limit),
+		ttl:        int64(ttl),
+		maxNow:     math.MaxInt64 - 2*maxSpan,
+		keys:       newKeyTable[heldUnits](int64(ttl)).outliving(heldUntil),
+		obs:        newInFlightObserver(cfg, kind, policy),
+		policyFunc: t,
+	}
+	return c, nil
+}
+
+// heldUntil returns when h holds nothing any more, were no lease released
+// or extended.
+func heldUntil(h heldUnits) int64 { return h.latest }
+
+// applyInFlightOptions is applyOptions for a concurrency limiter, which
+// refuses WithMaxDebt: it has no debt.
+func applyInFlightOptions(kind string, where backend, opts []Option) (config, error) {
+	cfg, err := applyOptions(kind, where, opts)
+	if err == nil && cfg.maxDebtSet {
+		err = fmt.Errorf("%w: %s: WithMaxDebt does not apply; a concurrency limiter has no debt", ErrInvalidConfig, kind)
+	}
+	return cfg, err
+}
+
+// newInFlightObserver returns the observer of a concurrency limiter of
+// policy: its own policy is reported InFlight.
+func newInFlightObserver(cfg config, kind string, policy Policy) observer {
+	o := newObserver(cfg, kind, policy, rule{inFlight: true})
+	o.own[0].InFlight = true
+	return o
+}
+
+// checkInFlight checks a concurrency limiter's policy, in process and on
+// Redis alike, and returns its limit and its TTL in ns.
+func checkInFlight(kind string, p Policy) (int64, int64, error) {
+	if err := checkLimit(kind, "limit", p.Limit, MaxInFlight); err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case p.Window < time.Millisecond:
+		return 0, 0, fmt.Errorf("%w: %s: lease TTL %v must be at least 1ms", ErrInvalidConfig, kind, p.Window)
+	case p.Window%time.Microsecond != 0:
+		return 0, 0, fmt.Errorf("%w: %s: lease TTL %v is not a whole number of microseconds, the unit of Redis time", ErrInvalidConfig, kind, p.Window)
+	case int64(p.Window) > maxSpan:
+		return 0, 0, fmt.Errorf("%w: %s: lease TTL %v overflows the clock", ErrInvalidConfig, kind, p.Window)
+	}
+	return int64(p.Limit), int64(p.Window), nil
+}
+
+// errConcurrencyNotBuilt is the error of a call on a nil or zero-value
+// *Concurrency.
+var errConcurrencyNotBuilt = notBuilt("Concurrency")
+
+// built reports whether c came from NewConcurrency.
+func (c *Concurrency) built() bool { return c != nil && c.keys != nil }
+
+// Acquire takes n units for key and returns the Lease that holds them, or
+// a denial that takes nothing (see Acquirer and Concurrency). ctx goes to
+// the PolicyFunc, if any; the call never blocks.
+func (c *Concurrency) Acquire(ctx context.Context, key string, n int) (Lease, Decision, error) {
+	if !c.built() {
+		return Lease{}, Decision{}, errConcurrencyNotBuilt
+	}
+	return c.acquire(ctx, key, n, true)
+}
+
+// Allow takes n units for key that come back when the limiter's TTL (the
+// key's policy's Window) has passed: no one can release them. See
+// Concurrency.
+func (c *Concurrency) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if !c.built() {
+		return Result{}, errConcurrencyNotBuilt
+	}
+	_, d, err := c.acquire(ctx, key, n, false)
+	return d.Result, err
+}
+
+// Decide decides as Allow does and returns the whole Decision (see
+// Decider): its one policy, named "default" and InFlight, is the key's.
+func (c *Concurrency) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	if !c.built() {
+		return Decision{}, errConcurrencyNotBuilt
+	}
+	_, d, err := c.acquire(ctx, key, n, false)
+	return d, err
+}
+
+// Policies returns the one policy of key's calls, named "default" and
+// InFlight: the limiter's own, or the key's for a limiter built
+// WithPolicyFunc (see Decider).
+func (c *Concurrency) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if !c.built() {
+		return nil, errConcurrencyNotBuilt
+	}
+	p, _, _, err := c.policyOf(ctx, key)
+	return inFlightPolicies(p, c.obs.own), err
+}
+
+// Policy returns the limiter's own policy: {limit, ttl}.
+func (c *Concurrency) Policy() Policy {
+	if !c.built() {
+		return Policy{}
+	}
+	return c.obs.policy
+}
+
+// policyOf returns the policy of a call for key, its limit and its TTL in
+// ns.
+func (c *Concurrency) policyOf(ctx context.Context, key string) (Policy, int64, int64, error) {
+	if c.policyFunc == nil {
+		return c.obs.policy, c.limit, c.ttl, nil
+	}
+	return c.policyFunc.resolve(ctx, key)
+}
+
+// acquire is Acquire, whose lease is a Lease only when leased (Allow's
+// units cannot be released), on a built c.
+func (c *Concurrency) acquire(ctx context.Context, key string, n int, leased bool) (Lease, Decision, error) {
+	var start int64
+	if c.obs.hooks != nil {
+		start = c.base.elapsed()
+	}
+	p, limit, ttl, err := c.policyOf(ctx, key)
+	if err == nil {
+		err = checkCost(n, int(limit))
+	}
+	var lease Lease
+	var res Result
+	if err != nil {
+		res = Result{Limit: int(limit)}
+	} else {
+		lease, res = c.take(key, int64(n), limit, ttl, leased)
+	}
+	d := oneDecision(res, inFlightPolicies(p, c.obs.own), c.obs.rules)
+	if c.obs.hooks != nil {
+		c.obs.hooks.Decided(Event{
+			Limiter: c.obs.name, Key: key, Cost: n, Decision: d, Lease: lease, Err: err,
+			Latency: time.Duration(c.base.elapsed() - start),
+		})
+	}
+	return lease, d, err
+}
+
+// take decides n (0 <= n <= limit) for key now, holding what it takes
+// for ttl ns.
+func (c *Concurrency) take(key string, n, limit, ttl int64, leased bool) (Lease, Result) {
+	reading := c.base.elapsed()
+	sh, now := c.keys.lock(key, reading, c.maxNow)
+	h, at := sh.lookup(key)
+	h.sweep(now)
+	lag := lagBehind(now, reading)
+	res := Result{Limit: int(limit)}
+	var lease Lease
+	switch {
+	case h.units+n <= limit && n > 0:
+		sh.seq++
+		h.take(heldLease{id: sh.seq, units: n, expiry: now + ttl})
+		if leased {
+			lease = Lease{holder: c, key: key, id: sh.seq, units: int(n), ttl: time.Duration(ttl)}
+		}
+		res.Allowed = true
+	case n == 0:
+		res.Allowed = true
+	default:
+		res.RetryAfter = time.Duration(h.wait(limit, n, now) + lag)
+	}
+	res.Remaining = int(h.free(limit))
+	if h.units > 0 {
+		res.ResetAfter = time.Duration(h.latest - now + lag)
+	}
+	if at != absent || res.Allowed && n > 0 {
+		sh.write(key, at, h, max(h.latest, now))
+	}
+	sh.mu.Unlock()
+	return lease, res
+}
+
+// Release gives lease's units back (see Lease.Release). A lease another
+// limiter granted is an error wrapping ErrInvalidLease that changes
+// nothing.
+func (c *Concurrency) Release(ctx context.Context, lease Lease) error {
+	if !c.built() {
+		return errConcurrencyNotBuilt
+	}
+	return releaseOwn(ctx, c, "Concurrency", lease)
+}
+
+// Extend renews lease for the TTL of its key's policy now (see
+// Lease.Extend). A lease another limiter granted is an error wrapping
+// ErrInvalidLease that changes nothing.
+func (c *Concurrency) Extend(ctx context.Context, lease Lease) (Lease, error) {
+	if !c.built() {
+		return lease, errConcurrencyNotBuilt
+	}
+	return extendOwn(ctx, c, "Concurrency", lease)
+}
+
+// releaseLease releases l, one of c's leases.
+func (c *Concurrency) releaseLease(_ context.Context, l Lease) error {
+	var start int64
+	if c.obs.adjust != nil {
+		start = c.base.elapsed()
+	}
+	sh := c.keys.shard(l.key)
+	sh.mu.Lock()
+	// The shard's time, not the clock's: a lease found expired held
+	// nothing, and one found held holds nothing after this either way.
+	now := sh.now
+	h, at := sh.lookup(l.key)
+	held := false
+	if i := h.find(l.id); i >= 0 {
+		held = h.remove(i).expiry > now
+		sh.write(l.key, at, h, max(h.latest, now))
+	}
+	sh.mu.Unlock()
+	if c.obs.adjust != nil {
+		c.obs.reportAdjust(AdjustRelease, l.key, l.units, 0, nil, Result{Allowed: held}, nil, time.Duration(c.base.elapsed()-start))
+	}
+	return nil
+}
+
+// extendLease renews l, one of c's leases.
+func (c *Concurrency) extendLease(ctx context.Context, l Lease) (Lease, error) {
+	var start int64
+	if c.obs.adjust != nil {
+		start = c.base.elapsed()
+	}
+	_, limit, ttl, err := c.policyOf(ctx, l.key)
+	if err == nil {
+		l, err = c.renew(l, limit, ttl)
+	}
+	if c.obs.adjust != nil {
+		c.obs.reportAdjust(AdjustExtend, l.key, l.units, l.units, nil, Result{Allowed: err == nil, Limit: int(limit)}, err, time.Duration(c.base.elapsed()-start))
+	}
+	return l, err
+}
+
+// renew moves l's expiry to ttl ns from now, under a key limit of limit.
+func (c *Concurrency) renew(l Lease, limit, ttl int64) (Lease, error) {
+	reading := c.base.elapsed()
+	sh, now := c.keys.lock(l.key, reading, c.maxNow)
+	defer sh.mu.Unlock()
+	h, at := sh.lookup(l.key)
+	i := h.find(l.id)
+	if i < 0 || h.leases[i].expiry <= now {
+		if i >= 0 {
+			h.remove(i)
+			sh.write(l.key, at, h, max(h.latest, now))
+		}
+		return l, fmt.Errorf("ratelimit: Concurrency: key %q: %w (%v)", l.key, ErrLeaseExpired, l)
+	}
+	h.renew(i, now+ttl)
+	sh.write(l.key, at, h, h.latest)
+	l.ttl = time.Duration(ttl)
+	return l, nil
+}
+
+// Reset drops every lease of key: their units are free at once, and
+// their Extend fails with ErrLeaseExpired. It is for administration (a
+// key stuck by a holder that will not come back before its TTL); it never
+// fails on a built Concurrency.
+func (c *Concurrency) Reset(_ context.Context, key string) error {
+	if !c.built() {
+		return errConcurrencyNotBuilt
+	}
+	var start int64
+	if c.obs.adjust != nil {
+		start = c.base.elapsed()
+	}
+	c.keys.drop(key, c.base.elapsed(), c.maxNow)
+	if c.obs.adjust != nil {
+		c.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, nil, time.Duration(c.base.elapsed()-start))
+	}
+	return nil
+}
