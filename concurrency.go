@@ -46,7 +46,7 @@ type Concurrency struct {
 	limit      int64
 	ttl        int64 // ns
 	maxNow     int64 // time stands still past it
-	keys       *keyTable[heldUnits]
+	keys       *keyTable[*heldUnits]
 	obs        observer
 	policyFunc *policyFunc
 }
@@ -77,7 +77,7 @@ func NewConcurrency(limit int, ttl time.Duration, opts ...Option) (*Concurrency,
 		limit:      int64(limit),
 		ttl:        int64(ttl),
 		maxNow:     math.MaxInt64 - 2*maxSpan,
-		keys:       newKeyTable[heldUnits](int64(ttl)).outliving(heldUntil),
+		keys:       newKeyTable[*heldUnits](int64(ttl)).outliving(heldUntil),
 		obs:        newInFlightObserver(cfg, kind, policy),
 		policyFunc: t,
 	}
@@ -86,7 +86,7 @@ func NewConcurrency(limit int, ttl time.Duration, opts ...Option) (*Concurrency,
 
 // heldUntil returns when h holds nothing any more, were no lease released
 // or extended.
-func heldUntil(h heldUnits) int64 { return h.latest }
+func heldUntil(h *heldUnits) int64 { return h.latest }
 
 // applyInFlightOptions is applyOptions for a concurrency limiter, which
 // refuses WithMaxDebt: it has no debt.
@@ -133,11 +133,12 @@ func (c *Concurrency) built() bool { return c != nil && c.keys != nil }
 // Acquire takes n units for key and returns the Lease that holds them, or
 // a denial that takes nothing (see Acquirer and Concurrency). ctx goes to
 // the PolicyFunc, if any; the call never blocks.
-func (c *Concurrency) Acquire(ctx context.Context, key string, n int) (Lease, Decision, error) {
+func (c *Concurrency) Acquire(ctx context.Context, key string, n int) (lease Lease, d Decision, err error) {
 	if !c.built() {
 		return Lease{}, Decision{}, errConcurrencyNotBuilt
 	}
-	return c.acquire(ctx, key, n, true)
+	err = c.acquire(ctx, key, n, &lease, &d)
+	return lease, d, err
 }
 
 // Allow takes n units for key that come back when the limiter's TTL (the
@@ -147,7 +148,8 @@ func (c *Concurrency) Allow(ctx context.Context, key string, n int) (Result, err
 	if !c.built() {
 		return Result{}, errConcurrencyNotBuilt
 	}
-	_, d, err := c.acquire(ctx, key, n, false)
+	var d Decision
+	err := c.acquire(ctx, key, n, nil, &d)
 	return d.Result, err
 }
 
@@ -157,7 +159,8 @@ func (c *Concurrency) Decide(ctx context.Context, key string, n int) (Decision, 
 	if !c.built() {
 		return Decision{}, errConcurrencyNotBuilt
 	}
-	_, d, err := c.acquire(ctx, key, n, false)
+	var d Decision
+	err := c.acquire(ctx, key, n, nil, &d)
 	return d, err
 }
 
@@ -189,9 +192,9 @@ func (c *Concurrency) policyOf(ctx context.Context, key string) (Policy, int64, 
 	return c.policyFunc.resolve(ctx, key)
 }
 
-// acquire is Acquire, whose lease is a Lease only when leased (Allow's
-// units cannot be released), on a built c.
-func (c *Concurrency) acquire(ctx context.Context, key string, n int, leased bool) (Lease, Decision, error) {
+// acquire is Acquire on a built c, which sets *d and, when lease is not
+// nil, *lease (Allow's units cannot be released).
+func (c *Concurrency) acquire(ctx context.Context, key string, n int, lease *Lease, d *Decision) error {
 	var start int64
 	if c.obs.hooks != nil {
 		start = c.base.elapsed()
@@ -200,43 +203,50 @@ func (c *Concurrency) acquire(ctx context.Context, key string, n int, leased boo
 	if err == nil {
 		err = checkCost(n, int(limit))
 	}
-	var lease Lease
-	var res Result
-	if err != nil {
-		res = Result{Limit: int(limit)}
-	} else {
-		lease, res = c.take(key, int64(n), limit, ttl, leased)
+	d.Result.Limit = int(limit)
+	if err == nil {
+		c.take(key, int64(n), limit, ttl, lease, &d.Result)
 	}
-	d := oneDecision(res, inFlightPolicies(p, c.obs.own), c.obs.rules)
+	d.Policies = inFlightPolicies(p, c.obs.own)
+	d.Policy = d.Policies[0]
+	d.Enforced = d.Result
+	d.rules = c.obs.rules
 	if c.obs.hooks != nil {
-		c.obs.hooks.Decided(Event{
-			Limiter: c.obs.name, Key: key, Cost: n, Decision: d, Lease: lease, Err: err,
-			Latency: time.Duration(c.base.elapsed() - start),
-		})
+		ev := Event{Limiter: c.obs.name, Key: key, Cost: n, Decision: *d, Err: err, Latency: time.Duration(c.base.elapsed() - start)}
+		if lease != nil {
+			ev.Lease = *lease
+		}
+		c.obs.hooks.Decided(ev)
 	}
-	return lease, d, err
+	return err
 }
 
 // take decides n (0 <= n <= limit) for key now, holding what it takes
-// for ttl ns.
-func (c *Concurrency) take(key string, n, limit, ttl int64, leased bool) (Lease, Result) {
+// for ttl ns, and sets *res (whose Limit is set) and, when it grants a
+// lease and lease is not nil, *lease.
+func (c *Concurrency) take(key string, n, limit, ttl int64, lease *Lease, res *Result) {
+	i := c.keys.shardIndex(key)
 	reading := c.base.elapsed()
-	sh, now := c.keys.lock(key, reading, c.maxNow)
+	sh, now := c.keys.lockShard(i, reading, c.maxNow)
+	defer sh.mu.Unlock()
 	h, at := sh.lookup(key)
-	h.sweep(now)
 	lag := lagBehind(now, reading)
-	res := Result{Limit: int(limit)}
-	var lease Lease
-	switch {
-	case h.units+n <= limit && n > 0:
-		sh.seq++
-		h.take(heldLease{id: sh.seq, units: n, expiry: now + ttl})
-		if leased {
-			lease = Lease{holder: c, key: key, id: sh.seq, units: int(n), ttl: time.Duration(ttl)}
+	if at == absent {
+		// An absent key holds nothing, so n <= limit fits.
+		res.Allowed, res.Remaining = true, int(limit)
+		if n > 0 {
+			h = new(heldUnits)
+			c.grant(sh, i, h, key, n, limit, ttl, now, lag, lease, res)
+			sh.write(key, at, h, h.latest)
 		}
-		res.Allowed = true
+		return
+	}
+	h.sweep(now)
+	switch {
 	case n == 0:
 		res.Allowed = true
+	case h.units+n <= limit:
+		c.grant(sh, i, h, key, n, limit, ttl, now, lag, lease, res)
 	default:
 		res.RetryAfter = time.Duration(h.wait(limit, n, now) + lag)
 	}
@@ -244,11 +254,35 @@ func (c *Concurrency) take(key string, n, limit, ttl int64, leased bool) (Lease,
 	if h.units > 0 {
 		res.ResetAfter = time.Duration(h.latest - now + lag)
 	}
-	if at != absent || res.Allowed && n > 0 {
-		sh.write(key, at, h, max(h.latest, now))
+	keep(sh, key, at, h, now)
+}
+
+// grant adds a lease of n units to h, key's state in sh, the shard of
+// index i, and sets *res and, when lease is not nil, *lease. The caller
+// holds sh.mu.
+func (c *Concurrency) grant(sh *tableShard[*heldUnits], i int, h *heldUnits, key string, n, limit, ttl, now, lag int64, lease *Lease, res *Result) {
+	// An id names its shard in its low bits, so that a release finds it
+	// without hashing the key again.
+	sh.seq++
+	id := sh.seq*shardCount + uint64(i)
+	h.take(heldLease{id: id, units: n, expiry: now + ttl})
+	if lease != nil {
+		*lease = Lease{holder: c, key: key, id: id, units: int(n), ttl: time.Duration(ttl)}
 	}
-	sh.mu.Unlock()
-	return lease, res
+	res.Allowed = true
+	res.Remaining = int(h.free(limit))
+	res.ResetAfter = time.Duration(h.latest - now + lag)
+}
+
+// keep records that h, key's state found at at (not absent) in sh, was
+// changed at now: a key that holds nothing stays until its generation is
+// dropped, so that a hot key's state is reused.
+func keep(sh *tableShard[*heldUnits], key string, at where, h *heldUnits, now int64) {
+	if at == inHot {
+		sh.cur.maxExpiry = max(sh.cur.maxExpiry, h.latest)
+		return
+	}
+	sh.write(key, at, h, max(h.latest, now))
 }
 
 // Release gives lease's units back (see Lease.Release). A lease another
@@ -277,16 +311,18 @@ func (c *Concurrency) releaseLease(_ context.Context, l Lease) error {
 	if c.obs.adjust != nil {
 		start = c.base.elapsed()
 	}
-	sh := c.keys.shard(l.key)
+	sh := &c.keys.shards[l.id%shardCount]
 	sh.mu.Lock()
 	// The shard's time, not the clock's: a lease found expired held
 	// nothing, and one found held holds nothing after this either way.
 	now := sh.now
 	h, at := sh.lookup(l.key)
 	held := false
-	if i := h.find(l.id); i >= 0 {
-		held = h.remove(i).expiry > now
-		sh.write(l.key, at, h, max(h.latest, now))
+	if at != absent {
+		if i := h.find(l.id); i >= 0 {
+			held = h.remove(i).expiry > now
+			keep(sh, l.key, at, h, now)
+		}
 	}
 	sh.mu.Unlock()
 	if c.obs.adjust != nil {
@@ -314,19 +350,22 @@ func (c *Concurrency) extendLease(ctx context.Context, l Lease) (Lease, error) {
 // renew moves l's expiry to ttl ns from now, under a key limit of limit.
 func (c *Concurrency) renew(l Lease, limit, ttl int64) (Lease, error) {
 	reading := c.base.elapsed()
-	sh, now := c.keys.lock(l.key, reading, c.maxNow)
+	sh, now := c.keys.lockShard(int(l.id%shardCount), reading, c.maxNow)
 	defer sh.mu.Unlock()
 	h, at := sh.lookup(l.key)
-	i := h.find(l.id)
+	i := -1
+	if at != absent {
+		i = h.find(l.id)
+	}
 	if i < 0 || h.leases[i].expiry <= now {
 		if i >= 0 {
 			h.remove(i)
-			sh.write(l.key, at, h, max(h.latest, now))
+			keep(sh, l.key, at, h, now)
 		}
 		return l, fmt.Errorf("ratelimit: Concurrency: key %q: %w (%v)", l.key, ErrLeaseExpired, l)
 	}
 	h.renew(i, now+ttl)
-	sh.write(l.key, at, h, h.latest)
+	keep(sh, l.key, at, h, now)
 	l.ttl = time.Duration(ttl)
 	return l, nil
 }

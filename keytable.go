@@ -113,7 +113,20 @@ func (t *keyTable[V]) outliving(expiry func(V) int64) *keyTable[V] {
 
 // shard returns the shard key falls on.
 func (t *keyTable[V]) shard(key string) *tableShard[V] {
-	return &t.shards[maphash.String(t.seed, key)&(shardCount-1)]
+	return &t.shards[t.shardIndex(key)]
+}
+
+// shardIndex returns the index of the shard key falls on, below
+// shardCount.
+func (t *keyTable[V]) shardIndex(key string) int {
+	return int(maphash.String(t.seed, key) & (shardCount - 1))
+}
+
+// lockShard locks shard i and moves its time to reading, as lock does.
+func (t *keyTable[V]) lockShard(i int, reading, maxNow int64) (sh *tableShard[V], now int64) {
+	sh = &t.shards[i]
+	sh.mu.Lock()
+	return sh, t.advance(sh, reading, maxNow)
 }
 
 // lock locks key's shard, moves its time to reading (see advance) and
