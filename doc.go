@@ -17,6 +17,9 @@
 //   - NewFixedWindow, NewRedisFixedWindow: limit per window, opened by a
 //     key's first counted request; the simplest and the cheapest on Redis,
 //     but up to twice the limit around a window's end.
+//   - NewConcurrency, NewRedisConcurrency: at most limit units in flight,
+//     each held by a Lease until it is released or expires (see
+//     Concurrency limits below).
 //
 // The in-process limiters keep state in memory; the Redis ones decide in one
 // atomic script call on the server's clock, shared by every replica, through
@@ -48,6 +51,20 @@
 //
 // A Guard answers only ErrBackend (and a foreign Limiter's errors) by its
 // failure policy. See "Errors by class" in docs/production.md.
+//
+// # Concurrency limits
+//
+// A concurrency limiter is an Acquirer: Acquire(ctx, key, n) takes n units
+// of the key's limit in flight and returns the Lease that holds them, or a
+// denial that takes nothing. Release gives the units back when the work
+// ends; it is idempotent. A lease also ends when its TTL passes, so the
+// units of a holder that died come back by themselves; Extend renews it
+// for long work, and fails with ErrLeaseExpired once it is no longer held.
+// A denial's RetryAfter is the time until enough leases expire, were none
+// released: a bound, since a release frees units at once. A Composite with
+// a concurrency part and rate parts ("5 in flight and 100 a minute") takes
+// all or nothing. The function Acquire asks any Limiter; one that holds
+// nothing in flight decides as Decide does. See docs/concurrency.md.
 //
 // # Several limits in one decision
 //
@@ -89,8 +106,9 @@
 // WithHooks makes any limiter report every decision to Hooks.Decided (one
 // without hooks pays a nil check per call); Guard, DenyCache and Shadow
 // report their own. Hooks that also implement AdjustHooks hear every
-// Refund, Settle and Reset too. The otelratelimit module turns Hooks into
-// OpenTelemetry metrics. See docs/rollout.md and docs/production.md.
+// Refund, Settle and Reset, and every Release and Extend of a Lease, too.
+// The otelratelimit module turns Hooks into OpenTelemetry metrics, leases
+// held among them. See docs/rollout.md and docs/production.md.
 //
 // # Coalescing
 //

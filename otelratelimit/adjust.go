@@ -26,11 +26,15 @@ type adjustOpts struct {
 }
 
 // Adjusted counts ev, and, when it succeeded and is not a Reset, its
-// Taken and Cost units. Keys are never recorded.
+// Taken and Cost units. A Release (see releasesLease) also takes 1 from
+// the leases held by ev.Limiter. Keys are never recorded.
 func (h *Hooks) Adjusted(ev ratelimit.AdjustEvent) {
 	o := h.adjustOptions(adjustKey{limiter: ev.Limiter, op: ev.Op, errType: classify(ev.Err)})
 	ctx := context.Background()
 	h.adjustments.Add(ctx, 1, o.count...)
+	if releasesLease(ev) {
+		h.leases.Add(ctx, -1, h.leaseOptions(ev.Limiter).add...)
+	}
 	if ev.Err != nil || ev.Op == ratelimit.AdjustReset {
 		return
 	}

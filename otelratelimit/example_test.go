@@ -76,3 +76,37 @@ func ExampleWithLimiterName() {
 	fmt.Println(guard.BreakerState())
 	// Output: closed
 }
+
+// A concurrency limiter's leases held: two acquired, one released.
+func ExampleHooks_leasesHeld() {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+
+	hooks, err := otelratelimit.NewHooks(mp)
+	if err != nil {
+		panic(err)
+	}
+	jobs, err := ratelimit.NewConcurrency(5, time.Minute, ratelimit.WithHooks(hooks), ratelimit.WithName("jobs"))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	first, _, _ := jobs.Acquire(ctx, "key:alice", 1)
+	_, _, _ = jobs.Acquire(ctx, "key:bob", 1)
+	_ = first.Release(ctx)
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		panic(err)
+	}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == otelratelimit.LeasesHeldName {
+			for _, dp := range sum.DataPoints {
+				fmt.Printf("%s{%s} %d\n", m.Name, dp.Attributes.Encoded(attribute.DefaultEncoder()), dp.Value)
+			}
+		}
+	}
+	// Output:
+	// ratelimit.leases.held{ratelimit.limiter=jobs} 1
+}

@@ -1,8 +1,9 @@
 // Package otelratelimit exports what ratelimit's limiters and decorators
 // report to their ratelimit.Hooks as OpenTelemetry metrics: decisions by
 // outcome and source, their latency, the state of a Guard's circuit
-// breaker, and adjustments (Refund, Settle, Reset: how many, how many
-// failed, and the units they settled).
+// breaker, adjustments (Refund, Settle, Reset, and a Lease's Release and
+// Extend: how many, how many failed, and the units they settled), and the
+// leases a process holds.
 //
 // It is a module of its own, so the ratelimit module does not depend on
 // OpenTelemetry. Give a Hooks to any limiter with ratelimit.WithHooks, and to
@@ -45,13 +46,16 @@ const (
 	// BreakerTransitionsName counts breaker state changes by the state
 	// changed to (unit {transition}).
 	BreakerTransitionsName = "ratelimit.breaker.transitions"
-	// AdjustmentsName counts Refunds, Settles and Resets (unit
-	// {adjustment}).
+	// AdjustmentsName counts Refunds, Settles and Resets, and Leases'
+	// Releases and Extends (unit {adjustment}).
 	AdjustmentsName = "ratelimit.adjustments"
-	// AdjustmentUnitsName counts the units of the Refunds and Settles
-	// that succeeded: those they replaced and those they charged instead
-	// (unit {unit}).
+	// AdjustmentUnitsName counts the units of the Refunds, Settles,
+	// Releases and Extends that succeeded: those they replaced and those
+	// they charged instead (unit {unit}).
 	AdjustmentUnitsName = "ratelimit.adjustment.units"
+	// LeasesHeldName is the gauge of leases held: those acquired and not
+	// yet released (unit {lease}).
+	LeasesHeldName = "ratelimit.leases.held"
 )
 
 // The attributes' keys.
@@ -68,14 +72,16 @@ const (
 	SourceKey = attribute.Key("ratelimit.source")
 	// ErrorTypeKey, on decisions and adjustments of outcome "error" only,
 	// classifies the error: "invalid_cost", "cost_exceeds_limit",
-	// "corrupt_state", "invalid_config", "canceled", "deadline_exceeded",
-	// "backend" (any other ratelimit.ErrBackend), or "_OTHER".
+	// "corrupt_state", "invalid_config", "lease_expired" (an Extend of a
+	// lease no longer held), "invalid_lease" (a lease another limiter
+	// granted), "canceled", "deadline_exceeded", "backend" (any other
+	// ratelimit.ErrBackend), or "_OTHER".
 	ErrorTypeKey = attribute.Key("error.type")
 	// BreakerStateKey is a breaker state's String: "closed", "open" or
 	// "half_open".
 	BreakerStateKey = attribute.Key("ratelimit.breaker.state")
 	// OperationKey is an adjustment's call, ratelimit.AdjustOp's String:
-	// "settle", "refund" or "reset".
+	// "settle", "refund", "reset", "release" or "extend".
 	OperationKey = attribute.Key("ratelimit.operation")
 	// UnitsKey says which units of an adjustment are counted: "taken",
 	// the units it replaced (AdjustEvent.Taken), or "cost", those it
@@ -157,17 +163,31 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 //   - ratelimit.breaker.transitions, a Counter ({transition}): breaker
 //     changes, by ratelimit.breaker.state, the state changed to.
 //   - ratelimit.adjustments, a Counter ({adjustment}): every Refund,
-//     Settle and Reset reported (see ratelimit.AdjustHooks), with
+//     Settle, Reset, Release and Extend reported (see
+//     ratelimit.AdjustHooks), with
 //     ratelimit.limiter, ratelimit.operation, ratelimit.outcome ("ok" or
 //     "error"), and error.type when the outcome is "error": the failed
 //     adjustments are those of outcome "error".
 //   - ratelimit.adjustment.units, a Counter ({unit}): the units of the
-//     Refunds and Settles that succeeded, with ratelimit.limiter,
-//     ratelimit.operation and ratelimit.units: "taken", the units they
-//     replaced, and "cost", the units they charged instead. The sum of
-//     "cost" is the units settled (the work's true cost); "taken" minus
-//     "cost", the units given back net. A failed adjustment counts no
-//     units: it changed nothing, or may not have.
+//     Refunds, Settles, Releases and Extends that succeeded, with
+//     ratelimit.limiter, ratelimit.operation and ratelimit.units:
+//     "taken", the units they replaced, and "cost", the units they
+//     charged instead. The sum of "cost" of settles is the units settled
+//     (the work's true cost); "taken" minus "cost", the units given back
+//     net: a Release's taken is its lease's units, its cost 0; an
+//     Extend's taken and cost are both its lease's units. A failed
+//     adjustment counts no units: it changed nothing, or may not have.
+//   - ratelimit.leases.held, an UpDownCounter ({lease}): the leases of
+//     concurrency limiters that this process acquired and has not
+//     released, with ratelimit.limiter only (see Decided and Adjusted): a
+//     lease counts 1 whatever its units. A lease that expires unreleased
+//     stays counted until it is released: a steady rise is a holder that
+//     forgets to release. Each Release reported counts as one lease ended,
+//     so a lease released twice is uncounted twice: release each once
+//     (defer lease.Release). Read the series of the limiter that grants
+//     the leases, which reports both its Acquires and their Releases: a
+//     layer around it that reports an Acquire it passed on does not hear
+//     of the Release, which Lease.Release sends to the granting limiter.
 //
 // The breaker measurements carry ratelimit.limiter only when
 // WithLimiterName sets it. Options' WithAttributes are on every
@@ -188,6 +208,7 @@ type Hooks struct {
 	transitions metric.Int64Counter
 	adjustments metric.Int64Counter
 	units       metric.Int64Counter
+	leases      metric.Int64UpDownCounter
 
 	// base is the attributes of every measurement (WithAttributes).
 	base []attribute.KeyValue
@@ -201,6 +222,9 @@ type Hooks struct {
 	// adjustSets maps an adjustment's attributes to its options, as sets
 	// does a decision's.
 	adjustSets atomic.Pointer[map[adjustKey]*adjustOpts]
+	// leaseSets maps a limiter's name to the options of its leases held,
+	// as sets does a decision's.
+	leaseSets atomic.Pointer[map[string]*leaseOpts]
 }
 
 var (
@@ -246,6 +270,8 @@ const (
 	costExceedsLimit
 	corruptState
 	invalidConfig
+	leaseExpired
+	invalidLease
 	canceled
 	deadlineExceeded
 	backendError
@@ -257,6 +283,8 @@ var errorTypeNames = [...]string{
 	costExceedsLimit: "cost_exceeds_limit",
 	corruptState:     "corrupt_state",
 	invalidConfig:    "invalid_config",
+	leaseExpired:     "lease_expired",
+	invalidLease:     "invalid_lease",
 	canceled:         "canceled",
 	deadlineExceeded: "deadline_exceeded",
 	backendError:     "backend",
@@ -276,6 +304,10 @@ func classify(err error) errorType {
 		return corruptState
 	case errors.Is(err, ratelimit.ErrInvalidConfig):
 		return invalidConfig
+	case errors.Is(err, ratelimit.ErrLeaseExpired):
+		return leaseExpired
+	case errors.Is(err, ratelimit.ErrInvalidLease):
+		return invalidLease
 	case errors.Is(err, context.Canceled):
 		return canceled
 	case errors.Is(err, context.DeadlineExceeded):
@@ -332,13 +364,19 @@ func NewHooks(mp metric.MeterProvider, opts ...Option) (*Hooks, error) {
 	}
 	if h.adjustments, err = meter.Int64Counter(AdjustmentsName,
 		metric.WithUnit("{adjustment}"),
-		metric.WithDescription("Refunds, Settles and Resets, by limiter, operation and outcome."),
+		metric.WithDescription("Refunds, Settles, Resets, Releases and Extends, by limiter, operation and outcome."),
 	); err != nil {
 		return nil, fmt.Errorf("otelratelimit: %w", err)
 	}
 	if h.units, err = meter.Int64Counter(AdjustmentUnitsName,
 		metric.WithUnit("{unit}"),
-		metric.WithDescription("Units of the Refunds and Settles that succeeded: those taken that they replaced, and their cost."),
+		metric.WithDescription("Units of the Refunds, Settles, Releases and Extends that succeeded: those taken that they replaced, and their cost."),
+	); err != nil {
+		return nil, fmt.Errorf("otelratelimit: %w", err)
+	}
+	if h.leases, err = meter.Int64UpDownCounter(LeasesHeldName,
+		metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases of concurrency limiters acquired and not yet released, by limiter."),
 	); err != nil {
 		return nil, fmt.Errorf("otelratelimit: %w", err)
 	}
@@ -352,6 +390,7 @@ func NewHooks(mp metric.MeterProvider, opts ...Option) (*Hooks, error) {
 	}
 	h.sets.Store(&map[setKey]*decisionOpts{})
 	h.adjustSets.Store(&map[adjustKey]*adjustOpts{})
+	h.leaseSets.Store(&map[string]*leaseOpts{})
 	return h, nil
 }
 
@@ -361,7 +400,9 @@ func (h *Hooks) baseAttrs() []attribute.KeyValue {
 	return append(make([]attribute.KeyValue, 0, len(h.base)+4), h.base...)
 }
 
-// Decided counts ev and records its latency (a negative one as 0).
+// Decided counts ev and records its latency (a negative one as 0). An ev
+// whose Lease is held (an Acquire that granted a lease) also adds 1 to the
+// leases held by ev.Limiter.
 //
 // A denial a Shadow let through (WouldDeny, Source FromShadow) counts as
 // "denied" of source "shadow", what the enforced limit would have
@@ -381,6 +422,9 @@ func (h *Hooks) Decided(ev ratelimit.Event) {
 	h.decisions.Add(ctx, 1, o.add...)
 	// A clock stepped back can make a latency negative: it counts as 0.
 	h.duration.Record(ctx, max(ev.Latency, 0).Seconds(), o.record...)
+	if ev.Lease.Held() {
+		h.leases.Add(ctx, 1, h.leaseOptions(ev.Limiter).add...)
+	}
 }
 
 // BreakerChanged moves a breaker from one state to the other and counts
