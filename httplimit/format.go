@@ -94,7 +94,7 @@ func (m *Middleware) newFormat(policies []ratelimit.NamedPolicy) (*format, error
 			if p.Limit <= 0 {
 				return nil, fmt.Errorf("%w: httplimit: the limiter's policy %d (%q) has limit %d; every policy of a limiter with several must have a limit > 0", ratelimit.ErrInvalidConfig, i, p.Name, p.Limit)
 			}
-			items[i] = policyItem(p.Name, p.Limit, p.Window)
+			items[i] = policyItem(p.Name, p.Limit, p.Window, p.InFlight)
 		}
 		list := strings.Join(items, ", ")
 		f.parts = make([]partValues, len(policies))
@@ -112,12 +112,12 @@ func (m *Middleware) newFormat(policies []ratelimit.NamedPolicy) (*format, error
 func (m *Middleware) partValues(p ratelimit.NamedPolicy, list string) partValues {
 	limit := max(p.Limit, 0)
 	v := partValues{limitValues: limitValues{limit: limit, q: strconv.Itoa(limit)}, name: p.Name}
-	_, _, v.beforeR = policyParts(p.Name, 0, false)
+	v.beforeR = quoteSFString(p.Name) + ";r="
 	// Formatted whatever the style: a Middleware of legacy fields inside
 	// one of IETF fields sets them too.
 	v.policy = list
 	if list == "" {
-		v.policy = policyItem(p.Name, limit, p.Window)
+		v.policy = policyItem(p.Name, limit, p.Window, p.InFlight)
 	}
 	return v
 }
