@@ -28,6 +28,7 @@ type partValues struct {
 	limitValues        // limit and q are the policy's; policy is the list of all
 	beforeR     string // `"per-hour";r=`
 	name        string // the policy's name, in problem documents
+	inFlight    bool   // the policy limits requests in flight
 }
 
 // limitValues are the field values that depend on the policies only.
@@ -111,7 +112,7 @@ func (m *Middleware) newFormat(policies []ratelimit.NamedPolicy) (*format, error
 // is list, or p's own item when list is empty.
 func (m *Middleware) partValues(p ratelimit.NamedPolicy, list string) partValues {
 	limit := max(p.Limit, 0)
-	v := partValues{limitValues: limitValues{limit: limit, q: strconv.Itoa(limit)}, name: p.Name}
+	v := partValues{limitValues: limitValues{limit: limit, q: strconv.Itoa(limit)}, name: p.Name, inFlight: p.InFlight}
 	v.beforeR = quoteSFString(p.Name) + ";r="
 	// Formatted whatever the style: a Middleware of legacy fields inside
 	// one of IETF fields sets them too.
@@ -136,7 +137,7 @@ func (f *format) deniedBy(i int) *reply {
 	if r := f.denied[i].Load(); r != nil {
 		return r
 	}
-	r := newDenied(f.parts[i].name)
+	r := newDenied(f.parts[i].name, f.parts[i].inFlight)
 	f.denied[i].Store(&r)
 	return &r
 }

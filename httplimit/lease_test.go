@@ -248,6 +248,7 @@ func TestInFlightDenialAnswers429WithRetryAfterAndTheQuotaUnit(t *testing.T) {
 		"Retry-After":         {"15"}, // the first lease's expiry
 	}, fields(w.Header()))
 	assert.Contains(t, w.Body.String(), `"violated-policies":["default"]`)
+	assert.Contains(t, w.Body.String(), "in flight")
 
 	// Another key has slots of its own.
 	other := leased(t, l, &counter{})
