@@ -237,8 +237,11 @@ func (h *limitedHandler) serveLeased(w http.ResponseWriter, r *http.Request, d r
 }
 
 // release gives back lease, which r may not hold, at once (see
-// leaseHold.end).
+// leaseHold.end); a lease that holds nothing is left alone.
 func (h *limitedHandler) release(r *http.Request, lease ratelimit.Lease) {
+	if !lease.Held() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), leaseTimeout)
 	err := lease.Release(ctx)
 	cancel()

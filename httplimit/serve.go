@@ -109,11 +109,13 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 	}
 	f, ferr := m.formatFor(policies)
 	if ferr != nil {
+		h.release(r, lease)
 		h.failed(w, r, ferr, false)
 		return
 	}
 	p := f.part(bound)
 	if p == nil {
+		h.release(r, lease)
 		if err != nil {
 			h.failed(w, r, fmt.Errorf("%w: httplimit: the limiter's Decision named policy %d of %d, and: %w", ratelimit.ErrInvalidConfig, bound, len(f.parts), err), false)
 		} else {
