@@ -67,6 +67,26 @@ func BenchmarkUnaryInterceptor(b *testing.B) {
 			}
 		}
 	})
+	b.Run("leased", func(b *testing.B) {
+		// A limit of calls in flight, WithLeases: each call acquires,
+		// holds its lease (its extension timer set and stopped) and
+		// releases it.
+		l, err := ratelimit.NewConcurrency(5, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		in, err := grpclimit.NewInterceptor(l, grpclimit.KeyByMetadata("x-api-key"), grpclimit.WithLeases())
+		if err != nil {
+			b.Fatal(err)
+		}
+		unary := in.Unary()
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := unary(ctx, nil, info, handler); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // discardWriter is an http.ResponseWriter that keeps the header and throws

@@ -97,6 +97,32 @@
 // allowed call (its Decision's Result), and the interceptor needs nothing
 // of its own for it.
 //
+// # Limits on calls in flight
+//
+// A limit on work in flight (at most 5 calls or open streams of a key at
+// once: a ratelimit.Concurrency or RedisConcurrency, or a Composite with
+// such a part) needs WithLeases, and NewInterceptor refuses such a limiter
+// without it. Unary and Stream then decide each call by
+// ratelimit.Acquire, and the ratelimit.Lease that holds an allowed call's
+// units is held for its handler's whole life (a stream's, until it ends):
+// released once the handler has returned or panicked (the panic then goes
+// on), under the call's context without its cancellation and bounded by
+// 5 s, and extended every third of its TTL while the handler runs, by a
+// timer that starts no goroutine until it fires. A failed extension or
+// release goes to the WithOnError hook, wrapping ErrLease, and cancels
+// nothing. The handler finds its lease with LeaseOf. A denial is answered
+// codes.ResourceExhausted as above, with a RetryInfo of the time until
+// enough of the key's leases expire, were none released (a release can
+// free a slot much sooner), and the policy in flight names the draft's
+// quota unit, without w:
+//
+//	ratelimit-policy: "default";q=5;qu="concurrent-requests"
+//	ratelimit: "default";r=0;t=12
+//
+// Limit cannot hold a lease, and answers codes.Internal with such a
+// limiter. Over a rate limiter, whose leases hold nothing, WithLeases
+// changes nothing.
+//
 // # go-grpc-middleware
 //
 // go-grpc-middleware v2's interceptors/ratelimit package takes a Limiter,
@@ -114,7 +140,9 @@
 // # Concurrency
 //
 // An Interceptor and the interceptors it returns are safe for concurrent
-// use and start no goroutines. Their only state is a cache of the
+// use and start no goroutines (under WithLeases, a lease's extension runs
+// in the goroutine that time.AfterFunc starts when its timer fires).
+// Their only state is a cache of the
 // formatted values of the last four lists of policies they saw, which
 // changes what is allocated, never what is sent.
 package grpclimit

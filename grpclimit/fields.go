@@ -62,6 +62,8 @@ type policyValues struct {
 	item    string // `"default";q=10;w=5`: this policy's own
 	list    string // item, or every policy's, comma-separated
 	beforeR string // `"default";r=`
+	// inFlight says the policy limits calls in flight.
+	inFlight bool
 }
 
 // policySet is the formatted values of one list of policies, as a
@@ -84,18 +86,19 @@ func newPolicySet(policies []ratelimit.NamedPolicy) (*policySet, error) {
 		if p.Limit <= 0 && len(policies) > 1 {
 			return nil, fmt.Errorf("%w: grpclimit: the limiter's policy %d (%q) has limit %d; every policy of a decision with several must have a limit > 0", ratelimit.ErrInvalidConfig, i, p.Name, p.Limit)
 		}
-		items[i] = policyItem(p.Name, p.Limit, p.Window)
+		items[i] = policyItem(p.Name, p.Limit, p.Window, p.InFlight)
 	}
 	list := strings.Join(items, ", ")
 	s := &policySet{policies: slices.Clone(policies), vals: make([]policyValues, len(policies))}
 	for i, p := range policies {
 		s.vals[i] = policyValues{
-			name:    p.Name,
-			limit:   p.Limit,
-			q:       strconv.Itoa(p.Limit),
-			item:    items[i],
-			list:    list,
-			beforeR: quoteSFString(p.Name) + ";r=",
+			name:     p.Name,
+			limit:    p.Limit,
+			q:        strconv.Itoa(p.Limit),
+			item:     items[i],
+			list:     list,
+			beforeR:  quoteSFString(p.Name) + ";r=",
+			inFlight: p.InFlight,
 		}
 	}
 	return s, nil
@@ -299,11 +302,24 @@ func quoteSFString(name string) string {
 	return string(append(b, '"'))
 }
 
+// inFlightUnit is the qu parameter of a policy that limits calls in
+// flight (ratelimit.NamedPolicy's InFlight): the quota unit
+// "concurrent-requests" of draft-ietf-httpapi-ratelimit-headers-11
+// (section 3.1.2). Rate policies count the draft's default unit,
+// "requests", and are sent without qu.
+const inFlightUnit = `;qu="concurrent-requests"`
+
 // policyItem returns one policy as a member of ratelimit-policy:
-// `"per-hour";q=1000;w=3600`, without w when window <= 0.
-func policyItem(name string, limit int, window time.Duration) string {
+// `"per-hour";q=1000;w=3600`, without w when window <= 0. A policy of
+// calls in flight names its quota unit and has no w, whatever its window
+// (its leases' TTL), as package httplimit sends it:
+// `"default";q=5;qu="concurrent-requests"`.
+func policyItem(name string, limit int, window time.Duration, inFlight bool) string {
 	item := quoteSFString(name) + ";q=" + strconv.Itoa(limit)
-	if window > 0 {
+	switch {
+	case inFlight:
+		item += inFlightUnit
+	case window > 0:
 		item += ";w=" + strconv.FormatInt(ceilSeconds(window), 10)
 	}
 	return item

@@ -35,6 +35,14 @@ type Interceptor struct {
 	policyErrorsPass bool
 	closedRetry      time.Duration
 	fields           *fields
+
+	// leases says each call's units are taken with ratelimit.Acquire and
+	// held for its handler's life (WithLeases); inFlight, that the
+	// limiter limits calls in flight; after starts the timer that extends
+	// a held lease (time.AfterFunc; tests replace it).
+	leases   bool
+	inFlight bool
+	after    func(time.Duration, func()) leaseTimer
 }
 
 // NewInterceptor returns an Interceptor that asks l about every call,
@@ -50,9 +58,15 @@ type Interceptor struct {
 // ratelimit.Decider has one policy, "default", whose limit is each
 // Result's, with no w.
 //
+// A limiter of calls in flight (a policy whose InFlight is set, such as a
+// ratelimit.Concurrency's, read once for the key "" when the Interceptor
+// is built) needs WithLeases, under which each call is decided by
+// ratelimit.Acquire and holds its units while its handler runs.
+//
 // It returns an error wrapping ratelimit.ErrInvalidConfig for a nil l
 // (including an interface holding a nil pointer), a nil key, a nil Option,
-// or an option given a value it cannot use.
+// an option given a value it cannot use, or an l of calls in flight
+// without WithLeases.
 func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Interceptor, error) {
 	if isNil(l) {
 		return nil, fmt.Errorf("%w: grpclimit: nil limiter", ratelimit.ErrInvalidConfig)
@@ -69,7 +83,7 @@ func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Intercep
 			return nil, err
 		}
 	}
-	return &Interceptor{
+	in := &Interceptor{
 		limiter:          l,
 		key:              key,
 		cost:             s.cost,
@@ -79,23 +93,44 @@ func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Intercep
 		policyErrorsPass: s.policyErrorsPass,
 		closedRetry:      s.closedRetry,
 		fields:           &fields{style: s.style},
-	}, nil
+		leases:           s.leases,
+		after:            afterFunc,
+	}
+	if d, ok := l.(ratelimit.Decider); ok {
+		// Policies may come with an error (a PolicyFunc's): a concurrency
+		// limiter still reports its policy in flight.
+		policies, _ := d.Policies(context.Background(), "")
+		if j := inFlightIndex(policies); j >= 0 {
+			if !s.leases {
+				return nil, fmt.Errorf("%w: grpclimit: the limiter (%T) limits calls in flight (policy %q): build the Interceptor WithLeases, so that each call holds its units only while its handler runs; without it, every call would hold them for the policy's whole lease TTL", ratelimit.ErrInvalidConfig, l, policies[j].Name)
+			}
+			in.inFlight = true
+		}
+	}
+	return in, nil
 }
 
 // Unary returns the unary server interceptor: the call is decided before
 // its handler runs, the rate-limit metadata is set with grpc.SetHeader, and
 // a call that is denied or answered by a failure policy never reaches the
-// handler.
+// handler. Under WithLeases, the lease that holds an allowed call's units
+// is held until the handler returns or panics.
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		md, err := i.decide(ctx, info.FullMethod)
+		md, lease, err := i.decide(ctx, info.FullMethod, true)
 		if md != nil {
 			_ = grpc.SetHeader(ctx, md) // fails only outside a gRPC server
 		}
 		if err != nil {
 			return nil, err
 		}
-		return handler(ctx, req)
+		if !lease.Held() {
+			return handler(ctx, req)
+		}
+		h := i.hold(ctx, info.FullMethod, lease)
+		// Deferred, so that a panic releases the lease and then goes on.
+		defer h.end()
+		return handler(h, req)
 	}
 }
 
@@ -104,16 +139,23 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // it then carries are not counted. The rate-limit metadata is set on the
 // stream's header (ServerStream.SetHeader), which the handler's first
 // message or SendHeader sends; a denied stream's handler never runs.
+// Under WithLeases, the lease that holds an allowed stream's units is held
+// for the stream's whole life: until its handler returns or panics.
 func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		md, err := i.decide(ss.Context(), info.FullMethod)
+		md, lease, err := i.decide(ss.Context(), info.FullMethod, true)
 		if md != nil {
 			_ = ss.SetHeader(md) // fails only once the header is sent, which it cannot be yet
 		}
 		if err != nil {
 			return err
 		}
-		return handler(srv, ss)
+		if !lease.Held() {
+			return handler(srv, ss)
+		}
+		h := i.hold(ss.Context(), info.FullMethod, lease)
+		defer h.end()
+		return handler(srv, &leasedStream{ServerStream: ss, ctx: h})
 	}
 }
 
@@ -121,7 +163,10 @@ func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 // ratelimit.UnaryServerInterceptor and StreamServerInterceptor, whose
 // Limiter interface it implements: the method comes from grpc.Method(ctx),
 // the rate-limit metadata is set with grpc.SetHeader(ctx), and the error is
-// the status Unary would answer, or nil to let the call through. Those
+// the status Unary would answer, or nil to let the call through. It
+// cannot hold a lease for a call it returns before: with a limiter of
+// calls in flight (built WithLeases), it answers every call
+// codes.Internal without asking the limiter; use Unary and Stream. Those
 // interceptors answer any error with a codes.ResourceExhausted status of
 // their own that quotes its message, so the client gets neither the status
 // details (RetryInfo, QuotaFailure) nor the codes of key errors and
@@ -129,8 +174,11 @@ func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 // Unary and Stream when clients should see them. On the client side there
 // is no method and no header to set: Limit is for servers.
 func (i *Interceptor) Limit(ctx context.Context) error {
+	if i != nil && i.inFlight {
+		return status.Error(codes.Internal, "grpclimit: Limit cannot hold a call's lease for a limit of calls in flight; use the Unary and Stream interceptors")
+	}
 	method, _ := grpc.Method(ctx)
-	md, err := i.decide(ctx, method)
+	md, _, err := i.decide(ctx, method, false)
 	if md != nil {
 		_ = grpc.SetHeader(ctx, md)
 	}
@@ -138,13 +186,15 @@ func (i *Interceptor) Limit(ctx context.Context) error {
 }
 
 // decide decides the call of method and returns the metadata to set on its
-// response (nil for none) and the error to answer it with (nil to let it
-// through):
+// response (nil for none), the lease that holds its units (under
+// WithLeases when acquire is true; one that holds nothing otherwise) and
+// the error to answer it with (nil to let it through):
 //
 //   - skipped (WithSkip): no metadata, let through;
 //   - KeyFunc or CostFunc error, or a negative cost: the error's own status,
 //     or codes.Internal;
-//   - allowed: the fields, let through;
+//   - allowed: the fields, let through (with the lease that holds its
+//     units, under WithLeases);
 //   - denied: the fields and retry-after, codes.ResourceExhausted with
 //     RetryInfo and QuotaFailure;
 //   - cost above the limit: ratelimit-limit and ratelimit-policy,
@@ -165,16 +215,17 @@ func (i *Interceptor) Limit(ctx context.Context) error {
 //     metadata.
 //
 // Everything it sends comes from the call's ratelimit.Decision.
-func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, error) {
+func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (metadata.MD, ratelimit.Lease, error) {
+	var none ratelimit.Lease
 	if i == nil || i.limiter == nil || i.key == nil || i.fields == nil {
-		return nil, status.Error(codes.Internal, "grpclimit: Interceptor not made by NewInterceptor")
+		return nil, none, status.Error(codes.Internal, "grpclimit: Interceptor not made by NewInterceptor")
 	}
 	if i.skip != nil && i.skip(ctx, method) {
-		return nil, nil
+		return nil, none, nil
 	}
 	key, err := i.key(ctx, method)
 	if err != nil {
-		return nil, keyStatus(err)
+		return nil, none, keyStatus(err)
 	}
 	cost := 1
 	if i.cost != nil {
@@ -182,28 +233,44 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 			err = fmt.Errorf("grpclimit: CostFunc returned %d: %w", cost, ratelimit.ErrInvalidCost)
 		}
 		if err != nil {
-			return nil, keyStatus(err)
+			return nil, none, keyStatus(err)
 		}
 	}
 
-	d, err := ratelimit.Decide(ctx, i.limiter, key, cost)
+	var d ratelimit.Decision
+	var lease ratelimit.Lease
+	if acquire && i.leases {
+		lease, d, err = ratelimit.Acquire(ctx, i.limiter, key, cost)
+	} else {
+		d, err = ratelimit.Decide(ctx, i.limiter, key, cost)
+	}
+	if lease.Held() && (err != nil || !d.Allowed || d.WouldDeny) {
+		// Not a lease this call may hold: only an allowed call's units
+		// are held, and no Acquirer of package ratelimit grants any
+		// other.
+		i.release(ctx, method, lease)
+		lease = none
+	}
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
-		return i.failed(ctx, method, err, d.Source == ratelimit.FromShadow)
+		md, err := i.failed(ctx, method, err, d.Source == ratelimit.FromShadow)
+		return md, none, err
 	}
 	p, perr := i.fields.policy(&d)
 	if perr != nil {
 		if err != nil {
 			perr = fmt.Errorf("%w, and: %w", perr, err)
 		}
-		return i.failed(ctx, method, perr, false)
+		i.release(ctx, method, lease)
+		md, err := i.failed(ctx, method, perr, false)
+		return md, none, err
 	}
 	switch {
 	case err != nil: // ErrCostExceedsLimit
-		return i.fields.limitOnly(p), tooLarge(p, cost)
+		return i.fields.limitOnly(p), none, tooLarge(p, cost)
 	case d.Allowed:
-		return i.fields.metadata(p, d.Result, false), nil
+		return i.fields.metadata(p, d.Result, false), lease, nil
 	default:
-		return i.fields.metadata(p, d.Result, true), denied(p, d.Result)
+		return i.fields.metadata(p, d.Result, true), none, denied(p, d.Result)
 	}
 }
 
@@ -248,12 +315,17 @@ func keyStatus(err error) error {
 // QuotaFailure naming p.
 func denied(p *policyValues, res ratelimit.Result) error {
 	msg := fmt.Sprintf("grpclimit: rate limit exceeded (policy %q); retry after %v", p.name, res.RetryAfter)
+	desc := "the call exceeds the rate limit policy " + p.list1()
+	if p.inFlight {
+		msg = fmt.Sprintf("grpclimit: as many calls as the limit allows are in flight (policy %q); retry after %v, or sooner once one ends", p.name, res.RetryAfter)
+		desc = "the calls in flight are at the limit of the policy " + p.list1()
+	}
 	return withDetails(status.New(codes.ResourceExhausted, msg),
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(res.RetryAfter)},
 		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
 			Subject:     "policy:" + p.name,
 			QuotaId:     p.name,
-			Description: "the call exceeds the rate limit policy " + p.list1(),
+			Description: desc,
 		}}},
 	).Err()
 }

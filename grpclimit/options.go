@@ -33,6 +33,7 @@ type settings struct {
 	failClosed       bool
 	policyErrorsPass bool
 	closedRetry      time.Duration
+	leases           bool
 }
 
 // defaultClosedRetry is the retry delay of a fail-closed answer unless

@@ -18,6 +18,8 @@
 // limiter takes to go from empty to full, and t the seconds until the key is
 // back to its full limit on an allowed request, or until the request can
 // succeed on a denial (so that it agrees with Retry-After), all rounded up.
+// A policy of requests in flight has qu="concurrent-requests" in place of
+// w (see Limits on requests in flight).
 // RateLimit-Reset is t too. Everything comes from the request's
 // ratelimit.Decision (ratelimit.Decide): q and RateLimit-Limit are the
 // Limit of the policy that bound the decision, w its Window, and
@@ -128,6 +130,31 @@
 // response were set before the handler ran, so they do not show the
 // adjustment; the next response does.
 //
+// # Limits on requests in flight
+//
+// A limit on work in flight (at most 5 requests of a key at once: a
+// ratelimit.Concurrency or RedisConcurrency, or a Composite with such a
+// part) needs WithLeases, and NewMiddleware refuses such a limiter
+// without it. Each request is then decided by ratelimit.Acquire, and the
+// ratelimit.Lease that holds an allowed request's units is held for its
+// handler's whole life: released once the handler has returned (a
+// streamed response, after its last write) or panicked (the panic then
+// goes on), under the request's context without its cancellation and
+// bounded by 5 s, and extended every third of its TTL while the handler
+// runs, by a timer that starts no goroutine until it fires. A failed
+// extension or release goes to the WithOnError hook, wrapping ErrLease,
+// and cancels nothing. The handler finds its lease with LeaseOf. A denial
+// is a 429 whose Retry-After is the time until enough of the key's leases
+// expire, were none released (a release can free a slot much sooner), and
+// the fields name the draft's quota unit for requests in flight, without
+// w:
+//
+//	RateLimit-Policy: "default";q=5;qu="concurrent-requests"
+//	RateLimit: "default";r=0;t=12
+//
+// Over a rate limiter, whose leases hold nothing, WithLeases changes
+// nothing.
+//
 // # Rolling out a limit in shadow mode
 //
 // A ratelimit.Shadow decides and spends every request as if its limit were
@@ -189,10 +216,13 @@
 // # Concurrency
 //
 // A Middleware and the handlers it returns are safe for concurrent use and
-// start no goroutines; their only mutable state is a cache of the fields
-// formatted for the last four lists of policies seen. Without WithRefund
-// and WithSettle, the handler gets the request and http.ResponseWriter it
-// was given; WithRefund wraps the writer to learn the status (the wrapper
-// has an Unwrap method for http.ResponseController), and WithSettle gives
-// the request a context that carries its cost.
+// start no goroutines (under WithLeases, a lease's extension runs in the
+// goroutine that time.AfterFunc starts when its timer fires); their only
+// mutable state is a cache of the fields formatted for the last four
+// lists of policies seen. Without WithRefund, WithSettle and WithLeases,
+// the handler gets the request and http.ResponseWriter it was given;
+// WithRefund wraps the writer to learn the status (the wrapper has an
+// Unwrap method for http.ResponseController), WithSettle gives the
+// request a context that carries its cost, and WithLeases one that
+// carries its lease.
 package httplimit

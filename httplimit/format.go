@@ -28,6 +28,7 @@ type partValues struct {
 	limitValues        // limit and q are the policy's; policy is the list of all
 	beforeR     string // `"per-hour";r=`
 	name        string // the policy's name, in problem documents
+	inFlight    bool   // the policy limits requests in flight
 }
 
 // limitValues are the field values that depend on the policies only.
@@ -94,7 +95,7 @@ func (m *Middleware) newFormat(policies []ratelimit.NamedPolicy) (*format, error
 			if p.Limit <= 0 {
 				return nil, fmt.Errorf("%w: httplimit: the limiter's policy %d (%q) has limit %d; every policy of a limiter with several must have a limit > 0", ratelimit.ErrInvalidConfig, i, p.Name, p.Limit)
 			}
-			items[i] = policyItem(p.Name, p.Limit, p.Window)
+			items[i] = policyItem(p.Name, p.Limit, p.Window, p.InFlight)
 		}
 		list := strings.Join(items, ", ")
 		f.parts = make([]partValues, len(policies))
@@ -111,13 +112,13 @@ func (m *Middleware) newFormat(policies []ratelimit.NamedPolicy) (*format, error
 // is list, or p's own item when list is empty.
 func (m *Middleware) partValues(p ratelimit.NamedPolicy, list string) partValues {
 	limit := max(p.Limit, 0)
-	v := partValues{limitValues: limitValues{limit: limit, q: strconv.Itoa(limit)}, name: p.Name}
-	_, _, v.beforeR = policyParts(p.Name, 0, false)
+	v := partValues{limitValues: limitValues{limit: limit, q: strconv.Itoa(limit)}, name: p.Name, inFlight: p.InFlight}
+	v.beforeR = quoteSFString(p.Name) + ";r="
 	// Formatted whatever the style: a Middleware of legacy fields inside
 	// one of IETF fields sets them too.
 	v.policy = list
 	if list == "" {
-		v.policy = policyItem(p.Name, limit, p.Window)
+		v.policy = policyItem(p.Name, limit, p.Window, p.InFlight)
 	}
 	return v
 }
@@ -136,7 +137,7 @@ func (f *format) deniedBy(i int) *reply {
 	if r := f.denied[i].Load(); r != nil {
 		return r
 	}
-	r := newDenied(f.parts[i].name)
+	r := newDenied(f.parts[i].name, f.parts[i].inFlight)
 	f.denied[i].Store(&r)
 	return &r
 }

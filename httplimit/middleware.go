@@ -51,6 +51,12 @@ type Middleware struct {
 	decisionCtx bool                       // WithDecisionContext
 	adjustWait  time.Duration
 	clock       ratelimit.Clock // nil: time.Now
+
+	// leases says each request's units are taken with ratelimit.Acquire
+	// and held for its handler's life (WithLeases); after starts the
+	// timer that extends a held lease (time.AfterFunc; tests replace it).
+	leases bool
+	after  func(time.Duration, func()) leaseTimer
 }
 
 // NewMiddleware returns a Middleware that asks l about every request, under
@@ -74,12 +80,19 @@ type Middleware struct {
 // printable ASCII, and WithPolicyName and WithPolicyWindow, which describe
 // one policy, are errors with it.
 //
+// A limiter of requests in flight (a policy whose InFlight is set, such
+// as a ratelimit.Concurrency's) needs WithLeases, under which each request
+// is decided by ratelimit.Acquire and holds its units while its handler
+// runs.
+//
 // It returns an error wrapping ratelimit.ErrInvalidConfig for a nil l
 // (including an interface holding a nil pointer), a nil key, a nil Option,
 // an option given a value it cannot use, an option that does not apply to
 // l (WithRefund or WithSettle with an l that is not a ratelimit.Adjuster,
-// WithPolicyName or WithPolicyWindow with an l of several policies), or an
-// l of several policies one of which cannot be sent.
+// WithPolicyName or WithPolicyWindow with an l of several policies,
+// WithPolicyWindow with an l of requests in flight), an l of requests in
+// flight without WithLeases, or an l of several policies one of which
+// cannot be sent.
 //
 // A request a ratelimit.Shadow let through against a denial (the
 // Decision's WouldDeny) took nothing, so it is never refunded or settled,
@@ -124,6 +137,8 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		decisionCtx:   s.decisionCtx,
 		adjustWait:    s.adjustWait,
 		clock:         s.clock,
+		leases:        s.leases,
+		after:         afterFunc,
 	}
 	m.decider, _ = l.(ratelimit.Decider)
 	if err := m.setAdjuster(l); err != nil {
@@ -136,15 +151,26 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 }
 
 // checkPolicies reads the limiter's policies once, for the key "" (a
-// PolicyFunc sees that one call, and its error is ignored): several
-// policies refuse WithPolicyName and WithPolicyWindow, and must all be
-// sendable. The policies of each request are checked again when first
+// PolicyFunc sees that one call, and its error is ignored): a policy of
+// requests in flight needs WithLeases and refuses WithPolicyWindow;
+// several policies refuse WithPolicyName and WithPolicyWindow, and must
+// all be sendable. The policies of each request are checked again when first
 // seen.
 func (m *Middleware) checkPolicies() error {
 	if m.decider == nil {
 		return nil
 	}
 	policies, err := m.decider.Policies(context.Background(), "")
+	if i := inFlightIndex(policies); i >= 0 {
+		// Policies may come with an error (a PolicyFunc's): a
+		// concurrency limiter still reports its policy in flight.
+		switch {
+		case !m.leases:
+			return fmt.Errorf("%w: httplimit: the limiter (%T) limits requests in flight (policy %q): build the Middleware WithLeases, so that each request holds its units only while its handler runs; without it, every request would hold them for the policy's whole lease TTL", ratelimit.ErrInvalidConfig, m.limiter, policies[i].Name)
+		case m.windowSet:
+			return fmt.Errorf("%w: httplimit: WithPolicyWindow sets w, which a policy of requests in flight (%q of %T) does not have", ratelimit.ErrInvalidConfig, policies[i].Name, m.limiter)
+		}
+	}
 	if err != nil || len(policies) < 2 {
 		return nil
 	}

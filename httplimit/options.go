@@ -49,6 +49,7 @@ type settings struct {
 	clock         ratelimit.Clock
 	shadowHeader  bool
 	passUnknown   bool
+	leases        bool
 }
 
 // defaultPolicyName names the policy in the IETF fields unless

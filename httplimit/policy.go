@@ -58,22 +58,28 @@ func quoteSFString(name string) string {
 	return string(append(b, '"'))
 }
 
-// policyParts returns the constant parts of the IETF fields for a policy
-// named name with window w seconds (hasW false leaves w out): what comes
-// before q, after q, and before r in RateLimit.
-func policyParts(name string, w int64, hasW bool) (beforeQ, afterQ, beforeR string) {
-	quoted := quoteSFString(name)
-	if hasW {
-		afterQ = ";w=" + strconv.FormatInt(w, 10)
-	}
-	return quoted + ";q=", afterQ, quoted + ";r="
-}
+// inFlightUnit is the qu parameter of a policy that limits requests in
+// flight (ratelimit.NamedPolicy's InFlight): the quota unit
+// "concurrent-requests" of draft-ietf-httpapi-ratelimit-headers-11
+// (section 3.1.2). Rate policies count the draft's default unit,
+// "requests", and are sent without qu.
+const inFlightUnit = `;qu="concurrent-requests"`
 
 // policyItem returns one policy as a member of RateLimit-Policy:
-// `"per-hour";q=1000;w=3600`, without w when window <= 0.
-func policyItem(name string, limit int, window time.Duration) string {
-	beforeQ, afterQ, _ := policyParts(name, ceilSeconds(window), window > 0)
-	return beforeQ + strconv.Itoa(limit) + afterQ
+// `"per-hour";q=1000;w=3600`, without w when window <= 0. A policy of
+// requests in flight names its quota unit and has no w, whatever its
+// window (its leases' TTL): the draft's w is the time window of a quota
+// that is spent over time, and a limit on requests in flight has none, so
+// `"default";q=5;qu="concurrent-requests"`.
+func policyItem(name string, limit int, window time.Duration, inFlight bool) string {
+	item := quoteSFString(name) + ";q=" + strconv.Itoa(limit)
+	switch {
+	case inFlight:
+		item += inFlightUnit
+	case window > 0:
+		item += ";w=" + strconv.FormatInt(ceilSeconds(window), 10)
+	}
+	return item
 }
 
 // ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.

@@ -74,13 +74,18 @@ type replies struct {
 }
 
 // newDenied returns the 429 answer to a request denied by policy (the
-// first for a single-policy limiter).
-func newDenied(policy string) reply {
+// first for a single-policy limiter), which limits requests in flight
+// when inFlight is true.
+func newDenied(policy string, inFlight bool) reply {
+	detail := "The request exceeds the rate limit; retry after the number of seconds in Retry-After."
+	if inFlight {
+		detail = "As many requests as the limit allows are in flight; retry after the number of seconds in Retry-After, or sooner once one of them ends."
+	}
 	return newReply(problem{
 		Type:             QuotaExceededType,
 		Title:            quotaExceededTitle,
 		Status:           http.StatusTooManyRequests,
-		Detail:           "The request exceeds the rate limit; retry after the number of seconds in Retry-After.",
+		Detail:           detail,
 		ViolatedPolicies: []string{policy},
 	})
 }

@@ -21,7 +21,9 @@ type limitedHandler struct {
 //   - KeyFunc or CostFunc error, or a negative cost: the key-error answer;
 //   - allowed: fields set, passed on, and adjusted after next returns as
 //     WithRefund and WithSettle say, unless the Decision's Source says its
-//     backend did not answer (a Guard's FailOpen, say);
+//     backend did not answer (a Guard's FailOpen, say); under WithLeases,
+//     the lease that holds its units is extended while next runs and
+//     released once it has returned or panicked;
 //   - denied: fields and Retry-After set, 429 (or the WithDeniedHandler);
 //   - cost above the limit: RateLimit-Limit and RateLimit-Policy set, 413;
 //   - an error of a ratelimit.Shadow that does not enforce (its Decision's
@@ -61,7 +63,8 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serve is ServeHTTP's decision, through the limiter's Decide (or
-// ratelimit.Decide for a limiter of another package). The fields, and the
+// ratelimit.Decide for a limiter of another package), or, under
+// WithLeases, through ratelimit.Acquire. The fields, and the
 // problem document of a denial, are those of the policy that bound it,
 // with every policy that applied in RateLimit-Policy; an index that names
 // no policy is a limiter error. A request a ratelimit.Shadow let through
@@ -73,9 +76,20 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 	m := h.m
 	var d ratelimit.Decision
 	var err error
-	if m.decider != nil {
+	var lease ratelimit.Lease
+	switch {
+	case m.leases:
+		lease, d, err = ratelimit.Acquire(r.Context(), m.limiter, key, cost)
+		if lease.Held() && (err != nil || !d.Allowed || d.WouldDeny) {
+			// Not a lease this request may hold: only an allowed
+			// request's units are held, and no Acquirer of package
+			// ratelimit grants any other.
+			h.release(r, lease)
+			lease = ratelimit.Lease{}
+		}
+	case m.decider != nil:
 		d, err = m.decider.Decide(r.Context(), key, cost)
-	} else {
+	default:
 		d, err = ratelimit.Decide(r.Context(), m.limiter, key, cost)
 	}
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
@@ -95,11 +109,13 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 	}
 	f, ferr := m.formatFor(policies)
 	if ferr != nil {
+		h.release(r, lease)
 		h.failed(w, r, ferr, false)
 		return
 	}
 	p := f.part(bound)
 	if p == nil {
+		h.release(r, lease)
 		if err != nil {
 			h.failed(w, r, fmt.Errorf("%w: httplimit: the limiter's Decision named policy %d of %d, and: %w", ratelimit.ErrInvalidConfig, bound, len(f.parts), err), false)
 		} else {
@@ -122,6 +138,10 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		h.next.ServeHTTP(w, m.withDecision(r, d))
 	case d.Allowed:
 		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, false)
+		if lease.Held() {
+			h.serveLeased(w, r, d, key, cost, lease)
+			return
+		}
 		if m.adjuster != nil && d.Source == ratelimit.FromBackend {
 			// The time just after the decision: a fixed window gives units
 			// back only to a window open by then (ratelimit.TakenAt).

@@ -1,0 +1,251 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// WithLeases makes the Middleware hold each request's units for as long
+// as its handler runs, as a limit on requests in flight needs (a
+// ratelimit.Concurrency or RedisConcurrency, or a Composite with such a
+// part). NewMiddleware refuses such a limiter without it: each request
+// would take its units with Decide and hold them for the policy's whole
+// lease TTL, as no one could give them back.
+//
+// Each request is decided by ratelimit.Acquire instead of Decide. The
+// ratelimit.Lease that holds an allowed request's units is released once
+// the handler has returned, so a streamed response (a handler that writes
+// and flushes in a loop) holds them until its last write; and when the
+// handler panics, before the panic (http.ErrAbortHandler included) goes on
+// up unchanged. The release runs under the request's context without its
+// cancellation (context.WithoutCancel: the client may have gone, and the
+// units must come back anyway), bounded by 5 s. A release that fails goes
+// to the WithOnError hook, wrapping ErrLease; its units then come back
+// when the lease's TTL ends.
+//
+// While the handler runs, the lease is extended every third of its TTL
+// (Lease.TTL, as last granted or extended), so that a handler longer than
+// the TTL keeps its units, under the same context and bound. A timer
+// (time.AfterFunc) makes each extension: no goroutine runs for a request
+// until it fires, and it is stopped when the handler returns. An
+// extension that fails goes to the WithOnError hook, wrapping ErrLease and
+// the limiter's error, and cancels nothing: the handler goes on. When that
+// error wraps ratelimit.ErrLeaseExpired (the lease expired before it could
+// be extended, or its key was Reset), the request's units are no longer
+// held and the lease is not extended again; any other failure (a Redis
+// limiter's backend) is tried again a third of the TTL later.
+//
+// The handler finds its lease with LeaseOf. A request whose lease holds
+// nothing (decided by a limiter that holds nothing in flight, such as the
+// rate limiters, a request of cost 0, one a ratelimit.Shadow let through
+// against a denial) is served exactly as without this option: with a
+// rate limiter, WithLeases changes nothing. WithRefund and WithSettle
+// adjust a request after its handler and before its lease is released.
+//
+// The fields of a policy in flight name its quota unit, as the draft
+// draft-ietf-httpapi-ratelimit-headers-11 does, and have no w (the leases'
+// TTL is not a window of the quota; WithPolicyWindow is an error with such
+// a policy):
+//
+//	RateLimit-Policy: "default";q=5;qu="concurrent-requests"
+//	RateLimit: "default";r=2;t=30
+//
+// where r is the units free once this request's are taken, and t, on an
+// allowed request, the seconds until every lease the key holds has
+// expired, were none released or extended (ResetAfter); on a denial, the
+// Retry-After: the seconds until enough leases expire for the request to
+// fit, were none released or extended, which a release can make much
+// shorter.
+//
+// A request whose lease holds units costs nine allocations and two
+// runtime timers more than one whose lease holds nothing: the hold, its
+// extension timer and callback, the request's copy with a context that
+// carries the lease, and the release's bounded context.
+func WithLeases() Option {
+	return func(s *settings) error {
+		s.leases = true
+		return nil
+	}
+}
+
+// ErrLease is wrapped, with the limiter's error, by the errors the
+// WithOnError hook gets when extending or releasing the lease of a request
+// fails (see WithLeases). The request is served either way; the error
+// says whether its units are still held (see ratelimit.ErrLeaseExpired).
+var ErrLease = errors.New("httplimit: holding a request's lease failed")
+
+// LeaseOf returns the lease that holds the units of the request whose
+// context is ctx (or one derived from it), as last extended, and true; or
+// the zero Lease and false when none does: the Middleware was not built
+// WithLeases, or the request took nothing in flight, was skipped, or
+// failed open. Between nested Middlewares, it is the innermost one's.
+//
+// The middleware extends and releases the lease itself. A handler may
+// Extend it too, before a step that must not outlive it; releasing it
+// early frees its units while the handler still runs, and the
+// middleware's next extension then reports ratelimit.ErrLeaseExpired to
+// the WithOnError hook.
+func LeaseOf(ctx context.Context) (ratelimit.Lease, bool) {
+	if ctx == nil {
+		return ratelimit.Lease{}, false
+	}
+	h, ok := ctx.Value(leaseKey{}).(*leaseHold)
+	if !ok {
+		return ratelimit.Lease{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lease, true
+}
+
+// leaseTimeout bounds each Release and Extend the middleware makes of a
+// request's lease.
+const leaseTimeout = 5 * time.Second
+
+// leaseTimer is the timer that extends a held lease: a *time.Timer.
+type leaseTimer interface {
+	Stop() bool
+	Reset(d time.Duration) bool
+}
+
+// afterFunc starts the timer of a held lease: time.AfterFunc.
+func afterFunc(d time.Duration, f func()) leaseTimer { return time.AfterFunc(d, f) }
+
+// leaseKey is the context key of a request's leaseHold.
+type leaseKey struct{}
+
+// leaseHold holds one request's lease while its handler runs: it is the
+// context the handler gets (the request's, whose Value also finds the
+// hold), and it extends the lease on its timer until end releases it.
+type leaseHold struct {
+	context.Context
+	m *Middleware
+	r *http.Request // the request as the middleware got it, for the hook
+
+	mu    sync.Mutex
+	lease ratelimit.Lease
+	timer leaseTimer // nil when the lease is not extended
+	ended bool       // end has run: no more extensions
+}
+
+// Value returns the hold for leaseKey, and otherwise the request
+// context's value for key.
+func (h *leaseHold) Value(key any) any {
+	if key == (leaseKey{}) {
+		return h
+	}
+	return h.Context.Value(key)
+}
+
+// hold starts holding lease, a held one, for r: its extension timer runs
+// from now on.
+func (m *Middleware) hold(r *http.Request, lease ratelimit.Lease) *leaseHold {
+	h := &leaseHold{Context: r.Context(), m: m, r: r, lease: lease}
+	if every := extendEvery(lease); every > 0 {
+		h.mu.Lock()
+		h.timer = m.after(every, h.extend)
+		h.mu.Unlock()
+	}
+	return h
+}
+
+// extendEvery returns how often lease is extended: a third of its TTL, or
+// 0 for never (a lease of no TTL).
+func extendEvery(lease ratelimit.Lease) time.Duration {
+	return lease.TTL() / 3
+}
+
+// extend renews the lease, on its timer, unless the handler has returned,
+// and sets the timer for the next extension. A failure goes to the
+// WithOnError hook; after one that says the lease is no longer held, the
+// timer is not set again.
+func (h *leaseHold) extend() {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.Context), leaseTimeout)
+	old := h.lease
+	lease, err := old.Extend(ctx)
+	cancel()
+	if err == nil {
+		h.lease = lease
+	}
+	if err == nil || !errors.Is(err, ratelimit.ErrLeaseExpired) {
+		if every := extendEvery(h.lease); every > 0 {
+			h.timer.Reset(every)
+		}
+	}
+	h.mu.Unlock()
+	if err != nil && h.m.onError != nil {
+		h.m.onError(h.r, fmt.Errorf("%w: Extend of %v: %w", ErrLease, old, err))
+	}
+}
+
+// end stops extending the lease and releases it, under the request's
+// context without its cancellation and bounded by leaseTimeout. An
+// extension under way finishes first.
+func (h *leaseHold) end() {
+	h.mu.Lock()
+	h.ended = true
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	lease := h.lease
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.Context), leaseTimeout)
+	err := lease.Release(ctx)
+	cancel()
+	if err != nil && h.m.onError != nil {
+		h.m.onError(h.r, fmt.Errorf("%w: Release of %v: %w", ErrLease, lease, err))
+	}
+}
+
+// inFlightIndex returns the index of the first policy of requests in
+// flight in policies, or -1.
+func inFlightIndex(policies []ratelimit.NamedPolicy) int {
+	for i := range policies {
+		if policies[i].InFlight {
+			return i
+		}
+	}
+	return -1
+}
+
+// serveLeased passes an allowed request, whose units lease holds, to next
+// (adjusted afterwards as serve does), and releases the lease once next
+// has returned or panicked. The handler's request carries the lease for
+// LeaseOf.
+func (h *limitedHandler) serveLeased(w http.ResponseWriter, r *http.Request, d ratelimit.Decision, key string, cost int, lease ratelimit.Lease) {
+	m := h.m
+	hold := m.hold(r, lease)
+	// Deferred, so that a panic releases the lease and then goes on.
+	defer hold.end()
+	req := m.withDecision(r.WithContext(hold), d)
+	if m.adjuster != nil && d.Source == ratelimit.FromBackend {
+		h.serveTracked(w, req, key, cost, m.now())
+		return
+	}
+	h.next.ServeHTTP(w, req)
+}
+
+// release gives back lease, which r may not hold, at once (see
+// leaseHold.end); a lease that holds nothing is left alone.
+func (h *limitedHandler) release(r *http.Request, lease ratelimit.Lease) {
+	if !lease.Held() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), leaseTimeout)
+	err := lease.Release(ctx)
+	cancel()
+	if err != nil && h.m.onError != nil {
+		h.m.onError(r, fmt.Errorf("%w: Release of %v: %w", ErrLease, lease, err))
+	}
+}
