@@ -253,7 +253,9 @@ func (c *Composite) reportAdjust(op AdjustOp, key string, taken, cost int, opts 
 		policies = c.policies
 	}
 	for i, o := range c.adjusters {
-		if o == nil {
+		if o == nil || i == c.inFlight && op != AdjustReset {
+			// A concurrency part hears of Resets alone: Refunds and
+			// Settles leave it as it is.
 			continue
 		}
 		k, t, n := keys[i], taken, cost
