@@ -236,3 +236,51 @@ func (s acquireStack) checkReported(t *testing.T, lease Lease, d Decision) {
 	assert.Equal(t, d.Result, ev.Result)
 	assert.Equal(t, d.Source, ev.Source)
 }
+
+func BenchmarkAcquireReleaseThroughLayers(b *testing.B) {
+	ctx := context.Background()
+	clock := NewFakeClock(epoch)
+	must := func(a Acquirer, err error) Acquirer {
+		if err != nil {
+			b.Fatal(err)
+		}
+		return a
+	}
+	conc := func() *Concurrency {
+		c, err := NewConcurrency(2, 10*time.Second, WithClock(clock))
+		must(c, err)
+		return c
+	}
+	composite := func() *Composite {
+		rate, err := NewTokenBucket(100, 1e6, WithClock(clock))
+		must(nil, err)
+		c, err := NewComposite(Part{Name: "inflight", Limiter: conc()}, Part{Name: "rate", Limiter: rate})
+		must(c, err)
+		return c
+	}
+	stacks := []struct {
+		name string
+		a    Acquirer
+	}{
+		{"Concurrency", conc()},
+		{"Guard{Concurrency}", must(NewGuard(conc(), GuardConfig{Clock: clock}))},
+		{"Shadow{Concurrency}", must(NewShadow(conc(), ShadowConfig{Enforce: true, Clock: clock}))},
+		{"DenyCache{Concurrency}", must(NewDenyCache(conc(), DenyCacheConfig{Clock: clock}))},
+		{"Composite{Concurrency,TokenBucket}", composite()},
+		{"Guard{DenyCache{Composite}}", must(NewGuard(must(NewDenyCache(composite(), DenyCacheConfig{Clock: clock})), GuardConfig{Clock: clock}))},
+	}
+	for _, s := range stacks {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				lease, _, err := s.a.Acquire(ctx, "k", 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.a.Release(ctx, lease); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
