@@ -128,19 +128,18 @@ type GuardConfig struct {
 // A fallback's lease stays the fallback's when the backend comes back: the
 // backend never counts it, and the fallback counts it until it is released
 // or its TTL passes. So, from the moment the backend answers the Guard's
-// calls again, a key
-// may have in flight up to the backend's limit in leases the backend
-// granted plus the fallback's leases still held: at most the fallback's
-// limit for the key on each replica whose Guard failed over (with each
-// fallback one replica's share of the backend's limit, at most that limit
-// in all: at most twice the backend's limit in flight). While the backend
-// answers, no fallback lease is granted, so those only decrease, and one
-// fallback TTL after the backend came back none is left, unless its holder
-// extends it: an extended fallback lease stays counted by the fallback
-// alone for as long as it is extended. The same holds the other way at the
-// start of an outage: the fallback does not count the backend's leases,
-// which hold their units on the backend until they expire, as releases
-// fail while it is down.
+// calls again, a key may have in flight up to the backend's limit in
+// leases the backend granted plus the fallback's leases still held: at
+// most the fallback's limit for the key on each replica whose Guard failed
+// over (with each fallback one replica's share of the backend's limit, at
+// most that limit in all: at most twice the backend's limit in flight).
+// While the backend answers, no fallback lease is granted, so those only
+// decrease, and one fallback TTL after the backend came back none is left,
+// unless its holder extends it: an extended fallback lease stays counted
+// by the fallback alone for as long as it is extended. The same holds the
+// other way at the start of an outage: the fallback does not count the
+// backend's leases, which hold their units on the backend until they
+// expire, as releases fail while it is down.
 //
 // A Guard is safe for concurrent use. Create one with NewGuard.
 type Guard struct {
