@@ -21,7 +21,10 @@ import (
 //     backend: they all apply adjustments to their backend only (a Guard's
 //     bypass its breaker and failure policy and never reach its fallback),
 //     so their report is the backend's answer as their caller gets it
-//     (through a Guard, within its Timeout).
+//     (through a Guard, within its Timeout). A Release or Extend goes to
+//     the limiter that granted the lease (a Guard's fallback, for a lease
+//     it granted), and a decorator reports a Release with the zero
+//     Result: only that limiter knows whether the lease was still held.
 //
 // An adjustment that passes several reporters (a limiter built WithHooks
 // inside a Guard whose Hooks listen too) is reported once by each, under
@@ -253,7 +256,9 @@ func (c *Composite) reportAdjust(op AdjustOp, key string, taken, cost int, opts 
 		policies = c.policies
 	}
 	for i, o := range c.adjusters {
-		if o == nil {
+		if o == nil || i == c.inFlight && op != AdjustReset {
+			// A concurrency part hears of Resets alone: Refunds and
+			// Settles leave it as it is.
 			continue
 		}
 		k, t, n := keys[i], taken, cost

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
+	"slices"
 	"time"
 )
 
@@ -15,8 +16,9 @@ type Part struct {
 	// Composite.
 	Name string
 	// Limiter decides the part. All the parts of a Composite are
-	// in-process limiters of this package (TokenBucket, GCRA, FixedWindow),
-	// or all are Redis limiters of this package on the same client.
+	// in-process limiters of this package (TokenBucket, GCRA, FixedWindow,
+	// and at most one Concurrency), or all are Redis limiters of this
+	// package on the same client.
 	Limiter Limiter
 	// Key derives the part's key from the key of the call, for a limit on
 	// another subject (the tenant a user belongs to, say); nil means the
@@ -63,6 +65,26 @@ type Part struct {
 // and changes no part. On Redis each request then carries each part's
 // key's limit, still one script request for every part.
 //
+// Units in flight: in process, one part may be a Concurrency, for "5 in
+// flight and 100 a minute" (a Redis Composite cannot hold one yet).
+// Acquire is then all or nothing as Allow is, under all the parts' locks:
+// the rate parts' units are taken only when the slot is, and the slot only
+// when every rate part allows the call; a denial takes nothing anywhere.
+// It returns the concurrency part's Lease, whose key is the part's key
+// (after Part.Key), and releasing it (Lease.Release or the Composite's
+// Release) gives back the units in flight alone: the rate parts' units
+// stay taken, as they count work started. Allow and Decide take the
+// concurrency part's units until its TTL has passed, as Concurrency.Allow
+// does: nobody can release them. Refund and Settle apply to the rate parts
+// only, since units in flight come back by their leases, and report the
+// concurrency part's state as it is; Reset drops the concurrency part's
+// leases of its key too, as Concurrency.Reset does. Policies and Decisions
+// list the concurrency part's policy with InFlight set, and a DenyCache
+// never remembers such a Composite's denials. A concurrency part built
+// WithPolicyFunc (plans of 2, 5 or 20 in flight) decides each call by its
+// key's policy, as the other parts do. A PerCall concurrency part holds 1
+// unit per call whatever n is, and its Lease then holds 1.
+//
 // A Composite is safe for concurrent use. Create one with NewComposite.
 type Composite struct {
 	parts    []Part
@@ -87,6 +109,11 @@ type Composite struct {
 	// adjusters are those of observers that hear of adjustments (nil
 	// entries for the others); nil when none does.
 	adjusters []*observer
+	// inFlight is the index of the part that limits units in flight (a
+	// Concurrency), -1 without one; holder is that part's limiter, which
+	// grants the Composite's leases.
+	inFlight int
+	holder   leaseHolder
 }
 
 // maxPolicyName bounds a Part's Name.
@@ -95,8 +122,10 @@ const maxPolicyName = 64
 // NewComposite returns a Composite of parts. It returns an error wrapping
 // ErrInvalidConfig for no parts, a nil Limiter, a Name that is empty,
 // repeated, longer than 64 characters or not printable ASCII (or holds '"'
-// or '\'), or parts that are not all in-process limiters of this package or
-// all Redis limiters of this package on one client.
+// or '\'), more than one Concurrency, or parts that are not all in-process
+// limiters of this package or all Redis limiters of this package on one
+// client (a Concurrency among Redis limiters included: a Redis Composite
+// cannot hold a concurrency part yet).
 func NewComposite(parts ...Part) (*Composite, error) {
 	const kind = "NewComposite"
 	if len(parts) == 0 {
@@ -116,10 +145,13 @@ func NewComposite(parts ...Part) (*Composite, error) {
 			return nil, fmt.Errorf("%w: %s: two parts are named %q", ErrInvalidConfig, kind, p.Name)
 		}
 		seen[p.Name] = true
-		policy := policyOf(p.Limiter)
-		c.policies = append(c.policies, NamedPolicy{Name: p.Name, Policy: policy, PerCall: p.PerCall})
-		c.rules = append(c.rules, ruleOf(p.Limiter))
+		policy, rl := policyOf(p.Limiter), ruleOf(p.Limiter)
+		c.policies = append(c.policies, NamedPolicy{Name: p.Name, Policy: policy, PerCall: p.PerCall, InFlight: rl.inFlight})
+		c.rules = append(c.rules, rl)
 		limiters[i] = p.Limiter
+	}
+	if err := c.findInFlight(kind); err != nil {
+		return nil, err
 	}
 	c.tight, c.perCall = tightest(c.policies)
 	var localErr, remoteErr error
@@ -130,6 +162,9 @@ func NewComposite(parts ...Part) (*Composite, error) {
 		c.settleTight, c.settleLimit = c.settleBound()
 		c.adjusters = adjusters(c.observers)
 		return c, nil
+	}
+	if c.inFlight >= 0 && slices.ContainsFunc(limiters, isRedisLimiter) {
+		return nil, errRedisInFlight
 	}
 	if c.remote, remoteErr = newRedisParts(limiters); remoteErr == nil {
 		c.shared = sharesALimiter(limiters)
@@ -205,7 +240,8 @@ func (b *partsBuffer) slices(n int) ([]string, []int, []Result) {
 func once(n int) int { return min(n, 1) }
 
 // Allow takes n from every part's key if every part allows it, and nothing
-// otherwise. See Composite for the Result; a nil ctx is an error.
+// otherwise. See Composite for the Result (and what a part of units in
+// flight takes); a nil ctx is an error.
 func (c *Composite) Allow(ctx context.Context, key string, n int) (Result, error) {
 	if c == nil || len(c.parts) == 0 {
 		return Result{}, notBuilt("Composite")
@@ -224,11 +260,18 @@ func (c *Composite) Allow(ctx context.Context, key string, n int) (Result, error
 // part built WithPolicyFunc, Policy and Bound the part that bound the
 // decision (see Composite), and Parts each part's own Result.
 func (c *Composite) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	_, d, err := c.call(ctx, key, n, false)
+	return d, err
+}
+
+// call is Decide, or Acquire when leased.
+func (c *Composite) call(ctx context.Context, key string, n int, leased bool) (Lease, Decision, error) {
 	if c == nil || len(c.parts) == 0 {
-		return Decision{}, notBuilt("Composite")
+		return Lease{}, Decision{}, notBuilt("Composite")
 	}
 	var buf partsBuffer
 	call := c.newCall(&buf)
+	call.leased = leased
 	call.results = make([]Result, len(c.parts)) // the Decision's Parts
 	bound, err := c.decide(ctx, key, n, &call)
 	policies, rules := c.policies, c.rules
@@ -242,7 +285,7 @@ func (c *Composite) Decide(ctx context.Context, key string, n int) (Decision, er
 		d.Result, d.Parts = combine(call.results, bound), call.results
 	}
 	d.Enforced = d.Result
-	return d, err
+	return call.lease, d, err
 }
 
 // Policies returns the parts' policies for key, named, in order (see
@@ -283,6 +326,8 @@ type partsCall struct {
 	policies []NamedPolicy // c.policies, or the parts' keys' when keyed
 	rates    []partRate    // the parts' keys' policies in their engines' numbers; nil unless keyed
 	tight    int           // the part with the smallest limit among those that count units
+	leased   bool          // the call is an Acquire
+	lease    Lease         // the lease an Acquire granted
 }
 
 // newCall returns the partsCall of a call of c, in buf.
@@ -327,7 +372,11 @@ func (c *Composite) observed(ctx context.Context, key string, n int, call *parts
 			if k == "" && cost == 0 {
 				k, cost = key, n
 			}
-			o.report(k, cost, o.decision(call.results[i], call.policies[i].Policy, nil), err, latency)
+			var lease Lease
+			if i == c.inFlight {
+				lease = call.lease
+			}
+			o.reportLease(k, cost, o.decision(call.results[i], call.policies[i].Policy, nil), lease, err, latency)
 		}
 	}
 	return bound, err
@@ -360,7 +409,7 @@ func (c *Composite) decideParts(ctx context.Context, key string, n int, call *pa
 		}
 	}
 	if c.local != nil {
-		c.local.allow(call.keys, call.costs, call.rates, call.results)
+		call.lease = c.local.allow(call.keys, call.costs, call.rates, call.results, call.leased)
 	} else if err := c.remote.allow(ctx, call.keys, call.costs, call.rates, call.results); err != nil {
 		c.failed(call)
 		return 0, err
@@ -471,7 +520,8 @@ func combine(results []Result, b int) Result {
 }
 
 // Refund gives n back to every part's key (see Adjuster), in one step: in
-// process under all the parts' locks, on Redis in one script call.
+// process under all the parts' locks, on Redis in one script call. A
+// concurrency part is left as it is (see Composite).
 func (c *Composite) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
 	return c.adjust(ctx, AdjustRefund, key, n, 0, opts)
 }
@@ -480,7 +530,8 @@ func (c *Composite) Refund(ctx context.Context, key string, n int, opts ...Adjus
 // under all the parts' locks, on Redis in one script call, each part by
 // its key's policy for a part built WithPolicyFunc. Its Result is combined
 // as Allow's. taken may be up to the smallest limit of the parts that
-// count units, or 2^52 when those parts are all built WithPolicyFunc.
+// count units, or 2^52 when those parts are all built WithPolicyFunc. A
+// concurrency part is left as it is (see Composite).
 func (c *Composite) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	return c.adjust(ctx, AdjustSettle, key, taken, cost, opts)
 }

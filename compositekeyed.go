@@ -55,7 +55,7 @@ func (c *Composite) resolve(ctx context.Context, call *partsCall) (int, error) {
 			copy(call.policies[i:], c.policies[i:])
 			return i, fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[i].Name, err)
 		}
-		call.policies[i] = NamedPolicy{Name: c.policies[i].Name, Policy: p, PerCall: c.policies[i].PerCall}
+		call.policies[i] = NamedPolicy{Name: c.policies[i].Name, Policy: p, PerCall: c.policies[i].PerCall, InFlight: c.policies[i].InFlight}
 		call.rates[i] = partRate{limit: limit, param: param}
 	}
 	call.tight, _ = tightest(call.policies)
@@ -76,7 +76,7 @@ func (k *keyedParts) decided(own []NamedPolicy, ownRules []rule, policies []Name
 	}
 	rules := make([]rule, len(own))
 	for i := range rules {
-		rules[i] = rule{unit: k.units[i] * rates[i].param}
+		rules[i] = rule{unit: k.units[i] * rates[i].param, inFlight: ownRules[i].inFlight}
 	}
 	return append([]NamedPolicy(nil), policies...), rules
 }
@@ -104,7 +104,7 @@ func (c *Composite) settleBound() (int, int) {
 }
 
 // unit returns the ns one unit of part i's param makes in its rule: 1 for
-// a schedule (its interval, in ns), 0 for a window.
+// a schedule (its interval, in ns), 0 for a window or a Concurrency.
 func (l *localParts) unit(i int) int64 {
 	if l.parts[i].s != nil {
 		return 1

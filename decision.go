@@ -69,10 +69,15 @@ type rule struct {
 	inFlight bool
 }
 
-// observerOf returns the observer of l when it is one of the six limiters
-// of this package, built; nil otherwise.
+// observerOf returns the observer of l when it is one of the limiters of
+// this package (the six rate limiters and Concurrency), built; nil
+// otherwise.
 func observerOf(l Limiter) *observer {
 	switch v := l.(type) {
+	case *Concurrency:
+		if v.built() {
+			return &v.obs
+		}
 	case *TokenBucket:
 		if s := (*schedule)(v); s.built() {
 			return &s.obs
@@ -101,8 +106,8 @@ func observerOf(l Limiter) *observer {
 	return nil
 }
 
-// policyOf returns the constructor's policy of l, one of the six limiters
-// of this package; the zero Policy for any other.
+// policyOf returns the constructor's policy of l, one of the limiters of
+// this package (see observerOf); the zero Policy for any other.
 func policyOf(l Limiter) Policy {
 	if o := observerOf(l); o != nil {
 		return o.policy
@@ -110,8 +115,9 @@ func policyOf(l Limiter) Policy {
 	return Policy{}
 }
 
-// ruleOf returns how the state of l, one of the six limiters of this
-// package, moves under its constructor's policy.
+// ruleOf returns how the state of l, one of the limiters of this package
+// (see observerOf), moves under its constructor's policy: inFlight for a
+// Concurrency.
 func ruleOf(l Limiter) rule {
 	if o := observerOf(l); o != nil {
 		return o.rules[0]
@@ -181,10 +187,29 @@ func oneDecision(res Result, policies []NamedPolicy, rl []rule) Decision {
 
 // policyList returns p as the one policy of a limiter, named "default":
 // own (shared) when p is the limiter's own policy, and a new slice
-// otherwise.
+// otherwise, InFlight as own's is.
 func policyList(p Policy, own []NamedPolicy) []NamedPolicy {
 	if len(own) == 1 && own[0].Policy == p {
 		return own
 	}
-	return []NamedPolicy{{Name: defaultPolicyName, Policy: p}}
+	inFlight := len(own) == 1 && own[0].InFlight
+	return []NamedPolicy{{Name: defaultPolicyName, Policy: p, InFlight: inFlight}}
+}
+
+// inFlight reports whether a policy of d limits units in flight (see
+// NamedPolicy.InFlight): its rules or its Policies say so. A release may
+// free such units at any moment, so no denial of d tells what its key
+// will answer later.
+func (d *Decision) inFlight() bool {
+	for _, rl := range d.rules {
+		if rl.inFlight {
+			return true
+		}
+	}
+	for _, p := range d.Policies {
+		if p.InFlight {
+			return true
+		}
+	}
+	return false
 }

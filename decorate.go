@@ -3,15 +3,17 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
-// decorated is a decorator's backend (Guard, DenyCache, Shadow) with what
-// the decorator needs of it found once, when the decorator is built. The
-// zero value has no backend. It is immutable.
+// decorated is a decorator's backend (Guard, DenyCache, Shadow), or a
+// Guard's fallback, with what the decorator needs of it found once, when
+// the decorator is built. The zero value has no backend. It is immutable.
 type decorated struct {
 	Limiter
-	decider Decider  // the backend, when it is one
-	adjust  Adjuster // the backend, when it is one
+	decider  Decider  // the backend, when it is one
+	adjust   Adjuster // the backend, when it is one
+	acquirer Acquirer // the backend, when it is one
 	// keysOf returns the keys a call on key touches, one per policy: those
 	// of a Composite's parts (found through decorators); nil when a call
 	// touches key alone.
@@ -23,6 +25,7 @@ func decorate(backend Limiter) decorated {
 	d := decorated{Limiter: backend, keysOf: keysOf(backend)}
 	d.decider, _ = backend.(Decider)
 	d.adjust, _ = backend.(Adjuster)
+	d.acquirer, _ = backend.(Acquirer)
 	return d
 }
 
@@ -65,6 +68,17 @@ func (d *decorated) decide(ctx context.Context, key string, n int) (Decision, er
 	return foreignDecision(res), err
 }
 
+// acquire takes n units for key through the backend: its Acquire when it
+// is an Acquirer, and otherwise its decision (see decide) with a Lease
+// that holds nothing.
+func (d *decorated) acquire(ctx context.Context, key string, n int) (Lease, Decision, error) {
+	if d.acquirer != nil {
+		return d.acquirer.Acquire(ctx, key, n)
+	}
+	dec, err := d.decide(ctx, key, n)
+	return Lease{}, dec, err
+}
+
 // policies returns the backend's policies for key (see Decider): none when
 // it is not a Decider.
 func (d *decorated) policies(ctx context.Context, key string) ([]NamedPolicy, error) {
@@ -81,4 +95,38 @@ func (d *decorated) adjuster(kind string) (Adjuster, error) {
 		return nil, callerErr(fmt.Errorf("ratelimit: %s: the backend, a %T, cannot refund, settle or reset", kind, d.Limiter))
 	}
 	return d.adjust, nil
+}
+
+// leaseCall releases (op AdjustRelease) or extends (op AdjustExtend)
+// lease through the limiter that granted it, and reports the call to h,
+// unless h is nil, under name, timed by clock: Taken the lease's units,
+// Cost 0 for a release and the units for an extend, and a Result whose
+// Allowed says that an extend renewed the lease. A release reports the
+// zero Result: only the limiter that granted the lease knows whether it
+// was still held (its own hooks say so). It returns the renewed lease of
+// an extend, and lease itself otherwise.
+func leaseCall(ctx context.Context, op AdjustOp, lease Lease, h AdjustHooks, name string, clock Clock) (Lease, error) {
+	var start time.Time
+	if h != nil {
+		start = clock.Now()
+	}
+	var err error
+	cost := 0
+	if op == AdjustRelease {
+		err = lease.Release(ctx)
+	} else {
+		lease, err = lease.Extend(ctx)
+		cost = lease.units
+	}
+	if h != nil {
+		var res Result
+		if op == AdjustExtend {
+			res.Allowed = err == nil
+		}
+		h.Adjusted(AdjustEvent{
+			Limiter: name, Op: op, Key: lease.key, Taken: lease.units, Cost: cost,
+			Result: res, Err: err, Latency: clock.Now().Sub(start),
+		})
+	}
+	return lease, err
 }

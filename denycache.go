@@ -29,6 +29,12 @@ import (
 // takes 1 of any call), and for limiters built WithPolicyFunc: a denial
 // answers only while the key's policies are still those it was made under.
 //
+// Units in flight (a Concurrency, or a Composite holding one, see
+// Acquirer): a denial of such a policy is never remembered, on Allow,
+// Decide or Acquire alike, since a release may free units at any moment;
+// every such call goes to the backend, and Acquire returns the backend's
+// Lease. Release and Extend go to the limiter that granted the lease.
+//
 // Give-backs: a Refund, a Settle whose cost differs from taken, or a Reset
 // made through the DenyCache forgets every remembered denial it can
 // change, including, for a Composite, the denials of other keys that
@@ -165,14 +171,30 @@ func (c *DenyCache) Allow(ctx context.Context, key string, n int) (Result, error
 // Decider): a remembered denial, aged, with Source FromDenyCache, or the
 // backend's.
 func (c *DenyCache) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	_, d, err := c.call(ctx, key, n, false)
+	return d, err
+}
+
+// Acquire takes n units for key through the backend's Acquire (see
+// Acquirer) and returns its Lease and Decision. A denial of a policy of
+// units in flight is never remembered (see DenyCache), so a backend whose
+// policies hold leases is asked every time; over a rate limiter, which is
+// not an Acquirer, Acquire decides as Decide does, remembered denials
+// included, and returns a Lease that holds nothing.
+func (c *DenyCache) Acquire(ctx context.Context, key string, n int) (Lease, Decision, error) {
+	return c.call(ctx, key, n, true)
+}
+
+// call is Decide, or Acquire when leased.
+func (c *DenyCache) call(ctx context.Context, key string, n int, leased bool) (Lease, Decision, error) {
 	if c == nil || !c.backend.built() {
-		return Decision{}, notBuilt("DenyCache")
+		return Lease{}, Decision{}, notBuilt("DenyCache")
 	}
 	if ctx == nil {
-		return Decision{}, fmt.Errorf("ratelimit: DenyCache: %w", errNilContext)
+		return Lease{}, Decision{}, fmt.Errorf("ratelimit: DenyCache: %w", errNilContext)
 	}
 	if n <= 0 {
-		return c.backend.decide(ctx, key, n)
+		return c.ask(ctx, key, n, leased)
 	}
 	reading := c.base.elapsed()
 	sh, now := c.denials.lock(key, reading, maxSpan)
@@ -187,18 +209,27 @@ func (c *DenyCache) Decide(ctx context.Context, key string, n int) (Decision, er
 					Latency: time.Duration(c.base.elapsed() - reading),
 				})
 			}
-			return d, nil
+			return Lease{}, d, nil
 		}
 	}
 	stamp := c.stampOf(key)
-	d, err := c.backend.decide(ctx, key, n)
+	lease, d, err := c.ask(ctx, key, n, leased)
 	if err != nil || d.Source != FromBackend {
-		return d, err
+		return lease, d, err
 	}
 	if lasts, ok := bounds(&d, n, held); ok {
 		c.remember(key, &denial{until: reading + min(lasts, c.maxAge), at: reading, d: d, n: n, slots: c.slots(key), stamp: stamp})
 	}
-	return d, nil
+	return lease, d, nil
+}
+
+// ask asks the backend's Acquire when leased, and its decision otherwise.
+func (c *DenyCache) ask(ctx context.Context, key string, n int, leased bool) (Lease, Decision, error) {
+	if leased {
+		return c.backend.acquire(ctx, key, n)
+	}
+	d, err := c.backend.decide(ctx, key, n)
+	return Lease{}, d, err
 }
 
 // bounds reports whether the backend's answer d to a call of n is
@@ -207,9 +238,12 @@ func (c *DenyCache) Decide(ctx context.Context, key string, n int) (Decision, er
 // since both bound the key exactly as it is now. A backend that does not
 // say how its state moves has only its denials of n with n-1 left
 // remembered, until their RetryAfter: they hold for n alone. A denial
-// made behind a clock that stepped back is not (see lagging).
+// made behind a clock that stepped back is not (see lagging), nor one of a
+// policy of units in flight, which a release may free at any moment.
 func bounds(d *Decision, n int, held bool) (int64, bool) {
 	switch {
+	case d.inFlight():
+		return 0, false
 	case d.Allowed && !held:
 		return 0, false
 	case d.rules == nil:
@@ -427,6 +461,27 @@ func (c *DenyCache) forward(ctx context.Context, op AdjustOp, key string, taken,
 		c.gaveBack(key)
 	}
 	return res, err
+}
+
+// Release gives lease's units back through the limiter that granted it
+// (see Lease.Release). It is reported to AdjustHooks as AdjustRelease,
+// with the zero Result. It forgets nothing: no denial of a policy of units
+// in flight is remembered.
+func (c *DenyCache) Release(ctx context.Context, lease Lease) error {
+	if c == nil || !c.backend.built() {
+		return notBuilt("DenyCache")
+	}
+	_, err := leaseCall(ctx, AdjustRelease, lease, c.adjust, c.name, c.base.clock)
+	return err
+}
+
+// Extend renews lease through the limiter that granted it (see
+// Lease.Extend). It is reported to AdjustHooks as AdjustExtend.
+func (c *DenyCache) Extend(ctx context.Context, lease Lease) (Lease, error) {
+	if c == nil || !c.backend.built() {
+		return lease, notBuilt("DenyCache")
+	}
+	return leaseCall(ctx, AdjustExtend, lease, c.adjust, c.name, c.base.clock)
 }
 
 // Reset forwards to the backend, which must be an Adjuster, and forgets

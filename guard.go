@@ -49,7 +49,9 @@ type GuardConfig struct {
 	// Fallback answers under FailOver, and must be nil otherwise. For a
 	// Redis backend shared by several replicas, build it with
 	// Fleet.Fallback, which gives each replica its share of the backend's
-	// policy, by the number of replicas alive.
+	// policy, by the number of replicas alive. For a backend that holds
+	// leases (see Acquirer), give an in-process Concurrency (or a
+	// Composite holding one): its leases are its own (see Guard).
 	Fallback Limiter
 	// FailClosedRetryAfter is the RetryAfter of a fail-closed denial
 	// while the breaker is closed; 0 means 1 s. While the breaker is open,
@@ -111,13 +113,42 @@ type GuardConfig struct {
 // are shown. Use it around every limiter that talks to a network; it
 // reports its backend's policies as its own.
 //
+// Leases (see Acquirer): Acquire asks the backend's Acquire within the
+// Timeout and answers its failure by the failure policy, as Decide does:
+// FailOpen allows with a Lease that holds nothing, FailClosed denies, and
+// FailOver acquires from the Fallback (a Concurrency of this replica's
+// share of the limit, say), whose Lease holds the fallback's units. A
+// lease is released and extended by the limiter that granted it, whether
+// or not the backend is up, and Release and Extend are never answered by
+// the failure policy: a backend error is returned to the caller, and the
+// lease then holds its units until its TTL passes. A backend Acquire that
+// timed out may have been granted all the same: its units come back at
+// its TTL.
+//
+// A fallback's lease stays the fallback's when the backend comes back: the
+// backend never counts it, and the fallback counts it until it is released
+// or its TTL passes. So, from the moment the backend answers the Guard's
+// calls again, a key may have in flight up to the backend's limit in
+// leases the backend granted plus the fallback's leases still held: at
+// most the fallback's limit for the key on each replica whose Guard failed
+// over (with each fallback one replica's share of the backend's limit, at
+// most that limit in all: at most twice the backend's limit in flight).
+// While the backend answers, no fallback lease is granted, so those only
+// decrease, and one fallback TTL after the backend came back none is left,
+// unless its holder extends it: an extended fallback lease stays counted
+// by the fallback alone for as long as it is extended. The same holds the
+// other way at the start of an outage: the fallback does not count the
+// backend's leases, which hold their units on the backend until they
+// expire, as releases fail while it is down.
+//
 // A Guard is safe for concurrent use. Create one with NewGuard.
 type Guard struct {
-	backend decorated
-	cfg     GuardConfig
-	hooks   Hooks       // nil when nothing listens
-	adjust  AdjustHooks // hooks, when they hear of adjustments; nil otherwise
-	clock   Clock
+	backend  decorated
+	fallback decorated // cfg.Fallback; the zero value without one
+	cfg      GuardConfig
+	hooks    Hooks       // nil when nothing listens
+	adjust   AdjustHooks // hooks, when they hear of adjustments; nil otherwise
+	clock    Clock
 	// breaker is the Guard's circuit breaker, its own or a shared
 	// Breaker's; nil without one. breakerHooks hear of its changes.
 	breaker      *breaker
@@ -158,6 +189,9 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 	}
 	cfg.Name = cmp.Or(cfg.Name, "Guard")
 	g := &Guard{backend: decorate(backend), cfg: cfg, hooks: activeHooks(cfg.Hooks), adjust: activeAdjustHooks(cfg.Hooks), clock: cfg.Clock}
+	if !isNil(cfg.Fallback) {
+		g.fallback = decorate(cfg.Fallback)
+	}
 	if isNil(g.clock) {
 		g.clock = systemClock{}
 	}
@@ -184,11 +218,28 @@ func (g *Guard) Allow(ctx context.Context, key string, n int) (Result, error) {
 // the backend's policies for key (see Guard). Units were taken from the
 // backend only when Source is FromBackend.
 func (g *Guard) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	_, d, err := g.call(ctx, key, n, false)
+	return d, err
+}
+
+// Acquire takes n units for key through the backend's Acquire, or answers
+// by the failure policy when the backend fails or the breaker is open, as
+// Decide does (see Acquirer and Guard, Leases): FailOpen allows with a
+// Lease that holds nothing, FailClosed denies, and FailOver acquires from
+// the Fallback, whose Lease the fallback releases. Over a backend that is
+// not an Acquirer, it decides as Decide does and returns a Lease that holds
+// nothing.
+func (g *Guard) Acquire(ctx context.Context, key string, n int) (Lease, Decision, error) {
+	return g.call(ctx, key, n, true)
+}
+
+// call is Decide, or Acquire when leased.
+func (g *Guard) call(ctx context.Context, key string, n int, leased bool) (Lease, Decision, error) {
 	if g == nil || !g.backend.built() {
-		return Decision{}, notBuilt("Guard")
+		return Lease{}, Decision{}, notBuilt("Guard")
 	}
 	if ctx == nil {
-		return Decision{}, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
+		return Lease{}, Decision{}, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
 	}
 	// The clock is read only for a breaker or a listener.
 	var start time.Time
@@ -201,7 +252,7 @@ func (g *Guard) Decide(ctx context.Context, key string, n int) (Decision, error)
 		g.report(change)
 	}
 	if !admitted {
-		return g.failed(ctx, key, n, wait, errBreakerOpen, start)
+		return g.failed(ctx, key, n, leased, wait, errBreakerOpen, start)
 	}
 
 	callCtx := ctx
@@ -210,7 +261,14 @@ func (g *Guard) Decide(ctx context.Context, key string, n int) (Decision, error)
 		callCtx, cancel = context.WithTimeout(ctx, g.cfg.Timeout)
 		defer cancel()
 	}
-	d, err := g.backend.decide(callCtx, key, n)
+	var lease Lease
+	var d Decision
+	var err error
+	if leased {
+		lease, d, err = g.backend.acquire(callCtx, key, n)
+	} else {
+		d, err = g.backend.decide(callCtx, key, n)
+	}
 	outcome := backendOK
 	switch {
 	case err == nil && d.Source != FromBackend && d.Source != FromShadow:
@@ -237,23 +295,25 @@ func (g *Guard) Decide(ctx context.Context, key string, n int) (Decision, error)
 		g.report(g.breaker.record(outcome, g.clock.Now()))
 	}
 	if outcome != backendFailed {
-		g.decided(key, n, d, err, nil, start)
-		return d, err
+		g.decided(key, n, d, lease, err, nil, start)
+		return lease, d, err
 	}
-	return g.failed(ctx, key, n, g.cfg.FailClosedRetryAfter, err, start)
+	return g.failed(ctx, key, n, leased, g.cfg.FailClosedRetryAfter, err, start)
 }
 
 // failed answers by the failure policy a call the backend failed
 // (backendErr) or the open breaker kept from it, and reports it. The key's
-// policies are read once, for both the answer and the report.
-func (g *Guard) failed(ctx context.Context, key string, n int, retryAfter time.Duration, backendErr error, start time.Time) (Decision, error) {
+// policies are read once, for both the answer and the report. Under
+// FailOver, a call that acquires (leased) acquires from the fallback.
+func (g *Guard) failed(ctx context.Context, key string, n int, leased bool, retryAfter time.Duration, backendErr error, start time.Time) (Lease, Decision, error) {
 	policies, err := g.Policies(ctx, key)
+	var lease Lease
 	var d Decision
 	if err == nil {
-		d, err = g.byPolicy(ctx, key, n, policies, retryAfter)
+		lease, d, err = g.byPolicy(ctx, key, n, leased, policies, retryAfter)
 	}
-	g.decided(key, n, d, err, backendErr, start)
-	return d, err
+	g.decided(key, n, d, lease, err, backendErr, start)
+	return lease, d, err
 }
 
 // Policies returns the backend's policies for key (see Decider), or, for
@@ -292,6 +352,37 @@ func (g *Guard) Settle(ctx context.Context, key string, taken, cost int, opts ..
 func (g *Guard) Reset(ctx context.Context, key string) error {
 	_, err := g.adjustReported(ctx, AdjustReset, key, 0, 0, nil)
 	return err
+}
+
+// Release gives lease's units back through the limiter that granted it
+// (see Lease.Release): the backend, or, for a lease acquired under
+// FailOver, the Fallback. It runs within the Guard's Timeout and, like
+// Refund and Settle, bypasses the breaker and the failure policy: a
+// backend error is returned (the lease then holds its units until its TTL
+// passes), never answered by the policy. It is reported to AdjustHooks as
+// AdjustRelease, with the zero Result.
+func (g *Guard) Release(ctx context.Context, lease Lease) error {
+	if g == nil || !g.backend.built() {
+		return notBuilt("Guard")
+	}
+	ctx, cancel := g.adjustContext(ctx)
+	defer cancel()
+	_, err := leaseCall(ctx, AdjustRelease, lease, g.adjust, g.cfg.Name, g.clock)
+	return err
+}
+
+// Extend renews lease through the limiter that granted it (see
+// Lease.Extend), within the Guard's Timeout and bypassing the breaker and
+// the failure policy, as Release does: a lease of the Fallback is renewed
+// by the Fallback, whether or not the backend is back (see Guard, Leases).
+// It is reported to AdjustHooks as AdjustExtend.
+func (g *Guard) Extend(ctx context.Context, lease Lease) (Lease, error) {
+	if g == nil || !g.backend.built() {
+		return lease, notBuilt("Guard")
+	}
+	ctx, cancel := g.adjustContext(ctx)
+	defer cancel()
+	return leaseCall(ctx, AdjustExtend, lease, g.adjust, g.cfg.Name, g.clock)
 }
 
 // adjustReported forwards the adjustment op of taken and cost to the
@@ -351,7 +442,7 @@ var errBreakerOpen = errors.New("ratelimit: circuit breaker open")
 // refuse it, whatever the policy: with ErrInvalidCost for n < 0, and with
 // ErrCostExceedsLimit above the tightest policy of units' limit when that
 // is known.
-func (g *Guard) byPolicy(ctx context.Context, key string, n int, policies []NamedPolicy, retryAfter time.Duration) (Decision, error) {
+func (g *Guard) byPolicy(ctx context.Context, key string, n int, leased bool, policies []NamedPolicy, retryAfter time.Duration) (Lease, Decision, error) {
 	d := Decision{Policies: policies, Source: policySource[g.cfg.OnFailure]}
 	perCall := true // no policy of units limits n
 	if len(policies) > 0 {
@@ -362,31 +453,38 @@ func (g *Guard) byPolicy(ctx context.Context, key string, n int, policies []Name
 	d.Limit = limit
 	if n < 0 || (!perCall && limit > 0 && n > limit) {
 		d.Enforced = d.Result
-		return d, checkCost(n, limit)
+		return Lease{}, d, checkCost(n, limit)
 	}
 	retryAfter = max(retryAfter, time.Nanosecond)
 	if n == 0 && g.cfg.OnFailure != FailOver {
 		d.Allowed = true // a peek is always allowed
 		d.Enforced = d.Result
-		return d, nil
+		return Lease{}, d, nil
 	}
 	switch g.cfg.OnFailure {
 	case FailOver:
-		fd, err := Decide(ctx, g.cfg.Fallback, key, n)
+		var lease Lease
+		var fd Decision
+		var err error
+		if leased {
+			lease, fd, err = g.fallback.acquire(ctx, key, n)
+		} else {
+			fd, err = g.fallback.decide(ctx, key, n)
+		}
 		if errors.Is(err, ErrCostExceedsLimit) {
 			// The backend could take n, once it is back.
 			d.RetryAfter, d.ResetAfter = retryAfter, retryAfter
 			d.Enforced = d.Result
-			return d, nil
+			return Lease{}, d, nil
 		}
-		return g.overFallback(d, fd), err
+		return lease, g.overFallback(d, fd), err
 	case FailClosed:
 		d.RetryAfter, d.ResetAfter = retryAfter, retryAfter
 	default:
 		d.Allowed = true
 	}
 	d.Enforced = d.Result
-	return d, nil
+	return Lease{}, d, nil
 }
 
 // overFallback returns the fallback's Decision fd as the Guard's answer d
@@ -416,13 +514,14 @@ func (g *Guard) overFallback(d, fd Decision) Decision {
 // policySource is the Source of each policy's answers.
 var policySource = [...]Source{FailOpen: FromFailOpen, FailClosed: FromFailClosed, FailOver: FromFallback}
 
-// decided reports the Decision d of a call to the hooks, if any.
-func (g *Guard) decided(key string, n int, d Decision, err, backendErr error, start time.Time) {
+// decided reports the Decision d of a call, and the lease it granted, to
+// the hooks, if any.
+func (g *Guard) decided(key string, n int, d Decision, lease Lease, err, backendErr error, start time.Time) {
 	if g.hooks == nil {
 		return
 	}
 	g.hooks.Decided(Event{
-		Limiter: g.cfg.Name, Key: key, Cost: n, Decision: d,
+		Limiter: g.cfg.Name, Key: key, Cost: n, Decision: d, Lease: lease,
 		Err: err, BackendErr: backendErr, Latency: g.clock.Now().Sub(start),
 	})
 }

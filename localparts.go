@@ -9,7 +9,8 @@ import (
 )
 
 // localParts decides a Composite's in-process parts under all their locks at
-// once, with the engines their own Allow, Settle and Reset use.
+// once, with the engines their own Allow, Settle and Reset use (a
+// Concurrency part's: its Acquire's and Reset's, see compositeinflight.go).
 //
 // A call locks the shard of every part's key in one global order, by the
 // shard's address, so that calls of Composites sharing limiters, in any order
@@ -20,15 +21,16 @@ type localParts struct {
 	parts []localPart
 }
 
-// localPart is one part: a schedule (TokenBucket, GCRA) or a FixedWindow, and
-// how it reads its clock. A schedule built WithPolicyFunc decides by its
-// PolicyFunc engine k, whose keys keep their interval.
+// localPart is one part: a schedule (TokenBucket, GCRA), a FixedWindow or a
+// Concurrency, and how it reads its clock. A schedule built WithPolicyFunc
+// decides by its PolicyFunc engine k, whose keys keep their interval.
 type localPart struct {
 	s *schedule
 	k *policyFuncSchedule // s's, when built WithPolicyFunc; nil otherwise
 	w *FixedWindow
+	c *Concurrency
 
-	base *clockBase // s's or w's
+	base *clockBase // s's, w's or c's
 	// from is the index of the part whose clock reading this part shares:
 	// its own, or an earlier part's on the same clock. Parts on the system
 	// clock read its monotonic time, at from's reading plus offset, which
@@ -45,15 +47,19 @@ func (l *localParts) policyFunc(i int) *policyFunc {
 		return p.k.policyFunc
 	case p.w != nil:
 		return p.w.policyFunc
+	case p.c != nil:
+		return p.c.policyFunc
 	}
 	return nil
 }
 
 // own returns part i's own policy in its engine's numbers: its limit, and
-// its interval (a schedule's) or its window (ns).
+// its interval (a schedule's), its window or its lease TTL (ns).
 func (l *localParts) own(i int) partRate {
 	if p := &l.parts[i]; p.s != nil {
 		return partRate{limit: p.s.capacity, param: p.s.interval}
+	} else if p.c != nil {
+		return partRate{limit: p.c.limit, param: p.c.ttl}
 	}
 	w := l.parts[i].w
 	return partRate{limit: w.limit, param: w.window}
@@ -79,8 +85,11 @@ func (l *localParts) windowRateOf(i int, rates []partRate) windowRate {
 
 // observer returns part i's observer.
 func (l *localParts) observer(i int) *observer {
-	if p := &l.parts[i]; p.s != nil {
+	switch p := &l.parts[i]; {
+	case p.s != nil:
 		return &p.s.obs
+	case p.c != nil:
+		return &p.c.obs
 	}
 	return &l.parts[i].w.obs
 }
@@ -104,14 +113,20 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 			if v != nil && v.windows != nil {
 				p.w = v
 			}
+		case *Concurrency:
+			if v.built() {
+				p.c = v
+			}
 		default:
-			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA or *FixedWindow", i, lim)
+			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA, *FixedWindow or *Concurrency", i, lim)
 		}
 		switch {
 		case p.s != nil:
 			p.base = &p.s.base
 		case p.w != nil:
 			p.base = &p.w.base
+		case p.c != nil:
+			p.base = &p.c.base
 		default:
 			return nil, fmt.Errorf("part %d is a nil or zero-value %T", i, lim)
 		}
@@ -154,6 +169,7 @@ type partCall struct {
 	tsh    *tableShard[int64]
 	ksh    *tableShard[policyFuncTat]
 	wsh    *tableShard[openWindow]
+	csh    *tableShard[heldUnits]
 	where  where // where the shard holds the key
 	shared bool  // another part's key falls on the same shard
 
@@ -161,6 +177,7 @@ type partCall struct {
 	converts  bool       // a PolicyFunc schedule's key is read at another interval
 	cur, next int64      // a schedule's tat in force and after the call
 	win, nwin openWindow // a fixed window's window open and after the call
+	held      heldUnits  // a Concurrency's leases of the key, swept
 }
 
 // callBuffer holds the partCalls of up to four parts, without allocating.
@@ -184,8 +201,10 @@ func (b *callBuffer) slices(n int) ([]partCall, []int) {
 // others report their state untouched, with RetryAfter 0; every part's
 // Allowed is false. A PolicyFunc part's key written at another interval
 // is written converted to its policy's, whatever the call decides, as its
-// own Allow would.
-func (l *localParts) allow(keys []string, costs []int, rates []partRate, results []Result) {
+// own Allow would. A Concurrency part's units, when taken, are held for
+// its TTL; allow returns the Lease that holds them when leased, and a
+// Lease that holds nothing otherwise.
+func (l *localParts) allow(keys []string, costs []int, rates []partRate, results []Result, leased bool) Lease {
 	var buf callBuffer
 	parts := l.parts
 	calls, order := buf.slices(len(parts))
@@ -208,6 +227,8 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 			var tat int64
 			tat, c.where = c.tsh.lookup(keys[i])
 			c.cur, c.next, c.allowed = p.s.take(tat, c.now, costs[i])
+		case p.c != nil:
+			c.allowed = l.peekHeld(i, c, keys[i], costs[i], rates)
 		default:
 			c.now = p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			var win openWindow
@@ -216,9 +237,13 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 		}
 		allowed = allowed && c.allowed
 	}
+	var lease Lease
 	for i := range parts {
 		p, c := &parts[i], &calls[i]
 		switch {
+		case p.c != nil:
+			// Under the lock: a denial's wait reads the key's leases.
+			lease, results[i] = l.hold(i, c, keys[i], costs[i], rates, allowed, leased)
 		case p.k != nil:
 			tat := c.cur // a peek or a denial keeps the key, converted
 			if allowed {
@@ -249,6 +274,9 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 
 	for i := range parts {
 		p, c := &parts[i], &calls[i]
+		if p.c != nil {
+			continue // its result was made under the lock
+		}
 		lag := lagBehind(c.now, c.reading)
 		// A part that would have allowed a denied call reports its state
 		// untouched, with nothing to wait for.
@@ -274,6 +302,7 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 			results[i] = wr.denial(c.win, c.now, lag)
 		}
 	}
+	return lease
 }
 
 // settle takes changes[i] more units from keys[i] on every part i (gives
@@ -281,7 +310,8 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 // that much above what was taken, each part by its policy in rates (nil:
 // each part's own), and fills results with each part's Result. Each
 // change is valid for its part: at least minus its limit (or 2^52 for a
-// PolicyFunc part), at most 2^52.
+// PolicyFunc part), at most 2^52. A Concurrency part is left as it is,
+// whatever its change, and reports its state (see heldState).
 func (l *localParts) settle(keys []string, changes []int, a adjustment, rates []partRate, results []Result) {
 	var buf callBuffer
 	calls, order := buf.slices(len(l.parts))
@@ -296,6 +326,10 @@ func (l *localParts) settle(keys []string, changes []int, a adjustment, rates []
 		case p.s != nil:
 			now := p.s.tats.advance(c.tsh, c.reading, p.s.maxNow)
 			results[i] = p.s.settleLocked(c.tsh, keys[i], d, now, lagBehind(now, c.reading))
+		case p.c != nil:
+			// Units in flight come back by their leases alone: the part
+			// reports its state.
+			results[i] = l.heldState(i, c, keys[i], rates)
 		default:
 			now := p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			results[i] = p.w.settleAt(l.windowRateOf(i, rates), c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
@@ -304,7 +338,8 @@ func (l *localParts) settle(keys []string, changes []int, a adjustment, rates []
 	unlock(calls, order)
 }
 
-// reset returns every part's key to full.
+// reset returns every part's key to full: a Concurrency part's holds no
+// lease any more.
 func (l *localParts) reset(keys []string) {
 	var buf callBuffer
 	calls, order := buf.slices(len(l.parts))
@@ -320,6 +355,11 @@ func (l *localParts) reset(keys []string) {
 			p.s.tats.advance(c.tsh, c.reading, p.s.maxNow)
 			_, w := c.tsh.lookup(keys[i])
 			p.s.tats.remove(c.tsh, keys[i], w)
+		case p.c != nil:
+			// Every lease of the key is dropped, as Concurrency.Reset does.
+			p.c.keys.advance(c.csh, c.reading, p.c.maxNow)
+			_, w := c.csh.lookup(keys[i])
+			p.c.keys.remove(c.csh, keys[i], w)
 		default:
 			p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			_, w := c.wsh.lookup(keys[i])
@@ -357,6 +397,9 @@ func (l *localParts) lock(keys []string, calls []partCall, order []int) {
 		case p.s != nil:
 			c.tsh = p.s.tats.shard(keys[i])
 			c.mu = &c.tsh.mu
+		case p.c != nil:
+			c.csh = p.c.keys.shard(keys[i])
+			c.mu = &c.csh.mu
 		default:
 			c.wsh = p.w.windows.shard(keys[i])
 			c.mu = &c.wsh.mu

@@ -27,7 +27,7 @@ func TestNewLocalPartsTakesOnlyInProcessLimiters(t *testing.T) {
 		limiter Limiter
 		want    string
 	}{
-		{notLocal{}, "part 1 is a ratelimit.notLocal, not a *TokenBucket, *GCRA or *FixedWindow"},
+		{notLocal{}, "part 1 is a ratelimit.notLocal, not a *TokenBucket, *GCRA, *FixedWindow or *Concurrency"},
 		{&TokenBucket{}, "part 1 is a nil or zero-value *ratelimit.TokenBucket"},
 		{&GCRA{}, "part 1 is a nil or zero-value *ratelimit.GCRA"},
 		{&FixedWindow{}, "part 1 is a nil or zero-value *ratelimit.FixedWindow"},
@@ -279,7 +279,7 @@ func TestLocalPartsReadEachClockOnce(t *testing.T) {
 
 	counting.calls.Store(0)
 	results := make([]Result, 4)
-	l.allow([]string{"k", "k", "k", "k"}, []int{1, 1, 1, 1}, nil, results)
+	l.allow([]string{"k", "k", "k", "k"}, []int{1, 1, 1, 1}, nil, results, false)
 	assert.Equal(t, int64(1), counting.calls.Load(), "one reading for parts 0 and 2")
 	var calls [4]partCall
 	var order [4]int

@@ -40,7 +40,11 @@ type ShadowConfig struct {
 // through a Shadow is, call for call, that of the bare backend. A call let
 // through against a denial took nothing, so it must not be refunded or
 // settled (its Decision's WouldDeny says so; httplimit does not adjust
-// them).
+// them). Likewise for a concurrency limit (see Acquirer): Acquire takes
+// the backend's lease when it allows, and a denial let through gets a
+// Lease that holds nothing, so the work it admits is not counted in
+// flight, and the keys' leases are those of the bare backend. Release and
+// Extend go to the limiter that granted the lease, whatever the mode.
 //
 // Results: a denial let through is returned with Allowed true and a
 // RetryAfter of 0, and the backend's Limit, Remaining and ResetAfter, which
@@ -75,6 +79,7 @@ type Shadow struct {
 var (
 	_ Decider  = (*Shadow)(nil)
 	_ Adjuster = (*Shadow)(nil)
+	_ Acquirer = (*Shadow)(nil)
 )
 
 // NewShadow returns a Shadow around backend, enforcing as cfg.Enforce says.
@@ -124,18 +129,41 @@ func (s *Shadow) Allow(ctx context.Context, key string, n int) (Result, error) {
 // Decision and error with Source FromShadow. A nil ctx is an error, and the backend is not
 // called.
 func (s *Shadow) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	_, d, err := s.call(ctx, key, n, false)
+	return d, err
+}
+
+// Acquire takes n units for key through the backend's Acquire (see
+// Acquirer) and returns its Lease and Decision, as Decide does: while the
+// Shadow does not enforce, a denial is let through as allowed with a Lease
+// that holds nothing (WouldDeny, Source FromShadow): the work it admits is
+// not counted. Over a backend that is not an Acquirer, it decides as
+// Decide does and returns a Lease that holds nothing.
+func (s *Shadow) Acquire(ctx context.Context, key string, n int) (Lease, Decision, error) {
+	return s.call(ctx, key, n, true)
+}
+
+// call is Decide, or Acquire when leased.
+func (s *Shadow) call(ctx context.Context, key string, n int, leased bool) (Lease, Decision, error) {
 	if s == nil || !s.backend.built() {
-		return Decision{}, notBuilt("Shadow")
+		return Lease{}, Decision{}, notBuilt("Shadow")
 	}
 	if ctx == nil {
-		return Decision{}, fmt.Errorf("ratelimit: Shadow: %w", errNilContext)
+		return Lease{}, Decision{}, fmt.Errorf("ratelimit: Shadow: %w", errNilContext)
 	}
 	enforce := s.enforce.Load()
 	var start time.Time
 	if s.hooks != nil {
 		start = s.clock.Now()
 	}
-	d, err := s.backend.decide(ctx, key, n)
+	var lease Lease
+	var d Decision
+	var err error
+	if leased {
+		lease, d, err = s.backend.acquire(ctx, key, n)
+	} else {
+		d, err = s.backend.decide(ctx, key, n)
+	}
 	switch {
 	case enforce:
 	case err != nil:
@@ -148,11 +176,11 @@ func (s *Shadow) Decide(ctx context.Context, key string, n int) (Decision, error
 	}
 	if s.hooks != nil {
 		s.hooks.Decided(Event{
-			Limiter: s.name, Key: key, Cost: n, Decision: d, Err: err,
+			Limiter: s.name, Key: key, Cost: n, Decision: d, Lease: lease, Err: err,
 			Latency: s.clock.Now().Sub(start),
 		})
 	}
-	return d, err
+	return lease, d, err
 }
 
 // Policies returns the backend's policies for key (see Decider).
@@ -181,6 +209,27 @@ func (s *Shadow) Settle(ctx context.Context, key string, taken, cost int, opts .
 func (s *Shadow) Reset(ctx context.Context, key string) error {
 	_, err := s.adjustReported(ctx, AdjustReset, key, 0, 0, nil)
 	return err
+}
+
+// Release gives lease's units back through the limiter that granted it
+// (see Lease.Release), whatever the mode. It is reported to AdjustHooks as
+// AdjustRelease, with the zero Result.
+func (s *Shadow) Release(ctx context.Context, lease Lease) error {
+	if s == nil || !s.backend.built() {
+		return notBuilt("Shadow")
+	}
+	_, err := leaseCall(ctx, AdjustRelease, lease, s.adjust, s.name, s.clock)
+	return err
+}
+
+// Extend renews lease through the limiter that granted it (see
+// Lease.Extend), whatever the mode. It is reported to AdjustHooks as
+// AdjustExtend.
+func (s *Shadow) Extend(ctx context.Context, lease Lease) (Lease, error) {
+	if s == nil || !s.backend.built() {
+		return lease, notBuilt("Shadow")
+	}
+	return leaseCall(ctx, AdjustExtend, lease, s.adjust, s.name, s.clock)
 }
 
 // adjustReported forwards the adjustment op of taken and cost to the

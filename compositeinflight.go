@@ -1,0 +1,171 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// This file holds what a Composite does with a part that limits units in
+// flight (a Concurrency): its Acquire, Release and Extend, and the
+// in-process engine's share of such a part.
+
+var (
+	_ Acquirer = (*Composite)(nil)
+	_ Acquirer = (*Guard)(nil)
+	_ Acquirer = (*DenyCache)(nil)
+)
+
+// Acquire takes n units for key from every part, all or nothing, as Allow
+// does, and returns the Lease that holds the concurrency part's units:
+// the slot is taken only when every rate part allows the call, and the
+// rate parts' units only when the slot is free, so a denial takes nothing
+// anywhere. The Lease is the concurrency part's (its key is the part's
+// key, after Part.Key); releasing it gives back the units in flight alone,
+// as the rate parts' units stay taken. A Composite without a concurrency
+// part decides as Decide does and returns a Lease that holds nothing. See
+// Composite.
+func (c *Composite) Acquire(ctx context.Context, key string, n int) (Lease, Decision, error) {
+	return c.call(ctx, key, n, true)
+}
+
+// Release gives lease's units in flight back to the concurrency part that
+// granted it (see Lease.Release); the rate parts' units stay taken. A
+// lease another limiter granted is an error wrapping ErrInvalidLease that
+// changes nothing; a lease that holds nothing is nil.
+func (c *Composite) Release(ctx context.Context, lease Lease) error {
+	if c == nil || len(c.parts) == 0 {
+		return notBuilt("Composite")
+	}
+	return releaseOwn(ctx, c.holder, "Composite", lease)
+}
+
+// Extend renews lease for its key's TTL now, through the concurrency part
+// that granted it (see Lease.Extend); the rate parts are not touched. A
+// lease another limiter granted is an error wrapping ErrInvalidLease that
+// changes nothing.
+func (c *Composite) Extend(ctx context.Context, lease Lease) (Lease, error) {
+	if c == nil || len(c.parts) == 0 {
+		return lease, notBuilt("Composite")
+	}
+	return extendOwn(ctx, c.holder, "Composite", lease)
+}
+
+// findInFlight finds the part of c that limits units in flight, if any,
+// and refuses more than one. kind names the constructor in errors.
+func (c *Composite) findInFlight(kind string) error {
+	c.inFlight = -1
+	var names []string
+	for i, p := range c.parts {
+		if _, ok := p.Limiter.(*Concurrency); ok {
+			names = append(names, p.Name)
+			if c.inFlight < 0 {
+				c.inFlight = i
+			}
+		}
+	}
+	if len(names) > 1 {
+		return fmt.Errorf("%w: %s: parts %q are concurrency limiters; a Composite holds at most one limit of units in flight", ErrInvalidConfig, kind, names)
+	}
+	if c.inFlight >= 0 {
+		// Built or not: a zero-value one fails newLocalParts.
+		c.holder = c.parts[c.inFlight].Limiter.(*Concurrency)
+	}
+	return nil
+}
+
+// errRedisInFlight is the error of a Composite of Redis limiters and a
+// concurrency limiter.
+var errRedisInFlight = fmt.Errorf("%w: NewComposite: a Redis Composite cannot hold a concurrency part yet", ErrInvalidConfig)
+
+// isRedisLimiter reports whether l is one of the Redis rate limiters of
+// this package.
+func isRedisLimiter(l Limiter) bool {
+	switch l.(type) {
+	case *RedisTokenBucket, *RedisGCRA, *RedisFixedWindow:
+		return true
+	}
+	return false
+}
+
+// reportLease tells the hooks of one call's Decision d and the lease it
+// granted. The caller has checked that o.hooks is not nil.
+func (o *observer) reportLease(key string, n int, d Decision, lease Lease, err error, latency time.Duration) {
+	o.hooks.Decided(Event{Limiter: o.name, Key: key, Cost: n, Decision: d, Lease: lease, Err: err, Latency: latency})
+}
+
+// inFlightOf returns part i's limit and lease TTL (ns), a Concurrency's,
+// for a call whose parts' policies are rates (nil: each part's own).
+func (l *localParts) inFlightOf(i int, rates []partRate) (int64, int64) {
+	if rates == nil {
+		p := l.parts[i].c
+		return p.limit, p.ttl
+	}
+	return rates[i].limit, rates[i].param
+}
+
+// peekHeld reads part i's key, a Concurrency's, into c at the part's time,
+// with its expired leases swept, and reports whether cost units fit in it.
+// c's shard is locked.
+func (l *localParts) peekHeld(i int, c *partCall, key string, cost int, rates []partRate) bool {
+	p := l.parts[i].c
+	limit, _ := l.inFlightOf(i, rates)
+	c.now = p.keys.advance(c.csh, c.reading, p.maxNow)
+	c.held, c.where = c.csh.lookup(key)
+	c.held.sweep(c.now)
+	return cost == 0 || c.held.units+int64(cost) <= limit
+}
+
+// hold takes cost units for key on part i, a Concurrency read by peekHeld,
+// when the call is allowed, for the part's TTL, and returns the Lease
+// that holds them when leased (one that holds nothing otherwise) and the
+// part's Result, as the Concurrency's own Acquire would: a part that
+// would have allowed a denied call reports its state untouched, with
+// RetryAfter 0. c's shard is locked; the key is written back whenever it
+// was there, as its sweep may have changed it.
+func (l *localParts) hold(i int, c *partCall, key string, cost int, rates []partRate, allowed, leased bool) (Lease, Result) {
+	p := l.parts[i].c
+	limit, ttl := l.inFlightOf(i, rates)
+	n := int64(cost)
+	take := allowed && n > 0
+	var lease Lease
+	if take {
+		c.csh.seq++
+		c.held.take(heldLease{id: c.csh.seq, units: n, expiry: c.now + ttl})
+		if leased {
+			lease = Lease{holder: p, key: key, id: c.csh.seq, units: cost, ttl: time.Duration(ttl)}
+		}
+	}
+	lag := lagBehind(c.now, c.reading)
+	res := Result{Allowed: allowed, Limit: int(limit)}
+	if !c.allowed {
+		res.RetryAfter = time.Duration(c.held.wait(limit, n, c.now) + lag)
+	}
+	res.Remaining = int(c.held.free(limit))
+	if c.held.units > 0 {
+		res.ResetAfter = time.Duration(c.held.latest - c.now + lag)
+	}
+	if c.where != absent || take {
+		if c.shared {
+			_, c.where = c.csh.lookup(key)
+		}
+		c.csh.write(key, c.where, c.held, max(c.held.latest, c.now))
+	}
+	return lease, res
+}
+
+// heldState returns the Result of a Refund or Settle on part i, a
+// Concurrency, for key: allowed, and the key's state untouched, as its
+// units in flight come back by their leases alone. c's shard is locked.
+func (l *localParts) heldState(i int, c *partCall, key string, rates []partRate) Result {
+	l.peekHeld(i, c, key, 0, rates)
+	limit, _ := l.inFlightOf(i, rates)
+	if c.where != absent {
+		c.csh.write(key, c.where, c.held, max(c.held.latest, c.now))
+	}
+	res := Result{Allowed: true, Limit: int(limit), Remaining: int(c.held.free(limit))}
+	if c.held.units > 0 {
+		res.ResetAfter = time.Duration(c.held.latest - c.now + lagBehind(c.now, c.reading))
+	}
+	return res
+}
