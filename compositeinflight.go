@@ -112,6 +112,9 @@ func (l *localParts) peekHeld(i int, c *partCall, key string, cost int, rates []
 	limit, _ := l.inFlightOf(i, rates)
 	c.now = p.keys.advance(c.csh, c.reading, p.maxNow)
 	c.held, c.where = c.csh.lookup(key)
+	if c.where == absent {
+		c.held = new(heldUnits)
+	}
 	c.held.sweep(c.now)
 	return cost == 0 || c.held.units+int64(cost) <= limit
 }
@@ -130,10 +133,12 @@ func (l *localParts) hold(i int, c *partCall, key string, cost int, rates []part
 	take := allowed && n > 0
 	var lease Lease
 	if take {
+		// An id names its shard, as Concurrency's own do.
 		c.csh.seq++
-		c.held.take(heldLease{id: c.csh.seq, units: n, expiry: c.now + ttl})
+		id := c.csh.seq*shardCount + uint64(c.cidx)
+		c.held.take(heldLease{id: id, units: n, expiry: c.now + ttl})
 		if leased {
-			lease = Lease{holder: p, key: key, id: c.csh.seq, units: cost, ttl: time.Duration(ttl)}
+			lease = Lease{holder: p, key: key, id: id, units: cost, ttl: time.Duration(ttl)}
 		}
 	}
 	lag := lagBehind(c.now, c.reading)
@@ -149,7 +154,11 @@ func (l *localParts) hold(i int, c *partCall, key string, cost int, rates []part
 		if c.shared {
 			_, c.where = c.csh.lookup(key)
 		}
-		c.csh.write(key, c.where, c.held, max(c.held.latest, c.now))
+		if c.where == absent {
+			c.csh.write(key, c.where, c.held, c.held.latest)
+		} else {
+			keep(c.csh, key, c.where, c.held, c.now)
+		}
 	}
 	return lease, res
 }
@@ -161,7 +170,7 @@ func (l *localParts) heldState(i int, c *partCall, key string, rates []partRate)
 	l.peekHeld(i, c, key, 0, rates)
 	limit, _ := l.inFlightOf(i, rates)
 	if c.where != absent {
-		c.csh.write(key, c.where, c.held, max(c.held.latest, c.now))
+		keep(c.csh, key, c.where, c.held, c.now)
 	}
 	res := Result{Allowed: true, Limit: int(limit), Remaining: int(c.held.free(limit))}
 	if c.held.units > 0 {

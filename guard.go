@@ -514,14 +514,15 @@ func (g *Guard) overFallback(d, fd Decision) Decision {
 // policySource is the Source of each policy's answers.
 var policySource = [...]Source{FailOpen: FromFailOpen, FailClosed: FromFailClosed, FailOver: FromFallback}
 
-// decided reports the Decision d of a call, and the lease it granted, to
-// the hooks, if any.
-func (g *Guard) decided(key string, n int, d Decision, lease Lease, err, backendErr error, start time.Time) {
+// decided reports the Decision d of a call to the hooks, if any. The
+// lease the call returned is not in the report: only the limiter that
+// granted it reports it, as only that limiter hears of every release.
+func (g *Guard) decided(key string, n int, d Decision, _ Lease, err, backendErr error, start time.Time) {
 	if g.hooks == nil {
 		return
 	}
 	g.hooks.Decided(Event{
-		Limiter: g.cfg.Name, Key: key, Cost: n, Decision: d, Lease: lease,
+		Limiter: g.cfg.Name, Key: key, Cost: n, Decision: d,
 		Err: err, BackendErr: backendErr, Latency: g.clock.Now().Sub(start),
 	})
 }

@@ -41,11 +41,16 @@ type Event struct {
 	// Enforced. A part of a Composite reports its own share: its key,
 	// cost and Result.
 	Decision
-	// Lease is the lease an Acquire granted (see Acquirer); it holds
-	// nothing for an Allow or Decide, a denial, or a limiter that holds
-	// nothing in flight. Its Release and Extend are reported to
-	// AdjustHooks (AdjustRelease, AdjustExtend), so that Lease.Held
-	// events minus releases count the leases a process holds.
+	// Lease is the lease an Acquire granted (see Acquirer), in the
+	// report of the limiter that granted it only (a concurrency limiter,
+	// alone or as a Composite's part): a decorator's report leaves it
+	// empty, since a Lease is released by the limiter that granted it,
+	// whatever layer returned it, and only that limiter hears of every
+	// release. It holds nothing for an Allow or Decide, a denial, or a
+	// limiter that holds nothing in flight. The granting limiter reports
+	// the lease's Release and Extend to its AdjustHooks (AdjustRelease,
+	// AdjustExtend), so that its Lease.Held events minus its releases
+	// count the leases a process holds.
 	Lease Lease
 	// Err is the error the call returned.
 	Err error

@@ -169,7 +169,8 @@ type partCall struct {
 	tsh    *tableShard[int64]
 	ksh    *tableShard[policyFuncTat]
 	wsh    *tableShard[openWindow]
-	csh    *tableShard[heldUnits]
+	csh    *tableShard[*heldUnits]
+	cidx   int   // the index of csh in its table
 	where  where // where the shard holds the key
 	shared bool  // another part's key falls on the same shard
 
@@ -177,7 +178,7 @@ type partCall struct {
 	converts  bool       // a PolicyFunc schedule's key is read at another interval
 	cur, next int64      // a schedule's tat in force and after the call
 	win, nwin openWindow // a fixed window's window open and after the call
-	held      heldUnits  // a Concurrency's leases of the key, swept
+	held      *heldUnits // a Concurrency's leases of the key, swept
 }
 
 // callBuffer holds the partCalls of up to four parts, without allocating.
@@ -398,7 +399,8 @@ func (l *localParts) lock(keys []string, calls []partCall, order []int) {
 			c.tsh = p.s.tats.shard(keys[i])
 			c.mu = &c.tsh.mu
 		case p.c != nil:
-			c.csh = p.c.keys.shard(keys[i])
+			c.cidx = p.c.keys.shardIndex(keys[i])
+			c.csh = &p.c.keys.shards[c.cidx]
 			c.mu = &c.csh.mu
 		default:
 			c.wsh = p.w.windows.shard(keys[i])

@@ -176,7 +176,7 @@ func (s *Shadow) call(ctx context.Context, key string, n int, leased bool) (Leas
 	}
 	if s.hooks != nil {
 		s.hooks.Decided(Event{
-			Limiter: s.name, Key: key, Cost: n, Decision: d, Lease: lease, Err: err,
+			Limiter: s.name, Key: key, Cost: n, Decision: d, Err: err,
 			Latency: s.clock.Now().Sub(start),
 		})
 	}
