@@ -134,9 +134,8 @@ func (c *Concurrency) built() bool { return c != nil && c.keys != nil }
 // a denial that takes nothing (see Acquirer and Concurrency). ctx goes to
 // the PolicyFunc, if any; the call never blocks.
 func (c *Concurrency) Acquire(ctx context.Context, key string, n int) (lease Lease, d Decision, err error) {
-	if !c.built() {
-		return Lease{}, Decision{}, errConcurrencyNotBuilt
-	}
+	// Small enough to inline, so that the Lease and Decision are written
+	// where the caller keeps them.
 	err = c.acquire(ctx, key, n, &lease, &d)
 	return lease, d, err
 }
@@ -192,23 +191,33 @@ func (c *Concurrency) policyOf(ctx context.Context, key string) (Policy, int64, 
 	return c.policyFunc.resolve(ctx, key)
 }
 
-// acquire is Acquire on a built c, which sets *d and, when lease is not
+// acquire is Acquire, which sets *d and, when lease is not
 // nil, *lease (Allow's units cannot be released).
 func (c *Concurrency) acquire(ctx context.Context, key string, n int, lease *Lease, d *Decision) error {
+	if !c.built() {
+		return errConcurrencyNotBuilt
+	}
 	var start int64
 	if c.obs.hooks != nil {
 		start = c.base.elapsed()
 	}
-	p, limit, ttl, err := c.policyOf(ctx, key)
-	if err == nil {
+	// The limiter's own policy, without a PolicyFunc, costs no call.
+	limit, ttl, policies := c.limit, c.ttl, c.obs.own
+	var err error
+	if c.policyFunc != nil {
+		var p Policy
+		p, limit, ttl, err = c.policyFunc.resolve(ctx, key)
+		policies = inFlightPolicies(p, c.obs.own)
+	}
+	if err == nil && (n < 0 || int64(n) > limit) {
 		err = checkCost(n, int(limit))
 	}
 	d.Result.Limit = int(limit)
 	if err == nil {
 		c.take(key, int64(n), limit, ttl, lease, &d.Result)
 	}
-	d.Policies = inFlightPolicies(p, c.obs.own)
-	d.Policy = d.Policies[0]
+	d.Policies = policies
+	d.Policy = policies[0]
 	d.Enforced = d.Result
 	d.rules = c.obs.rules
 	if c.obs.hooks != nil {
@@ -253,6 +262,10 @@ func (c *Concurrency) take(key string, n, limit, ttl int64, lease *Lease, res *R
 	res.Remaining = int(h.free(limit))
 	if h.units > 0 {
 		res.ResetAfter = time.Duration(h.latest - now + lag)
+	}
+	if at == inHot {
+		sh.cur.maxExpiry = max(sh.cur.maxExpiry, h.latest)
+		return
 	}
 	keep(sh, key, at, h, now)
 }
@@ -321,7 +334,9 @@ func (c *Concurrency) releaseLease(_ context.Context, l Lease) error {
 	if at != absent {
 		if i := h.find(l.id); i >= 0 {
 			held = h.remove(i).expiry > now
-			keep(sh, l.key, at, h, now)
+			if at != inHot {
+				keep(sh, l.key, at, h, now)
+			}
 		}
 	}
 	sh.mu.Unlock()
