@@ -22,6 +22,12 @@ const (
 	testTTL   = 30 * time.Second
 )
 
+// deniedBody is the problem document of the middleware's 429.
+const deniedBody = `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",` +
+	`"title":"Quota exceeded","status":429,` +
+	`"detail":"As many requests as the limit allows are in flight; retry after the number of seconds in Retry-After, or sooner once one of them ends.",` +
+	`"violated-policies":["jobs"]}` + "\n"
+
 // jobGate is a worker whose jobs start when asked to and end when the
 // test says so, so that the test decides how long each runs.
 type jobGate struct {
@@ -147,7 +153,9 @@ func TestAKeyRunsAtMostLimitJobsAndASlotComesBackWhenOneEnds(t *testing.T) {
 	assert.Equal(t, "30", resp.Header.Get("Retry-After"), "the earliest lease expiry, rounded up")
 	assert.Equal(t, `"jobs";q=2;qu="concurrent-requests"`, resp.Header.Get("RateLimit-Policy"))
 	assert.Equal(t, `"jobs";r=0;t=30`, resp.Header.Get("RateLimit"))
-	assert.JSONEq(t, `{"error":"this key runs 2 jobs already; retry when one ends"}`, body)
+	assert.Empty(t, resp.Header.Get("RateLimit-Limit"), "IETF fields only")
+	assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	assert.Equal(t, deniedBody, body)
 
 	running = append(running, postAsync(t, srv, key+"-other"))
 	gate.waitStarted(t, 1) // another key has slots of its own
@@ -168,7 +176,7 @@ func TestAKeyRunsAtMostLimitJobsAndASlotComesBackWhenOneEnds(t *testing.T) {
 	resp, body = post(t, srv, key)
 	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
 	assert.Equal(t, `"jobs";r=1;t=30`, resp.Header.Get("RateLimit"), "every slot came back; this job holds one")
-	assert.JSONEq(t, `{"job":"done","seconds":3}`, body)
+	assert.JSONEq(t, `{"job":"done","seconds":3,"lease":{"key":"`+key+`","units":1,"ttl":"30s"}}`, body)
 }
 
 // releases is a ratelimit.Hooks that says when a lease was released.
@@ -230,6 +238,7 @@ func TestBadRequestsAreRefusedBeforeAnySlotIsTaken(t *testing.T) {
 	srv, key := newTestServer(t, sleep)
 	resp, body := post(t, srv, "")
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+	assert.JSONEq(t, `{"error":"an X-API-Key header is required"}`, body)
 	assert.Empty(t, resp.Header.Get("RateLimit"))
 
 	req, err := http.NewRequest(http.MethodPost, srv.URL+"/jobs?seconds=99", nil)
@@ -241,5 +250,35 @@ func TestBadRequestsAreRefusedBeforeAnySlotIsTaken(t *testing.T) {
 	var problem map[string]string
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&problem))
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Empty(t, resp.Header.Get("RateLimit"), "no slot was taken")
 	assert.Equal(t, "seconds must be a whole number from 1 to 10", problem["error"])
+}
+
+// unreachable is the limiter of jobs with its backend down: every Acquire
+// fails as a Redis limiter's does when the server cannot be reached.
+type unreachable struct{ ratelimit.Acquirer }
+
+func (unreachable) Acquire(context.Context, string, int) (ratelimit.Lease, ratelimit.Decision, error) {
+	return ratelimit.Lease{}, ratelimit.Decision{}, fmt.Errorf("%w: dial tcp: connection refused", ratelimit.ErrBackend)
+}
+
+func TestAJobIsAnswered503WhenTheLimiterCannotDecide(t *testing.T) {
+	rdb, err := demoredis.Open()
+	require.NoError(t, err)
+	t.Cleanup(rdb.Close)
+	limiter, err := newJobLimiter(rdb.Client, testLimit, testTTL)
+	require.NoError(t, err)
+	logged := make(chan string, 1)
+	h, err := newHandler(unreachable{limiter}, sleep, func(format string, args ...any) {
+		logged <- fmt.Sprintf(format, args...)
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	resp, body := post(t, srv, "alice")
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	assert.Empty(t, resp.Header.Get("RateLimit"))
+	assert.Contains(t, <-logged, "connection refused")
 }
