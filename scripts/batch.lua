@@ -1003,6 +1003,20 @@ local function reset(checks, count)
   return out
 end
 
+-- held_lines holds the records a Release or Extend answers, made once per
+-- call: held_lines[1] (1, 0, 0, 0) and held_lines[0] (0, 0, 0, 0).
+local held_lines = {}
+
+-- held_line returns the record (held, 0, 0, 0) of a Release or Extend.
+local function held_line(held)
+  local l = held_lines[held]
+  if not l then
+    l = line(held, 0, 0, 0)
+    held_lines[held] = l
+  end
+  return l
+end
+
 -- held_allow_one decides an Allow of one 'c' check: on an absent key, a
 -- STRING of the lease, set in one call (SET NX), and otherwise as
 -- allow_one does.
@@ -1068,7 +1082,7 @@ end
 local function release(c)
   local units, expiry, u, x = held_lease(c, false)
   if not units then
-    return units == nil and line(0, 0, 0, 0) or expiry
+    return units == nil and held_line(0) or expiry
   end
   if not u then
     redis.call('DEL', c.key) -- a STRING of that one lease
@@ -1078,7 +1092,7 @@ local function release(c)
       return refusal(1, reason)
     end
   end
-  return line(expiry > now and 1 or 0, 0, 0, 0)
+  return held_line(expiry > now and 1 or 0)
 end
 
 -- extend decides an Extend of lease c.lease on c.key, to now + c.param.
@@ -1086,7 +1100,7 @@ local function extend(c)
   local key, id = c.key, c.lease
   local units, expiry, u, x, e = held_lease(c, true)
   if not units then
-    return units == nil and line(0, 0, 0, 0) or expiry
+    return units == nil and held_line(0) or expiry
   end
   if expiry <= now then
     -- It holds nothing: it goes, as a Release would take it.
@@ -1098,19 +1112,19 @@ local function extend(c)
         return refusal(1, reason)
       end
     end
-    return line(0, 0, 0, 0)
+    return held_line(0)
   end
   local new = now + c.param
   local ns = string.format('%d', new)
   local value = lease_value(units, ns)
   if not u then
     redis.call('SET', key, id .. ':' .. value, 'PX', held_ttl(c))
-    return line(1, 0, 0, 0)
+    return held_line(1)
   end
   if new > x then
     redis.call('HSET', key, id, value, 'x', ns)
     redis.call('PEXPIRE', key, held_ttl(c))
-    return line(1, 0, 0, 0)
+    return held_line(1)
   end
   if new == x or expiry < x then
     if new < e then
@@ -1118,7 +1132,7 @@ local function extend(c)
     else
       redis.call('HSET', key, id, value)
     end
-    return line(1, 0, 0, 0)
+    return held_line(1)
   end
   -- It was the latest and ends earlier now (its key's TTL is shorter): x
   -- moves back to the next latest, in a sweep of every lease.
@@ -1135,7 +1149,7 @@ local function extend(c)
   end
   redis.call('HSET', key, id, value, 'u', s.u + units, 'e', ne, 'x', nx)
   redis.call('PEXPIRE', key, ms(nx - now))
-  return line(1, 0, 0, 0)
+  return held_line(1)
 end
 
 -- The call formats: each decides a call's requests, in order, and returns
