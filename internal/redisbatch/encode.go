@@ -19,13 +19,15 @@ func (s *Sender) command(ctx context.Context, batch []*Request, verb, script str
 }
 
 // compact reports whether batch can go in the compact form: Allows of one
-// check each, on the sender's one limit.
+// check each, on the sender's one limit; or, for a limit of kind
+// Concurrency, Allows, Releases and Extends.
 func (s *Sender) compact(batch []*Request) bool {
 	if s.limits == nil || s.checks != 1 {
 		return false
 	}
+	leases := s.kinds[0] == Concurrency
 	for _, p := range batch {
-		if p.Op != Allow {
+		if p.Op != Allow && !(leases && (p.Op == Release || p.Op == Extend)) {
 			return false
 		}
 	}
@@ -36,6 +38,9 @@ func (s *Sender) compact(batch []*Request) bool {
 // one limit, then each request's cost, or one cost when there are several
 // and all are the same.
 func (s *Sender) encodeCompact(ctx context.Context, batch []*Request, verb, script string) *redis.Cmd {
+	if s.kinds[0] == Concurrency {
+		return s.encodeLeases(ctx, batch, verb, script)
+	}
 	same := len(batch) > 1
 	for _, p := range batch[1:] {
 		same = same && p.cost(0) == batch[0].cost(0)
@@ -61,10 +66,38 @@ func (s *Sender) encodeCompact(ctx context.Context, batch []*Request, verb, scri
 	return s.finish(ctx, args, once)
 }
 
+// encodeLeases returns the command of batch in the compact form of a limit
+// of kind Concurrency: -R, the one limit, then two arguments per request,
+// an Allow's cost and lease, or "R" or "E" and the lease of a Release or
+// an Extend.
+func (s *Sender) encodeLeases(ctx context.Context, batch []*Request, verb, script string) *redis.Cmd {
+	args := make([]any, 3, 3+len(batch)+1+len(s.limits)+2*len(batch))
+	args[0], args[1], args[2] = verb, script, len(batch)
+	for _, p := range batch {
+		args = append(args, p.Key)
+	}
+	args, once := s.appendCount(args, -len(batch))
+	args = append(args, s.limits...)
+	for _, p := range batch {
+		switch p.Op {
+		case Release:
+			args = append(args, "R", p.Lease)
+		case Extend:
+			args = append(args, "E", p.Lease)
+		default:
+			args = append(args, p.N, p.Lease)
+		}
+	}
+	return s.finish(ctx, args, once)
+}
+
 // encodeGeneral returns the command of batch in the general form: R, the
 // limits (the sender's, or the distinct ones its requests carry), then
-// each request as an Allow, a Settle ('S', each check with its most debt)
-// or a Reset ('X'), every check naming its limit by number.
+// each request as an Allow (a check of kind Concurrency with its lease), a
+// Settle ('S', each check with its most debt), a Reset ('X'), a Release
+// ('R') or an Extend ('E'), every check naming its limit by number. A
+// Release or Extend has one check: it goes through a sender of one check
+// (a concurrency limiter's own).
 func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, script string) *redis.Cmd {
 	c := s.checks
 	nkeys, nargs := 0, 1+len(s.limits) // R, then S and the limits
@@ -75,7 +108,7 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 		nkeys += c
 		switch p.Op {
 		case Allow:
-			nargs += 1 + 2*c
+			nargs += 1 + 3*c // a lease for each check, at most
 		case Reset:
 			nargs += 2 + c
 		case Settle:
@@ -83,6 +116,9 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 			if p.Settlement.Token != "" {
 				nkeys++
 			}
+		case Release, Extend:
+			nkeys += 1 - c
+			nargs += 3
 		}
 	}
 	args := make([]any, 3, 3+nkeys+nargs)
@@ -123,7 +159,14 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 			args = append(args, c)
 			for i := 1; i <= c; i++ {
 				args = append(args, ref(j, i), p.cost(i-1))
+				if s.kind(p, i-1) == Concurrency {
+					args = append(args, p.Lease)
+				}
 			}
+		case Release:
+			args = append(args, "R", ref(j, 1), p.Lease)
+		case Extend:
+			args = append(args, "E", ref(j, 1), p.Lease)
 		case Reset:
 			args = append(args, "X", c)
 			for i := 1; i <= c; i++ {
@@ -141,6 +184,14 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 		}
 	}
 	return s.finish(ctx, args, once)
+}
+
+// kind returns the kind of p's check i.
+func (s *Sender) kind(p *Request, i int) Kind {
+	if s.kinds != nil {
+		return s.kinds[i]
+	}
+	return p.limit(i).Kind
 }
 
 // appendCount appends the call's first script argument, R (or -R), as an

@@ -42,3 +42,50 @@ func TestCompactFormSendsOneCostForABatchOfEqualCosts(t *testing.T) {
 		assert.Equal(t, tc.want, got, "costs %v", tc.costs)
 	}
 }
+
+// TestConcurrencyRequestsNameTheirLease checks the arguments of a batch of
+// a concurrency limiter's Allows, Release and Extend: the compact form,
+// each Allow's cost and lease, a Release's "R" and lease, an Extend's "E"
+// and lease; with a Reset, the general form, each Allow's check with its
+// lease after its cost, a Release ('R') and an Extend ('E') with their
+// limit and lease; and a two-check Allow whose first check is of kind
+// Concurrency, as a Composite sends it.
+func TestConcurrencyRequestsNameTheirLease(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0"}) // never dialled
+	defer client.Close()
+	ctx := context.Background()
+	own := NewLimit(Concurrency, 5, 30_000_000)
+	s := NewSender(Config{Client: client, Script: NewScript("return 1"), Limits: []*Limit{own}, Coalesce: true})
+	batch := []*Request{
+		{Ctx: ctx, Key: "a", N: 1, Lease: "n1"},
+		{Ctx: ctx, Key: "b", N: 0},
+		{Ctx: ctx, Key: "a", Op: Release, Lease: "n0"},
+		{Ctx: ctx, Key: "c", Op: Extend, Lease: "n2"},
+	}
+	args := s.command(ctx, batch, "evalsha", s.script.sha).Args()
+	args[7] = fmt.Sprint(args[7])
+	assert.Equal(t, []any{"evalsha", s.script.sha, 4, "a", "b", "a", "c", "-4", 1, "c", int64(5), int64(30_000_000),
+		1, "n1", 0, "", "R", "n0", "E", "n2"}, args, "the compact form: two arguments per request")
+	batch = append(batch, &Request{Ctx: ctx, Key: "d", Op: Reset})
+	args = s.command(ctx, batch, "evalsha", s.script.sha).Args()
+	args[8] = fmt.Sprint(args[8])
+	assert.Equal(t, []any{"evalsha", s.script.sha, 5, "a", "b", "a", "c", "d", "5", 1, "c", int64(5), int64(30_000_000),
+		1, 1, 1, "n1", 1, 1, 0, "", "R", 1, "n0", "E", 1, "n2", "X", 1, 1}, args, "a Reset: the general form")
+
+	// Each request with its own limit (a limiter built WithPolicyFunc).
+	keyed := NewSender(Config{Client: client, Script: NewScript("return 1"), Coalesce: true})
+	other := NewLimit(Concurrency, 2, 1_000_000)
+	batch = []*Request{{Ctx: ctx, Key: "a", N: 2, Limit: other, Lease: "n3"}, {Ctx: ctx, Key: "a", Op: Release, Limit: own, Lease: "n3"}}
+	args = keyed.command(ctx, batch, "evalsha", keyed.script.sha).Args()
+	args[5] = fmt.Sprint(args[5])
+	assert.Equal(t, []any{"evalsha", keyed.script.sha, 2, "a", "a", "2", 2, "c", int64(2), int64(1_000_000), "c", int64(5), int64(30_000_000),
+		1, 1, 2, "n3", "R", 2, "n3"}, args)
+
+	// A Composite's Allow: a concurrency check, then a GCRA's.
+	parts := NewSender(Config{Client: client, Script: NewScript("return 1"), Limits: []*Limit{own, NewLimit(GCRA, 100, 600_000)}, Coalesce: true})
+	batch = []*Request{{Ctx: ctx, Key: "{t}:jobs", More: []string{"{t}:rate"}, Costs: []int{1, 1}, Lease: "n4"}}
+	args = parts.command(ctx, batch, "evalsha", parts.script.sha).Args()
+	args[5] = fmt.Sprint(args[5])
+	assert.Equal(t, []any{"evalsha", parts.script.sha, 2, "{t}:jobs", "{t}:rate", "1", 2, "c", int64(5), int64(30_000_000), "g", int64(100), int64(600_000),
+		2, 1, 1, "n4", 2, 1}, args)
+}

@@ -15,6 +15,11 @@ const (
 	// keeps nothing more, and is FixedWindow then too.
 	TokenBucketWithInterval Kind = "T"
 	GCRAWithInterval        Kind = "G"
+	// Concurrency limits units in flight, each held by a lease: Units is
+	// the most in flight, Param a lease's TTL in µs. Its key's state does
+	// not depend on the policy, so a limiter whose policy is chosen per
+	// key uses it too. An Allow's check of this kind takes Request.Lease.
+	Concurrency Kind = "c"
 )
 
 // Limit is one limit a request's checks refer to: the algorithm, its limit

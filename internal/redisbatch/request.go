@@ -13,10 +13,20 @@ const (
 	Settle
 	// Reset empties every check's key, or none.
 	Reset
+	// Release drops the lease Request.Lease from the key of a request of
+	// one check of kind Concurrency. Its record's Allowed is 1 when the
+	// lease held units until then, 0 when it had expired or was not there.
+	Release
+	// Extend renews the lease Request.Lease of the key of a request of one
+	// check of kind Concurrency for its limit's TTL from now. Its record's
+	// Allowed is 1 when it did, 0 when the lease held nothing any more
+	// (which is then dropped).
+	Extend
 )
 
 // Request is one request on its way to the batch script, through a
-// coalescer or not: an Allow, a Settle or a Reset, of one check per key.
+// coalescer or not: an Allow, a Settle or a Reset, of one check per key,
+// or a Release or Extend of one lease, of one check.
 // Its caller fills the fields above Record, and Op, hands it to Sender.Do
 // once and then reads Record or Err; a Request is never reused. (Op sits
 // beside taken, so that the two bytes share one word.)
@@ -37,6 +47,13 @@ type Request struct {
 	Limits []*Limit
 	// Settlement is a Settle's age and token; nil for an Allow or a Reset.
 	Settlement *Settlement
+	// Lease names a lease, the field of its key's HASH it is kept in: the
+	// one an Allow's checks of kind Concurrency take when their cost is
+	// above 0 (every such check of the request, each on its own key), or
+	// the one a Release or Extend is of. It must be unique among every
+	// lease the key may ever hold, and never "u", "e" or "x"; "" for an
+	// Allow that takes none (a peek, or no check of kind Concurrency).
+	Lease string
 
 	Record Record // its record of the script's reply, when Err is nil
 	Err    error  // its script call's error

@@ -66,7 +66,8 @@ type Sender struct {
 	// limits is the script's arguments after R: S, then each limit's
 	// kind, units and param; nil when each request carries its own.
 	limits   []any
-	checks   int        // of every request
+	kinds    []Kind     // of limits, in order; nil when each request carries its own
+	checks   int        // of every request (but a Release's or Extend's, one)
 	co       *coalescer // nil without coalescing
 	tokenTTL int        // ms
 }
@@ -87,6 +88,7 @@ func NewSender(cfg Config) *Sender {
 		s.limits = append(s.limits, len(cfg.Limits))
 		for _, l := range cfg.Limits {
 			s.limits = append(s.limits, l.args[:]...)
+			s.kinds = append(s.kinds, l.Kind)
 		}
 	}
 	if cfg.Coalesce && s.route != routeAlone {
