@@ -13,23 +13,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// leaseModel is the exact rule of a concurrency limit, written as plainly
+// plainLeases is the exact rule of a concurrency limit, written as plainly
 // as possible: a list of leases, each with its expiry.
-type leaseModel struct {
+type plainLeases struct {
 	limit int64
 	ttl   time.Duration
-	held  map[string][]modelLease
+	held  map[string][]plainLease
 }
 
-type modelLease struct {
+type plainLease struct {
 	id     int
 	units  int64
 	expiry time.Duration
 }
 
 // live returns key's leases that have not expired at now.
-func (m *leaseModel) live(key string, now time.Duration) []modelLease {
-	var out []modelLease
+func (m *plainLeases) live(key string, now time.Duration) []plainLease {
+	var out []plainLease
 	for _, l := range m.held[key] {
 		if l.expiry > now {
 			out = append(out, l)
@@ -39,7 +39,7 @@ func (m *leaseModel) live(key string, now time.Duration) []modelLease {
 	return out
 }
 
-func (m *leaseModel) acquire(key string, n int64, id int, now time.Duration) Result {
+func (m *plainLeases) acquire(key string, n int64, id int, now time.Duration) Result {
 	ls := m.live(key, now)
 	var used int64
 	var latest time.Duration
@@ -51,13 +51,13 @@ func (m *leaseModel) acquire(key string, n int64, id int, now time.Duration) Res
 	if n == 0 || used+n <= m.limit {
 		res.Allowed = true
 		if n > 0 {
-			m.held[key] = append(ls, modelLease{id: id, units: n, expiry: now + m.ttl})
+			m.held[key] = append(ls, plainLease{id: id, units: n, expiry: now + m.ttl})
 			used += n
 			latest = now + m.ttl
 		}
 	} else {
 		byExpiry := slices.Clone(ls)
-		slices.SortFunc(byExpiry, func(a, b modelLease) int { return int(a.expiry - b.expiry) })
+		slices.SortFunc(byExpiry, func(a, b plainLease) int { return int(a.expiry - b.expiry) })
 		free := m.limit - used
 		for _, l := range byExpiry {
 			free += l.units
@@ -74,11 +74,11 @@ func (m *leaseModel) acquire(key string, n int64, id int, now time.Duration) Res
 	return res
 }
 
-func (m *leaseModel) release(key string, id int) {
-	m.held[key] = slices.DeleteFunc(m.held[key], func(l modelLease) bool { return l.id == id })
+func (m *plainLeases) release(key string, id int) {
+	m.held[key] = slices.DeleteFunc(m.held[key], func(l plainLease) bool { return l.id == id })
 }
 
-func (m *leaseModel) extend(key string, id int, now time.Duration) bool {
+func (m *plainLeases) extend(key string, id int, now time.Duration) bool {
 	ls := m.live(key, now)
 	for i := range ls {
 		if ls[i].id == id {
@@ -99,7 +99,7 @@ func TestConcurrencyDecidesAsTheModelOnRandomSchedules(t *testing.T) {
 		clock := NewFakeClock(start)
 		c, err := NewConcurrency(limit, ttl, WithClock(clock))
 		require.NoError(t, err)
-		m := &leaseModel{limit: int64(limit), ttl: ttl, held: map[string][]modelLease{}}
+		m := &plainLeases{limit: int64(limit), ttl: ttl, held: map[string][]plainLease{}}
 		type held struct {
 			lease Lease
 			id    int
