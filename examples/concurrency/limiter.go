@@ -13,15 +13,8 @@ const policyName = "jobs"
 
 // newJobLimiter returns the limiter of jobs: at most limit in flight per
 // API key, each held by a lease that lasts ttl unless released, on the
-// Redis server of client. opts are added to its options (the tests hook
-// it).
-//
-// Until ratelimit.NewRedisConcurrency is merged, it builds the in-process
-// ratelimit.NewConcurrency, which decides identically in one process; the
-// switch is this one line:
-//
-//	return ratelimit.NewRedisConcurrency(client, limit, ttl, append(opts, ratelimit.WithName(policyName))...)
+// Redis server of client, so that every copy of the service shares each
+// key's limit. opts are added to its options (the tests hook it).
 func newJobLimiter(client redis.Scripter, limit int, ttl time.Duration, opts ...ratelimit.Option) (ratelimit.Acquirer, error) {
-	_ = client
-	return ratelimit.NewConcurrency(limit, ttl, append(opts, ratelimit.WithName(policyName))...)
+	return ratelimit.NewRedisConcurrency(client, limit, ttl, append(opts, ratelimit.WithName(policyName))...)
 }
