@@ -17,6 +17,12 @@
 //   - NewFixedWindow, NewRedisFixedWindow: limit per window, opened by a
 //     key's first counted request; the simplest and the cheapest on Redis,
 //     but up to twice the limit around a window's end.
+//   - NewRedisConcurrency: at most L units in flight per key across every
+//     replica, each held by a Lease until Release or its TTL (Extend
+//     renews it), deciding as the in-process Concurrency does; each
+//     acquire, release and extend is one request of the batch script,
+//     coalesced as the other Redis limiters' are. A server that loses its
+//     data loses its leases, whose units come back at once.
 //
 // The in-process limiters keep state in memory; the Redis ones decide in one
 // atomic script call on the server's clock, shared by every replica, through
