@@ -50,8 +50,10 @@ const DefaultConcurrencyPrefix = "ratelimit:inflight:"
 // and expiry), with a TTL until its latest lease expires (whole ms,
 // rounded up). Leases that have expired are swept by the first call that
 // finds one due, a key whose leases have all been released is deleted,
-// and one whose leases have all expired expires: a key thus holds no more
-// than its limit in units of leases that have not expired. A server clock
+// and one whose leases have all expired expires: a key holds the leases
+// that hold units (no more than the largest limit its policy has given
+// it, at most MaxInFlight) and those that expired since its last sweep.
+// A server clock
 // that steps back makes leases last longer, never shorter. Leases are
 // named by a random 64-bit number drawn when the limiter is built, and a
 // counter, so that the leases of every process are apart.
