@@ -331,3 +331,41 @@ func TestRedisConcurrencyReportsToItsHooks(t *testing.T) {
 	}
 	assert.Equal(t, []string{"extend:1/1/true", "release:1/0/true", "release:1/0/false", "extend:1/1/false", "reset:0/0/false"}, ops)
 }
+
+func TestRedisConcurrencyRetriedAcquireTakesItsUnitsOnce(t *testing.T) {
+	// A client that retries a call whose reply was lost (go-redis retries
+	// a read timeout) sends the same lease name again: its units count
+	// once, and the retry is answered allowed, whether the key holds one
+	// lease (a STRING) or several (a HASH).
+	ctx := context.Background()
+	_, client, _ := miniredisClock(t)
+	c, err := NewRedisConcurrency(client, 3, 10*time.Second)
+	require.NoError(t, err)
+	retry := func() (Lease, Decision) {
+		c.seq.Add(^uint64(0)) // the next lease gets the last one's name
+		l, d, err := c.Acquire(ctx, "k", 1)
+		require.NoError(t, err)
+		return l, d
+	}
+	first, _, err := c.Acquire(ctx, "k", 1)
+	require.NoError(t, err)
+	again, d := retry()
+	assert.True(t, d.Allowed)
+	assert.Equal(t, first, again)
+	assert.Equal(t, 2, peekRedisConcurrency(t, c).Remaining, "one lease of one unit, as a STRING")
+
+	_, _, err = c.Acquire(ctx, "k", 1)
+	require.NoError(t, err)
+	_, d = retry()
+	assert.True(t, d.Allowed)
+	assert.Equal(t, 1, peekRedisConcurrency(t, c).Remaining, "two leases, as a HASH")
+	require.NoError(t, first.Release(ctx))
+	assert.Equal(t, 2, peekRedisConcurrency(t, c).Remaining)
+}
+
+func peekRedisConcurrency(t *testing.T, c *RedisConcurrency) Result {
+	t.Helper()
+	_, d, err := c.Acquire(context.Background(), "k", 0)
+	require.NoError(t, err)
+	return d.Result
+}

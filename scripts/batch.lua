@@ -569,12 +569,18 @@ end
 -- is absent), and, for a STRING, its lease's name, units and value (its
 -- expiry is e and x, and u is 0 once it has expired); or nil and the
 -- reason the key is refused. exists tells that the key exists (a SET NX
--- found it), sparing the call that asks.
-local function held_head(key, exists)
+-- found it), sparing the call that asks. Given a lease, a HASH's is read
+-- too, and a 7th value tells whether it holds (has not expired).
+local function held_head(key, exists, lease)
   if not exists and redis.call('EXISTS', key) == 0 then
     return 0, 0, 0
   end
-  local v = redis.pcall('HMGET', key, 'u', 'e', 'x')
+  local v
+  if lease then
+    v = redis.pcall('HMGET', key, 'u', 'e', 'x', lease)
+  else
+    v = redis.pcall('HMGET', key, 'u', 'e', 'x')
+  end
   if wrongtype(v) then
     v = redis.pcall('GET', key)
     if wrongtype(v) then
@@ -592,6 +598,13 @@ local function held_head(key, exists)
   local u, e, x = whole(v[1]), whole(v[2]), whole(v[3])
   if not (u and e and x and u >= 1 and e <= x) then
     return nil, held_bad
+  end
+  if lease and v[4] then
+    local _, expiry = lease_of(v[4])
+    if not expiry then
+      return nil, held_bad
+    end
+    return u, e, x, nil, nil, nil, expiry > now
   end
   return u, e, x
 end
@@ -693,9 +706,15 @@ end
 local function held(c, n, exists)
   local key, limit = c.key, c.limit
   c.swept, c.add, c.ttl, c.one = nil, nil, nil, nil
-  local u, e, x, name, units, value = held_head(key, exists)
+  local u, e, x, name, units, value, mine = held_head(key, exists, n > 0 and c.lease)
   if not u then
     return nil, e
+  end
+  if mine or name and u > 0 and name == c.lease then
+    -- The lease this request names holds already: a retry of a call
+    -- whose reply was lost (a client retries a read timeout). It took
+    -- its units then, and takes nothing more.
+    return true, max(0, limit - u), 0, x - now
   end
   local s, reason = nil, nil
   if name then
