@@ -63,7 +63,8 @@ const DefaultConcurrencyPrefix = "ratelimit:inflight:"
 // replies are returned wrapped in ErrBackend, with Allowed false. An Acquire
 // that fails so may have taken its units all the same (the server may have
 // run the call whose reply was lost): they come back when that lease's TTL
-// passes. A Release that fails so leaves the lease held until it is
+// passes. A client that retries such a call (go-redis retries a read
+// timeout) sends the same lease again, which takes nothing more. A Release that fails so leaves the lease held until it is
 // released or expires. A key holding anything else (a value of another
 // type, other fields or values) is left exactly as it is, and the call
 // returns an error naming it and wrapping ErrCorruptState; a call checks
