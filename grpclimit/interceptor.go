@@ -129,7 +129,7 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 		}
 		h := i.hold(ctx, info.FullMethod, lease)
 		// Deferred, so that a panic releases the lease and then goes on.
-		defer h.end()
+		defer h.End()
 		return handler(h, req)
 	}
 }
@@ -154,7 +154,7 @@ func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 			return handler(srv, ss)
 		}
 		h := i.hold(ss.Context(), info.FullMethod, lease)
-		defer h.end()
+		defer h.End()
 		return handler(srv, &leasedStream{ServerStream: ss, ctx: h})
 	}
 }

@@ -3,11 +3,9 @@ package grpclimit
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
-	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/leasehold"
 	"google.golang.org/grpc"
 )
 
@@ -77,123 +75,54 @@ var ErrLease = errors.New("grpclimit: holding a call's lease failed")
 // interceptor's next extension then reports ratelimit.ErrLeaseExpired to
 // the WithOnError hook.
 func LeaseOf(ctx context.Context) (ratelimit.Lease, bool) {
-	if ctx == nil {
-		return ratelimit.Lease{}, false
-	}
-	h, ok := ctx.Value(leaseKey{}).(*leaseHold)
-	if !ok {
-		return ratelimit.Lease{}, false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lease, true
+	return leaseOwner.LeaseOf(ctx)
 }
-
-// leaseTimeout bounds each Release and Extend the interceptor makes of a
-// call's lease.
-const leaseTimeout = 5 * time.Second
-
-// leaseTimer is the timer that extends a held lease: a *time.Timer.
-type leaseTimer interface {
-	Stop() bool
-	Reset(d time.Duration) bool
-}
-
-// afterFunc starts the timer of a held lease: time.AfterFunc.
-func afterFunc(d time.Duration, f func()) leaseTimer { return time.AfterFunc(d, f) }
 
 // leaseKey is the context key of a call's leaseHold.
 type leaseKey struct{}
 
-// leaseHold holds one call's lease while its handler runs: it is the
-// context the handler gets (the call's, whose Value also finds the hold),
-// and it extends the lease on its timer until end releases it.
+// leaseOwner makes the interceptor's holds: found under leaseKey, their
+// errors wrapping ErrLease.
+var leaseOwner = &leasehold.Owner{Key: leaseKey{}, Err: ErrLease}
+
+// leaseTimer is the timer that extends a held lease: a *time.Timer.
+type leaseTimer = leasehold.Timer
+
+// afterFunc starts the timer of a held lease: time.AfterFunc.
+var afterFunc = leasehold.AfterFunc
+
+// leaseHold holds one call's lease while its handler runs (see
+// leasehold.Hold): it is the context the handler gets, and it reports its
+// failures to the interceptor's WithOnError hook with the call's context
+// and method.
 type leaseHold struct {
-	context.Context
+	leasehold.Hold
 	in     *Interceptor
 	method string
-
-	mu    sync.Mutex
-	lease ratelimit.Lease
-	timer leaseTimer // nil when the lease is not extended
-	ended bool       // end has run: no more extensions
-}
-
-// Value returns the hold for leaseKey, and otherwise the call context's
-// value for key.
-func (h *leaseHold) Value(key any) any {
-	if key == (leaseKey{}) {
-		return h
-	}
-	return h.Context.Value(key)
 }
 
 // hold starts holding lease, a held one, for the call of method whose
 // context is ctx: its extension timer runs from now on.
 func (i *Interceptor) hold(ctx context.Context, method string, lease ratelimit.Lease) *leaseHold {
-	h := &leaseHold{Context: ctx, in: i, method: method, lease: lease}
-	if every := lease.TTL() / 3; every > 0 {
-		h.mu.Lock()
-		h.timer = i.after(every, h.extend)
-		h.mu.Unlock()
-	}
+	h := &leaseHold{in: i, method: method}
+	h.Start(ctx, leaseOwner, lease, i.after, h)
 	return h
 }
 
-// extend renews the lease, on its timer, unless the handler has returned,
-// and sets the timer for the next extension. A failure goes to the
-// WithOnError hook; after one that says the lease is no longer held, the
-// timer is not set again.
-func (h *leaseHold) extend() {
-	h.mu.Lock()
-	if h.ended {
-		h.mu.Unlock()
-		return
+// ReportLease passes err, a failed Extend or Release, to the WithOnError
+// hook, if any.
+func (h *leaseHold) ReportLease(err error) {
+	if h.in.onError != nil {
+		h.in.onError(h.Context, h.method, err)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.Context), leaseTimeout)
-	old := h.lease
-	lease, err := old.Extend(ctx)
-	cancel()
-	if err == nil {
-		h.lease = lease
-	}
-	if err == nil || !errors.Is(err, ratelimit.ErrLeaseExpired) {
-		if every := h.lease.TTL() / 3; every > 0 {
-			h.timer.Reset(every)
-		}
-	}
-	h.mu.Unlock()
-	if err != nil && h.in.onError != nil {
-		h.in.onError(h.Context, h.method, fmt.Errorf("%w: Extend of %v: %w", ErrLease, old, err))
-	}
-}
-
-// end stops extending the lease and releases it. An extension under way
-// finishes first.
-func (h *leaseHold) end() {
-	h.mu.Lock()
-	h.ended = true
-	if h.timer != nil {
-		h.timer.Stop()
-	}
-	lease := h.lease
-	h.mu.Unlock()
-	h.in.release(h.Context, h.method, lease)
 }
 
 // release gives back lease, held for the call of method whose context is
-// ctx, under ctx without its cancellation and bounded by leaseTimeout; its
-// failure goes to the WithOnError hook. A lease that holds nothing is left
-// alone.
+// ctx, at once (see leasehold.Owner.Release); its failure goes to the
+// WithOnError hook. A lease that holds nothing is left alone.
 func (i *Interceptor) release(ctx context.Context, method string, lease ratelimit.Lease) {
-	if !lease.Held() {
-		return
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTimeout)
-	err := lease.Release(rctx)
-	cancel()
-	if err != nil && i.onError != nil {
-		i.onError(ctx, method, fmt.Errorf("%w: Release of %v: %w", ErrLease, lease, err))
+	if err := leaseOwner.Release(ctx, lease); err != nil && i.onError != nil {
+		i.onError(ctx, method, err)
 	}
 }
 

@@ -3,12 +3,10 @@ package httplimit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"sync"
-	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/leasehold"
 )
 
 // WithLeases makes the Middleware hold each request's units for as long
@@ -92,119 +90,44 @@ var ErrLease = errors.New("httplimit: holding a request's lease failed")
 // middleware's next extension then reports ratelimit.ErrLeaseExpired to
 // the WithOnError hook.
 func LeaseOf(ctx context.Context) (ratelimit.Lease, bool) {
-	if ctx == nil {
-		return ratelimit.Lease{}, false
-	}
-	h, ok := ctx.Value(leaseKey{}).(*leaseHold)
-	if !ok {
-		return ratelimit.Lease{}, false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lease, true
+	return leaseOwner.LeaseOf(ctx)
 }
-
-// leaseTimeout bounds each Release and Extend the middleware makes of a
-// request's lease.
-const leaseTimeout = 5 * time.Second
-
-// leaseTimer is the timer that extends a held lease: a *time.Timer.
-type leaseTimer interface {
-	Stop() bool
-	Reset(d time.Duration) bool
-}
-
-// afterFunc starts the timer of a held lease: time.AfterFunc.
-func afterFunc(d time.Duration, f func()) leaseTimer { return time.AfterFunc(d, f) }
 
 // leaseKey is the context key of a request's leaseHold.
 type leaseKey struct{}
 
-// leaseHold holds one request's lease while its handler runs: it is the
-// context the handler gets (the request's, whose Value also finds the
-// hold), and it extends the lease on its timer until end releases it.
+// leaseOwner makes the middleware's holds: found under leaseKey, their
+// errors wrapping ErrLease.
+var leaseOwner = &leasehold.Owner{Key: leaseKey{}, Err: ErrLease}
+
+// leaseTimer is the timer that extends a held lease: a *time.Timer.
+type leaseTimer = leasehold.Timer
+
+// afterFunc starts the timer of a held lease: time.AfterFunc.
+var afterFunc = leasehold.AfterFunc
+
+// leaseHold holds one request's lease while its handler runs (see
+// leasehold.Hold): it is the context the handler gets, and it reports its
+// failures to the middleware's WithOnError hook with the request.
 type leaseHold struct {
-	context.Context
+	leasehold.Hold
 	m *Middleware
 	r *http.Request // the request as the middleware got it, for the hook
-
-	mu    sync.Mutex
-	lease ratelimit.Lease
-	timer leaseTimer // nil when the lease is not extended
-	ended bool       // end has run: no more extensions
-}
-
-// Value returns the hold for leaseKey, and otherwise the request
-// context's value for key.
-func (h *leaseHold) Value(key any) any {
-	if key == (leaseKey{}) {
-		return h
-	}
-	return h.Context.Value(key)
 }
 
 // hold starts holding lease, a held one, for r: its extension timer runs
 // from now on.
 func (m *Middleware) hold(r *http.Request, lease ratelimit.Lease) *leaseHold {
-	h := &leaseHold{Context: r.Context(), m: m, r: r, lease: lease}
-	if every := extendEvery(lease); every > 0 {
-		h.mu.Lock()
-		h.timer = m.after(every, h.extend)
-		h.mu.Unlock()
-	}
+	h := &leaseHold{m: m, r: r}
+	h.Start(r.Context(), leaseOwner, lease, m.after, h)
 	return h
 }
 
-// extendEvery returns how often lease is extended: a third of its TTL, or
-// 0 for never (a lease of no TTL).
-func extendEvery(lease ratelimit.Lease) time.Duration {
-	return lease.TTL() / 3
-}
-
-// extend renews the lease, on its timer, unless the handler has returned,
-// and sets the timer for the next extension. A failure goes to the
-// WithOnError hook; after one that says the lease is no longer held, the
-// timer is not set again.
-func (h *leaseHold) extend() {
-	h.mu.Lock()
-	if h.ended {
-		h.mu.Unlock()
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.Context), leaseTimeout)
-	old := h.lease
-	lease, err := old.Extend(ctx)
-	cancel()
-	if err == nil {
-		h.lease = lease
-	}
-	if err == nil || !errors.Is(err, ratelimit.ErrLeaseExpired) {
-		if every := extendEvery(h.lease); every > 0 {
-			h.timer.Reset(every)
-		}
-	}
-	h.mu.Unlock()
-	if err != nil && h.m.onError != nil {
-		h.m.onError(h.r, fmt.Errorf("%w: Extend of %v: %w", ErrLease, old, err))
-	}
-}
-
-// end stops extending the lease and releases it, under the request's
-// context without its cancellation and bounded by leaseTimeout. An
-// extension under way finishes first.
-func (h *leaseHold) end() {
-	h.mu.Lock()
-	h.ended = true
-	if h.timer != nil {
-		h.timer.Stop()
-	}
-	lease := h.lease
-	h.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.Context), leaseTimeout)
-	err := lease.Release(ctx)
-	cancel()
-	if err != nil && h.m.onError != nil {
-		h.m.onError(h.r, fmt.Errorf("%w: Release of %v: %w", ErrLease, lease, err))
+// ReportLease passes err, a failed Extend or Release, to the WithOnError
+// hook, if any.
+func (h *leaseHold) ReportLease(err error) {
+	if h.m.onError != nil {
+		h.m.onError(h.r, err)
 	}
 }
 
@@ -227,7 +150,7 @@ func (h *limitedHandler) serveLeased(w http.ResponseWriter, r *http.Request, d r
 	m := h.m
 	hold := m.hold(r, lease)
 	// Deferred, so that a panic releases the lease and then goes on.
-	defer hold.end()
+	defer hold.End()
 	req := m.withDecision(r.WithContext(hold), d)
 	if m.adjuster != nil && d.Source == ratelimit.FromBackend {
 		h.serveTracked(w, req, key, cost, m.now())
@@ -237,15 +160,9 @@ func (h *limitedHandler) serveLeased(w http.ResponseWriter, r *http.Request, d r
 }
 
 // release gives back lease, which r may not hold, at once (see
-// leaseHold.end); a lease that holds nothing is left alone.
+// leasehold.Owner.Release); a lease that holds nothing is left alone.
 func (h *limitedHandler) release(r *http.Request, lease ratelimit.Lease) {
-	if !lease.Held() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), leaseTimeout)
-	err := lease.Release(ctx)
-	cancel()
-	if err != nil && h.m.onError != nil {
-		h.m.onError(r, fmt.Errorf("%w: Release of %v: %w", ErrLease, lease, err))
+	if err := leaseOwner.Release(r.Context(), lease); err != nil && h.m.onError != nil {
+		h.m.onError(r, err)
 	}
 }
