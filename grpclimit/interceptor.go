@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/leasehold"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -42,7 +43,7 @@ type Interceptor struct {
 	// a held lease (time.AfterFunc; tests replace it).
 	leases   bool
 	inFlight bool
-	after    func(time.Duration, func()) leaseTimer
+	after    func(time.Duration, func()) leasehold.Timer
 }
 
 // NewInterceptor returns an Interceptor that asks l about every call,
@@ -94,13 +95,13 @@ func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Intercep
 		closedRetry:      s.closedRetry,
 		fields:           &fields{style: s.style},
 		leases:           s.leases,
-		after:            afterFunc,
+		after:            leasehold.AfterFunc,
 	}
 	if d, ok := l.(ratelimit.Decider); ok {
 		// Policies may come with an error (a PolicyFunc's): a concurrency
 		// limiter still reports its policy in flight.
 		policies, _ := d.Policies(context.Background(), "")
-		if j := inFlightIndex(policies); j >= 0 {
+		if j := leasehold.InFlightIndex(policies); j >= 0 {
 			if !s.leases {
 				return nil, fmt.Errorf("%w: grpclimit: the limiter (%T) limits calls in flight (policy %q): build the Interceptor WithLeases, so that each call holds its units only while its handler runs; without it, every call would hold them for the policy's whole lease TTL", ratelimit.ErrInvalidConfig, l, policies[j].Name)
 			}

@@ -78,18 +78,8 @@ func LeaseOf(ctx context.Context) (ratelimit.Lease, bool) {
 	return leaseOwner.LeaseOf(ctx)
 }
 
-// leaseKey is the context key of a call's leaseHold.
-type leaseKey struct{}
-
-// leaseOwner makes the interceptor's holds: found under leaseKey, their
-// errors wrapping ErrLease.
-var leaseOwner = &leasehold.Owner{Key: leaseKey{}, Err: ErrLease}
-
-// leaseTimer is the timer that extends a held lease: a *time.Timer.
-type leaseTimer = leasehold.Timer
-
-// afterFunc starts the timer of a held lease: time.AfterFunc.
-var afterFunc = leasehold.AfterFunc
+// leaseOwner makes the interceptor's holds, whose errors wrap ErrLease.
+var leaseOwner = &leasehold.Owner{Err: ErrLease}
 
 // leaseHold holds one call's lease while its handler runs (see
 // leasehold.Hold): it is the context the handler gets, and it reports its
@@ -134,14 +124,3 @@ type leasedStream struct {
 
 // Context returns the stream's context with its lease.
 func (s *leasedStream) Context() context.Context { return s.ctx }
-
-// inFlightIndex returns the index of the first policy of calls in flight
-// in policies, or -1.
-func inFlightIndex(policies []ratelimit.NamedPolicy) int {
-	for i := range policies {
-		if policies[i].InFlight {
-			return i
-		}
-	}
-	return -1
-}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
+	"github.com/ratelimit-go/ratelimit/internal/leasehold/leaseholdtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -340,18 +341,10 @@ func TestWithLeasesOverARateLimiterChangesNothing(t *testing.T) {
 	require.NoError(t, leasedInterceptor(t, withLeases).Limit(carol), "Limit decides as before")
 }
 
-// adjustEvents is a ratelimit.Hooks that passes on the Release and Extend
-// events it hears.
-type adjustEvents struct{ ch chan ratelimit.AdjustEvent }
-
-func (adjustEvents) Decided(ratelimit.Event)                    {}
-func (adjustEvents) BreakerChanged(_, _ ratelimit.BreakerState) {}
-func (a adjustEvents) Adjusted(e ratelimit.AdjustEvent)         { a.ch <- e }
-
 // On the system's timers, a running call's lease is extended: with a TTL
 // of 150 ms, two extensions come about 50 ms apart, then the release.
 func TestLeaseExtendedOnRealTimers(t *testing.T) {
-	events := adjustEvents{ch: make(chan ratelimit.AdjustEvent, 16)}
+	events := make(leaseholdtest.AdjustEvents, 16)
 	l, err := ratelimit.NewConcurrency(1, 150*time.Millisecond, ratelimit.WithHooks(events))
 	require.NoError(t, err)
 	var hookErrs atomic.Int64
@@ -364,18 +357,10 @@ func TestLeaseExtendedOnRealTimers(t *testing.T) {
 		done <- err
 	}()
 	<-srv.entered
-	for range 2 {
-		select {
-		case e := <-events.ch:
-			assert.Equal(t, ratelimit.AdjustExtend, e.Op)
-			assert.NoError(t, e.Err)
-		case <-time.After(5 * time.Second):
-			t.Fatal("no extension within 5 s")
-		}
-	}
+	require.True(t, events.AssertExtended(t, 2))
 	close(srv.release)
 	require.NoError(t, <-done)
-	for e := range events.ch {
+	for e := range events {
 		if e.Op == ratelimit.AdjustRelease {
 			assert.True(t, e.Result.Allowed, "the lease was still held when released")
 			break

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/leasehold/leaseholdtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -14,76 +15,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
-
-// fakeTimers stands for time.AfterFunc in an Interceptor: the test fires
-// each timer when it chooses, on the limiter's fake clock.
-type fakeTimers struct {
-	mu     sync.Mutex
-	timers []*fakeTimer
-}
-
-// fakeTimer is one timer of fakeTimers.
-type fakeTimer struct {
-	mu      sync.Mutex
-	f       func()
-	d       time.Duration // as last set
-	armed   bool
-	stopped bool
-}
-
-func (ft *fakeTimers) after(d time.Duration, f func()) leaseTimer {
-	t := &fakeTimer{f: f, d: d, armed: true}
-	ft.mu.Lock()
-	ft.timers = append(ft.timers, t)
-	ft.mu.Unlock()
-	return t
-}
-
-// last returns the timer started last; there must be n in all.
-func (ft *fakeTimers) last(t *testing.T, n int) *fakeTimer {
-	t.Helper()
-	ft.mu.Lock()
-	defer ft.mu.Unlock()
-	require.Len(t, ft.timers, n)
-	return ft.timers[n-1]
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	was := t.armed
-	t.armed, t.stopped = false, true
-	return was
-}
-
-func (t *fakeTimer) Reset(d time.Duration) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	was := t.armed
-	t.armed, t.d = true, d
-	return was
-}
-
-// state returns whether the timer is set and for when, and whether it was
-// stopped.
-func (t *fakeTimer) state() (armed bool, d time.Duration, stopped bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.armed, t.d, t.stopped
-}
-
-// fire runs the timer's function as its expiry would, if it is set.
-func (t *fakeTimer) fire() {
-	t.mu.Lock()
-	if !t.armed {
-		t.mu.Unlock()
-		return
-	}
-	t.armed = false
-	f := t.f
-	t.mu.Unlock()
-	f()
-}
 
 // hookCall is one call of a WithOnError hook.
 type hookCall struct {
@@ -95,7 +26,7 @@ type hookCall struct {
 // flight with leases of 30 s on a fake clock, whose timers the test fires.
 type leaseRig struct {
 	clock  *ratelimit.FakeClock
-	timers *fakeTimers
+	timers *leaseholdtest.Timers
 	in     *Interceptor
 	mu     sync.Mutex
 	hooked []hookCall
@@ -103,7 +34,7 @@ type leaseRig struct {
 
 func newLeaseRig(t *testing.T) *leaseRig {
 	t.Helper()
-	rig := &leaseRig{clock: ratelimit.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)), timers: &fakeTimers{}}
+	rig := &leaseRig{clock: ratelimit.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)), timers: &leaseholdtest.Timers{}}
 	l, err := ratelimit.NewConcurrency(1, 30*time.Second, ratelimit.WithClock(rig.clock))
 	require.NoError(t, err)
 	rig.in, err = NewInterceptor(l, KeyByMetadata("x-api-key"), WithLeases(), WithOnError(func(_ context.Context, method string, err error) {
@@ -112,7 +43,7 @@ func newLeaseRig(t *testing.T) *leaseRig {
 		rig.hooked = append(rig.hooked, hookCall{method, err})
 	}))
 	require.NoError(t, err)
-	rig.in.after = rig.timers.after
+	rig.in.after = rig.timers.After
 	return rig
 }
 
@@ -142,32 +73,27 @@ func (rig *leaseRig) unary(entered chan<- context.Context, release <-chan struct
 }
 
 // A unary call that runs longer than the lease's TTL keeps its slot: the
-// lease is extended every third of the TTL, and the timer is stopped when
-// the handler returns.
+// interceptor's timer extends the lease (every third of its TTL, as
+// package leasehold's tests check), and is stopped when the handler
+// returns.
 func TestUnaryLeaseExtendedWhileTheHandlerRuns(t *testing.T) {
 	rig := newLeaseRig(t)
 	entered, release, done := make(chan context.Context, 1), make(chan struct{}), make(chan error, 1)
 	go func() { done <- rig.unary(entered, release) }()
 	<-entered
-	timer := rig.timers.last(t, 1)
-	armed, d, _ := timer.state()
-	require.True(t, armed)
-	assert.Equal(t, 10*time.Second, d)
+	timer := rig.timers.Last(t, 1)
 	for range 5 { // 50 s in all, well past the first lease's 30 s
 		rig.clock.Advance(10 * time.Second)
-		timer.fire()
-		armed, d, _ = timer.state()
-		require.True(t, armed)
-		assert.Equal(t, 10*time.Second, d)
+		timer.Fire()
 		err := rig.unary(nil, nil)
 		assert.Equal(t, codes.ResourceExhausted, status.Code(err), "the slot is still held")
 	}
 	close(release)
 	require.NoError(t, <-done)
-	armed, _, stopped := timer.state()
+	armed, _, stopped := timer.State()
 	assert.False(t, armed)
 	assert.True(t, stopped)
-	timer.fire() // a timer that fires as it is stopped does nothing
+	timer.Fire() // a timer that fires as it is stopped does nothing
 	require.NoError(t, rig.unary(nil, nil), "the slot is free")
 	assert.Empty(t, rig.hooks())
 }
@@ -180,16 +106,16 @@ func TestLateExtensionReportsTheLostLeaseAndCancelsNothing(t *testing.T) {
 	entered, release, done := make(chan context.Context, 1), make(chan struct{}), make(chan error, 1)
 	go func() { done <- rig.unary(entered, release) }()
 	ctx := <-entered
-	timer := rig.timers.last(t, 1)
+	timer := rig.timers.Last(t, 1)
 
 	rig.clock.Advance(31 * time.Second)
-	timer.fire()
+	timer.Fire()
 	hooked := rig.hooks()
 	require.Len(t, hooked, 1)
 	assert.Equal(t, "/test.Slow/Run", hooked[0].method)
 	assert.ErrorIs(t, hooked[0].err, ErrLease)
 	assert.ErrorIs(t, hooked[0].err, ratelimit.ErrLeaseExpired)
-	armed, _, _ := timer.state()
+	armed, _, _ := timer.State()
 	assert.False(t, armed, "not extended again")
 	require.NoError(t, ctx.Err(), "the call is not cancelled")
 
@@ -227,15 +153,15 @@ func TestStreamLeaseExtendedWhileTheStreamIsOpen(t *testing.T) {
 	lease, ok := LeaseOf(ctx)
 	require.True(t, ok)
 	assert.Equal(t, 30*time.Second, lease.TTL())
-	timer := rig.timers.last(t, 1)
+	timer := rig.timers.Last(t, 1)
 	for range 4 {
 		rig.clock.Advance(10 * time.Second)
-		timer.fire()
+		timer.Fire()
 	}
 	assert.Equal(t, codes.ResourceExhausted, status.Code(rig.unary(nil, nil)), "the slot is still held at 40 s")
 	close(release)
 	require.NoError(t, <-done)
-	_, _, stopped := timer.state()
+	_, _, stopped := timer.State()
 	assert.True(t, stopped)
 	require.NoError(t, rig.unary(nil, nil), "the slot is free")
 	assert.Empty(t, rig.hooks())

@@ -93,18 +93,8 @@ func LeaseOf(ctx context.Context) (ratelimit.Lease, bool) {
 	return leaseOwner.LeaseOf(ctx)
 }
 
-// leaseKey is the context key of a request's leaseHold.
-type leaseKey struct{}
-
-// leaseOwner makes the middleware's holds: found under leaseKey, their
-// errors wrapping ErrLease.
-var leaseOwner = &leasehold.Owner{Key: leaseKey{}, Err: ErrLease}
-
-// leaseTimer is the timer that extends a held lease: a *time.Timer.
-type leaseTimer = leasehold.Timer
-
-// afterFunc starts the timer of a held lease: time.AfterFunc.
-var afterFunc = leasehold.AfterFunc
+// leaseOwner makes the middleware's holds, whose errors wrap ErrLease.
+var leaseOwner = &leasehold.Owner{Err: ErrLease}
 
 // leaseHold holds one request's lease while its handler runs (see
 // leasehold.Hold): it is the context the handler gets, and it reports its
@@ -129,17 +119,6 @@ func (h *leaseHold) ReportLease(err error) {
 	if h.m.onError != nil {
 		h.m.onError(h.r, err)
 	}
-}
-
-// inFlightIndex returns the index of the first policy of requests in
-// flight in policies, or -1.
-func inFlightIndex(policies []ratelimit.NamedPolicy) int {
-	for i := range policies {
-		if policies[i].InFlight {
-			return i
-		}
-	}
-	return -1
 }
 
 // serveLeased passes an allowed request, whose units lease holds, to next

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/internal/leasehold/leaseholdtest"
 )
 
 // concurrency returns an in-process concurrency limiter of limit in flight
@@ -370,35 +371,18 @@ func TestPolicyListNamesTheQuotaUnitOfThePolicyInFlight(t *testing.T) {
 	assert.Equal(t, `"per-minute";r=99;t=1`, w.Header().Get("RateLimit"))
 }
 
-// adjustEvents is a ratelimit.Hooks that passes on the Release and Extend
-// events it hears.
-type adjustEvents struct{ ch chan ratelimit.AdjustEvent }
-
-func (adjustEvents) Decided(ratelimit.Event)                    {}
-func (adjustEvents) BreakerChanged(_, _ ratelimit.BreakerState) {}
-func (a adjustEvents) Adjusted(e ratelimit.AdjustEvent)         { a.ch <- e }
-
 // On the system's timers, a running handler's lease is extended: with a
 // TTL of 150 ms, two extensions come about 50 ms apart, then the release.
 func TestLeaseExtendedOnRealTimers(t *testing.T) {
-	events := adjustEvents{ch: make(chan ratelimit.AdjustEvent, 16)}
+	events := make(leaseholdtest.AdjustEvents, 16)
 	l, err := ratelimit.NewConcurrency(1, 150*time.Millisecond, ratelimit.WithHooks(events))
 	require.NoError(t, err)
 	var hookErrs atomic.Int64
 	h := leased(t, l, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		for range 2 {
-			select {
-			case e := <-events.ch:
-				assert.Equal(t, ratelimit.AdjustExtend, e.Op)
-				assert.NoError(t, e.Err)
-			case <-time.After(5 * time.Second):
-				t.Error("no extension within 5 s")
-				return
-			}
-		}
+		events.AssertExtended(t, 2)
 	}), httplimit.WithOnError(func(*http.Request, error) { hookErrs.Add(1) }))
 	require.Equal(t, http.StatusOK, do(h, "alice", "").Code)
-	e := <-events.ch
+	e := <-events
 	assert.Equal(t, ratelimit.AdjustRelease, e.Op)
 	assert.True(t, e.Result.Allowed, "the lease was still held when released")
 	assert.Zero(t, hookErrs.Load())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/leasehold"
 	"github.com/ratelimit-go/ratelimit/internal/nilcheck"
 )
 
@@ -56,7 +57,7 @@ type Middleware struct {
 	// and held for its handler's life (WithLeases); after starts the
 	// timer that extends a held lease (time.AfterFunc; tests replace it).
 	leases bool
-	after  func(time.Duration, func()) leaseTimer
+	after  func(time.Duration, func()) leasehold.Timer
 }
 
 // NewMiddleware returns a Middleware that asks l about every request, under
@@ -138,7 +139,7 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		adjustWait:    s.adjustWait,
 		clock:         s.clock,
 		leases:        s.leases,
-		after:         afterFunc,
+		after:         leasehold.AfterFunc,
 	}
 	m.decider, _ = l.(ratelimit.Decider)
 	if err := m.setAdjuster(l); err != nil {
@@ -161,7 +162,7 @@ func (m *Middleware) checkPolicies() error {
 		return nil
 	}
 	policies, err := m.decider.Policies(context.Background(), "")
-	if i := inFlightIndex(policies); i >= 0 {
+	if i := leasehold.InFlightIndex(policies); i >= 0 {
 		// Policies may come with an error (a PolicyFunc's): a
 		// concurrency limiter still reports its policy in flight.
 		switch {

@@ -19,7 +19,7 @@ type Reporter interface {
 
 // Hold holds one lease while the work it was acquired for runs. It is
 // the context that work gets: its Context's (the work's), whose Value
-// also finds the Hold under its Owner's Key. Start sets its extension
+// also finds the Hold under its Owner. Start sets its extension
 // timer going; End stops it and releases the lease.
 //
 // An owner embeds a Hold, by value, in its own type of held work, which
@@ -59,10 +59,10 @@ func extendEvery(lease ratelimit.Lease) time.Duration {
 	return lease.TTL() / 3
 }
 
-// Value returns the Hold for its Owner's Key, and otherwise the work's
-// context's value for key.
+// Value returns the Hold for the key of its Owner (the *Owner), and
+// otherwise the work's context's value for key.
 func (h *Hold) Value(key any) any {
-	if key == h.owner.Key {
+	if key == any(h.owner) {
 		return h
 	}
 	return h.Context.Value(key)

@@ -3,7 +3,6 @@ package leasehold_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,33 +17,11 @@ import (
 // errTest is the Err of the tests' Owner.
 var errTest = errors.New("test: holding the lease failed")
 
-// testKey is the context key of the tests' Owner.
-type testKey struct{}
-
 // owner is the tests' Owner.
-var owner = &leasehold.Owner{Key: testKey{}, Err: errTest}
+var owner = &leasehold.Owner{Err: errTest}
 
 // epoch is where the tests' clocks start.
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// reports is a leasehold.Reporter that keeps what it is told.
-type reports struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (r *reports) ReportLease(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errs = append(r.errs, err)
-}
-
-// all returns the errors reported so far.
-func (r *reports) all() []error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]error(nil), r.errs...)
-}
 
 // acquirer is a limiter of leases: a Concurrency or a RedisConcurrency.
 type acquirer interface {
@@ -76,13 +53,13 @@ type holdRig struct {
 	clock  *ratelimit.FakeClock
 	l      *ratelimit.Concurrency
 	timers *leaseholdtest.Timers
-	rep    *reports
+	rep    *leaseholdtest.Reports
 	hold   *leasehold.Hold
 }
 
 func newHoldRig(t *testing.T, opts ...ratelimit.Option) *holdRig {
 	t.Helper()
-	rig := &holdRig{clock: ratelimit.NewFakeClock(epoch), timers: &leaseholdtest.Timers{}, rep: &reports{}, hold: &leasehold.Hold{}}
+	rig := &holdRig{clock: ratelimit.NewFakeClock(epoch), timers: &leaseholdtest.Timers{}, rep: &leaseholdtest.Reports{}, hold: &leasehold.Hold{}}
 	var err error
 	rig.l, err = ratelimit.NewConcurrency(1, 30*time.Second, append([]ratelimit.Option{ratelimit.WithClock(rig.clock)}, opts...)...)
 	require.NoError(t, err)
@@ -110,7 +87,7 @@ func TestHoldExtendsTheLeaseEveryThirdOfItsTTL(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, rig.hold.Lease(), lease)
 	assert.Equal(t, 30*time.Second, lease.TTL())
-	assert.Empty(t, rig.rep.all())
+	assert.Empty(t, rig.rep.All())
 }
 
 // End stops the timer before it releases the lease: the release finds it
@@ -135,7 +112,7 @@ func TestEndStopsExtendingThenReleases(t *testing.T) {
 	timer.Reset(10 * time.Second) // as a firing that raced Stop
 	timer.Fire()
 	assert.Equal(t, []bool{true, true}, stoppedAtRelease, "only free's own release, no extension")
-	assert.Empty(t, rig.rep.all(), "the released lease was not extended")
+	assert.Empty(t, rig.rep.All(), "the released lease was not extended")
 }
 
 // adjustFunc is a ratelimit.Hooks that calls itself with each AdjustEvent.
@@ -154,7 +131,7 @@ func TestExpiredLeaseIsReportedAndNotExtendedAgain(t *testing.T) {
 	timer := rig.timers.Last(t, 1)
 	rig.clock.Advance(31 * time.Second)
 	timer.Fire()
-	errs := rig.rep.all()
+	errs := rig.rep.All()
 	require.Len(t, errs, 1)
 	assert.ErrorIs(t, errs[0], errTest)
 	assert.ErrorIs(t, errs[0], ratelimit.ErrLeaseExpired)
@@ -164,7 +141,7 @@ func TestExpiredLeaseIsReportedAndNotExtendedAgain(t *testing.T) {
 	require.NoError(t, rig.hold.Err(), "the work is not cancelled")
 
 	rig.hold.End()
-	assert.Len(t, rig.rep.all(), 1, "releasing an expired lease is no error")
+	assert.Len(t, rig.rep.All(), 1, "releasing an expired lease is no error")
 }
 
 // A Hold without a Reporter fails as quietly: an expired lease is not
@@ -189,7 +166,7 @@ func TestHoldWithoutAReporterFailsQuietly(t *testing.T) {
 func TestLeaseOfFindsTheInnermostHoldOfItsOwner(t *testing.T) {
 	l, err := ratelimit.NewConcurrency(3, time.Minute)
 	require.NoError(t, err)
-	other := &leasehold.Owner{Key: otherKey{}, Err: errTest}
+	other := &leasehold.Owner{Err: errTest}
 	timers := &leaseholdtest.Timers{}
 	type valueKey struct{}
 	base, cancel := context.WithCancel(context.WithValue(context.Background(), valueKey{}, "v"))
@@ -224,9 +201,6 @@ func TestLeaseOfFindsTheInnermostHoldOfItsOwner(t *testing.T) {
 	}
 	assert.True(t, free(t, l, "a"))
 }
-
-// otherKey is the context key of a second Owner.
-type otherKey struct{}
 
 // Release gives a held lease back at once; a lease that holds nothing, or
 // one released already, is no error.

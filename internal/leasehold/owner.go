@@ -13,12 +13,10 @@ import (
 const Timeout = 5 * time.Second
 
 // Owner is the package that holds leases (httplimit, grpclimit): one
-// value per package, shared by all its Holds. Its fields are read only.
+// *Owner per package, shared by all its Holds, and read only once made.
+// The *Owner is also the context key under which its Holds are found, so
+// that one owner's LeaseOf finds none of another owner's Holds.
 type Owner struct {
-	// Key is the context key under which a Hold's Value returns the Hold
-	// and LeaseOf finds it: a value of the owner's own unexported type, so
-	// that one owner's LeaseOf finds none of another owner's Holds.
-	Key any
 	// Err is wrapped, with the operation, the lease and the limiter's
 	// error, by every error a Hold reports and Release returns: the
 	// owner's ErrLease.
@@ -32,7 +30,7 @@ func (o *Owner) LeaseOf(ctx context.Context) (ratelimit.Lease, bool) {
 	if ctx == nil {
 		return ratelimit.Lease{}, false
 	}
-	h, ok := ctx.Value(o.Key).(*Hold)
+	h, ok := ctx.Value(o).(*Hold)
 	if !ok {
 		return ratelimit.Lease{}, false
 	}

@@ -75,7 +75,7 @@ type redisRig struct {
 	l       *ratelimit.RedisConcurrency
 	rec     *ctxRecorder
 	timers  *leaseholdtest.Timers
-	rep     *reports
+	rep     *leaseholdtest.Reports
 	hold    *leasehold.Hold
 	cancel  context.CancelFunc
 	advance func(time.Duration)
@@ -84,7 +84,7 @@ type redisRig struct {
 func newRedisRig(t *testing.T) *redisRig {
 	t.Helper()
 	m, client, advance := redistest.Miniredis(t, epoch)
-	rig := &redisRig{rec: &ctxRecorder{}, timers: &leaseholdtest.Timers{}, rep: &reports{}, hold: &leasehold.Hold{}, advance: advance}
+	rig := &redisRig{rec: &ctxRecorder{}, timers: &leaseholdtest.Timers{}, rep: &leaseholdtest.Reports{}, hold: &leasehold.Hold{}, advance: advance}
 	client.AddHook(rig.rec)
 	rig.fail = func(on bool) {
 		if on {
@@ -112,7 +112,7 @@ func TestFailedExtensionIsReportedAndTriedAgain(t *testing.T) {
 	rig.fail(true)
 	rig.advance(10 * time.Second)
 	timer.Fire()
-	errs := rig.rep.all()
+	errs := rig.rep.All()
 	require.Len(t, errs, 1)
 	assert.ErrorIs(t, errs[0], errTest)
 	assert.ErrorIs(t, errs[0], ratelimit.ErrBackend)
@@ -124,12 +124,12 @@ func TestFailedExtensionIsReportedAndTriedAgain(t *testing.T) {
 	rig.fail(false)
 	rig.advance(10 * time.Second)
 	timer.Fire()
-	assert.Len(t, rig.rep.all(), 1)
+	assert.Len(t, rig.rep.All(), 1)
 	rig.advance(15 * time.Second) // 35 s: past the first lease's TTL
 	assert.False(t, free(t, rig.l, "k"), "extended at 20 s")
 	rig.hold.End()
 	assert.True(t, free(t, rig.l, "k"))
-	assert.Len(t, rig.rep.all(), 1)
+	assert.Len(t, rig.rep.All(), 1)
 }
 
 // A release that fails is reported, wrapping the Owner's Err; the lease
@@ -138,7 +138,7 @@ func TestFailedReleaseIsReported(t *testing.T) {
 	rig := newRedisRig(t)
 	rig.fail(true)
 	rig.hold.End()
-	errs := rig.rep.all()
+	errs := rig.rep.All()
 	require.Len(t, errs, 1)
 	assert.ErrorIs(t, errs[0], errTest)
 	assert.ErrorIs(t, errs[0], ratelimit.ErrBackend)
@@ -166,7 +166,7 @@ func TestExtendAndReleaseOutliveTheWorksCancellation(t *testing.T) {
 	assertBounded("Extend")
 	rig.hold.End()
 	assertBounded("Release")
-	assert.Empty(t, rig.rep.all())
+	assert.Empty(t, rig.rep.All())
 	assert.True(t, free(t, rig.l, "k"))
 
 	lease := acquire(t, rig.l, "k")

@@ -29,4 +29,5 @@ var (
 	_ leasehold.Timer       = (*leaseholdtest.Timer)(nil)
 	_ ratelimit.Hooks       = leaseholdtest.AdjustEvents(nil)
 	_ ratelimit.AdjustHooks = leaseholdtest.AdjustEvents(nil)
+	_ leasehold.Reporter    = (*leaseholdtest.Reports)(nil)
 )

@@ -88,3 +88,24 @@ func (t *Timer) Fire() {
 	t.mu.Unlock()
 	f()
 }
+
+// Reports is a leasehold.Reporter that keeps the errors reported to it.
+// The zero Reports is ready for use; it is safe for concurrent use.
+type Reports struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+// ReportLease keeps err.
+func (r *Reports) ReportLease(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, err)
+}
+
+// All returns the errors reported so far, oldest first.
+func (r *Reports) All() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.errs...)
+}
