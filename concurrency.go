@@ -237,7 +237,6 @@ func (c *Concurrency) take(key string, n, limit, ttl int64, lease *Lease, res *R
 	i := c.keys.shardIndex(key)
 	reading := c.base.elapsed()
 	sh, now := c.keys.lockShard(i, reading, c.maxNow)
-	defer sh.mu.Unlock()
 	h, at := sh.lookup(key)
 	lag := lagBehind(now, reading)
 	if at == absent {
@@ -248,6 +247,7 @@ func (c *Concurrency) take(key string, n, limit, ttl int64, lease *Lease, res *R
 			c.grant(sh, i, h, key, n, limit, ttl, now, lag, lease, res)
 			sh.write(key, at, h, h.latest)
 		}
+		sh.mu.Unlock()
 		return
 	}
 	h.sweep(now)
@@ -265,9 +265,10 @@ func (c *Concurrency) take(key string, n, limit, ttl int64, lease *Lease, res *R
 	}
 	if at == inHot {
 		sh.cur.maxExpiry = max(sh.cur.maxExpiry, h.latest)
-		return
+	} else {
+		keep(sh, key, at, h, now)
 	}
-	keep(sh, key, at, h, now)
+	sh.mu.Unlock()
 }
 
 // grant adds a lease of n units to h, key's state in sh, the shard of
