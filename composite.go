@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
-	"slices"
 	"time"
 )
 
@@ -18,7 +17,8 @@ type Part struct {
 	// Limiter decides the part. All the parts of a Composite are
 	// in-process limiters of this package (TokenBucket, GCRA, FixedWindow,
 	// and at most one Concurrency), or all are Redis limiters of this
-	// package on the same client.
+	// package on the same client (RedisTokenBucket, RedisGCRA,
+	// RedisFixedWindow, and at most one RedisConcurrency).
 	Limiter Limiter
 	// Key derives the part's key from the key of the call, for a limit on
 	// another subject (the tenant a user belongs to, say); nil means the
@@ -65,25 +65,31 @@ type Part struct {
 // and changes no part. On Redis each request then carries each part's
 // key's limit, still one script request for every part.
 //
-// Units in flight: in process, one part may be a Concurrency, for "5 in
-// flight and 100 a minute" (a Redis Composite cannot hold one yet).
-// Acquire is then all or nothing as Allow is, under all the parts' locks:
-// the rate parts' units are taken only when the slot is, and the slot only
-// when every rate part allows the call; a denial takes nothing anywhere.
-// It returns the concurrency part's Lease, whose key is the part's key
-// (after Part.Key), and releasing it (Lease.Release or the Composite's
-// Release) gives back the units in flight alone: the rate parts' units
-// stay taken, as they count work started. Allow and Decide take the
-// concurrency part's units until its TTL has passed, as Concurrency.Allow
-// does: nobody can release them. Refund and Settle apply to the rate parts
-// only, since units in flight come back by their leases, and report the
-// concurrency part's state as it is; Reset drops the concurrency part's
-// leases of its key too, as Concurrency.Reset does. Policies and Decisions
-// list the concurrency part's policy with InFlight set, and a DenyCache
-// never remembers such a Composite's denials. A concurrency part built
-// WithPolicyFunc (plans of 2, 5 or 20 in flight) decides each call by its
-// key's policy, as the other parts do. A PerCall concurrency part holds 1
-// unit per call whatever n is, and its Lease then holds 1.
+// Units in flight: one part may limit units in flight, for "5 in flight and
+// 100 a minute": a Concurrency among in-process parts, or a
+// RedisConcurrency among Redis parts. Acquire is then all or nothing as
+// Allow is, under all the parts' locks in process, and on Redis in the one
+// script request that decides every part: the rate parts' units are taken
+// only when the slot is, and the slot only when every rate part allows the
+// call; a denial takes nothing anywhere. It returns the concurrency part's
+// Lease, whose key is the part's key (after Part.Key) and which that part
+// releases and extends: releasing it (Lease.Release, the Composite's
+// Release or the part's own) gives back the units in flight alone, as the
+// rate parts' units stay taken, counting work started. Allow and Decide
+// take the concurrency part's units until its TTL has passed, as
+// Concurrency.Allow and RedisConcurrency.Allow do: nobody can release them.
+// On Redis, a call that fails with ErrBackend may have been decided all the
+// same (the server may have run the request whose reply was lost), as a
+// RedisConcurrency's Acquire may: its units in flight then come back at the
+// TTL. Refund and Settle apply to the rate parts only, since units in
+// flight come back by their leases, and report the concurrency part's state
+// as it is; Reset drops the concurrency part's leases of its key too, as
+// that part's own Reset does. Policies and Decisions list the concurrency
+// part's policy with InFlight set, and a DenyCache never remembers such a
+// Composite's denials. A concurrency part built WithPolicyFunc (plans of 2,
+// 5 or 20 in flight) decides each call by its key's policy, as the other
+// parts do. A PerCall concurrency part holds 1 unit per call whatever n is,
+// and its Lease then holds 1.
 //
 // A Composite is safe for concurrent use. Create one with NewComposite.
 type Composite struct {
@@ -110,8 +116,8 @@ type Composite struct {
 	// entries for the others); nil when none does.
 	adjusters []*observer
 	// inFlight is the index of the part that limits units in flight (a
-	// Concurrency), -1 without one; holder is that part's limiter, which
-	// grants the Composite's leases.
+	// Concurrency or RedisConcurrency), -1 without one; holder is that
+	// part's limiter, which grants the Composite's leases.
 	inFlight int
 	holder   leaseHolder
 }
@@ -122,10 +128,11 @@ const maxPolicyName = 64
 // NewComposite returns a Composite of parts. It returns an error wrapping
 // ErrInvalidConfig for no parts, a nil Limiter, a Name that is empty,
 // repeated, longer than 64 characters or not printable ASCII (or holds '"'
-// or '\'), more than one Concurrency, or parts that are not all in-process
-// limiters of this package or all Redis limiters of this package on one
-// client (a Concurrency among Redis limiters included: a Redis Composite
-// cannot hold a concurrency part yet).
+// or '\'), more than one concurrency limiter (Concurrency or
+// RedisConcurrency), or parts that are not all in-process limiters of this
+// package or all Redis limiters of this package on one client (a
+// Concurrency among Redis limiters, or a RedisConcurrency among in-process
+// ones, included).
 func NewComposite(parts ...Part) (*Composite, error) {
 	const kind = "NewComposite"
 	if len(parts) == 0 {
@@ -162,9 +169,6 @@ func NewComposite(parts ...Part) (*Composite, error) {
 		c.settleTight, c.settleLimit = c.settleBound()
 		c.adjusters = adjusters(c.observers)
 		return c, nil
-	}
-	if c.inFlight >= 0 && slices.ContainsFunc(limiters, isRedisLimiter) {
-		return nil, errRedisInFlight
 	}
 	if c.remote, remoteErr = newRedisParts(limiters); remoteErr == nil {
 		c.shared = sharesALimiter(limiters)
@@ -410,10 +414,14 @@ func (c *Composite) decideParts(ctx context.Context, key string, n int, call *pa
 	}
 	if c.local != nil {
 		call.lease = c.local.allow(call.keys, call.costs, call.rates, call.results, call.leased)
-	} else if err := c.remote.allow(ctx, call.keys, call.costs, call.rates, call.results); err != nil {
+		return bound(call.results), nil
+	}
+	lease, err := c.remote.allow(ctx, call.keys, call.costs, call.rates, call.results, call.leased)
+	if err != nil {
 		c.failed(call)
 		return 0, err
 	}
+	call.lease = lease
 	return bound(call.results), nil
 }
 

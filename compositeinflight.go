@@ -7,8 +7,9 @@ import (
 )
 
 // This file holds what a Composite does with a part that limits units in
-// flight (a Concurrency): its Acquire, Release and Extend, and the
-// in-process engine's share of such a part.
+// flight (a Concurrency, or a RedisConcurrency among Redis parts): its
+// Acquire, Release and Extend, and the in-process engine's share of such a
+// part (redisParts decides the Redis one as one check of its request).
 
 var (
 	_ Acquirer = (*Composite)(nil)
@@ -23,8 +24,9 @@ var (
 // anywhere. The Lease is the concurrency part's (its key is the part's
 // key, after Part.Key); releasing it gives back the units in flight alone,
 // as the rate parts' units stay taken. A Composite without a concurrency
-// part decides as Decide does and returns a Lease that holds nothing. See
-// Composite.
+// part decides as Decide does and returns a Lease that holds nothing. On
+// Redis it is one script request for every part, coalesced with the
+// Composite's other calls. See Composite.
 func (c *Composite) Acquire(ctx context.Context, key string, n int) (Lease, Decision, error) {
 	return c.call(ctx, key, n, true)
 }
@@ -57,35 +59,26 @@ func (c *Composite) findInFlight(kind string) error {
 	c.inFlight = -1
 	var names []string
 	for i, p := range c.parts {
-		if _, ok := p.Limiter.(*Concurrency); ok {
-			names = append(names, p.Name)
-			if c.inFlight < 0 {
-				c.inFlight = i
-			}
+		// Built or not: a zero-value one fails newLocalParts and
+		// newRedisParts.
+		var h leaseHolder
+		switch l := p.Limiter.(type) {
+		case *Concurrency:
+			h = l
+		case *RedisConcurrency:
+			h = l
+		default:
+			continue
+		}
+		names = append(names, p.Name)
+		if c.inFlight < 0 {
+			c.inFlight, c.holder = i, h
 		}
 	}
 	if len(names) > 1 {
 		return fmt.Errorf("%w: %s: parts %q are concurrency limiters; a Composite holds at most one limit of units in flight", ErrInvalidConfig, kind, names)
 	}
-	if c.inFlight >= 0 {
-		// Built or not: a zero-value one fails newLocalParts.
-		c.holder = c.parts[c.inFlight].Limiter.(*Concurrency)
-	}
 	return nil
-}
-
-// errRedisInFlight is the error of a Composite of Redis limiters and a
-// concurrency limiter.
-var errRedisInFlight = fmt.Errorf("%w: NewComposite: a Redis Composite cannot hold a concurrency part yet", ErrInvalidConfig)
-
-// isRedisLimiter reports whether l is one of the Redis rate limiters of
-// this package.
-func isRedisLimiter(l Limiter) bool {
-	switch l.(type) {
-	case *RedisTokenBucket, *RedisGCRA, *RedisFixedWindow:
-		return true
-	}
-	return false
 }
 
 // reportLease tells the hooks of one call's Decision d and the lease it

@@ -113,9 +113,9 @@ func (l *localParts) unit(i int) int64 {
 }
 
 // unit returns the ns one unit of part i's param makes in its rule: 1 µs
-// for a token bucket or GCRA, 0 for a window.
+// for a token bucket or GCRA, 0 for a window or a RedisConcurrency.
 func (rp *redisParts) unit(i int) int64 {
-	if redisRule(rp.parts[i].own.Kind, 1).unit == 0 {
+	if i == rp.inFlight || redisRule(rp.parts[i].own.Kind, 1).unit == 0 {
 		return 0
 	}
 	return int64(time.Microsecond)

@@ -70,13 +70,17 @@ type rule struct {
 }
 
 // observerOf returns the observer of l when it is one of the limiters of
-// this package (the six rate limiters and Concurrency), built; nil
-// otherwise.
+// this package (the six rate limiters, Concurrency and RedisConcurrency),
+// built; nil otherwise.
 func observerOf(l Limiter) *observer {
 	switch v := l.(type) {
 	case *Concurrency:
 		if v.built() {
 			return &v.obs
+		}
+	case *RedisConcurrency:
+		if v.built() {
+			return &v.r.obs
 		}
 	case *TokenBucket:
 		if s := (*schedule)(v); s.built() {
@@ -117,7 +121,7 @@ func policyOf(l Limiter) Policy {
 
 // ruleOf returns how the state of l, one of the limiters of this package
 // (see observerOf), moves under its constructor's policy: inFlight for a
-// Concurrency.
+// Concurrency or a RedisConcurrency.
 func ruleOf(l Limiter) rule {
 	if o := observerOf(l); o != nil {
 		return o.rules[0]

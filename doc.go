@@ -72,10 +72,11 @@
 // every part; a denial takes nothing from any. A part may derive its key from
 // the call's (a user's tenant). On Redis one script request decides all
 // parts, whose keys must share a hash slot on a cluster ("{acme}:alice",
-// "{acme}"), or the call is refused (ErrKeysApart). In process, one part
-// may be a Concurrency, for "5 in flight and 100 a minute": Acquire takes
-// the slot and the rate units together or not at all, and returns the
-// part's Lease. See docs/composite.md.
+// "{acme}"), or the call is refused (ErrKeysApart). One part may be a
+// Concurrency (in process) or a RedisConcurrency (on Redis), for "5 in
+// flight and 100 a minute": Acquire takes the slot and the rate units
+// together or not at all, and returns the part's Lease. See
+// docs/composite.md.
 //
 // # Costs settled afterwards
 //

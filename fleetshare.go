@@ -39,7 +39,9 @@ func (f *Fleet) Share(p Policy) Policy {
 // built WithPolicyFunc(ShareFunc(...)) keeps what each key has used when
 // the share changes (see WithPolicyFunc). Use it for a fallback that
 // Fallback does not build; def is the fallback's constructor policy as
-// the fleet shares it, and the fallback is built with def's numbers.
+// the fleet shares it, and the fallback is built with def's numbers. Its
+// shares are rates' (see Share): a Concurrency's share keeps its lease
+// TTL, as the one Fallback builds for a RedisConcurrency does.
 func (f *Fleet) ShareFunc(def Policy, pf PolicyFunc) PolicyFunc {
 	return func(ctx context.Context, key string) (Policy, error) {
 		p := def
@@ -54,6 +56,38 @@ func (f *Fleet) ShareFunc(def Policy, pf PolicyFunc) PolicyFunc {
 		}
 		return sharePolicy(p, f.Live()), nil
 	}
+}
+
+// shareInFlightFunc is ShareFunc for a policy of units in flight: each
+// key's share is shareInFlight's, whose leases last as long as the shared
+// policy's.
+func (f *Fleet) shareInFlightFunc(def Policy, pf PolicyFunc) PolicyFunc {
+	return func(ctx context.Context, key string) (Policy, error) {
+		p := def
+		if pf != nil {
+			q, err := pf(ctx, key)
+			if err != nil {
+				return Policy{}, err
+			}
+			if q != (Policy{}) {
+				p = q
+			}
+		}
+		return shareInFlight(p, f.Live()), nil
+	}
+}
+
+// shareInFlight returns one share of p, a policy of units in flight, among
+// live replicas: a Limit of p.Limit/live rounded down, at least 1, and the
+// same Window, the leases' TTL, which a share of units in flight has no
+// reason to stretch (a lease holds its units until it is released, not at
+// a rate). With one replica, or a Limit that is not positive, it returns
+// p.
+func shareInFlight(p Policy, live int) Policy {
+	if live <= 1 || p.Limit <= 0 {
+		return p
+	}
+	return Policy{Limit: max(p.Limit/live, 1), Window: p.Window}
 }
 
 // sharePolicy returns one share of p among live replicas. See Fleet.Share.
@@ -87,19 +121,34 @@ func sharePolicy(p Policy, live int) Policy {
 //   - a RedisTokenBucket gives a TokenBucket, a RedisGCRA a GCRA, and a
 //     RedisFixedWindow a FixedWindow, each built WithPolicyFunc(ShareFunc(
 //     backend's policy, backend's PolicyFunc if it was built with one));
+//   - a RedisConcurrency gives a Concurrency whose limit for each key is
+//     the key's limit on the backend ÷ Live, rounded down, at least 1,
+//     with the same lease TTL (not stretched as a rate's Window is: a
+//     lease holds its units until it is released or its TTL passes);
 //   - a Composite of Redis limiters gives a Composite of such in-process
-//     limiters, one per part, with the same Names, Keys and PerCall.
+//     limiters, one per part, with the same Names, Keys and PerCall (a
+//     RedisConcurrency part gives its Concurrency part).
 //
 // Each call reads Live, so the share follows the fleet as it grows or
 // shrinks, and keeps what each key has used (see WithPolicyFunc); while
 // Redis is away Live, and so the share, stays as the latest heartbeat
 // left it. opts go to each in-process limiter: WithClock, WithHooks,
 // WithName and WithMaxDebt apply (the bound on debt is the backend's
-// unless WithMaxDebt says otherwise); WithPolicyFunc is refused, since the
+// unless WithMaxDebt says otherwise; a concurrency mirror has no debt, so
+// WithMaxDebt is refused for a RedisConcurrency backend and left out of a
+// Composite's concurrency part); WithPolicyFunc is refused, since the
 // share is the policy. Parts of a Composite on one Redis limiter share
-// one in-process mirror, as they share that limiter's keys. It returns an error wrapping ErrInvalidConfig for a backend
-// of another type, a nil or zero-value one, or an option that does not
-// apply.
+// one in-process mirror, as they share that limiter's keys. It returns an
+// error wrapping ErrInvalidConfig for a backend of another type, a nil or
+// zero-value one, or an option that does not apply.
+//
+// The leases a concurrency mirror grants are the fallback's: the backend
+// never counts them, and they hold their units on the fallback until they
+// are released or their TTL passes, also after Redis is back. A Guard that
+// fails over to it thus lets a key have in flight, for up to one TTL after
+// the backend came back (longer for leases that are extended), the
+// backend's limit plus each replica's share still held, as the Guard
+// documents.
 func (f *Fleet) Fallback(backend Limiter, opts ...Option) (Limiter, error) {
 	const kind = "Fleet.Fallback"
 	if f == nil || f.client == nil {
@@ -133,7 +182,11 @@ func (f *Fleet) Fallback(backend Limiter, opts ...Option) (Limiter, error) {
 	for i, p := range c.parts {
 		l, ok := mirrors[p.Limiter]
 		if !ok {
-			if l, err = f.mirror(kind, p.Limiter, opts); err != nil {
+			partOpts := opts
+			if _, inFlight := p.Limiter.(*RedisConcurrency); inFlight {
+				partOpts = withoutMaxDebt(opts) // a concurrency part has no debt
+			}
+			if l, err = f.mirror(kind, p.Limiter, partOpts); err != nil {
 				return nil, fmt.Errorf("%s: part %q: %w", kind, p.Name, err)
 			}
 			mirrors[p.Limiter] = l
@@ -143,10 +196,27 @@ func (f *Fleet) Fallback(backend Limiter, opts ...Option) (Limiter, error) {
 	return NewComposite(parts...)
 }
 
+// withoutMaxDebt returns opts without those that set WithMaxDebt, which
+// only set a config: applying one to a scratch config tells.
+func withoutMaxDebt(opts []Option) []Option {
+	var kept []Option
+	for _, opt := range opts {
+		var cfg config
+		if opt != nil && opt(&cfg) == nil && cfg.maxDebtSet {
+			continue
+		}
+		kept = append(kept, opt)
+	}
+	return kept
+}
+
 // mirror returns the in-process limiter of backend's algorithm, one of the
-// three Redis limiters of this package, deciding by this replica's share
+// four Redis limiters of this package, deciding by this replica's share
 // of backend's policy of each key.
 func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, error) {
+	if b, ok := backend.(*RedisConcurrency); ok {
+		return f.mirrorInFlight(kind, b, opts)
+	}
 	var r *redisLimiter
 	switch b := backend.(type) {
 	case *RedisTokenBucket:
@@ -162,7 +232,7 @@ func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, er
 			r = &b.r
 		}
 	default:
-		return nil, fmt.Errorf("%w: %s: a %T has no in-process mirror; give a RedisTokenBucket, RedisGCRA, RedisFixedWindow or a Composite of them", ErrInvalidConfig, kind, backend)
+		return nil, fmt.Errorf("%w: %s: a %T has no in-process mirror; give a RedisTokenBucket, RedisGCRA, RedisFixedWindow, RedisConcurrency or a Composite of them", ErrInvalidConfig, kind, backend)
 	}
 	if r == nil || r.client == nil {
 		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
@@ -185,4 +255,19 @@ func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, er
 	default:
 		return NewFixedWindow(def.Limit, def.Window, opts...)
 	}
+}
+
+// mirrorInFlight returns the Concurrency that mirrors backend: this
+// replica's share of backend's policy of each key, with its TTL.
+func (f *Fleet) mirrorInFlight(kind string, backend *RedisConcurrency, opts []Option) (Limiter, error) {
+	if !backend.built() {
+		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
+	}
+	def := backend.r.obs.policy
+	var pf PolicyFunc
+	if backend.r.policyFunc != nil {
+		pf = backend.r.policyFunc.f
+	}
+	opts = append(opts[:len(opts):len(opts)], WithPolicyFunc(f.shareInFlightFunc(def, pf)))
+	return NewConcurrency(def.Limit, def.Window, opts...)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
@@ -12,12 +13,19 @@ import (
 
 // redisParts decides a Composite's Redis parts: each request is one request
 // of the batch script with a check per part, all or nothing, sent alone or
-// coalesced with the Composite's other calls. It is immutable and safe for
-// concurrent use.
+// coalesced with the Composite's other calls. A part that limits units in
+// flight (a RedisConcurrency) is one check of kind 'c' among them, which
+// takes its units under a lease of that limiter's naming. It is immutable
+// and safe for concurrent use.
 type redisParts struct {
 	parts []*redisLimiter
 	send  *redisbatch.Sender
 	debts []int64 // each part's most debt in units under its own policy
+	// inFlight is the index of the part that limits units in flight, -1
+	// without one; holder is that part's limiter, which names and
+	// releases its leases.
+	inFlight int
+	holder   *RedisConcurrency
 	// keyed is whether a part was built WithPolicyFunc: each request then
 	// carries the limit of each of its checks (the part's own, or its
 	// key's), and a Reset resetLimits.
@@ -29,7 +37,7 @@ type redisParts struct {
 // every one is a Redis limiter of this package and all share one client.
 // The parts coalesce unless one of them was built WithoutCoalescing.
 func newRedisParts(limiters []Limiter) (*redisParts, error) {
-	rp := &redisParts{}
+	rp := &redisParts{inFlight: -1}
 	limits := make([]*redisbatch.Limit, len(limiters))
 	coalesce := true
 	for i, l := range limiters {
@@ -41,6 +49,11 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 			r = &l.r
 		case *RedisFixedWindow:
 			r = &l.r
+		case *RedisConcurrency:
+			r = &l.r
+			if rp.inFlight < 0 { // NewComposite refuses a second one
+				rp.inFlight, rp.holder = i, l
+			}
 		default:
 			return nil, fmt.Errorf("part %d is a %T", i, l)
 		}
@@ -182,14 +195,31 @@ func checkKey(p *redisbatch.Request, i int) string {
 
 // allow decides costs[i] for part i's key, all or nothing, each part by
 // its policy in rates (nil: each part's own), and sets each part's Result.
-func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, rates []partRate, results []Result) error {
+// A part of units in flight takes its units, when the request is allowed,
+// under a lease of its limiter's naming for its TTL; allow returns the
+// Lease that holds them when leased, and a Lease that holds nothing
+// otherwise (its units then come back at the TTL).
+func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, rates []partRate, results []Result, leased bool) (Lease, error) {
 	p, err := rp.request(ctx, keys)
 	if err != nil {
-		return fmt.Errorf("ratelimit: Composite: %w", err)
+		return Lease{}, fmt.Errorf("ratelimit: Composite: %w", err)
 	}
 	copy(p.Costs, costs)
 	rp.setLimits(p, rates)
-	return rp.do(p, rates, results)
+	i := rp.inFlight
+	if i < 0 || costs[i] == 0 {
+		return Lease{}, rp.do(p, rates, results)
+	}
+	id := rp.holder.seq.Add(1)
+	p.Lease = rp.holder.leaseName(id)
+	if err := rp.do(p, rates, results); err != nil || !results[i].Allowed || !leased {
+		return Lease{}, err
+	}
+	micros := rp.parts[i].own.Param
+	if rates != nil {
+		micros = rates[i].param
+	}
+	return Lease{holder: rp.holder, key: keys[i], id: id, units: costs[i], ttl: time.Duration(micros) * time.Microsecond}, nil
 }
 
 // settle applies to every part's key, or to none, the Settle whose cost
@@ -201,6 +231,12 @@ func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, 
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
 	copy(p.Costs, changes)
+	if rp.inFlight >= 0 {
+		// Units in flight come back by their leases alone: the script
+		// changes nothing on that check whatever its change, so it is
+		// sent none.
+		p.Costs[rp.inFlight] = 0
+	}
 	rp.setLimits(p, rates)
 	settleRequest(rp.send, p, a)
 	p.Settlement.MaxDebts = rp.maxDebts(rates)
