@@ -176,7 +176,7 @@ func TestAcquireThroughEveryLayerHoldsReleasesAndReports(t *testing.T) {
 			require.NoError(t, s.a.Release(ctx, a))
 			assert.Equal(t, []AdjustEvent{{Limiter: "conc", Op: AdjustRelease, Key: key, Taken: 1, Result: Result{Allowed: true}}}, s.conc.take(t, nil))
 			if s.layer != nil && s.layer != s.conc {
-				assert.Equal(t, []AdjustEvent{{Limiter: s.layerName, Op: AdjustRelease, Key: key, Taken: 1}}, s.layer.take(t, nil))
+				assert.Empty(t, s.layer.take(t, nil), "a layer leaves a lease's release to the limiter that granted it")
 			}
 			require.NoError(t, s.a.Release(ctx, a), "a second release changes nothing")
 			c, d, err := s.a.Acquire(ctx, "k", 1)
@@ -196,7 +196,7 @@ func TestAcquireThroughEveryLayerHoldsReleasesAndReports(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, []AdjustEvent{{Limiter: "conc", Op: AdjustExtend, Key: key, Taken: 1, Cost: 1, Result: Result{Allowed: true, Limit: 2}}}, s.conc.take(t, nil))
 			if s.layer != nil && s.layer != s.conc {
-				assert.Equal(t, []AdjustEvent{{Limiter: s.layerName, Op: AdjustExtend, Key: key, Taken: 1, Cost: 1, Result: Result{Allowed: true}}}, s.layer.take(t, nil))
+				assert.Empty(t, s.layer.take(t, nil), "a layer leaves a lease's extension to the limiter that granted it")
 			}
 			clock.Advance(9500 * time.Millisecond) // 11.5 s
 			require.NoError(t, s.a.Release(ctx, c))

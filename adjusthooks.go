@@ -8,8 +8,9 @@ import (
 // AdjustHooks is the optional interface of a Hooks that also hears of
 // adjustments: a Hooks given to WithHooks, or to a Guard's, DenyCache's or
 // Shadow's config, that implements it has Adjusted called once per
-// Refund, Settle and Reset, and every Release and Extend of a Lease, the limiter or decorator was asked for,
-// successful or not. A Hooks that does not implement it hears of
+// Refund, Settle and Reset the limiter or decorator was asked for, and
+// once per Release and Extend of a Lease the limiter granted, successful
+// or not. A Hooks that does not implement it hears of
 // decisions only, and adjustments cost its limiters nothing more than a
 // check of a nil field.
 //
@@ -21,10 +22,11 @@ import (
 //     backend: they all apply adjustments to their backend only (a Guard's
 //     bypass its breaker and failure policy and never reach its fallback),
 //     so their report is the backend's answer as their caller gets it
-//     (through a Guard, within its Timeout). A Release or Extend goes to
-//     the limiter that granted the lease (a Guard's fallback, for a lease
-//     it granted), and a decorator reports a Release with the zero
-//     Result: only that limiter knows whether the lease was still held.
+//     (through a Guard, within its Timeout). A Release or Extend is not
+//     theirs to report: it goes to the limiter that granted the lease (a
+//     Guard's fallback, for a lease the fallback granted), which reports
+//     it, as it alone reports the lease's grant (Event.Lease) and hears
+//     of every release, Lease.Release included.
 //
 // An adjustment that passes several reporters (a limiter built WithHooks
 // inside a Guard whose Hooks listen too) is reported once by each, under

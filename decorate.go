@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // decorated is a decorator's backend (Guard, DenyCache, Shadow), or a
@@ -97,36 +96,15 @@ func (d *decorated) adjuster(kind string) (Adjuster, error) {
 	return d.adjust, nil
 }
 
-// leaseCall releases (op AdjustRelease) or extends (op AdjustExtend)
-// lease through the limiter that granted it, and reports the call to h,
-// unless h is nil, under name, timed by clock: Taken the lease's units,
-// Cost 0 for a release and the units for an extend, and a Result whose
-// Allowed says that an extend renewed the lease. A release reports the
-// zero Result: only the limiter that granted the lease knows whether it
-// was still held (its own hooks say so). It returns the renewed lease of
-// an extend, and lease itself otherwise.
-func leaseCall(ctx context.Context, op AdjustOp, lease Lease, h AdjustHooks, name string, clock Clock) (Lease, error) {
-	var start time.Time
-	if h != nil {
-		start = clock.Now()
-	}
-	var err error
-	cost := 0
+// forwardLease releases (op AdjustRelease) or extends (op AdjustExtend)
+// lease through the limiter that granted it, for a decorator, which does
+// not report it: a lease's life (its grant, Release and Extend) is
+// reported by that limiter alone, as its hooks are the only ones that hear
+// of every release, lease.Release included. It returns the renewed lease
+// of an extend, and lease itself otherwise.
+func forwardLease(ctx context.Context, op AdjustOp, lease Lease) (Lease, error) {
 	if op == AdjustRelease {
-		err = lease.Release(ctx)
-	} else {
-		lease, err = lease.Extend(ctx)
-		cost = lease.units
+		return lease, lease.Release(ctx)
 	}
-	if h != nil {
-		var res Result
-		if op == AdjustExtend {
-			res.Allowed = err == nil
-		}
-		h.Adjusted(AdjustEvent{
-			Limiter: name, Op: op, Key: lease.key, Taken: lease.units, Cost: cost,
-			Result: res, Err: err, Latency: clock.Now().Sub(start),
-		})
-	}
-	return lease, err
+	return lease.Extend(ctx)
 }

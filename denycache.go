@@ -464,24 +464,25 @@ func (c *DenyCache) forward(ctx context.Context, op AdjustOp, key string, taken,
 }
 
 // Release gives lease's units back through the limiter that granted it
-// (see Lease.Release). It is reported to AdjustHooks as AdjustRelease,
-// with the zero Result. It forgets nothing: no denial of a policy of units
+// (see Lease.Release). The DenyCache does not report it: the limiter
+// that granted the lease does (see Event.Lease). It forgets nothing: no denial of a policy of units
 // in flight is remembered.
 func (c *DenyCache) Release(ctx context.Context, lease Lease) error {
 	if c == nil || !c.backend.built() {
 		return notBuilt("DenyCache")
 	}
-	_, err := leaseCall(ctx, AdjustRelease, lease, c.adjust, c.name, c.base.clock)
+	_, err := forwardLease(ctx, AdjustRelease, lease)
 	return err
 }
 
 // Extend renews lease through the limiter that granted it (see
-// Lease.Extend). It is reported to AdjustHooks as AdjustExtend.
+// Lease.Extend). The DenyCache does not report it: the limiter that
+// granted the lease does.
 func (c *DenyCache) Extend(ctx context.Context, lease Lease) (Lease, error) {
 	if c == nil || !c.backend.built() {
 		return lease, notBuilt("DenyCache")
 	}
-	return leaseCall(ctx, AdjustExtend, lease, c.adjust, c.name, c.base.clock)
+	return forwardLease(ctx, AdjustExtend, lease)
 }
 
 // Reset forwards to the backend, which must be an Adjuster, and forgets

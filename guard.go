@@ -359,15 +359,15 @@ func (g *Guard) Reset(ctx context.Context, key string) error {
 // FailOver, the Fallback. It runs within the Guard's Timeout and, like
 // Refund and Settle, bypasses the breaker and the failure policy: a
 // backend error is returned (the lease then holds its units until its TTL
-// passes), never answered by the policy. It is reported to AdjustHooks as
-// AdjustRelease, with the zero Result.
+// passes), never answered by the policy. The Guard does not report it:
+// the limiter that granted the lease does (see Event.Lease).
 func (g *Guard) Release(ctx context.Context, lease Lease) error {
 	if g == nil || !g.backend.built() {
 		return notBuilt("Guard")
 	}
 	ctx, cancel := g.adjustContext(ctx)
 	defer cancel()
-	_, err := leaseCall(ctx, AdjustRelease, lease, g.adjust, g.cfg.Name, g.clock)
+	_, err := forwardLease(ctx, AdjustRelease, lease)
 	return err
 }
 
@@ -375,14 +375,14 @@ func (g *Guard) Release(ctx context.Context, lease Lease) error {
 // Lease.Extend), within the Guard's Timeout and bypassing the breaker and
 // the failure policy, as Release does: a lease of the Fallback is renewed
 // by the Fallback, whether or not the backend is back (see Guard, Leases).
-// It is reported to AdjustHooks as AdjustExtend.
+// The Guard does not report it: the limiter that granted the lease does.
 func (g *Guard) Extend(ctx context.Context, lease Lease) (Lease, error) {
 	if g == nil || !g.backend.built() {
 		return lease, notBuilt("Guard")
 	}
 	ctx, cancel := g.adjustContext(ctx)
 	defer cancel()
-	return leaseCall(ctx, AdjustExtend, lease, g.adjust, g.cfg.Name, g.clock)
+	return forwardLease(ctx, AdjustExtend, lease)
 }
 
 // adjustReported forwards the adjustment op of taken and cost to the

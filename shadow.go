@@ -212,24 +212,24 @@ func (s *Shadow) Reset(ctx context.Context, key string) error {
 }
 
 // Release gives lease's units back through the limiter that granted it
-// (see Lease.Release), whatever the mode. It is reported to AdjustHooks as
-// AdjustRelease, with the zero Result.
+// (see Lease.Release), whatever the mode. The Shadow does not report it:
+// the limiter that granted the lease does (see Event.Lease).
 func (s *Shadow) Release(ctx context.Context, lease Lease) error {
 	if s == nil || !s.backend.built() {
 		return notBuilt("Shadow")
 	}
-	_, err := leaseCall(ctx, AdjustRelease, lease, s.adjust, s.name, s.clock)
+	_, err := forwardLease(ctx, AdjustRelease, lease)
 	return err
 }
 
 // Extend renews lease through the limiter that granted it (see
-// Lease.Extend), whatever the mode. It is reported to AdjustHooks as
-// AdjustExtend.
+// Lease.Extend), whatever the mode. The Shadow does not report it: the
+// limiter that granted the lease does.
 func (s *Shadow) Extend(ctx context.Context, lease Lease) (Lease, error) {
 	if s == nil || !s.backend.built() {
 		return lease, notBuilt("Shadow")
 	}
-	return leaseCall(ctx, AdjustExtend, lease, s.adjust, s.name, s.clock)
+	return forwardLease(ctx, AdjustExtend, lease)
 }
 
 // adjustReported forwards the adjustment op of taken and cost to the

@@ -184,10 +184,10 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 //     stays counted until it is released: a steady rise is a holder that
 //     forgets to release. Each Release reported counts as one lease ended,
 //     so a lease released twice is uncounted twice: release each once
-//     (defer lease.Release). Read the series of the limiter that grants
-//     the leases, which reports both its Acquires and their Releases: a
-//     layer around it that reports an Acquire it passed on does not hear
-//     of the Release, which Lease.Release sends to the granting limiter.
+//     (defer lease.Release). Only the limiter that grants the leases
+//     reports them, both its Acquires and their Releases: a layer around
+//     it (a Guard, a Shadow, a DenyCache) reports neither, so its series
+//     stays at 0.
 //
 // The breaker measurements carry ratelimit.limiter only when
 // WithLimiterName sets it. Options' WithAttributes are on every
