@@ -359,22 +359,14 @@ func (c *RedisConcurrency) leaseOp(ctx context.Context, op redisbatch.Op, l Leas
 		return false, fmt.Errorf("ratelimit: %s: %w", c.r.name, errNilContext)
 	}
 	p := &redisbatch.Request{Ctx: ctx, Key: c.r.prefix + l.key, Op: op, Limit: lim, Lease: c.leaseName(l.id)}
-	if !c.r.send.Do(p) {
-		return false, fmt.Errorf("ratelimit: %s %q: %w: %w", c.r.name, p.Key, ErrBackend, ctx.Err())
+	v, err := c.r.verdict(p)
+	if err != nil {
+		return false, err
 	}
-	if p.Err != nil {
-		return false, fmt.Errorf("ratelimit: %s %q: %w", c.r.name, p.Key, backendErr(p.Err))
-	}
-	if _, reason, refused := p.Record.Refusal(); refused {
-		return false, fmt.Errorf("ratelimit: %s %q: %w: %s", c.r.name, p.Key, ErrCorruptState, reason)
-	}
-	if n, ok := p.Record.Checks(); !ok || n != 1 {
-		return false, fmt.Errorf("ratelimit: %s %q: %w: unexpected reply from Redis script: %q", c.r.name, p.Key, ErrBackend, p.Record)
-	}
-	if v := p.Record.Check(0); v.Allowed != 0 && v.Allowed != 1 || v.Remaining != 0 || v.RetryAfter != 0 || v.ResetAfter != 0 {
+	if v.Allowed != 0 && v.Allowed != 1 || v.Remaining != 0 || v.RetryAfter != 0 || v.ResetAfter != 0 {
 		return false, fmt.Errorf("ratelimit: %s %q: %w: %w: %q", c.r.name, p.Key, ErrBackend, errOutOfRange, p.Record)
 	}
-	return p.Record.Check(0).Allowed == 1, nil
+	return v.Allowed == 1, nil
 }
 
 // Reset drops every lease of key, deleting its Redis key: their units are

@@ -206,13 +206,37 @@ const policyFuncPrefix = "keyed:"
 // request sends p and turns its record of the reply into its answer, for
 // a call whose limit is limit.
 func (r *redisLimiter) request(p *redisbatch.Request, limit int) (Result, error) {
+	v, err := r.verdict(p)
+	if err != nil {
+		return Result{Limit: limit}, err
+	}
+	res, err := resultOf(v, limit, false)
+	if err != nil {
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %w: %q", r.name, p.Key, ErrBackend, err, p.Record)
+	}
+	return res, nil
+}
+
+// verdict sends p, a request of one check, and returns the check's
+// verdict as the batch script's reply gave it, unchecked, or the error of
+// a request that failed: ErrBackend for a send or a reply that failed,
+// ErrCorruptState for a key the script refused.
+func (r *redisLimiter) verdict(p *redisbatch.Request) (redisbatch.Verdict, error) {
 	if !r.send.Do(p) {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %w", r.name, p.Key, ErrBackend, p.Ctx.Err())
+		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %q: %w: %w", r.name, p.Key, ErrBackend, p.Ctx.Err())
 	}
 	if p.Err != nil {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.Key, backendErr(p.Err))
+		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.Key, backendErr(p.Err))
 	}
-	return r.decision(p.Key, p.Record, limit)
+	if _, reason, refused := p.Record.Refusal(); refused {
+		// The script refused a key that does not hold its state: that
+		// concerns this key's data, not the backend.
+		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %q: %w: %s", r.name, p.Key, ErrCorruptState, reason)
+	}
+	if n, ok := p.Record.Checks(); !ok || n != 1 {
+		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %q: %w: unexpected reply from Redis script: %q", r.name, p.Key, ErrBackend, p.Record)
+	}
+	return p.Record.Check(0), nil
 }
 
 // settle applies a Settle of taken and cost to key. See Adjuster.
@@ -261,24 +285,6 @@ func settleRequest(send *redisbatch.Sender, p *redisbatch.Request, a adjustment)
 		s.Token = send.TokenKey(p.Key, a.token)
 	}
 	p.Op, p.Settlement = redisbatch.Settle, s
-}
-
-// decision turns one request's record of the batch script's reply into
-// its answer.
-func (r *redisLimiter) decision(key string, record redisbatch.Record, limit int) (Result, error) {
-	if _, reason, refused := record.Refusal(); refused {
-		// The script refused a key that does not hold its state: that
-		// concerns this key's data, not the backend.
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %s", r.name, key, ErrCorruptState, reason)
-	}
-	if n, ok := record.Checks(); !ok || n != 1 {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: unexpected reply from Redis script: %q", r.name, key, ErrBackend, record)
-	}
-	res, err := resultOf(record.Check(0), limit, false)
-	if err != nil {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %w: %q", r.name, key, ErrBackend, err, record)
-	}
-	return res, nil
 }
 
 // errOutOfRange is the error of a check's verdict whose numbers cannot be
