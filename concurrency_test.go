@@ -117,3 +117,24 @@ func BenchmarkConcurrencyAcquireReleaseHotKey(b *testing.B) {
 		_ = l.Release(ctx)
 	}
 }
+
+func TestALeaseRefusesANilContextAtEveryLayer(t *testing.T) {
+	c, err := NewConcurrency(1, time.Second)
+	require.NoError(t, err)
+	g, err := NewGuard(c, GuardConfig{})
+	require.NoError(t, err)
+	l, _, err := c.Acquire(context.Background(), "k", 1)
+	require.NoError(t, err)
+	var nilCtx context.Context
+	for name, release := range map[string]func() error{
+		"Lease.Release": func() error { return l.Release(nilCtx) },
+		"limiter":       func() error { return c.Release(nilCtx, l) },
+		"Guard":         func() error { return g.Release(nilCtx, l) },
+	} {
+		assert.ErrorIs(t, release(), ErrCaller, name)
+	}
+	_, err = l.Extend(nilCtx)
+	assert.ErrorIs(t, err, ErrCaller)
+	_, d, _ := c.Acquire(context.Background(), "k", 1)
+	assert.False(t, d.Allowed, "the lease is still held")
+}

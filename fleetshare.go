@@ -40,28 +40,24 @@ func (f *Fleet) Share(p Policy) Policy {
 // the share changes (see WithPolicyFunc). Use it for a fallback that
 // Fallback does not build; def is the fallback's constructor policy as
 // the fleet shares it, and the fallback is built with def's numbers. Its
-// shares are rates' (see Share): a Concurrency's share keeps its lease
-// TTL, as the one Fallback builds for a RedisConcurrency does.
+// shares are rates' (see Share), whose Window stretches with the share:
+// it is not for a Concurrency, whose share Fallback builds with its lease
+// TTL kept.
 func (f *Fleet) ShareFunc(def Policy, pf PolicyFunc) PolicyFunc {
-	return func(ctx context.Context, key string) (Policy, error) {
-		p := def
-		if pf != nil {
-			q, err := pf(ctx, key)
-			if err != nil {
-				return Policy{}, err
-			}
-			if q != (Policy{}) {
-				p = q
-			}
-		}
-		return sharePolicy(p, f.Live()), nil
-	}
+	return f.shareFunc(def, pf, sharePolicy)
 }
 
 // shareInFlightFunc is ShareFunc for a policy of units in flight: each
 // key's share is shareInFlight's, whose leases last as long as the shared
 // policy's.
 func (f *Fleet) shareInFlightFunc(def Policy, pf PolicyFunc) PolicyFunc {
+	return f.shareFunc(def, pf, shareInFlight)
+}
+
+// shareFunc returns the PolicyFunc giving each key share(p, Live()) of its
+// policy p: the one pf gives the key, or def when pf is nil or gives the
+// zero Policy. An error of pf is returned as it is.
+func (f *Fleet) shareFunc(def Policy, pf PolicyFunc, share func(Policy, int) Policy) PolicyFunc {
 	return func(ctx context.Context, key string) (Policy, error) {
 		p := def
 		if pf != nil {
@@ -73,7 +69,7 @@ func (f *Fleet) shareInFlightFunc(def Policy, pf PolicyFunc) PolicyFunc {
 				p = q
 			}
 		}
-		return shareInFlight(p, f.Live()), nil
+		return share(p, f.Live()), nil
 	}
 }
 

@@ -121,7 +121,10 @@ type GuardConfig struct {
 // lease is released and extended by the limiter that granted it, whether
 // or not the backend is up, and Release and Extend are never answered by
 // the failure policy: a backend error is returned to the caller, and the
-// lease then holds its units until its TTL passes. A backend Acquire that
+// lease then holds its units until its TTL passes. Guard.Release and
+// Guard.Extend bound them by the Timeout; Lease.Release and Lease.Extend
+// go to the granting limiter directly, bounded by their ctx alone. A
+// backend Acquire that
 // timed out may have been granted all the same: its units come back at
 // its TTL.
 //
@@ -131,8 +134,9 @@ type GuardConfig struct {
 // calls again, a key may have in flight up to the backend's limit in
 // leases the backend granted plus the fallback's leases still held: at
 // most the fallback's limit for the key on each replica whose Guard failed
-// over (with each fallback one replica's share of the backend's limit, at
-// most that limit in all: at most twice the backend's limit in flight).
+// over (with Fleet.Fallback's shares, L/N rounded down but at least 1 on
+// each of N replicas: at most twice the backend's limit L in flight when
+// L >= N, and L + N when L < N).
 // While the backend answers, no fallback lease is granted, so those only
 // decrease, and one fallback TTL after the backend came back none is left,
 // unless its holder extends it: an extended fallback lease stays counted

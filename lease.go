@@ -116,14 +116,18 @@ func (l Lease) String() string {
 // Release gives the lease's units back to its key at once. It is
 // idempotent: releasing a lease twice, after it expired, after its key
 // was Reset, or a lease that holds nothing, changes nothing and returns
-// nil. It fails only when the limiter cannot be reached (a Redis
-// limiter's backend error): the lease is then still held until it is
-// released or expires. Release ctx should outlive the work's own (use
-// context.WithoutCancel), so that a cancelled request still gives its
-// units back.
+// nil. It fails on a nil ctx (ErrCaller), when the limiter cannot be
+// reached (a Redis limiter's backend error, ErrBackend), or when the key
+// holds state that is not the limiter's (ErrCorruptState): the lease is
+// then still held until it is released or expires. ctx should outlive the
+// work's own (use context.WithoutCancel), so that a cancelled request
+// still gives its units back.
 func (l Lease) Release(ctx context.Context) error {
-	if l.holder == nil {
+	switch {
+	case l.holder == nil:
 		return nil
+	case ctx == nil:
+		return fmt.Errorf("ratelimit: Lease.Release: %w", errNilContext)
 	}
 	return l.holder.releaseLease(ctx, l)
 }
@@ -132,10 +136,14 @@ func (l Lease) Release(ctx context.Context) error {
 // Window now), and returns the renewed lease. A lease that is no longer
 // held (expired, released or Reset) cannot be renewed: Extend returns an
 // error wrapping ErrLeaseExpired and changes nothing, and the work should
-// stop. Extending a lease that holds nothing returns it and nil.
+// stop. Extending a lease that holds nothing returns it and nil; a nil
+// ctx is an error wrapping ErrCaller.
 func (l Lease) Extend(ctx context.Context) (Lease, error) {
-	if l.holder == nil {
+	switch {
+	case l.holder == nil:
 		return l, nil
+	case ctx == nil:
+		return l, fmt.Errorf("ratelimit: Lease.Extend: %w", errNilContext)
 	}
 	return l.holder.extendLease(ctx, l)
 }
@@ -149,7 +157,7 @@ func releaseOwn(ctx context.Context, h leaseHolder, kind string, l Lease) error 
 	if l.holder != h {
 		return foreignLease(kind)
 	}
-	return h.releaseLease(ctx, l)
+	return l.Release(ctx)
 }
 
 // extendOwn extends l through its holder when it is h's own (see
@@ -161,7 +169,7 @@ func extendOwn(ctx context.Context, h leaseHolder, kind string, l Lease) (Lease,
 	if l.holder != h {
 		return l, foreignLease(kind)
 	}
-	return h.extendLease(ctx, l)
+	return l.Extend(ctx)
 }
 
 // foreignLease is the error of a Release or Extend, on a limiter named
