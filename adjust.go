@@ -7,9 +7,10 @@ import (
 )
 
 // Adjuster is a Limiter whose takings can be corrected after the work they
-// admitted: given back, settled at their true cost, or wiped. Every limiter
-// of this package implements it, as do Composite, Guard, DenyCache and
-// Shadow, and the in-process and Redis limiters adjust identically while
+// admitted: given back, settled at their true cost, or wiped. Every rate
+// limiter of this package implements it (the concurrency limiters do not:
+// their units come back by their leases, and they have a Reset of their
+// own), as do Composite, Guard, DenyCache and Shadow, and the in-process and Redis limiters adjust identically while
 // the clock moves forward (see Exactness in the package documentation).
 //
 // The Result of Refund and Settle describes the key after the adjustment:

@@ -51,10 +51,14 @@ const (
 	// AdjustReset is a Reset.
 	AdjustReset
 	// AdjustRelease is a Lease's Release: Taken is the lease's units,
-	// Cost 0. It is reported whether or not the lease was still held.
+	// Cost 0. It is reported whether or not the lease was still held;
+	// Result.Allowed says whether it was (its units came back now), and
+	// the rest of Result is zero.
 	AdjustRelease
 	// AdjustExtend is a Lease's Extend: Taken and Cost are the lease's
 	// units; Err wraps ErrLeaseExpired when the lease was no longer held.
+	// Result.Allowed says whether it was renewed, and Result.Limit is the
+	// key's limit; the rest is zero.
 	AdjustExtend
 )
 

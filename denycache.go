@@ -29,7 +29,8 @@ import (
 // takes 1 of any call), and for limiters built WithPolicyFunc: a denial
 // answers only while the key's policies are still those it was made under.
 //
-// Units in flight (a Concurrency, or a Composite holding one, see
+// Units in flight (a Concurrency or RedisConcurrency, or a Composite
+// holding one, see
 // Acquirer): a denial of such a policy is never remembered, on Allow,
 // Decide or Acquire alike, since a release may free units at any moment;
 // every such call goes to the backend, and Acquire returns the backend's

@@ -43,7 +43,8 @@
 //   - ErrCaller, the caller's mistake: ErrInvalidCost, ErrCostExceedsLimit,
 //     ErrKeysApart (a Composite's Redis keys in different hash slots),
 //     ErrPolicy or ErrInvalidConfig (a policy unread or refused, a limiter
-//     never built), a nil ctx.
+//     never built), ErrLeaseExpired (an Extend of a lease no longer held),
+//     ErrInvalidLease (a lease another limiter granted), a nil ctx.
 //   - ErrCorruptState: one key's data in Redis is not the limiter's own;
 //     every other key is decided as before.
 //   - ErrBackend: Redis unreachable, a timeout (the call's ctx ended first),
@@ -96,7 +97,7 @@
 //
 // # Policies per key
 //
-// WithPolicyFunc makes any of the six limiters choose each call's Policy
+// WithPolicyFunc makes any of the eight limiters choose each call's Policy
 // from its key and context: plans and per-customer overrides, changed live.
 // A key keeps what it has used across a change; nothing is kept per policy.
 // A Composite's parts may be built with it, each deciding by its key's

@@ -8,7 +8,9 @@ import (
 // Hooks receives decisions for metrics and tracing: those of every limiter
 // built WithHooks, and what the Guard, DenyCache and Shadow decorators do.
 // A Hooks that also implements AdjustHooks hears, from the same limiters
-// and decorators, of every Refund, Settle and Reset too (see AdjustHooks);
+// and decorators, of every Refund, Settle and Reset too, and from the
+// concurrency limiters of every Release and Extend of their leases (see
+// AdjustHooks);
 // Hooks itself has no method for them, so that an implementation of
 // Decided and BreakerChanged alone stays one. Implementations must be safe
 // for concurrent use and fast: they are called on the request path, after
@@ -16,7 +18,7 @@ import (
 // nothing.
 type Hooks interface {
 	// Decided is called once per call the limiter or decorator answered
-	// (Allow or Decide).
+	// (Allow, Decide or Acquire).
 	Decided(Event)
 	// BreakerChanged is called when a Guard's circuit breaker changes
 	// state; a Breaker that Guards share reports to its own Hooks instead

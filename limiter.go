@@ -58,8 +58,9 @@ type Result struct {
 //     the errors of the other two classes to its caller untouched.
 var (
 	// ErrCaller is the class of the caller's mistakes: every error wrapping
-	// ErrInvalidConfig, ErrInvalidCost, ErrCostExceedsLimit, ErrPolicy or
-	// ErrKeysApart wraps it, as does a nil context.
+	// ErrInvalidConfig, ErrInvalidCost, ErrCostExceedsLimit, ErrPolicy,
+	// ErrKeysApart, ErrLeaseExpired or ErrInvalidLease wraps it, as does a
+	// nil context.
 	ErrCaller = errors.New("ratelimit: the caller's mistake")
 	// ErrBackend is the class of backend failures: every error a Redis
 	// limiter returns because Redis could not be reached, did not answer
@@ -237,12 +238,14 @@ func WithoutCoalescing() Option {
 // WithHooks makes a limiter report every Allow call to h (Hooks.Decided),
 // with its name (see WithName) and Policy, so that any limiter is observed
 // without a decorator. A limiter without hooks pays one check of a nil
-// field per call. It applies to the six limiters of this package; a limiter
+// field per call. It applies to the eight limiters of this package (the
+// six rate limiters, Concurrency and RedisConcurrency); a limiter
 // used as a part of a Composite reports, for each of the Composite's calls,
 // its own part's key, cost and Result (a part that would have allowed a
 // denied call reports its untouched state, with RetryAfter 0), and the
 // call's time. When h also implements AdjustHooks, the limiter reports
-// every Refund, Settle and Reset to it as well (Adjusted), a part of a
+// every Refund, Settle and Reset to it as well (Adjusted), and a
+// concurrency limiter every Release and Extend of its leases, a part of a
 // Composite its own share of the Composite's; a limiter whose hooks do not
 // pays one check of a nil field per adjustment. A nil h is an error.
 func WithHooks(h Hooks) Option {

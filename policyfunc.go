@@ -20,7 +20,7 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 // WithPolicyFunc makes a limiter decide each call by the policy f returns
 // for its key, for plans and per-customer overrides that change
 // while the program runs. The constructor's parameters are the limiter's
-// Policy, used for keys f gives the zero Policy. It applies to the six
+// Policy, used for keys f gives the zero Policy. It applies to the eight
 // limiters of this package, and a nil f is an error.
 //
 // A Policy{Limit: L, Window: W} means, for each algorithm:
@@ -29,6 +29,10 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 //   - GCRA, RedisGCRA: L per period W.
 //   - FixedWindow, RedisFixedWindow: L per window of W (whole milliseconds
 //     on Redis).
+//   - Concurrency, RedisConcurrency: L units in flight, in leases of a TTL
+//     of W (see NewConcurrency); a key whose policy changes keeps its
+//     leases, and the new limit and TTL apply to its next Acquire and
+//     Extend.
 //
 // A policy the constructor would refuse fails the call with an error
 // wrapping ErrInvalidConfig that names the key, and changes nothing; so does
