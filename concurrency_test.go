@@ -11,7 +11,7 @@ import (
 
 func TestConcurrencyHoldsAtMostItsLimitUntilReleased(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(time.Unix(1_700_000_000, 0))
+	clock := NewFakeClock(epoch)
 	c, err := NewConcurrency(2, 10*time.Second, WithClock(clock))
 	require.NoError(t, err)
 
@@ -77,7 +77,7 @@ func TestConcurrencyRefusesAnotherLimitersLease(t *testing.T) {
 
 func TestConcurrencyAllowHoldsUntilTheTTL(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(time.Unix(1_700_000_000, 0))
+	clock := NewFakeClock(epoch)
 	c, err := NewConcurrency(1, time.Second, WithClock(clock))
 	require.NoError(t, err)
 	res, err := c.Allow(ctx, "k", 1)

@@ -85,7 +85,8 @@ func TestHoldExtendsTheLeaseEveryThirdOfItsTTL(t *testing.T) {
 	}
 	lease, ok := owner.LeaseOf(rig.hold)
 	require.True(t, ok)
-	assert.Equal(t, rig.hold.Lease(), lease)
+	assert.True(t, lease.Held())
+	assert.Equal(t, "k", lease.Key())
 	assert.Equal(t, 30*time.Second, lease.TTL())
 	assert.Empty(t, rig.rep.All())
 }
@@ -164,7 +165,7 @@ func TestHoldWithoutAReporterFailsQuietly(t *testing.T) {
 // cancellation show through, and each Owner's LeaseOf finds the innermost
 // Hold of its own, and none of another Owner's.
 func TestLeaseOfFindsTheInnermostHoldOfItsOwner(t *testing.T) {
-	l, err := ratelimit.NewConcurrency(3, time.Minute)
+	l, err := ratelimit.NewConcurrency(1, time.Minute) // one slot per key: a held one is not free
 	require.NoError(t, err)
 	other := &leasehold.Owner{Err: errTest}
 	timers := &leaseholdtest.Timers{}
@@ -196,10 +197,13 @@ func TestLeaseOfFindsTheInnermostHoldOfItsOwner(t *testing.T) {
 	assert.Equal(t, "v", inner.Value(valueKey{}))
 	cancel()
 	assert.ErrorIs(t, inner.Err(), context.Canceled)
+	assert.False(t, free(t, l, "a"))
 	for _, h := range []*leasehold.Hold{inner, middle, outer} {
 		h.End()
 	}
-	assert.True(t, free(t, l, "a"))
+	for _, key := range []string{"a", "b", "c"} {
+		assert.True(t, free(t, l, key), "every Hold's slot came back")
+	}
 }
 
 // Release gives a held lease back at once; a lease that holds nothing, or

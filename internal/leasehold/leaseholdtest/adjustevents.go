@@ -41,3 +41,26 @@ func (a AdjustEvents) AssertExtended(tb testing.TB, n int) bool {
 	}
 	return true
 }
+
+// NextRelease waits at most 5 s for a Release among the next events,
+// skipping Extends, and returns it; it fails tb (and returns false) on any
+// other event or when none comes in time.
+func (a AdjustEvents) NextRelease(tb testing.TB) (ratelimit.AdjustEvent, bool) {
+	tb.Helper()
+	for {
+		select {
+		case e := <-a:
+			switch e.Op {
+			case ratelimit.AdjustRelease:
+				return e, true
+			case ratelimit.AdjustExtend:
+				continue
+			}
+			tb.Errorf("got %v, want a Release", e.Op)
+			return e, false
+		case <-time.After(5 * time.Second):
+			tb.Errorf("no release within 5 s")
+			return ratelimit.AdjustEvent{}, false
+		}
+	}
+}
