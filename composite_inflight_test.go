@@ -112,7 +112,6 @@ func TestCompositeAllowHoldsItsSlotUntilTheTTL(t *testing.T) {
 }
 
 func TestCompositeRefundAndSettleLeaveUnitsInFlight(t *testing.T) {
-	ctx := context.Background()
 	clock := NewFakeClock(epoch)
 	h := &adjustRecorder{}
 	slots, err := NewConcurrency(5, time.Minute, WithClock(clock), WithHooks(h), WithName("slots"))
@@ -122,30 +121,7 @@ func TestCompositeRefundAndSettleLeaveUnitsInFlight(t *testing.T) {
 	c, err := NewComposite(Part{Name: "inflight", Limiter: slots}, Part{Name: "rpm", Limiter: rate})
 	require.NoError(t, err)
 
-	lease, d, err := c.Acquire(ctx, "k", 2)
-	require.NoError(t, err)
-	require.True(t, d.Allowed)
-	assert.Equal(t, 98, peek(t, rate, "k").Remaining)
-	h.take(t, nil)
-
-	res, err := c.Refund(ctx, "k", 2)
-	require.NoError(t, err)
-	assert.Equal(t, 100, peek(t, rate, "k").Remaining, "the rate part got its units back")
-	assert.Equal(t, 3, peek(t, slots, "k").Remaining, "the units in flight stay held")
-	assert.Equal(t, ok(5, 3, time.Minute), res, "the slots bind the combined Result")
-	res, err = c.Settle(ctx, "k", 0, 10)
-	require.NoError(t, err)
-	assert.Equal(t, 90, peek(t, rate, "k").Remaining)
-	assert.Equal(t, 3, peek(t, slots, "k").Remaining)
-	assert.True(t, res.Allowed)
-	assert.Empty(t, h.take(t, nil), "the concurrency part hears of no Refund or Settle")
-
-	require.NoError(t, c.Reset(ctx, "k"))
-	assert.Equal(t, []AdjustEvent{{Limiter: "slots", Op: AdjustReset, Key: "k"}}, h.take(t, nil))
-	assert.Equal(t, 5, peek(t, slots, "k").Remaining, "a Reset drops the key's leases")
-	assert.Equal(t, 100, peek(t, rate, "k").Remaining)
-	_, err = lease.Extend(ctx)
-	require.ErrorIs(t, err, ErrLeaseExpired)
+	checkAdjustsTheRatePartsOnly(t, c, slots, rate, h)
 }
 
 func TestCompositeConcurrencyPartKeyedPerPlan(t *testing.T) {
@@ -275,4 +251,36 @@ func TestCompositeAcquireErrorsTakeNothing(t *testing.T) {
 	require.True(t, errors.Is(err, ErrCaller))
 	assert.Equal(t, 5, peek(t, slots, "k").Remaining)
 	assert.Equal(t, 100, peek(t, rate, "k").Remaining)
+}
+
+// checkAdjustsTheRatePartsOnly checks, on c, a Composite of slots (5 in
+// flight, reporting to h as "slots") and rate (100 a minute), that Refund
+// and Settle adjust the rate part alone and Reset drops the leases too.
+func checkAdjustsTheRatePartsOnly(t *testing.T, c *Composite, slots, rate Decider, h *adjustRecorder) {
+	t.Helper()
+	ctx := context.Background()
+	lease, d, err := c.Acquire(ctx, "k", 2)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	assert.Equal(t, 98, peek(t, rate, "k").Remaining)
+	h.take(t, nil)
+
+	res, err := c.Refund(ctx, "k", 2)
+	require.NoError(t, err)
+	assert.Equal(t, 100, peek(t, rate, "k").Remaining, "the rate part got its units back")
+	assert.Equal(t, 3, peek(t, slots, "k").Remaining, "the units in flight stay held")
+	assert.Equal(t, ok(5, 3, time.Minute), res, "the slots bind the combined Result")
+	res, err = c.Settle(ctx, "k", 0, 10)
+	require.NoError(t, err)
+	assert.Equal(t, 90, peek(t, rate, "k").Remaining)
+	assert.Equal(t, 3, peek(t, slots, "k").Remaining)
+	assert.True(t, res.Allowed)
+	assert.Empty(t, h.take(t, nil), "the concurrency part hears of no Refund or Settle")
+
+	require.NoError(t, c.Reset(ctx, "k"))
+	assert.Equal(t, []AdjustEvent{{Limiter: "slots", Op: AdjustReset, Key: "k"}}, h.take(t, nil))
+	assert.Equal(t, 5, peek(t, slots, "k").Remaining, "a Reset drops the key's leases")
+	assert.Equal(t, 100, peek(t, rate, "k").Remaining)
+	_, err = lease.Extend(ctx)
+	require.ErrorIs(t, err, ErrLeaseExpired)
 }

@@ -117,7 +117,6 @@ func TestRedisCompositeAllowHoldsItsSlotUntilTheTTL(t *testing.T) {
 }
 
 func TestRedisCompositeRefundAndSettleLeaveUnitsInFlightAndResetDropsThem(t *testing.T) {
-	ctx := context.Background()
 	_, client, _ := miniredisClock(t)
 	h := &adjustRecorder{}
 	slots, err := NewRedisConcurrency(client, 5, time.Minute, WithHooks(h), WithName("slots"))
@@ -127,29 +126,7 @@ func TestRedisCompositeRefundAndSettleLeaveUnitsInFlightAndResetDropsThem(t *tes
 	c, err := NewComposite(Part{Name: "inflight", Limiter: slots}, Part{Name: "rpm", Limiter: rate})
 	require.NoError(t, err)
 
-	lease, d, err := c.Acquire(ctx, "k", 2)
-	require.NoError(t, err)
-	require.True(t, d.Allowed)
-	h.take(t, nil)
-
-	res, err := c.Refund(ctx, "k", 2)
-	require.NoError(t, err)
-	assert.Equal(t, 100, peek(t, rate, "k").Remaining, "the rate part got its units back")
-	assert.Equal(t, 3, peek(t, slots, "k").Remaining, "the units in flight stay held")
-	assert.Equal(t, ok(5, 3, time.Minute), res, "the slots bind the combined Result")
-	res, err = c.Settle(ctx, "k", 0, 10)
-	require.NoError(t, err)
-	assert.Equal(t, 90, peek(t, rate, "k").Remaining)
-	assert.Equal(t, 3, peek(t, slots, "k").Remaining)
-	assert.True(t, res.Allowed)
-	assert.Empty(t, h.take(t, nil), "the concurrency part hears of no Refund or Settle")
-
-	require.NoError(t, c.Reset(ctx, "k"))
-	assert.Equal(t, []AdjustEvent{{Limiter: "slots", Op: AdjustReset, Key: "k"}}, h.take(t, nil))
-	assert.Equal(t, 5, peek(t, slots, "k").Remaining, "a Reset drops the key's leases")
-	assert.Equal(t, 100, peek(t, rate, "k").Remaining)
-	_, err = lease.Extend(ctx)
-	require.ErrorIs(t, err, ErrLeaseExpired)
+	checkAdjustsTheRatePartsOnly(t, c, slots, rate, h)
 }
 
 func TestRedisCompositeConcurrencyPartReportsItsShareWithItsLease(t *testing.T) {
