@@ -67,6 +67,10 @@ type rule struct {
 	// whenever a lease is released: no denial tells what the key will
 	// answer later.
 	inFlight bool
+	// gradual marks a policy whose units leave one by one at times a
+	// denial does not tell (a sliding log): a denial holds only for the
+	// same cost, until its RetryAfter.
+	gradual bool
 }
 
 // observerOf returns the observer of l when it is one of the limiters of
@@ -198,6 +202,17 @@ func policyList(p Policy, own []NamedPolicy) []NamedPolicy {
 	}
 	inFlight := len(own) == 1 && own[0].InFlight
 	return []NamedPolicy{{Name: defaultPolicyName, Policy: p, InFlight: inFlight}}
+}
+
+// gradual reports whether a policy of d lets its units leave one by one
+// (see rule.gradual).
+func (d *Decision) gradual() bool {
+	for _, rl := range d.rules {
+		if rl.gradual {
+			return true
+		}
+	}
+	return false
 }
 
 // inFlight reports whether a policy of d limits units in flight (see

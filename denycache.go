@@ -247,7 +247,7 @@ func bounds(d *Decision, n int, held bool) (int64, bool) {
 		return 0, false
 	case d.Allowed && !held:
 		return 0, false
-	case d.rules == nil:
+	case d.rules == nil || d.gradual():
 		return int64(d.RetryAfter), !d.Allowed && d.RetryAfter > 0 && d.Remaining == n-1
 	case len(d.rules) != len(d.Policies) || lagging(d):
 		return 0, false
@@ -267,7 +267,7 @@ func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, n
 	if c.stamp(rec.slots) != rec.stamp {
 		return Decision{}, false // a give-back may have let it through
 	}
-	if rec.d.rules == nil {
+	if rec.d.rules == nil || rec.d.gradual() {
 		return c.localSameCost(n, rec, now)
 	}
 	policies, err := c.backend.policies(ctx, key)

@@ -250,3 +250,71 @@ var windowScenarios = []scenario{
 		},
 	},
 }
+
+// logScenarios hold for the sliding logs, in process and on Redis. Every
+// time here is whole milliseconds, the unit of Redis expiry.
+var logScenarios = []scenario{
+	{
+		name: "each unit counts for a window after it was taken", limit: 3, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", 1, ok(3, 2, 10*time.Second), nil},
+			{4 * time.Second, "k", 2, ok(3, 0, 10*time.Second), nil},
+			{0, "k", 1, no(3, 0, 6*time.Second, 10*time.Second), nil},
+			{6*time.Second - ms, "k", 1, no(3, 0, ms, 4*time.Second+ms), nil},
+			{ms, "k", 1, ok(3, 0, 10*time.Second), nil},
+			{0, "k", 2, no(3, 0, 4*time.Second, 10*time.Second), nil},
+			{4 * time.Second, "k", 2, ok(3, 0, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "no burst across a boundary", limit: 3, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", 1, ok(3, 2, 10*time.Second), nil},
+			{9900 * ms, "k", 2, ok(3, 0, 10*time.Second), nil},
+			{100 * ms, "k", 3, no(3, 1, 9900*ms, 9900*ms), nil},
+			{0, "k", 1, ok(3, 0, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "a large request waits for more of the oldest units to leave", limit: 5, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", 2, ok(5, 3, 10*time.Second), nil},
+			{time.Second, "k", 2, ok(5, 1, 10*time.Second), nil},
+			{time.Second, "k", 1, ok(5, 0, 10*time.Second), nil},
+			{0, "k", 4, no(5, 0, 9*time.Second, 10*time.Second), nil},
+			{0, "k", 1, no(5, 0, 8*time.Second, 10*time.Second), nil},
+			{8 * time.Second, "k", 4, no(5, 2, time.Second, 2*time.Second), nil},
+			{time.Second, "k", 4, ok(5, 0, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "invalid and impossible costs change nothing; a peek takes nothing", limit: 3, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", -1, Result{Limit: 3}, ErrInvalidCost},
+			{0, "k", 4, Result{Limit: 3}, ErrCostExceedsLimit},
+			{0, "k", 0, ok(3, 3, 0), nil},
+			{0, "k", 3, ok(3, 0, 10*time.Second), nil},
+			{0, "k", 4, Result{Limit: 3}, ErrCostExceedsLimit},
+			{time.Second, "k", 0, ok(3, 0, 9*time.Second), nil},
+			{0, "k", 1, no(3, 0, 9*time.Second, 9*time.Second), nil},
+		},
+	},
+	{
+		name: "keys are independent", limit: 2, period: 10 * time.Second,
+		steps: []step{
+			{0, "a", 2, ok(2, 0, 10*time.Second), nil},
+			{time.Second, "b", 1, ok(2, 1, 10*time.Second), nil},
+			{0, "a", 1, no(2, 0, 9*time.Second, 9*time.Second), nil},
+			{0, "b", 1, ok(2, 0, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "a clock going backwards lets no unit leave early", limit: 2, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", 2, ok(2, 0, 10*time.Second), nil},
+			{-time.Hour, "k", 1, no(2, 0, time.Hour+10*time.Second, time.Hour+10*time.Second), nil},
+			{time.Hour, "k", 1, no(2, 0, 10*time.Second, 10*time.Second), nil},
+			{10 * time.Second, "k", 1, ok(2, 1, 10*time.Second), nil},
+		},
+	},
+}

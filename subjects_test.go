@@ -93,3 +93,18 @@ func TestBucketScenarios(t *testing.T) {
 func TestWindowScenarios(t *testing.T) {
 	runScenarios(t, windowSubjects, windowScenarios)
 }
+
+// logSubjects are the sliding logs: limit per any span of period.
+var logSubjects = []subject{
+	inProcessSubject("SlidingLog", func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewSlidingLog(limit, period, opts...)
+	}),
+	inProcessSubject("SlidingLog/PolicyFunc", func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewSlidingLog(3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
+	}),
+}
+
+func TestSlidingLogScenarios(t *testing.T) {
+	t.Parallel()
+	runScenarios(t, logSubjects, logScenarios)
+}
