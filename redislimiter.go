@@ -85,7 +85,7 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 	// The time from empty to full: limit units of param µs each, or a
 	// window of param ms.
 	window := time.Duration(int64(p.limit)*p.param) * time.Microsecond
-	if p.kind == redisbatch.FixedWindow {
+	if p.kind == redisbatch.FixedWindow || p.kind == redisbatch.SlidingLog {
 		window = time.Duration(p.param) * time.Millisecond
 	}
 	policy := Policy{Limit: p.limit, Window: window}
@@ -165,10 +165,13 @@ func (r *redisLimiter) policies(ctx context.Context, key string) ([]NamedPolicy,
 
 // redisRule is the rule of a Redis limiter's decisions with the batch
 // script's algorithm kind and its param: an interval in µs for a token
-// bucket or GCRA, a window for a fixed window.
+// bucket or GCRA, a window for a fixed window or a sliding log.
 func redisRule(kind redisbatch.Kind, param int64) rule {
 	if kind == redisbatch.FixedWindow {
 		return rule{}
+	}
+	if kind == redisbatch.SlidingLog {
+		return rule{gradual: true}
 	}
 	return rule{unit: param * int64(time.Microsecond)}
 }

@@ -102,6 +102,15 @@ var logSubjects = []subject{
 	inProcessSubject("SlidingLog/PolicyFunc", func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
 		return NewSlidingLog(3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
 	}),
+	miniredisSubject("RedisSlidingLog", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewRedisSlidingLog(client, limit, period, opts...)
+	}),
+	miniredisSubject("RedisSlidingLog/PolicyFunc", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewRedisSlidingLog(client, 3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
+	}),
+	miniredisSubject("RedisSlidingLog/WithoutCoalescing", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewRedisSlidingLog(client, limit, period, append(opts, WithoutCoalescing())...)
+	}),
 }
 
 func TestSlidingLogScenarios(t *testing.T) {

@@ -16,11 +16,12 @@
 --           written at another interval keeps the units it has used,
 --           converted to this one and rounded up, and is written so by
 --           its next call, whatever that decides; 'c' units in flight,
---           each held by a lease until it is released or expires
+--           each held by a lease until it is released or expires; 'l'
+--           a sliding log: at most limit units in any window
 --   limit   capacity or limit: whole units, 1 <= limit <= 2^52 ('c': the
 --           most units in flight, 1 <= limit <= 65536)
---   param   't', 'g', 'T', 'G': whole microseconds per unit; 'w': the
---           window in whole milliseconds; 'c': a lease's TTL in whole
+--   param   't', 'g', 'T', 'G': whole microseconds per unit; 'w', 'l':
+--           the window in whole milliseconds; 'c': a lease's TTL in whole
 --           microseconds, >= 1000
 -- then, for each request in order, one of five kinds:
 --   an Allow:
@@ -48,12 +49,13 @@
 --       d       cost minus taken, whole units, |d| <= 2^52: > 0 takes d
 --               more (into debt if need be), < 0 gives -d back (never
 --               above full; a window only when it had opened age µs ago or
---               earlier)
+--               earlier; a log to its newest entries taken age µs ago or
+--               earlier, or to any with age -1)
 --       m       the most debt d > 0 may leave, whole units, 0 <= m <= 2^52:
 --               a key owes at most m units beyond empty ('t', 'g', 'T',
 --               'G': its tat at most (limit + m) × interval µs ahead of
---               now) or counts at most limit + m ('w'), and one that owes
---               more already stays as it is
+--               now) or counts at most limit + m ('w', 'l'), and one that
+--               owes more already stays as it is
 --   a Reset, which empties every check's key, or none:
 --     'X', c, then for each check, one argument (s) and one key
 --   a Release or an Extend of one lease, a request of one check of kind
@@ -126,6 +128,27 @@
 --        whenever it is read: its fields agree with u, e and x. Its TTL is
 --        not read: every write that moves x sets it, and the fields and
 --        values tell the key as this state's.
+--   'l'  a HASH of a sliding log: n, the units of its entries, >= 1; h and
+--        t, the numbers of its oldest and newest entries (1 <= h <= t,
+--        t - h < n); a and z, their times (server time in integer µs, a
+--        <= z); and a field per entry, its number h to t: its time, for
+--        an entry of one unit, or "time:units" (units >= 2), times in the
+--        order of the numbers. An entry counts while now < time + window
+--        and leaves at time + window; PEXPIRE until the newest entry
+--        leaves. A call reads n, h, t, a and z (HMGET) and checks them;
+--        while the oldest entry has left (a + window <= now), it reads it
+--        and the next (HMGET) to drop it. An allowed call appends an
+--        entry (HSET of n, t, z and the entry, with h and a when entries
+--        left, and HDEL of those), stamped max(now, z) so that times stay
+--        in order; a log holding limit entries (a Settle's, in debt) adds
+--        the units to its newest entry instead, whose time moves to now.
+--        A denial, a Refund and such a Settle read the whole HASH
+--        (HGETALL), O(entries), which is checked whenever it is read: its
+--        fields agree with n, h, t, a and z. A denial's retry_after is
+--        the time until the oldest entries whose units must go for n to
+--        fit have left; a Refund takes units off the newest entries taken
+--        at or before now - age, and rewrites the HASH (numbered from 1).
+--        Its TTL is not read: every write sets it.
 -- Numbers are decimal digits without sign, point, exponent or leading zero, below 2^53 in size, which Lua's doubles hold
 -- exactly, and are passed to redis.call as numbers, which Redis writes as
 -- plain digits below 10^20 (tostring would keep only 14 significant
@@ -139,7 +162,9 @@
 -- GCRA key's tat stays where it was, so what the key owes (tat - now) grows
 -- by the step until the clock catches up, and its waits include the
 -- catching up; a window's count stays, and the window lasts as long as its
--- key's TTL; a lease lasts until the clock passes its expiry again.
+-- key's TTL; a lease lasts until the clock passes its expiry again, and so
+-- does a log's entry its time + window (a new entry is stamped no earlier
+-- than the newest).
 --
 -- A script holds the server while it runs: callers bound R.
 
@@ -849,6 +874,316 @@ local function held_drop(key, id, units, expiry, u, x)
   return nil
 end
 
+-- The 'l' kind: a sliding log (see its state above).
+
+local log_bad = 'not a HASH of n, h, t, a, z and entries "time" or "time:units" that agree, whole numbers below 2^53'
+
+-- log_entry reads an entry's value, "time" or "time:units", and returns
+-- its time and units; nil for anything else.
+local function log_entry(v)
+  if type(v) ~= 'string' then
+    return nil
+  end
+  local at = whole(v)
+  if at then
+    return at, 1
+  end
+  local a, b = string.match(v, '^(%d+):(%d+)$')
+  local units
+  at, units = whole(a), whole(b)
+  if at and units and units >= 2 then
+    return at, units
+  end
+  return nil
+end
+
+-- log_value returns the value of an entry of units taken at at.
+local function log_value(at, units)
+  if units == 1 then
+    return at
+  end
+  return string.format('%.0f:%.0f', at, units)
+end
+
+-- log_state reads check c's 'l' key as of now and returns the units of
+-- its entries still in the window (0 when it is absent or all have left),
+-- having set c.n0, c.h0 and c.a0, the header as read (c.n0 0 when absent);
+-- c.h, c.a, the oldest entry still in the window and its time; c.t and
+-- c.z, the newest's; and c.dead, the number of entries that have left
+-- (h0 to h - 1); or nil and the reason the key is refused. stored, when
+-- not nil, is the key's HMGET of n, h, t, a and z, made already: the key
+-- exists.
+local function log_state(c, stored)
+  local key, w = c.key, c.param * 1000
+  local v = stored or redis.pcall('HMGET', key, 'n', 'h', 't', 'a', 'z')
+  if wrongtype(v) then
+    return nil, 'not a HASH'
+  end
+  c.n0, c.dead, c.z = 0, 0, 0
+  if not (v[1] or v[2] or v[3] or v[4] or v[5]) then
+    if stored or redis.call('EXISTS', key) == 1 then
+      return nil, log_bad
+    end
+    return 0
+  end
+  local n, h, t, a, z = whole(v[1]), whole(v[2]), whole(v[3]), whole(v[4]), whole(v[5])
+  if not (n and h and t and a and z and n >= 1 and h >= 1 and h <= t and t - h < n and a <= z) then
+    return nil, log_bad
+  end
+  c.n0, c.h0, c.a0, c.t, c.z = n, h, a, t, z
+  while a + w <= now do
+    -- The oldest entry has left: drop it, and read the next one's time.
+    local e = redis.call('HMGET', key, h, h + 1)
+    local at, units = log_entry(e[1])
+    if not at or at ~= a or units > n then
+      return nil, log_bad
+    end
+    n = n - units
+    if h == t then
+      if n ~= 0 or at ~= z then
+        return nil, log_bad
+      end
+      c.dead = t - c.h0 + 1
+      return 0
+    end
+    local next = log_entry(e[2])
+    if not next or next < at or next > z or n < 1 then
+      return nil, log_bad
+    end
+    h, a = h + 1, next
+  end
+  c.h, c.a, c.dead = h, a, h - c.h0
+  return n
+end
+
+-- log_entries reads the whole HASH of check c's key, whose header
+-- log_state read, checks that it agrees with it, and returns the times
+-- and units of the entries still in the window, oldest first; or nil and
+-- the reason the key is refused.
+local function log_entries(c)
+  local state = redis.call('HGETALL', c.key)
+  local h0, t = c.h0, c.t
+  local ats, units = {}, {}
+  local header, sum = 0, 0
+  for i = 1, #state, 2 do
+    local f, v = state[i], state[i + 1]
+    if f == 'n' or f == 'h' or f == 't' or f == 'a' or f == 'z' then
+      header = header + 1 -- their values were checked by log_state
+    else
+      local seq = whole(f)
+      local at, k = log_entry(v)
+      if not (seq and at and seq >= h0 and seq <= t) or ats[seq - h0 + 1] then
+        return nil, log_bad
+      end
+      ats[seq - h0 + 1], units[seq - h0 + 1] = at, k
+      sum = sum + k
+    end
+  end
+  local count = t - h0 + 1
+  if header ~= 5 or #state ~= 2 * (count + 5) or sum ~= c.n0 then
+    return nil, log_bad
+  end
+  for i = 2, count do
+    if not ats[i] or ats[i] < ats[i - 1] then
+      return nil, log_bad
+    end
+  end
+  if ats[1] ~= c.a0 or ats[count] ~= c.z then
+    return nil, log_bad
+  end
+  local keep_at, keep_units = {}, {}
+  for i = c.dead + 1, count do
+    keep_at[#keep_at + 1], keep_units[#keep_units + 1] = ats[i], units[i]
+  end
+  return keep_at, keep_units
+end
+
+-- log_rewrite replaces check c's key by the log of entries ats and units
+-- (oldest first), numbered from 1, or deletes it when there are none, and
+-- returns its remaining and reset_after.
+local function log_rewrite(c, ats, units)
+  local key, w = c.key, c.param * 1000
+  redis.call('DEL', key)
+  local count = #ats
+  if count == 0 then
+    return c.limit, 0
+  end
+  local sum = 0
+  for i = 1, count do
+    sum = sum + units[i]
+  end
+  redis.call('HSET', key, 'n', sum, 'h', 1, 't', count, 'a', ats[1], 'z', ats[count])
+  local args = {}
+  for i = 1, count do
+    args[#args + 1] = i
+    args[#args + 1] = log_value(ats[i], units[i])
+    if #args >= 4000 or i == count then
+      redis.call('HSET', key, unpack(args))
+      args = {}
+    end
+  end
+  redis.call('PEXPIRE', key, ms(ats[count] + w - now))
+  return max(0, c.limit - sum), ats[count] + w - now
+end
+
+-- log decides an 'l' check; it sets c.add to the units to append, nil
+-- when none, and c.sum, the units in the window before them.
+local function log(c, n, stored)
+  local sum, reason = log_state(c, stored)
+  if not sum then
+    return nil, reason
+  end
+  local limit, w = c.limit, c.param * 1000
+  c.add, c.sum = nil, sum
+  local reset = 0
+  if sum > 0 then
+    reset = c.z + w - now
+  end
+  if n == 0 then
+    return true, max(0, limit - sum), 0, reset
+  end
+  if sum + n <= limit then
+    c.add = n
+    if sum > 0 then
+      return true, limit - sum - n, 0, max(now, c.z) + w - now
+    end
+    return true, limit - n, 0, w
+  end
+  -- Denied: n fits once the oldest entries holding sum + n - limit units
+  -- have left.
+  local ats, units = log_entries(c)
+  if not ats then
+    return nil, units
+  end
+  local need, retry = sum + n - limit, reset
+  for i = 1, #ats do
+    need = need - units[i]
+    if need <= 0 then
+      retry = ats[i] + w - now
+      break
+    end
+  end
+  return false, max(0, limit - sum), retry, reset
+end
+
+-- write_log appends the entry of c.add units that deciding check c set,
+-- if any, dropping the entries that have left.
+local function write_log(c)
+  local add = c.add
+  if not add then
+    return
+  end
+  local key, w = c.key, c.param * 1000
+  if c.sum == 0 then
+    if c.n0 > 0 then
+      redis.call('DEL', key) -- every entry has left
+    end
+    redis.call('HSET', key, 'n', add, 'h', 1, 't', 1, 'a', now, 'z', now, 1, log_value(now, add))
+    redis.call('PEXPIRE', key, ms(w))
+    return
+  end
+  local at, t = max(now, c.z), c.t + 1
+  if c.dead > 0 then
+    local dead = {}
+    for i = 1, c.dead do
+      dead[i] = c.h0 + i - 1
+    end
+    hdel(key, dead)
+    redis.call('HSET', key, 'n', c.sum + add, 'h', c.h, 't', t, 'a', c.a, 'z', at, t, log_value(at, add))
+  else
+    redis.call('HSET', key, 'n', c.sum + add, 't', t, 'z', at, t, log_value(at, add))
+  end
+  redis.call('PEXPIRE', key, ms(at + w - now))
+end
+
+-- log_open opens an absent 'l' key with the compact form's cost c.cost.
+local function log_open(c, write)
+  c.sum, c.n0, c.add = 0, 0, c.cost
+  write(c)
+  return c.param * 1000
+end
+
+-- log_reads tells whether settling check c, decided with n 0 (c.sum
+-- set), reads its whole log: to give back, or to add to the newest entry
+-- of a log of limit entries.
+local function log_reads(c)
+  if c.sum == 0 or c.d == 0 then
+    return false
+  end
+  return c.d < 0 or c.t - c.h + 1 >= c.limit and c.sum < min(c.limit + c.m, maxdebt)
+end
+
+-- log_check reads the whole log of check c, decided with n 0, when
+-- settling it will (see log_reads), into c.ats and c.units; it returns
+-- nil and the reason when the key is refused, and true otherwise.
+local function log_check(c)
+  c.ats, c.units = nil, nil
+  if not log_reads(c) then
+    return true
+  end
+  local ats, units = log_entries(c)
+  if not ats then
+    return nil, units
+  end
+  c.ats, c.units = ats, units
+  return true
+end
+
+-- log_settle settles an 'l' check, decided with n 0 and checked by
+-- log_check: d > 0 appends an entry (within the debt bound; to the newest
+-- entry, whose time moves to now, on a log of limit entries), d < 0 takes
+-- units off the newest entries taken at or before now - age (any, with
+-- age -1).
+local function log_settle(c, age)
+  local d, limit, w, sum = c.d, c.limit, c.param * 1000, c.sum
+  local ats, units = c.ats, c.units
+  if d > 0 and not ats then
+    local add = min(d, min(limit + c.m, maxdebt) - sum)
+    if add > 0 then
+      c.add = add
+      write_log(c)
+      return max(0, limit - sum - add), max(now, c.z) + w - now
+    end
+  end
+  if not ats then
+    if sum == 0 then
+      return limit, 0
+    end
+    return max(0, limit - sum), c.z + w - now
+  end
+  if d > 0 then
+    local last = #ats
+    ats[last], units[last] = max(now, ats[last]), units[last] + min(d, min(limit + c.m, maxdebt) - sum)
+    return log_rewrite(c, ats, units)
+  end
+  local back, bound = -d, now - age
+  for i = #ats, 1, -1 do
+    if back == 0 then
+      break
+    end
+    if age < 0 or ats[i] <= bound then
+      local take = min(units[i], back)
+      units[i], back = units[i] - take, back - take
+    end
+  end
+  local ka, ku = {}, {}
+  for i = 1, #ats do
+    if units[i] > 0 then
+      ka[#ka + 1], ku[#ku + 1] = ats[i], units[i]
+    end
+  end
+  return log_rewrite(c, ka, ku)
+end
+
+-- read_log is the compact form's read of an 'l' key: its HMGET of n, h,
+-- t, a and z, or nil when it is absent.
+local function read_log(key)
+  local v = redis.pcall('HMGET', key, 'n', 'h', 't', 'a', 'z')
+  if v.err or v[1] or v[2] or v[3] or v[4] or v[5] or redis.call('EXISTS', key) == 1 then
+    return v
+  end
+end
+
 -- The compact form's reads return a key's reply to the read of its check,
 -- or nil when the key is absent.
 
@@ -864,7 +1199,9 @@ local function read_string(key)
 end
 
 -- kinds holds each kind's functions: decide, write, settle, and, for the
--- kinds of the compact form, read and open.
+-- kinds of the compact form, read and open; for a kind that reads more of
+-- its key to settle than its decide reads, check, which a Settle calls on
+-- every check before it settles any.
 local kinds = {
   t = { decide = gcra, write = write_bucket, settle = gcra_settle, read = read_hash, open = gcra_open },
   g = { decide = gcra, write = write_gcra, settle = gcra_settle, read = read_string, open = gcra_open },
@@ -872,6 +1209,7 @@ local kinds = {
   T = { decide = gcra, write = write_keyed_bucket, settle = gcra_settle },
   G = { decide = gcra, write = write_keyed_gcra, settle = gcra_settle },
   c = { decide = held, write = write_held, settle = held_settle },
+  l = { decide = log, write = write_log, settle = log_settle, check = log_check, read = read_log, open = log_open },
 }
 
 -- pack writes a check's record. Redis has the struct library; a server
@@ -988,6 +1326,18 @@ local function settle(checks, count, age, tokkey, tokttl)
   local refused = first_refusal(checks, count)
   if refused then
     return refused
+  end
+  for i = 1, count do
+    -- A kind that reads more of its key to settle (a log) checks it
+    -- before any check is settled.
+    local c = checks[i]
+    local check = c.impl.check
+    if check then
+      local ok, reason = check(c)
+      if not ok then
+        return refusal(i, reason)
+      end
+    end
   end
   local seen = tokkey and not redis.call('SET', tokkey, '1', 'NX', 'PX', tokttl)
   local out = ''

@@ -20,6 +20,10 @@ const (
 	// not depend on the policy, so a limiter whose policy is chosen per
 	// key uses it too. An Allow's check of this kind takes Request.Lease.
 	Concurrency Kind = "c"
+	// SlidingLog is a sliding log: at most Units in any window of Param
+	// ms. Its key's state does not depend on the policy, so a limiter
+	// whose policy is chosen per key uses it too.
+	SlidingLog Kind = "l"
 )
 
 // Limit is one limit a request's checks refer to: the algorithm, its limit
