@@ -74,7 +74,7 @@ type rule struct {
 }
 
 // observerOf returns the observer of l when it is one of the limiters of
-// this package (the six rate limiters, Concurrency and RedisConcurrency),
+// this package (the eight rate limiters, Concurrency and RedisConcurrency),
 // built; nil otherwise.
 func observerOf(l Limiter) *observer {
 	switch v := l.(type) {
@@ -107,6 +107,14 @@ func observerOf(l Limiter) *observer {
 			return &v.r.obs
 		}
 	case *RedisFixedWindow:
+		if v != nil && v.r.client != nil {
+			return &v.r.obs
+		}
+	case *SlidingLog:
+		if v != nil && v.logs != nil {
+			return &v.obs
+		}
+	case *RedisSlidingLog:
 		if v != nil && v.r.client != nil {
 			return &v.r.obs
 		}

@@ -21,16 +21,17 @@ type localParts struct {
 	parts []localPart
 }
 
-// localPart is one part: a schedule (TokenBucket, GCRA), a FixedWindow or a
-// Concurrency, and how it reads its clock. A schedule built WithPolicyFunc
+// localPart is one part: a schedule (TokenBucket, GCRA), a FixedWindow, a
+// SlidingLog or a Concurrency, and how it reads its clock. A schedule built WithPolicyFunc
 // decides by its PolicyFunc engine k, whose keys keep their interval.
 type localPart struct {
 	s *schedule
 	k *policyFuncSchedule // s's, when built WithPolicyFunc; nil otherwise
 	w *FixedWindow
 	c *Concurrency
+	g *SlidingLog
 
-	base *clockBase // s's, w's or c's
+	base *clockBase // s's, w's, c's or g's
 	// from is the index of the part whose clock reading this part shares:
 	// its own, or an earlier part's on the same clock. Parts on the system
 	// clock read its monotonic time, at from's reading plus offset, which
@@ -49,6 +50,8 @@ func (l *localParts) policyFunc(i int) *policyFunc {
 		return p.w.policyFunc
 	case p.c != nil:
 		return p.c.policyFunc
+	case p.g != nil:
+		return p.g.policyFunc
 	}
 	return nil
 }
@@ -60,6 +63,8 @@ func (l *localParts) own(i int) partRate {
 		return partRate{limit: p.s.capacity, param: p.s.interval}
 	} else if p.c != nil {
 		return partRate{limit: p.c.limit, param: p.c.ttl}
+	} else if p.g != nil {
+		return partRate{limit: p.g.limit, param: p.g.window}
 	}
 	w := l.parts[i].w
 	return partRate{limit: w.limit, param: w.window}
@@ -83,6 +88,14 @@ func (l *localParts) windowRateOf(i int, rates []partRate) windowRate {
 	return windowRate{limit: rates[i].limit, window: rates[i].param}
 }
 
+// logRateOf is rateOf for a sliding log part.
+func (l *localParts) logRateOf(i int, rates []partRate) logRate {
+	if rates == nil {
+		return l.parts[i].g.logRate
+	}
+	return logRate{limit: rates[i].limit, window: rates[i].param}
+}
+
 // observer returns part i's observer.
 func (l *localParts) observer(i int) *observer {
 	switch p := &l.parts[i]; {
@@ -90,6 +103,8 @@ func (l *localParts) observer(i int) *observer {
 		return &p.s.obs
 	case p.c != nil:
 		return &p.c.obs
+	case p.g != nil:
+		return &p.g.obs
 	}
 	return &l.parts[i].w.obs
 }
@@ -117,8 +132,12 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 			if v.built() {
 				p.c = v
 			}
+		case *SlidingLog:
+			if v != nil && v.logs != nil {
+				p.g = v
+			}
 		default:
-			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA, *FixedWindow or *Concurrency", i, lim)
+			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA, *FixedWindow, *SlidingLog or *Concurrency", i, lim)
 		}
 		switch {
 		case p.s != nil:
@@ -127,6 +146,8 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 			p.base = &p.w.base
 		case p.c != nil:
 			p.base = &p.c.base
+		case p.g != nil:
+			p.base = &p.g.base
 		default:
 			return nil, fmt.Errorf("part %d is a nil or zero-value %T", i, lim)
 		}
@@ -169,6 +190,7 @@ type partCall struct {
 	tsh    *tableShard[int64]
 	ksh    *tableShard[policyFuncTat]
 	wsh    *tableShard[openWindow]
+	gsh    *tableShard[entryLog]
 	csh    *tableShard[*heldUnits]
 	cidx   int   // the index of csh in its table
 	where  where // where the shard holds the key
@@ -179,6 +201,7 @@ type partCall struct {
 	cur, next int64      // a schedule's tat in force and after the call
 	win, nwin openWindow // a fixed window's window open and after the call
 	held      *heldUnits // a Concurrency's leases of the key, swept
+	log       entryLog   // a sliding log's log of the key, swept
 }
 
 // callBuffer holds the partCalls of up to four parts, without allocating.
@@ -230,6 +253,12 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 			c.cur, c.next, c.allowed = p.s.take(tat, c.now, costs[i])
 		case p.c != nil:
 			c.allowed = l.peekHeld(i, c, keys[i], costs[i], rates)
+		case p.g != nil:
+			c.now = p.g.logs.advance(c.gsh, c.reading, p.g.maxNow)
+			c.log, c.where = c.gsh.lookup(keys[i])
+			r := l.logRateOf(i, rates)
+			c.log.sweep(c.now, r.window)
+			c.allowed = int64(costs[i]) <= max(r.limit-c.log.sum, 0)
 		default:
 			c.now = p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			var win openWindow
@@ -245,6 +274,9 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 		case p.c != nil:
 			// Under the lock: a denial's wait reads the key's leases.
 			lease, results[i] = l.hold(i, c, keys[i], costs[i], rates, allowed, leased)
+		case p.g != nil:
+			// Under the lock: a denial's wait reads the key's log.
+			results[i] = l.takeLog(i, c, keys[i], costs[i], rates, allowed)
 		case p.k != nil:
 			tat := c.cur // a peek or a denial keeps the key, converted
 			if allowed {
@@ -275,7 +307,7 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 
 	for i := range parts {
 		p, c := &parts[i], &calls[i]
-		if p.c != nil {
+		if p.c != nil || p.g != nil {
 			continue // its result was made under the lock
 		}
 		lag := lagBehind(c.now, c.reading)
@@ -331,6 +363,9 @@ func (l *localParts) settle(keys []string, changes []int, a adjustment, rates []
 			// Units in flight come back by their leases alone: the part
 			// reports its state.
 			results[i] = l.heldState(i, c, keys[i], rates)
+		case p.g != nil:
+			now := p.g.logs.advance(c.gsh, c.reading, p.g.maxNow)
+			results[i] = p.g.settleAt(l.logRateOf(i, rates), c.gsh, keys[i], d, a, now, lagBehind(now, c.reading))
 		default:
 			now := p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			results[i] = p.w.settleAt(l.windowRateOf(i, rates), c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
@@ -361,6 +396,10 @@ func (l *localParts) reset(keys []string) {
 			p.c.keys.advance(c.csh, c.reading, p.c.maxNow)
 			_, w := c.csh.lookup(keys[i])
 			p.c.keys.remove(c.csh, keys[i], w)
+		case p.g != nil:
+			p.g.logs.advance(c.gsh, c.reading, p.g.maxNow)
+			_, w := c.gsh.lookup(keys[i])
+			p.g.logs.remove(c.gsh, keys[i], w)
 		default:
 			p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			_, w := c.wsh.lookup(keys[i])
@@ -402,6 +441,9 @@ func (l *localParts) lock(keys []string, calls []partCall, order []int) {
 			c.cidx = p.c.keys.shardIndex(keys[i])
 			c.csh = &p.c.keys.shards[c.cidx]
 			c.mu = &c.csh.mu
+		case p.g != nil:
+			c.gsh = p.g.logs.shard(keys[i])
+			c.mu = &c.gsh.mu
 		default:
 			c.wsh = p.w.windows.shard(keys[i])
 			c.mu = &c.wsh.mu
@@ -433,3 +475,27 @@ func unlock(calls []partCall, order []int) {
 
 // lockAddr is the address of a lock, which orders the locks a call takes.
 func lockAddr(mu *sync.Mutex) uintptr { return uintptr(unsafe.Pointer(mu)) }
+
+// takeLog takes cost for key on part i, a sliding log whose key's log c
+// holds swept, when the call is allowed, and returns the part's Result,
+// under the lock: a part that would have allowed a denied call reports its
+// log untouched, with nothing to wait for.
+func (l *localParts) takeLog(i int, c *partCall, key string, cost int, rates []partRate, allowed bool) Result {
+	r := l.logRateOf(i, rates)
+	lag := lagBehind(c.now, c.reading)
+	switch {
+	case allowed && cost > 0:
+		c.log.add(c.now, int64(cost), r.limit)
+		c.log.end = c.now + r.window
+		if c.shared {
+			_, c.where = c.gsh.lookup(key)
+		}
+		c.gsh.write(key, c.where, c.log, c.log.end)
+		return r.result(true, &c.log, c.now, lag)
+	case allowed:
+		return r.result(true, &c.log, c.now, lag)
+	case c.allowed:
+		return r.result(false, &c.log, c.now, lag)
+	}
+	return r.denial(&c.log, int64(cost), c.now, lag)
+}

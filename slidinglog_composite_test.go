@@ -1,0 +1,115 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// logAndWindow builds a sliding log of 5 per second and a fixed window of 7
+// per 1.5 s, with prefix for the Redis ones (ignored in process).
+type logAndWindow func(prefix string) (Adjuster, Adjuster)
+
+func TestCompositeSlidingLogPartDecidesAsTheLimiterAlone(t *testing.T) {
+	t.Parallel()
+	t.Run("in process", func(t *testing.T) {
+		clock := NewFakeClock(epoch)
+		build := func(string) (Adjuster, Adjuster) {
+			l, err := NewSlidingLog(5, time.Second, WithClock(clock))
+			require.NoError(t, err)
+			w, err := NewFixedWindow(7, 1500*time.Millisecond, WithClock(clock))
+			require.NoError(t, err)
+			return l, w
+		}
+		checkLogPart(t, build, clock.Advance)
+	})
+	t.Run("miniredis", func(t *testing.T) {
+		_, client, advance := miniredisClock(t)
+		build := func(prefix string) (Adjuster, Adjuster) {
+			l, err := NewRedisSlidingLog(client, 5, time.Second, WithKeyPrefix(prefix+"l:"))
+			require.NoError(t, err)
+			w, err := NewRedisFixedWindow(client, 7, 1500*time.Millisecond, WithKeyPrefix(prefix+"w:"))
+			require.NoError(t, err)
+			return l, w
+		}
+		checkLogPart(t, build, advance)
+	})
+}
+
+// checkLogPart runs a random stream on a Composite of a sliding log and a
+// fixed window, and on the two limiters alone: a call is allowed iff both
+// would allow it (as their peeks tell), every part reports what the
+// limiter alone does, and a Refund, Settle or Reset reaches both.
+func checkLogPart(t *testing.T, build logAndWindow, advance func(time.Duration)) {
+	ctx := context.Background()
+	log, window := build("alone:")
+	plog, pwindow := build("part:")
+	c, err := NewComposite(Part{Name: "log", Limiter: plog}, Part{Name: "window", Limiter: pwindow})
+	require.NoError(t, err)
+	r := rand.New(rand.NewPCG(24, 5))
+	stream := logStream(5, time.Second)
+	stream.mix.allow = 6 // never above either limit
+	for i, op := range stream.ops(r, 400, "a", "b") {
+		advance(op.advance)
+		msg := fmt.Sprintf("step %d: %v", i, op)
+		if op.kind != "allow" {
+			_, err := op.apply(ctx, c)
+			require.NoError(t, err, msg)
+			_, err = op.apply(ctx, log)
+			require.NoError(t, err, msg)
+			_, err = op.apply(ctx, window)
+			require.NoError(t, err, msg)
+			continue
+		}
+		lp, err := log.Allow(ctx, op.key, 0)
+		require.NoError(t, err, msg)
+		wp, err := window.Allow(ctx, op.key, 0)
+		require.NoError(t, err, msg)
+		var want []Result
+		if op.n <= lp.Remaining && op.n <= wp.Remaining {
+			lr, err := log.Allow(ctx, op.key, op.n)
+			require.NoError(t, err, msg)
+			wr, err := window.Allow(ctx, op.key, op.n)
+			require.NoError(t, err, msg)
+			want = []Result{lr, wr}
+		} else {
+			want = []Result{lp, wp}
+			for j, l := range []Limiter{log, window} {
+				if own := []Result{lp, wp}[j]; op.n > own.Remaining {
+					want[j], err = l.Allow(ctx, op.key, op.n)
+					require.NoError(t, err, msg)
+				}
+				want[j].Allowed = false
+			}
+		}
+		_, got, err := decideParts(ctx, c, op.key, op.n)
+		require.NoError(t, err, msg)
+		if !assert.Equal(t, want, got, msg) {
+			return
+		}
+	}
+}
+
+func TestCompositeOfOneRedisSlidingLogLimitsUserAndTenant(t *testing.T) {
+	t.Parallel()
+	_, client, _ := miniredisClock(t)
+	var scripter redis.Scripter = client
+	l, err := NewRedisSlidingLog(scripter, 2, time.Minute)
+	require.NoError(t, err)
+	c, err := NewComposite(Part{Name: "per-user", Limiter: l}, Part{Name: "per-tenant", Limiter: l, Key: tenantKey})
+	require.NoError(t, err)
+	d, err := c.Decide(context.Background(), "a1", 2)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+	d, err = c.Decide(context.Background(), "a2", 1)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed)
+	assert.Equal(t, "per-tenant", d.Policy.Name)
+	assert.Equal(t, time.Minute, d.RetryAfter)
+}
