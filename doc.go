@@ -17,6 +17,9 @@
 //   - NewFixedWindow, NewRedisFixedWindow: limit per window, opened by a
 //     key's first counted request; the simplest and the cheapest on Redis,
 //     but up to twice the limit around a window's end.
+//   - NewSlidingLog, NewRedisSlidingLog: at most limit in any span of the
+//     window, exactly, with an exact RetryAfter; one entry per allowed
+//     call in the window, so limits up to MaxSlidingLogLimit.
 //   - NewConcurrency, NewRedisConcurrency: at most limit units in flight,
 //     each held by a Lease until it is released or expires (see
 //     Concurrency limits below).

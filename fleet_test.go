@@ -315,6 +315,8 @@ func TestFallbackMirrorsEachRedisLimiterOnTheShare(t *testing.T) {
 	require.NoError(t, err)
 	window, err := NewRedisFixedWindow(client, 10, time.Second)
 	require.NoError(t, err)
+	log, err := NewRedisSlidingLog(client, 10, time.Second)
+	require.NoError(t, err)
 	for _, c := range []struct {
 		backend Limiter
 		want    any
@@ -322,6 +324,7 @@ func TestFallbackMirrorsEachRedisLimiterOnTheShare(t *testing.T) {
 		{bucket, &TokenBucket{}},
 		{gcra, &GCRA{}},
 		{window, &FixedWindow{}},
+		{log, &SlidingLog{}},
 	} {
 		clock := NewFakeClock(epoch)
 		fb, err := fleet.Fallback(c.backend, WithClock(clock))

@@ -27,6 +27,12 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 //   - TokenBucket, RedisTokenBucket: capacity L, one token every W/L (in the
 //     clock's unit, rounded to nearest), as NewGCRA(L, W) reads them.
 //   - GCRA, RedisGCRA: L per period W.
+//   - SlidingLog, RedisSlidingLog: L in any span of W (whole milliseconds
+//     on Redis), L at most MaxSlidingLogLimit. A key keeps its entries,
+//     and each call reads them by its own policy: an entry counts while
+//     now < its time + the W in force, until an allowed call drops it
+//     (having left) or the key expires, at its newest entry's time + the
+//     W of the call that wrote it.
 //   - FixedWindow, RedisFixedWindow: L per window of W (whole milliseconds
 //     on Redis).
 //   - Concurrency, RedisConcurrency: L units in flight, in leases of a TTL
