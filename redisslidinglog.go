@@ -25,9 +25,10 @@ const DefaultSlidingLogPrefix = "ratelimit:sl:"
 // entries, and a field per entry (its time and units), with a PEXPIRE
 // until its newest entry leaves the window, so a key that expires is an
 // empty log. An allowed call costs O(1) Redis commands amortized (it drops
-// the entries that have left and appends its own); a denial, a Refund and
-// a Settle that adds to a log of limit entries read the whole log, at
-// most limit entries (see MaxSlidingLogLimit), in the one script call.
+// the entries that have left and appends its own); a denial of n reads the
+// oldest entries that must leave for n to fit, and a Refund the newest
+// back to those it gives back to, at most limit entries (see
+// MaxSlidingLogLimit), in the one script call.
 //
 // A server clock that steps back never creates a unit: an entry counts
 // until the server's time passes its time plus the window again, and a new

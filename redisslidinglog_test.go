@@ -184,13 +184,16 @@ func TestRedisSlidingLogRefusesStateThatIsNotItsOwn(t *testing.T) {
 			key := l.KeyPrefix() + "k"
 			c.write(m, key)
 			before := m.Dump()
-			// A call that reads the whole log (a denial of 3, a Refund)
-			// finds what a call that reads the header alone may not.
-			_, err1 := l.Allow(ctx, "k", 3)
-			_, err2 := l.Refund(ctx, "k", 1)
-			require.ErrorIs(t, err1, ErrCorruptState)
-			require.ErrorIs(t, err2, ErrCorruptState)
-			assert.Contains(t, err1.Error(), key)
+			// A denial of 3 reads every entry, and finds what a call that
+			// reads the header alone may not; a Refund reads the entries
+			// it gives back to, and so finds all but a wrong sum.
+			_, err = l.Allow(ctx, "k", 3)
+			require.ErrorIs(t, err, ErrCorruptState)
+			assert.Contains(t, err.Error(), key)
+			if c.name != "entries that do not sum to n" {
+				_, err = l.Refund(ctx, "k", 1)
+				require.ErrorIs(t, err, ErrCorruptState)
+			}
 			assert.Equal(t, before, m.Dump(), "the key is left as it was")
 		})
 	}
@@ -244,4 +247,54 @@ func TestRedisSlidingLogRefusesLimitsAboveTheBound(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ratelimit:sl:100:60000:", l.KeyPrefix())
 	assert.Equal(t, Policy{Limit: 100, Window: time.Minute}, l.Policy())
+}
+
+func TestRedisSlidingLogRefundsWithTakenAtAsInProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(24, 6))
+	const limit, window = 20, time.Minute
+	for round := 0; round < 60; round++ {
+		clock := NewFakeClock(epoch)
+		local, err := NewSlidingLog(limit, window, WithClock(clock))
+		require.NoError(t, err)
+		_, client, advance := miniredisClock(t)
+		remote, err := NewRedisSlidingLog(client, limit, window)
+		require.NoError(t, err)
+		step := func(d time.Duration) {
+			clock.Advance(d)
+			advance(d)
+		}
+		both := func(msg string, call func(l Adjuster) (Result, error)) {
+			want, err := call(local)
+			require.NoError(t, err, msg)
+			got, err := call(remote)
+			require.NoError(t, err, msg)
+			require.Equal(t, want, got, msg)
+		}
+		var now time.Duration
+		for i := 0; i < 1+r.IntN(10); i++ {
+			n := 1 + r.IntN(3)
+			both(fmt.Sprintf("round %d: allow %d at %v", round, n, now), func(l Adjuster) (Result, error) { return l.Allow(ctx, "k", n) })
+			step(time.Second)
+			now += time.Second
+		}
+		// TakenAt half a second after a random entry (or before them all):
+		// the server reads it as an age on the system clock.
+		at := time.Duration(r.IntN(int(now/time.Second)+1))*time.Second - 500*time.Millisecond
+		back := 1 + r.IntN(limit)
+		msg := fmt.Sprintf("round %d: refund %d taken at %v, now %v", round, back, at, now)
+		want, err := local.Refund(ctx, "k", back, TakenAt(epoch.Add(at)))
+		require.NoError(t, err, msg)
+		got, err := remote.Refund(ctx, "k", back, TakenAt(time.Now().Add(at-now)))
+		require.NoError(t, err, msg)
+		require.Equal(t, want, got, msg)
+		// What is left, entry by entry: the waits of the largest call as
+		// the entries leave.
+		for j := 0; j < 12; j++ {
+			both(fmt.Sprintf("%s; then %d", msg, j), func(l Adjuster) (Result, error) { return l.Allow(ctx, "k", limit) })
+			both(fmt.Sprintf("%s; then %d", msg, j), func(l Adjuster) (Result, error) { return l.Allow(ctx, "k", 0) })
+			step(5 * time.Second)
+		}
+	}
 }

@@ -11,12 +11,14 @@ import (
 // RedisSlidingLog, whether given to its constructor or by a PolicyFunc.
 //
 // A sliding log keeps one entry per allowed call within the window, up to
-// limit entries per key: 16 bytes each in process, and a HASH field each
-// on Redis (about 30 bytes). A denial also reads every entry to find the
-// exact wait, an O(limit) walk that a Redis server makes while it holds
-// every other client. 10,000 keeps both to a few hundred KB per key and a
-// few hundred µs per denial; beyond it, a SlidingCounter (constant memory)
-// or a GCRA is the better choice.
+// limit entries per key: 16 bytes each in process (a ring of up to 16,384
+// entries, 256 KB), and a HASH field each on Redis (about 77 bytes: 770
+// KB for 10,000). A denial of n reads the oldest entries until they hold
+// the units that must leave for n to fit, O(n) entries of one unit each,
+// which a Redis server reads while it holds every other client: about
+// 2.6 µs per entry (0.2 ms for n = 1, 26 ms for n = 10,000, measured on
+// Redis 7). 10,000 keeps both within reason; beyond it, a counter of
+// constant memory or a GCRA is the better choice.
 const MaxSlidingLogLimit = 10000
 
 // SlidingLog is an in-process sliding log per key: at most limit units of

@@ -96,6 +96,31 @@ func BenchmarkHotKey(b *testing.B) {
 		reportAllowed(b, allowed)
 	})
 
+	// The sliding log of 100 per 100 token intervals (1 µs): a call takes
+	// longer than one interval, so almost every call is allowed, and each
+	// drops the entries that have left and appends its own, the steady
+	// state of a busy key.
+	b.Run("ratelimit-SlidingLog-L100", func(b *testing.B) {
+		l, err := ratelimit.NewSlidingLog(100, 100*hotInterval)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		allowed := 0
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			res, err := l.Allow(ctx, "hot", 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.Allowed {
+				allowed++
+			}
+		}
+		b.StopTimer()
+		reportAllowed(b, allowed)
+	})
+
 	b.Run("x-time-rate-AllowN", func(b *testing.B) {
 		l := rate.NewLimiter(rate.Limit(hotRate), hotCapacity)
 		b.ReportAllocs()

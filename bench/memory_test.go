@@ -61,6 +61,16 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		{"ratelimit-FixedWindow", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
 			return ratelimit.NewFixedWindow(memCapacity, memFill, ratelimit.WithClock(c))
 		})},
+		// The sliding log keeps an entry per allowed call: one per key
+		// here, as every other row takes one token, and four per key in
+		// the next row (four calls of one unit each, at one time).
+		{"ratelimit-SlidingLog", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
+			return ratelimit.NewSlidingLog(memCapacity, memFill, ratelimit.WithClock(c))
+		})},
+		{"ratelimit-SlidingLog-4-entries", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
+			l, err := ratelimit.NewSlidingLog(memCapacity, memFill, ratelimit.WithClock(c))
+			return entriesPerCall{l, 4}, err
+		})},
 		// memorystore reads the system clock and cannot be given another, so
 		// its refill step only peeks (Get). It drops keys only in its sweep
 		// goroutine, set here to run every 24h, so never during the
@@ -204,4 +214,25 @@ func rateMapMemoryCase(newMap func() rateMap) memoryCase {
 		}
 		return insert, refill, func() { runtime.KeepAlive(m) }
 	}}
+}
+
+// entriesPerCall is a sliding log whose Allow of n > 0 is calls Allows of
+// n, so that each key inserted holds calls entries.
+type entriesPerCall struct {
+	*ratelimit.SlidingLog
+	calls int
+}
+
+func (e entriesPerCall) Allow(ctx context.Context, key string, n int) (ratelimit.Result, error) {
+	if n == 0 {
+		return e.SlidingLog.Allow(ctx, key, 0)
+	}
+	var res ratelimit.Result
+	var err error
+	for range e.calls {
+		if res, err = e.SlidingLog.Allow(ctx, key, n); err != nil || !res.Allowed {
+			break
+		}
+	}
+	return res, err
 }

@@ -162,6 +162,18 @@ func redisImpls() []redisImpl {
 			l, err := ratelimit.NewRedisFixedWindow(c, cfg.limit, cfg.period)
 			return ratelimitDecisions(tb, l, err)
 		}},
+		// The sliding log's limit is at most ratelimit.MaxSlidingLogLimit:
+		// a config above it (BenchmarkRedis's) gives 10,000 per 10 ms,
+		// which no run reaches on one key, and whose entries leave as
+		// calls come, so that each call drops old entries and appends.
+		{"ratelimit-RedisSlidingLog", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
+			limit, period := cfg.limit, cfg.period
+			if limit > ratelimit.MaxSlidingLogLimit {
+				limit, period = ratelimit.MaxSlidingLogLimit, 10*time.Millisecond
+			}
+			l, err := ratelimit.NewRedisSlidingLog(c, limit, period)
+			return ratelimitDecisions(tb, l, err)
+		}},
 		// Two limits in one decision: a token bucket and a fixed window of
 		// the same key, all or nothing, in one script request.
 		{"ratelimit-Composite-RedisTokenBucket+RedisFixedWindow", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {

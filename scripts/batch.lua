@@ -142,13 +142,17 @@
 --        left, and HDEL of those), stamped max(now, z) so that times stay
 --        in order; a log holding limit entries (a Settle's, in debt) adds
 --        the units to its newest entry instead, whose time moves to now.
---        A denial, a Refund and such a Settle read the whole HASH
---        (HGETALL), O(entries), which is checked whenever it is read: its
---        fields agree with n, h, t, a and z. A denial's retry_after is
---        the time until the oldest entries whose units must go for n to
---        fit have left; a Refund takes units off the newest entries taken
---        at or before now - age, and rewrites the HASH (numbered from 1).
---        Its TTL is not read: every write sets it.
+--        A denial reads the entries from the oldest on (HMGET, in chunks
+--        that double) until it has those whose units must go for n to
+--        fit: its retry_after is the time until the last of them leaves.
+--        A Refund reads them from the newest back, skipping those taken
+--        after now - age, until it has given its units back; the entries
+--        it empties go, and the newer ones move down to close the gap. A
+--        Settle that adds to the newest entry reads that one. Each reads
+--        HLEN first (but the merge): the HASH holds exactly 5 + t - h + 1
+--        fields. Every entry read is checked: its value, and its time
+--        between its neighbours', a and z. Its TTL is not read: every
+--        write sets it.
 -- Numbers are decimal digits without sign, point, exponent or leading zero, below 2^53 in size, which Lua's doubles hold
 -- exactly, and are passed to redis.call as numbers, which Redis writes as
 -- plain digits below 10^20 (tostring would keep only 14 significant
@@ -956,74 +960,48 @@ local function log_state(c, stored)
   return n
 end
 
--- log_entries reads the whole HASH of check c's key, whose header
--- log_state read, checks that it agrees with it, and returns the times
--- and units of the entries still in the window, oldest first; or nil and
--- the reason the key is refused.
-local function log_entries(c)
-  local state = redis.call('HGETALL', c.key)
-  local h0, t = c.h0, c.t
-  local ats, units = {}, {}
-  local header, sum = 0, 0
-  for i = 1, #state, 2 do
-    local f, v = state[i], state[i + 1]
-    if f == 'n' or f == 'h' or f == 't' or f == 'a' or f == 'z' then
-      header = header + 1 -- their values were checked by log_state
-    else
-      local seq = whole(f)
-      local at, k = log_entry(v)
-      if not (seq and at and seq >= h0 and seq <= t) or ats[seq - h0 + 1] then
-        return nil, log_bad
-      end
-      ats[seq - h0 + 1], units[seq - h0 + 1] = at, k
-      sum = sum + k
-    end
+-- log_read returns the values of the entries numbered first to last
+-- (first <= last) of check c's key, read in one HMGET.
+local function log_read(c, first, last)
+  local fields = {}
+  for s = first, last do
+    fields[#fields + 1] = s
   end
-  local count = t - h0 + 1
-  if header ~= 5 or #state ~= 2 * (count + 5) or sum ~= c.n0 then
-    return nil, log_bad
-  end
-  for i = 2, count do
-    if not ats[i] or ats[i] < ats[i - 1] then
-      return nil, log_bad
-    end
-  end
-  if ats[1] ~= c.a0 or ats[count] ~= c.z then
-    return nil, log_bad
-  end
-  local keep_at, keep_units = {}, {}
-  for i = c.dead + 1, count do
-    keep_at[#keep_at + 1], keep_units[#keep_units + 1] = ats[i], units[i]
-  end
-  return keep_at, keep_units
+  return redis.call('HMGET', c.key, unpack(fields))
 end
 
--- log_rewrite replaces check c's key by the log of entries ats and units
--- (oldest first), numbered from 1, or deletes it when there are none, and
--- returns its remaining and reset_after.
-local function log_rewrite(c, ats, units)
-  local key, w = c.key, c.param * 1000
-  redis.call('DEL', key)
-  local count = #ats
-  if count == 0 then
-    return c.limit, 0
+-- log_counted tells whether check c's key, whose header log_state read,
+-- holds exactly its header's fields and entries.
+local function log_counted(c)
+  return redis.call('HLEN', c.key) == 6 + c.t - c.h0
+end
+
+-- log_wait returns the µs until the oldest entries in the window of check
+-- c that hold need units (1 <= need <= c.sum) have left, reading them from
+-- the oldest on, in chunks that double; or nil and the reason the key is
+-- refused.
+local function log_wait(c, need, w)
+  if not log_counted(c) then
+    return nil, log_bad
   end
-  local sum = 0
-  for i = 1, count do
-    sum = sum + units[i]
-  end
-  redis.call('HSET', key, 'n', sum, 'h', 1, 't', count, 'a', ats[1], 'z', ats[count])
-  local args = {}
-  for i = 1, count do
-    args[#args + 1] = i
-    args[#args + 1] = log_value(ats[i], units[i])
-    if #args >= 4000 or i == count then
-      redis.call('HSET', key, unpack(args))
-      args = {}
+  local seq, t, prev, chunk = c.h, c.t, c.a, 8
+  while seq <= t do
+    local last = min(t, seq + chunk - 1)
+    local vals = log_read(c, seq, last)
+    for i = 1, #vals do
+      local at, units = log_entry(vals[i])
+      if not at or at < prev or at > c.z or seq == c.h and i == 1 and at ~= c.a then
+        return nil, log_bad
+      end
+      need = need - units
+      if need <= 0 then
+        return at + w - now
+      end
+      prev = at
     end
+    seq, chunk = last + 1, min(2 * chunk, 4000)
   end
-  redis.call('PEXPIRE', key, ms(ats[count] + w - now))
-  return max(0, c.limit - sum), ats[count] + w - now
+  return nil, log_bad -- fewer units than n says
 end
 
 -- log decides an 'l' check; it sets c.add to the units to append, nil
@@ -1051,19 +1029,23 @@ local function log(c, n, stored)
   end
   -- Denied: n fits once the oldest entries holding sum + n - limit units
   -- have left.
-  local ats, units = log_entries(c)
-  if not ats then
-    return nil, units
-  end
-  local need, retry = sum + n - limit, reset
-  for i = 1, #ats do
-    need = need - units[i]
-    if need <= 0 then
-      retry = ats[i] + w - now
-      break
-    end
+  local retry, bad = log_wait(c, sum + n - limit, w)
+  if not retry then
+    return nil, bad
   end
   return false, max(0, limit - sum), retry, reset
+end
+
+-- log_drop deletes the entries of check c's key that have left (c.h0 to
+-- c.h - 1).
+local function log_drop(c)
+  if c.dead > 0 then
+    local dead = {}
+    for i = 1, c.dead do
+      dead[i] = c.h0 + i - 1
+    end
+    hdel(c.key, dead)
+  end
 end
 
 -- write_log appends the entry of c.add units that deciding check c set,
@@ -1084,11 +1066,7 @@ local function write_log(c)
   end
   local at, t = max(now, c.z), c.t + 1
   if c.dead > 0 then
-    local dead = {}
-    for i = 1, c.dead do
-      dead[i] = c.h0 + i - 1
-    end
-    hdel(key, dead)
+    log_drop(c)
     redis.call('HSET', key, 'n', c.sum + add, 'h', c.h, 't', t, 'a', c.a, 'z', at, t, log_value(at, add))
   else
     redis.call('HSET', key, 'n', c.sum + add, 't', t, 'z', at, t, log_value(at, add))
@@ -1103,76 +1081,151 @@ local function log_open(c, write)
   return c.param * 1000
 end
 
--- log_reads tells whether settling check c, decided with n 0 (c.sum
--- set), reads its whole log: to give back, or to add to the newest entry
--- of a log of limit entries.
-local function log_reads(c)
-  if c.sum == 0 or c.d == 0 then
-    return false
-  end
-  return c.d < 0 or c.t - c.h + 1 >= c.limit and c.sum < min(c.limit + c.m, maxdebt)
-end
-
--- log_check reads the whole log of check c, decided with n 0, when
--- settling it will (see log_reads), into c.ats and c.units; it returns
--- nil and the reason when the key is refused, and true otherwise.
-local function log_check(c)
-  c.ats, c.units = nil, nil
-  if not log_reads(c) then
+-- log_check reads, for a Settle of check c (decided with n 0, so c.sum is
+-- set), what settling it reads beyond the header, and checks it: for d > 0
+-- on a log of limit entries, the newest entry, whose units c.merge gets;
+-- for d < 0, the entries from the newest back to those that give -d units
+-- back (taken at or before now - age; any, with age -1), into c.kept, the
+-- values of the newer ones, newest first, c.touched, the number, time and
+-- units left of each that gives some back, newest first, and c.given. It
+-- returns nil and the reason when the key is refused, and true otherwise.
+local function log_check(c, age)
+  c.merge, c.kept, c.touched, c.given = nil, nil, nil, 0
+  local d = c.d
+  if c.sum == 0 or d == 0 then
     return true
   end
-  local ats, units = log_entries(c)
-  if not ats then
-    return nil, units
+  if d > 0 then
+    if c.t - c.h + 1 < c.limit or c.sum >= min(c.limit + c.m, maxdebt) then
+      return true
+    end
+    local at, units = log_entry(redis.call('HGET', c.key, c.t))
+    if not at or at ~= c.z then
+      return nil, log_bad
+    end
+    c.merge = units
+    return true
   end
-  c.ats, c.units = ats, units
+  if age >= 0 and now - age < c.a then
+    return true -- every entry was taken later
+  end
+  if not log_counted(c) then
+    return nil, log_bad
+  end
+  local kept, touched = {}, {}
+  local back, seq, chunk, newer = -d, c.t, 8, c.z
+  while seq >= c.h and back > 0 do
+    local lo = max(c.h, seq - chunk + 1)
+    local vals = log_read(c, lo, seq)
+    for s = seq, lo, -1 do
+      local v = vals[s - lo + 1]
+      local at, units = log_entry(v)
+      if not at or at > newer or at < c.a or s == c.t and at ~= c.z or s == c.h and at ~= c.a then
+        return nil, log_bad
+      end
+      newer = at
+      if age >= 0 and at > now - age then
+        kept[#kept + 1] = v
+      else
+        local take = min(units, back)
+        back = back - take
+        touched[#touched + 1] = { s, at, units - take }
+        if back == 0 then
+          break
+        end
+      end
+    end
+    seq, chunk = lo - 1, min(2 * chunk, 4000)
+  end
+  c.kept, c.touched, c.given = kept, touched, -d - back
   return true
 end
 
+-- log_give gives back the units log_check planned on check c's key: the
+-- entries it emptied go, the newer ones move down in their place, and the
+-- header follows. It returns the key's remaining and reset_after.
+local function log_give(c)
+  local key, limit, w = c.key, c.limit, c.param * 1000
+  local kept, touched = c.kept, c.touched
+  local n = c.sum - c.given
+  if n == 0 then
+    redis.call('DEL', key)
+    return limit, 0
+  end
+  local h, t, a, z = c.h, c.t, c.a, c.z
+  log_drop(c)
+  local oldest = touched[#touched]
+  local first = oldest[1] -- the first entry emptied
+  if oldest[3] > 0 then
+    redis.call('HSET', key, oldest[1], log_value(oldest[2], oldest[3]))
+    first = first + 1
+  end
+  local gap = touched[1][1] - first + 1 -- entries emptied
+  if gap > 0 then
+    local nk, args = #kept, {}
+    for i = 1, nk do
+      args[#args + 1] = t - i + 1 - gap
+      args[#args + 1] = kept[i]
+      if #args >= 4000 or i == nk then
+        redis.call('HSET', key, unpack(args))
+        args = {}
+      end
+    end
+    local gone = {}
+    for s = t - gap + 1, t do
+      gone[#gone + 1] = s
+    end
+    hdel(key, gone)
+    t = t - gap
+    if first == h then
+      a = log_entry(kept[nk]) -- the oldest kept is the oldest now
+    end
+    if nk == 0 then
+      if oldest[3] > 0 then
+        z = oldest[2]
+      else
+        z = log_entry(redis.call('HGET', key, t))
+        if not z then
+          error('ratelimit batch script: a sliding log changed while it was settled')
+        end
+      end
+    end
+  end
+  redis.call('HSET', key, 'n', n, 'h', h, 't', t, 'a', a, 'z', z)
+  redis.call('PEXPIRE', key, ms(z + w - now))
+  return max(0, limit - n), z + w - now
+end
+
 -- log_settle settles an 'l' check, decided with n 0 and checked by
--- log_check: d > 0 appends an entry (within the debt bound; to the newest
--- entry, whose time moves to now, on a log of limit entries), d < 0 takes
--- units off the newest entries taken at or before now - age (any, with
--- age -1).
-local function log_settle(c, age)
+-- log_check: d > 0 appends an entry (within the debt bound), or adds to
+-- the newest entry, whose time moves to now, on a log of limit entries;
+-- d < 0 gives back what log_check planned.
+local function log_settle(c)
   local d, limit, w, sum = c.d, c.limit, c.param * 1000, c.sum
-  local ats, units = c.ats, c.units
-  if d > 0 and not ats then
+  if d > 0 and sum < min(limit + c.m, maxdebt) then
     local add = min(d, min(limit + c.m, maxdebt) - sum)
-    if add > 0 then
+    local at = max(now, c.z)
+    if not c.merge then
       c.add = add
       write_log(c)
-      return max(0, limit - sum - add), max(now, c.z) + w - now
+    else
+      log_drop(c)
+      local a = c.a
+      if c.h == c.t then
+        a = at
+      end
+      redis.call('HSET', c.key, 'n', sum + add, 'h', c.h, 'a', a, 'z', at, c.t, log_value(at, c.merge + add))
+      redis.call('PEXPIRE', c.key, ms(at + w - now))
     end
+    return max(0, limit - sum - add), at + w - now
   end
-  if not ats then
-    if sum == 0 then
-      return limit, 0
-    end
-    return max(0, limit - sum), c.z + w - now
+  if d < 0 and c.given > 0 then
+    return log_give(c)
   end
-  if d > 0 then
-    local last = #ats
-    ats[last], units[last] = max(now, ats[last]), units[last] + min(d, min(limit + c.m, maxdebt) - sum)
-    return log_rewrite(c, ats, units)
+  if sum == 0 then
+    return limit, 0
   end
-  local back, bound = -d, now - age
-  for i = #ats, 1, -1 do
-    if back == 0 then
-      break
-    end
-    if age < 0 or ats[i] <= bound then
-      local take = min(units[i], back)
-      units[i], back = units[i] - take, back - take
-    end
-  end
-  local ka, ku = {}, {}
-  for i = 1, #ats do
-    if units[i] > 0 then
-      ka[#ka + 1], ku[#ku + 1] = ats[i], units[i]
-    end
-  end
-  return log_rewrite(c, ka, ku)
+  return max(0, limit - sum), c.z + w - now
 end
 
 -- read_log is the compact form's read of an 'l' key: its HMGET of n, h,
@@ -1200,8 +1253,8 @@ end
 
 -- kinds holds each kind's functions: decide, write, settle, and, for the
 -- kinds of the compact form, read and open; for a kind that reads more of
--- its key to settle than its decide reads, check, which a Settle calls on
--- every check before it settles any.
+-- its key to settle than its decide reads, check (with the Settle's age),
+-- which a Settle calls on every check before it settles any.
 local kinds = {
   t = { decide = gcra, write = write_bucket, settle = gcra_settle, read = read_hash, open = gcra_open },
   g = { decide = gcra, write = write_gcra, settle = gcra_settle, read = read_string, open = gcra_open },
@@ -1333,7 +1386,7 @@ local function settle(checks, count, age, tokkey, tokttl)
     local c = checks[i]
     local check = c.impl.check
     if check then
-      local ok, reason = check(c)
+      local ok, reason = check(c, age)
       if not ok then
         return refusal(i, reason)
       end
