@@ -32,7 +32,7 @@ func TestRedisSlidingLogDecidesAsInProcessOnMiniredis(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(24, 3))
-	for round := 0; round < sized(12, 48); round++ {
+	for round := 0; round < sized(8, 24); round++ {
 		limit := 1 + r.IntN(12)
 		window := time.Duration(1+r.Int64N(3000)) * time.Millisecond
 		debt := []int{0, 1, 3, UnboundedDebt}[r.IntN(4)]
