@@ -113,3 +113,51 @@ func TestCompositeOfOneRedisSlidingLogLimitsUserAndTenant(t *testing.T) {
 	assert.Equal(t, "per-tenant", d.Policy.Name)
 	assert.Equal(t, time.Minute, d.RetryAfter)
 }
+
+func TestDenyCacheOverASlidingLogKeepsADenialForItsCostOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := NewFakeClock(epoch)
+	l, err := NewSlidingLog(3, 10*time.Second, WithClock(clock))
+	require.NoError(t, err)
+	c, err := NewDenyCache(l, DenyCacheConfig{MaxAge: time.Minute, Clock: clock})
+	require.NoError(t, err)
+	_, err = c.Allow(ctx, "k", 1) // at 0
+	require.NoError(t, err)
+	clock.Advance(5 * time.Second)
+	_, err = c.Allow(ctx, "k", 2) // at 5 s
+	require.NoError(t, err)
+	// 3 waits for both entries to leave, at 15 s; 1 only for the first,
+	// at 10 s: a fixed window's reading of the denial would deny it.
+	res, err := c.Allow(ctx, "k", 3)
+	require.NoError(t, err)
+	assert.Equal(t, no(3, 0, 10*time.Second, 10*time.Second), res)
+	clock.Advance(5 * time.Second)
+	res, err = c.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, ok(3, 0, 10*time.Second), res)
+	d, err := c.Decide(ctx, "k", 3)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed)
+	assert.Equal(t, 10*time.Second, d.RetryAfter)
+}
+
+func TestSlidingLogReportsToItsHooks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	hooks := &recordingHooks{}
+	l, err := NewSlidingLog(2, time.Minute, WithClock(NewFakeClock(epoch)), WithHooks(hooks), WithName("logins"))
+	require.NoError(t, err)
+	_, err = l.Allow(ctx, "k", 2)
+	require.NoError(t, err)
+	_, err = l.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	ev := hooks.last()
+	assert.Equal(t, "logins", ev.Limiter)
+	assert.Equal(t, "k", ev.Key)
+	assert.Equal(t, no(2, 0, time.Minute, time.Minute), ev.Result)
+	assert.Equal(t, Policy{Limit: 2, Window: time.Minute}, ev.Policy.Policy)
+	_, err = l.Allow(ctx, "k", 3)
+	require.ErrorIs(t, err, ErrCostExceedsLimit)
+	assert.ErrorIs(t, hooks.last().Err, ErrCostExceedsLimit)
+}
