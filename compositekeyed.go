@@ -76,7 +76,7 @@ func (k *keyedParts) decided(own []NamedPolicy, ownRules []rule, policies []Name
 	}
 	rules := make([]rule, len(own))
 	for i := range rules {
-		rules[i] = rule{unit: k.units[i] * rates[i].param, inFlight: ownRules[i].inFlight}
+		rules[i] = rule{unit: k.units[i] * rates[i].param, inFlight: ownRules[i].inFlight, gradual: ownRules[i].gradual}
 	}
 	return append([]NamedPolicy(nil), policies...), rules
 }
@@ -104,7 +104,8 @@ func (c *Composite) settleBound() (int, int) {
 }
 
 // unit returns the ns one unit of part i's param makes in its rule: 1 for
-// a schedule (its interval, in ns), 0 for a window or a Concurrency.
+// a schedule (its interval, in ns), 0 for a window, a sliding log or a
+// Concurrency.
 func (l *localParts) unit(i int) int64 {
 	if l.parts[i].s != nil {
 		return 1
@@ -113,7 +114,8 @@ func (l *localParts) unit(i int) int64 {
 }
 
 // unit returns the ns one unit of part i's param makes in its rule: 1 µs
-// for a token bucket or GCRA, 0 for a window or a RedisConcurrency.
+// for a token bucket or GCRA, 0 for a window, a sliding log or a
+// RedisConcurrency.
 func (rp *redisParts) unit(i int) int64 {
 	if i == rp.inFlight || redisRule(rp.parts[i].own.Kind, 1).unit == 0 {
 		return 0

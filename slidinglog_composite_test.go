@@ -161,3 +161,15 @@ func TestSlidingLogReportsToItsHooks(t *testing.T) {
 	require.ErrorIs(t, err, ErrCostExceedsLimit)
 	assert.ErrorIs(t, hooks.last().Err, ErrCostExceedsLimit)
 }
+
+func TestCompositeOfKeyedSlidingLogsKeepsItsDenialsGradual(t *testing.T) {
+	t.Parallel()
+	l, err := NewSlidingLog(3, time.Minute, WithClock(NewFakeClock(epoch)), WithPolicyFunc(everyKey(2, time.Second)))
+	require.NoError(t, err)
+	c, err := NewComposite(Part{Name: "log", Limiter: l})
+	require.NoError(t, err)
+	d, err := c.Decide(context.Background(), "k", 2)
+	require.NoError(t, err)
+	require.Len(t, d.rules, 1)
+	assert.True(t, d.rules[0].gradual, "a sliding log's units leave one by one, whatever its policy")
+}
