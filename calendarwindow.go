@@ -104,6 +104,12 @@ func checkLocalCalendar(kind string, p Policy) (int64, int64, error) {
 	return checkCalendarPolicy(kind, p, math.MaxInt64)
 }
 
+// checkRedisCalendar checks a calendar window's policy on Redis, whose
+// script counts exactly up to 2^52: its param is its period.
+func checkRedisCalendar(kind string, p Policy) (int64, int64, error) {
+	return checkCalendarPolicy(kind, p, maxRedisLimit)
+}
+
 // checkCalendarPolicy checks a calendar window's policy of a limit up to
 // most: its param is its period, which Window names by its nominal
 // length.

@@ -278,6 +278,9 @@ type backend int
 const (
 	inProcess backend = iota
 	onRedis
+	// onRedisClocked is a Redis limiter that also reads a Clock of the
+	// client's (a RedisCalendarWindow's, for its windows' bounds).
+	onRedisClocked
 )
 
 // applyOptions runs opts over a config and rejects those that do not apply to
