@@ -17,6 +17,10 @@
 //   - NewFixedWindow, NewRedisFixedWindow: limit per window, opened by a
 //     key's first counted request; the simplest and the cheapest on Redis,
 //     but up to twice the limit around a window's end.
+//   - NewCalendarWindow, NewRedisCalendarWindow: limit per minute, hour,
+//     day, week or month of the wall clock in a time zone (a Calendar),
+//     for quotas that reset at midnight or on the 1st, for every key at
+//     once; days across a daylight-saving change last 23 or 25 hours.
 //   - NewConcurrency, NewRedisConcurrency: at most limit units in flight,
 //     each held by a Lease until it is released or expires (see
 //     Concurrency limits below).

@@ -155,7 +155,9 @@
 -- GCRA key's tat stays where it was, so what the key owes (tat - now) grows
 -- by the step until the clock catches up, and its waits include the
 -- catching up; a window's count stays, and the window lasts as long as its
--- key's TTL; a lease lasts until the clock passes its expiry again.
+-- key's TTL; a lease lasts until the clock passes its expiry again; a 'k'
+-- key that counted in a window later than the one open now keeps its count
+-- until the key expires.
 --
 -- A script holds the server while it runs: callers bound R.
 
