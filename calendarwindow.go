@@ -314,8 +314,16 @@ func (w *CalendarWindow) settle(ctx context.Context, key string, taken, cost int
 	}
 	reading := w.base.elapsed()
 	sh, now := w.windows.lock(key, reading, calendarMaxNow)
+	res := w.settleAt(limit, period, sh, key, int64(cost-taken), a, now, lagBehind(now, reading))
+	sh.mu.Unlock()
+	return res, nil
+}
+
+// settleAt counts d more units for key (takes -d off for a negative d) in
+// sh, locked, at limit in windows of period, at its time now read from a
+// clock lag behind it, and returns the key's Result.
+func (w *CalendarWindow) settleAt(limit int64, period CalendarPeriod, sh *tableShard[openWindow], key string, d int64, a adjustment, now, lag int64) Result {
 	sp := w.span(period, now)
-	d := int64(cost - taken)
 	win, at := sh.lookup(key)
 	if win.end <= sp.start || win.count <= 0 {
 		win = openWindow{}
@@ -337,12 +345,25 @@ func (w *CalendarWindow) settle(ctx context.Context, key string, taken, cost int
 			w.windows.remove(sh, key, at)
 		}
 	}
-	sh.mu.Unlock()
-	res := Result{Allowed: true, Limit: int(limit), Remaining: int(max(limit-win.count, 0))}
-	if win.count > 0 {
-		res.ResetAfter = time.Duration(win.end - now + lagBehind(now, reading))
+	return windowRate{limit: limit}.result(true, win, now, lag)
+}
+
+// take decides n at limit in windows of period for a key whose stored
+// window is win, at the shard's time now, without writing: it returns the
+// key's window open now (the zero openWindow if it counted nothing in it),
+// the window after counting n, and whether n is allowed.
+func (w *CalendarWindow) take(limit int64, period CalendarPeriod, win openWindow, now int64, n int) (cur, next openWindow, allowed bool) {
+	sp := w.span(period, now)
+	if win.end <= sp.start || win.count <= 0 {
+		win = openWindow{} // counted in an earlier window, or never
 	}
-	return res, nil
+	allowed = int64(n) <= max(limit-win.count, 0)
+	next = win
+	if allowed && n > 0 {
+		next.end = sp.end
+		next.count += int64(n)
+	}
+	return win, next, allowed
 }
 
 // Reset forgets key's count: it is back to its full limit. ctx is not

@@ -16,7 +16,7 @@ type Part struct {
 	Name string
 	// Limiter decides the part. All the parts of a Composite are
 	// in-process limiters of this package (TokenBucket, GCRA, FixedWindow,
-	// and at most one Concurrency), or all are Redis limiters of this
+	// CalendarWindow, and at most one Concurrency), or all are Redis limiters of this
 	// package on the same client (RedisTokenBucket, RedisGCRA,
 	// RedisFixedWindow, and at most one RedisConcurrency).
 	Limiter Limiter

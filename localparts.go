@@ -21,16 +21,17 @@ type localParts struct {
 	parts []localPart
 }
 
-// localPart is one part: a schedule (TokenBucket, GCRA), a FixedWindow or a
-// Concurrency, and how it reads its clock. A schedule built WithPolicyFunc
+// localPart is one part: a schedule (TokenBucket, GCRA), a FixedWindow, a
+// CalendarWindow or a Concurrency, and how it reads its clock. A schedule built WithPolicyFunc
 // decides by its PolicyFunc engine k, whose keys keep their interval.
 type localPart struct {
-	s *schedule
-	k *policyFuncSchedule // s's, when built WithPolicyFunc; nil otherwise
-	w *FixedWindow
-	c *Concurrency
+	s  *schedule
+	k  *policyFuncSchedule // s's, when built WithPolicyFunc; nil otherwise
+	w  *FixedWindow
+	c  *Concurrency
+	cw *CalendarWindow
 
-	base *clockBase // s's, w's or c's
+	base *clockBase // s's, w's, c's or cw's
 	// from is the index of the part whose clock reading this part shares:
 	// its own, or an earlier part's on the same clock. Parts on the system
 	// clock read its monotonic time, at from's reading plus offset, which
@@ -49,6 +50,8 @@ func (l *localParts) policyFunc(i int) *policyFunc {
 		return p.w.policyFunc
 	case p.c != nil:
 		return p.c.policyFunc
+	case p.cw != nil:
+		return p.cw.policyFunc
 	}
 	return nil
 }
@@ -60,6 +63,8 @@ func (l *localParts) own(i int) partRate {
 		return partRate{limit: p.s.capacity, param: p.s.interval}
 	} else if p.c != nil {
 		return partRate{limit: p.c.limit, param: p.c.ttl}
+	} else if p.cw != nil {
+		return partRate{limit: p.cw.limit, param: int64(p.cw.cal.Period)}
 	}
 	w := l.parts[i].w
 	return partRate{limit: w.limit, param: w.window}
@@ -75,12 +80,26 @@ func (l *localParts) rateOf(i int, rates []partRate) rate {
 	return rate{interval: r.param, capacity: r.limit, tau: r.limit * r.param}
 }
 
-// windowRateOf is rateOf for a window part.
+// windowRateOf is rateOf for a window part; a CalendarWindow's has its
+// limit alone, which is all its Results read.
 func (l *localParts) windowRateOf(i int, rates []partRate) windowRate {
+	if l.parts[i].cw != nil {
+		return windowRate{limit: l.calendarRateOf(i, rates).limit}
+	}
 	if rates == nil {
 		return l.parts[i].w.windowRate
 	}
 	return windowRate{limit: rates[i].limit, window: rates[i].param}
+}
+
+// calendarRateOf returns a CalendarWindow part's limit and period (as
+// param) for a call whose parts' policies are rates (nil: each part's
+// own).
+func (l *localParts) calendarRateOf(i int, rates []partRate) partRate {
+	if rates == nil {
+		return l.own(i)
+	}
+	return rates[i]
 }
 
 // observer returns part i's observer.
@@ -90,6 +109,8 @@ func (l *localParts) observer(i int) *observer {
 		return &p.s.obs
 	case p.c != nil:
 		return &p.c.obs
+	case p.cw != nil:
+		return &p.cw.obs
 	}
 	return &l.parts[i].w.obs
 }
@@ -117,8 +138,12 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 			if v.built() {
 				p.c = v
 			}
+		case *CalendarWindow:
+			if v != nil && v.windows != nil {
+				p.cw = v
+			}
 		default:
-			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA, *FixedWindow or *Concurrency", i, lim)
+			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA, *FixedWindow, *CalendarWindow or *Concurrency", i, lim)
 		}
 		switch {
 		case p.s != nil:
@@ -127,6 +152,8 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 			p.base = &p.w.base
 		case p.c != nil:
 			p.base = &p.c.base
+		case p.cw != nil:
+			p.base = &p.cw.base
 		default:
 			return nil, fmt.Errorf("part %d is a nil or zero-value %T", i, lim)
 		}
@@ -230,6 +257,12 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 			c.cur, c.next, c.allowed = p.s.take(tat, c.now, costs[i])
 		case p.c != nil:
 			c.allowed = l.peekHeld(i, c, keys[i], costs[i], rates)
+		case p.cw != nil:
+			r := l.calendarRateOf(i, rates)
+			c.now = p.cw.windows.advance(c.wsh, c.reading, calendarMaxNow)
+			var win openWindow
+			win, c.where = c.wsh.lookup(keys[i])
+			c.win, c.nwin, c.allowed = p.cw.take(r.limit, CalendarPeriod(r.param), win, c.now, costs[i])
 		default:
 			c.now = p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			var win openWindow
@@ -331,6 +364,10 @@ func (l *localParts) settle(keys []string, changes []int, a adjustment, rates []
 			// Units in flight come back by their leases alone: the part
 			// reports its state.
 			results[i] = l.heldState(i, c, keys[i], rates)
+		case p.cw != nil:
+			r := l.calendarRateOf(i, rates)
+			now := p.cw.windows.advance(c.wsh, c.reading, calendarMaxNow)
+			results[i] = p.cw.settleAt(r.limit, CalendarPeriod(r.param), c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
 		default:
 			now := p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			results[i] = p.w.settleAt(l.windowRateOf(i, rates), c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
@@ -361,6 +398,10 @@ func (l *localParts) reset(keys []string) {
 			p.c.keys.advance(c.csh, c.reading, p.c.maxNow)
 			_, w := c.csh.lookup(keys[i])
 			p.c.keys.remove(c.csh, keys[i], w)
+		case p.cw != nil:
+			p.cw.windows.advance(c.wsh, c.reading, calendarMaxNow)
+			_, w := c.wsh.lookup(keys[i])
+			p.cw.windows.remove(c.wsh, keys[i], w)
 		default:
 			p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			_, w := c.wsh.lookup(keys[i])
@@ -402,6 +443,9 @@ func (l *localParts) lock(keys []string, calls []partCall, order []int) {
 			c.cidx = p.c.keys.shardIndex(keys[i])
 			c.csh = &p.c.keys.shards[c.cidx]
 			c.mu = &c.csh.mu
+		case p.cw != nil:
+			c.wsh = p.cw.windows.shard(keys[i])
+			c.mu = &c.wsh.mu
 		default:
 			c.wsh = p.w.windows.shard(keys[i])
 			c.mu = &c.wsh.mu

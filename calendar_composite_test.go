@@ -1,0 +1,83 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// perMinuteAndPerDay is a Composite of 3 a minute (a token bucket) and 5
+// a day of Berlin's wall clock, on one FakeClock reading at.
+func perMinuteAndPerDay(t *testing.T, at time.Time, opts ...Option) (*Composite, *CalendarWindow, *FakeClock) {
+	t.Helper()
+	clock := NewFakeClock(at)
+	minute, err := NewGCRA(3, time.Minute, WithClock(clock))
+	require.NoError(t, err)
+	day, err := NewCalendarWindow(5, Calendar{Period: CalendarDay, Location: zone(t, "Europe/Berlin")}, append(opts, WithClock(clock))...)
+	require.NoError(t, err)
+	c, err := NewComposite(Part{Name: "minute", Limiter: minute}, Part{Name: "day", Limiter: day})
+	require.NoError(t, err)
+	return c, day, clock
+}
+
+func TestCompositeWithACalendarPartTakesAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	// 2026-10-25 in Berlin lasts 25 hours, from 22:00 UTC on the 24th.
+	c, day, clock := perMinuteAndPerDay(t, utc(2026, 10, 24, 23, 0))
+	d, err := c.Decide(ctx, "k", 3)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+	assert.Equal(t, ok(5, 2, 24*time.Hour), d.Parts[1])
+	d, _ = c.Decide(ctx, "k", 1)
+	assert.False(t, d.Allowed, "the minute is used up")
+	assert.Equal(t, Result{Limit: 5, Remaining: 2, ResetAfter: 24 * time.Hour}, d.Parts[1], "the day is untouched")
+	clock.Advance(time.Minute)
+	d, _ = c.Decide(ctx, "k", 3)
+	assert.False(t, d.Allowed, "the day has 2 left")
+	assert.Equal(t, "day", d.Policy.Name)
+	assert.Equal(t, no(5, 2, 24*time.Hour-time.Minute, 24*time.Hour-time.Minute), d.Parts[1])
+	res, err := day.Allow(ctx, "k", 0)
+	require.NoError(t, err)
+	assert.Equal(t, ok(5, 2, 24*time.Hour-time.Minute), res, "the part alone sees the Composite's count")
+
+	res, err = c.Refund(ctx, "k", 2, TakenAt(utc(2026, 10, 24, 21, 0)))
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Remaining, "taken the day before: the day gives nothing back")
+	_, err = c.Refund(ctx, "k", 2)
+	require.NoError(t, err)
+	res, _ = day.Allow(ctx, "k", 0)
+	assert.Equal(t, 4, res.Remaining)
+	_, err = c.Settle(ctx, "k", 0, 4)
+	require.NoError(t, err)
+	res, _ = day.Allow(ctx, "k", 0)
+	assert.Equal(t, 0, res.Remaining)
+	require.NoError(t, c.Reset(ctx, "k"))
+	res, _ = day.Allow(ctx, "k", 0)
+	assert.Equal(t, ok(5, 5, 0), res)
+
+	clock.Set(utc(2026, 10, 25, 23, 0)) // the next day, the count is gone
+	d, _ = c.Decide(ctx, "j", 1)
+	assert.Equal(t, ok(5, 4, 24*time.Hour), d.Parts[1])
+}
+
+func TestCompositeCalendarPartWithPolicyFunc(t *testing.T) {
+	ctx := context.Background()
+	plans := WithPolicyFunc(func(_ context.Context, key string) (Policy, error) {
+		if key == "pro" {
+			return Policy{Limit: 2, Window: time.Hour}, nil
+		}
+		return Policy{}, nil
+	})
+	c, _, clock := perMinuteAndPerDay(t, utc(2026, 11, 30, 10, 30), plans)
+	d, err := c.Decide(ctx, "pro", 2)
+	require.NoError(t, err)
+	assert.Equal(t, ok(2, 0, 30*time.Minute), d.Parts[1], "the pro plan: 2 an hour")
+	clock.Advance(30 * time.Minute)
+	d, _ = c.Decide(ctx, "pro", 2)
+	assert.Equal(t, ok(2, 0, time.Hour), d.Parts[1], "the next hour")
+	d, _ = c.Decide(ctx, "free", 2)
+	assert.Equal(t, ok(5, 3, 12*time.Hour), d.Parts[1], "the limiter's own: 5 a day of Berlin (UTC+1), at 11:00 UTC")
+}
