@@ -2,8 +2,12 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,4 +84,52 @@ func TestCompositeCalendarPartWithPolicyFunc(t *testing.T) {
 	assert.Equal(t, ok(2, 0, time.Hour), d.Parts[1], "the next hour")
 	d, _ = c.Decide(ctx, "free", 2)
 	assert.Equal(t, ok(5, 3, 12*time.Hour), d.Parts[1], "the limiter's own: 5 a day of Berlin (UTC+1), at 11:00 UTC")
+}
+
+func TestRedisCompositeWithACalendarPartDecidesAsInProcess(t *testing.T) {
+	ctx := context.Background()
+	berlin := zone(t, "Europe/Berlin")
+	at := utc(2026, 10, 25, 20, 0) // an hour before the 25-hour day ends
+	clock := NewFakeClock(at)
+	_, client, move := redistest.Miniredis(t, at)
+	plans := WithPolicyFunc(func(_ context.Context, key string) (Policy, error) {
+		if key == "pro" {
+			return Policy{Limit: 4, Window: time.Hour}, nil
+		}
+		return Policy{}, nil
+	})
+	gcra, err := NewGCRA(3, time.Minute, WithClock(clock))
+	require.NoError(t, err)
+	day, err := NewCalendarWindow(5, Calendar{Period: CalendarDay, Location: berlin}, plans, WithClock(clock))
+	require.NoError(t, err)
+	local, err := NewComposite(Part{Name: "minute", Limiter: gcra}, Part{Name: "day", Limiter: day})
+	require.NoError(t, err)
+	rgcra, err := NewRedisGCRA(client, 3, time.Minute)
+	require.NoError(t, err)
+	rday, err := NewRedisCalendarWindow(client, 5, Calendar{Period: CalendarDay, Location: berlin}, plans, WithClock(clock))
+	require.NoError(t, err)
+	remote, err := NewComposite(Part{Name: "minute", Limiter: rgcra}, Part{Name: "day", Limiter: rday})
+	require.NoError(t, err)
+
+	rng := rand.New(rand.NewPCG(25, 10))
+	now := at
+	for i := range 200 {
+		d := time.Duration(rng.Int64N(int64(3*time.Minute/time.Millisecond))) * time.Millisecond
+		clock.Advance(d)
+		move(d)
+		now = now.Add(d)
+		kind := 3 + rng.IntN(5)
+		if rng.IntN(8) == 0 {
+			kind = rng.IntN(3)
+		}
+		key := []string{"a", "pro"}[rng.IntN(2)]
+		n := rng.IntN(4)
+		takenAt := now.Add(-time.Duration(rng.Int64N(int64(time.Hour))))
+		want, werr := calendarOp(ctx, local, kind, key, n, takenAt)
+		got, gerr := calendarOp(ctx, remote, kind, key, n, takenAt)
+		msg := fmt.Sprintf("call %d at %v: op %d, key %q, n %d", i, now, kind, key, n)
+		require.Equal(t, werr, gerr, msg)
+		require.Equal(t, want.Result, got.Result, msg)
+		require.Equal(t, want.Parts, got.Parts, msg)
+	}
 }

@@ -18,7 +18,8 @@ type Part struct {
 	// in-process limiters of this package (TokenBucket, GCRA, FixedWindow,
 	// CalendarWindow, and at most one Concurrency), or all are Redis limiters of this
 	// package on the same client (RedisTokenBucket, RedisGCRA,
-	// RedisFixedWindow, and at most one RedisConcurrency).
+	// RedisFixedWindow, RedisCalendarWindow, and at most one
+	// RedisConcurrency).
 	Limiter Limiter
 	// Key derives the part's key from the key of the call, for a limit on
 	// another subject (the tenant a user belongs to, say); nil means the

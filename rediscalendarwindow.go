@@ -331,12 +331,21 @@ func (w *RedisCalendarWindow) settle(ctx context.Context, key string, taken, cos
 	p := &redisbatch.Request{Ctx: ctx, Key: w.r.prefix + key, N: cost - taken, Limit: w.limitOf(sp, limit, period)}
 	settleRequest(w.r.send, p, a)
 	if a.hasTaken {
-		// The age on the clock the windows are read from, rounded up.
-		age := max(w.clock.Now().Sub(a.takenAt), 0)
-		p.Settlement.Age = int64((age + time.Microsecond - 1) / time.Microsecond)
+		p.Settlement.Age = w.age(a.takenAt)
 	}
 	p.Settlement.MaxDebt = w.r.debt.units(int64(limit))
 	return w.r.request(p, limit)
+}
+
+// age returns the µs from takenAt to now on the clock the windows are
+// read from, rounded up; 0 for a takenAt to come.
+func (w *RedisCalendarWindow) age(takenAt time.Time) int64 {
+	age := max(w.clock.Now().Sub(takenAt), 0)
+	us := int64(age / time.Microsecond)
+	if age%time.Microsecond != 0 {
+		us++
+	}
+	return us
 }
 
 // Reset forgets key's count, deleting its Redis key. See Adjuster.
