@@ -133,3 +133,27 @@ func TestRedisCompositeWithACalendarPartDecidesAsInProcess(t *testing.T) {
 		require.Equal(t, want.Parts, got.Parts, msg)
 	}
 }
+
+func TestFleetFallbackOfACalendarWindowSharesItsLimitInTheSameWindows(t *testing.T) {
+	m, client, _ := miniredisClock(t)
+	ctx := context.Background()
+	a, b := newTestFleet(t, m, "a"), newTestFleet(t, m, "b")
+	for _, f := range []*Fleet{a, b, a} {
+		require.NoError(t, f.Beat(ctx))
+	}
+	cal := Calendar{Period: CalendarDay, Location: zone(t, "Europe/Berlin")}
+	backend, err := NewRedisCalendarWindow(client, 10, cal, WithClock(NewFakeClock(epoch)))
+	require.NoError(t, err)
+	clock := NewFakeClock(epoch) // midnight UTC: 01:00 in Berlin
+	fb, err := a.Fallback(backend, WithClock(clock))
+	require.NoError(t, err)
+	require.IsType(t, &CalendarWindow{}, fb)
+	res, err := fb.Allow(ctx, "k", 5)
+	require.NoError(t, err)
+	assert.Equal(t, ok(5, 0, 23*time.Hour), res, "half the day's limit, to the end of Berlin's day")
+	res, _ = fb.Allow(ctx, "k", 1)
+	assert.False(t, res.Allowed)
+	clock.Advance(23 * time.Hour)
+	res, _ = fb.Allow(ctx, "k", 5)
+	assert.True(t, res.Allowed, "the next day")
+}
