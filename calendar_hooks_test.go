@@ -59,3 +59,27 @@ func TestCalendarWindowsReportDecisionsAndAdjustmentsToTheirHooks(t *testing.T) 
 		})
 	}
 }
+
+func TestDenyCacheAnswersACalendarWindowsDenialUntilTheWindowEnds(t *testing.T) {
+	ctx := context.Background()
+	clock := NewFakeClock(epoch.Add(23 * time.Hour))
+	w, err := NewCalendarWindow(1, Calendar{Period: CalendarDay}, WithClock(clock))
+	require.NoError(t, err)
+	cache, err := NewDenyCache(w, DenyCacheConfig{Clock: clock, MaxAge: time.Hour})
+	require.NoError(t, err)
+	_, err = cache.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	d, err := cache.Decide(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, FromBackend, d.Source)
+	clock.Advance(30 * time.Minute)
+	d, err = cache.Decide(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, FromDenyCache, d.Source, "the same window: the denial holds")
+	assert.Equal(t, no(1, 0, 30*time.Minute, 30*time.Minute), d.Result)
+	clock.Advance(30 * time.Minute)
+	d, err = cache.Decide(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, FromBackend, d.Source)
+	assert.True(t, d.Allowed, "the next day")
+}
