@@ -74,7 +74,7 @@ type rule struct {
 }
 
 // observerOf returns the observer of l when it is one of the limiters of
-// this package (the eight rate limiters, Concurrency and RedisConcurrency),
+// this package (the rate limiters, Concurrency and RedisConcurrency),
 // built; nil otherwise.
 func observerOf(l Limiter) *observer {
 	switch v := l.(type) {
@@ -116,6 +116,14 @@ func observerOf(l Limiter) *observer {
 		}
 	case *RedisSlidingLog:
 		if v != nil && v.r.client != nil {
+			return &v.r.obs
+		}
+	case *CalendarWindow:
+		if v != nil && v.windows != nil {
+			return &v.obs
+		}
+	case *RedisCalendarWindow:
+		if v.built() {
 			return &v.r.obs
 		}
 	}

@@ -20,6 +20,10 @@
 //   - NewSlidingLog, NewRedisSlidingLog: at most limit in any span of the
 //     window, exactly, with an exact RetryAfter; one entry per allowed
 //     call in the window, so limits up to MaxSlidingLogLimit.
+//   - NewCalendarWindow, NewRedisCalendarWindow: limit per minute, hour,
+//     day, week or month of the wall clock in a time zone (a Calendar),
+//     for quotas that reset at midnight or on the 1st, for every key at
+//     once; days across a daylight-saving change last 23 or 25 hours.
 //   - NewConcurrency, NewRedisConcurrency: at most limit units in flight,
 //     each held by a Lease until it is released or expires (see
 //     Concurrency limits below).

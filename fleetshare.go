@@ -118,6 +118,9 @@ func sharePolicy(p Policy, live int) Policy {
 //     RedisFixedWindow a FixedWindow, a RedisSlidingLog a SlidingLog,
 //     each built WithPolicyFunc(ShareFunc(
 //     backend's policy, backend's PolicyFunc if it was built with one));
+//   - a RedisCalendarWindow gives a CalendarWindow of the same calendar
+//     whose limit for each key is the key's limit on the backend ÷ Live,
+//     rounded down, at least 1, in the same windows of the wall clock;
 //   - a RedisConcurrency gives a Concurrency whose limit for each key is
 //     the key's limit on the backend ÷ Live, rounded down, at least 1,
 //     with the same lease TTL (not stretched as a rate's Window is: a
@@ -214,6 +217,9 @@ func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, er
 	if b, ok := backend.(*RedisConcurrency); ok {
 		return f.mirrorInFlight(kind, b, opts)
 	}
+	if b, ok := backend.(*RedisCalendarWindow); ok {
+		return f.mirrorCalendar(kind, b, opts)
+	}
 	var r *redisLimiter
 	switch b := backend.(type) {
 	case *RedisTokenBucket:
@@ -233,7 +239,7 @@ func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, er
 			r = &b.r
 		}
 	default:
-		return nil, fmt.Errorf("%w: %s: a %T has no in-process mirror; give a RedisTokenBucket, RedisGCRA, RedisFixedWindow, RedisSlidingLog, RedisConcurrency or a Composite of them", ErrInvalidConfig, kind, backend)
+		return nil, fmt.Errorf("%w: %s: a %T has no in-process mirror; give a RedisTokenBucket, RedisGCRA, RedisFixedWindow, RedisSlidingLog, RedisCalendarWindow, RedisConcurrency or a Composite of them", ErrInvalidConfig, kind, backend)
 	}
 	if r == nil || r.client == nil {
 		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
@@ -258,6 +264,24 @@ func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, er
 	default:
 		return NewFixedWindow(def.Limit, def.Window, opts...)
 	}
+}
+
+// mirrorCalendar returns the CalendarWindow that mirrors backend: its
+// calendar, and this replica's share of the limit of backend's policy of
+// each key (÷ Live, rounded down, at least 1) in the same windows, which
+// are the wall clock's and are not stretched as a rate's Window is.
+func (f *Fleet) mirrorCalendar(kind string, backend *RedisCalendarWindow, opts []Option) (Limiter, error) {
+	if !backend.built() {
+		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
+	}
+	def := backend.r.obs.policy
+	var pf PolicyFunc
+	if backend.r.policyFunc != nil {
+		pf = backend.r.policyFunc.f
+	}
+	opts = append([]Option{WithMaxDebt(int(backend.r.debt))}, opts...)
+	opts = append(opts, WithPolicyFunc(f.shareInFlightFunc(def, pf)))
+	return NewCalendarWindow(def.Limit, backend.cal, opts...)
 }
 
 // mirrorInFlight returns the Concurrency that mirrors backend: this

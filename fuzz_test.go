@@ -229,3 +229,60 @@ func FuzzSettleBoundsDebt(f *testing.F) {
 		}
 	})
 }
+
+// calendarZones are the zones FuzzCalendarWindow picks from: UTC, a
+// northern and a southern zone with daylight saving, one that moves by 30
+// minutes, and one of a half-hour offset.
+var calendarZones = []string{"UTC", "Europe/Berlin", "Australia/Sydney", "Australia/Lord_Howe", "Asia/Kolkata"}
+
+// FuzzCalendarWindow checks the in-process calendar window against its
+// model on arbitrary schedules of one key from an arbitrary day of 2026
+// to 2028, in zones with daylight saving, the clock stepping back now and
+// then (one key: time stands still per shard).
+func FuzzCalendarWindow(f *testing.F) {
+	f.Add(uint8(2), uint8(1), uint8(3), uint16(297), []byte{0, 1, 0, 1, 200, 2, 0, 1, 255, 1, 100, 3})
+	f.Add(uint8(1), uint8(2), uint8(2), uint16(276), []byte{5, 1, 5, 2, 250, 1, 60, 1})
+	f.Add(uint8(4), uint8(4), uint8(5), uint16(790), []byte{0, 5, 30, 1, 30, 1, 251, 1})
+	f.Fuzz(func(t *testing.T, period, zoneIndex, limit uint8, day uint16, program []byte) {
+		if limit == 0 || len(program) > 300 {
+			return
+		}
+		loc, err := time.LoadLocation(calendarZones[int(zoneIndex)%len(calendarZones)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		cal := Calendar{Period: CalendarPeriod(1 + int(period)%5), Location: loc, FirstWeekday: time.Weekday(int(period) / 5 % 7)}
+		start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(day%1100) * 24 * time.Hour).Add(time.Duration(int(period)*7) * time.Minute)
+		clock := NewFakeClock(start)
+		l, err := NewCalendarWindow(int(limit), cal, WithClock(clock))
+		if err != nil {
+			t.Fatalf("NewCalendarWindow(%d, %+v): %v", limit, cal, err)
+		}
+		model := newCalendarModel(int(limit), cal, start)
+		// Each pair of bytes is one call: a clock step of 0..249
+		// fiftieths of the period's nominal length (the top values step
+		// back by a fiftieth each), then a cost.
+		unit := cal.Period.Nominal() / 50
+		for i := 0; i+1 < len(program); i += 2 {
+			step := time.Duration(program[i]) * unit
+			if program[i] >= 250 {
+				step = -time.Duration(program[i]-249) * unit
+			}
+			key := "k"
+			n := int(program[i+1]) % (int(limit) + 2)
+			clock.Advance(step)
+			model.advance(step)
+			got, err := l.Allow(context.Background(), key, n)
+			if n > int(limit) {
+				if err == nil {
+					t.Fatalf("call %d: Allow(%d) above the limit: no error", i/2, n)
+				}
+				continue
+			}
+			want := model.allow(key, n)
+			if err != nil || got != want {
+				t.Fatalf("call %d: Allow(%q, %d) at %v = %+v, %v; model says %+v", i/2, key, n, clock.Now(), got, err, want)
+			}
+		}
+	})
+}

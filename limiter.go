@@ -189,8 +189,9 @@ type config struct {
 }
 
 // WithClock makes an in-process limiter read time from c instead of the system
-// clock. It does not apply to the Redis limiters, which use the server's TIME.
-// A nil c is an error.
+// clock. It does not apply to the Redis limiters, which use the server's TIME,
+// but for RedisCalendarWindow, which computes its windows' bounds from c (the
+// server's TIME still picks the window). A nil c is an error.
 func WithClock(c Clock) Option {
 	return func(cfg *config) error {
 		if isNil(c) {
@@ -278,6 +279,9 @@ type backend int
 const (
 	inProcess backend = iota
 	onRedis
+	// onRedisClocked is a Redis limiter that also reads a Clock of the
+	// client's (a RedisCalendarWindow's, for its windows' bounds).
+	onRedisClocked
 )
 
 // applyOptions runs opts over a config and rejects those that do not apply to

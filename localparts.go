@@ -22,16 +22,18 @@ type localParts struct {
 }
 
 // localPart is one part: a schedule (TokenBucket, GCRA), a FixedWindow, a
-// SlidingLog or a Concurrency, and how it reads its clock. A schedule built WithPolicyFunc
-// decides by its PolicyFunc engine k, whose keys keep their interval.
+// SlidingLog, a CalendarWindow or a Concurrency, and how it reads its
+// clock. A schedule built WithPolicyFunc decides by its PolicyFunc engine
+// k, whose keys keep their interval.
 type localPart struct {
-	s *schedule
-	k *policyFuncSchedule // s's, when built WithPolicyFunc; nil otherwise
-	w *FixedWindow
-	c *Concurrency
-	g *SlidingLog
+	s  *schedule
+	k  *policyFuncSchedule // s's, when built WithPolicyFunc; nil otherwise
+	w  *FixedWindow
+	c  *Concurrency
+	g  *SlidingLog
+	cw *CalendarWindow
 
-	base *clockBase // s's, w's, c's or g's
+	base *clockBase // s's, w's, c's, g's or cw's
 	// from is the index of the part whose clock reading this part shares:
 	// its own, or an earlier part's on the same clock. Parts on the system
 	// clock read its monotonic time, at from's reading plus offset, which
@@ -52,6 +54,8 @@ func (l *localParts) policyFunc(i int) *policyFunc {
 		return p.c.policyFunc
 	case p.g != nil:
 		return p.g.policyFunc
+	case p.cw != nil:
+		return p.cw.policyFunc
 	}
 	return nil
 }
@@ -65,6 +69,8 @@ func (l *localParts) own(i int) partRate {
 		return partRate{limit: p.c.limit, param: p.c.ttl}
 	} else if p.g != nil {
 		return partRate{limit: p.g.limit, param: p.g.window}
+	} else if p.cw != nil {
+		return partRate{limit: p.cw.limit, param: int64(p.cw.cal.Period)}
 	}
 	w := l.parts[i].w
 	return partRate{limit: w.limit, param: w.window}
@@ -80,8 +86,12 @@ func (l *localParts) rateOf(i int, rates []partRate) rate {
 	return rate{interval: r.param, capacity: r.limit, tau: r.limit * r.param}
 }
 
-// windowRateOf is rateOf for a window part.
+// windowRateOf is rateOf for a window part; a CalendarWindow's has its
+// limit alone, which is all its Results read.
 func (l *localParts) windowRateOf(i int, rates []partRate) windowRate {
+	if l.parts[i].cw != nil {
+		return windowRate{limit: l.calendarRateOf(i, rates).limit}
+	}
 	if rates == nil {
 		return l.parts[i].w.windowRate
 	}
@@ -96,6 +106,16 @@ func (l *localParts) logRateOf(i int, rates []partRate) logRate {
 	return logRate{limit: rates[i].limit, window: rates[i].param}
 }
 
+// calendarRateOf returns a CalendarWindow part's limit and period (as
+// param) for a call whose parts' policies are rates (nil: each part's
+// own).
+func (l *localParts) calendarRateOf(i int, rates []partRate) partRate {
+	if rates == nil {
+		return l.own(i)
+	}
+	return rates[i]
+}
+
 // observer returns part i's observer.
 func (l *localParts) observer(i int) *observer {
 	switch p := &l.parts[i]; {
@@ -105,6 +125,8 @@ func (l *localParts) observer(i int) *observer {
 		return &p.c.obs
 	case p.g != nil:
 		return &p.g.obs
+	case p.cw != nil:
+		return &p.cw.obs
 	}
 	return &l.parts[i].w.obs
 }
@@ -136,8 +158,12 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 			if v != nil && v.logs != nil {
 				p.g = v
 			}
+		case *CalendarWindow:
+			if v != nil && v.windows != nil {
+				p.cw = v
+			}
 		default:
-			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA, *FixedWindow, *SlidingLog or *Concurrency", i, lim)
+			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA, *FixedWindow, *SlidingLog, *CalendarWindow or *Concurrency", i, lim)
 		}
 		switch {
 		case p.s != nil:
@@ -148,6 +174,8 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 			p.base = &p.c.base
 		case p.g != nil:
 			p.base = &p.g.base
+		case p.cw != nil:
+			p.base = &p.cw.base
 		default:
 			return nil, fmt.Errorf("part %d is a nil or zero-value %T", i, lim)
 		}
@@ -259,6 +287,12 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 			r := l.logRateOf(i, rates)
 			c.log.sweep(c.now, r.window)
 			c.allowed = int64(costs[i]) <= max(r.limit-c.log.sum, 0)
+		case p.cw != nil:
+			r := l.calendarRateOf(i, rates)
+			c.now = p.cw.windows.advance(c.wsh, c.reading, calendarMaxNow)
+			var win openWindow
+			win, c.where = c.wsh.lookup(keys[i])
+			c.win, c.nwin, c.allowed = p.cw.take(r.limit, CalendarPeriod(r.param), win, c.now, costs[i])
 		default:
 			c.now = p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			var win openWindow
@@ -366,6 +400,10 @@ func (l *localParts) settle(keys []string, changes []int, a adjustment, rates []
 		case p.g != nil:
 			now := p.g.logs.advance(c.gsh, c.reading, p.g.maxNow)
 			results[i] = p.g.settleAt(l.logRateOf(i, rates), c.gsh, keys[i], d, a, now, lagBehind(now, c.reading))
+		case p.cw != nil:
+			r := l.calendarRateOf(i, rates)
+			now := p.cw.windows.advance(c.wsh, c.reading, calendarMaxNow)
+			results[i] = p.cw.settleAt(r.limit, CalendarPeriod(r.param), c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
 		default:
 			now := p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			results[i] = p.w.settleAt(l.windowRateOf(i, rates), c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
@@ -400,6 +438,10 @@ func (l *localParts) reset(keys []string) {
 			p.g.logs.advance(c.gsh, c.reading, p.g.maxNow)
 			_, w := c.gsh.lookup(keys[i])
 			p.g.logs.remove(c.gsh, keys[i], w)
+		case p.cw != nil:
+			p.cw.windows.advance(c.wsh, c.reading, calendarMaxNow)
+			_, w := c.wsh.lookup(keys[i])
+			p.cw.windows.remove(c.wsh, keys[i], w)
 		default:
 			p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			_, w := c.wsh.lookup(keys[i])
@@ -444,6 +486,9 @@ func (l *localParts) lock(keys []string, calls []partCall, order []int) {
 		case p.g != nil:
 			c.gsh = p.g.logs.shard(keys[i])
 			c.mu = &c.gsh.mu
+		case p.cw != nil:
+			c.wsh = p.cw.windows.shard(keys[i])
+			c.mu = &c.wsh.mu
 		default:
 			c.wsh = p.w.windows.shard(keys[i])
 			c.mu = &c.wsh.mu

@@ -35,6 +35,15 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 //     W of the call that wrote it.
 //   - FixedWindow, RedisFixedWindow: L per window of W (whole milliseconds
 //     on Redis).
+//   - CalendarWindow, RedisCalendarWindow: L per window of the calendar's
+//     period that W names by its nominal length (1m, 1h, 24h, 168h or
+//     720h; any other W is refused), in the limiter's zone and weeks. When
+//     a key's period changes, its count is kept into the new period's
+//     window open now if the window it counted in had not ended when that
+//     one started (in process) or started at or after it (on Redis, which
+//     keeps a window's start, not its end): the two differ only for a
+//     window that straddles the new one's start (a week across the 1st),
+//     and agree whenever the period stays.
 //   - Concurrency, RedisConcurrency: L units in flight, in leases of a TTL
 //     of W (see NewConcurrency); a key whose policy changes keeps its
 //     leases, and the new limit and TTL apply to its next Acquire and

@@ -60,6 +60,15 @@ type redisParams struct {
 	// and param.
 	policyFuncKind redisbatch.Kind
 	check          func(kind string, p Policy) (limit, param int64, err error)
+	// window, when set, is the policy's window, which kind and param
+	// do not tell (a calendar's period's nominal length).
+	window time.Duration
+	// prefixTail and keyedTail, when set, follow defaultPrefix in the
+	// default key prefix instead of "<limit>:<param>:", and instead of
+	// nothing after policyFuncPrefix for a limiter built WithPolicyFunc.
+	prefixTail, keyedTail string
+	// clocked lets the limiter take WithClock (see onRedisClocked).
+	clocked bool
 }
 
 // newRedisLimiter checks what every Redis limiter's constructor checks (the
@@ -69,7 +78,11 @@ type redisParams struct {
 // of one algorithm whose scripts would decide differently never share a key
 // unless told to.
 func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redisLimiter, error) {
-	cfg, err := applyOptions(p.constructor, onRedis, opts)
+	where := onRedis
+	if p.clocked {
+		where = onRedisClocked
+	}
+	cfg, err := applyOptions(p.constructor, where, opts)
 	if err != nil {
 		return redisLimiter{}, err
 	}
@@ -78,6 +91,9 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 	}
 	own := redisbatch.NewLimit(p.kind, int64(p.limit), p.param)
 	prefix := fmt.Sprintf("%s%d:%d:", p.defaultPrefix, p.limit, p.param)
+	if p.prefixTail != "" {
+		prefix = p.defaultPrefix + p.prefixTail
+	}
 	if cfg.prefixSet {
 		prefix = cfg.prefix
 	}
@@ -87,6 +103,9 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 	window := time.Duration(int64(p.limit)*p.param) * time.Microsecond
 	if p.kind == redisbatch.FixedWindow || p.kind == redisbatch.SlidingLog {
 		window = time.Duration(p.param) * time.Millisecond
+	}
+	if p.window != 0 {
+		window = p.window
 	}
 	policy := Policy{Limit: p.limit, Window: window}
 	r.obs = newObserver(cfg, p.constructor, policy, redisRule(p.kind, p.param))
@@ -99,7 +118,7 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 		r.limits = redisbatch.NewLimitCache(p.policyFuncKind)
 		r.resetLimit = r.limits.Get(r.policyFunc.defLimit, r.policyFunc.defParam)
 		if !cfg.prefixSet {
-			r.prefix = p.defaultPrefix + policyFuncPrefix
+			r.prefix = p.defaultPrefix + policyFuncPrefix + p.keyedTail
 		}
 	}
 	r.send = newSender(client, limits, 1, !cfg.noCoalesce)
@@ -167,7 +186,7 @@ func (r *redisLimiter) policies(ctx context.Context, key string) ([]NamedPolicy,
 // script's algorithm kind and its param: an interval in µs for a token
 // bucket or GCRA, a window for a fixed window or a sliding log.
 func redisRule(kind redisbatch.Kind, param int64) rule {
-	if kind == redisbatch.FixedWindow {
+	if kind == redisbatch.FixedWindow || kind == redisbatch.CalendarWindow {
 		return rule{}
 	}
 	if kind == redisbatch.SlidingLog {

@@ -31,6 +31,11 @@ type redisParts struct {
 	// key's), and a Reset resetLimits.
 	keyed       bool
 	resetLimits []*redisbatch.Limit
+	// calendars holds, at the index of each RedisCalendarWindow part, its
+	// limiter, whose limit changes with each window: a Composite with one
+	// is keyed, and its requests carry that part's limit of the window
+	// open now. nil without one.
+	calendars []*RedisCalendarWindow
 }
 
 // newRedisParts returns the Redis engine of limiters, or an error unless
@@ -56,6 +61,13 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 			if rp.inFlight < 0 { // NewComposite refuses a second one
 				rp.inFlight, rp.holder = i, l
 			}
+		case *RedisCalendarWindow:
+			r = &l.r
+			if rp.calendars == nil {
+				rp.calendars = make([]*RedisCalendarWindow, len(limiters))
+			}
+			rp.calendars[i] = l
+			rp.keyed = true
 		default:
 			return nil, fmt.Errorf("part %d is a %T", i, l)
 		}
@@ -104,10 +116,25 @@ func (rp *redisParts) setLimits(p *redisbatch.Request, rates []partRate) {
 	}
 	for i, r := range rp.parts {
 		p.Limits[i] = r.own
-		if r.policyFunc != nil {
+		if cal := rp.calendarOf(i); cal != nil {
+			limit, period := r.limit, cal.cal.Period
+			if r.policyFunc != nil && rates != nil {
+				limit, period = int(rates[i].limit), CalendarPeriod(rates[i].param)
+			}
+			p.Limits[i] = cal.limitOf(cal.span(period), limit, period)
+		} else if r.policyFunc != nil {
 			p.Limits[i] = r.limits.Get(rates[i].limit, rates[i].param)
 		}
 	}
+}
+
+// calendarOf returns part i's limiter when it is a RedisCalendarWindow;
+// nil otherwise.
+func (rp *redisParts) calendarOf(i int) *RedisCalendarWindow {
+	if rp.calendars == nil {
+		return nil
+	}
+	return rp.calendars[i]
 }
 
 // maxDebts returns the most debt, in units, a Settle may leave on each
@@ -241,6 +268,16 @@ func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, 
 	}
 	rp.setLimits(p, rates)
 	settleRequest(rp.send, p, a)
+	if a.hasTaken {
+		for i := range rp.parts {
+			if cal := rp.calendarOf(i); cal != nil {
+				// The age on the clock a calendar part reads its windows
+				// from (WithClock), as its own Settle takes it.
+				p.Settlement.Age = cal.age(a.takenAt)
+				break
+			}
+		}
+	}
 	p.Settlement.MaxDebts = rp.maxDebts(rates)
 	return rp.do(p, rates, results)
 }
@@ -254,6 +291,11 @@ func (rp *redisParts) reset(ctx context.Context, keys []string) error {
 	p.Op, p.Costs = redisbatch.Reset, nil
 	if rp.keyed {
 		copy(p.Limits, rp.resetLimits)
+		for i := range p.Limits {
+			if cal := rp.calendarOf(i); cal != nil {
+				p.Limits[i] = cal.span(cal.cal.Period).own
+			}
+		}
 	}
 	var buf partsBuffer
 	_, _, results := buf.slices(len(keys))

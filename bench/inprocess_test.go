@@ -121,6 +121,29 @@ func BenchmarkHotKey(b *testing.B) {
 		reportAllowed(b, allowed)
 	})
 
+	// Windows of the wall clock: minutes of UTC, whose bounds are kept
+	// until the minute ends.
+	b.Run("ratelimit-CalendarWindow", func(b *testing.B) {
+		l, err := ratelimit.NewCalendarWindow(hotCapacity, ratelimit.Calendar{Period: ratelimit.CalendarMinute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		allowed := 0
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			res, err := l.Allow(ctx, "hot", 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.Allowed {
+				allowed++
+			}
+		}
+		b.StopTimer()
+		reportAllowed(b, allowed)
+	})
+
 	b.Run("x-time-rate-AllowN", func(b *testing.B) {
 		l := rate.NewLimiter(rate.Limit(hotRate), hotCapacity)
 		b.ReportAllocs()

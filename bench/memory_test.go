@@ -61,6 +61,9 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		{"ratelimit-FixedWindow", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
 			return ratelimit.NewFixedWindow(memCapacity, memFill, ratelimit.WithClock(c))
 		})},
+		{"ratelimit-CalendarWindow", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
+			return ratelimit.NewCalendarWindow(memCapacity, ratelimit.Calendar{Period: ratelimit.CalendarMinute}, ratelimit.WithClock(c))
+		})},
 		// The sliding log keeps an entry per allowed call: one per key
 		// here, as every other row takes one token, and four per key in
 		// the next row (four calls of one unit each, at one time).

@@ -162,6 +162,10 @@ func redisImpls() []redisImpl {
 			l, err := ratelimit.NewRedisFixedWindow(c, cfg.limit, cfg.period)
 			return ratelimitDecisions(tb, l, err)
 		}},
+		{"ratelimit-RedisCalendarWindow", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
+			l, err := ratelimit.NewRedisCalendarWindow(c, cfg.limit, ratelimit.Calendar{Period: ratelimit.CalendarMinute})
+			return ratelimitDecisions(tb, l, err)
+		}},
 		// The sliding log's limit is at most ratelimit.MaxSlidingLogLimit:
 		// a config above it (BenchmarkRedis's) gives 10,000 per 10 ms,
 		// which no run reaches on one key, and whose entries leave as

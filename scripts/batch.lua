@@ -17,12 +17,20 @@
 --           converted to this one and rounded up, and is written so by
 --           its next call, whatever that decides; 'c' units in flight,
 --           each held by a lease until it is released or expires; 'l'
---           a sliding log: at most limit units in any window
+--           a sliding log: at most limit units in any window; 'k' a
+--           count in windows of a calendar, whose bounds the client
+--           computes
 --   limit   capacity or limit: whole units, 1 <= limit <= 2^52 ('c': the
 --           most units in flight, 1 <= limit <= 65536)
 --   param   't', 'g', 'T', 'G': whole microseconds per unit; 'w', 'l':
 --           the window in whole milliseconds; 'c': a lease's TTL in whole
---           microseconds, >= 1000
+--           microseconds, >= 1000; 'k': the text "prev:start:end:next",
+--           in µs of Unix time, prev < start < end < next: the windows the
+--           client's clock is in (start to end) and on either side of it.
+--           The window that holds the server's now is the one every
+--           check of that limit counts in; a server time outside all three
+--           (the clocks more than a window apart) fails the call with
+--           an error before anything is written
 -- then, for each request in order, one of five kinds:
 --   an Allow:
 --     c       its number of checks, >= 1; the request is allowed only if
@@ -54,8 +62,8 @@
 --       m       the most debt d > 0 may leave, whole units, 0 <= m <= 2^52:
 --               a key owes at most m units beyond empty ('t', 'g', 'T',
 --               'G': its tat at most (limit + m) × interval µs ahead of
---               now) or counts at most limit + m ('w', 'l'), and one that
---               owes more already stays as it is
+--               now) or counts at most limit + m ('w', 'l', 'k'), and one
+--               that owes more already stays as it is
 --   a Reset, which empties every check's key, or none:
 --     'X', c, then for each check, one argument (s) and one key
 --   a Release or an Extend of one lease, a request of one check of kind
@@ -108,6 +116,14 @@
 --   'w'  a STRING: the count of the window, >= 1 (above limit in debt after
 --        a Settle), with PX the time left in the window; a key with PTTL 0
 --        has ended.
+--   'k'  a STRING "start:count": the start (µs of Unix time) of the window
+--        the count was counted in, and the count, >= 1 (above limit in
+--        debt after a Settle), with PX until that window ends (whole ms
+--        rounded up). A count whose start is before the start of the
+--        window open now is of a window that has ended: it counts 0, also
+--        during the millisecond in which Redis still keeps its key. A
+--        Settle gives back only when the units were taken (now - age) at
+--        or after the start of the window open now.
 --   'c'  the leases of a key, each named by its lease (no ':' in a name)
 --        with a value: its expiry (the server time in integer µs at which
 --        it ends) for a lease of one unit, "units:expiry" for more (units
@@ -168,7 +184,8 @@
 -- catching up; a window's count stays, and the window lasts as long as its
 -- key's TTL; a lease lasts until the clock passes its expiry again, and so
 -- does a log's entry its time + window (a new entry is stamped no earlier
--- than the newest).
+-- than the newest); a 'k' key that counted in a window later than the one
+-- open now keeps its count until the key expires.
 --
 -- A script holds the server while it runs: callers bound R.
 
@@ -521,6 +538,119 @@ local function window_settle(c, age)
     end
   end
   return max(0, limit - count), left * 1000
+end
+
+-- The 'k' kind: a count in windows of a calendar (see its state above).
+-- Its limit's param is a table {start, end} of the window open at the
+-- server's now, which the limits' reading picks among those the client
+-- sent.
+
+-- calendar_state returns the count of a 'k' key in the window open now, 0
+-- when it counted nothing in it, and the µs left until the window it
+-- counted in ends; or nil and the reason the key is refused.
+local function calendar_state(c, stored)
+  local key, ws, we = c.key, c.param[1], c.param[2]
+  stored = stored or redis.pcall('GET', key)
+  if wrongtype(stored) then
+    return nil, 'not a STRING'
+  end
+  if not stored then
+    return 0, 0
+  end
+  local a, b = string.match(stored, '^(%d+):(%d+)$')
+  local start, count = whole(a), whole(b)
+  if not (start and count and count >= 1) then
+    return nil, 'not "start:count", whole microseconds and a count from 1, below 2^53'
+  end
+  local left = redis.call('PTTL', key)
+  if left < 0 then
+    return nil, 'a count without the TTL every write sets'
+  end
+  if start < ws then
+    return 0, 0 -- counted in an earlier window, which has ended
+  end
+  c.start = start
+  if start == ws then
+    return count, we - now
+  end
+  -- Counted in a later window, on a server clock that has stepped back
+  -- since: the count stays until its key expires.
+  return count, left * 1000
+end
+
+-- calendar decides a 'k' check; it sets c.add to the units to add (nil
+-- when none), and c.start and c.left to the window the key counts in and
+-- the µs left in it.
+local function calendar(c, n, stored)
+  c.start = c.param[1]
+  local count, left = calendar_state(c, stored)
+  if not count then
+    return nil, left
+  end
+  local limit = c.limit
+  c.add = nil
+  if n > 0 and count + n > limit then
+    return false, max(0, limit - count), left, left
+  end
+  if n == 0 then
+    return true, max(0, limit - count), 0, left
+  end
+  if count == 0 then
+    left = c.param[2] - now
+  end
+  c.add, c.count, c.left = n, count + n, left
+  return true, limit - count - n, 0, left
+end
+
+-- write_calendar writes a 'k' key's count c.count, when c.add is set, as
+-- "start:count" with PX until its window ends.
+local function write_calendar(c)
+  if c.add then
+    redis.call('SET', c.key, string.format('%.0f:%.0f', c.start, c.count), 'PX', ms(c.left))
+  end
+end
+
+-- calendar_open opens a 'k' key's count in the window open now.
+local function calendar_open(c, write)
+  local left = c.param[2] - now
+  c.add, c.start, c.count, c.left = c.cost, c.param[1], c.cost, left
+  write(c)
+  return left
+end
+
+-- calendar_settle settles a 'k' check, which gives back only into the
+-- window open now, when the units were taken in it: age µs ago or less
+-- since its start.
+local function calendar_settle(c, age)
+  local key, limit, d, ws = c.key, c.limit, c.d, c.param[1]
+  c.start = ws
+  local count, left = calendar_state(c)
+  if d < 0 then
+    if count > 0 and (age < 0 or now - age >= ws) then
+      if count + d <= 0 then
+        redis.call('DEL', key) -- nothing counted any more
+        return limit, 0
+      end
+      c.add, c.count, c.left = d, count + d, left
+      write_calendar(c)
+      count = count + d
+    end
+  elseif d > 0 then
+    -- At most limit + m, and 2^52; a count above it already stays.
+    local most = min(limit + c.m, maxdebt)
+    if count == 0 then
+      left = c.param[2] - now
+    end
+    if count < most then
+      count = count + min(d, most - count)
+      c.add, c.count, c.left = d, count, left
+      write_calendar(c)
+    end
+  end
+  if count == 0 then
+    left = 0
+  end
+  return max(0, limit - count), left
 end
 
 -- The 'c' kind: units in flight, each held by a lease (see its state
@@ -1263,6 +1393,7 @@ local kinds = {
   G = { decide = gcra, write = write_keyed_gcra, settle = gcra_settle },
   c = { decide = held, write = write_held, settle = held_settle },
   l = { decide = log, write = write_log, settle = log_settle, check = log_check, read = read_log, open = log_open },
+  k = { decide = calendar, write = write_calendar, settle = calendar_settle, read = read_string, open = calendar_open },
 }
 
 -- pack writes a check's record. Redis has the struct library; a server
@@ -1732,6 +1863,29 @@ local function general(nreq, limits, a)
   return table.concat(lines)
 end
 
+-- calendar_window returns, as the table {start, end}, the window that
+-- holds the server's now among those of a 'k' limit's param
+-- "prev:start:end:next" (µs), which the client's clock chose; a server
+-- time outside all three (the clocks are more than a window apart) fails
+-- the call before anything is written.
+local function calendar_window(param)
+  local p, s, e, n = string.match(param, '^(%d+):(%d+):(%d+):(%d+)$')
+  p, s, e, n = tonumber(p), tonumber(s), tonumber(e), tonumber(n)
+  if not (p and p < s and s < e and e < n) then
+    error('ratelimit batch script: calendar windows ' .. param)
+  end
+  if now < s then
+    if now >= p then
+      return { p, s }
+    end
+  elseif now < e then
+    return { s, e }
+  elseif now < n then
+    return { e, n }
+  end
+  error(string.format('ratelimit batch script: clock skew: the server time %.0f µs is outside the calendar windows [%.0f, %.0f) the client sent', now, p, n))
+end
+
 local limits, a = {}, 3
 for s = 1, tonumber(ARGV[2]) do
   local kind = ARGV[a]
@@ -1739,7 +1893,13 @@ for s = 1, tonumber(ARGV[2]) do
   if not impl then
     error('ratelimit batch script: unknown kind ' .. tostring(kind))
   end
-  limits[s] = { kind = kind, limit = tonumber(ARGV[a + 1]), param = tonumber(ARGV[a + 2]), impl = impl }
+  local param = ARGV[a + 2]
+  if kind == 'k' then
+    param = calendar_window(param)
+  else
+    param = tonumber(param)
+  end
+  limits[s] = { kind = kind, limit = tonumber(ARGV[a + 1]), param = param, impl = impl }
   a = a + 3
 end
 local nreq = tonumber(ARGV[1])

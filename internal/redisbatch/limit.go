@@ -1,6 +1,9 @@
 package redisbatch
 
-import "sync/atomic"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // Kind is the batch script's name of an algorithm.
 type Kind string
@@ -24,6 +27,10 @@ const (
 	// ms. Its key's state does not depend on the policy, so a limiter
 	// whose policy is chosen per key uses it too.
 	SlidingLog Kind = "l"
+	// CalendarWindow counts in windows aligned to a calendar: Units is the
+	// limit, and Bounds are the windows the client's clock sees about now
+	// (see NewCalendarLimit); Param is 0.
+	CalendarWindow Kind = "k"
 )
 
 // Limit is one limit a request's checks refer to: the algorithm, its limit
@@ -34,7 +41,11 @@ type Limit struct {
 	Kind  Kind
 	Units int64
 	Param int64
-	args  [3]any // Kind, Units and Param as script arguments
+	// Bounds are a CalendarWindow's windows, in µs of Unix time: the
+	// previous window's start, the current one's start and end, and the
+	// next one's end; zero for every other kind.
+	Bounds [4]int64
+	args   [3]any // Kind, Units and Param (Bounds, for a CalendarWindow) as script arguments
 }
 
 // NewLimit returns the Limit of kind, units and param.
@@ -42,9 +53,17 @@ func NewLimit(kind Kind, units, param int64) *Limit {
 	return &Limit{Kind: kind, Units: units, Param: param, args: [3]any{string(kind), units, param}}
 }
 
+// NewCalendarLimit returns the Limit of kind CalendarWindow of units and
+// bounds (see Limit.Bounds), whose third script argument is the text
+// "prev:start:end:next".
+func NewCalendarLimit(units int64, bounds [4]int64) *Limit {
+	text := fmt.Sprintf("%d:%d:%d:%d", bounds[0], bounds[1], bounds[2], bounds[3])
+	return &Limit{Kind: CalendarWindow, Units: units, Bounds: bounds, args: [3]any{string(CalendarWindow), units, text}}
+}
+
 // same reports whether l and m are the same limit.
 func (l *Limit) same(m *Limit) bool {
-	return l == m || l.Kind == m.Kind && l.Units == m.Units && l.Param == m.Param
+	return l == m || l.Kind == m.Kind && l.Units == m.Units && l.Param == m.Param && l.Bounds == m.Bounds
 }
 
 // LimitCache holds the Limits of the policies a limiter whose policy is
@@ -55,8 +74,9 @@ func (l *Limit) same(m *Limit) bool {
 // number of policies. Its zero value is not usable; make one with
 // NewLimitCache. It is safe for concurrent use.
 type LimitCache struct {
-	kind  Kind
-	slots [cacheSlots]atomic.Pointer[Limit]
+	kind   Kind
+	bounds [4]int64 // of every Limit, for a cache of CalendarWindow limits
+	slots  [cacheSlots]atomic.Pointer[Limit]
 }
 
 // cacheSlots is how many policies a LimitCache holds at most: enough for
@@ -69,6 +89,12 @@ const cacheBits = 5
 
 // NewLimitCache returns an empty LimitCache of Limits of kind.
 func NewLimitCache(kind Kind) *LimitCache { return &LimitCache{kind: kind} }
+
+// NewCalendarLimitCache returns an empty LimitCache of Limits of kind
+// CalendarWindow of bounds, whose param is never read.
+func NewCalendarLimitCache(bounds [4]int64) *LimitCache {
+	return &LimitCache{kind: CalendarWindow, bounds: bounds}
+}
 
 // Get returns the Limit of the cache's kind, units and param.
 func (c *LimitCache) Get(units, param int64) *Limit {
@@ -86,7 +112,13 @@ func (c *LimitCache) Get(units, param int64) *Limit {
 	if b != nil && b.Units == units && b.Param == param {
 		return b
 	}
-	l := NewLimit(c.kind, units, param)
+	var l *Limit
+	if c.kind == CalendarWindow {
+		l = NewCalendarLimit(units, c.bounds)
+		l.Param = param
+	} else {
+		l = NewLimit(c.kind, units, param)
+	}
 	if a != nil && b == nil {
 		second.Store(l)
 	} else {
