@@ -85,7 +85,7 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 	// The time from empty to full: limit units of param µs each, or a
 	// window of param ms.
 	window := time.Duration(int64(p.limit)*p.param) * time.Microsecond
-	if p.kind == redisbatch.FixedWindow {
+	if p.kind == redisbatch.FixedWindow || p.kind == redisbatch.SlidingCounter {
 		window = time.Duration(p.param) * time.Millisecond
 	}
 	policy := Policy{Limit: p.limit, Window: window}
@@ -167,7 +167,7 @@ func (r *redisLimiter) policies(ctx context.Context, key string) ([]NamedPolicy,
 // script's algorithm kind and its param: an interval in µs for a token
 // bucket or GCRA, a window for a fixed window.
 func redisRule(kind redisbatch.Kind, param int64) rule {
-	if kind == redisbatch.FixedWindow {
+	if kind == redisbatch.FixedWindow || kind == redisbatch.SlidingCounter {
 		return rule{}
 	}
 	return rule{unit: param * int64(time.Microsecond)}

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"math/big"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -99,4 +100,9 @@ func (m *counterModel) allow(key string, n int) Result {
 		res.ResetAfter = time.Duration(end - at + lag)
 	}
 	return res
+}
+
+// fmtCounter returns a Redis sliding counter key's value.
+func fmtCounter(start, expiry, prev, cur int64) string {
+	return strconv.FormatInt(start, 10) + ":" + strconv.FormatInt(expiry, 10) + ":" + strconv.FormatInt(prev, 10) + ":" + strconv.FormatInt(cur, 10)
 }

@@ -66,13 +66,15 @@ func sumIn(log []taken, from, to int64) int64 {
 //   - a denied call of n at now that a sliding log would allow (S + n <= L)
 //     finds q < ⌈prev × (W − e) / W⌉, q being the previous window's units
 //     in the span (those taken in (now − W, start)).
-func checkCounterBound(t *testing.T, r *rand.Rand, rounds int, newLimiter func(t *testing.T, limit int, window time.Duration) (Limiter, func(time.Duration))) {
+//
+// unit is the grid of the limiter's waits: 1 ns in process, 1 µs on Redis.
+func checkCounterBound(t *testing.T, r *rand.Rand, rounds int, unit time.Duration, newLimiter func(t *testing.T, limit int, window time.Duration) (Limiter, func(time.Duration))) {
 	var generous, strict int
 	for round := 0; round < rounds; round++ {
 		limit := 1 + r.IntN(12)
 		window := time.Duration(1+r.Int64N(3000)) * time.Millisecond
 		l, advance := newLimiter(t, limit, window)
-		model := newCounterModel(limit, window, 1)
+		model := newCounterModel(limit, window, unit)
 		L, W := int64(limit), int64(window)
 		var log []taken
 		for i, c := range randomSchedule(r, 200, limit, window/time.Duration(limit), false, "k") {
@@ -123,7 +125,7 @@ func checkCounterBound(t *testing.T, r *rand.Rand, rounds int, newLimiter func(t
 
 func TestSlidingCounterStaysWithinItsErrorBound(t *testing.T) {
 	t.Parallel()
-	checkCounterBound(t, rand.New(rand.NewPCG(24, 3)), sized(20, 80), func(t *testing.T, limit int, window time.Duration) (Limiter, func(time.Duration)) {
+	checkCounterBound(t, rand.New(rand.NewPCG(24, 3)), sized(20, 80), 1, func(t *testing.T, limit int, window time.Duration) (Limiter, func(time.Duration)) {
 		clock := NewFakeClock(epoch)
 		l, err := NewSlidingCounter(limit, window, WithClock(clock))
 		require.NoError(t, err)

@@ -94,6 +94,12 @@ var counterSubjects = []subject{
 	inProcessSubject("SlidingCounter/PolicyFunc", func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
 		return NewSlidingCounter(3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
 	}),
+	miniredisSubject("RedisSlidingCounter", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewRedisSlidingCounter(client, limit, period, opts...)
+	}),
+	miniredisSubject("RedisSlidingCounter/PolicyFunc", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewRedisSlidingCounter(client, 3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
+	}),
 }
 
 func TestCounterScenarios(t *testing.T) {

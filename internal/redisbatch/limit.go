@@ -20,6 +20,10 @@ const (
 	// not depend on the policy, so a limiter whose policy is chosen per
 	// key uses it too. An Allow's check of this kind takes Request.Lease.
 	Concurrency Kind = "c"
+	// SlidingCounter is a sliding-window counter: Param is the window in
+	// ms. Its keys keep their expiry, so a limiter whose policy is chosen
+	// per key uses it too.
+	SlidingCounter Kind = "s"
 )
 
 // Limit is one limit a request's checks refer to: the algorithm, its limit
