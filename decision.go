@@ -67,6 +67,10 @@ type rule struct {
 	// whenever a lease is released: no denial tells what the key will
 	// answer later.
 	inFlight bool
+	// slides marks a sliding window's policy, whose units come back bit by
+	// bit as the window slides: a denial tells only that the same cost is
+	// denied until its RetryAfter.
+	slides bool
 }
 
 // observerOf returns the observer of l when it is one of the limiters of
@@ -103,6 +107,14 @@ func observerOf(l Limiter) *observer {
 			return &v.r.obs
 		}
 	case *RedisFixedWindow:
+		if v != nil && v.r.client != nil {
+			return &v.r.obs
+		}
+	case *SlidingCounter:
+		if v != nil && v.keys != nil {
+			return &v.obs
+		}
+	case *RedisSlidingCounter:
 		if v != nil && v.r.client != nil {
 			return &v.r.obs
 		}
@@ -204,6 +216,16 @@ func policyList(p Policy, own []NamedPolicy) []NamedPolicy {
 // NamedPolicy.InFlight): its rules or its Policies say so. A release may
 // free such units at any moment, so no denial of d tells what its key
 // will answer later.
+// slides reports whether a policy of d is a sliding window's (see rule).
+func (d *Decision) slides() bool {
+	for _, rl := range d.rules {
+		if rl.slides {
+			return true
+		}
+	}
+	return false
+}
+
 func (d *Decision) inFlight() bool {
 	for _, rl := range d.rules {
 		if rl.inFlight {

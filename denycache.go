@@ -238,7 +238,8 @@ func (c *DenyCache) ask(ctx context.Context, key string, n int, leased bool) (Le
 // is an allowed call on a key whose denial is held, which it replaces,
 // since both bound the key exactly as it is now. A backend that does not
 // say how its state moves has only its denials of n with n-1 left
-// remembered, until their RetryAfter: they hold for n alone. A denial
+// remembered, until their RetryAfter: they hold for n alone; so has a
+// sliding window, whatever it has left (see rule.slides). A denial
 // made behind a clock that stepped back is not (see lagging), nor one of a
 // policy of units in flight, which a release may free at any moment.
 func bounds(d *Decision, n int, held bool) (int64, bool) {
@@ -249,6 +250,10 @@ func bounds(d *Decision, n int, held bool) (int64, bool) {
 		return 0, false
 	case d.rules == nil:
 		return int64(d.RetryAfter), !d.Allowed && d.RetryAfter > 0 && d.Remaining == n-1
+	case d.slides():
+		// A denial of n holds for n until its RetryAfter, whatever is
+		// left: the units come back bit by bit.
+		return int64(d.RetryAfter), !d.Allowed && d.RetryAfter > 0
 	case len(d.rules) != len(d.Policies) || lagging(d):
 		return 0, false
 	}
@@ -267,7 +272,7 @@ func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, n
 	if c.stamp(rec.slots) != rec.stamp {
 		return Decision{}, false // a give-back may have let it through
 	}
-	if rec.d.rules == nil {
+	if rec.d.rules == nil || rec.d.slides() {
 		return c.localSameCost(n, rec, now)
 	}
 	policies, err := c.backend.policies(ctx, key)

@@ -167,7 +167,10 @@ func (r *redisLimiter) policies(ctx context.Context, key string) ([]NamedPolicy,
 // script's algorithm kind and its param: an interval in µs for a token
 // bucket or GCRA, a window for a fixed window.
 func redisRule(kind redisbatch.Kind, param int64) rule {
-	if kind == redisbatch.FixedWindow || kind == redisbatch.SlidingCounter {
+	if kind == redisbatch.SlidingCounter {
+		return rule{slides: true}
+	}
+	if kind == redisbatch.FixedWindow {
 		return rule{}
 	}
 	return rule{unit: param * int64(time.Microsecond)}

@@ -84,7 +84,7 @@ func NewSlidingCounter(limit int, window time.Duration, opts ...Option) (*Slidin
 		counterRate: counterRate{limit: int64(limit), window: int64(window)},
 		maxNow:      math.MaxInt64 - 2*int64(window),
 		keys:        newKeyTable[counterState](2 * int64(window)),
-		obs:         newObserver(cfg, kind, policy, rule{}),
+		obs:         newObserver(cfg, kind, policy, rule{slides: true}),
 		policyFunc:  t,
 		debt:        cfg.maxDebt,
 	}
