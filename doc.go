@@ -17,6 +17,10 @@
 //   - NewFixedWindow, NewRedisFixedWindow: limit per window, opened by a
 //     key's first counted request; the simplest and the cheapest on Redis,
 //     but up to twice the limit around a window's end.
+//   - NewSlidingCounter, NewRedisSlidingCounter: about limit per window in
+//     any span of the window's length, in O(1) per key: the previous fixed
+//     window weighted by its share still in the span; its error against
+//     an exact sliding count is bounded and documented.
 //   - NewConcurrency, NewRedisConcurrency: at most limit units in flight,
 //     each held by a Lease until it is released or expires (see
 //     Concurrency limits below).
