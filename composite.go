@@ -16,9 +16,10 @@ type Part struct {
 	Name string
 	// Limiter decides the part. All the parts of a Composite are
 	// in-process limiters of this package (TokenBucket, GCRA, FixedWindow,
-	// and at most one Concurrency), or all are Redis limiters of this
-	// package on the same client (RedisTokenBucket, RedisGCRA,
-	// RedisFixedWindow, and at most one RedisConcurrency).
+	// SlidingCounter, and at most one Concurrency), or all are Redis
+	// limiters of this package on the same client (RedisTokenBucket,
+	// RedisGCRA, RedisFixedWindow, RedisSlidingCounter, and at most one
+	// RedisConcurrency).
 	Limiter Limiter
 	// Key derives the part's key from the key of the call, for a limit on
 	// another subject (the tenant a user belongs to, say); nil means the

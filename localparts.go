@@ -21,16 +21,17 @@ type localParts struct {
 	parts []localPart
 }
 
-// localPart is one part: a schedule (TokenBucket, GCRA), a FixedWindow or a
-// Concurrency, and how it reads its clock. A schedule built WithPolicyFunc
+// localPart is one part: a schedule (TokenBucket, GCRA), a FixedWindow, a
+// SlidingCounter or a Concurrency, and how it reads its clock. A schedule built WithPolicyFunc
 // decides by its PolicyFunc engine k, whose keys keep their interval.
 type localPart struct {
 	s *schedule
 	k *policyFuncSchedule // s's, when built WithPolicyFunc; nil otherwise
 	w *FixedWindow
 	c *Concurrency
+	n *SlidingCounter
 
-	base *clockBase // s's, w's or c's
+	base *clockBase // s's, w's, c's or n's
 	// from is the index of the part whose clock reading this part shares:
 	// its own, or an earlier part's on the same clock. Parts on the system
 	// clock read its monotonic time, at from's reading plus offset, which
@@ -49,6 +50,8 @@ func (l *localParts) policyFunc(i int) *policyFunc {
 		return p.w.policyFunc
 	case p.c != nil:
 		return p.c.policyFunc
+	case p.n != nil:
+		return p.n.policyFunc
 	}
 	return nil
 }
@@ -60,6 +63,8 @@ func (l *localParts) own(i int) partRate {
 		return partRate{limit: p.s.capacity, param: p.s.interval}
 	} else if p.c != nil {
 		return partRate{limit: p.c.limit, param: p.c.ttl}
+	} else if p.n != nil {
+		return partRate{limit: p.n.limit, param: p.n.window}
 	}
 	w := l.parts[i].w
 	return partRate{limit: w.limit, param: w.window}
@@ -83,6 +88,14 @@ func (l *localParts) windowRateOf(i int, rates []partRate) windowRate {
 	return windowRate{limit: rates[i].limit, window: rates[i].param}
 }
 
+// counterRateOf is rateOf for a sliding counter part.
+func (l *localParts) counterRateOf(i int, rates []partRate) counterRate {
+	if rates == nil {
+		return l.parts[i].n.counterRate
+	}
+	return counterRate{limit: rates[i].limit, window: rates[i].param}
+}
+
 // observer returns part i's observer.
 func (l *localParts) observer(i int) *observer {
 	switch p := &l.parts[i]; {
@@ -90,6 +103,8 @@ func (l *localParts) observer(i int) *observer {
 		return &p.s.obs
 	case p.c != nil:
 		return &p.c.obs
+	case p.n != nil:
+		return &p.n.obs
 	}
 	return &l.parts[i].w.obs
 }
@@ -117,8 +132,12 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 			if v.built() {
 				p.c = v
 			}
+		case *SlidingCounter:
+			if v != nil && v.keys != nil {
+				p.n = v
+			}
 		default:
-			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA, *FixedWindow or *Concurrency", i, lim)
+			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA, *FixedWindow, *SlidingCounter or *Concurrency", i, lim)
 		}
 		switch {
 		case p.s != nil:
@@ -127,6 +146,8 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 			p.base = &p.w.base
 		case p.c != nil:
 			p.base = &p.c.base
+		case p.n != nil:
+			p.base = &p.n.base
 		default:
 			return nil, fmt.Errorf("part %d is a nil or zero-value %T", i, lim)
 		}
@@ -170,6 +191,7 @@ type partCall struct {
 	ksh    *tableShard[policyFuncTat]
 	wsh    *tableShard[openWindow]
 	csh    *tableShard[*heldUnits]
+	nsh    *tableShard[counterState]
 	cidx   int   // the index of csh in its table
 	where  where // where the shard holds the key
 	shared bool  // another part's key falls on the same shard
@@ -179,6 +201,8 @@ type partCall struct {
 	cur, next int64      // a schedule's tat in force and after the call
 	win, nwin openWindow // a fixed window's window open and after the call
 	held      *heldUnits // a Concurrency's leases of the key, swept
+
+	ncur, nnx counterState // a sliding counter's state at now and after the call
 }
 
 // callBuffer holds the partCalls of up to four parts, without allocating.
@@ -230,6 +254,11 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 			c.cur, c.next, c.allowed = p.s.take(tat, c.now, costs[i])
 		case p.c != nil:
 			c.allowed = l.peekHeld(i, c, keys[i], costs[i], rates)
+		case p.n != nil:
+			c.now = p.n.keys.advance(c.nsh, c.reading, p.n.maxNow)
+			var st counterState
+			st, c.where = c.nsh.lookup(keys[i])
+			c.ncur, c.nnx, c.allowed = l.counterRateOf(i, rates).take(st, c.now, costs[i])
 		default:
 			c.now = p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			var win openWindow
@@ -264,6 +293,11 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 				_, c.where = c.tsh.lookup(keys[i])
 			}
 			c.tsh.write(keys[i], c.where, c.next, c.next)
+		case p.n != nil:
+			if c.shared {
+				_, c.where = c.nsh.lookup(keys[i])
+			}
+			c.nsh.write(keys[i], c.where, c.nnx, c.nnx.expiry)
 		default:
 			if c.shared {
 				_, c.where = c.wsh.lookup(keys[i])
@@ -290,6 +324,18 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 				results[i] = r.result(false, c.cur, c.now, lag)
 			default:
 				results[i] = r.denial(c.cur, c.next, c.now, lag)
+			}
+			continue
+		}
+		if p.n != nil {
+			r := l.counterRateOf(i, rates)
+			switch {
+			case allowed:
+				results[i] = r.result(true, c.nnx, c.now, lag)
+			case c.allowed:
+				results[i] = r.result(false, c.ncur, c.now, lag)
+			default:
+				results[i] = r.denial(c.ncur, c.now, int64(costs[i]), lag)
 			}
 			continue
 		}
@@ -331,6 +377,9 @@ func (l *localParts) settle(keys []string, changes []int, a adjustment, rates []
 			// Units in flight come back by their leases alone: the part
 			// reports its state.
 			results[i] = l.heldState(i, c, keys[i], rates)
+		case p.n != nil:
+			now := p.n.keys.advance(c.nsh, c.reading, p.n.maxNow)
+			results[i] = p.n.settleAt(l.counterRateOf(i, rates), c.nsh, keys[i], d, a, now, lagBehind(now, c.reading))
 		default:
 			now := p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			results[i] = p.w.settleAt(l.windowRateOf(i, rates), c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
@@ -361,6 +410,10 @@ func (l *localParts) reset(keys []string) {
 			p.c.keys.advance(c.csh, c.reading, p.c.maxNow)
 			_, w := c.csh.lookup(keys[i])
 			p.c.keys.remove(c.csh, keys[i], w)
+		case p.n != nil:
+			p.n.keys.advance(c.nsh, c.reading, p.n.maxNow)
+			_, w := c.nsh.lookup(keys[i])
+			p.n.keys.remove(c.nsh, keys[i], w)
 		default:
 			p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			_, w := c.wsh.lookup(keys[i])
@@ -402,6 +455,9 @@ func (l *localParts) lock(keys []string, calls []partCall, order []int) {
 			c.cidx = p.c.keys.shardIndex(keys[i])
 			c.csh = &p.c.keys.shards[c.cidx]
 			c.mu = &c.csh.mu
+		case p.n != nil:
+			c.nsh = p.n.keys.shard(keys[i])
+			c.mu = &c.nsh.mu
 		default:
 			c.wsh = p.w.windows.shard(keys[i])
 			c.mu = &c.wsh.mu

@@ -49,6 +49,8 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 			r = &l.r
 		case *RedisFixedWindow:
 			r = &l.r
+		case *RedisSlidingCounter:
+			r = &l.r
 		case *RedisConcurrency:
 			r = &l.r
 			if rp.inFlight < 0 { // NewComposite refuses a second one
