@@ -203,6 +203,7 @@ type partCall struct {
 	held      *heldUnits // a Concurrency's leases of the key, swept
 
 	ncur, nnx counterState // a sliding counter's state at now and after the call
+	nleft     int64        // a sliding counter's units left at now
 }
 
 // callBuffer holds the partCalls of up to four parts, without allocating.
@@ -258,7 +259,7 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 			c.now = p.n.keys.advance(c.nsh, c.reading, p.n.maxNow)
 			var st counterState
 			st, c.where = c.nsh.lookup(keys[i])
-			c.ncur, c.nnx, c.allowed = l.counterRateOf(i, rates).take(st, c.now, costs[i])
+			c.ncur, c.nnx, c.nleft, c.allowed = l.counterRateOf(i, rates).take(st, c.now, costs[i])
 		default:
 			c.now = p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			var win openWindow
@@ -331,11 +332,11 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 			r := l.counterRateOf(i, rates)
 			switch {
 			case allowed:
-				results[i] = r.result(true, c.nnx, c.now, lag)
+				results[i] = r.resultLeft(true, c.nnx, c.nleft-int64(costs[i]), c.now, lag)
 			case c.allowed:
-				results[i] = r.result(false, c.ncur, c.now, lag)
+				results[i] = r.resultLeft(false, c.ncur, c.nleft, c.now, lag)
 			default:
-				results[i] = r.denial(c.ncur, c.now, int64(costs[i]), lag)
+				results[i] = r.denial(c.ncur, c.nleft, c.now, int64(costs[i]), lag)
 			}
 			continue
 		}

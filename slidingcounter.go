@@ -158,7 +158,7 @@ func (c *SlidingCounter) decide(ctx context.Context, key string, n int) (Result,
 	reading := c.base.elapsed()
 	sh, now := c.keys.lock(key, reading, c.maxNow)
 	st, at := sh.lookup(key)
-	cur, next, allowed := r.take(st, now, n)
+	cur, next, left, allowed := r.take(st, now, n)
 	if allowed && n > 0 {
 		sh.write(key, at, next, next.expiry)
 	}
@@ -166,9 +166,10 @@ func (c *SlidingCounter) decide(ctx context.Context, key string, n int) (Result,
 	lag := lagBehind(now, reading)
 	var res Result
 	if allowed {
-		res = r.result(true, next, now, lag)
+		// n took its units off what was left: no second estimate.
+		res = r.resultLeft(true, next, left-int64(n), now, lag)
 	} else {
-		res = r.denial(cur, now, int64(n), lag)
+		res = r.denial(cur, left, now, int64(n), lag)
 	}
 	if c.obs.hooks != nil {
 		c.obs.reportPolicy(c.policyAt(r), key, n, res, nil, time.Duration(c.base.elapsed()-reading))

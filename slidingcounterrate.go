@@ -56,7 +56,13 @@ func (r counterRate) weighted(st counterState, now int64) int64 {
 	}
 	x := r.window - max(now-st.start, 0)
 	hi, lo := bits.Mul64(uint64(st.prev), uint64(x))
-	q, rem := bits.Div64(hi, lo, uint64(r.window)) // q <= prev, as x <= W
+	w := uint64(r.window)
+	var q, rem uint64
+	if hi == 0 {
+		q, rem = lo/w, lo%w // one 64-bit division, cheaper than 128-bit
+	} else {
+		q, rem = bits.Div64(hi, lo, w) // q <= prev, as x <= W
+	}
 	if rem != 0 {
 		q++
 	}
@@ -75,11 +81,13 @@ func (r counterRate) left(st counterState, now int64) int64 {
 
 // take decides n at now for a key whose stored state is st (the zero
 // counterState when absent), without writing: it returns the state at now,
-// the state after counting n, and whether n is allowed. A peek is always
+// the state after counting n, the units left at now before n
+// (max(0, limit − estimate)), and whether n is allowed. A peek is always
 // allowed, even in debt.
-func (r counterRate) take(st counterState, now int64, n int) (cur, next counterState, allowed bool) {
+func (r counterRate) take(st counterState, now int64, n int) (cur, next counterState, left int64, allowed bool) {
 	cur = r.at(st, now)
-	allowed = int64(n) <= r.left(cur, now)
+	left = r.left(cur, now)
+	allowed = int64(n) <= left
 	next = cur
 	if allowed && n > 0 {
 		if cur.empty() {
@@ -88,13 +96,18 @@ func (r counterRate) take(st counterState, now int64, n int) (cur, next counterS
 		next.expiry = next.start + 2*r.window
 		next.cur += int64(n)
 	}
-	return cur, next, allowed
+	return cur, next, left, allowed
 }
 
 // result describes a key whose state at now is st, read from a clock lag
 // behind now.
 func (r counterRate) result(allowed bool, st counterState, now, lag int64) Result {
-	res := Result{Allowed: allowed, Limit: int(r.limit), Remaining: int(r.left(st, now))}
+	return r.resultLeft(allowed, st, r.left(st, now), now, lag)
+}
+
+// resultLeft is result for a state with left units left at now.
+func (r counterRate) resultLeft(allowed bool, st counterState, left, now, lag int64) Result {
+	res := Result{Allowed: allowed, Limit: int(r.limit), Remaining: int(left)}
 	if reset := r.resetAt(st); reset > now {
 		res.ResetAfter = time.Duration(reset - now + lag)
 	}
@@ -117,8 +130,8 @@ func (r counterRate) resetAt(st counterState) int64 {
 // denial is the Result of a take that denied n (1 <= n <= limit) on st, the
 // state at now, read from a clock lag behind now: its RetryAfter is the
 // least wait after which n is allowed, were no other call made.
-func (r counterRate) denial(st counterState, now, n, lag int64) Result {
-	res := r.result(false, st, now, lag)
+func (r counterRate) denial(st counterState, left, now, n, lag int64) Result {
+	res := r.resultLeft(false, st, left, now, lag)
 	res.RetryAfter = time.Duration(r.allowedAt(st, n) - now + lag)
 	return res
 }

@@ -61,6 +61,9 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		{"ratelimit-FixedWindow", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
 			return ratelimit.NewFixedWindow(memCapacity, memFill, ratelimit.WithClock(c))
 		})},
+		{"ratelimit-SlidingCounter", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
+			return ratelimit.NewSlidingCounter(memCapacity, memFill, ratelimit.WithClock(c))
+		})},
 		// memorystore reads the system clock and cannot be given another, so
 		// its refill step only peeks (Get). It drops keys only in its sweep
 		// goroutine, set here to run every 24h, so never during the

@@ -162,6 +162,10 @@ func redisImpls() []redisImpl {
 			l, err := ratelimit.NewRedisFixedWindow(c, cfg.limit, cfg.period)
 			return ratelimitDecisions(tb, l, err)
 		}},
+		{"ratelimit-RedisSlidingCounter", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
+			l, err := ratelimit.NewRedisSlidingCounter(c, cfg.limit, cfg.period)
+			return ratelimitDecisions(tb, l, err)
+		}},
 		// Two limits in one decision: a token bucket and a fixed window of
 		// the same key, all or nothing, in one script request.
 		{"ratelimit-Composite-RedisTokenBucket+RedisFixedWindow", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
