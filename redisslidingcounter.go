@@ -36,8 +36,9 @@ const DefaultSlidingCounterPrefix = "ratelimit:sc:"
 // 2^53.
 //
 // Calls with n < 0 or n > limit are answered without a round trip; n == 0
-// reads without creating the key. A key holding anything else (a value of
-// another type, another value, no TTL) is left exactly as it is, and Allow
+// reads without creating the key. Its TTL is not read: the value's expiry
+// says when the key holds nothing. A key holding anything else (a value of
+// another type, another value) is left exactly as it is, and Allow
 // returns an error naming it and wrapping ErrCorruptState. Redis errors,
 // timeouts and malformed replies are returned wrapped. Every error comes
 // with Allowed false. A server clock that steps back frees nothing: a

@@ -103,7 +103,6 @@ func TestRedisSlidingCounterRefusesForeignStateAndLeavesIt(t *testing.T) {
 			m.SetTTL("backwards", time.Minute)
 		}, "start before expiry"},
 		{"huge", func() { require.NoError(t, m.Set("huge", "1:9007199254740993:1:1")); m.SetTTL("huge", time.Minute) }, "below 2^53"},
-		{"no-ttl", func() { require.NoError(t, m.Set("no-ttl", fmtCounter(start, start+1, 0, 1))) }, "without the TTL"},
 	} {
 		tc.set()
 		before := snapshotKey(t, client, tc.key)
@@ -148,4 +147,21 @@ func TestNewRedisSlidingCounterRejectsBadConfig(t *testing.T) {
 	l, err := NewRedisSlidingCounter(client, maxRedisLimit, (1<<51/1000)*time.Millisecond)
 	require.NoError(t, err, "the largest limit and window")
 	assert.Equal(t, maxRedisLimit, l.Policy().Limit)
+}
+
+func TestRedisSlidingCounterReadsItsExpiryNotItsTTL(t *testing.T) {
+	ctx := context.Background()
+	m, client, advance := miniredisClock(t)
+	l, err := NewRedisSlidingCounter(client, 5, time.Minute, WithKeyPrefix(""))
+	require.NoError(t, err)
+	start := epoch.UnixMicro()
+	require.NoError(t, m.Set("k", fmtCounter(start, start+120_000_000, 0, 5))) // no TTL
+	res, err := l.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, no(5, 0, 72*time.Second, 2*time.Minute), res, "the value is the key's state: 5 weigh 4 at 72 s")
+	advance(2 * time.Minute)
+	res, err = l.Allow(ctx, "k", 5)
+	require.NoError(t, err)
+	assert.Equal(t, ok(5, 0, 2*time.Minute), res, "past its expiry the key holds nothing")
+	assert.Equal(t, 2*time.Minute, m.TTL("k"), "and the write sets its TTL")
 }

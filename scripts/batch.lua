@@ -133,7 +133,9 @@
 --        counted in the window before it, [start − W, start) (0 when it
 --        counted none); prev + cur >= 1, start < expiry. expiry is start +
 --        2W at the W of its last counted request, and the key holds
---        nothing from then on; PX until then. When now reaches start + W,
+--        nothing from then on; PX until then. Its TTL is not read: the
+--        value tells the key as this state's, and its expiry, not the
+--        TTL, when it holds nothing. When now reaches start + W,
 --        cur becomes prev and a new window opens at start + W; from start
 --        + 2W (or expiry) on the key holds nothing, and its next counted
 --        request opens a window at its now. With e = now − start, the
@@ -928,9 +930,6 @@ local function counter_state(key, stored)
   local s, x, prev, cur = whole(a), whole(b), whole(p), whole(q)
   if not (s and x and prev and cur and s < x and prev + cur >= 1) then
     return nil, counter_bad
-  end
-  if redis.call('PTTL', key) < 0 then
-    return nil, 'a counter without the TTL every write sets'
   end
   return s, x, prev, cur
 end
