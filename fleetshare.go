@@ -114,8 +114,9 @@ func sharePolicy(p Policy, live int) Policy {
 // OnFailure: FailOver: the in-process limiter that decides as backend
 // does, on this replica's share (see Share) of backend's policy of each
 // key, so that the fleet stays near the shared limit while Redis is away:
-//   - a RedisTokenBucket gives a TokenBucket, a RedisGCRA a GCRA, and a
-//     RedisFixedWindow a FixedWindow, each built WithPolicyFunc(ShareFunc(
+//   - a RedisTokenBucket gives a TokenBucket, a RedisGCRA a GCRA, a
+//     RedisFixedWindow a FixedWindow, and a RedisSlidingCounter a
+//     SlidingCounter, each built WithPolicyFunc(ShareFunc(
 //     backend's policy, backend's PolicyFunc if it was built with one));
 //   - a RedisConcurrency gives a Concurrency whose limit for each key is
 //     the key's limit on the backend ÷ Live, rounded down, at least 1,
@@ -207,7 +208,7 @@ func withoutMaxDebt(opts []Option) []Option {
 }
 
 // mirror returns the in-process limiter of backend's algorithm, one of the
-// four Redis limiters of this package, deciding by this replica's share
+// five Redis limiters of this package, deciding by this replica's share
 // of backend's policy of each key.
 func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, error) {
 	if b, ok := backend.(*RedisConcurrency); ok {
@@ -227,8 +228,12 @@ func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, er
 		if b != nil {
 			r = &b.r
 		}
+	case *RedisSlidingCounter:
+		if b != nil {
+			r = &b.r
+		}
 	default:
-		return nil, fmt.Errorf("%w: %s: a %T has no in-process mirror; give a RedisTokenBucket, RedisGCRA, RedisFixedWindow, RedisConcurrency or a Composite of them", ErrInvalidConfig, kind, backend)
+		return nil, fmt.Errorf("%w: %s: a %T has no in-process mirror; give a RedisTokenBucket, RedisGCRA, RedisFixedWindow, RedisSlidingCounter, RedisConcurrency or a Composite of them", ErrInvalidConfig, kind, backend)
 	}
 	if r == nil || r.client == nil {
 		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
@@ -248,6 +253,8 @@ func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, er
 		return NewTokenBucket(def.Limit, float64(def.Limit)*float64(time.Second)/float64(def.Window), opts...)
 	case *RedisGCRA:
 		return NewGCRA(def.Limit, def.Window, opts...)
+	case *RedisSlidingCounter:
+		return NewSlidingCounter(def.Limit, def.Window, opts...)
 	default:
 		return NewFixedWindow(def.Limit, def.Window, opts...)
 	}
