@@ -26,10 +26,10 @@ func TestRealRedisSlidingCounterDecidesAsInProcess(t *testing.T) {
 	r := rand.New(rand.NewPCG(24, 7))
 	for round := 0; round < sized(200, 2000); round++ {
 		L := 1 + r.IntN(20)
-		W := time.Duration(1+r.Int64N(3_600_000)) * time.Millisecond
+		W := time.Duration(1000+r.Int64N(3_600_000)) * time.Millisecond
 		if round%2 == 1 {
 			L = maxRedisLimit - r.IntN(1000)
-			W = time.Duration(1+r.Int64N(1<<51/1000)) * time.Millisecond
+			W = time.Duration(1000+r.Int64N(1<<51/1000-1000)) * time.Millisecond
 		}
 		w := int64(W / time.Microsecond)
 		prev, cur := r.Int64N(int64(L)+1), r.Int64N(int64(L)+1)
@@ -42,9 +42,9 @@ func TestRealRedisSlidingCounterDecidesAsInProcess(t *testing.T) {
 		require.NoError(t, err)
 		now, err := client.Time(ctx).Result()
 		require.NoError(t, err)
-		// At least 10 ms left in the window, for the round trip, and a
+		// At least 500 ms left in the window, for the round trip, and a
 		// start after 1970.
-		start := now.UnixMicro() - r.Int64N(min(max(w-10_000, 1), now.UnixMicro()))
+		start := now.UnixMicro() - r.Int64N(min(w-500_000, now.UnixMicro()))
 		require.NoError(t, client.Set(ctx, remote.KeyPrefix()+"k", fmtCounter(start, start+2*w, prev, cur), 2*W).Err())
 		got, err := remote.Allow(ctx, "k", n)
 		require.NoError(t, err, fmtCounter(start, start+2*w, prev, cur))
