@@ -105,6 +105,14 @@ func adjustSubjects() []adjustSubject {
 			l, err := NewRedisFixedWindow(c, 3, 3*time.Second, WithHooks(h), WithName("window"))
 			return must(t, l, err)
 		}, true, "window"},
+		{"SlidingCounter", func(t *testing.T, h Hooks, _ *redis.Client) Adjuster {
+			l, err := NewSlidingCounter(3, 3*time.Second, clock(), WithHooks(h))
+			return must(t, l, err)
+		}, false, "SlidingCounter"},
+		{"RedisSlidingCounter", func(t *testing.T, h Hooks, c *redis.Client) Adjuster {
+			l, err := NewRedisSlidingCounter(c, 3, 3*time.Second, WithHooks(h), WithName("sliding"))
+			return must(t, l, err)
+		}, true, "sliding"},
 		{"Guard", func(t *testing.T, h Hooks, _ *redis.Client) Adjuster {
 			l, err := NewGuard(bucket(t), GuardConfig{Hooks: h, Clock: NewFakeClock(epoch)})
 			return must(t, l, err)

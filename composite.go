@@ -16,10 +16,11 @@ type Part struct {
 	Name string
 	// Limiter decides the part. All the parts of a Composite are
 	// in-process limiters of this package (TokenBucket, GCRA, FixedWindow,
-	// SlidingLog, CalendarWindow, and at most one Concurrency), or all are
-	// Redis limiters of this package on the same client (RedisTokenBucket,
-	// RedisGCRA, RedisFixedWindow, RedisSlidingLog, RedisCalendarWindow,
-	// and at most one RedisConcurrency).
+	// SlidingLog, SlidingCounter, CalendarWindow, and at most one
+	// Concurrency), or all are Redis limiters of this package on the same
+	// client (RedisTokenBucket, RedisGCRA, RedisFixedWindow,
+	// RedisSlidingLog, RedisSlidingCounter, RedisCalendarWindow, and at
+	// most one RedisConcurrency).
 	Limiter Limiter
 	// Key derives the part's key from the key of the call, for a limit on
 	// another subject (the tenant a user belongs to, say); nil means the

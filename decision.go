@@ -67,9 +67,9 @@ type rule struct {
 	// whenever a lease is released: no denial tells what the key will
 	// answer later.
 	inFlight bool
-	// gradual marks a policy whose units leave one by one at times a
-	// denial does not tell (a sliding log): a denial holds only for the
-	// same cost, until its RetryAfter.
+	// gradual marks a sliding window's policy (a sliding log, a sliding
+	// counter), whose units come back bit by bit as the window slides: a
+	// denial tells only that the same cost is denied until its RetryAfter.
 	gradual bool
 }
 
@@ -124,6 +124,14 @@ func observerOf(l Limiter) *observer {
 		}
 	case *RedisCalendarWindow:
 		if v.built() {
+			return &v.r.obs
+		}
+	case *SlidingCounter:
+		if v != nil && v.keys != nil {
+			return &v.obs
+		}
+	case *RedisSlidingCounter:
+		if v != nil && v.r.client != nil {
 			return &v.r.obs
 		}
 	}

@@ -238,7 +238,8 @@ func (c *DenyCache) ask(ctx context.Context, key string, n int, leased bool) (Le
 // is an allowed call on a key whose denial is held, which it replaces,
 // since both bound the key exactly as it is now. A backend that does not
 // say how its state moves has only its denials of n with n-1 left
-// remembered, until their RetryAfter: they hold for n alone. A denial
+// remembered, until their RetryAfter: they hold for n alone; so has a
+// sliding window, whatever it has left (see rule.gradual). A denial
 // made behind a clock that stepped back is not (see lagging), nor one of a
 // policy of units in flight, which a release may free at any moment.
 func bounds(d *Decision, n int, held bool) (int64, bool) {
@@ -247,8 +248,12 @@ func bounds(d *Decision, n int, held bool) (int64, bool) {
 		return 0, false
 	case d.Allowed && !held:
 		return 0, false
-	case d.rules == nil || d.gradual():
+	case d.rules == nil:
 		return int64(d.RetryAfter), !d.Allowed && d.RetryAfter > 0 && d.Remaining == n-1
+	case d.gradual():
+		// A denial of n holds for n until its RetryAfter, whatever is
+		// left: the units come back bit by bit.
+		return int64(d.RetryAfter), !d.Allowed && d.RetryAfter > 0
 	case len(d.rules) != len(d.Policies) || lagging(d):
 		return 0, false
 	}

@@ -24,6 +24,10 @@
 //     day, week or month of the wall clock in a time zone (a Calendar),
 //     for quotas that reset at midnight or on the 1st, for every key at
 //     once; days across a daylight-saving change last 23 or 25 hours.
+//   - NewSlidingCounter, NewRedisSlidingCounter: about limit per window in
+//     any span of the window's length, in O(1) per key: the previous fixed
+//     window weighted by its share still in the span; its error against
+//     an exact sliding count is bounded and documented.
 //   - NewConcurrency, NewRedisConcurrency: at most limit units in flight,
 //     each held by a Lease until it is released or expires (see
 //     Concurrency limits below).

@@ -114,9 +114,9 @@ func sharePolicy(p Policy, live int) Policy {
 // OnFailure: FailOver: the in-process limiter that decides as backend
 // does, on this replica's share (see Share) of backend's policy of each
 // key, so that the fleet stays near the shared limit while Redis is away:
-//   - a RedisTokenBucket gives a TokenBucket, a RedisGCRA a GCRA, and a
-//     RedisFixedWindow a FixedWindow, a RedisSlidingLog a SlidingLog,
-//     each built WithPolicyFunc(ShareFunc(
+//   - a RedisTokenBucket gives a TokenBucket, a RedisGCRA a GCRA, a
+//     RedisFixedWindow a FixedWindow, a RedisSlidingLog a SlidingLog and a
+//     RedisSlidingCounter a SlidingCounter, each built WithPolicyFunc(ShareFunc(
 //     backend's policy, backend's PolicyFunc if it was built with one));
 //   - a RedisCalendarWindow gives a CalendarWindow of the same calendar
 //     whose limit for each key is the key's limit on the backend ÷ Live,
@@ -238,8 +238,12 @@ func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, er
 		if b != nil {
 			r = &b.r
 		}
+	case *RedisSlidingCounter:
+		if b != nil {
+			r = &b.r
+		}
 	default:
-		return nil, fmt.Errorf("%w: %s: a %T has no in-process mirror; give a RedisTokenBucket, RedisGCRA, RedisFixedWindow, RedisSlidingLog, RedisCalendarWindow, RedisConcurrency or a Composite of them", ErrInvalidConfig, kind, backend)
+		return nil, fmt.Errorf("%w: %s: a %T has no in-process mirror; give a RedisTokenBucket, RedisGCRA, RedisFixedWindow, RedisSlidingLog, RedisSlidingCounter, RedisCalendarWindow, RedisConcurrency or a Composite of them", ErrInvalidConfig, kind, backend)
 	}
 	if r == nil || r.client == nil {
 		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
@@ -261,6 +265,8 @@ func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, er
 		return NewGCRA(def.Limit, def.Window, opts...)
 	case *RedisSlidingLog:
 		return NewSlidingLog(def.Limit, def.Window, opts...)
+	case *RedisSlidingCounter:
+		return NewSlidingCounter(def.Limit, def.Window, opts...)
 	default:
 		return NewFixedWindow(def.Limit, def.Window, opts...)
 	}

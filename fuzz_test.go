@@ -148,6 +148,43 @@ func FuzzFixedWindow(f *testing.F) {
 	})
 }
 
+// FuzzSlidingCounter checks the in-process sliding-window counter against
+// its model on arbitrary schedules of one key, the clock stepping back now
+// and then.
+func FuzzSlidingCounter(f *testing.F) {
+	f.Add(uint8(20), uint16(30000), []byte{0, 1, 0, 1, 0, 25, 255, 1})
+	f.Add(uint8(3), uint16(10), []byte{5, 3, 5, 3, 250, 1, 1, 1})
+	f.Add(uint8(7), uint16(999), []byte{0, 7, 70, 3, 35, 2, 10, 6, 200, 1})
+	f.Fuzz(func(t *testing.T, limit uint8, windowMs uint16, program []byte) {
+		if limit == 0 || windowMs == 0 || len(program) > 400 {
+			return
+		}
+		window := time.Duration(windowMs) * time.Millisecond
+		clock := NewFakeClock(epoch)
+		l, err := NewSlidingCounter(int(limit), window, WithClock(clock))
+		if err != nil {
+			t.Fatalf("NewSlidingCounter(%d, %v): %v", limit, window, err)
+		}
+		model := newCounterModel(int(limit), window, 1)
+		// Each pair of bytes is one call: a clock step of 0..255 tenths of
+		// a window's limit-th part (the top values step back), then a cost.
+		for i := 0; i+1 < len(program); i += 2 {
+			step := time.Duration(program[i]) * window / time.Duration(10*int(limit))
+			if program[i] >= 250 {
+				step = -step
+			}
+			n := int(program[i+1]) % (int(limit) + 2)
+			clock.Advance(step)
+			model.advance(step)
+			got, err := l.Allow(context.Background(), "k", n)
+			want := model.allow("k", n)
+			if (err != nil) != (n > int(limit)) || got != want {
+				t.Fatalf("call %d: Allow(%d) after %v = %+v, %v; model says %+v", i/2, n, step, got, err, want)
+			}
+		}
+	})
+}
+
 // FuzzSettleBoundsDebt checks the in-process limiters' Allow, Settle and
 // Refund against the model of their parts, which knows the bound on debt
 // (WithMaxDebt), on arbitrary schedules of one key: whatever the costs

@@ -22,18 +22,19 @@ type localParts struct {
 }
 
 // localPart is one part: a schedule (TokenBucket, GCRA), a FixedWindow, a
-// SlidingLog, a CalendarWindow or a Concurrency, and how it reads its
-// clock. A schedule built WithPolicyFunc decides by its PolicyFunc engine
-// k, whose keys keep their interval.
+// SlidingLog, a SlidingCounter, a CalendarWindow or a Concurrency, and how
+// it reads its clock. A schedule built WithPolicyFunc decides by its
+// PolicyFunc engine k, whose keys keep their interval.
 type localPart struct {
 	s  *schedule
 	k  *policyFuncSchedule // s's, when built WithPolicyFunc; nil otherwise
 	w  *FixedWindow
 	c  *Concurrency
 	g  *SlidingLog
+	n  *SlidingCounter
 	cw *CalendarWindow
 
-	base *clockBase // s's, w's, c's, g's or cw's
+	base *clockBase // s's, w's, c's, g's, n's or cw's
 	// from is the index of the part whose clock reading this part shares:
 	// its own, or an earlier part's on the same clock. Parts on the system
 	// clock read its monotonic time, at from's reading plus offset, which
@@ -56,6 +57,8 @@ func (l *localParts) policyFunc(i int) *policyFunc {
 		return p.g.policyFunc
 	case p.cw != nil:
 		return p.cw.policyFunc
+	case p.n != nil:
+		return p.n.policyFunc
 	}
 	return nil
 }
@@ -71,6 +74,8 @@ func (l *localParts) own(i int) partRate {
 		return partRate{limit: p.g.limit, param: p.g.window}
 	} else if p.cw != nil {
 		return partRate{limit: p.cw.limit, param: int64(p.cw.cal.Period)}
+	} else if p.n != nil {
+		return partRate{limit: p.n.limit, param: p.n.window}
 	}
 	w := l.parts[i].w
 	return partRate{limit: w.limit, param: w.window}
@@ -116,6 +121,14 @@ func (l *localParts) calendarRateOf(i int, rates []partRate) partRate {
 	return rates[i]
 }
 
+// counterRateOf is rateOf for a sliding counter part.
+func (l *localParts) counterRateOf(i int, rates []partRate) counterRate {
+	if rates == nil {
+		return l.parts[i].n.counterRate
+	}
+	return counterRate{limit: rates[i].limit, window: rates[i].param}
+}
+
 // observer returns part i's observer.
 func (l *localParts) observer(i int) *observer {
 	switch p := &l.parts[i]; {
@@ -127,6 +140,8 @@ func (l *localParts) observer(i int) *observer {
 		return &p.g.obs
 	case p.cw != nil:
 		return &p.cw.obs
+	case p.n != nil:
+		return &p.n.obs
 	}
 	return &l.parts[i].w.obs
 }
@@ -162,8 +177,12 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 			if v != nil && v.windows != nil {
 				p.cw = v
 			}
+		case *SlidingCounter:
+			if v != nil && v.keys != nil {
+				p.n = v
+			}
 		default:
-			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA, *FixedWindow, *SlidingLog, *CalendarWindow or *Concurrency", i, lim)
+			return nil, fmt.Errorf("part %d is a %T, not a *TokenBucket, *GCRA, *FixedWindow, *SlidingLog, *SlidingCounter, *CalendarWindow or *Concurrency", i, lim)
 		}
 		switch {
 		case p.s != nil:
@@ -176,6 +195,8 @@ func newLocalParts(limiters []Limiter) (*localParts, error) {
 			p.base = &p.g.base
 		case p.cw != nil:
 			p.base = &p.cw.base
+		case p.n != nil:
+			p.base = &p.n.base
 		default:
 			return nil, fmt.Errorf("part %d is a nil or zero-value %T", i, lim)
 		}
@@ -220,6 +241,7 @@ type partCall struct {
 	wsh    *tableShard[openWindow]
 	gsh    *tableShard[entryLog]
 	csh    *tableShard[*heldUnits]
+	nsh    *tableShard[counterState]
 	cidx   int   // the index of csh in its table
 	where  where // where the shard holds the key
 	shared bool  // another part's key falls on the same shard
@@ -230,6 +252,9 @@ type partCall struct {
 	win, nwin openWindow // a fixed window's window open and after the call
 	held      *heldUnits // a Concurrency's leases of the key, swept
 	log       entryLog   // a sliding log's log of the key, swept
+
+	ncur, nnx counterState // a sliding counter's state at now and after the call
+	nleft     int64        // a sliding counter's units left at now
 }
 
 // callBuffer holds the partCalls of up to four parts, without allocating.
@@ -293,6 +318,11 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 			var win openWindow
 			win, c.where = c.wsh.lookup(keys[i])
 			c.win, c.nwin, c.allowed = p.cw.take(r.limit, CalendarPeriod(r.param), win, c.now, costs[i])
+		case p.n != nil:
+			c.now = p.n.keys.advance(c.nsh, c.reading, p.n.maxNow)
+			var st counterState
+			st, c.where = c.nsh.lookup(keys[i])
+			c.ncur, c.nnx, c.nleft, c.allowed = l.counterRateOf(i, rates).take(st, c.now, costs[i])
 		default:
 			c.now = p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			var win openWindow
@@ -330,6 +360,11 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 				_, c.where = c.tsh.lookup(keys[i])
 			}
 			c.tsh.write(keys[i], c.where, c.next, c.next)
+		case p.n != nil:
+			if c.shared {
+				_, c.where = c.nsh.lookup(keys[i])
+			}
+			c.nsh.write(keys[i], c.where, c.nnx, c.nnx.expiry)
 		default:
 			if c.shared {
 				_, c.where = c.wsh.lookup(keys[i])
@@ -356,6 +391,18 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 				results[i] = r.result(false, c.cur, c.now, lag)
 			default:
 				results[i] = r.denial(c.cur, c.next, c.now, lag)
+			}
+			continue
+		}
+		if p.n != nil {
+			r := l.counterRateOf(i, rates)
+			switch {
+			case allowed:
+				results[i] = r.resultLeft(true, c.nnx, c.nleft-int64(costs[i]), c.now, lag)
+			case c.allowed:
+				results[i] = r.resultLeft(false, c.ncur, c.nleft, c.now, lag)
+			default:
+				results[i] = r.denial(c.ncur, c.nleft, c.now, int64(costs[i]), lag)
 			}
 			continue
 		}
@@ -404,6 +451,9 @@ func (l *localParts) settle(keys []string, changes []int, a adjustment, rates []
 			r := l.calendarRateOf(i, rates)
 			now := p.cw.windows.advance(c.wsh, c.reading, calendarMaxNow)
 			results[i] = p.cw.settleAt(r.limit, CalendarPeriod(r.param), c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
+		case p.n != nil:
+			now := p.n.keys.advance(c.nsh, c.reading, p.n.maxNow)
+			results[i] = p.n.settleAt(l.counterRateOf(i, rates), c.nsh, keys[i], d, a, now, lagBehind(now, c.reading))
 		default:
 			now := p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			results[i] = p.w.settleAt(l.windowRateOf(i, rates), c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
@@ -442,6 +492,10 @@ func (l *localParts) reset(keys []string) {
 			p.cw.windows.advance(c.wsh, c.reading, calendarMaxNow)
 			_, w := c.wsh.lookup(keys[i])
 			p.cw.windows.remove(c.wsh, keys[i], w)
+		case p.n != nil:
+			p.n.keys.advance(c.nsh, c.reading, p.n.maxNow)
+			_, w := c.nsh.lookup(keys[i])
+			p.n.keys.remove(c.nsh, keys[i], w)
 		default:
 			p.w.windows.advance(c.wsh, c.reading, p.w.maxNow)
 			_, w := c.wsh.lookup(keys[i])
@@ -489,6 +543,9 @@ func (l *localParts) lock(keys []string, calls []partCall, order []int) {
 		case p.cw != nil:
 			c.wsh = p.cw.windows.shard(keys[i])
 			c.mu = &c.wsh.mu
+		case p.n != nil:
+			c.nsh = p.n.keys.shard(keys[i])
+			c.mu = &c.nsh.mu
 		default:
 			c.wsh = p.w.windows.shard(keys[i])
 			c.mu = &c.wsh.mu

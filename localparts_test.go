@@ -27,7 +27,7 @@ func TestNewLocalPartsTakesOnlyInProcessLimiters(t *testing.T) {
 		limiter Limiter
 		want    string
 	}{
-		{notLocal{}, "part 1 is a ratelimit.notLocal, not a *TokenBucket, *GCRA, *FixedWindow, *SlidingLog, *CalendarWindow or *Concurrency"},
+		{notLocal{}, "part 1 is a ratelimit.notLocal, not a *TokenBucket, *GCRA, *FixedWindow, *SlidingLog, *SlidingCounter, *CalendarWindow or *Concurrency"},
 		{&TokenBucket{}, "part 1 is a nil or zero-value *ratelimit.TokenBucket"},
 		{&GCRA{}, "part 1 is a nil or zero-value *ratelimit.GCRA"},
 		{&FixedWindow{}, "part 1 is a nil or zero-value *ratelimit.FixedWindow"},

@@ -23,6 +23,9 @@ func observedLimiters(t *testing.T, opts ...Option) map[string]Limiter {
 		"RedisTokenBucket": func() (Limiter, error) { return NewRedisTokenBucket(client, 3, 1, opts...) },
 		"RedisGCRA":        func() (Limiter, error) { return NewRedisGCRA(client, 3, 3*time.Second, opts...) },
 		"RedisFixedWindow": func() (Limiter, error) { return NewRedisFixedWindow(client, 3, 3*time.Second, opts...) },
+
+		"SlidingCounter":      func() (Limiter, error) { return NewSlidingCounter(3, 3*time.Second, local...) },
+		"RedisSlidingCounter": func() (Limiter, error) { return NewRedisSlidingCounter(client, 3, 3*time.Second, opts...) },
 	}
 	limiters := make(map[string]Limiter, len(made))
 	for name, build := range made {

@@ -101,7 +101,7 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 	// The time from empty to full: limit units of param µs each, or a
 	// window of param ms.
 	window := time.Duration(int64(p.limit)*p.param) * time.Microsecond
-	if p.kind == redisbatch.FixedWindow || p.kind == redisbatch.SlidingLog {
+	if p.kind == redisbatch.FixedWindow || p.kind == redisbatch.SlidingLog || p.kind == redisbatch.SlidingCounter {
 		window = time.Duration(p.param) * time.Millisecond
 	}
 	if p.window != 0 {
@@ -189,7 +189,7 @@ func redisRule(kind redisbatch.Kind, param int64) rule {
 	if kind == redisbatch.FixedWindow || kind == redisbatch.CalendarWindow {
 		return rule{}
 	}
-	if kind == redisbatch.SlidingLog {
+	if kind == redisbatch.SlidingLog || kind == redisbatch.SlidingCounter {
 		return rule{gradual: true}
 	}
 	return rule{unit: param * int64(time.Microsecond)}

@@ -36,6 +36,9 @@ var redisKinds = []redisKind{
 	{"RedisFixedWindow", true, func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (prefixedLimiter, error) {
 		return NewRedisFixedWindow(c, limit, period, opts...)
 	}},
+	{"RedisSlidingCounter", true, func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (prefixedLimiter, error) {
+		return NewRedisSlidingCounter(c, limit, period, opts...)
+	}},
 }
 
 // checkDefaultPrefixesTellConfigurationsApart checks, for each Redis limiter
@@ -47,9 +50,10 @@ func checkDefaultPrefixesTellConfigurationsApart(t *testing.T, client redis.Scri
 	wantPrefixes := map[string][2]string{
 		// 100 and 10 per minute: 600000 and 6000000 µs per token, or a
 		// window of 60000 ms.
-		"RedisTokenBucket": {"ratelimit:tb:100:600000:", "ratelimit:tb:10:6000000:"},
-		"RedisGCRA":        {"ratelimit:gcra:100:600000:", "ratelimit:gcra:10:6000000:"},
-		"RedisFixedWindow": {"ratelimit:fw:100:60000:", "ratelimit:fw:10:60000:"},
+		"RedisTokenBucket":    {"ratelimit:tb:100:600000:", "ratelimit:tb:10:6000000:"},
+		"RedisGCRA":           {"ratelimit:gcra:100:600000:", "ratelimit:gcra:10:6000000:"},
+		"RedisFixedWindow":    {"ratelimit:fw:100:60000:", "ratelimit:fw:10:60000:"},
+		"RedisSlidingCounter": {"ratelimit:sc:100:60000:", "ratelimit:sc:10:60000:"},
 	}
 	for _, kind := range redisKinds {
 		t.Run(kind.name, func(t *testing.T) {

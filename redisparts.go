@@ -56,6 +56,8 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 			r = &l.r
 		case *RedisSlidingLog:
 			r = &l.r
+		case *RedisSlidingCounter:
+			r = &l.r
 		case *RedisConcurrency:
 			r = &l.r
 			if rp.inFlight < 0 { // NewComposite refuses a second one

@@ -318,3 +318,69 @@ var logScenarios = []scenario{
 		},
 	},
 }
+
+// counterScenarios hold for the sliding-window counters, in process and on
+// Redis. Every wait here is whole milliseconds, so that both agree to the
+// nanosecond.
+var counterScenarios = []scenario{
+	{
+		name: "the previous window weighs its share still in the span", limit: 4, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", 2, ok(4, 2, 20*time.Second), nil},
+			{10 * time.Second, "k", 2, ok(4, 0, 20*time.Second), nil}, // prev 2 weighs 2
+			{0, "k", 1, no(4, 0, 5*time.Second, 20*time.Second), nil}, // until prev weighs 1
+			{5 * time.Second, "k", 1, ok(4, 0, 15*time.Second), nil},
+			{2500 * ms, "k", 0, ok(4, 0, 12500*ms), nil},  // ⌈2 × 1/4⌉ = 1
+			{0, "k", 1, no(4, 0, 2500*ms, 12500*ms), nil}, // the next window, where 3 weigh 3
+			{2500 * ms, "k", 1, ok(4, 0, 20*time.Second), nil},
+			{20 * time.Second, "k", 0, ok(4, 4, 0), nil},
+		},
+	},
+	{
+		name: "a key holds nothing two windows after its start", limit: 2, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", 1, ok(2, 1, 20*time.Second), nil},
+			{15 * time.Second, "k", 0, ok(2, 1, 5*time.Second), nil},
+			{5 * time.Second, "k", 0, ok(2, 2, 0), nil},
+			{0, "k", 2, ok(2, 0, 20*time.Second), nil},
+		},
+	},
+	{
+		name: "a denial waits into the next window", limit: 3, period: 9 * time.Second,
+		steps: []step{
+			{0, "k", 3, ok(3, 0, 18*time.Second), nil},
+			{time.Second, "k", 1, no(3, 0, 11*time.Second, 17*time.Second), nil}, // until ⌈3 × 6/9⌉ = 2
+			{11 * time.Second, "k", 1, ok(3, 0, 15*time.Second), nil},
+			{0, "k", 3, no(3, 0, 15*time.Second, 15*time.Second), nil}, // the whole limit: until the key is empty
+		},
+	},
+	{
+		name: "invalid and impossible costs change nothing", limit: 3, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", -1, Result{Limit: 3}, ErrInvalidCost},
+			{0, "k", 4, Result{Limit: 3}, ErrCostExceedsLimit},
+			{0, "k", 0, ok(3, 3, 0), nil},
+			{0, "k", 3, ok(3, 0, 20*time.Second), nil},
+			{0, "k", 4, Result{Limit: 3}, ErrCostExceedsLimit},
+			{0, "k", 3, no(3, 0, 20*time.Second, 20*time.Second), nil},
+		},
+	},
+	{
+		name: "keys are independent", limit: 2, period: 10 * time.Second,
+		steps: []step{
+			{0, "a", 2, ok(2, 0, 20*time.Second), nil},
+			{time.Second, "b", 1, ok(2, 1, 20*time.Second), nil},
+			{0, "a", 1, no(2, 0, 14*time.Second, 19*time.Second), nil},
+			{0, "b", 1, ok(2, 0, 20*time.Second), nil},
+		},
+	},
+	{
+		name: "a clock going backwards frees nothing early", limit: 2, period: 10 * time.Second,
+		steps: []step{
+			{0, "k", 2, ok(2, 0, 20*time.Second), nil},
+			{-time.Hour, "k", 1, no(2, 0, time.Hour+15*time.Second, time.Hour+20*time.Second), nil},
+			{time.Hour, "k", 1, no(2, 0, 15*time.Second, 20*time.Second), nil},
+			{15 * time.Second, "k", 1, ok(2, 0, 15*time.Second), nil},
+		},
+	},
+}

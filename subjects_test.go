@@ -85,6 +85,27 @@ var windowSubjects = []subject{
 	}),
 }
 
+// counterSubjects are the sliding-window counters: limit per window of
+// period.
+var counterSubjects = []subject{
+	inProcessSubject("SlidingCounter", func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewSlidingCounter(limit, period, opts...)
+	}),
+	inProcessSubject("SlidingCounter/PolicyFunc", func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewSlidingCounter(3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
+	}),
+	miniredisSubject("RedisSlidingCounter", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewRedisSlidingCounter(client, limit, period, opts...)
+	}),
+	miniredisSubject("RedisSlidingCounter/PolicyFunc", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+		return NewRedisSlidingCounter(client, 3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
+	}),
+}
+
+func TestCounterScenarios(t *testing.T) {
+	runScenarios(t, counterSubjects, counterScenarios)
+}
+
 func TestBucketScenarios(t *testing.T) {
 	t.Parallel()
 	runScenarios(t, bucketSubjects, bucketScenarios)

@@ -144,6 +144,27 @@ func BenchmarkHotKey(b *testing.B) {
 		reportAllowed(b, allowed)
 	})
 
+	b.Run("ratelimit-SlidingCounter", func(b *testing.B) {
+		l, err := ratelimit.NewSlidingCounter(hotCapacity, hotPeriod)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		allowed := 0
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			res, err := l.Allow(ctx, "hot", 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.Allowed {
+				allowed++
+			}
+		}
+		b.StopTimer()
+		reportAllowed(b, allowed)
+	})
+
 	b.Run("x-time-rate-AllowN", func(b *testing.B) {
 		l := rate.NewLimiter(rate.Limit(hotRate), hotCapacity)
 		b.ReportAllocs()

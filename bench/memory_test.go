@@ -61,6 +61,9 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		{"ratelimit-FixedWindow", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
 			return ratelimit.NewFixedWindow(memCapacity, memFill, ratelimit.WithClock(c))
 		})},
+		{"ratelimit-SlidingCounter", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
+			return ratelimit.NewSlidingCounter(memCapacity, memFill, ratelimit.WithClock(c))
+		})},
 		{"ratelimit-CalendarWindow", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
 			return ratelimit.NewCalendarWindow(memCapacity, ratelimit.Calendar{Period: ratelimit.CalendarMinute}, ratelimit.WithClock(c))
 		})},

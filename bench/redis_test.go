@@ -162,6 +162,10 @@ func redisImpls() []redisImpl {
 			l, err := ratelimit.NewRedisFixedWindow(c, cfg.limit, cfg.period)
 			return ratelimitDecisions(tb, l, err)
 		}},
+		{"ratelimit-RedisSlidingCounter", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
+			l, err := ratelimit.NewRedisSlidingCounter(c, cfg.limit, cfg.period)
+			return ratelimitDecisions(tb, l, err)
+		}},
 		{"ratelimit-RedisCalendarWindow", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
 			l, err := ratelimit.NewRedisCalendarWindow(c, cfg.limit, ratelimit.Calendar{Period: ratelimit.CalendarMinute})
 			return ratelimitDecisions(tb, l, err)

@@ -17,13 +17,15 @@
 --           converted to this one and rounded up, and is written so by
 --           its next call, whatever that decides; 'c' units in flight,
 --           each held by a lease until it is released or expires; 'l'
---           a sliding log: at most limit units in any window; 'k' a
+--           a sliding log: at most limit units in any window; 's' a
+--           sliding-window counter; 'k' a
 --           count in windows of a calendar, whose bounds the client
 --           computes
 --   limit   capacity or limit: whole units, 1 <= limit <= 2^52 ('c': the
 --           most units in flight, 1 <= limit <= 65536)
 --   param   't', 'g', 'T', 'G': whole microseconds per unit; 'w', 'l':
---           the window in whole milliseconds; 'c': a lease's TTL in whole
+--           the window in whole milliseconds; 's': the window W in whole
+--           milliseconds, 2W at most 2^52 µs; 'c': a lease's TTL in whole
 --           microseconds, >= 1000; 'k': the text "prev:start:end:next",
 --           in µs of Unix time, prev < start < end < next: the windows the
 --           client's clock is in (start to end) and on either side of it.
@@ -62,8 +64,9 @@
 --       m       the most debt d > 0 may leave, whole units, 0 <= m <= 2^52:
 --               a key owes at most m units beyond empty ('t', 'g', 'T',
 --               'G': its tat at most (limit + m) × interval µs ahead of
---               now) or counts at most limit + m ('w', 'l', 'k'), and one
---               that owes more already stays as it is
+--               now) or counts at most limit + m ('w', 'l', 'k'; 's': in
+--               the window open now), and one that owes more already stays
+--               as it is
 --   a Reset, which empties every check's key, or none:
 --     'X', c, then for each check, one argument (s) and one key
 --   a Release or an Extend of one lease, a request of one check of kind
@@ -169,6 +172,26 @@
 --        fields. Every entry read is checked: its value, and its time
 --        between its neighbours', a and z. Its TTL is not read: every
 --        write sets it.
+--   's'  a STRING "start:expiry:prev:cur": the window open now is [start,
+--        start + W) (µs), cur the units counted in it and prev those
+--        counted in the window before it, [start − W, start) (0 when it
+--        counted none); prev + cur >= 1, start < expiry. expiry is start +
+--        2W at the W of its last counted request, and the key holds
+--        nothing from then on; PX until then. Its TTL is not read: the
+--        value tells the key as this state's, and its expiry, not the
+--        TTL, when it holds nothing. When now reaches start + W,
+--        cur becomes prev and a new window opens at start + W; from start
+--        + 2W (or expiry) on the key holds nothing, and its next counted
+--        request opens a window at its now. With e = now − start, the
+--        estimate is cur + ⌈prev × (W − e) / W⌉, n is allowed iff estimate
+--        + n <= limit, and a denial's retry_after is the least wait after
+--        which n is allowed, in the window open now or the next one. The
+--        products are exact (see muldiv): below 2^53 the product itself,
+--        else a long division by shift and subtract whose every value
+--        stays below 2^53. A Settle's d > 0 counts in the window open now;
+--        d < 0 gives back to the window that took the units: the one open
+--        now if they were taken (age µs ago) at or after start, the
+--        previous one if at or after start − W, else none.
 -- Numbers are decimal digits without sign, point, exponent or leading zero, below 2^53 in size, which Lua's doubles hold
 -- exactly, and are passed to redis.call as numbers, which Redis writes as
 -- plain digits below 10^20 (tostring would keep only 14 significant
@@ -184,8 +207,10 @@
 -- catching up; a window's count stays, and the window lasts as long as its
 -- key's TTL; a lease lasts until the clock passes its expiry again, and so
 -- does a log's entry its time + window (a new entry is stamped no earlier
--- than the newest); a 'k' key that counted in a window later than the one
--- open now keeps its count until the key expires.
+-- than the newest); an 's' key's time stands still at its start until the
+-- clock catches up, and its waits include the catching up; a 'k' key that
+-- counted in a window later than the one open now keeps its count until
+-- the key expires.
 --
 -- A script holds the server while it runs: callers bound R.
 
@@ -1367,6 +1392,225 @@ local function read_log(key)
   end
 end
 
+-- The 's' kind: a sliding-window counter (see its state above). W is the
+-- window in µs.
+
+local two53 = 9007199254740992 -- 2^53
+local counter_bad = 'not "start:expiry:prev:cur", whole numbers below 2^53, start before expiry, prev or cur above 0'
+
+-- muldiv returns ⌊a × b / d⌋ and whether a remainder is left, exactly, for
+-- whole a, b and d below 2^53 with 1 <= d and b <= d, so that the quotient
+-- is at most a. A product below 2^53 is exact in a double, and so is fmod;
+-- above, a long division takes a's bits from the top, doubling and adding
+-- b, with q × d + r the product so far and 0 <= r < d: every value stays
+-- below 2^53, as r is compared with d − r or d − b rather than summed.
+local function muldiv(a, b, d)
+  local prod = a * b
+  if prod < two53 then
+    local r = math.fmod(prod, d)
+    return (prod - r) / d, r > 0
+  end
+  local bit = 1
+  while bit * 2 <= a do
+    bit = bit * 2
+  end
+  local q, r = 0, 0
+  while bit >= 1 do
+    q = q * 2
+    if r >= d - r then
+      q, r = q + 1, r - (d - r)
+    else
+      r = r + r
+    end
+    if a >= bit then
+      a = a - bit
+      if r >= d - b then
+        q, r = q + 1, r - (d - b)
+      else
+        r = r + b
+      end
+    end
+    bit = bit / 2
+  end
+  return q, r > 0
+end
+
+-- counter_state returns an 's' key's start, expiry, prev and cur as
+-- stored; 0, 0, 0 and 0 when it is absent.
+local function counter_state(key, stored)
+  stored = stored or redis.pcall('GET', key)
+  if wrongtype(stored) then
+    return nil, 'not a STRING'
+  end
+  if not stored then
+    return 0, 0, 0, 0
+  end
+  local a, b, p, q = string.match(stored, '^(%d+):(%d+):(%d+):(%d+)$')
+  local s, x, prev, cur = whole(a), whole(b), whole(p), whole(q)
+  if not (s and x and prev and cur and s < x and prev + cur >= 1) then
+    return nil, counter_bad
+  end
+  return s, x, prev, cur
+end
+
+-- counter_at returns an 's' key's start, expiry, prev and cur as they
+-- stand at t (at least its start): the window open at t starts at start,
+-- cur having become prev if the window has moved on; 0, 0, 0 and 0 when
+-- it holds nothing.
+local function counter_at(s, x, prev, cur, t, w)
+  if prev + cur == 0 or t >= x then
+    return 0, 0, 0, 0
+  end
+  local e = t - s
+  if e < w then
+    return s, x, prev, cur
+  end
+  if e < 2 * w and cur > 0 then
+    return s + w, x, cur, 0
+  end
+  return 0, 0, 0, 0
+end
+
+-- counter_left returns max(0, limit − estimate) at t of a key as counter_at
+-- returns it.
+local function counter_left(limit, w, s, prev, cur, t)
+  local rest = limit - cur
+  if rest <= 0 then
+    return 0
+  end
+  if prev > 0 then
+    local q, more = muldiv(prev, w - (t - s), w)
+    if more then
+      q = q + 1
+    end
+    rest = rest - q
+  end
+  return max(rest, 0)
+end
+
+-- counter_reset returns the µs from now until the estimate of a key as
+-- counter_at returns it is 0.
+local function counter_reset(w, s, x, prev, cur)
+  if cur > 0 then
+    return min(s + 2 * w, x) - now
+  end
+  if prev > 0 then
+    return min(s + w, x) - now
+  end
+  return 0
+end
+
+-- counter_allowed_at returns the earliest time at which n (1 <= n <= limit)
+-- is allowed on a key as counter_at returns it, which denies it now, were
+-- no other call made: in the window open now, ⌈prev × (W − e) / W⌉ <= rest
+-- iff e >= W − ⌊rest × W / prev⌋ with rest = limit − cur − n; in the next,
+-- cur is prev; from start + 2W (or expiry) on the key holds nothing.
+local function counter_allowed_at(limit, w, s, x, prev, cur, n)
+  local rest = limit - cur - n
+  if rest >= 0 and rest < prev then
+    local f = muldiv(w, rest, prev)
+    if f >= 1 then
+      return min(s + w - f, x)
+    end
+  end
+  local at = s + 2 * w
+  rest = limit - n
+  if cur <= rest then
+    at = s + w
+  else
+    local f = muldiv(w, rest, cur)
+    if f >= 1 then
+      at = s + 2 * w - f
+    end
+  end
+  return min(at, x)
+end
+
+-- counter_value returns an 's' key's value.
+local function counter_value(s, x, prev, cur)
+  return string.format('%.0f:%.0f:%.0f:%.0f', s, x, prev, cur)
+end
+
+-- counter decides an 's' check; it sets c.value, the key's new value, and
+-- c.ttl, or c.value to nil when there is nothing to write. A clock behind
+-- the key's start stands still at it: t is the time of the decision, and
+-- every wait counts from now.
+local function counter(c, n, stored)
+  local s, x, prev, cur = counter_state(c.key, stored)
+  if not s then
+    return nil, x
+  end
+  local limit, w = c.limit, c.param * 1000
+  c.value = nil
+  local t = max(now, s)
+  s, x, prev, cur = counter_at(s, x, prev, cur, t, w)
+  local left = counter_left(limit, w, s, prev, cur, t)
+  if n > left then
+    local at = counter_allowed_at(limit, w, s, x, prev, cur, n)
+    return false, left, at - now, counter_reset(w, s, x, prev, cur)
+  end
+  if n == 0 then
+    return true, left, 0, counter_reset(w, s, x, prev, cur)
+  end
+  if prev + cur == 0 then
+    s = t
+  end
+  cur, x = cur + n, s + 2 * w
+  c.value, c.ttl = counter_value(s, x, prev, cur), ms(x - now)
+  return true, left - n, 0, x - now
+end
+
+-- write_counter writes an 's' key: c.value, with PX c.ttl.
+local function write_counter(c)
+  local value = c.value
+  if value then
+    redis.call('SET', c.key, value, 'PX', c.ttl)
+  end
+end
+
+-- counter_open opens an 's' key's window with the cost c.cost.
+local function counter_open(c, write)
+  local w = c.param * 1000
+  c.value, c.ttl = counter_value(now, now + 2 * w, 0, c.cost), ms(2 * w)
+  write(c)
+  return 2 * w
+end
+
+-- counter_settle settles an 's' check: d > 0 counts in the window open now
+-- (or one it opens), up to limit + m there, and 2^52, a count above it
+-- staying; d < 0 gives back to the window that took the units, age µs
+-- ago (the one open now when age is -1), never below 0.
+local function counter_settle(c, age)
+  local key, limit, w, d = c.key, c.limit, c.param * 1000, c.d
+  local s, x, prev, cur = counter_state(key)
+  local t = max(now, s)
+  s, x, prev, cur = counter_at(s, x, prev, cur, t, w)
+  if d > 0 then
+    if prev + cur == 0 then
+      s = t
+    end
+    x = s + 2 * w
+    local most = min(limit + c.m, maxdebt)
+    if cur < most then
+      cur = cur + min(d, most - cur)
+    end
+  elseif d < 0 and prev + cur > 0 then
+    if age < 0 or age <= now - s then
+      cur = max(0, cur + d)
+    elseif age <= now - s + w then
+      prev = max(0, prev + d)
+    end
+  end
+  if prev + cur == 0 then
+    redis.call('DEL', key)
+    return limit, 0
+  end
+  if d ~= 0 then
+    redis.call('SET', key, counter_value(s, x, prev, cur), 'PX', ms(x - now))
+  end
+  return counter_left(limit, w, s, prev, cur, t), counter_reset(w, s, x, prev, cur)
+end
+
 -- The compact form's reads return a key's reply to the read of its check,
 -- or nil when the key is absent.
 
@@ -1394,6 +1638,7 @@ local kinds = {
   c = { decide = held, write = write_held, settle = held_settle },
   l = { decide = log, write = write_log, settle = log_settle, check = log_check, read = read_log, open = log_open },
   k = { decide = calendar, write = write_calendar, settle = calendar_settle, read = read_string, open = calendar_open },
+  s = { decide = counter, write = write_counter, settle = counter_settle, read = read_string, open = counter_open },
 }
 
 -- pack writes a check's record. Redis has the struct library; a server

@@ -31,6 +31,10 @@ const (
 	// limit, and Bounds are the windows the client's clock sees about now
 	// (see NewCalendarLimit); Param is 0.
 	CalendarWindow Kind = "k"
+	// SlidingCounter is a sliding-window counter: Param is the window in
+	// ms. Its keys keep their expiry, so a limiter whose policy is chosen
+	// per key uses it too.
+	SlidingCounter Kind = "s"
 )
 
 // Limit is one limit a request's checks refer to: the algorithm, its limit

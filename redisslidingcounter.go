@@ -1,0 +1,185 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultSlidingCounterPrefix starts the key prefix RedisSlidingCounter
+// uses unless WithKeyPrefix gives one: the default prefix is
+// DefaultSlidingCounterPrefix + "<limit>:<window>:", the window in whole
+// milliseconds, for example "ratelimit:sc:100:60000:" for 100 per minute.
+// Counters that decide differently thus never share a key by accident; see
+// KeyPrefix.
+const DefaultSlidingCounterPrefix = "ratelimit:sc:"
+
+// RedisSlidingCounter is a sliding-window counter per key kept in Redis:
+// about limit units of work in any span of the window's length, shared by
+// every process using the same Redis.
+//
+// It decides exactly as SlidingCounter does (see its rule and its error
+// bound against a sliding log), in the server's time in whole µs, by an
+// embedded Lua script whose calls are coalesced as RedisTokenBucket's are.
+// Its waits are whole µs: on the same schedule, its decisions, Remaining
+// and ResetAfter are SlidingCounter's, and its RetryAfter is
+// SlidingCounter's rounded up to a whole µs. Each key is one STRING at
+// KeyPrefix()+key, "start:expiry:prev:cur" (the window open now starts at
+// start, µs; expiry is start + 2W, from which the key holds nothing), with
+// a PX TTL until expiry, whole ms rounded up, so a key that expires is
+// exactly an empty one. The weight ⌈prev × (W − e) / W⌉ is computed exactly
+// in the script's doubles: the product itself when it is below 2^53, else
+// a long division by shift and subtract whose every value stays below
+// 2^53.
+//
+// Calls with n < 0 or n > limit are answered without a round trip; n == 0
+// reads without creating the key. Its TTL is not read: the value's expiry
+// says when the key holds nothing. A key holding anything else (a value of
+// another type, another value) is left exactly as it is, and Allow
+// returns an error naming it and wrapping ErrCorruptState. Redis errors,
+// timeouts and malformed replies are returned wrapped. Every error comes
+// with Allowed false. A server clock that steps back frees nothing: a
+// key's time stands still at its window's start until the clock catches
+// up, and its waits include the catching up.
+//
+// A RedisSlidingCounter is safe for concurrent use as far as its client is.
+// The zero value is not usable (its Allow returns an error wrapping
+// ErrInvalidConfig); create one with NewRedisSlidingCounter.
+type RedisSlidingCounter struct {
+	r      redisLimiter
+	window time.Duration
+}
+
+// NewRedisSlidingCounter returns a sliding-window counter of limit per
+// window per key kept in Redis through client: a *redis.Client,
+// *redis.ClusterClient, *redis.Ring or failover client.
+//
+// Redis keeps expiry in milliseconds, so window must be a whole number of
+// them. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc,
+// WithMaxDebt, WithHooks and WithName; by default the key prefix is
+// DefaultSlidingCounterPrefix + "<limit>:<window>:" (see KeyPrefix). Built
+// WithPolicyFunc, a key keeps what it counted across a change of its
+// window, as SlidingCounter's do. It returns an error wrapping
+// ErrInvalidConfig for a nil client, a limit <= 0 or above 2^52 (beyond
+// which the script cannot count exactly), a window <= 0, not whole
+// milliseconds or beyond 2^51 µs (about 71 years), or an option that does
+// not apply.
+func NewRedisSlidingCounter(client redis.Scripter, limit int, window time.Duration, opts ...Option) (*RedisSlidingCounter, error) {
+	const kind = "NewRedisSlidingCounter"
+	_, ms, err := checkRedisCounter(kind, Policy{Limit: limit, Window: window})
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRedisLimiter(client, redisParams{
+		constructor:    kind,
+		name:           "Redis sliding counter",
+		kind:           redisbatch.SlidingCounter,
+		policyFuncKind: redisbatch.SlidingCounter,
+		check:          checkRedisCounter,
+		defaultPrefix:  DefaultSlidingCounterPrefix,
+		limit:          limit,
+		param:          ms,
+	}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &RedisSlidingCounter{r: r, window: window}, nil
+}
+
+// checkRedisCounter checks a sliding-window counter's policy on Redis, as
+// NewRedisSlidingCounter does: its param is the window in ms, and twice the
+// window, a key's life, is at most 2^52 µs.
+func checkRedisCounter(kind string, p Policy) (int64, int64, error) {
+	limit, ms, err := checkRedisWindow(kind, p)
+	if err != nil {
+		return 0, 0, err
+	}
+	if ms > maxRedisSpan/2000 {
+		return 0, 0, fmt.Errorf("%w: %s: window %v is beyond 2^51 µs", ErrInvalidConfig, kind, p.Window)
+	}
+	return limit, ms, nil
+}
+
+// Allow counts n against key's sliding window in Redis if that keeps its
+// estimate within the limit. See Limiter for the contract. ctx bounds the
+// round trip; a nil ctx is an error. On a nil or zero-value c, Allow
+// returns an error wrapping ErrInvalidConfig.
+func (c *RedisSlidingCounter) Allow(ctx context.Context, key string, n int) (Result, error) {
+	if c == nil || c.r.client == nil {
+		return Result{}, notBuilt("RedisSlidingCounter")
+	}
+	return c.r.allow(ctx, key, n)
+}
+
+// Decide decides as Allow does and returns the whole Decision (see
+// Decider): its one policy is named "default", and is the key's for a
+// limiter built WithPolicyFunc.
+func (c *RedisSlidingCounter) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	if c == nil || c.r.client == nil {
+		return Decision{}, notBuilt("RedisSlidingCounter")
+	}
+	return c.r.decideAll(ctx, key, n)
+}
+
+// Policies returns the one policy of key's calls, named "default": the
+// limiter's own, or the key's for a limiter built WithPolicyFunc (see
+// Decider). It asks nothing of Redis, and fails only on a nil or
+// zero-value *RedisSlidingCounter, or when the key's policy cannot be read.
+func (c *RedisSlidingCounter) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+	if c == nil || c.r.client == nil {
+		return nil, notBuilt("RedisSlidingCounter")
+	}
+	return c.r.policies(ctx, key)
+}
+
+// KeyPrefix returns the string c puts before every key: the Redis key of
+// key is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or
+// else DefaultSlidingCounterPrefix + "<limit>:<window>:", with the window
+// in whole milliseconds. Built WithPolicyFunc (and without WithKeyPrefix),
+// it is DefaultSlidingCounterPrefix + "keyed:", whatever the constructor's
+// parameters. It is "" for a nil *RedisSlidingCounter.
+func (c *RedisSlidingCounter) KeyPrefix() string {
+	if c == nil {
+		return ""
+	}
+	return c.r.prefix
+}
+
+// Policy returns the limit and the window's length W; the zero Policy for
+// a nil c.
+func (c *RedisSlidingCounter) Policy() Policy {
+	if c == nil {
+		return Policy{}
+	}
+	return Policy{Limit: c.r.limit, Window: c.window}
+}
+
+// Refund gives n units back to the window of key that took them, as
+// SlidingCounter's Refund does. See Adjuster and TakenAt; ctx bounds the
+// round trip.
+func (c *RedisSlidingCounter) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
+	if c == nil || c.r.client == nil {
+		return Result{}, notBuilt("RedisSlidingCounter")
+	}
+	return c.r.adjust(ctx, AdjustRefund, key, n, 0, opts)
+}
+
+// Settle replaces taken by cost in key's windows, as SlidingCounter's
+// Settle does. See Adjuster; ctx bounds the round trip.
+func (c *RedisSlidingCounter) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+	if c == nil || c.r.client == nil {
+		return Result{}, notBuilt("RedisSlidingCounter")
+	}
+	return c.r.adjust(ctx, AdjustSettle, key, taken, cost, opts)
+}
+
+// Reset forgets key, deleting its Redis key. See Adjuster.
+func (c *RedisSlidingCounter) Reset(ctx context.Context, key string) error {
+	if c == nil || c.r.client == nil {
+		return notBuilt("RedisSlidingCounter")
+	}
+	return c.r.resetReported(ctx, key)
+}
