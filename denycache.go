@@ -220,6 +220,10 @@ func (c *DenyCache) call(ctx context.Context, key string, n int, leased bool) (L
 	}
 	if lasts, ok := bounds(&d, n, held); ok {
 		c.remember(key, &denial{until: reading + min(lasts, c.maxAge), at: reading, d: d, n: n, slots: c.slots(key), stamp: stamp})
+	} else if held && d.Allowed {
+		// The call took units from a key whose denial of another cost is
+		// held: that denial now waits longer than it says, so it goes.
+		c.denials.drop(key, reading, maxSpan)
 	}
 	return lease, d, nil
 }
