@@ -1,6 +1,8 @@
 // Command compare feeds the same simulated traffic to an in-process token
-// bucket, GCRA and fixed window, each allowing 10 requests per 10 s, draws
-// their decisions to docs/compare.svg and prints a summary.
+// bucket, GCRA, fixed window, sliding log and sliding counter, each allowing
+// 10 requests per 10 s, and to a calendar window of 30 per minute of the
+// wall clock, draws their decisions to docs/compare.svg and prints a
+// summary.
 //
 // It runs on a FakeClock, so it takes no real time and its output is the
 // same on every run. Run it from this directory:
@@ -69,8 +71,8 @@ func writeFile(path string, outs []Outcome, write func(io.Writer, []Outcome) err
 // summarize prints, per algorithm, the requests allowed and denied and the
 // most allowed within any 1 s and any 10 s.
 func summarize(w io.Writer, reqs []time.Duration, outs []Outcome) error {
-	fmt.Fprintf(w, "%d requests over %.0f s of simulated time, to three limiters of %d per %.0f s:\n\n",
-		len(reqs), horizon.Seconds(), limit, period.Seconds())
+	fmt.Fprintf(w, "%d requests over %.0f s of simulated time, to five limiters of %d per %.0f s\nand a calendar window of %d per minute (its minute ends at %.0f s):\n\n",
+		len(reqs), horizon.Seconds(), limit, period.Seconds(), quota, boundary.Seconds())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "algorithm\tallowed\tdenied\tmost in any 1 s\tmost in any 10 s\t")
 	for _, o := range outs {

@@ -10,19 +10,27 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// simulateAll runs the example's traffic and returns every outcome, in the
+// order token bucket, GCRA, fixed window, sliding log, sliding counter,
+// calendar window.
+func simulateAll(t *testing.T) []Outcome {
+	t.Helper()
+	outs, err := Simulate(Traffic())
+	require.NoError(t, err)
+	names := []string{nameTokenBucket, nameGCRA, nameFixedWindow, nameSlidingLog, nameCounter, nameCalendar}
+	require.Len(t, outs, len(names))
+	for i, o := range outs {
+		require.Equal(t, names[i], o.Name)
+		require.Len(t, o.Decisions, len(Traffic()), o.Name)
+	}
+	return outs
+}
+
 // simulate runs the example's traffic and returns the token bucket, GCRA and
 // fixed window outcomes.
 func simulate(t *testing.T) (tb, gcra, fw Outcome) {
 	t.Helper()
-	outs, err := Simulate(Traffic())
-	require.NoError(t, err)
-	require.Len(t, outs, 3)
-	require.Equal(t, nameTokenBucket, outs[0].Name)
-	require.Equal(t, nameGCRA, outs[1].Name)
-	require.Equal(t, nameFixedWindow, outs[2].Name)
-	for _, o := range outs {
-		require.Len(t, o.Decisions, len(Traffic()), o.Name)
-	}
+	outs := simulateAll(t)
 	return outs[0], outs[1], outs[2]
 }
 
@@ -60,7 +68,7 @@ func TestFixedWindowLetsNearlyTwiceTheLimitThroughAtTheBoundary(t *testing.T) {
 	tb, gcra, fw := simulate(t)
 
 	// The lone request at opener opened the window that ends at boundary.
-	assert.Contains(t, fw.Windows(), Window{Start: opener, End: boundary})
+	assert.Contains(t, fw.Windows(period), Window{Start: opener, End: boundary})
 
 	// Of the 10 requests just before the boundary and the 10 just after, the
 	// fixed window lets through all but one (the opener took that one), the
@@ -105,7 +113,7 @@ func TestFixedWindowOpensAtFirstRequest(t *testing.T) {
 		{bigBurst, bigBurst + period},            // the big burst, not at 41 s
 		{bigBurst + period, bigBurst + 2*period}, // the stream at the rate
 	}
-	assert.Equal(t, want, fw.Windows())
+	assert.Equal(t, want, fw.Windows(period))
 	for _, d := range fw.Decisions {
 		if d.Allowed {
 			assert.LessOrEqual(t, d.ResetAfter, period, "at %v", d.At)
@@ -113,9 +121,68 @@ func TestFixedWindowOpensAtFirstRequest(t *testing.T) {
 	}
 }
 
+func TestSlidingLogNeverAllowsMoreThanTheLimitInAnyWindow(t *testing.T) {
+	outs := simulateAll(t)
+	log, fw := outs[3], outs[2]
+	most, _ := Busiest(log.Allowed(), period)
+	assert.Equal(t, limit, most, "the log fills its window, and never more")
+	for _, span := range spans {
+		if span > period {
+			continue
+		}
+		got, from := Busiest(log.Allowed(), span)
+		assert.LessOrEqual(t, got, limit, "%d allowed in %v from %v", got, span, from)
+	}
+	// Around the boundary it lets through what the fixed window's previous
+	// window had left, not a second limit.
+	got, _ := log.Between(boundary-limit*burstGap, boundary+limit*burstGap)
+	fwGot, _ := fw.Between(boundary-limit*burstGap, boundary+limit*burstGap)
+	assert.Equal(t, limit, got)
+	assert.Greater(t, fwGot, got)
+}
+
+func TestSlidingCounterStaysWithinItsBound(t *testing.T) {
+	counter := simulateAll(t)[4]
+	// It can let through more than the limit in a span of a window only
+	// when the previous window's units came late in it, and never twice
+	// the limit; on this traffic it holds to the limit.
+	for _, span := range spans {
+		if span > period {
+			continue
+		}
+		got, from := Busiest(counter.Allowed(), span)
+		assert.Less(t, got, 2*limit, "%d allowed in %v from %v", got, span, from)
+	}
+	most, _ := Busiest(counter.Allowed(), period)
+	assert.Equal(t, limit, most)
+}
+
+func TestCalendarWindowResetsAtTheWallClocksMinute(t *testing.T) {
+	cal := simulateAll(t)[5]
+	// The simulation starts 29 s into a minute: the first minute ends at
+	// 31 s whatever time the first request came, and the next one opens
+	// there.
+	assert.Equal(t, []Window{{-29 * time.Second, boundary}, {boundary, boundary + time.Minute}}, cal.Windows(time.Minute))
+	before, _ := cal.Between(0, boundary)
+	after, _ := cal.Between(boundary, horizon+time.Second)
+	assert.Equal(t, quota, before, "the quota runs out before the minute ends")
+	assert.Equal(t, quota, after, "and is whole again at the boundary")
+	for _, d := range cal.Decisions {
+		if !d.Allowed {
+			continue
+		}
+		want := boundary - d.At
+		if d.At >= boundary {
+			want += time.Minute
+		}
+		assert.Equal(t, want, d.ResetAfter, "at %v", d.At)
+	}
+}
+
 func TestTotals(t *testing.T) {
-	tb, gcra, fw := simulate(t)
-	for _, o := range []Outcome{tb, gcra, fw} {
+	outs := simulateAll(t)
+	tb, fw := outs[0], outs[2]
+	for _, o := range outs {
 		ok, no := o.Counts()
 		assert.Equal(t, len(Traffic()), ok+no, o.Name)
 		assert.Len(t, o.Allowed(), ok, o.Name)

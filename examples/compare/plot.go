@@ -16,10 +16,10 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// The picture is 900×450 CSS pixels: 675×337.5 pt.
+// The picture is 900×600 CSS pixels: 675×450 pt.
 const (
 	figWidth  = 675 * vg.Length(1)
-	figHeight = 337.5 * vg.Length(1)
+	figHeight = 450 * vg.Length(1)
 	// zoomShare is the part of the width given to the zoom on the boundary.
 	zoomShare = 0.3
 )
@@ -65,7 +65,7 @@ func WriteSVG(w io.Writer, outs []Outcome) error {
 	return err
 }
 
-// WritePNG draws the outcomes as a 900×450 PNG picture to w.
+// WritePNG draws the outcomes as a 900×600 PNG picture to w.
 func WritePNG(w io.Writer, outs []Outcome) error {
 	c := vgimg.NewWith(vgimg.UseWH(figWidth, figHeight), vgimg.UseDPI(96), vgimg.UseBackgroundColor(color.White))
 	if err := drawFigure(draw.New(c), outs); err != nil {
@@ -151,14 +151,37 @@ func describe(name string) string {
 		return fmt.Sprintf("GCRA: %d per %.0f s, burst %d", limit, period.Seconds(), limit)
 	case nameFixedWindow:
 		return fmt.Sprintf("fixed window: %d per %.0f s window", limit, period.Seconds())
+	case nameSlidingLog:
+		return fmt.Sprintf("sliding log: %d in any %.0f s", limit, period.Seconds())
+	case nameCounter:
+		return fmt.Sprintf("sliding counter: %d per %.0f s, the previous window weighted", limit, period.Seconds())
+	case nameCalendar:
+		return fmt.Sprintf("calendar window: %d per minute of the wall clock", quota)
 	}
 	return name
+}
+
+// windowInset is how far, in seconds, a window's band is drawn inside its
+// ends.
+const windowInset = 0.12
+
+// windowLength is the length of the windows drawn on an algorithm's row: a
+// fixed window's period or a calendar minute; 0 for the others, whose
+// windows are not drawn.
+func windowLength(name string) time.Duration {
+	switch name {
+	case nameFixedWindow:
+		return period
+	case nameCalendar:
+		return time.Minute
+	}
+	return 0
 }
 
 // timeline is the whole simulation, one row per algorithm.
 func timeline(outs []Outcome) (*plot.Plot, error) {
 	end := horizon + time.Second
-	p := newPanel(fmt.Sprintf("Same requests, three limiters of %d per %.0f s", limit, period.Seconds()), outs, 0, end)
+	p := newPanel(fmt.Sprintf("Same requests, six limiters: five of %d per %.0f s, one of %d per minute", limit, period.Seconds(), quota), outs, 0, end)
 	p.X.Tick.Marker = secondTicks{step: 10, minor: 5}
 
 	n := len(outs)
@@ -173,12 +196,14 @@ func timeline(outs []Outcome) (*plot.Plot, error) {
 	var names []string
 	for i, o := range outs {
 		names = append(names, describe(o.Name))
-		if o.Name != nameFixedWindow {
+		length := windowLength(o.Name)
+		if length == 0 {
 			continue
 		}
 		y := rowOf(i, n)
-		for _, w := range o.Windows() {
-			windows.rects = append(windows.rects, rect{w.Start.Seconds(), w.End.Seconds(), y - 0.36, y + 0.36})
+		for _, w := range o.Windows(length) {
+			// Inset a little, so that windows which abut stay apart.
+			windows.rects = append(windows.rects, rect{w.Start.Seconds() + windowInset, w.End.Seconds() - windowInset, y - 0.36, y + 0.36})
 		}
 	}
 	p.Add(windows)
@@ -200,7 +225,7 @@ func timeline(outs []Outcome) (*plot.Plot, error) {
 	p.Legend.ThumbnailWidth = vg.Points(12)
 	p.Legend.Add("allowed", allowed)
 	p.Legend.Add("denied", denied)
-	p.Legend.Add("a fixed window's window, opened by a request", windows)
+	p.Legend.Add("a window: opened by a request (fixed), by the clock (calendar)", windows)
 	return p, nil
 }
 

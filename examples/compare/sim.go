@@ -8,13 +8,21 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// The three limiters are configured to the same nominal rate: 10 requests per
-// 10 s, with bursts of up to 10.
+// Five of the limiters are configured to the same nominal rate: 10 requests
+// per 10 s, with bursts of up to 10. The calendar window is a quota of the
+// wall clock's minute instead.
 const (
 	limit  = 10               // capacity, GCRA burst and window limit
-	period = 10 * time.Second // GCRA period and fixed-window length
+	period = 10 * time.Second // GCRA period and the windows' length
 	rate   = 1.0              // token-bucket refill, tokens per second: limit/period
+	// quota is the calendar window's limit per minute of the wall clock.
+	quota = 30
 )
+
+// start is the wall-clock time the simulation starts at: 29 s into a
+// minute, so that the calendar window's minute ends at 31 s, where the
+// fixed window opened at 21 s ends too.
+var start = time.Date(2025, time.January, 1, 12, 0, 29, 0, time.UTC)
 
 // The traffic's landmarks, as offsets from the start of the simulation.
 const (
@@ -41,6 +49,9 @@ const (
 	nameTokenBucket = "token bucket"
 	nameGCRA        = "GCRA"
 	nameFixedWindow = "fixed window"
+	nameSlidingLog  = "sliding log"
+	nameCounter     = "sliding counter"
+	nameCalendar    = "calendar minute"
 )
 
 // Decision is one limiter's answer to one request.
@@ -48,7 +59,7 @@ type Decision struct {
 	At      time.Duration // when, from the start of the simulation
 	Allowed bool
 	// ResetAfter is the limiter's Result.ResetAfter: for an allowed request to
-	// the fixed window, the time until its window ends.
+	// the fixed or the calendar window, the time until its window ends.
 	ResetAfter time.Duration
 }
 
@@ -84,12 +95,12 @@ func Traffic() []time.Duration {
 	return ts
 }
 
-// Simulate feeds reqs, which must be in order, to a token bucket, a GCRA and a
-// fixed window, each configured to 10 per 10 s, all reading one FakeClock
-// that is set to each request's time. It returns their outcomes in the order
-// token bucket, GCRA, fixed window.
+// Simulate feeds reqs, which must be in order, to a token bucket, a GCRA, a
+// fixed window, a sliding log and a sliding counter, each configured to 10
+// per 10 s, and to a calendar window of 30 per minute of the wall clock in
+// UTC, all reading one FakeClock that is set to each request's time. It
+// returns their outcomes in that order.
 func Simulate(reqs []time.Duration) ([]Outcome, error) {
-	start := time.Date(2025, time.January, 1, 0, 0, 0, 0, time.UTC)
 	clock := ratelimit.NewFakeClock(start)
 	opt := ratelimit.WithClock(clock)
 
@@ -105,6 +116,18 @@ func Simulate(reqs []time.Duration) ([]Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	log, err := ratelimit.NewSlidingLog(limit, period, opt)
+	if err != nil {
+		return nil, err
+	}
+	counter, err := ratelimit.NewSlidingCounter(limit, period, opt)
+	if err != nil {
+		return nil, err
+	}
+	cal, err := ratelimit.NewCalendarWindow(quota, ratelimit.Calendar{Period: ratelimit.CalendarMinute}, opt)
+	if err != nil {
+		return nil, err
+	}
 	limiters := []struct {
 		name string
 		l    ratelimit.Limiter
@@ -112,6 +135,9 @@ func Simulate(reqs []time.Duration) ([]Outcome, error) {
 		{nameTokenBucket, tb},
 		{nameGCRA, gcra},
 		{nameFixedWindow, fw},
+		{nameSlidingLog, log},
+		{nameCounter, counter},
+		{nameCalendar, cal},
 	}
 
 	outs := make([]Outcome, len(limiters))
@@ -173,13 +199,14 @@ func Busiest(ts []time.Duration, span time.Duration) (count int, from time.Durat
 	return count, from
 }
 
-// Window is a span of time during which a fixed window was open.
+// Window is a span of time during which a fixed or calendar window was
+// open.
 type Window struct{ Start, End time.Duration }
 
-// Windows returns the windows a fixed window's allowed decisions fell in, as
-// the limiter reported them: an allowed request's window ends ResetAfter
-// after it, and began one period before that.
-func (o Outcome) Windows() []Window {
+// Windows returns the windows a fixed or calendar window's allowed
+// decisions fell in, as the limiter reported them: an allowed request's
+// window ends ResetAfter after it, and began length before that.
+func (o Outcome) Windows(length time.Duration) []Window {
 	var ws []Window
 	for _, d := range o.Decisions {
 		if !d.Allowed {
@@ -187,7 +214,7 @@ func (o Outcome) Windows() []Window {
 		}
 		end := d.At + d.ResetAfter
 		if len(ws) == 0 || ws[len(ws)-1].End != end {
-			ws = append(ws, Window{Start: end - period, End: end})
+			ws = append(ws, Window{Start: end - length, End: end})
 		}
 	}
 	return ws
