@@ -97,12 +97,16 @@ type Part struct {
 type Composite struct {
 	parts    []Part
 	policies []NamedPolicy
-	rules    []rule      // how each part's state moves
-	tight    int         // the part with the smallest limit among those that count units
-	perCall  bool        // every part counts calls
-	shared   bool        // two parts have the same Limiter
-	local    *localParts // the parts, when in process
-	remote   *redisParts // the parts, when on Redis
+	// windowsNow holds, for each part that is a calendar window, the
+	// length of its window open now (see calendarPartsNow); nil when no
+	// part is.
+	windowsNow []func(Policy) time.Duration
+	rules      []rule      // how each part's state moves
+	tight      int         // the part with the smallest limit among those that count units
+	perCall    bool        // every part counts calls
+	shared     bool        // two parts have the same Limiter
+	local      *localParts // the parts, when in process
+	remote     *redisParts // the parts, when on Redis
 	// keyed holds what a Composite needs when a part was built
 	// WithPolicyFunc; nil when none was.
 	keyed *keyedParts
@@ -157,6 +161,7 @@ func NewComposite(parts ...Part) (*Composite, error) {
 		policy, rl := policyOf(p.Limiter), ruleOf(p.Limiter)
 		c.policies = append(c.policies, NamedPolicy{Name: p.Name, Policy: policy, PerCall: p.PerCall, InFlight: rl.inFlight})
 		c.rules = append(c.rules, rl)
+		c.windowsNow = windowNowOf(c.windowsNow, i, len(parts), p.Limiter)
 		limiters[i] = p.Limiter
 	}
 	if err := c.findInFlight(kind); err != nil {
@@ -284,6 +289,7 @@ func (c *Composite) call(ctx context.Context, key string, n int, leased bool) (L
 	if c.keyed != nil {
 		policies, rules = c.keyed.decided(c.policies, c.rules, call.policies, call.rates)
 	}
+	policies = c.windowsOpenNow(policies)
 	d := Decision{Policy: policies[bound], Policies: policies, Bound: bound, rules: rules}
 	if err != nil {
 		d.Result = call.results[bound]
@@ -305,7 +311,7 @@ func (c *Composite) Policies(ctx context.Context, key string) ([]NamedPolicy, er
 		return nil, notBuilt("Composite")
 	}
 	if c.keyed == nil {
-		return c.policies, nil
+		return c.windowsOpenNow(c.policies), nil
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -319,7 +325,7 @@ func (c *Composite) Policies(ctx context.Context, key string) ([]NamedPolicy, er
 		return c.policies, err
 	}
 	policies, _ := c.keyed.decided(c.policies, c.rules, call.policies, call.rates)
-	return policies, nil
+	return c.windowsOpenNow(policies), nil
 }
 
 // partsCall is one call's view of the parts: each part's key, cost (or
