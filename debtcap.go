@@ -38,7 +38,7 @@ const UnboundedDebt = -1
 // bounded), and does not say that units were forgotten. A key already
 // further in debt (after its policy was lowered, say) keeps its debt: a
 // Settle never lowers it. Refund, Allow and Reset are unaffected. It
-// applies to the six rate limiters of this package, and to a Composite through
+// applies to the twelve rate limiters of this package, and to a Composite through
 // its parts: each part's key is bounded by its own limiter's option. On
 // Redis the bound travels with the Settle in its one script call, and
 // decides exactly as in process. A limits below 0 other than

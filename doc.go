@@ -108,7 +108,7 @@
 //
 // # Policies per key
 //
-// WithPolicyFunc makes any of the eight limiters choose each call's Policy
+// WithPolicyFunc makes any of the fourteen limiters choose each call's Policy
 // from its key and context: plans and per-customer overrides, changed live.
 // A key keeps what it has used across a change; nothing is kept per policy.
 // A Composite's parts may be built with it, each deciding by its key's

@@ -239,8 +239,8 @@ func WithoutCoalescing() Option {
 // WithHooks makes a limiter report every Allow call to h (Hooks.Decided),
 // with its name (see WithName) and Policy, so that any limiter is observed
 // without a decorator. A limiter without hooks pays one check of a nil
-// field per call. It applies to the eight limiters of this package (the
-// six rate limiters, Concurrency and RedisConcurrency); a limiter
+// field per call. It applies to the fourteen limiters of this package (the
+// twelve rate limiters, Concurrency and RedisConcurrency); a limiter
 // used as a part of a Composite reports, for each of the Composite's calls,
 // its own part's key, cost and Result (a part that would have allowed a
 // denied call reports its untouched state, with RetryAfter 0), and the

@@ -20,7 +20,7 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 // WithPolicyFunc makes a limiter decide each call by the policy f returns
 // for its key, for plans and per-customer overrides that change
 // while the program runs. The constructor's parameters are the limiter's
-// Policy, used for keys f gives the zero Policy. It applies to the eight
+// Policy, used for keys f gives the zero Policy. It applies to the fourteen
 // limiters of this package, and a nil f is an error.
 //
 // A Policy{Limit: L, Window: W} means, for each algorithm:
@@ -35,6 +35,11 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 //     W of the call that wrote it.
 //   - FixedWindow, RedisFixedWindow: L per window of W (whole milliseconds
 //     on Redis).
+//   - SlidingCounter, RedisSlidingCounter: L per window of W, the previous
+//     window weighted (whole milliseconds on Redis). A key keeps its
+//     window's start and both counts across a change of W, read at the W
+//     in force, and holds nothing from its start + 2W' on, W' being the
+//     window in force at its last counted request.
 //   - CalendarWindow, RedisCalendarWindow: L per window of the calendar's
 //     period that W names by its nominal length (1m, 1h, 24h, 168h or
 //     720h; any other W is refused), in the limiter's zone and weeks. When
