@@ -280,14 +280,20 @@ func (f *Fleet) mirrorCalendar(kind string, backend *RedisCalendarWindow, opts [
 	if !backend.built() {
 		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
 	}
-	def := backend.r.obs.policy
-	var pf PolicyFunc
-	if backend.r.policyFunc != nil {
-		pf = backend.r.policyFunc.f
-	}
 	opts = append([]Option{WithMaxDebt(int(backend.r.debt))}, opts...)
-	opts = append(opts, WithPolicyFunc(f.shareInFlightFunc(def, pf)))
-	return NewCalendarWindow(def.Limit, backend.cal, opts...)
+	opts = append(opts, WithPolicyFunc(f.limitShare(&backend.r)))
+	return NewCalendarWindow(backend.r.limit, backend.cal, opts...)
+}
+
+// limitShare returns the PolicyFunc of a mirror of r whose policy for
+// each key is r's (its own, or its PolicyFunc's) with this replica's share
+// of the limit and the same Window (see shareInFlightFunc).
+func (f *Fleet) limitShare(r *redisLimiter) PolicyFunc {
+	var pf PolicyFunc
+	if r.policyFunc != nil {
+		pf = r.policyFunc.f
+	}
+	return f.shareInFlightFunc(r.obs.policy, pf)
 }
 
 // mirrorInFlight returns the Concurrency that mirrors backend: this
@@ -297,10 +303,6 @@ func (f *Fleet) mirrorInFlight(kind string, backend *RedisConcurrency, opts []Op
 		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
 	}
 	def := backend.r.obs.policy
-	var pf PolicyFunc
-	if backend.r.policyFunc != nil {
-		pf = backend.r.policyFunc.f
-	}
-	opts = append(opts[:len(opts):len(opts)], WithPolicyFunc(f.shareInFlightFunc(def, pf)))
+	opts = append(opts[:len(opts):len(opts)], WithPolicyFunc(f.limitShare(&backend.r)))
 	return NewConcurrency(def.Limit, def.Window, opts...)
 }

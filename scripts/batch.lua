@@ -235,6 +235,24 @@ local function whole(s)
   return v
 end
 
+-- one_or_two reads a value of one number, "a", or of two, "a:b", each as
+-- whole reads it, and returns a, and b for two; nil for anything else.
+local function one_or_two(v)
+  if type(v) ~= 'string' then
+    return nil
+  end
+  local a = whole(v)
+  if a then
+    return a
+  end
+  local x, y = string.match(v, '^(%d+):(%d+)$')
+  x, y = whole(x), whole(y)
+  if x and y then
+    return x, y
+  end
+  return nil
+end
+
 -- wrongtype tells whether a reply of redis.pcall is the error of a key of
 -- another type; any other error ends the script.
 local function wrongtype(reply)
@@ -689,18 +707,12 @@ local held_bad_one = 'not a STRING "lease:expiry" or "lease:units:expiry", whole
 -- lease_of reads a lease's value, "expiry" or "units:expiry", and returns
 -- its units and expiry; nil for anything else.
 local function lease_of(v)
-  if type(v) ~= 'string' then
-    return nil
+  local a, b = one_or_two(v)
+  if a and not b then
+    return 1, a
   end
-  local expiry = whole(v)
-  if expiry then
-    return 1, expiry
-  end
-  local a, b = string.match(v, '^(%d+):(%d+)$')
-  local units
-  units, expiry = whole(a), whole(b)
-  if units and expiry and units >= 2 then
-    return units, expiry
+  if b and a >= 2 then
+    return a, b
   end
   return nil
 end
@@ -1040,18 +1052,12 @@ local log_bad = 'not a HASH of n, h, t, a, z and entries "time" or "time:units" 
 -- log_entry reads an entry's value, "time" or "time:units", and returns
 -- its time and units; nil for anything else.
 local function log_entry(v)
-  if type(v) ~= 'string' then
-    return nil
+  local a, b = one_or_two(v)
+  if a and not b then
+    return a, 1
   end
-  local at = whole(v)
-  if at then
-    return at, 1
-  end
-  local a, b = string.match(v, '^(%d+):(%d+)$')
-  local units
-  at, units = whole(a), whole(b)
-  if at and units and units >= 2 then
-    return at, units
+  if b and b >= 2 then
+    return a, b
   end
   return nil
 end
