@@ -87,13 +87,21 @@ func (e *stackEnv) advance(at time.Duration) {
 	}
 }
 
-// stackKinds are the six new limiters: limit 4, a window of 10 s, and a
-// calendar minute in UTC, each built with hooks under stackSubject's name.
-func stackKinds() []struct {
+// stackKind is a subject of the table.
+type stackKind struct {
 	name  string
 	redis bool
+	// parts is how many limiters report each call: a Composite's parts
+	// each report their own share.
+	parts int
 	build func(t *testing.T, h Hooks) *stackEnv
-} {
+}
+
+// stackKinds are the six new limiters: limit 4, a window of 10 s, and a
+// calendar minute in UTC, each built with hooks under stackSubject's name;
+// and a Composite of a sliding log of 4 in 10 s ("per-user") and a
+// calendar minute of 6 ("minute"), in process and on Redis.
+func stackKinds() []stackKind {
 	const limit, window = 4, 10 * time.Second
 	opts := func(c Clock, h Hooks) []Option {
 		o := []Option{WithClock(c), WithName(stackSubject)}
@@ -140,43 +148,65 @@ func stackKinds() []struct {
 			return e
 		}
 	}
-	return []struct {
-		name  string
-		redis bool
-		build func(t *testing.T, h Hooks) *stackEnv
-	}{
-		{"SlidingLog", false, inProcess(func(t *testing.T, _ Clock, o []Option) stackLimiter {
+	composite := func(t *testing.T, perUser, minute Limiter) stackLimiter {
+		c, err := NewComposite(Part{Name: "per-user", Limiter: perUser}, Part{Name: "minute", Limiter: minute})
+		require.NoError(t, err)
+		return c
+	}
+	localComposite := func(t *testing.T, c Clock) stackLimiter {
+		perUser, err := NewSlidingLog(limit, window, WithClock(c))
+		require.NoError(t, err)
+		minute, err := NewCalendarWindow(6, Calendar{Period: CalendarMinute}, WithClock(c))
+		require.NoError(t, err)
+		return composite(t, perUser, minute)
+	}
+	return []stackKind{
+		{"SlidingLog", false, 1, inProcess(func(t *testing.T, _ Clock, o []Option) stackLimiter {
 			l, err := NewSlidingLog(limit, window, o...)
 			require.NoError(t, err)
 			return l
 		}, log)},
-		{"SlidingCounter", false, inProcess(func(t *testing.T, _ Clock, o []Option) stackLimiter {
+		{"SlidingCounter", false, 1, inProcess(func(t *testing.T, _ Clock, o []Option) stackLimiter {
 			l, err := NewSlidingCounter(limit, window, o...)
 			require.NoError(t, err)
 			return l
 		}, counter)},
-		{"CalendarWindow", false, inProcess(func(t *testing.T, _ Clock, o []Option) stackLimiter {
+		{"CalendarWindow", false, 1, inProcess(func(t *testing.T, _ Clock, o []Option) stackLimiter {
 			l, err := NewCalendarWindow(limit, Calendar{Period: CalendarMinute}, o...)
 			require.NoError(t, err)
 			return l
 		}, cal)},
-		{"RedisSlidingLog", true, onRedis(func(t *testing.T, e *stackEnv, o []Option) stackLimiter {
+		{"RedisSlidingLog", true, 1, onRedis(func(t *testing.T, e *stackEnv, o []Option) stackLimiter {
 			l, err := NewRedisSlidingLog(e.client, limit, window, o...)
 			require.NoError(t, err)
 			return l
 		}, log)},
-		{"RedisSlidingCounter", true, onRedis(func(t *testing.T, e *stackEnv, o []Option) stackLimiter {
+		{"RedisSlidingCounter", true, 1, onRedis(func(t *testing.T, e *stackEnv, o []Option) stackLimiter {
 			l, err := NewRedisSlidingCounter(e.client, limit, window, o...)
 			require.NoError(t, err)
 			return l
 		}, counter)},
-		{"RedisCalendarWindow", true, onRedis(func(t *testing.T, e *stackEnv, o []Option) stackLimiter {
+		{"RedisCalendarWindow", true, 1, onRedis(func(t *testing.T, e *stackEnv, o []Option) stackLimiter {
 			// The client computes the bounds from a clock that reads
 			// miniredis's time.
 			l, err := NewRedisCalendarWindow(e.client, limit, Calendar{Period: CalendarMinute}, append(o, WithClock(e.clock))...)
 			require.NoError(t, err)
 			return l
 		}, cal)},
+		{"Composite", false, 2, inProcess(func(t *testing.T, _ Clock, o []Option) stackLimiter {
+			perUser, err := NewSlidingLog(limit, window, o...)
+			require.NoError(t, err)
+			minute, err := NewCalendarWindow(6, Calendar{Period: CalendarMinute}, o...)
+			require.NoError(t, err)
+			return composite(t, perUser, minute)
+		}, localComposite)},
+		{"RedisComposite", true, 2, onRedis(func(t *testing.T, e *stackEnv, o []Option) stackLimiter {
+			perUser, err := NewRedisSlidingLog(e.client, limit, window, o...)
+			require.NoError(t, err)
+			minute, err := NewRedisCalendarWindow(e.client, 6, Calendar{Period: CalendarMinute}, append(o, WithClock(e.clock))...)
+			require.NoError(t, err)
+			return composite(t, perUser, minute)
+		}, localComposite)},
 	}
 }
 
@@ -212,6 +242,9 @@ var stackAllowed = map[string][]bool{
 	"SlidingLog":     {true, true, false, false, false, false, false, true, false, true, true},
 	"SlidingCounter": {true, true, false, false, false, false, false, false, false, true, false},
 	"CalendarWindow": {true, true, false, false, false, true, true, true, false, false, false},
+	// The sliding log binds the Composite; the minute of 6 takes the 4
+	// units of its first window and the 4 of its next.
+	"Composite": {true, true, false, false, false, false, false, true, false, true, true},
 }
 
 // stackDecorator is a decorator of the table around a subject.
@@ -260,13 +293,15 @@ func algorithm(kind string) string {
 }
 
 // TestDecoratorsAnswerAsTheNewLimitersOnTheSameSchedule runs each of the
-// six new limiters bare and inside each decorator, on the same schedule
+// six new limiters, and a Composite of a sliding log and a calendar
+// minute in process and on Redis, bare and inside each decorator, on the same schedule
 // (a sliding denial whose smaller cost passes, a calendar boundary):
 // every Decision is the bare limiter's (a Shadow lets denials through with
 // the denial in Enforced; a DenyCache's remembered denial denies with a
 // RetryAfter no shorter than the backend's), Refund, Settle and Reset pass
 // through to the same Results, and the limiter and the decorator each
-// report every call once, under their names.
+// report every call once (each part of a Composite its share), under
+// their names.
 func TestDecoratorsAnswerAsTheNewLimitersOnTheSameSchedule(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range stackKinds() {
@@ -312,9 +347,13 @@ func TestDecoratorsAnswerAsTheNewLimitersOnTheSameSchedule(t *testing.T) {
 					evs, _, _, _ := lh.since(le, 0)
 					if d.Source == FromDenyCache {
 						assert.Empty(t, evs, "step %d: answered from memory, the backend is not asked", i)
-					} else if assert.Len(t, evs, 1, "step %d: the limiter reports the call once", i) {
-						assert.Equal(t, stackSubject, evs[0].Limiter, "step %d", i)
-						assert.Equal(t, bd, evs[0].Decision, "step %d: the limiter reports its own Decision", i)
+					} else if assert.Len(t, evs, kind.parts, "step %d: the limiter (each part) reports the call once", i) {
+						for _, ev := range evs {
+							assert.Equal(t, stackSubject, ev.Limiter, "step %d", i)
+						}
+						if kind.parts == 1 {
+							assert.Equal(t, bd, evs[0].Decision, "step %d: the limiter reports its own Decision", i)
+						}
 					}
 					devs, _, _, _ := dh.since(de, 0)
 					if dec.reportsAll || d.Source == FromDenyCache {
@@ -349,10 +388,14 @@ func TestDecoratorsAnswerAsTheNewLimitersOnTheSameSchedule(t *testing.T) {
 					require.NoError(t, err, "%v", a.op)
 					assert.Equal(t, want, got, "%v", a.op)
 					_, ladj, _, _ := lh.since(le, la)
-					if assert.Len(t, ladj, 1, "%v: the limiter reports it once", a.op) {
-						assert.Equal(t, stackSubject, ladj[0].Limiter)
-						assert.Equal(t, a.op, ladj[0].Op)
-						assert.Equal(t, want, ladj[0].Result)
+					if assert.Len(t, ladj, kind.parts, "%v: the limiter (each part) reports it once", a.op) {
+						for _, ev := range ladj {
+							assert.Equal(t, stackSubject, ev.Limiter)
+							assert.Equal(t, a.op, ev.Op)
+						}
+						if kind.parts == 1 {
+							assert.Equal(t, want, ladj[0].Result)
+						}
 					}
 					_, dadj, _, _ := dh.since(0, da)
 					if assert.Len(t, dadj, 1, "%v: the decorator reports it once", a.op) {
@@ -421,8 +464,9 @@ func TestGuardAnswersForTheNewRedisLimitersWhileRedisIsDown(t *testing.T) {
 					require.NoError(t, err, "step %d", i)
 					assert.Equal(t, rd.Policies, policies, "step %d: the backend's policy is the in-process one's, the window open now", i)
 					assert.Equal(t, policies, d.Policies, "step %d: the backend's policies", i)
-					assert.Equal(t, policies[0], d.Policy, "step %d", i)
+					assert.Equal(t, policies[d.Bound], d.Policy, "step %d", i)
 					if policy == FailOver {
+						assert.Equal(t, rd.Bound, d.Bound, "step %d: the part that bound the fallback's decision", i)
 						assert.Equal(t, want[i], d.Allowed, "step %d: the scenario, on the fallback", i)
 						assert.Equal(t, FromFallback, d.Source, "step %d", i)
 						assert.Equal(t, rd.Result, d.Result, "step %d: the fallback answers as the in-process limiter", i)
@@ -431,9 +475,11 @@ func TestGuardAnswersForTheNewRedisLimitersWhileRedisIsDown(t *testing.T) {
 						assert.Equal(t, FromFailClosed, d.Source, "step %d", i)
 					}
 					evs, _, _, _ := lh.since(le, 0)
-					if assert.Len(t, evs, 1, "step %d: the limiter reports its failure once", i) {
-						assert.Equal(t, stackSubject, evs[0].Limiter)
-						assert.ErrorIs(t, evs[0].Err, ErrBackend)
+					if assert.Len(t, evs, kind.parts, "step %d: the limiter (each part) reports its failure once", i) {
+						for _, ev := range evs {
+							assert.Equal(t, stackSubject, ev.Limiter)
+							assert.ErrorIs(t, ev.Err, ErrBackend)
+						}
 					}
 					devs, _, _, _ := dh.since(de, 0)
 					if assert.Len(t, devs, 1, "step %d: the Guard reports its answer once", i) {
