@@ -247,6 +247,19 @@ var stackAllowed = map[string][]bool{
 	"Composite": {true, true, false, false, false, false, false, true, false, true, true},
 }
 
+// stackLocal is the steps of stackSchedule a DenyCache answers from
+// memory, by algorithm: a sliding window's denial of n answers only calls
+// of n, until its RetryAfter (steps 3 and 5; the call of 1 at step 4, and
+// those at 10.5 s, go to the backend); a calendar window's answers any
+// cost until its window ends (steps 3 and 4, then 9 and 10 after the
+// denial at 10.5 s).
+var stackLocal = map[string][]int{
+	"SlidingLog":     {3, 5},
+	"SlidingCounter": {3, 5},
+	"CalendarWindow": {3, 4, 9, 10},
+	"Composite":      {3, 5},
+}
+
 // stackDecorator is a decorator of the table around a subject.
 type stackDecorator struct {
 	name      string
@@ -316,7 +329,7 @@ func TestDecoratorsAnswerAsTheNewLimitersOnTheSameSchedule(t *testing.T) {
 				wrapped := dec.wrap(t, env, dh)
 				decName := dec.name
 				want := stackAllowed[algorithm(kind.name)]
-				local := 0
+				var local []int
 				for i, st := range stackSchedule {
 					bare.advance(st.at)
 					env.advance(st.at)
@@ -334,7 +347,7 @@ func TestDecoratorsAnswerAsTheNewLimitersOnTheSameSchedule(t *testing.T) {
 						w.Allowed, w.RetryAfter, w.WouldDeny, w.Source = true, 0, true, FromShadow
 						assert.Equal(t, w, d, "step %d: a denial let through, the backend's in Enforced", i)
 					case d.Source == FromDenyCache:
-						local++
+						local = append(local, i)
 						assert.False(t, d.Allowed, "step %d", i)
 						assert.Equal(t, bd.Allowed, d.Allowed, "step %d: as the backend answers", i)
 						assert.GreaterOrEqual(t, d.RetryAfter, bd.RetryAfter, "step %d: no shorter a wait than the backend's", i)
@@ -366,7 +379,7 @@ func TestDecoratorsAnswerAsTheNewLimitersOnTheSameSchedule(t *testing.T) {
 					}
 				}
 				if dec.name == "DenyCache" {
-					assert.Positive(t, local, "denials answered from memory")
+					assert.Equal(t, stackLocal[algorithm(kind.name)], local, "the steps answered from memory")
 				}
 
 				// Adjustments pass through to the same Results, once per call
