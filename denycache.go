@@ -28,6 +28,11 @@ import (
 // Redis, for a Composite (each part counted as it counts: a PerCall part
 // takes 1 of any call), and for limiters built WithPolicyFunc: a denial
 // answers only while the key's policies are still those it was made under.
+// A calendar window's count stays until its window ends, as a fixed
+// window's does. A sliding log's or sliding counter's units come back bit
+// by bit, so its denial of n bounds only calls of n: it answers them until
+// its RetryAfter, and a call of another cost goes to the backend (which,
+// if it allows it, drops the denial).
 //
 // Units in flight (a Concurrency or RedisConcurrency, or a Composite
 // holding one, see
