@@ -249,6 +249,9 @@ func TestWhatTheMiddlewareSendsIsWhatTheDecisionSays(t *testing.T) {
 						w := httptest.NewRecorder()
 						h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
 						checkSent(t, rec.last, rec.err, w, "call %d of cost %d", i, n)
+						if col.key == "mallory" {
+							assert.ErrorIs(t, rec.err, ratelimit.ErrCorruptState, "the key filled is the limiter's")
+						}
 					}
 				})
 			}
