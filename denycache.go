@@ -281,12 +281,15 @@ func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, n
 	if c.stamp(rec.slots) != rec.stamp {
 		return Decision{}, false // a give-back may have let it through
 	}
-	if rec.d.rules == nil || rec.d.gradual() {
+	if rec.d.rules == nil {
 		return c.localSameCost(n, rec, now)
 	}
 	policies, err := c.backend.policies(ctx, key)
 	if err != nil || !samePolicies(policies, rec.d.Policies) {
 		return Decision{}, false // a changed policy may allow what it denied
+	}
+	if rec.d.gradual() {
+		return c.localSameCost(n, rec, now)
 	}
 	for _, p := range policies {
 		if !p.PerCall && n > p.Limit {
