@@ -28,6 +28,11 @@ import (
 // Redis, for a Composite (each part counted as it counts: a PerCall part
 // takes 1 of any call), and for limiters built WithPolicyFunc: a denial
 // answers only while the key's policies are still those it was made under.
+// A calendar window's count stays until its window ends, as a fixed
+// window's does. A sliding log's or sliding counter's units come back bit
+// by bit, so its denial of n bounds only calls of n: it answers them until
+// its RetryAfter, and a call of another cost goes to the backend (which,
+// if it allows it, drops the denial).
 //
 // Units in flight (a Concurrency or RedisConcurrency, or a Composite
 // holding one, see
@@ -276,12 +281,15 @@ func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, n
 	if c.stamp(rec.slots) != rec.stamp {
 		return Decision{}, false // a give-back may have let it through
 	}
-	if rec.d.rules == nil || rec.d.gradual() {
+	if rec.d.rules == nil {
 		return c.localSameCost(n, rec, now)
 	}
 	policies, err := c.backend.policies(ctx, key)
 	if err != nil || !samePolicies(policies, rec.d.Policies) {
 		return Decision{}, false // a changed policy may allow what it denied
+	}
+	if rec.d.gradual() {
+		return c.localSameCost(n, rec, now)
 	}
 	for _, p := range policies {
 		if !p.PerCall && n > p.Limit {

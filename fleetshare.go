@@ -211,8 +211,8 @@ func withoutMaxDebt(opts []Option) []Option {
 }
 
 // mirror returns the in-process limiter of backend's algorithm, one of the
-// five Redis limiters of this package, deciding by this replica's share
-// of backend's policy of each key.
+// Redis limiters of this package, deciding by this replica's share of
+// backend's policy of each key.
 func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, error) {
 	if b, ok := backend.(*RedisConcurrency); ok {
 		return f.mirrorInFlight(kind, b, opts)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	_ "time/tzdata" // the zone calendarDay names, whatever the machine has
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
@@ -89,7 +90,7 @@ func wantFields(d ratelimit.Decision) map[string][]string {
 }
 
 // TestMetadataTellsTheDecisionThroughEveryStack runs the production stacks,
-// each of five limiters on its own and inside each decorator, with the
+// each of nine limiters on its own and inside each decorator, with the
 // backend up, down, and failing with an error of each other class, and
 // checks every call's metadata and code against the Decision the
 // interceptor got: what it sends is what the Decision says, and names only
@@ -120,6 +121,29 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 		}},
 		{"Composite with a PerCall part", func(t *testing.T, c ratelimit.Clock) built {
 			return built{composite(t, c, 3, 2), []string{"requests", "tokens"}}
+		}},
+		{"SlidingLog", func(t *testing.T, c ratelimit.Clock) built {
+			l, err := ratelimit.NewSlidingLog(2, 10*time.Second, ratelimit.WithClock(c))
+			require.NoError(t, err)
+			return built{l, []string{"default"}}
+		}},
+		{"SlidingCounter", func(t *testing.T, c ratelimit.Clock) built {
+			l, err := ratelimit.NewSlidingCounter(2, 10*time.Second, ratelimit.WithClock(c))
+			require.NoError(t, err)
+			return built{l, []string{"default"}}
+		}},
+		{"CalendarWindow", func(t *testing.T, c ratelimit.Clock) built {
+			return built{calendarDay(t, c, 2), []string{"default"}}
+		}},
+		{"Composite of a sliding log and a calendar day", func(t *testing.T, c ratelimit.Clock) built {
+			perUser, err := ratelimit.NewSlidingLog(3, time.Minute, ratelimit.WithClock(c))
+			require.NoError(t, err)
+			comp, err := ratelimit.NewComposite(
+				ratelimit.Part{Name: "per-user", Limiter: perUser, PerCall: true},
+				ratelimit.Part{Name: "day", Limiter: calendarDay(t, c, 2)},
+			)
+			require.NoError(t, err)
+			return built{comp, []string{"per-user", "day"}}
 		}},
 		{"PolicyFunc", func(t *testing.T, c ratelimit.Clock) built {
 			l, err := ratelimit.NewTokenBucket(5, 1, ratelimit.WithClock(c),
@@ -241,6 +265,18 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 			}
 		}
 	}
+}
+
+// calendarDay returns a CalendarWindow of limit a day in New York: at
+// epoch (19:00 there) its window is 24 hours long and ends in 5 hours, so
+// w and t differ from every other limiter's.
+func calendarDay(t *testing.T, c ratelimit.Clock, limit int) *ratelimit.CalendarWindow {
+	t.Helper()
+	ny, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	l, err := ratelimit.NewCalendarWindow(limit, ratelimit.Calendar{Period: ratelimit.CalendarDay, Location: ny}, ratelimit.WithClock(c))
+	require.NoError(t, err)
+	return l
 }
 
 // composite returns a Composite of a PerCall part "requests" of

@@ -53,9 +53,10 @@ func prefixOf(l any) string {
 	return l.(interface{ KeyPrefix() string }).KeyPrefix()
 }
 
-// stackRows are the limiters of the table: the three algorithms, a
-// Composite with a PerCall part, and a limiter built WithPolicyFunc (which
-// fails for the key "broken").
+// stackRows are the limiters of the table: the six algorithms, a
+// Composite with a PerCall part, a Composite of a sliding log and a
+// calendar day, and a limiter built WithPolicyFunc (which fails for the
+// key "broken").
 func stackRows() []stackRow {
 	own := func(l ratelimit.Decider, key string) string { return prefixOf(l) + key }
 	return []stackRow{
@@ -88,6 +89,31 @@ func stackRows() []stackRow {
 		}, func(_ ratelimit.Decider, key string) string {
 			return ratelimit.DefaultTokenBucketPrefix + "5:1000000:" + key
 		}},
+		{"SlidingLog", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
+			l, err := ratelimit.NewRedisSlidingLog(c, 5, 10*time.Second)
+			require.NoError(t, err)
+			return l
+		}, own},
+		{"SlidingCounter", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
+			l, err := ratelimit.NewRedisSlidingCounter(c, 5, 10*time.Second)
+			require.NoError(t, err)
+			return l
+		}, own},
+		{"CalendarWindow", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
+			return redisCalendarDay(t, c, 5)
+		}, own},
+		{"Composite of a sliding log and a calendar day", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
+			perUser, err := ratelimit.NewRedisSlidingLog(c, 3, time.Minute)
+			require.NoError(t, err)
+			l, err := ratelimit.NewComposite(
+				ratelimit.Part{Name: "per-user", Limiter: perUser, PerCall: true},
+				ratelimit.Part{Name: "day", Limiter: redisCalendarDay(t, c, 5)},
+			)
+			require.NoError(t, err)
+			return l
+		}, func(_ ratelimit.Decider, key string) string {
+			return ratelimit.DefaultCalendarPrefix + "5:day:UTC:" + key
+		}},
 		{"PolicyFunc", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
 			plans := func(_ context.Context, key string) (ratelimit.Policy, error) {
 				if key == "broken" {
@@ -100,6 +126,21 @@ func stackRows() []stackRow {
 			return l
 		}, own},
 	}
+}
+
+// stackEpoch is the miniredis time of the table, 22:13:20 UTC: a
+// calendar day there ends in 6400 s.
+var stackEpoch = time.Unix(1_700_000_000, 0)
+
+// redisCalendarDay returns a RedisCalendarWindow of limit a UTC day, whose
+// bounds come from a clock at the miniredis time of the table, so that the
+// window the client sends is the one the server's time is in.
+func redisCalendarDay(t *testing.T, c redis.Scripter, limit int) *ratelimit.RedisCalendarWindow {
+	t.Helper()
+	l, err := ratelimit.NewRedisCalendarWindow(c, limit, ratelimit.Calendar{Period: ratelimit.CalendarDay},
+		ratelimit.WithClock(ratelimit.NewFakeClock(stackEpoch)))
+	require.NoError(t, err)
+	return l
 }
 
 // stackWrap is one way the table puts a limiter in production.
@@ -191,7 +232,7 @@ func TestWhatTheMiddlewareSendsIsWhatTheDecisionSays(t *testing.T) {
 			for _, col := range stackColumns() {
 				t.Run(row.name+"/"+wrap.name+"/"+col.name, func(t *testing.T) {
 					m := miniredis.RunT(t)
-					m.SetTime(time.Unix(1_700_000_000, 0))
+					m.SetTime(stackEpoch)
 					client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
 					t.Cleanup(func() { _ = client.Close() })
 					backend := row.build(t, client)
@@ -208,6 +249,9 @@ func TestWhatTheMiddlewareSendsIsWhatTheDecisionSays(t *testing.T) {
 						w := httptest.NewRecorder()
 						h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
 						checkSent(t, rec.last, rec.err, w, "call %d of cost %d", i, n)
+						if col.key == "mallory" {
+							assert.ErrorIs(t, rec.err, ratelimit.ErrCorruptState, "the key filled is the limiter's")
+						}
 					}
 				})
 			}
@@ -245,17 +289,57 @@ func checkSent(t *testing.T, d ratelimit.Decision, err error, w *httptest.Respon
 	assert.Equal(t, strconv.Itoa(d.Limit), h.Get("RateLimit-Limit"), msgAndArgs...)
 	assert.Equal(t, strconv.Itoa(d.Remaining), h.Get("RateLimit-Remaining"), msgAndArgs...)
 	assert.Equal(t, names(d.Policies), listNames(h.Get("RateLimit-Policy")), msgAndArgs...)
+	assert.Equal(t, windows(d.Policies), listParam(h.Get("RateLimit-Policy"), "w"), "w of each policy is its Window in whole seconds: %v", msgAndArgs)
 	item := h.Get("RateLimit")
 	assert.Equal(t, []string{strconv.Quote(d.Policy.Name)}, listNames(item), msgAndArgs...)
 	assert.Contains(t, item, ";r="+strconv.Itoa(d.Remaining)+";", msgAndArgs...)
 	if d.Allowed {
 		assert.Equal(t, http.StatusOK, w.Code, msgAndArgs...)
 		assert.Equal(t, d.WouldDeny, h.Get("RateLimit-Shadow") != "", msgAndArgs...)
+		assert.Equal(t, []string{strconv.FormatInt(ceilSeconds(d.ResetAfter), 10)}, listParam(item, "t"), "t is ResetAfter in whole seconds, rounded up: %v", msgAndArgs)
 		return
 	}
 	assert.Equal(t, http.StatusTooManyRequests, w.Code, msgAndArgs...)
-	retry := int64((d.RetryAfter + time.Second - 1) / time.Second)
-	assert.Equal(t, strconv.FormatInt(max(retry, 1), 10), h.Get("Retry-After"), msgAndArgs...)
+	retry := strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10)
+	assert.Equal(t, retry, h.Get("Retry-After"), msgAndArgs...)
+	assert.Equal(t, []string{retry}, listParam(item, "t"), "t is Retry-After: %v", msgAndArgs)
+}
+
+// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	return int64((max(d, 0) + time.Second - 1) / time.Second)
+}
+
+// windows returns, for each policy, the w RateLimit-Policy must give it:
+// its Window in whole seconds, rounded up, or "" for a policy without one
+// (no window, or units in flight).
+func windows(policies []ratelimit.NamedPolicy) []string {
+	out := make([]string, len(policies))
+	for i, p := range policies {
+		if p.Window > 0 && !p.InFlight {
+			out[i] = strconv.FormatInt(ceilSeconds(p.Window), 10)
+		}
+	}
+	return out
+}
+
+// listParam returns the value of the parameter param of each member of a
+// RateLimit or RateLimit-Policy value, "" for a member without it.
+func listParam(v, param string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ", ") {
+		if item == "" {
+			continue
+		}
+		value := ""
+		for _, p := range strings.Split(item, ";")[1:] {
+			if k, val, ok := strings.Cut(p, "="); ok && k == param {
+				value = val
+			}
+		}
+		out = append(out, value)
+	}
+	return out
 }
 
 // names returns the quoted names of policies.
