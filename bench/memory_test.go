@@ -67,6 +67,13 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		{"ratelimit-CalendarWindow", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
 			return ratelimit.NewCalendarWindow(memCapacity, ratelimit.Calendar{Period: ratelimit.CalendarMinute}, ratelimit.WithClock(c))
 		})},
+		// A concurrency limiter of 100 in flight per key whose units come
+		// back after a TTL of 1 s: Allow(k, 1) holds one unit (a lease no
+		// one releases) until the TTL has passed, so each key holds one
+		// lease; refill moves the clock past it.
+		{"ratelimit-Concurrency", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
+			return ratelimit.NewConcurrency(memCapacity, memFill, ratelimit.WithClock(c))
+		})},
 		// The sliding log keeps an entry per allowed call: one per key
 		// here, as every other row takes one token, and four per key in
 		// the next row (four calls of one unit each, at one time).
