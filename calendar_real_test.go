@@ -78,11 +78,13 @@ func TestRealRedisCalendarWindowDecidesAsInProcess(t *testing.T) {
 			assert.Equal(t, fmt.Sprintf("%d:%d", start.UnixMicro(), 5-res.Remaining), v, key)
 			// Read before PTTL, so that the TTL read after it can only be
 			// shorter: the key expires at the window's end, rounded up to
-			// whole ms.
+			// whole ms. The server's PTTL reads its cached time, which a
+			// loaded machine (CI under -race) has seen lag by a few ms:
+			// 50 ms of slack, far below a minute window's length.
 			until := time.Until(end)
 			ttl, err := client.PTTL(ctx, prefix+key).Result()
 			require.NoError(t, err)
-			assert.LessOrEqual(t, ttl, until+2*time.Millisecond, key, "until the window ends")
+			assert.LessOrEqual(t, ttl, until+50*time.Millisecond, key, "until the window ends")
 		}
 		return true
 	})
