@@ -138,7 +138,9 @@ const maxPolicyName = 64
 // RedisConcurrency), or parts that are not all in-process limiters of this
 // package or all Redis limiters of this package on one client (a
 // Concurrency among Redis limiters, or a RedisConcurrency among in-process
-// ones, included).
+// ones, included). Redis parts must also decide on one clock: all on the
+// server's TIME, or all WithCallerClock of the same Clock; parts that mix
+// clocks fail with ErrInvalidConfig naming them.
 func NewComposite(parts ...Part) (*Composite, error) {
 	const kind = "NewComposite"
 	if len(parts) == 0 {

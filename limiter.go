@@ -186,6 +186,9 @@ type config struct {
 	policyFunc PolicyFunc
 	maxDebt    debtCap // see WithMaxDebt; DefaultMaxDebt unless maxDebtSet
 	maxDebtSet bool
+	// callerClock is WithCallerClock's clock (systemClock for a nil one);
+	// nil without it.
+	callerClock Clock
 }
 
 // WithClock makes an in-process limiter read time from c instead of the system
@@ -298,6 +301,9 @@ func applyOptions(kind string, where backend, opts []Option) (config, error) {
 	}
 	if where == onRedis && cfg.clockSet {
 		return cfg, fmt.Errorf("%w: %s: WithClock does not apply; Redis limiters use the server's TIME", ErrInvalidConfig, kind)
+	}
+	if where == inProcess && cfg.callerClock != nil {
+		return cfg, fmt.Errorf("%w: %s: WithCallerClock applies to Redis limiters only; in process, use WithClock", ErrInvalidConfig, kind)
 	}
 	if where == inProcess && cfg.prefixSet {
 		return cfg, fmt.Errorf("%w: %s: WithKeyPrefix applies to Redis limiters only", ErrInvalidConfig, kind)

@@ -125,8 +125,14 @@ func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts
 		return nil, err
 	}
 	// Every request carries the limit of its window.
-	r.send = newSender(client, nil, 1, r.send.Coalesces())
-	return &RedisCalendarWindow{r: r, cal: cal, clock: cfg.clock}, nil
+	r.send = newSender(client, nil, 1, r.send.Coalesces(), r.clock)
+	// The windows' bounds come from WithClock's clock; without it, from the
+	// caller's clock the limiter decides on, if any.
+	clock := cfg.clock
+	if !cfg.clockSet && r.clock != nil {
+		clock = r.clock
+	}
+	return &RedisCalendarWindow{r: r, cal: cal, clock: clock}, nil
 }
 
 // errRedisCalendarNotBuilt is the error of a call on a nil or zero-value
@@ -329,7 +335,7 @@ func (w *RedisCalendarWindow) settle(ctx context.Context, key string, taken, cos
 	}
 	sp := w.span(period)
 	p := &redisbatch.Request{Ctx: ctx, Key: w.r.prefix + key, N: cost - taken, Limit: w.limitOf(sp, limit, period)}
-	settleRequest(w.r.send, p, a)
+	settleRequest(w.r.send, p, a, w.r.clock)
 	if a.hasTaken {
 		p.Settlement.Age = w.age(a.takenAt)
 	}

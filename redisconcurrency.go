@@ -122,6 +122,7 @@ func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, op
 		name: "RedisConcurrency", client: client, limit: limit, own: own,
 		prefix: fmt.Sprintf("%s%d:%d:", DefaultConcurrencyPrefix, limit, micros),
 		obs:    newInFlightObserver(cfg, kind, policy),
+		clock:  cfg.callerClock,
 	}
 	if cfg.prefixSet {
 		r.prefix = cfg.prefix
@@ -138,7 +139,7 @@ func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, op
 			r.prefix = DefaultConcurrencyPrefix + policyFuncPrefix
 		}
 	}
-	r.send = newSender(client, limits, 1, !cfg.noCoalesce)
+	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock)
 	c := &RedisConcurrency{r: r}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails: it crashes the program first

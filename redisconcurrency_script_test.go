@@ -61,9 +61,9 @@ func TestCompositeRequestOfAConcurrencyPartIsReleasedByThePart(t *testing.T) {
 		limits := []*redisbatch.Limit{jobs.r.own, rate.r.own}
 		var send *redisbatch.Sender
 		if keyed {
-			send = newSender(client, nil, 2, true)
+			send = newSender(client, nil, 2, true, nil)
 		} else {
-			send = newSender(client, limits, 2, true)
+			send = newSender(client, limits, 2, true, nil)
 		}
 		key := "k" + strings.Repeat("+", len(limits)) + map[bool]string{false: "fixed", true: "keyed"}[keyed]
 		acquire := func() (Lease, []Result) {

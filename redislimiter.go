@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
@@ -20,6 +22,66 @@ var batchLua string
 
 // batchScript is batchLua with its SHA1, as every Sender sends it.
 var batchScript = redisbatch.NewScript(batchLua)
+
+// batchTimeLines are the lines of batchLua that read the server's TIME,
+// exactly once; batchCallerLines replace them in the script of the
+// caller's clock, which takes now as its first argument and never calls
+// TIME (see WithCallerClock).
+const (
+	batchTimeLines   = "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+	batchCallerLines = `local now = ARGV[1]
+if type(now) ~= 'string' or #now > 16 or not string.find(now, '^%d+$') or tonumber(now) >= 4503599627370496 then
+  return redis.error_reply('ratelimit batch script: the caller\'s time ' .. tostring(now) .. ' is not whole microseconds from 0 to 2^52')
+end
+now = tonumber(now)
+table.remove(ARGV, 1)
+`
+)
+
+// batchCallerScript is the batch script of the limiters built
+// WithCallerClock: batchLua with batchCallerLines for batchTimeLines, and
+// its own SHA1.
+var batchCallerScript = redisbatch.NewScript(callerClockSource(batchLua))
+
+// callerClockSource returns src, the batch script, with batchCallerLines
+// for batchTimeLines; a script that fails every call when src does not
+// hold batchTimeLines exactly once, so that the script of the caller's
+// clock can never call TIME (a test sees that it does not).
+func callerClockSource(src string) string {
+	if strings.Count(src, batchTimeLines) != 1 {
+		return "return redis.error_reply('ratelimit batch script: no script of the caller\\'s clock')\n"
+	}
+	return strings.Replace(src, batchTimeLines, batchCallerLines, 1)
+}
+
+// callerNow returns the Sender's clock of a limiter built WithCallerClock(c):
+// c's time in whole µs of Unix time (rounded down), or an error wrapping
+// ErrInvalidConfig for a time before 1970 or at or after 2^52 µs (about
+// 2112), which the script cannot decide on. Nil for a nil c: the script
+// reads the server's TIME.
+func callerNow(c Clock) func() (int64, error) {
+	if c == nil {
+		return nil
+	}
+	return func() (int64, error) {
+		t := c.Now()
+		if t.Before(time.Unix(0, 0)) || !t.Before(time.UnixMicro(redisbatch.MaxNow)) {
+			return 0, fmt.Errorf("%w: WithCallerClock: the clock reads %v, outside the times a Redis limiter decides on (from 1970-01-01 UTC to 2^52 µs later, %v)",
+				ErrInvalidConfig, t, time.UnixMicro(redisbatch.MaxNow).UTC())
+		}
+		return t.UnixMicro(), nil
+	}
+}
+
+// sameCallerClock reports whether a and b are one caller's clock (nil: the
+// server's TIME): both nil, or equal values of one comparable type.
+func sameCallerClock(a, b Clock) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && a == b
+}
 
 // redisLimiter is what the Redis limiters share: decisions on prefix + key
 // by the batch script, one check per request on the limiter's own limit
@@ -43,6 +105,9 @@ type redisLimiter struct {
 	// key's state as its algorithm keeps it, at any policy.
 	resetLimit *redisbatch.Limit
 	debt       debtCap // how far a Settle may take a key into debt (WithMaxDebt)
+	// clock is the caller's clock its decisions are made on
+	// (WithCallerClock); nil: the server's TIME.
+	clock Clock
 }
 
 // redisParams is everything a Redis limiter is built from, its numbers
@@ -97,7 +162,7 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 	if cfg.prefixSet {
 		prefix = cfg.prefix
 	}
-	r := redisLimiter{name: p.name, client: client, prefix: prefix, limit: p.limit, own: own, debt: cfg.maxDebt}
+	r := redisLimiter{name: p.name, client: client, prefix: prefix, limit: p.limit, own: own, debt: cfg.maxDebt, clock: cfg.callerClock}
 	// The time from empty to full: limit units of param µs each, or a
 	// window of param ms.
 	window := time.Duration(int64(p.limit)*p.param) * time.Microsecond
@@ -121,16 +186,21 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 			r.prefix = p.defaultPrefix + policyFuncPrefix + p.keyedTail
 		}
 	}
-	r.send = newSender(client, limits, 1, !cfg.noCoalesce)
+	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock)
 	return r, nil
 }
 
 // newSender returns the Sender of the batch script through client, whose
 // requests of checks checks each check limits in order (nil: each request
-// carries its own).
-func newSender(client redis.Scripter, limits []*redisbatch.Limit, checks int, coalesce bool) *redisbatch.Sender {
+// carries its own), deciding on clock's time (nil: the server's TIME).
+func newSender(client redis.Scripter, limits []*redisbatch.Limit, checks int, coalesce bool, clock Clock) *redisbatch.Sender {
+	script := batchScript
+	if clock != nil {
+		script = batchCallerScript
+	}
 	return redisbatch.NewSender(redisbatch.Config{
-		Client: client, Script: batchScript, Limits: limits, Checks: checks, Coalesce: coalesce, TokenTTL: SettleTokenTTL,
+		Client: client, Script: script, Limits: limits, Checks: checks, Coalesce: coalesce, TokenTTL: SettleTokenTTL,
+		Now: callerNow(clock),
 	})
 }
 
@@ -275,7 +345,7 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 		return Result{Limit: limit}, err
 	}
 	p := &redisbatch.Request{Ctx: ctx, Key: r.prefix + key, N: cost - taken, Limit: own}
-	settleRequest(r.send, p, a)
+	settleRequest(r.send, p, a, r.clock)
 	p.Settlement.MaxDebt = r.debt.units(int64(limit))
 	return r.request(p, limit)
 }
@@ -291,13 +361,19 @@ func (r *redisLimiter) reset(ctx context.Context, key string) error {
 }
 
 // settleRequest makes p, whose N is cost minus taken, the Settle of a:
-// with its age, and its token's key on send's client, if any.
-func settleRequest(send *redisbatch.Sender, p *redisbatch.Request, a adjustment) {
+// with its age, on clock (WithCallerClock's, which the script decides on;
+// nil: the system clock), and its token's key on send's client, if any.
+func settleRequest(send *redisbatch.Sender, p *redisbatch.Request, a adjustment, clock Clock) {
 	s := &redisbatch.Settlement{Age: -1}
 	if a.hasTaken {
 		// Rounded up, so that a refund never lands in a window that opened
 		// after the units were taken; a zero or ancient time saturates.
-		age := max(time.Since(a.takenAt), 0)
+		var age time.Duration
+		if clock != nil {
+			age = max(clock.Now().Sub(a.takenAt), 0)
+		} else {
+			age = max(time.Since(a.takenAt), 0)
+		}
 		s.Age = int64(age / time.Microsecond)
 		if age%time.Microsecond != 0 {
 			s.Age++

@@ -79,6 +79,11 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 		if i > 0 && !sameClient(r.client, rp.parts[0].client) {
 			return nil, fmt.Errorf("parts 0 and %d have different Redis clients", i)
 		}
+		if i > 0 && !sameCallerClock(r.clock, rp.parts[0].clock) {
+			// One script call decides every part on one time: the parts
+			// must agree on whose clock that is.
+			return nil, fmt.Errorf("parts 0 and %d decide on different clocks (%s and %s)", i, clockName(rp.parts[0].clock), clockName(r.clock))
+		}
 		rp.parts = append(rp.parts, r)
 		rp.debts = append(rp.debts, r.debt.units(int64(r.limit)))
 		limits[i] = r.own
@@ -95,7 +100,7 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 		}
 		limits = nil // each request carries its checks' limits
 	}
-	rp.send = newSender(rp.parts[0].client, limits, len(rp.parts), coalesce)
+	rp.send = newSender(rp.parts[0].client, limits, len(rp.parts), coalesce, rp.parts[0].clock)
 	return rp, nil
 }
 
@@ -208,6 +213,15 @@ func (rp *redisParts) newRequest() *redisbatch.Request {
 	return &b.req
 }
 
+// clockName names a Redis limiter's clock in errors: the server's TIME
+// (nil), or the caller's clock's type.
+func clockName(c Clock) string {
+	if c == nil {
+		return "the server's TIME"
+	}
+	return fmt.Sprintf("WithCallerClock of a %T", c)
+}
+
 // sameClient reports whether a and b are the same client: equal values of
 // one comparable type (a client of a type that cannot be compared is only
 // itself).
@@ -269,7 +283,7 @@ func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, 
 		p.Costs[rp.inFlight] = 0
 	}
 	rp.setLimits(p, rates)
-	settleRequest(rp.send, p, a)
+	settleRequest(rp.send, p, a, rp.parts[0].clock)
 	if a.hasTaken {
 		for i := range rp.parts {
 			if cal := rp.calendarOf(i); cal != nil {

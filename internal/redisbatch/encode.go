@@ -9,13 +9,16 @@ import (
 // command returns the command that runs the batch script (by "evalsha" and
 // its SHA, or "eval" and its source) on batch, in the compact form when
 // batch allows it and in the general form otherwise (see the script's
-// header). Its first script argument, R, is an onceArg, so that go-redis
-// sends it at most once, where the client allows (sendsOnce).
-func (s *Sender) command(ctx context.Context, batch []*Request, verb, script string) *redis.Cmd {
+// header). Its script argument R is an onceArg, so that go-redis sends it
+// at most once, where the client allows (sendsOnce). now is the time the
+// batch is decided on, in µs of Unix time, sent as the first script
+// argument, before R, to the script of the caller's clock; -1 for the
+// script that reads the server's TIME.
+func (s *Sender) command(ctx context.Context, batch []*Request, verb, script string, now int64) *redis.Cmd {
 	if s.compact(batch) {
-		return s.encodeCompact(ctx, batch, verb, script)
+		return s.encodeCompact(ctx, batch, verb, script, now)
 	}
-	return s.encodeGeneral(ctx, batch, verb, script)
+	return s.encodeGeneral(ctx, batch, verb, script, now)
 }
 
 // compact reports whether batch can go in the compact form: Allows of one
@@ -37,9 +40,9 @@ func (s *Sender) compact(batch []*Request) bool {
 // encodeCompact returns the command of batch in the compact form: -R, the
 // one limit, then each request's cost, or one cost when there are several
 // and all are the same.
-func (s *Sender) encodeCompact(ctx context.Context, batch []*Request, verb, script string) *redis.Cmd {
+func (s *Sender) encodeCompact(ctx context.Context, batch []*Request, verb, script string, now int64) *redis.Cmd {
 	if s.kinds[0] == Concurrency {
-		return s.encodeLeases(ctx, batch, verb, script)
+		return s.encodeLeases(ctx, batch, verb, script, now)
 	}
 	same := len(batch) > 1
 	for _, p := range batch[1:] {
@@ -49,12 +52,12 @@ func (s *Sender) encodeCompact(ctx context.Context, batch []*Request, verb, scri
 	if same {
 		costs = 1
 	}
-	args := make([]any, 3, 3+len(batch)+1+len(s.limits)+costs)
+	args := make([]any, 3, 3+len(batch)+1+len(s.limits)+costs+s.nowArgs)
 	args[0], args[1], args[2] = verb, script, len(batch)
 	for _, p := range batch {
 		args = append(args, p.Key)
 	}
-	args, once := s.appendCount(args, -len(batch))
+	args, once := s.appendCount(args, -len(batch), now)
 	args = append(args, s.limits...)
 	if same {
 		args = append(args, batch[0].cost(0))
@@ -70,13 +73,13 @@ func (s *Sender) encodeCompact(ctx context.Context, batch []*Request, verb, scri
 // of kind Concurrency: -R, the one limit, then two arguments per request,
 // an Allow's cost and lease, or "R" or "E" and the lease of a Release or
 // an Extend.
-func (s *Sender) encodeLeases(ctx context.Context, batch []*Request, verb, script string) *redis.Cmd {
-	args := make([]any, 3, 3+len(batch)+1+len(s.limits)+2*len(batch))
+func (s *Sender) encodeLeases(ctx context.Context, batch []*Request, verb, script string, now int64) *redis.Cmd {
+	args := make([]any, 3, 3+len(batch)+1+len(s.limits)+2*len(batch)+s.nowArgs)
 	args[0], args[1], args[2] = verb, script, len(batch)
 	for _, p := range batch {
 		args = append(args, p.Key)
 	}
-	args, once := s.appendCount(args, -len(batch))
+	args, once := s.appendCount(args, -len(batch), now)
 	args = append(args, s.limits...)
 	for _, p := range batch {
 		switch p.Op {
@@ -98,7 +101,7 @@ func (s *Sender) encodeLeases(ctx context.Context, batch []*Request, verb, scrip
 // ('R') or an Extend ('E'), every check naming its limit by number. A
 // Release or Extend has one check: it goes through a sender of one check
 // (a concurrency limiter's own).
-func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, script string) *redis.Cmd {
+func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, script string, now int64) *redis.Cmd {
 	c := s.checks
 	nkeys, nargs := 0, 1+len(s.limits) // R, then S and the limits
 	if s.limits == nil {
@@ -121,7 +124,7 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 			nargs += 3
 		}
 	}
-	args := make([]any, 3, 3+nkeys+nargs)
+	args := make([]any, 3, 3+nkeys+nargs+s.nowArgs)
 	args[0], args[1], args[2] = verb, script, nkeys
 	for _, p := range batch {
 		args = append(args, p.Key)
@@ -132,7 +135,7 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 			args = append(args, p.Settlement.Token)
 		}
 	}
-	args, once := s.appendCount(args, len(batch))
+	args, once := s.appendCount(args, len(batch), now)
 	// Check i (from 1) of a request refers to limit i, or, when each
 	// request carries its own, to its own: limits[j*c+i-1] + 1.
 	var limits []int
@@ -194,9 +197,13 @@ func (s *Sender) kind(p *Request, i int) Kind {
 	return p.limit(i).Kind
 }
 
-// appendCount appends the call's first script argument, R (or -R), as an
-// onceArg where the client allows, and returns it then.
-func (s *Sender) appendCount(args []any, r int) ([]any, *onceArg) {
+// appendCount appends the call's script argument R (or -R), as an onceArg
+// where the client allows, and returns it then; before it, now, the time
+// of the call in µs, unless it is -1 (the server's TIME).
+func (s *Sender) appendCount(args []any, r int, now int64) ([]any, *onceArg) {
+	if now >= 0 {
+		args = append(args, now)
+	}
 	if !s.once {
 		return append(args, r), nil
 	}

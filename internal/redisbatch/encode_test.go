@@ -26,7 +26,7 @@ func TestCompactFormSendsOneCostForABatchOfEqualCosts(t *testing.T) {
 	}
 	// ARGV after the keys: R, then S and the limit, then the costs.
 	argv := func(b []*Request) []any {
-		args := s.command(context.Background(), b, "evalsha", s.script.sha).Args()
+		args := s.command(context.Background(), b, "evalsha", s.script.sha, -1).Args()
 		return args[3+len(b):]
 	}
 	for _, tc := range []struct {
@@ -62,12 +62,12 @@ func TestConcurrencyRequestsNameTheirLease(t *testing.T) {
 		{Ctx: ctx, Key: "a", Op: Release, Lease: "n0"},
 		{Ctx: ctx, Key: "c", Op: Extend, Lease: "n2"},
 	}
-	args := s.command(ctx, batch, "evalsha", s.script.sha).Args()
+	args := s.command(ctx, batch, "evalsha", s.script.sha, -1).Args()
 	args[7] = fmt.Sprint(args[7])
 	assert.Equal(t, []any{"evalsha", s.script.sha, 4, "a", "b", "a", "c", "-4", 1, "c", int64(5), int64(30_000_000),
 		1, "n1", 0, "", "R", "n0", "E", "n2"}, args, "the compact form: two arguments per request")
 	batch = append(batch, &Request{Ctx: ctx, Key: "d", Op: Reset})
-	args = s.command(ctx, batch, "evalsha", s.script.sha).Args()
+	args = s.command(ctx, batch, "evalsha", s.script.sha, -1).Args()
 	args[8] = fmt.Sprint(args[8])
 	assert.Equal(t, []any{"evalsha", s.script.sha, 5, "a", "b", "a", "c", "d", "5", 1, "c", int64(5), int64(30_000_000),
 		1, 1, 1, "n1", 1, 1, 0, "", "R", 1, "n0", "E", 1, "n2", "X", 1, 1}, args, "a Reset: the general form")
@@ -76,7 +76,7 @@ func TestConcurrencyRequestsNameTheirLease(t *testing.T) {
 	keyed := NewSender(Config{Client: client, Script: NewScript("return 1"), Coalesce: true})
 	other := NewLimit(Concurrency, 2, 1_000_000)
 	batch = []*Request{{Ctx: ctx, Key: "a", N: 2, Limit: other, Lease: "n3"}, {Ctx: ctx, Key: "a", Op: Release, Limit: own, Lease: "n3"}}
-	args = keyed.command(ctx, batch, "evalsha", keyed.script.sha).Args()
+	args = keyed.command(ctx, batch, "evalsha", keyed.script.sha, -1).Args()
 	args[5] = fmt.Sprint(args[5])
 	assert.Equal(t, []any{"evalsha", keyed.script.sha, 2, "a", "a", "2", 2, "c", int64(2), int64(1_000_000), "c", int64(5), int64(30_000_000),
 		1, 1, 2, "n3", "R", 2, "n3"}, args)
@@ -84,7 +84,7 @@ func TestConcurrencyRequestsNameTheirLease(t *testing.T) {
 	// A Composite's Allow: a concurrency check, then a GCRA's.
 	parts := NewSender(Config{Client: client, Script: NewScript("return 1"), Limits: []*Limit{own, NewLimit(GCRA, 100, 600_000)}, Coalesce: true})
 	batch = []*Request{{Ctx: ctx, Key: "{t}:jobs", More: []string{"{t}:rate"}, Costs: []int{1, 1}, Lease: "n4"}}
-	args = parts.command(ctx, batch, "evalsha", parts.script.sha).Args()
+	args = parts.command(ctx, batch, "evalsha", parts.script.sha, -1).Args()
 	args[5] = fmt.Sprint(args[5])
 	assert.Equal(t, []any{"evalsha", parts.script.sha, 2, "{t}:jobs", "{t}:rate", "1", 2, "c", int64(5), int64(30_000_000), "g", int64(100), int64(600_000),
 		2, 1, 1, "n4", 2, 1}, args)

@@ -53,7 +53,20 @@ type Config struct {
 	Coalesce bool
 	// TokenTTL is how long a Settle's token key is kept.
 	TokenTTL time.Duration
+	// Now, when set, is the caller's clock: it returns the time a batch is
+	// decided on, in µs of Unix time, 0 <= now < MaxNow, or an error, which
+	// becomes the Err of every request of the batch. It is read once per
+	// batch, when the batch is sent, and the time goes to Script as its
+	// first argument, which must then be the script of the caller's clock
+	// (see the root package's batchCallerScript). Nil: Script reads the server's TIME.
+	Now func() (int64, error)
 }
+
+// MaxNow bounds the time a caller's clock may give, in µs of Unix time:
+// 2^52, about the year 2112, so that the script's sums of a time and a
+// span (each at most 2^52) stay below 2^53, which Lua's doubles hold
+// exactly.
+const MaxNow = 1 << 52
 
 // Sender sends the batch script calls of one Redis limiter, or of the Redis
 // parts of a Composite. It is immutable and safe for concurrent use as far
@@ -66,10 +79,12 @@ type Sender struct {
 	// limits is the script's arguments after R: S, then each limit's
 	// kind, units and param; nil when each request carries its own.
 	limits   []any
-	kinds    []Kind     // of limits, in order; nil when each request carries its own
-	checks   int        // of every request (but a Release's or Extend's, one)
-	co       *coalescer // nil without coalescing
-	tokenTTL int        // ms
+	kinds    []Kind                // of limits, in order; nil when each request carries its own
+	checks   int                   // of every request (but a Release's or Extend's, one)
+	co       *coalescer            // nil without coalescing
+	tokenTTL int                   // ms
+	now      func() (int64, error) // the caller's clock; nil: the server's TIME
+	nowArgs  int                   // 1 with the caller's clock, which a call sends; else 0
 }
 
 // NewSender returns the Sender cfg describes, coalescing with batches of at
@@ -82,6 +97,10 @@ func NewSender(cfg Config) *Sender {
 		once:     sendsOnce(cfg.Client),
 		checks:   max(1, len(cfg.Limits), cfg.Checks),
 		tokenTTL: int(cfg.TokenTTL / time.Millisecond),
+		now:      cfg.Now,
+	}
+	if s.now != nil {
+		s.nowArgs = 1
 	}
 	if len(cfg.Limits) > 0 {
 		s.limits = make([]any, 0, 1+3*len(cfg.Limits))
@@ -134,9 +153,19 @@ type scriptCall struct {
 // allows, sent together, and sets each request's Record or Err (its script
 // call's error).
 func (s *Sender) sendBatch(ctx context.Context, batch []*Request) {
+	now := int64(-1)
+	if s.now != nil {
+		var err error
+		if now, err = s.now(); err != nil {
+			for _, p := range batch {
+				p.Record, p.Err = "", err
+			}
+			return
+		}
+	}
 	calls := s.split(batch)
 	for i := range calls {
-		calls[i].cmd = s.command(ctx, calls[i].batch, "evalsha", s.script.sha)
+		calls[i].cmd = s.command(ctx, calls[i].batch, "evalsha", s.script.sha, now)
 	}
 	s.run(ctx, calls)
 	// A server that does not know the script (after SCRIPT FLUSH, a restart
@@ -144,7 +173,7 @@ func (s *Sender) sendBatch(ctx context.Context, batch []*Request) {
 	var again []scriptCall
 	for i := range calls {
 		if err := calls[i].cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			calls[i].cmd = s.command(ctx, calls[i].batch, "eval", s.script.src)
+			calls[i].cmd = s.command(ctx, calls[i].batch, "eval", s.script.src, now)
 			again = append(again, calls[i])
 		}
 	}
