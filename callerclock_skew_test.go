@@ -182,9 +182,13 @@ var skewKinds = []skewKind{
 		time.Second, 2, bucketExcess(20, 2*time.Second)},
 	{"RedisGCRA 4 per 2 s", func(c redis.Scripter, o ...Option) (Limiter, error) { return NewRedisGCRA(c, 4, 2*time.Second, o...) },
 		200 * ms, 1, bucketExcess(4, 500*ms)},
-	{"RedisSlidingLog 10 per 20 s", func(c redis.Scripter, o ...Option) (Limiter, error) { return NewRedisSlidingLog(c, 10, 20*time.Second, o...) },
+	{"RedisSlidingLog 10 per 20 s", func(c redis.Scripter, o ...Option) (Limiter, error) {
+		return NewRedisSlidingLog(c, 10, 20*time.Second, o...)
+	},
 		time.Second, 2, spanExcess(10, 20*time.Second)},
-	{"RedisSlidingLog 4 per 4 s", func(c redis.Scripter, o ...Option) (Limiter, error) { return NewRedisSlidingLog(c, 4, 4*time.Second, o...) },
+	{"RedisSlidingLog 4 per 4 s", func(c redis.Scripter, o ...Option) (Limiter, error) {
+		return NewRedisSlidingLog(c, 4, 4*time.Second, o...)
+	},
 		300 * ms, 1, spanExcess(4, 4*time.Second)},
 	{"RedisSlidingCounter 10 per 20 s", func(c redis.Scripter, o ...Option) (Limiter, error) {
 		return NewRedisSlidingCounter(c, 10, 20*time.Second, o...)
