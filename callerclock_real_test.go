@@ -199,3 +199,50 @@ func TestRealRedisWithoutTIMECoalescesSettlesAndLeasesOnTheCallersClock(t *testi
 		assert.Equal(t, want, res.Allowed, "call %d", i)
 	}
 }
+
+func TestRealRedisWithoutTIMEKeepsAFleetAndAPolicyTableOnTheCallersClock(t *testing.T) {
+	server := startServerWithoutTIME(t)
+	client := server.Client(t)
+	ctx := context.Background()
+	clock := NewFakeClock(epoch)
+
+	_, err := NewFleet(client, FleetConfig{Name: "fleet", CallerClock: (*FakeClock)(nil)})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	onServer, err := NewFleet(client, FleetConfig{Name: "fleet", ID: "server"})
+	require.NoError(t, err)
+	require.ErrorIs(t, onServer.Beat(ctx), ErrBackend)
+	a, err := NewFleet(client, FleetConfig{Name: "fleet", ID: "a", Heartbeat: time.Second, CallerClock: clock})
+	require.NoError(t, err)
+	b, err := NewFleet(client, FleetConfig{Name: "fleet", ID: "b", Heartbeat: time.Second, CallerClock: clock})
+	require.NoError(t, err)
+	require.NoError(t, a.Beat(ctx))
+	require.NoError(t, b.Beat(ctx))
+	assert.Equal(t, 2, b.Live())
+	// b stops beating: a stops counting it once its TTL (3 s) is within a
+	// heartbeat of ending, on the caller's clock.
+	clock.Advance(2*time.Second + ms)
+	require.NoError(t, a.Beat(ctx))
+	assert.Equal(t, 1, a.Live())
+	score, err := client.ZScore(ctx, "fleet", "a").Result()
+	require.NoError(t, err)
+	assert.Equal(t, float64(clock.Now().Add(3*time.Second).UnixMilli()), score)
+	bad, err := NewFleet(client, FleetConfig{Name: "fleet", ID: "c", CallerClock: NewFakeClock(time.Unix(-1, 0))})
+	require.NoError(t, err)
+	require.ErrorIs(t, bad.Beat(ctx), ErrInvalidConfig)
+
+	onServerTable, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans"})
+	require.NoError(t, err)
+	require.ErrorIs(t, onServerTable.Replace(ctx, map[string]Policy{"k": {Limit: 1, Window: time.Second}}, nil), ErrBackend)
+	table, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans", CallerClock: clock})
+	require.NoError(t, err)
+	require.NoError(t, table.Replace(ctx, map[string]Policy{"k": {Limit: 1, Window: time.Second}}, nil))
+	require.NoError(t, table.Set(ctx, "j", Policy{Limit: 2, Window: time.Second}))
+	require.NoError(t, table.Load(ctx))
+	assert.Equal(t, clock.Now().UnixMicro()+1, table.Version(), "max(previous + 1, now): now, then previous + 1")
+	p, ok := table.Lookup("j")
+	assert.True(t, ok)
+	assert.Equal(t, Policy{Limit: 2, Window: time.Second}, p)
+	badTable, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans", CallerClock: NewFakeClock(time.UnixMicro(1 << 52))})
+	require.NoError(t, err)
+	require.ErrorIs(t, badTable.Set(ctx, "j", Policy{Limit: 3, Window: time.Second}), ErrInvalidConfig)
+}

@@ -157,7 +157,7 @@ func TestACallerClockOutOfRangeFailsTheCallAndWritesNothing(t *testing.T) {
 				require.ErrorIs(t, err, ErrInvalidConfig, "%s at %v", kind.name, at)
 				assert.ErrorIs(t, err, ErrCaller)
 				assert.NotErrorIs(t, err, ErrBackend)
-				assert.ErrorContains(t, err, "WithCallerClock: the clock reads")
+				assert.ErrorContains(t, err, "the caller's clock (WithCallerClock) reads")
 				assert.False(t, res.Allowed)
 				assert.Empty(t, m.Keys(), "%s at %v wrote", kind.name, at)
 			}

@@ -24,6 +24,18 @@ var fleetLua string
 // and with EVAL when the server does not have it cached.
 var fleetScript = redis.NewScript(fleetLua)
 
+// fleetCallerScript is the fleet script of a Fleet whose FleetConfig has a
+// CallerClock: it takes now, in whole ms of Unix time, as ARGV[4] and never
+// calls TIME.
+var fleetCallerScript = redis.NewScript(callerTimeSource(fleetLua,
+	"local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n",
+	`local now = ARGV[4]
+if type(now) ~= 'string' or #now > 16 or not string.find(now, '^%d+$') or tonumber(now) >= 4503599627370 then
+  return redis.error_reply('ratelimit fleet script: the caller\'s time ' .. tostring(now) .. ' is not whole milliseconds from 0 to 2^52 microseconds')
+end
+now = tonumber(now)
+`))
+
 // FleetConfig configures a Fleet. Name is required; the zero value of every
 // other field picks its default.
 type FleetConfig struct {
@@ -51,6 +63,16 @@ type FleetConfig struct {
 	// OnError, when not nil, hears every error of Run's heartbeats and of
 	// its leaving, from Run's goroutine; Run carries on after an error.
 	OnError func(error)
+	// CallerClock, when not nil, is the clock the heartbeats read (whole
+	// ms of Unix time, rounded down), sent with each heartbeat to a
+	// variant of the fleet script that never calls TIME, for servers that
+	// refuse TIME in scripts (see WithCallerClock); nil: the server's
+	// TIME. Replicas whose clocks disagree by d see each other's
+	// heartbeats expire up to d early or late: keep d well under the
+	// margin TTL − 2 × Heartbeat, or a replica ahead may stop counting
+	// one that beats on time. A reading before 1970 or from 2^52 µs on
+	// fails the heartbeat with an error wrapping ErrInvalidConfig.
+	CallerClock Clock
 }
 
 // Fleet is this replica's membership of a fleet of replicas sharing one
@@ -88,8 +110,9 @@ type Fleet struct {
 	// within it of a heartbeat is not counted.
 	beatMillis int64
 	onError    func(error)
-	live       atomic.Int64 // the latest count, >= 1
-	running    atomic.Bool  // Run is running
+	now        func() (int64, error) // CallerClock's time in µs; nil: the server's TIME
+	live       atomic.Int64          // the latest count, >= 1
+	running    atomic.Bool           // Run is running
 }
 
 // NewFleet returns this replica's membership of the fleet cfg.Name kept in
@@ -135,7 +158,11 @@ func NewFleet(client redis.Scripter, cfg FleetConfig) (*Fleet, error) {
 	if cfg.Heartbeat%time.Millisecond != 0 {
 		beat++
 	}
+	if cfg.CallerClock != nil && isNil(cfg.CallerClock) {
+		return nil, fmt.Errorf("%w: %s: CallerClock is a nil %T", ErrInvalidConfig, kind, cfg.CallerClock)
+	}
 	f := &Fleet{client: client, key: cfg.Name, id: cfg.ID, heartbeat: cfg.Heartbeat, ttlMillis: ttl, beatMillis: beat, onError: cfg.OnError}
+	f.now = callerNow(cfg.CallerClock)
 	f.live.Store(int64(max(cfg.Assume, 1)))
 	return f, nil
 }
@@ -240,7 +267,17 @@ func (f *Fleet) call(ctx context.Context, ttl int64) error {
 	if ctx == nil {
 		return fmt.Errorf("ratelimit: Fleet: %w", errNilContext)
 	}
-	n, err := fleetScript.Run(ctx, f.client, []string{f.key}, f.id, ttl, f.beatMillis).Int64()
+	var n int64
+	var err error
+	if f.now != nil {
+		var now int64
+		if now, err = f.now(); err != nil {
+			return fmt.Errorf("ratelimit: Fleet %q of %q: %w", f.id, f.key, err)
+		}
+		n, err = fleetCallerScript.Run(ctx, f.client, []string{f.key}, f.id, ttl, f.beatMillis, now/1000).Int64()
+	} else {
+		n, err = fleetScript.Run(ctx, f.client, []string{f.key}, f.id, ttl, f.beatMillis).Int64()
+	}
 	if err != nil {
 		return fmt.Errorf("ratelimit: Fleet %q of %q: %w", f.id, f.key, backendErr(err))
 	}

@@ -41,6 +41,17 @@ type PolicyTableConfig struct {
 	// time, and may call the table's methods (Replace or Seed, to re-seed
 	// it); nil drops them.
 	OnError func(error)
+	// CallerClock, when not nil, is the clock a write reads for the
+	// table's new version (max(previous + 1, now in µs of Unix time)),
+	// sent with the write to a variant of the write script that never
+	// calls TIME, for servers that refuse TIME in scripts (see
+	// WithCallerClock); nil: the server's TIME. Versions still never
+	// repeat while the table exists; a table deleted and written again
+	// by a writer whose clock is behind may start at a version a replica
+	// held before, which that replica then does not read again until its
+	// next Refresh. A reading before 1970 or from 2^52 µs on fails the
+	// write with an error wrapping ErrInvalidConfig.
+	CallerClock Clock
 }
 
 // PolicyTable is a table of policies per key, and of named flags, that a
@@ -84,6 +95,7 @@ type PolicyTable struct {
 	key     string // the HASH and the channel
 	refresh time.Duration
 	onError func(error)
+	now     func() (int64, error) // CallerClock's time in µs; nil: the server's TIME
 
 	cur atomic.Pointer[tableSnapshot] // never nil once built
 
@@ -131,12 +143,16 @@ func NewPolicyTable(client redis.UniversalClient, cfg PolicyTableConfig) (*Polic
 	if cfg.Refresh < 0 {
 		return nil, fmt.Errorf("%w: NewPolicyTable: negative refresh %v", ErrInvalidConfig, cfg.Refresh)
 	}
+	if cfg.CallerClock != nil && isNil(cfg.CallerClock) {
+		return nil, fmt.Errorf("%w: NewPolicyTable: CallerClock is a nil %T", ErrInvalidConfig, cfg.CallerClock)
+	}
 	t := &PolicyTable{
 		client:  client,
 		name:    name,
 		key:     tableKeyPrefix + name,
 		refresh: cmp.Or(cfg.Refresh, DefaultPolicyTableRefresh),
 		onError: cfg.OnError,
+		now:     callerNow(cfg.CallerClock),
 	}
 	t.cur.Store(&tableSnapshot{policies: map[string]Policy{}, flags: map[string]bool{}})
 	return t, nil

@@ -21,6 +21,18 @@ var policyTableLua string
 // policyTableScript is policyTableLua, sent by its SHA1.
 var policyTableScript = redis.NewScript(policyTableLua)
 
+// policyTableCallerScript is the write script of a PolicyTable whose
+// PolicyTableConfig has a CallerClock: its last argument is now, in µs of
+// Unix time, which it takes off ARGV before anything else, and it never
+// calls TIME.
+var policyTableCallerScript = redis.NewScript(`local caller_now = table.remove(ARGV)
+if type(caller_now) ~= 'string' or #caller_now > 16 or not string.find(caller_now, '^%d+$') or tonumber(caller_now) >= 4503599627370496 then
+  return redis.error_reply('ratelimit policy table script: the caller\'s time ' .. tostring(caller_now) .. ' is not whole microseconds from 0 to 2^52')
+end
+` + callerTimeSource(policyTableLua,
+	"local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n",
+	"local now = tonumber(caller_now)\n"))
+
 // ErrTableMissing is wrapped by the error of a PolicyTable's Load, Set,
 // Delete and SetFlag, and reported by its Run, when the table's key does
 // not exist in Redis: it was never written (see Replace and Seed), or it was
@@ -240,7 +252,15 @@ func (t *PolicyTable) write(ctx context.Context, op string, args ...string) (boo
 	for _, a := range args {
 		argv = append(argv, a)
 	}
-	reply, err := policyTableScript.Run(ctx, t.client, []string{t.key}, argv...).Slice()
+	script := policyTableScript
+	if t.now != nil {
+		now, err := t.now()
+		if err != nil {
+			return false, fmt.Errorf("ratelimit: PolicyTable %q: %w", t.name, err)
+		}
+		script, argv = policyTableCallerScript, append(argv, now)
+	}
+	reply, err := script.Run(ctx, t.client, []string{t.key}, argv...).Slice()
 	if err != nil {
 		if strings.Contains(err.Error(), "PTMISSING") {
 			return false, fmt.Errorf("ratelimit: PolicyTable %q: %w (key %q): seed it with Replace or Seed", t.name, ErrTableMissing, t.key)

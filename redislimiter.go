@@ -44,14 +44,20 @@ table.remove(ARGV, 1)
 var batchCallerScript = redisbatch.NewScript(callerClockSource(batchLua))
 
 // callerClockSource returns src, the batch script, with batchCallerLines
-// for batchTimeLines; a script that fails every call when src does not
-// hold batchTimeLines exactly once, so that the script of the caller's
-// clock can never call TIME (a test sees that it does not).
+// for batchTimeLines (see callerTimeSource).
 func callerClockSource(src string) string {
-	if strings.Count(src, batchTimeLines) != 1 {
-		return "return redis.error_reply('ratelimit batch script: no script of the caller\\'s clock')\n"
+	return callerTimeSource(src, batchTimeLines, batchCallerLines)
+}
+
+// callerTimeSource returns src, a script of this package, with caller for
+// its lines that read TIME, timeLines; a script that fails every call when
+// src does not hold timeLines exactly once, so that a script of the
+// caller's clock can never call TIME (a test sees that none does).
+func callerTimeSource(src, timeLines, caller string) string {
+	if strings.Count(src, timeLines) != 1 {
+		return "return redis.error_reply('ratelimit: no script of the caller\\'s clock')\n"
 	}
-	return strings.Replace(src, batchTimeLines, batchCallerLines, 1)
+	return strings.Replace(src, timeLines, caller, 1)
 }
 
 // callerNow returns the Sender's clock of a limiter built WithCallerClock(c):
@@ -66,7 +72,7 @@ func callerNow(c Clock) func() (int64, error) {
 	return func() (int64, error) {
 		t := c.Now()
 		if t.Before(time.Unix(0, 0)) || !t.Before(time.UnixMicro(redisbatch.MaxNow)) {
-			return 0, fmt.Errorf("%w: WithCallerClock: the clock reads %v, outside the times a Redis limiter decides on (from 1970-01-01 UTC to 2^52 µs later, %v)",
+			return 0, fmt.Errorf("%w: the caller's clock (WithCallerClock) reads %v, outside the times a Redis limiter decides on (from 1970-01-01 UTC to 2^52 µs later, %v)",
 				ErrInvalidConfig, t, time.UnixMicro(redisbatch.MaxNow).UTC())
 		}
 		return t.UnixMicro(), nil
