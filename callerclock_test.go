@@ -188,3 +188,4 @@ func TestTheCallerClockScriptRefusesATimeOutOfRange(t *testing.T) {
 		m.FlushAll()
 	}
 }
+

@@ -89,3 +89,68 @@ func TestConcurrencyRequestsNameTheirLease(t *testing.T) {
 	assert.Equal(t, []any{"evalsha", parts.script.sha, 2, "{t}:jobs", "{t}:rate", "1", 2, "c", int64(5), int64(30_000_000), "g", int64(100), int64(600_000),
 		2, 1, 1, "n4", 2, 1}, args)
 }
+
+// TestTheCallersTimeGoesFirstBeforeR checks that a Sender of the caller's
+// clock sends its time as the first script argument, before R, in every
+// form, and that a clock's error fails every request of the batch unsent.
+func TestTheCallersTimeGoesFirstBeforeR(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0"}) // never dialled
+	defer client.Close()
+	s := NewSender(Config{Client: client, Script: NewScript("return 1"), Limits: []*Limit{NewLimit(TokenBucket, 5, 1000)},
+		Now: func() (int64, error) { return 42, nil }})
+	ctx := context.Background()
+	one := []*Request{{Ctx: ctx, Key: "k", N: 1}}
+	args := s.command(ctx, one, "evalsha", s.script.sha, 1795996800000000).Args()
+	assert.Equal(t, []any{int64(1795996800000000), "-1", 1, "t", int64(5), int64(1000), 1}, stringify(args[4:]))
+	reset := []*Request{{Ctx: ctx, Key: "k", Op: Reset}}
+	args = s.command(ctx, reset, "evalsha", s.script.sha, 7).Args()
+	assert.Equal(t, []any{int64(7), "1", 1, "t", int64(5), int64(1000), "X", 1, 1}, stringify(args[4:]))
+
+	failing := NewSender(Config{Client: client, Script: NewScript("return 1"), Limits: []*Limit{NewLimit(TokenBucket, 5, 1000)},
+		Now: func() (int64, error) { return 0, fmt.Errorf("no time") }})
+	batch := []*Request{{Ctx: ctx, Key: "a", N: 1}, {Ctx: ctx, Key: "b", N: 1}}
+	failing.sendBatch(ctx, batch)
+	for _, p := range batch {
+		assert.EqualError(t, p.Err, "no time")
+	}
+}
+
+// stringify returns args with every fmt.Stringer (an onceArg) as its text.
+func stringify(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if s, ok := a.(fmt.Stringer); ok {
+			a = s.String()
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// BenchmarkCommand measures the encoding of a batch of 32 Allows on the
+// server's TIME and on the caller's clock, side by side.
+func BenchmarkCommand(b *testing.B) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0"}) // never dialled
+	defer client.Close()
+	ctx := context.Background()
+	batch := make([]*Request, 32)
+	for i := range batch {
+		batch[i] = &Request{Ctx: ctx, Key: "k" + strconv.Itoa(i), N: 1 + i%2}
+	}
+	for _, mode := range []struct {
+		name string
+		now  int64
+	}{{"server TIME", -1}, {"caller clock", 1795996800000000}} {
+		b.Run(mode.name, func(b *testing.B) {
+			cfg := Config{Client: client, Script: NewScript("return 1"), Limits: []*Limit{NewLimit(TokenBucket, 5, 1000)}}
+			if mode.now >= 0 {
+				cfg.Now = func() (int64, error) { return mode.now, nil }
+			}
+			s := NewSender(cfg)
+			b.ReportAllocs()
+			for range b.N {
+				_ = s.command(ctx, batch, "evalsha", s.script.sha, mode.now)
+			}
+		})
+	}
+}
