@@ -188,4 +188,3 @@ func TestTheCallerClockScriptRefusesATimeOutOfRange(t *testing.T) {
 		m.FlushAll()
 	}
 }
-
