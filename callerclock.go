@@ -24,36 +24,62 @@ import "fmt"
 // one time, so they must all decide on the server's TIME, or all on the
 // same c (equal values of one comparable type, such as one *FakeClock):
 // NewComposite fails with ErrInvalidConfig naming the two parts' clocks
-// otherwise. Fleet and PolicyTable still read the server's TIME (see
-// docs/redis.md).
+// otherwise. A Settle's TakenAt becomes an age on c. Fleet and PolicyTable
+// take a clock of their own in their configs (FleetConfig.CallerClock,
+// PolicyTableConfig.CallerClock). The Decisions are those of the server's
+// TIME at the same time: on one clock, every Redis limiter decides as its
+// in-process twin on the same schedule, as it does on the server's TIME
+// (but the fixed window, whose windows still run on the server's key
+// expiry, in real time).
 //
-// A reading before 1970 or at or after 2^52 µs of Unix time (about the year
-// 2112), which the script cannot decide on, fails the call (every call of
-// its batch) with an error wrapping ErrInvalidConfig, of class ErrCaller,
-// before anything is sent: nothing changes in Redis. The script checks the
-// time again and refuses one out of that range with an error (ErrBackend)
-// before it writes anything.
+// A reading before 1970 or at or after 2^52 µs of Unix time (about the
+// year 2112), which the script cannot decide on, fails the call (every
+// call of its batch) with an error wrapping ErrInvalidConfig, of class
+// ErrCaller, before anything is sent: nothing changes in Redis. The script
+// checks the time again and refuses one out of that range with an error
+// (ErrBackend) before it writes anything.
 //
-// Clients whose clocks disagree share keys safely in this sense: a key
-// keeps the latest time any client wrote to it, as it does for a server
-// clock that steps back, so a client whose clock is behind that time never
-// gets a unit its own clock would not give it from that state; it waits
-// longer. A client ahead of the others by d takes, once, units the others
-// would have had to wait up to d for: measured on one shared key against
-// a client d behind it (tests TestCallerClockSkew*), at most
-// min(limit, ⌈d × rate⌉) units beyond what one clock allows over any span
-// for a token bucket and a GCRA (rate = limit per period), at most limit
-// units in any window for a sliding log and a sliding counter (d
-// shortens the window by d as the ahead client sees the log's entries),
-// and nothing for a fixed window, whose windows run on the server's key
-// expiry (the caller's clock does not enter its decisions). A calendar
-// window's count is of the window that holds the caller's time: a client
-// ahead by d counts in the next window d early, so up to 2 × limit units
-// may pass within d of a boundary. A RedisConcurrency lease granted by a
-// client ahead by d expires for the others d late, and one granted by a
-// client behind by d expires for the others d early: a unit may be held
-// twice for up to d. Keep clients' clocks synchronized (NTP) to well
-// under a period.
+// Clients whose clocks disagree may share keys. A key keeps the latest
+// time any client wrote to it, as it does when the server's clock steps
+// back (a tat never moves back, a log's entry is stamped no earlier than
+// its newest, a count of a later window stays), so a client whose clock
+// is behind never sees more units than a client at that latest time:
+// it waits longer. A key's TTL is computed from its writer's clock, and
+// ends when that writer sees the key full. A client ahead of another by
+// D takes units that one would have had to wait for; what the tests
+// (TestCallerClockSkew*, two clients 10 s apart sharing a key over random
+// schedules) measure beyond what one clock allows:
+//
+//   - RedisTokenBucket, RedisGCRA: at most min(limit, ⌈D × rate⌉) units in
+//     any span (rate = limit per period). Measured: 5 for 20 per 40 s
+//     (⌈D × rate⌉ = 5, reached), 3 for 4 per 2 s (bound 4); a client ahead
+//     of a key just emptied by the other takes exactly ⌈D × rate⌉, capped
+//     at the limit, at once.
+//   - RedisFixedWindow: nothing; its decisions do not read the time (its
+//     windows run on the server's key expiry): a skewed run decides call
+//     for call as a run on one clock.
+//   - RedisSlidingLog: an entry counts for every client for at least
+//     W − D after it is taken, so any span shorter than W − D passes at
+//     most limit units, and any span of W at most limit × ⌈W / (W − D)⌉.
+//     Measured: 6 beyond 10 per 20 s; with W <= D there is no bound
+//     (4 beyond 4 per 4 s).
+//   - RedisSlidingCounter: the client ahead weighs the previous window's
+//     count by D/W less, about ⌈limit × D / W⌉ units more. Measured: 4
+//     beyond a log's bound for 10 per 20 s, where one clock already
+//     passes 1.
+//   - RedisCalendarWindow: each client counts in the window of its own
+//     clock, so within D of a boundary both windows take units: a window
+//     of one clock may pass up to 3 × limit. Measured: 9 beyond 10 per
+//     minute.
+//   - RedisConcurrency: a lease's expiry is on its granting client's
+//     clock, and it holds for every client for at least TTL − D, so at
+//     most limit × ⌈TTL / (TTL − D)⌉ units are held at once. Measured: 4
+//     beyond 5 for a TTL of 20 s; with TTL <= D a lease granted by a
+//     client behind holds nothing for one ahead, and there is no bound
+//     (10 beyond 3 for a TTL of 4 s).
+//
+// Keep clients' clocks synchronized (NTP) well within every period,
+// window and lease TTL.
 func WithCallerClock(c Clock) Option {
 	return func(cfg *config) error {
 		switch {

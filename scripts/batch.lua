@@ -1,6 +1,15 @@
 -- Batch script of ratelimit's Redis limiters: one call decides many requests,
 -- in order, on one reading of the server's TIME.
 --
+-- A limiter built WithCallerClock runs a variant of this script, made by
+-- replacing the two lines below that read TIME (and nothing else), with a
+-- SHA of its own: its ARGV[1] is now, whole µs of Unix time below 2^52
+-- (anything else fails the call before it writes), taken off ARGV before
+-- the arguments below are read, and it never calls TIME. Clients whose
+-- clocks disagree share a key as a server clock that steps back does (see
+-- the end of this header): a key keeps the latest time written to it, and
+-- each TTL is computed from its writer's now.
+--
 -- ARGV[1]   R, the number of requests, >= 1; or -R for the compact form,
 --           R Allows of one check each on limit 1 (S = 1), whose only
 --           argument is their cost n (no c, no s): a plain limiter's batch;

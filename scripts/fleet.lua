@@ -17,6 +17,8 @@
 -- so that a replica that stopped beating is no longer counted by any other
 -- once its TTL is up.
 -- Another type under the key is an error, and the key is left as it was.
+-- A Fleet with a CallerClock runs a variant whose TIME lines read now (ms)
+-- from ARGV[4] instead, and never calls TIME.
 local key = KEYS[1]
 local ttl = tonumber(ARGV[2])
 local t = redis.call('TIME')

@@ -32,6 +32,8 @@
 --
 -- It returns {changed, version}: changed is 1 if the table changed, and
 -- version the table's version after the call, as a string.
+-- A PolicyTable with a CallerClock runs a variant that takes now (µs) off
+-- the end of ARGV first, and reads it instead of TIME, which it never calls.
 
 local key, channel, op = KEYS[1], ARGV[1], ARGV[2]
 local exists = redis.call('EXISTS', key) == 1
