@@ -188,3 +188,21 @@ func TestTheCallerClockScriptRefusesATimeOutOfRange(t *testing.T) {
 		m.FlushAll()
 	}
 }
+
+func TestARedisCalendarWindowTakesItsBoundsFromWithClockAndItsTimeFromTheCallersClock(t *testing.T) {
+	_, client, _ := redistest.Miniredis(t, farFromEpoch)
+	ctx := context.Background()
+	bounds, caller := NewFakeClock(epoch.Add(10*time.Second)), NewFakeClock(epoch.Add(30*time.Second))
+	both, err := NewRedisCalendarWindow(client, 3, Calendar{Period: CalendarMinute}, WithClock(bounds), WithCallerClock(caller), WithKeyPrefix("both:"))
+	require.NoError(t, err)
+	res, err := both.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: 30 * time.Second}, res, "the minute of the bounds, at the caller's time")
+	// Without WithClock, the caller's clock gives the bounds too.
+	only, err := NewRedisCalendarWindow(client, 3, Calendar{Period: CalendarMinute}, WithCallerClock(caller), WithKeyPrefix("only:"))
+	require.NoError(t, err)
+	caller.Advance(45 * time.Second) // into the next minute, 15 s in
+	res, err = only.Allow(ctx, "k", 3)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 45 * time.Second}, res)
+}
