@@ -223,31 +223,56 @@ func TestLeasingFleetNeverExceedsSharedBound(t *testing.T) {
 					continue // the in-process ones ran already
 				}
 				rng := rand.New(rand.NewPCG(seed, 7))
-				cfg := LeasingConfig{HotCalls: 3, HotSpan: 50 * time.Millisecond, MinBlock: 4, MaxShare: 4}
+				cfg := LeasingConfig{HotCalls: 2, HotSpan: time.Second, MinBlock: 4, MaxShare: 4}
 				replicas := make([]*Leasing, 4)
 				for r := range replicas {
 					replicas[r] = newLeasingOver(t, sh, cfg)
 				}
 				ctx := context.Background()
-				step := time.Millisecond
-				steps := 3000
+				steps := 6000
 				if sh.redis != nil {
-					steps = 1500
+					steps = 2000
 				}
+				// Phases of random length, each with its own total rate
+				// and its own share per replica, so that some replicas
+				// hold blocks they spend slowly while others drain the
+				// key, then pauses in which keys cool.
+				var weights []int
+				var gap, phaseLeft time.Duration
 				for range steps {
-					switch x := rng.IntN(100); {
-					case x < 2:
-						sh.advance(time.Duration(100+rng.IntN(300)) * step) // a pause: keys cool
-					case x < 3:
-						r := rng.IntN(len(replicas))
-						require.NoError(t, replicas[r].Close(ctx))
-						replicas[r] = newLeasingOver(t, sh, cfg)
-					case x < 60:
-						sh.advance(time.Duration(rng.IntN(4)) * step)
+					if phaseLeft <= 0 {
+						phaseLeft = time.Duration(200+rng.IntN(2800)) * time.Millisecond
+						rate := []int{10, 30, 60, 150, 600}[rng.IntN(5)]
+						gap = time.Second / time.Duration(rate)
+						weights = weights[:0]
+						for range replicas {
+							weights = append(weights, []int{0, 1, 4, 20}[rng.IntN(4)])
+						}
+						weights[rng.IntN(len(weights))]++
+						switch rng.IntN(4) {
+						case 0:
+							sh.advance(time.Duration(100+rng.IntN(400)) * time.Millisecond) // a pause: keys cool
+						case 1:
+							r := rng.IntN(len(replicas))
+							require.NoError(t, replicas[r].Close(ctx))
+							replicas[r] = newLeasingOver(t, sh, cfg)
+						}
 					}
-					r := rng.IntN(len(replicas))
-					if r == 0 && rng.IntN(2) == 0 {
-						r = 1 // replica 0 calls less: its blocks decay
+					d := time.Duration(rng.Int64N(int64(2*gap)))
+					if sh.redis != nil {
+						d = d.Truncate(time.Millisecond)
+					}
+					sh.advance(d)
+					phaseLeft -= max(d, time.Millisecond)
+					total := 0
+					for _, w := range weights {
+						total += w
+					}
+					pick := rng.IntN(total)
+					r := 0
+					for pick >= weights[r] {
+						pick -= weights[r]
+						r++
 					}
 					n := 1 + rng.IntN(3)
 					res, err := replicas[r].Allow(ctx, "k", n)
@@ -258,6 +283,7 @@ func TestLeasingFleetNeverExceedsSharedBound(t *testing.T) {
 				}
 				leaseCheck(t, sh, log)
 				assert.NotEmpty(t, log.admits, sh.name)
+				t.Logf("%s seed %d: %d calls, %d backend calls, %d admitted", sh.name, seed, steps, log.calls, len(log.admits))
 			}
 		}
 	}
@@ -578,4 +604,42 @@ func newTestClient(t *testing.T, m *miniredis.Miniredis) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// TestLeasingHeldBlockCannotOutliveTheRefill holds a block on one replica
+// while the key refills and another replica drains it: the held units
+// must have decayed (token bucket, GCRA) or expired with their window
+// (fixed window) by then, so the span bound holds.
+func TestLeasingHeldBlockCannotOutliveTheRefill(t *testing.T) {
+	for _, sh := range leaseBackends(t, &leaseLog{}, true) {
+		log := &leaseLog{clock: sh.clock}
+		sh.backend = rehook(t, sh, log)
+		cfg := LeasingConfig{HotCalls: 1, HotSpan: time.Hour, MinBlock: 25, MaxShare: 4}
+		holder, drainer := newLeasingOver(t, sh, cfg), newLeasingOver(t, sh, cfg)
+		ctx := context.Background()
+		spend := func(l *Leasing, calls int) int {
+			got := 0
+			for range calls {
+				res, err := l.Allow(ctx, "k", 1)
+				require.NoError(t, err)
+				if res.Allowed {
+					got++
+					log.admitted(1)
+				}
+			}
+			return got
+		}
+		require.Equal(t, 2, spend(holder, 2)) // learns, then takes a block of 25
+		// A bucket refills 15 units in 150 ms, while the block loses 15
+		// to decay; a window ends after 1 s, and the block with it.
+		if sh.window {
+			sh.advance(time.Second)
+		} else {
+			sh.advance(150 * time.Millisecond)
+		}
+		drained := spend(drainer, 200)
+		held := spend(holder, 30)
+		assert.LessOrEqual(t, drained+held, int(sh.capacity), "%s: units admitted at once after the refill", sh.name)
+		leaseCheck(t, sh, log)
+	}
 }
