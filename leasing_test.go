@@ -258,7 +258,7 @@ func TestLeasingFleetNeverExceedsSharedBound(t *testing.T) {
 							replicas[r] = newLeasingOver(t, sh, cfg)
 						}
 					}
-					d := time.Duration(rng.Int64N(int64(2*gap)))
+					d := time.Duration(rng.Int64N(int64(2 * gap)))
 					if sh.redis != nil {
 						d = d.Truncate(time.Millisecond)
 					}
