@@ -274,6 +274,7 @@ type leaseKey struct {
 	size        int64 // the next block's size; 0 until the first take
 	directUntil int64 // calls go to the backend until then
 	backoff     int64 // the latest back-off, ns
+	inFlight    int64 // backend calls on the key in flight
 	blk         *block
 	taking      chan struct{} // closed when the take in flight ends; nil when none
 }
@@ -285,6 +286,7 @@ type block struct {
 	b       int64 // units taken
 	next    int64 // index of the next unit to spend (decayed ones skipped)
 	spent   int64 // units spent, less those given back to it
+	arrived int64 // units spendable when the take's answer came back
 	unit    int64 // ns per unit; 0 for a window
 	end     int64 // bucket: t0 + b·unit, all decayed; window: its local expiry
 	resetAt int64 // when the key would be full again as the take saw it
@@ -434,7 +436,7 @@ func (l *Leasing) decide(ctx context.Context, key string, n int, now int64) (Dec
 		}
 		maxBlock := k.limit / l.maxShare
 		if !k.known || maxBlock < 2 || cost > k.limit || now < k.directUntil || attempt >= 3 ||
-			(k.calls < l.hotCalls && k.prevCalls < l.hotCalls) {
+			(k.calls < l.hotCalls && k.prevCalls < l.hotCalls) || !k.pays(now, l.hotSpan) {
 			k.mu.Unlock()
 			return l.direct(ctx, key, n, k)
 		}
@@ -448,10 +450,15 @@ func (l *Leasing) decide(ctx context.Context, key string, n int, now int64) (Dec
 			now = l.base.elapsed()
 			continue
 		}
-		size := k.nextSize(now, l.minBlock, maxBlock)
+		size := k.nextSize(now, l.minBlock, maxBlock, l.hotSpan)
+		if now < k.directUntil {
+			k.mu.Unlock()
+			return l.direct(ctx, key, n, k)
+		}
 		size = min(max(size, cost), k.limit)
 		ch := make(chan struct{})
 		k.taking = ch
+		k.inFlight++
 		k.mu.Unlock()
 		return l.take(ctx, key, cost, size, k, ch)
 	}
@@ -469,17 +476,40 @@ func (k *leaseKey) counted(now, span int64) {
 	k.calls++
 }
 
+// pays reports whether leasing the key is worth its decay: a fixed
+// window's blocks do not decay; a token bucket's or GCRA's block loses a
+// unit every unit ns while it is held, so this replica's calls on the key
+// must come at least as fast as its units come back (over the span
+// before, of span ns, or over the current one so far, counted as at least
+// an eighth of a span), so that decay takes at most half of what a block
+// holds, or at least 4 of them be waiting on the backend at once (callers
+// whose pace the round trip sets, and whose demand it hides).
+func (k *leaseKey) pays(now, span int64) bool {
+	if k.unit == 0 || k.inFlight >= 4 {
+		return true
+	}
+	fast := func(calls, in int64) bool {
+		return calls > 0 && (k.unit > maxSpan/calls || calls*k.unit >= in)
+	}
+	return fast(k.calls, max(now-k.spanStart, span/8)) || fast(k.prevCalls, span)
+}
+
 // nextSize returns the size of the key's next block, within [2,
 // maxBlock]: the first is minBlock; after a block that calls used up (at
-// least half of it spent), twice the last; after one that decayed, half.
-func (k *leaseKey) nextSize(now, minBlock, maxBlock int64) int64 {
+// least half of what it held when it came back spent), twice the last;
+// after one that decayed, half, and a block of 2 that decayed keeps the
+// key on the backend for 16 spans (span ns).
+func (k *leaseKey) nextSize(now, minBlock, maxBlock, span int64) int64 {
 	size := k.size
 	switch blk := k.blk; {
 	case size == 0:
 		size = minBlock
-	case blk != nil && 2*blk.spent >= blk.b:
+	case blk != nil && 2*blk.spent >= blk.arrived:
 		size *= 2
 	case blk != nil && blk.usable(now) == 0:
+		if size <= 2 {
+			k.directUntil = now + 16*span
+		}
 		size /= 2
 	}
 	size = min(max(size, 2), maxBlock)
@@ -495,6 +525,7 @@ func (l *Leasing) take(ctx context.Context, key string, cost, size int64, k *lea
 	t1 := max(l.base.elapsed(), t0)
 	k.mu.Lock()
 	k.taking = nil
+	k.inFlight--
 	close(ch)
 	if err != nil {
 		k.known = false // ask the backend again for the key's policy
@@ -526,6 +557,7 @@ func (l *Leasing) take(ctx context.Context, key string, cost, size int64, k *lea
 	k.learn(&td, l.window)
 	now := max(t1, k.last)
 	k.last = now
+	blk.arrived = blk.usable(now)
 	d, ok := blk.spend(now, cost)
 	closed := l.closed.Load()
 	if !closed {
@@ -583,15 +615,22 @@ func (k *leaseKey) learn(d *Decision, window bool) {
 // direct decides n for key on the backend and notes what its answer tells
 // of the key (k, when not nil).
 func (l *Leasing) direct(ctx context.Context, key string, n int, k *leaseKey) (Decision, error) {
+	if k == nil {
+		return l.backend.decide(ctx, key, n)
+	}
+	k.mu.Lock()
+	k.inFlight++
+	k.mu.Unlock()
 	d, err := l.backend.decide(ctx, key, n)
-	if err == nil && k != nil {
-		k.mu.Lock()
+	k.mu.Lock()
+	k.inFlight--
+	if err == nil {
 		k.learn(&d, l.window)
 		if d.Allowed && k.directUntil > 0 && int64(d.Remaining) >= max(k.size, 1) {
 			k.directUntil, k.backoff = 0, 0 // room for a block again
 		}
-		k.mu.Unlock()
 	}
+	k.mu.Unlock()
 	return d, err
 }
 
