@@ -28,17 +28,22 @@ import (
 //
 // Hot keys: a key is hot while this replica has seen at least HotCalls
 // calls on it within one HotSpan (this span or the one before). Its calls
-// then spend from the replica's block for the key. When the block cannot
+// then spend from the replica's block for the key, except that a token
+// bucket's or GCRA's key is leased only where it pays for the block's
+// decay (below): while this replica's calls on it come at least as fast
+// as its units come back, or at least 4 of them wait on the backend at
+// once (callers whose pace the round trip sets). When the block cannot
 // cover a call's n, one caller (the taker) takes a new block with one
 // backend call for the key while the others that need one wait for it (a
 // context that ends first returns an error wrapping ErrBackend and the
 // context's error); a block's remainder smaller than n is dropped, and
-// comes back as the block decays (below). Each block holds between
-// 2 and Limit/MaxShare units, MinBlock at first: the size doubles after a block used
-// up by calls, halves after one that decayed half unused, and halves when
-// the backend denies a take. A denied take sends the key's calls straight
-// to the backend for a back-off (the take's RetryAfter, at least a
-// HotSpan, doubling while takes keep being denied, up to 16 HotSpans), and
+// comes back as the block decays or its window ends. Each block holds
+// between 2 and Limit/MaxShare units, MinBlock at first: the size doubles
+// after a block used up by calls, halves after one that decayed half
+// unused, and halves when the backend denies a take. A denied take sends
+// the key's calls straight to the backend for a back-off (the take's
+// RetryAfter, at least a HotSpan, doubling while takes keep being denied,
+// up to 16 HotSpans; 16 HotSpans after a block of 2 decayed unused), and
 // the call that needed the block is decided by the backend, so its
 // Decision, RetryAfter included, is the shared key's own. A direct call
 // allowed with at least a block's size left ends the back-off. The
@@ -121,8 +126,8 @@ import (
 // DenyCache and a Shadow: Guard(Leasing(redis)). When the backend fails
 // while blocks are held, the blocks keep being spent until they decay or
 // expire; then a take fails, its error (ErrBackend) reaches the Guard,
-// which answers by its failure policy, and the key stays on the backend
-// for a back-off. Hooks (Hooks): the Leasing reports one event per call
+// which answers by its failure policy; the key's next call goes to the
+// backend, to learn its policy again. Hooks (Hooks): the Leasing reports one event per call
 // (each call it answers from a block, each it forwards), and every
 // adjustment to AdjustHooks; the backend's own hooks see its takes (one
 // call of the block's size) and the calls forwarded to it. A nil ctx is
