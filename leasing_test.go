@@ -452,42 +452,53 @@ func TestLeasingFullLoadUnderAdmitsLittle(t *testing.T) {
 }
 
 // TestLeasingGuardAnswersWhenRedisFailsWhileBlocksAreHeld checks the
-// stack Guard(Leasing(redis)) when Redis fails: the held block keeps
-// answering until it decays, then the take's error reaches the Guard,
-// which fails closed as configured.
+// stack Guard(Leasing(redis)) when Redis fails (an injected error on
+// every command): the held block keeps answering until it decays, then
+// the take's error reaches the Guard, which fails closed, or over to its
+// fallback, as configured; once Redis is back, the Leasing decides again.
 func TestLeasingGuardAnswersWhenRedisFailsWhileBlocksAreHeld(t *testing.T) {
-	m, client, move := miniredisClock(t)
-	clock := NewFakeClock(epoch)
-	rb, err := NewRedisTokenBucket(client, 1000, 100)
-	require.NoError(t, err)
-	l, err := NewLeasing(rb, LeasingConfig{HotCalls: 2, MinBlock: 50, Clock: clock})
-	require.NoError(t, err)
-	g, err := NewGuard(l, GuardConfig{OnFailure: FailClosed})
-	require.NoError(t, err)
-	ctx := context.Background()
-	for range 3 {
+	for _, policy := range []FailurePolicy{FailClosed, FailOver} {
+		m, client, move := miniredisClock(t)
+		clock := NewFakeClock(epoch)
+		rb, err := NewRedisTokenBucket(client, 1000, 100)
+		require.NoError(t, err)
+		l, err := NewLeasing(rb, LeasingConfig{HotCalls: 2, MinBlock: 50, Clock: clock})
+		require.NoError(t, err)
+		cfg := GuardConfig{OnFailure: policy, Clock: clock}
+		want := FromFailClosed
+		if policy == FailOver {
+			fb, err := NewTokenBucket(10, 1, WithClock(clock))
+			require.NoError(t, err)
+			cfg.Fallback, want = fb, FromFallback
+		}
+		g, err := NewGuard(l, cfg)
+		require.NoError(t, err)
+		ctx := context.Background()
+		for range 3 {
+			d, err := g.Decide(ctx, "k", 1)
+			require.NoError(t, err)
+			require.Equal(t, FromBackend, d.Source)
+		}
+		m.SetError("LOADING injected")
+		// The block (50 units, 10 ms each) holds 48 more, decaying: spend 10.
+		for range 10 {
+			d, err := g.Decide(ctx, "k", 1)
+			require.NoError(t, err)
+			assert.True(t, d.Allowed, "a held block answers while Redis fails")
+			assert.Equal(t, FromBackend, d.Source)
+		}
+		clock.Advance(time.Second) // the block has decayed
+		move(time.Second)
 		d, err := g.Decide(ctx, "k", 1)
 		require.NoError(t, err)
-		require.Equal(t, FromBackend, d.Source)
-	}
-	m.SetError("LOADING injected")
-	// The block (50 units, 10 ms each) holds 48 more, decaying: spend 10.
-	for range 10 {
-		d, err := g.Decide(ctx, "k", 1)
+		assert.Equal(t, want, d.Source, "the take's error reached the Guard")
+		assert.Equal(t, policy == FailOver, d.Allowed)
+		m.SetError("")
+		d, err = g.Decide(ctx, "k", 1)
 		require.NoError(t, err)
-		assert.True(t, d.Allowed, "a held block answers while Redis fails")
+		assert.True(t, d.Allowed, "Redis is back")
 		assert.Equal(t, FromBackend, d.Source)
 	}
-	clock.Advance(time.Second) // the block has decayed
-	move(time.Second)
-	d, err := g.Decide(ctx, "k", 1)
-	require.NoError(t, err)
-	assert.False(t, d.Allowed)
-	assert.Equal(t, FromFailClosed, d.Source, "the take's error reached the Guard")
-	m.SetError("")
-	d, err = g.Decide(ctx, "k", 1)
-	require.NoError(t, err)
-	assert.True(t, d.Allowed, "Redis is back")
 }
 
 // TestLeasingRefundAndSettleGoToTheBlock checks the adjustments: a refund
@@ -641,5 +652,48 @@ func TestLeasingHeldBlockCannotOutliveTheRefill(t *testing.T) {
 		held := spend(holder, 30)
 		assert.LessOrEqual(t, drained+held, int(sh.capacity), "%s: units admitted at once after the refill", sh.name)
 		leaseCheck(t, sh, log)
+	}
+}
+
+// TestLeasingFollowsEachKeysPolicy runs a fleet over a GCRA built
+// WithPolicyFunc, whose keys have different limits and periods: each
+// key's admissions keep within its own policy's bound, and the blocks are
+// sized by it.
+func TestLeasingFollowsEachKeysPolicy(t *testing.T) {
+	clock := NewFakeClock(epoch)
+	policies := map[string]Policy{
+		"big":   {Limit: 200, Window: time.Second},    // a unit every 5 ms
+		"small": {Limit: 40, Window: 2 * time.Second}, // a unit every 50 ms
+	}
+	g, err := NewGCRA(10, time.Second, WithClock(clock), WithPolicyFunc(func(_ context.Context, key string) (Policy, error) {
+		return policies[key], nil
+	}))
+	require.NoError(t, err)
+	replicas := make([]*Leasing, 3)
+	for i := range replicas {
+		replicas[i], err = NewLeasing(g, LeasingConfig{HotCalls: 2, MinBlock: 4, MaxShare: 4})
+		require.NoError(t, err)
+	}
+	logs := map[string]*leaseLog{"big": {clock: clock}, "small": {clock: clock}}
+	rng := rand.New(rand.NewPCG(5, 5))
+	ctx := context.Background()
+	for range 6000 {
+		clock.Advance(time.Duration(rng.IntN(3000)) * time.Microsecond)
+		key := "big"
+		if rng.IntN(3) == 0 {
+			key = "small"
+		}
+		n := 1 + rng.IntN(2)
+		d, err := replicas[rng.IntN(len(replicas))].Decide(ctx, key, n)
+		require.NoError(t, err)
+		assert.Equal(t, policies[key].Limit, d.Limit, key)
+		if d.Allowed {
+			logs[key].admitted(n)
+		}
+	}
+	for key, p := range policies {
+		unit := int64(p.Window) / int64(p.Limit)
+		assert.Equal(t, int64(0), logs[key].overBucket(int64(p.Limit), unit), key)
+		assert.NotEmpty(t, logs[key].admits, key)
 	}
 }
