@@ -50,6 +50,10 @@ func keysOf(l Limiter) func(key string) []string {
 		if v != nil {
 			return v.backend.keysOf
 		}
+	case *Leasing:
+		if v != nil {
+			return v.backend.keysOf
+		}
 	}
 	return nil
 }

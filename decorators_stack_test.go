@@ -505,3 +505,123 @@ func TestGuardAnswersForTheNewRedisLimitersWhileRedisIsDown(t *testing.T) {
 		}
 	}
 }
+
+// TestLeasingInStacksAdmitsAsTheBareLimiter runs the token bucket, GCRA
+// and fixed window, in process and on miniredis, bare and as
+// Leasing(limiter) inside a Guard, a DenyCache and a Shadow: on one
+// schedule (limit 10, calls of 1 a millisecond apart), the leased stack
+// allows exactly the calls the bare limiter allows, answers Source
+// FromBackend (or the outer decorator's own Source for a denial it
+// answers), reports each call once to the Leasing's hooks, and passes
+// Refund, Settle and Reset through.
+func TestLeasingInStacksAdmitsAsTheBareLimiter(t *testing.T) {
+	ctx := context.Background()
+	type subject struct {
+		name  string
+		build func(t *testing.T, clock *FakeClock, m *miniredis.Miniredis) Limiter
+	}
+	inProc := func(f func(c *FakeClock) (Limiter, error)) func(*testing.T, *FakeClock, *miniredis.Miniredis) Limiter {
+		return func(t *testing.T, c *FakeClock, _ *miniredis.Miniredis) Limiter {
+			l, err := f(c)
+			require.NoError(t, err)
+			return l
+		}
+	}
+	onRedis := func(f func(c redis.Scripter) (Limiter, error)) func(*testing.T, *FakeClock, *miniredis.Miniredis) Limiter {
+		return func(t *testing.T, _ *FakeClock, m *miniredis.Miniredis) Limiter {
+			c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+			t.Cleanup(func() { _ = c.Close() })
+			l, err := f(c)
+			require.NoError(t, err)
+			return l
+		}
+	}
+	subjects := []subject{
+		{"TokenBucket", inProc(func(c *FakeClock) (Limiter, error) { return NewTokenBucket(10, 1, WithClock(c)) })},
+		{"GCRA", inProc(func(c *FakeClock) (Limiter, error) { return NewGCRA(10, 10*time.Second, WithClock(c)) })},
+		{"FixedWindow", inProc(func(c *FakeClock) (Limiter, error) { return NewFixedWindow(10, 10*time.Second, WithClock(c)) })},
+		{"RedisTokenBucket", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisTokenBucket(c, 10, 1) })},
+		{"RedisGCRA", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisGCRA(c, 10, 10*time.Second) })},
+		{"RedisFixedWindow", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisFixedWindow(c, 10, 10*time.Second) })},
+	}
+	wraps := map[string]func(t *testing.T, l *Leasing, clock Clock) stackLimiter{
+		"Leasing": func(_ *testing.T, l *Leasing, _ Clock) stackLimiter { return l },
+		"Guard(Leasing)": func(t *testing.T, l *Leasing, clock Clock) stackLimiter {
+			g, err := NewGuard(l, GuardConfig{OnFailure: FailClosed, Clock: clock})
+			require.NoError(t, err)
+			return g
+		},
+		"DenyCache(Leasing)": func(t *testing.T, l *Leasing, clock Clock) stackLimiter {
+			c, err := NewDenyCache(l, DenyCacheConfig{Clock: clock})
+			require.NoError(t, err)
+			return c
+		},
+		"Shadow(Leasing)": func(t *testing.T, l *Leasing, clock Clock) stackLimiter {
+			s, err := NewShadow(l, ShadowConfig{Clock: clock, Enforce: true})
+			require.NoError(t, err)
+			return s
+		},
+	}
+	for _, sub := range subjects {
+		for wname, wrap := range wraps {
+			t.Run(sub.name+"/"+wname, func(t *testing.T) {
+				bareClock, clock := NewFakeClock(stackStart), NewFakeClock(stackStart)
+				bm, _, bmove := redistest.Miniredis(t, stackStart)
+				m, _, move := redistest.Miniredis(t, stackStart)
+				bare := sub.build(t, bareClock, bm)
+				backend := sub.build(t, clock, m)
+				hooks := &stackHooks{}
+				cfg := LeasingConfig{HotCalls: 2, MinBlock: 3, MaxShare: 2, Hooks: hooks}
+				if _, local := backend.(*TokenBucket); !local {
+					if _, gcra := backend.(*GCRA); !gcra {
+						if _, fw := backend.(*FixedWindow); !fw {
+							cfg.Clock = clock
+						}
+					}
+				}
+				l, err := NewLeasing(backend, cfg)
+				require.NoError(t, err)
+				stack := wrap(t, l, clock)
+				for i := range 30 {
+					bd, err := Decide(ctx, bare, "k", 1)
+					require.NoError(t, err)
+					d, err := stack.Decide(ctx, "k", 1)
+					require.NoError(t, err)
+					assert.Equal(t, bd.Allowed, d.Allowed, "call %d", i)
+					assert.Equal(t, bd.Policy, d.Policy, "call %d", i)
+					if d.Allowed {
+						assert.Equal(t, FromBackend, d.Source, "call %d", i)
+					}
+					if !d.Allowed && d.Source == FromBackend {
+						assert.Equal(t, bd.RetryAfter, d.RetryAfter, "call %d: a denial is the shared key's own", i)
+					}
+					for _, c := range []*FakeClock{bareClock, clock} {
+						c.Advance(time.Millisecond)
+					}
+					bmove(time.Millisecond)
+					move(time.Millisecond)
+				}
+				evs, _, _, _ := hooks.since(0, 0)
+				local := 0
+				for _, ev := range evs {
+					if ev.Limiter == "Leasing" {
+						local++
+					}
+				}
+				if wname == "DenyCache(Leasing)" {
+					assert.LessOrEqual(t, local, 30, "the Leasing reports the calls that reach it")
+				} else {
+					assert.Equal(t, 30, local, "the Leasing reports each call once")
+				}
+				_, err = stack.Refund(ctx, "k", 1)
+				require.NoError(t, err)
+				_, err = stack.Settle(ctx, "k", 1, 2)
+				require.NoError(t, err)
+				require.NoError(t, stack.Reset(ctx, "k"))
+				d, err := stack.Decide(ctx, "k", 10)
+				require.NoError(t, err)
+				assert.True(t, d.Allowed, "after Reset, the key is full")
+			})
+		}
+	}
+}

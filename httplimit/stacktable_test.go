@@ -177,6 +177,18 @@ func stackWraps() []stackWrap {
 		require.NoError(t, err)
 		return c
 	}
+	// leasing leases every key from its first call, in blocks of 2 (a
+	// Leasing takes only a token bucket, GCRA or fixed window).
+	leasing := func(t *testing.T, l ratelimit.Decider) ratelimit.Decider {
+		switch l.(type) {
+		case *ratelimit.RedisTokenBucket, *ratelimit.RedisGCRA, *ratelimit.RedisFixedWindow:
+		default:
+			t.Skipf("a Leasing does not take a %T", l)
+		}
+		c, err := ratelimit.NewLeasing(l, ratelimit.LeasingConfig{HotCalls: 1, MinBlock: 2, MaxShare: 2})
+		require.NoError(t, err)
+		return c
+	}
 	return []stackWrap{
 		{"bare", func(_ *testing.T, l ratelimit.Decider) ratelimit.Decider { return l }},
 		{"Guard(FailOpen)", guard(func(*testing.T) ratelimit.GuardConfig { return ratelimit.GuardConfig{} })},
@@ -194,6 +206,12 @@ func stackWraps() []stackWrap {
 		}},
 		{"Guard(DenyCache)", func(t *testing.T, l ratelimit.Decider) ratelimit.Decider {
 			g, err := ratelimit.NewGuard(denyCache(t, l), ratelimit.GuardConfig{OnFailure: ratelimit.FailClosed})
+			require.NoError(t, err)
+			return g
+		}},
+		{"Leasing", leasing},
+		{"Guard(Leasing)", func(t *testing.T, l ratelimit.Decider) ratelimit.Decider {
+			g, err := ratelimit.NewGuard(leasing(t, l), ratelimit.GuardConfig{OnFailure: ratelimit.FailClosed})
 			require.NoError(t, err)
 			return g
 		}},
