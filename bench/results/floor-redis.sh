@@ -19,7 +19,7 @@ for try in 1 2 3 4 5; do
   kill $RPID 2>/dev/null; RPID=
 done
 trap '[ -n "$RPID" ] && kill $RPID; rm -rf $T' EXIT
-export RATELIMIT_BENCH_REDIS_ADDR=127.0.0.1:$PORT
+export RATELIMIT_BENCH_REDIS_ADDR=127.0.0.1:$PORT RATELIMIT_BENCH_REDIS_CONFIGS=1
 echo "# BenchmarkRedisConfigs, library $(git -C .. rev-parse --short HEAD) (script $(git -C .. hash-object scripts/batch.lua | cut -c1-10)); binary $B (go test -c), -test.benchtime ${N}x -test.benchmem, each round its own process"
 echo "# fresh $(redis-server --version | cut -d' ' -f1-3) on $RATELIMIT_BENCH_REDIS_ADDR (pid $RPID, no persistence); $(nproc) CPUs shared by server and client"
 for r in $(seq 1 $ROUNDS); do
