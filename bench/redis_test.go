@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/ulule/limiter/v3"
 	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
@@ -79,11 +80,21 @@ var redisBenchConfig = redisConfig{limit: 1_000_000, period: 1000 * time.Second}
 // dialled before it returns, and closes it when tb ends. It skips tb when the
 // variable is unset.
 func redisClient(tb testing.TB) *redis.Client {
+	return redisClientWith(tb, nil)
+}
+
+// redisClientWith is redisClient with tune, when not nil, applied to the
+// client's options before the client is made.
+func redisClientWith(tb testing.TB, tune func(*redis.Options)) *redis.Client {
 	addr := os.Getenv(redisAddrEnv)
 	if addr == "" {
 		tb.Skipf("%s is not set: export it (host:port of a Redis), or use run.sh, which starts a throwaway redis-server", redisAddrEnv)
 	}
-	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: redisPoolSize})
+	opts := &redis.Options{Addr: addr, PoolSize: redisPoolSize}
+	if tune != nil {
+		tune(opts)
+	}
+	c := redis.NewClient(opts)
 	tb.Cleanup(func() { _ = c.Close() })
 	// Dial every connection now: redisPoolSize sticky connections, each
 	// holding its own pool connection until it is closed, so that all of
@@ -664,4 +675,168 @@ func parseServerStats(info string) (serverStats, error) {
 		return s, fmt.Errorf("INFO cpu: used_cpu_sys and used_cpu_user not both found in %q", info)
 	}
 	return s, sc.Err()
+}
+
+// The configurations of BenchmarkRedisConfigs: the client, the state the
+// keys are in when a call reaches them, and the goroutines.
+var (
+	// redisClientTunings are the go-redis clients: "default", the options
+	// redisClient sets and nothing else; "tuned", as a performance-minded
+	// deployment sets it: no CLIENT SETINFO on connect (DisableIdentity)
+	// and maintenance notifications off, so that a call does not check the
+	// connection for RESP3 push notifications.
+	redisClientTunings = [...]struct {
+		name string
+		tune func(*redis.Options)
+	}{
+		{"default", nil},
+		{"tuned", func(o *redis.Options) {
+			o.DisableIdentity = true
+			o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+		}},
+	}
+	// redisKeyStates are the key states: "existing", a limit so far above
+	// the traffic that every key keeps its state between visits (see
+	// redisExistingConfig); "expired", BenchmarkRedis's configuration, in
+	// which a key has expired by its next visit (see redisExpiredConfig).
+	redisKeyStates = [...]string{"existing", "expired"}
+	// redisConfigGoroutines are the goroutine counts of BenchmarkRedisConfigs.
+	redisConfigGoroutines = [...]int{64, 256}
+)
+
+// redisExistingConfig keeps every key of every row: 1,000,000 per 10^9 s,
+// so that a call takes 1000 s of a token bucket's or a GCRA's key (which
+// then lives 1000 s or more) and a window lasts 10^9 s, while no run makes
+// more than a few hundred calls on one key.
+var redisExistingConfig = redisConfig{limit: 1_000_000, period: 1_000_000_000 * time.Second}
+
+// redisExpiredConfig returns the configuration of an implementation's
+// expired rows: BenchmarkRedis's (a call leaves a token-bucket, GCRA or
+// redis_rate key 1 ms from full, so it has expired when the next call on
+// it comes, about 0.15 s later), but 1,000,000 per 10 ms for the fixed
+// window, whose 1000 s window would outlive the run.
+func redisExpiredConfig(impl string) redisConfig {
+	if impl == "ratelimit-RedisFixedWindow" {
+		return redisConfig{limit: 1_000_000, period: 10 * time.Millisecond}
+	}
+	return redisBenchConfig
+}
+
+// redisConfigImpls are the implementations of BenchmarkRedisConfigs, in
+// the order of a configuration's rows (reversed when
+// $RATELIMIT_BENCH_REVERSE is set, so that a script can alternate it from
+// round to round).
+var redisConfigImpls = []string{"redis_rate", rawRedisImpl, "ratelimit-RedisTokenBucket", "ratelimit-RedisGCRA", "ratelimit-RedisFixedWindow"}
+
+// redisConfigsRunEnv names the environment variable that must be set for
+// BenchmarkRedisConfigs to run.
+const redisConfigsRunEnv = "RATELIMIT_BENCH_REDIS_CONFIGS"
+
+// BenchmarkRedisConfigs times the three plain Redis limiters, redis_rate
+// and raw EVALSHA of `return 1` in every configuration a deployment runs
+// them in: client=default|tuned (redisClientTunings) × keys=existing|expired
+// (redisKeyStates) × g=64|256, over numRedisKeys keys, with the figures of
+// runRedisRow. A configuration's rows run one after the other, so that the
+// ratios within it compare rows measured seconds apart. Each row of an
+// implementation, client and key state walks the same keys, each asked once
+// before the configuration's first row.
+//
+// Besides runRedisRow's figures a row reports load1, the machine's load
+// average over the last minute as the row ends (the server and the client
+// share the machine), and the calls per decision of the commands the
+// scripts made (INFO commandstats), which show the path each took: pttl,
+// the commands that read a key (get, hget, hgetall, hmget) and those that
+// write one (set, hset, incrby, pexpire, ...).
+func BenchmarkRedisConfigs(b *testing.B) {
+	if os.Getenv(redisConfigsRunEnv) == "" {
+		// 40 rows of 10,000 keys each: for results/floor-redis.sh, which
+		// sets it, not for every run of every benchmark.
+		b.Skipf("set %s=1 to run it (results/floor-redis.sh does)", redisConfigsRunEnv)
+	}
+	impls := map[string]redisImpl{}
+	for _, impl := range redisImpls() {
+		impls[impl.name] = impl
+	}
+	order := slices.Clone(redisConfigImpls)
+	if os.Getenv("RATELIMIT_BENCH_REVERSE") != "" {
+		slices.Reverse(order)
+	}
+	for _, tuning := range redisClientTunings {
+		b.Run("client="+tuning.name, func(b *testing.B) {
+			c := redisClientWith(b, tuning.tune)
+			for _, state := range redisKeyStates {
+				b.Run("keys="+state, func(b *testing.B) {
+					// Each implementation's keys, asked once.
+					decide := map[string][]decideFunc{}
+					for _, name := range order {
+						cfg := redisExistingConfig
+						if state == "expired" {
+							cfg = redisExpiredConfig(name)
+						}
+						decide[name] = decisions(impls[name].setup(b, c, cfg), redisBenchKeys(numRedisKeys))
+						touchAll(b, decide[name], 64)
+					}
+					for _, g := range redisConfigGoroutines {
+						b.Run("g="+strconv.Itoa(g), func(b *testing.B) {
+							for _, name := range order {
+								b.Run(name, func(b *testing.B) {
+									before, err := readCommandCalls(context.Background(), c)
+									if err != nil {
+										b.Fatal(err)
+									}
+									runRedisRow(b, c, decide[name], g)
+									after, err := readCommandCalls(context.Background(), c)
+									if err != nil {
+										b.Fatal(err)
+									}
+									reportCommands(b, before, after)
+									b.ReportMetric(loadAverage(), "load1")
+								})
+							}
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+// reportCommands reports the calls per decision (b.N) of each command
+// between before and after (readCommandCalls): pttl alone, the reads and
+// the writes summed, and any other command made from the scripts, each
+// under its own name.
+func reportCommands(b *testing.B, before, after map[string]int64) {
+	reads := map[string]bool{"get": true, "hget": true, "hgetall": true, "hmget": true}
+	var nreads, nwrites, npttl int64
+	for name, calls := range after {
+		d := calls - before[name]
+		switch {
+		case d <= 0 || name == "time" || name == "script|load" || name == "ping":
+		case name == "pttl":
+			npttl += d
+		case reads[name]:
+			nreads += d
+		default:
+			nwrites += d
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(npttl)/n, "pttl/decision")
+	b.ReportMetric(float64(nreads)/n, "reads/decision")
+	b.ReportMetric(float64(nwrites)/n, "writes/decision")
+}
+
+// loadAverage returns the machine's load average over the last minute
+// (/proc/loadavg), or -1 where it cannot be read.
+func loadAverage() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f, _, _ := strings.Cut(string(data), " ")
+	v, err := strconv.ParseFloat(f, 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }

@@ -98,6 +98,24 @@ var floorScripts = map[string]string{
 	// The call's inputs alone: a full batch's KEYS and ARGV, made into the
 	// script's tables, and nothing done with them.
 	"args": `return 1`,
+	// One command per key, on the keys of the floor-<kind>-existing row
+	// (which hold that kind's state): what each redis.call of the batch
+	// script costs inside a batch, above args.
+	"cmd-HGETALL": perKey(`redis.pcall('HGETALL', k)`),
+	"cmd-HGET":    perKey(`redis.pcall('HGET', k, 'tat')`),
+	"cmd-PTTL":    perKey(`redis.call('PTTL', k)`),
+	"cmd-HSET":    perKey(`redis.call('HSET', k, 'tat', '1700001000000000')`),
+	"cmd-PEXPIRE": perKey(`redis.call('PEXPIRE', k, 10000000)`),
+	"cmd-GET":     perKey(`redis.pcall('GET', k)`),
+	"cmd-SET-PX":  perKey(`redis.call('SET', k, '1700001000000000', 'PX', 10000000)`),
+	"cmd-INCRBY":  perKey(`redis.call('INCRBY', k, 1)`),
+}
+
+// floorCommands are the cmd- rows of BenchmarkRedisScriptFloor: each
+// command, on the keys of the floor row of the kind named.
+var floorCommands = []struct{ script, kind string }{
+	{"cmd-HGETALL", "t"}, {"cmd-HGET", "t"}, {"cmd-PTTL", "t"}, {"cmd-HSET", "t"}, {"cmd-PEXPIRE", "t"},
+	{"cmd-GET", "g"}, {"cmd-SET-PX", "g"}, {"cmd-INCRBY", "w"},
 }
 
 // perKey returns a floor script: one TIME, then body, one statement a
@@ -199,14 +217,25 @@ func BenchmarkRedisScriptFloor(b *testing.B) {
 	// batchRow adds a row that calls sha with the batch script's arguments
 	// for limits, over key sets of its own; check, if not nil, checks the
 	// reply of each warm-up call.
+	// keysOf holds each row's key sets, by the row's name.
+	keysOf := map[string][][]string{}
 	batchRow := func(name, sha string, limits []any, check func(string) error) {
 		args := append([]any{fullBatch, 1}, limits...)
 		for range fullBatch {
 			args = append(args, 1, 1, 1) // one check, of limit 1, cost 1
 		}
-		sets := make([][]string, scriptFloorSets)
-		for i := range sets {
-			sets[i] = redisBenchKeys(fullBatch)
+		if strings.HasPrefix(name, "compact-") {
+			// The compact form, as a plain limiter's batch sends it: -R,
+			// the limit, and the one cost of every request.
+			args = append(append([]any{-fullBatch, 1}, limits...), 1)
+		}
+		sets := keysOf[name]
+		if sets == nil {
+			sets = make([][]string, scriptFloorSets)
+			for i := range sets {
+				sets[i] = redisBenchKeys(fullBatch)
+			}
+			keysOf[name] = sets
 		}
 		call := func(ctx context.Context, i int) error {
 			return c.EvalSha(ctx, sha, sets[i%len(sets)], args...).Err()
@@ -248,15 +277,21 @@ func BenchmarkRedisScriptFloor(b *testing.B) {
 	for _, kind := range []string{"t", "g", "w"} {
 		limits := scriptFloorConfigs["existing"][kind]
 		batchRow("batch-"+kind+"-existing", batchSHA, limits, allAllowed)
+		batchRow("compact-"+kind+"-existing", batchSHA, limits, allAllowed)
 		batchRow("floor-"+kind+"-existing", load(kind), limits, nil)
 		batchRow("floor-"+kind+"-existing-noPTTL", load(kind+"-noPTTL"), limits, nil)
 	}
 	for _, kind := range []string{"t", "g"} {
 		limits := scriptFloorConfigs["bench"][kind]
 		batchRow("batch-"+kind+"-bench", batchSHA, limits, allAllowed)
+		batchRow("compact-"+kind+"-bench", batchSHA, limits, allAllowed)
 		batchRow("floor-"+kind+"-bench-absent", load(kind+"-absent"), limits, nil)
 	}
 	batchRow("args-only-return-1", load("args"), scriptFloorConfigs["existing"]["t"], nil)
+	for _, cmd := range floorCommands {
+		keysOf[cmd.script] = keysOf["floor-"+cmd.kind+"-existing"]
+		batchRow(cmd.script, load(cmd.script), scriptFloorConfigs["existing"][cmd.kind], nil)
+	}
 
 	// The per-call rows, over numRedisKeys keys each, asked once first.
 	perCall := func(name, impl string, goroutines, calls int) {
@@ -449,6 +484,21 @@ func floorRatios(samples map[string][]floorSample) string {
 	}
 	for _, kind := range []string{"t", "g", "w"} {
 		ratios = append(ratios,
+			ratio{"Lua overhead " + kind + "-existing, compact − floor (us/dec)", func(r int) float64 {
+				return script("compact-"+kind+"-existing", r) - script("floor-"+kind+"-existing", r)
+			}},
+			ratio{"compact-" + kind + "-existing / (redis_rate-g64 server / 3)", func(r int) float64 {
+				return script("compact-"+kind+"-existing", r) / (samples["redis_rate-g64"][r].serverUS / 3)
+			}})
+	}
+	for _, kind := range []string{"t", "g"} {
+		ratios = append(ratios,
+			ratio{"Lua overhead " + kind + "-bench, compact − floor (us/dec)", func(r int) float64 {
+				return script("compact-"+kind+"-bench", r) - script("floor-"+kind+"-bench-absent", r)
+			}})
+	}
+	for _, kind := range []string{"t", "g", "w"} {
+		ratios = append(ratios,
 			ratio{"Lua overhead " + kind + "-existing, batch − floor (us/dec)", func(r int) float64 {
 				return script("batch-"+kind+"-existing", r) - script("floor-"+kind+"-existing", r)
 			}},
@@ -459,6 +509,11 @@ func floorRatios(samples map[string][]floorSample) string {
 	for _, kind := range []string{"t", "g"} {
 		ratios = append(ratios, ratio{"Lua overhead " + kind + "-bench, batch − floor (us/dec)", func(r int) float64 {
 			return script("batch-"+kind+"-bench", r) - script("floor-"+kind+"-bench-absent", r)
+		}})
+	}
+	for _, cmd := range floorCommands {
+		ratios = append(ratios, ratio{cmd.script + " − args-only (us per call)", func(r int) float64 {
+			return script(cmd.script, r) - script("args-only-return-1", r)
 		}})
 	}
 	ratios = append(ratios, ratio{"redis_rate-g64 server / 3 (us/dec)", func(r int) float64 {
