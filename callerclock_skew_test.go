@@ -222,7 +222,11 @@ var skewBounds = map[string]int{
 
 func TestCallerClockSkewBehindNeverCreatesUnitsAndAheadTakesAtMostTheBound(t *testing.T) {
 	t.Parallel()
-	const seeds, steps = 8, 150
+	const steps = 150
+	seeds := 3 // eight at full size (-soak)
+	if *soak {
+		seeds = 8
+	}
 	for _, kind := range skewKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			worst, oneClock := 0, 0
