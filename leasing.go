@@ -732,6 +732,14 @@ func (l *Leasing) refund(ctx context.Context, key string, units, taken int64) er
 	return err
 }
 
+// readingOf returns t as a reading of the Leasing's clock (see refund).
+func (l *Leasing) readingOf(t time.Time) int64 {
+	if l.redis {
+		return l.base.elapsed() - int64(time.Since(t))
+	}
+	return int64(t.Sub(l.base.start))
+}
+
 // Close gives back every key's block to the backend and makes every later
 // call go straight to the backend. It returns the backends' errors of the
 // give-backs, joined (a failed give-back leaves the units to decay). It is
@@ -808,7 +816,8 @@ func (l *Leasing) adjustKey(ctx context.Context, op AdjustOp, key string, taken,
 	if ctx == nil {
 		return Result{}, fmt.Errorf("ratelimit: Leasing: %w", errNilContext)
 	}
-	if _, err := adjustOptions("Leasing", opts); err != nil {
+	adj, err := adjustOptions("Leasing", opts)
+	if err != nil {
 		return Result{}, err
 	}
 	v, ok := l.keys.Load(key)
@@ -830,8 +839,12 @@ func (l *Leasing) adjustKey(ctx context.Context, op AdjustOp, key string, taken,
 	now := max(l.base.elapsed(), k.last)
 	k.last = now
 	back := int64(taken) - int64(cost)
+	// A window's block takes back only units of calls made since its
+	// take: a FixedWindow ignores a give-back whose TakenAt is before the
+	// window open now, which the block's window may be.
+	mine := !adj.hasTaken || blk.unit != 0 || l.readingOf(adj.takenAt) >= blk.t0
 	switch {
-	case back > 0 && now < blk.end:
+	case back > 0 && now < blk.end && mine:
 		// Units spent from the block become spendable again, as far as
 		// it has not decayed; the rest goes to the backend.
 		before := blk.usable(now)
