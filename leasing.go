@@ -14,7 +14,8 @@ import (
 // a Redis one, and lets each replica decide a hot key's calls in process: it
 // takes a block of units from the shared key in one call, spends them
 // locally, one call after another, and gives back what it did not use. The
-// fleet never admits more than the shared key would (see Exactness below).
+// fleet never admits more than the shared key would (see Exactness below;
+// callers' own give-backs aside, see Adjustments).
 // It is opt-in: a key is leased only while it is hot on this replica, and
 // every other call goes to the backend as it would without the Leasing.
 //
@@ -38,7 +39,8 @@ import (
 // context that ends first returns an error wrapping ErrBackend and the
 // context's error); a block's remainder smaller than n is dropped, and
 // comes back as the block decays or its window ends. Each block holds
-// between 2 and Limit/MaxShare units, MinBlock at first: the size doubles
+// between 2 and Limit/MaxShare units, MinBlock at first (a call whose n is
+// larger takes a block of n, which it spends whole): the size doubles
 // after a block used up by calls, halves after one that decayed half
 // unused, and halves when the backend denies a take. A denied take sends
 // the key's calls straight to the backend for a back-off (the take's
@@ -84,7 +86,12 @@ import (
 // client's clock does not run slower than the server's; a client clock
 // slower by a fraction e lets a block live e·B·T too long, at most e·B
 // units (for e = 10^-4 and B = 10^6, 100 units). A clock that steps back
-// makes time stand still for the key until it catches up.
+// makes time stand still for the key until it catches up. On a token
+// bucket or GCRA built WithCallerClock(c), the server's clock of this
+// argument is c: give the Leasing c as Clock (or a clock no slower); a
+// RedisFixedWindow's windows run on the server's key expiry, in real time,
+// whatever its clock, so the Leasing's Clock must then run no slower than
+// real time.
 //
 // The price: units a replica holds are unavailable to the others until
 // they are spent, given back or decayed, at most a block's life, B·T for a
@@ -107,13 +114,23 @@ import (
 // taken from the backend: it may be refunded or settled. Every other call
 // answers the backend's own Decision.
 //
-// Adjustments: Refund and Settle give units back to the key's live block
-// when it has spent at least as many (the units are then spendable again,
-// as far as the block has not decayed), spend a Settle's extra cost from
-// the block when it holds enough, and otherwise forward to the backend.
-// Reset drops this replica's block and forwards; other replicas' blocks
-// stay valid until spent or decayed, so a Reset may let the fleet admit
-// them on top of a full key.
+// Adjustments: Refund and Settle give units back to the key's live block,
+// up to the units it has spent (they are then spendable again, as far as
+// the block has not decayed), and forward the rest to the backend; on a
+// fixed window, the block takes back only units of calls made since its
+// take (a TakenAt before it goes to the backend, which ignores it once its
+// window has changed). A Settle's extra cost is spent from the block when
+// it holds enough; anything else is forwarded. WithToken does not make a
+// give-back the block takes idempotent: the block takes each one. Reset
+// drops this replica's block and forwards; other replicas' blocks stay
+// valid until spent or decayed, so a Reset may let the fleet admit them on
+// top of a full key. Callers' give-backs (Refund, or Settle below the
+// units taken) while replicas hold blocks may let the fleet exceed the
+// bound of Exactness, net of the units given back, by up to the units the
+// replicas hold then (at most a block each): the backend caps a token
+// bucket's level at C, and takes a window's count no lower than 0, not
+// knowing them. On a fixed window, give-backs WithTakenAt their call's
+// time cannot (the backend ignores those of an earlier window).
 //
 // Memory and give-backs: at most MaxKeys keys are tracked; a key not
 // called for two HotSpans is forgotten and its block given back by a
@@ -130,7 +147,10 @@ import (
 // backend, to learn its policy again. Hooks (Hooks): the Leasing reports one event per call
 // (each call it answers from a block, each it forwards), and every
 // adjustment to AdjustHooks; the backend's own hooks see its takes (one
-// call of the block's size) and the calls forwarded to it. A nil ctx is
+// call of the block's size; a denied take is a denial there, although the
+// call that needed the block is then forwarded), the calls and
+// adjustments forwarded to it, and the Leasing's give-backs, as Refunds
+// the Leasing does not report. A nil ctx is
 // an error. A Leasing is safe for concurrent use. Create one with
 // NewLeasing.
 type Leasing struct {
@@ -193,9 +213,10 @@ type LeasingConfig struct {
 
 // NewLeasing returns a Leasing around backend: a TokenBucket, GCRA,
 // FixedWindow, RedisTokenBucket, RedisGCRA or RedisFixedWindow, built by
-// its constructor. It returns an error wrapping ErrInvalidConfig for any
-// other backend (naming its type), a negative field of cfg, or a Clock
-// with an in-process backend.
+// its constructor. It returns an error wrapping ErrInvalidConfig for a nil
+// backend, any other backend (naming its type), one not built by its
+// constructor, a negative field of cfg, or a Clock with an in-process
+// backend.
 func NewLeasing(backend Limiter, cfg LeasingConfig) (*Leasing, error) {
 	const kind = "NewLeasing"
 	if isNil(backend) {
@@ -770,8 +791,8 @@ func (l *Leasing) Close(ctx context.Context) error {
 }
 
 // Refund gives n units back to key: to this replica's live block for the
-// key when it has spent at least n, and otherwise to the backend, which
-// must be an Adjuster (see Leasing).
+// key, up to the units it has spent, and the rest to the backend, which
+// must be an Adjuster (see Leasing, Adjustments).
 func (l *Leasing) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
 	return l.adjustReported(ctx, AdjustRefund, key, n, 0, opts)
 }

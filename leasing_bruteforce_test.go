@@ -468,3 +468,34 @@ func TestLeasingWindowBlockTakesBackOnlyItsWindowsUnits(t *testing.T) {
 	}
 	assert.Equal(t, 4, admitted, "the window's limit")
 }
+
+// TestLeasingCallersRefundWhileABlockIsHeldExceedsTheBoundByTheUnitsHeld
+// replays the schedule docs/leases.md gives (the brute force's, minimised):
+// r1 takes a block of 6 at 4 ms, leaving the bucket of 6 empty; at 5 ms a
+// caller of r0 refunds 3 units of its call at 0 ms, which the bucket,
+// not knowing what r1 holds, takes from 1 to 4; at 6 ms r1 spends 2 from
+// its block and r2 takes and spends 5: 7 units in one instant, 1 over the
+// bound, which the bare bucket keeps on the same schedule.
+func TestLeasingCallersRefundWhileABlockIsHeldExceedsTheBoundByTheUnitsHeld(t *testing.T) {
+	cfg := func(hot, span, minBlock int, grace time.Duration) LeasingConfig {
+		return LeasingConfig{HotCalls: hot, HotSpan: time.Duration(span) * time.Millisecond, MinBlock: minBlock, MaxShare: 1, GiveBackGrace: grace}
+	}
+	s := bfSchedule{kind: bfBucket, c: 6,
+		cfgs: []LeasingConfig{cfg(2, 4, 3, 0), cfg(1, 2, 6, time.Millisecond), cfg(2, 4, 4, time.Millisecond)},
+		ops: []bfOp{
+			{step: 0, op: 'c', r: 0, n: 4},
+			{step: 1, op: 'c', r: 2, n: 3},
+			{step: 1, op: 'c', r: 1, n: 3},                 // denied: 1 left
+			{step: 2, op: 'r', r: 2, n: 3, at: true},       // the bucket goes from 3 to 6
+			{step: 0, op: 'c', r: 1, n: 1},                 // r1 takes a block of 6
+			{step: 1, op: 'r', r: 0, n: 3, m: 0, at: true}, // the bucket goes from 1 to 4
+			{step: 1, op: 'c', r: 1, n: 2},                 // from r1's block
+			{step: 0, op: 'c', r: 2, n: 5},                 // r2 takes 5
+		},
+	}
+	ms := int64(time.Millisecond)
+	_, _, over, _ := bfOverBucket(bfRun(t, s, false).events, 6, ms)
+	assert.Zero(t, over, "the bare bucket")
+	a, b, over, _ := bfOverBucket(bfRun(t, s, true).events, 6, ms)
+	assert.Equal(t, []int64{6 * ms, 6 * ms, 1}, []int64{a, b, over}, "the fleet: 7 units at 6 ms")
+}
