@@ -168,6 +168,10 @@ type Leasing struct {
 	maxKeys  int64
 	grace    int64 // ns
 
+	// ageClock is the clock on which a Redis backend turns a TakenAt
+	// into an age: its WithCallerClock clock; nil for the system clock.
+	ageClock Clock
+
 	keys      sync.Map // key → *leaseKey
 	count     atomic.Int64
 	nextSweep atomic.Int64
@@ -238,10 +242,21 @@ func NewLeasing(backend Limiter, cfg LeasingConfig) (*Leasing, error) {
 			clock = b.base.clock
 		}
 		l.window = true
-	case *RedisTokenBucket, *RedisGCRA:
+	case *RedisTokenBucket:
 		l.redis = true
+		if b != nil {
+			l.ageClock = b.r.clock
+		}
+	case *RedisGCRA:
+		l.redis = true
+		if b != nil {
+			l.ageClock = b.r.clock
+		}
 	case *RedisFixedWindow:
 		l.redis, l.window = true, true
+		if b != nil {
+			l.ageClock = b.r.clock
+		}
 	default:
 		return nil, fmt.Errorf("%w: %s: a %T cannot be leased; the backend must be a TokenBucket, GCRA, FixedWindow, RedisTokenBucket, RedisGCRA or RedisFixedWindow", ErrInvalidConfig, kind, backend)
 	}
@@ -743,9 +758,9 @@ func (l *Leasing) refund(ctx context.Context, key string, units, taken int64) er
 	defer cancel()
 	var at time.Time
 	if l.redis {
-		// A Redis limiter turns TakenAt into an age on the system's
-		// monotonic clock.
-		at = time.Now().Add(-time.Duration(l.base.elapsed() - taken))
+		// A Redis limiter turns TakenAt into an age on its caller's
+		// clock, or on the system's monotonic clock.
+		at = l.ageNow().Add(-time.Duration(l.base.elapsed() - taken))
 	} else {
 		at = l.base.start.Add(time.Duration(taken))
 	}
@@ -753,12 +768,22 @@ func (l *Leasing) refund(ctx context.Context, key string, units, taken int64) er
 	return err
 }
 
-// readingOf returns t as a reading of the Leasing's clock (see refund).
+// readingOf returns t as a reading of the Leasing's clock: on Redis, by
+// its age as the backend measures it (see refund).
 func (l *Leasing) readingOf(t time.Time) int64 {
 	if l.redis {
-		return l.base.elapsed() - int64(time.Since(t))
+		return l.base.elapsed() - int64(l.ageNow().Sub(t))
 	}
 	return int64(t.Sub(l.base.start))
+}
+
+// ageNow returns the time from which a Redis backend measures a TakenAt's
+// age.
+func (l *Leasing) ageNow() time.Time {
+	if l.ageClock != nil {
+		return l.ageClock.Now()
+	}
+	return time.Now()
 }
 
 // Close gives back every key's block to the backend and makes every later

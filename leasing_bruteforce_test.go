@@ -588,3 +588,41 @@ func TestLeasingOverARedisLimiterOnTheCallersClockKeepsTheBound(t *testing.T) {
 		})
 	}
 }
+
+// TestLeasingReadsTakenAtOnTheRedisBackendsCallerClock: over a
+// RedisFixedWindow built WithCallerClock(c), a Refund's TakenAt is a time
+// of c, which the backend turns into an age on c; the Leasing reads it on
+// c too, so a Refund of a call of an earlier window goes to the backend,
+// which ignores it, even when c is a year ahead of the system clock (read
+// on the system clock, it was a time to come, and the block took it).
+func TestLeasingReadsTakenAtOnTheRedisBackendsCallerClock(t *testing.T) {
+	ctx := context.Background()
+	m, client, _ := miniredisClock(t)
+	c := NewFakeClock(time.Now().AddDate(1, 0, 0))
+	fw, err := NewRedisFixedWindow(client, 4, 10*time.Millisecond, WithCallerClock(c))
+	require.NoError(t, err)
+	l, err := NewLeasing(fw, LeasingConfig{HotCalls: 1, MinBlock: 2, MaxShare: 1, Clock: c})
+	require.NoError(t, err)
+
+	first := c.Now()
+	d, err := l.Decide(ctx, "k", 1) // the backend's: a window opens
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	c.Advance(10 * time.Millisecond)
+	m.FastForward(10 * time.Millisecond) // that window ends
+	d, err = l.Decide(ctx, "k", 1)       // a block of 2, in a new window
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	_, err = l.Refund(ctx, "k", 1, TakenAt(first))
+	require.NoError(t, err)
+
+	admitted := 1
+	for range 6 {
+		d, err := l.Decide(ctx, "k", 1)
+		require.NoError(t, err)
+		if d.Allowed {
+			admitted++
+		}
+	}
+	assert.Equal(t, 4, admitted, "the window's limit")
+}
