@@ -40,7 +40,7 @@ import (
 // context's error); a block's remainder smaller than n is dropped, and
 // comes back as the block decays or its window ends. Each block holds
 // between 2 and Limit/MaxShare units, MinBlock at first (a call whose n is
-// larger takes a block of n, which it spends whole): the size doubles
+// larger takes a block of n, for it to spend whole): the size doubles
 // after a block used up by calls, halves after one that decayed half
 // unused, and halves when the backend denies a take. A denied take sends
 // the key's calls straight to the backend for a back-off (the take's
