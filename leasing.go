@@ -14,7 +14,8 @@ import (
 // a Redis one, and lets each replica decide a hot key's calls in process: it
 // takes a block of units from the shared key in one call, spends them
 // locally, one call after another, and gives back what it did not use. The
-// fleet never admits more than the shared key would (see Exactness below).
+// fleet never admits more than the shared key would (see Exactness below;
+// callers' own give-backs aside, see Adjustments).
 // It is opt-in: a key is leased only while it is hot on this replica, and
 // every other call goes to the backend as it would without the Leasing.
 //
@@ -38,7 +39,8 @@ import (
 // context that ends first returns an error wrapping ErrBackend and the
 // context's error); a block's remainder smaller than n is dropped, and
 // comes back as the block decays or its window ends. Each block holds
-// between 2 and Limit/MaxShare units, MinBlock at first: the size doubles
+// between 2 and Limit/MaxShare units, MinBlock at first (a call whose n is
+// larger takes a block of n, for it to spend whole): the size doubles
 // after a block used up by calls, halves after one that decayed half
 // unused, and halves when the backend denies a take. A denied take sends
 // the key's calls straight to the backend for a back-off (the take's
@@ -84,7 +86,12 @@ import (
 // client's clock does not run slower than the server's; a client clock
 // slower by a fraction e lets a block live e·B·T too long, at most e·B
 // units (for e = 10^-4 and B = 10^6, 100 units). A clock that steps back
-// makes time stand still for the key until it catches up.
+// makes time stand still for the key until it catches up. On a token
+// bucket or GCRA built WithCallerClock(c), the server's clock of this
+// argument is c: give the Leasing c as Clock (or a clock no slower); a
+// RedisFixedWindow's windows run on the server's key expiry, in real time,
+// whatever its clock, so the Leasing's Clock must then run no slower than
+// real time.
 //
 // The price: units a replica holds are unavailable to the others until
 // they are spent, given back or decayed, at most a block's life, B·T for a
@@ -107,13 +114,23 @@ import (
 // taken from the backend: it may be refunded or settled. Every other call
 // answers the backend's own Decision.
 //
-// Adjustments: Refund and Settle give units back to the key's live block
-// when it has spent at least as many (the units are then spendable again,
-// as far as the block has not decayed), spend a Settle's extra cost from
-// the block when it holds enough, and otherwise forward to the backend.
-// Reset drops this replica's block and forwards; other replicas' blocks
-// stay valid until spent or decayed, so a Reset may let the fleet admit
-// them on top of a full key.
+// Adjustments: Refund and Settle give units back to the key's live block,
+// up to the units it has spent (they are then spendable again, as far as
+// the block has not decayed), and forward the rest to the backend; on a
+// fixed window, the block takes back only units of calls made since its
+// take (a TakenAt before it goes to the backend, which ignores it once its
+// window has changed). A Settle's extra cost is spent from the block when
+// it holds enough; anything else is forwarded. WithToken does not make a
+// give-back the block takes idempotent: the block takes each one. Reset
+// drops this replica's block and forwards; other replicas' blocks stay
+// valid until spent or decayed, so a Reset may let the fleet admit them on
+// top of a full key. Callers' give-backs (Refund, or Settle below the
+// units taken) while replicas hold blocks may let the fleet exceed the
+// bound of Exactness, net of the units given back, by up to the units the
+// replicas hold then (at most a block each): the backend caps a token
+// bucket's level at C, and takes a window's count no lower than 0, not
+// knowing them. On a fixed window, give-backs WithTakenAt their call's
+// time cannot (the backend ignores those of an earlier window).
 //
 // Memory and give-backs: at most MaxKeys keys are tracked; a key not
 // called for two HotSpans is forgotten and its block given back by a
@@ -130,7 +147,10 @@ import (
 // backend, to learn its policy again. Hooks (Hooks): the Leasing reports one event per call
 // (each call it answers from a block, each it forwards), and every
 // adjustment to AdjustHooks; the backend's own hooks see its takes (one
-// call of the block's size) and the calls forwarded to it. A nil ctx is
+// call of the block's size; a denied take is a denial there, although the
+// call that needed the block is then forwarded), the calls and
+// adjustments forwarded to it, and the Leasing's give-backs, as Refunds
+// the Leasing does not report. A nil ctx is
 // an error. A Leasing is safe for concurrent use. Create one with
 // NewLeasing.
 type Leasing struct {
@@ -147,6 +167,10 @@ type Leasing struct {
 	maxShare int64
 	maxKeys  int64
 	grace    int64 // ns
+
+	// ageClock is the clock on which a Redis backend turns a TakenAt
+	// into an age: its WithCallerClock clock; nil for the system clock.
+	ageClock Clock
 
 	keys      sync.Map // key → *leaseKey
 	count     atomic.Int64
@@ -193,9 +217,10 @@ type LeasingConfig struct {
 
 // NewLeasing returns a Leasing around backend: a TokenBucket, GCRA,
 // FixedWindow, RedisTokenBucket, RedisGCRA or RedisFixedWindow, built by
-// its constructor. It returns an error wrapping ErrInvalidConfig for any
-// other backend (naming its type), a negative field of cfg, or a Clock
-// with an in-process backend.
+// its constructor. It returns an error wrapping ErrInvalidConfig for a nil
+// backend, any other backend (naming its type), one not built by its
+// constructor, a negative field of cfg, or a Clock with an in-process
+// backend.
 func NewLeasing(backend Limiter, cfg LeasingConfig) (*Leasing, error) {
 	const kind = "NewLeasing"
 	if isNil(backend) {
@@ -217,10 +242,21 @@ func NewLeasing(backend Limiter, cfg LeasingConfig) (*Leasing, error) {
 			clock = b.base.clock
 		}
 		l.window = true
-	case *RedisTokenBucket, *RedisGCRA:
+	case *RedisTokenBucket:
 		l.redis = true
+		if b != nil {
+			l.ageClock = b.r.clock
+		}
+	case *RedisGCRA:
+		l.redis = true
+		if b != nil {
+			l.ageClock = b.r.clock
+		}
 	case *RedisFixedWindow:
 		l.redis, l.window = true, true
+		if b != nil {
+			l.ageClock = b.r.clock
+		}
 	default:
 		return nil, fmt.Errorf("%w: %s: a %T cannot be leased; the backend must be a TokenBucket, GCRA, FixedWindow, RedisTokenBucket, RedisGCRA or RedisFixedWindow", ErrInvalidConfig, kind, backend)
 	}
@@ -722,14 +758,32 @@ func (l *Leasing) refund(ctx context.Context, key string, units, taken int64) er
 	defer cancel()
 	var at time.Time
 	if l.redis {
-		// A Redis limiter turns TakenAt into an age on the system's
-		// monotonic clock.
-		at = time.Now().Add(-time.Duration(l.base.elapsed() - taken))
+		// A Redis limiter turns TakenAt into an age on its caller's
+		// clock, or on the system's monotonic clock.
+		at = l.ageNow().Add(-time.Duration(l.base.elapsed() - taken))
 	} else {
 		at = l.base.start.Add(time.Duration(taken))
 	}
 	_, err := a.Refund(ctx, key, int(units), TakenAt(at))
 	return err
+}
+
+// readingOf returns t as a reading of the Leasing's clock: on Redis, by
+// its age as the backend measures it (see refund).
+func (l *Leasing) readingOf(t time.Time) int64 {
+	if l.redis {
+		return l.base.elapsed() - int64(l.ageNow().Sub(t))
+	}
+	return int64(t.Sub(l.base.start))
+}
+
+// ageNow returns the time from which a Redis backend measures a TakenAt's
+// age.
+func (l *Leasing) ageNow() time.Time {
+	if l.ageClock != nil {
+		return l.ageClock.Now()
+	}
+	return time.Now()
 }
 
 // Close gives back every key's block to the backend and makes every later
@@ -762,8 +816,8 @@ func (l *Leasing) Close(ctx context.Context) error {
 }
 
 // Refund gives n units back to key: to this replica's live block for the
-// key when it has spent at least n, and otherwise to the backend, which
-// must be an Adjuster (see Leasing).
+// key, up to the units it has spent, and the rest to the backend, which
+// must be an Adjuster (see Leasing, Adjustments).
 func (l *Leasing) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
 	return l.adjustReported(ctx, AdjustRefund, key, n, 0, opts)
 }
@@ -808,7 +862,8 @@ func (l *Leasing) adjustKey(ctx context.Context, op AdjustOp, key string, taken,
 	if ctx == nil {
 		return Result{}, fmt.Errorf("ratelimit: Leasing: %w", errNilContext)
 	}
-	if _, err := adjustOptions("Leasing", opts); err != nil {
+	adj, err := adjustOptions("Leasing", opts)
+	if err != nil {
 		return Result{}, err
 	}
 	v, ok := l.keys.Load(key)
@@ -830,8 +885,12 @@ func (l *Leasing) adjustKey(ctx context.Context, op AdjustOp, key string, taken,
 	now := max(l.base.elapsed(), k.last)
 	k.last = now
 	back := int64(taken) - int64(cost)
+	// A window's block takes back only units of calls made since its
+	// take: a FixedWindow ignores a give-back whose TakenAt is before the
+	// window open now, which the block's window may be.
+	mine := !adj.hasTaken || blk.unit != 0 || l.readingOf(adj.takenAt) >= blk.t0
 	switch {
-	case back > 0 && now < blk.end:
+	case back > 0 && now < blk.end && mine:
 		// Units spent from the block become spendable again, as far as
 		// it has not decayed; the rest goes to the backend.
 		before := blk.usable(now)

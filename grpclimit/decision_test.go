@@ -90,16 +90,15 @@ func wantFields(d ratelimit.Decision) map[string][]string {
 }
 
 // TestMetadataTellsTheDecisionThroughEveryStack runs the production stacks,
-// each of nine limiters on its own and inside each decorator, with the
-// backend up, down, and failing with an error of each other class, and
+// each of thirteen limiters (four of them a Leasing over an in-process
+// limiter, whose failures are injected around the Leasing, since it takes
+// only the limiters themselves) on its own and inside each decorator, with
+// the backend up, down, and failing with an error of each other class, and
 // checks every call's metadata and code against the Decision the
 // interceptor got: what it sends is what the Decision says, and names only
 // the policies the Decision lists.
 func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
-	type built struct {
-		l     ratelimit.Decider
-		names []string // the policies it may name
-	}
+	type built = builtLimiter
 	limiters := []struct {
 		name  string
 		build func(*testing.T, ratelimit.Clock) built
@@ -107,33 +106,33 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 		{"TokenBucket", func(t *testing.T, c ratelimit.Clock) built {
 			l, err := ratelimit.NewTokenBucket(2, 1, ratelimit.WithClock(c))
 			require.NoError(t, err)
-			return built{l, []string{"default"}}
+			return built{l, []string{"default"}, nil}
 		}},
 		{"GCRA", func(t *testing.T, c ratelimit.Clock) built {
 			l, err := ratelimit.NewGCRA(2, 2*time.Second, ratelimit.WithClock(c))
 			require.NoError(t, err)
-			return built{l, []string{"default"}}
+			return built{l, []string{"default"}, nil}
 		}},
 		{"FixedWindow", func(t *testing.T, c ratelimit.Clock) built {
 			l, err := ratelimit.NewFixedWindow(2, time.Minute, ratelimit.WithClock(c))
 			require.NoError(t, err)
-			return built{l, []string{"default"}}
+			return built{l, []string{"default"}, nil}
 		}},
 		{"Composite with a PerCall part", func(t *testing.T, c ratelimit.Clock) built {
-			return built{composite(t, c, 3, 2), []string{"requests", "tokens"}}
+			return built{composite(t, c, 3, 2), []string{"requests", "tokens"}, nil}
 		}},
 		{"SlidingLog", func(t *testing.T, c ratelimit.Clock) built {
 			l, err := ratelimit.NewSlidingLog(2, 10*time.Second, ratelimit.WithClock(c))
 			require.NoError(t, err)
-			return built{l, []string{"default"}}
+			return built{l, []string{"default"}, nil}
 		}},
 		{"SlidingCounter", func(t *testing.T, c ratelimit.Clock) built {
 			l, err := ratelimit.NewSlidingCounter(2, 10*time.Second, ratelimit.WithClock(c))
 			require.NoError(t, err)
-			return built{l, []string{"default"}}
+			return built{l, []string{"default"}, nil}
 		}},
 		{"CalendarWindow", func(t *testing.T, c ratelimit.Clock) built {
-			return built{calendarDay(t, c, 2), []string{"default"}}
+			return built{calendarDay(t, c, 2), []string{"default"}, nil}
 		}},
 		{"Composite of a sliding log and a calendar day", func(t *testing.T, c ratelimit.Clock) built {
 			perUser, err := ratelimit.NewSlidingLog(3, time.Minute, ratelimit.WithClock(c))
@@ -143,7 +142,36 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 				ratelimit.Part{Name: "day", Limiter: calendarDay(t, c, 2)},
 			)
 			require.NoError(t, err)
-			return built{comp, []string{"per-user", "day"}}
+			return built{comp, []string{"per-user", "day"}, nil}
+		}},
+		// A Leasing over each in-process limiter it takes, hot from its
+		// first call (HotCalls 1), in blocks of 2 of a limit of 4: of the 5
+		// calls, the first is decided by the backend, the second takes a
+		// block and the third spends it, the fourth's take is denied and it
+		// is decided by the backend, as is the fifth (denied). The stacks
+		// below put it inside each decorator: Guard(Leasing(...)) and so on.
+		{"Leasing(TokenBucket)", func(t *testing.T, c ratelimit.Clock) built {
+			return leased(t, func(h ratelimit.Hooks) (ratelimit.Limiter, error) {
+				return ratelimit.NewTokenBucket(4, 1, ratelimit.WithClock(c), ratelimit.WithHooks(h))
+			})
+		}},
+		{"Leasing(GCRA)", func(t *testing.T, c ratelimit.Clock) built {
+			return leased(t, func(h ratelimit.Hooks) (ratelimit.Limiter, error) {
+				return ratelimit.NewGCRA(4, 4*time.Second, ratelimit.WithClock(c), ratelimit.WithHooks(h))
+			})
+		}},
+		{"Leasing(FixedWindow)", func(t *testing.T, c ratelimit.Clock) built {
+			return leased(t, func(h ratelimit.Hooks) (ratelimit.Limiter, error) {
+				return ratelimit.NewFixedWindow(4, time.Minute, ratelimit.WithClock(c), ratelimit.WithHooks(h))
+			})
+		}},
+		{"Leasing(PolicyFunc TokenBucket)", func(t *testing.T, c ratelimit.Clock) built {
+			return leased(t, func(h ratelimit.Hooks) (ratelimit.Limiter, error) {
+				return ratelimit.NewTokenBucket(9, 1, ratelimit.WithClock(c), ratelimit.WithHooks(h),
+					ratelimit.WithPolicyFunc(func(context.Context, string) (ratelimit.Policy, error) {
+						return ratelimit.Policy{Limit: 4, Window: 8 * time.Second}, nil
+					}))
+			})
 		}},
 		{"PolicyFunc", func(t *testing.T, c ratelimit.Clock) built {
 			l, err := ratelimit.NewTokenBucket(5, 1, ratelimit.WithClock(c),
@@ -151,7 +179,7 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 					return ratelimit.Policy{Limit: 2, Window: 4 * time.Second}, nil
 				}))
 			require.NoError(t, err)
-			return built{l, []string{"default"}}
+			return built{l, []string{"default"}, nil}
 		}},
 	}
 	stacks := []struct {
@@ -218,7 +246,11 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 					names := append(b.names, more...)
 
 					sources := map[ratelimit.Source]int{}
-					for call := range 5 {
+					calls := 5
+					if b.backendCalls != nil {
+						calls = 7 // a Leasing's first denial is the fifth call's
+					}
+					for call := range calls {
 						md, ran, err := unary(t, in, "k")
 						d := rec.d
 						sources[d.Source]++
@@ -251,13 +283,23 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 						}
 					}
 
+					if b.backendCalls != nil && bc.name == "up" {
+						// The backend decided the calls it was forwarded
+						// (cost 1) and the takes (cost 2, one per block);
+						// every other call was spent from a block.
+						// A DenyCache answered the calls after the denial.
+						fromBlocks := calls - b.backendCalls[1] - sources[ratelimit.FromDenyCache]
+						assert.Equal(t, 2, fromBlocks, "calls spent from a block")
+						assert.Equal(t, 2, b.backendCalls[2], "takes of a block of 2")
+					}
+
 					switch {
 					case bc.name == "up" && sc.name == "DenyCache":
 						assert.Positive(t, sources[ratelimit.FromDenyCache], "answered locally after a denial")
 					case bc.name == "up" && sc.name == "Shadow":
 						assert.Positive(t, sources[ratelimit.FromShadow], "denials let through")
 					case bc.name == "up":
-						assert.Equal(t, 5, sources[ratelimit.FromBackend]+sources[ratelimit.FromDenyCache])
+						assert.Equal(t, calls, sources[ratelimit.FromBackend]+sources[ratelimit.FromDenyCache])
 					case bc.name == "down" && sc.guard:
 						assert.Zero(t, sources[ratelimit.FromBackend], "the Guard answered")
 					}
@@ -265,6 +307,37 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 			}
 		}
 	}
+}
+
+// builtLimiter is a limiter of the table: the Decider, the policies it may
+// name and, for a Leasing, the backend's calls by cost (nil otherwise).
+type builtLimiter struct {
+	l            ratelimit.Decider
+	names        []string
+	backendCalls map[int]int
+}
+
+// costCounter is the Hooks of a Leasing's backend: it counts the calls the
+// backend decided, by cost. Calls are sequential.
+type costCounter struct {
+	ratelimit.NopHooks
+	calls map[int]int
+}
+
+func (c *costCounter) Decided(ev ratelimit.Event) { c.calls[ev.Cost]++ }
+
+// leased returns a Leasing, hot from a key's first call in blocks of 2
+// (HotCalls 1, MinBlock 2, MaxShare 2), around the limiter build returns
+// with a Hooks that counts its calls.
+func leased(t *testing.T, build func(ratelimit.Hooks) (ratelimit.Limiter, error)) builtLimiter {
+	t.Helper()
+	counter := &costCounter{calls: map[int]int{}}
+	backend, err := build(counter)
+	require.NoError(t, err)
+	l, err := ratelimit.NewLeasing(backend, ratelimit.LeasingConfig{HotCalls: 1, MinBlock: 2, MaxShare: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, l.Close(context.Background())) })
+	return builtLimiter{l, []string{"default"}, counter.calls}
 }
 
 // calendarDay returns a CalendarWindow of limit a day in New York: at

@@ -49,6 +49,12 @@
 // A Limiter of another package, which is not a ratelimit.Decider, has one
 // policy, "default", whose q is each Result's Limit, with no w.
 //
+// A ratelimit.Leasing (alone or inside a Guard, DenyCache or Shadow) tells
+// its backend's policy too; a call it spends from a block tells, in
+// ratelimit-remaining and r, the units left in this replica's block (a
+// lower bound of what the shared key holds), and in ratelimit-reset and
+// t, the block's ResetAfter (see ratelimit.Leasing's Decisions).
+//
 // # Answers
 //
 // A denied call is answered codes.ResourceExhausted, with two status
