@@ -118,10 +118,7 @@
 --        decisions are the same, tat being the server time in integer µs at
 --        which the bucket is full again; at now it holds (capacity ×
 --        interval − (tat − now)) / interval tokens, below 0 in debt after a
---        Settle or a clock step back (see below); PEXPIRE until tat. A
---        key without a TTL is refused: the compact form's fast path checks
---        that by PEXPIRE ... XX (which sets a TTL only where there is one)
---        before the HSET of an allowed call, and by PTTL otherwise.
+--        Settle or a clock step back (see below); PEXPIRE until tat.
 --   'g'  a STRING: the theoretical arrival time in integer µs, the server time
 --        at which the key is full again; PX until then.
 --   'T'  a HASH of exactly tat and interval: as 't', with the interval (µs)
@@ -367,18 +364,14 @@ do
             vals[k + 1], vals[k + 2], vals[k + 3], vals[k + 4] = 1, limit - n, 0, owed
           end
         else
+          if call('PTTL', key) < 0 then
+            break
+          end
           if tat <= now then
             tat = now
           end
           local new_tat = tat + n * interval
-          local deny = n > 0 and new_tat - now > tau
-          -- A state without a TTL is refused. A token bucket's allowed
-          -- call checks it by PEXPIRE ... XX below, which sets a TTL only
-          -- where there is one, in place of a PTTL: one command less.
-          if (deny or n == 0 or not bucket) and call('PTTL', key) < 0 then
-            break
-          end
-          if deny then
+          if n > 0 and new_tat - now > tau then
             local rem = floor((tau - (tat - now)) / interval)
             if rem < 0 then
               rem = 0
@@ -392,10 +385,8 @@ do
                 ttl = 1
               end
               if bucket then
-                if call('PEXPIRE', key, format('%d', ttl), 'XX') ~= 1 then
-                  break -- no TTL: refused below, nothing written
-                end
                 call('HSET', key, 'tat', format('%d', tat))
+                call('PEXPIRE', key, format('%d', ttl))
               else
                 call('SET', key, format('%d', tat), 'PX', format('%d', ttl))
               end
