@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -89,4 +90,38 @@ func TestBatchScriptCompactFastPathHandsOverToTheGeneralPathOnARealServer(t *tes
 			}
 		})
 	}
+}
+
+// TestBatchScriptFastPathNeverLeavesATokenBucketWithoutATTLOnARealServer
+// checks, on a real Redis, that a long compact batch of token-bucket calls
+// on existing keys, each writing a TTL of 1 ms, leaves no key without a
+// TTL: a PEXPIRE whose time has passed by the server's clock while the
+// script ran deletes its key, which must then stay deleted (full), not
+// be written again without a TTL.
+func TestBatchScriptFastPathNeverLeavesATokenBucketWithoutATTLOnARealServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := redistest.Start(t).Client(t)
+	const calls = 4000
+	keys := make([]string, calls)
+	pipe := client.Pipeline()
+	for i := range keys {
+		keys[i] = "fast:ttl:" + strconv.Itoa(i)
+		pipe.HSet(ctx, keys[i], "tat", "1")
+		pipe.PExpire(ctx, keys[i], time.Minute)
+	}
+	_, err := pipe.Exec(ctx)
+	require.NoError(t, err)
+	// 1,000,000 tokens of 1 ms each: a call on a full key owes 1 ms.
+	_, err = client.Eval(ctx, batchLua, keys, -calls, 1, "t", 1_000_000, 1000, 1).Text()
+	require.NoError(t, err)
+	withoutTTL := 0
+	for _, key := range keys {
+		ttl, err := client.PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		if ttl == -1 {
+			withoutTTL++
+		}
+	}
+	assert.Equal(t, 0, withoutTTL, "keys left without a TTL")
 }
