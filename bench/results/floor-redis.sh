@@ -8,17 +8,7 @@ B=${B:-/tmp/bench.test}   # go test -c -o /tmp/bench.test . (in bench/)
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 N=${N:-30000}
-T=$(mktemp -d /tmp/ratelimit-bench-floor.XXXX)
-for try in 1 2 3 4 5; do
-  PORT=$((20000 + RANDOM % 40000))
-  if redis-cli -h 127.0.0.1 -p $PORT ping >/dev/null 2>&1; then continue; fi
-  redis-server --bind 127.0.0.1 --port $PORT --save "" --appendonly no --dir $T --logfile $T/redis.log --daemonize no &
-  RPID=$!
-  for i in $(seq 1 50); do redis-cli -h 127.0.0.1 -p $PORT ping >/dev/null 2>&1 && break; sleep 0.1; done
-  if redis-cli -h 127.0.0.1 -p $PORT ping >/dev/null 2>&1; then break; fi
-  kill $RPID 2>/dev/null; RPID=
-done
-trap '[ -n "$RPID" ] && kill $RPID; rm -rf $T' EXIT
+. results/redis-server.sh floor
 export RATELIMIT_BENCH_REDIS_ADDR=127.0.0.1:$PORT RATELIMIT_BENCH_REDIS_CONFIGS=1
 echo "# BenchmarkRedisConfigs, library $(git -C .. rev-parse --short HEAD) (script $(git -C .. hash-object scripts/batch.lua | cut -c1-10)); binary $B (go test -c), -test.benchtime ${N}x -test.benchmem, each round its own process"
 echo "# fresh $(redis-server --version | cut -d' ' -f1-3) on $RATELIMIT_BENCH_REDIS_ADDR (pid $RPID, no persistence); $(nproc) CPUs shared by server and client"
