@@ -95,9 +95,10 @@ func TestBatchScriptCompactFastPathHandsOverToTheGeneralPathOnARealServer(t *tes
 // TestBatchScriptFastPathNeverLeavesATokenBucketWithoutATTLOnARealServer
 // checks, on a real Redis, that a long compact batch of token-bucket calls
 // on existing keys, each writing a TTL of 1 ms, leaves no key without a
-// TTL: a PEXPIRE whose time has passed by the server's clock while the
-// script ran deletes its key, which must then stay deleted (full), not
-// be written again without a TTL.
+// TTL. (A trial that renewed the TTL by PEXPIRE ... XX before the HSET left
+// such keys in one benchmark round, by a path this test did not
+// reproduce; see bench/README.md. The test guards the invariant, not that
+// path.)
 func TestBatchScriptFastPathNeverLeavesATokenBucketWithoutATTLOnARealServer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
