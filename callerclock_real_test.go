@@ -85,6 +85,7 @@ func TestRealRedisWithoutTIMEFailsOnTheServersClockAndDecidesOnTheCallersAsInPro
 		_, err = l.Allow(ctx, "k", 1)
 		require.ErrorIs(t, err, ErrBackend, kind.name)
 		assert.ErrorContains(t, err, "Unknown Redis command", kind.name)
+		assert.ErrorContains(t, err, "refuses TIME in scripts, build the limiter WithCallerClock", kind.name)
 	}
 	for _, tw := range twins(client) {
 		t.Run(tw.name, func(t *testing.T) {

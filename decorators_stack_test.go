@@ -506,7 +506,7 @@ func TestGuardAnswersForTheNewRedisLimitersWhileRedisIsDown(t *testing.T) {
 	}
 }
 
-// TestLeasingInStacksAdmitsAsTheBareLimiter runs the token bucket, GCRA
+// TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife runs the token bucket, GCRA
 // and fixed window, in process and on miniredis, bare and as
 // Leasing(limiter) inside a Guard, a DenyCache and a Shadow: on one
 // schedule (limit 10, calls of 1 a millisecond apart), the leased stack
@@ -514,7 +514,7 @@ func TestGuardAnswersForTheNewRedisLimitersWhileRedisIsDown(t *testing.T) {
 // FromBackend (or the outer decorator's own Source for a denial it
 // answers), reports each call once to the Leasing's hooks, and passes
 // Refund, Settle and Reset through.
-func TestLeasingInStacksAdmitsAsTheBareLimiter(t *testing.T) {
+func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 	ctx := context.Background()
 	type subject struct {
 		name  string

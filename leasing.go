@@ -28,7 +28,10 @@ import (
 // units do not come back in a way a block can follow.
 //
 // Hot keys: a key is hot while this replica has seen at least HotCalls
-// calls on it within one HotSpan (this span or the one before). Its calls
+// calls on it within one HotSpan (this span or the one before): with the
+// defaults, from about 80 calls a second on the key by this replica (8 in
+// 100 ms); a key called less often stays on the backend, so lower
+// HotCalls or lengthen HotSpan to lease slower keys. Its calls
 // then spend from the replica's block for the key, except that a token
 // bucket's or GCRA's key is leased only where it pays for the block's
 // decay (below): while this replica's calls on it come at least as fast
@@ -183,7 +186,8 @@ type Leasing struct {
 // give-back grace of 50 ms, no hooks and the backend's clock.
 type LeasingConfig struct {
 	// HotCalls is how many calls on a key within one HotSpan make it hot;
-	// 0 means 8.
+	// 0 means 8. HotCalls / HotSpan is the rate from which this replica
+	// leases a key: 80 calls a second with the defaults.
 	HotCalls int
 	// HotSpan is the span over which calls are counted; 0 means 100 ms.
 	// A key not called for two HotSpans is cold again and its block is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/nilcheck"
@@ -141,13 +142,23 @@ func (e *inClass) Is(target error) bool { return target == e.class }
 func callerErr(err error) error { return &inClass{err, ErrCaller} }
 
 // backendErr returns err, a failure of the backend, wrapped with
-// ErrBackend unless it is of a class already.
+// ErrBackend unless it is of a class already. A script that called a
+// command the server does not know says to build the limiter
+// WithCallerClock, since TIME is the only one a server may refuse.
 func backendErr(err error) error {
 	if err == nil || errors.Is(err, ErrBackend) || errors.Is(err, ErrCaller) || errors.Is(err, ErrCorruptState) {
 		return err
 	}
+	if strings.Contains(err.Error(), unknownScriptCommand) {
+		return fmt.Errorf("%w: %w (if the server refuses TIME in scripts, build the limiter WithCallerClock)", ErrBackend, err)
+	}
 	return fmt.Errorf("%w: %w", ErrBackend, err)
 }
+
+// unknownScriptCommand is the start of the error a Redis server answers a
+// script that calls a command it does not know: the batch script's only
+// command a server may rename away is TIME (some managed offerings do).
+const unknownScriptCommand = "Unknown Redis command called from script"
 
 // checkCost returns an error for a cost n that a limiter of limit can never
 // take: one wrapping ErrInvalidCost for n < 0, ErrCostExceedsLimit for

@@ -23,7 +23,11 @@ const DefaultFixedWindowPrefix = "ratelimit:fw:"
 // coalesced as RedisTokenBucket's are; each key is one counter at KeyPrefix()+key (a STRING of decimal
 // digits, at least 1) whose PX TTL is the time left in its window, so the
 // window's time is the server's own. A window whose time is up has ended,
-// also during the millisecond in which Redis still keeps its key.
+// also during the millisecond in which Redis still keeps its key. Redis
+// keeps expiry in whole milliseconds from its clock read in milliseconds,
+// so a window can end up to 1 ms before a full window after its first
+// call, and ResetAfter, read from PTTL, may be up to 1 ms longer than the
+// time the window has left.
 //
 // Calls with n < 0 or n > limit are answered without a round trip; n == 0
 // reads without creating the key. A key holding anything else (a value of

@@ -343,9 +343,12 @@ func WithAdjustTimeout(d time.Duration) Option {
 // WithClock sets the clock the middleware reads, just after it decides a
 // request, the time it passes to ratelimit.TakenAt when it adjusts the
 // request afterwards (see WithRefund and WithSettle). That time must be on
-// the limiter's clock: the default, the system clock, is right for the
-// Redis limiters and for in-process limiters on the system clock; give an
-// in-process limiter's other clock (a ratelimit.FakeClock in tests) here.
+// the clock the limiter measures a TakenAt on (see ratelimit.TakenAt): the
+// default, the system clock, is right for in-process limiters on the
+// system clock and for Redis limiters on the server's TIME; give here an
+// in-process limiter's other clock (a ratelimit.FakeClock in tests), a
+// Redis limiter's caller's clock (ratelimit.WithCallerClock), or a
+// RedisCalendarWindow's WithClock clock.
 // A nil c is an error.
 func WithClock(c ratelimit.Clock) Option {
 	return func(s *settings) error {
