@@ -40,7 +40,7 @@ func ExamplePolicyTable() {
 
 	seed := func(table *ratelimit.PolicyTable) {
 		policies, flags := plansFromDatabase()
-		if _, err := table.Seed(ctx, policies, flags); err != nil {
+		if _, err := table.Seed(ctx, ratelimit.PolicyTableEntries{Policies: policies, Flags: flags}); err != nil {
 			log.Print(err)
 		}
 	}

@@ -44,7 +44,7 @@ func TestRealRedisPolicyTableChangeReachesThreeReplicasFast(t *testing.T) {
 	writer, err := NewPolicyTable(productionClient(t, server), PolicyTableConfig{Name: "plans"})
 	require.NoError(t, err)
 	ctx := context.Background()
-	require.NoError(t, writer.Replace(ctx, map[string]Policy{"acme": {Limit: 1, Window: time.Minute}}, nil))
+	require.NoError(t, writer.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": {Limit: 1, Window: time.Minute}}}))
 	seenByAll(t, tables, 2*time.Second, "acme", Policy{Limit: 1, Window: time.Minute}, "the seed")
 
 	var lags []time.Duration
@@ -67,7 +67,7 @@ func TestRealRedisPolicyTableRefreshCatchesALostNotification(t *testing.T) {
 	server := redistest.Start(t)
 	tables, _ := realReplicas(t, server, 2, 50*time.Millisecond)
 	ctx := context.Background()
-	require.NoError(t, tables[0].Replace(ctx, map[string]Policy{"acme": planFree}, nil))
+	require.NoError(t, tables[0].Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}}))
 	seenByAll(t, tables, time.Second, "acme", planFree, "the seed")
 	raw := productionClient(t, server)
 	v := tables[0].Version() + 1
@@ -82,7 +82,7 @@ func TestRealRedisPolicyTableSurvivesARestart(t *testing.T) {
 	server := redistest.Start(t)
 	tables, errs := realReplicas(t, server, 3, 100*time.Millisecond)
 	ctx := context.Background()
-	require.NoError(t, tables[0].Replace(ctx, map[string]Policy{"acme": planFree}, nil))
+	require.NoError(t, tables[0].Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}}))
 	seenByAll(t, tables, time.Second, "acme", planFree, "the seed")
 
 	server.Kill()
@@ -93,7 +93,7 @@ func TestRealRedisPolicyTableSurvivesARestart(t *testing.T) {
 	}
 	seenByAll(t, tables, 0, "acme", planFree, "the copy kept")
 
-	seeded, err := tables[1].Seed(ctx, map[string]Policy{"acme": planFree}, nil)
+	seeded, err := tables[1].Seed(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}})
 	require.NoError(t, err)
 	require.True(t, seeded)
 	require.NoError(t, tables[2].Set(ctx, "acme", planPro))
@@ -107,7 +107,7 @@ func TestRealRedisPolicyTableRidesOutAPause(t *testing.T) {
 	server := redistest.Start(t)
 	tables, _ := realReplicas(t, server, 3, 100*time.Millisecond)
 	ctx := context.Background()
-	require.NoError(t, tables[0].Replace(ctx, map[string]Policy{"acme": planFree}, nil))
+	require.NoError(t, tables[0].Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}}))
 	seenByAll(t, tables, time.Second, "acme", planFree, "the seed")
 
 	server.Pause()
@@ -130,7 +130,7 @@ func TestRealRedisPolicyTableFlushallKeepsCopies(t *testing.T) {
 	server := redistest.Start(t)
 	tables, errs := realReplicas(t, server, 2, 50*time.Millisecond)
 	ctx := context.Background()
-	require.NoError(t, tables[0].Replace(ctx, map[string]Policy{"acme": planFree}, map[string]bool{"enforce": true}))
+	require.NoError(t, tables[0].Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}, Flags: map[string]bool{"enforce": true}}))
 	seenByAll(t, tables, time.Second, "acme", planFree, "the seed")
 	raw := productionClient(t, server)
 	require.NoError(t, raw.FlushAll(ctx).Err())
@@ -143,7 +143,7 @@ func TestRealRedisPolicyTableFlushallKeepsCopies(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n)
 
-	require.NoError(t, tables[1].Replace(ctx, map[string]Policy{"acme": planPro}, map[string]bool{"enforce": false}))
+	require.NoError(t, tables[1].Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planPro}, Flags: map[string]bool{"enforce": false}}))
 	seenByAll(t, tables, time.Second, "acme", planPro, "the re-seeded table")
 	for _, table := range tables {
 		on, ok := table.Flag("enforce")
@@ -162,7 +162,7 @@ func TestRealRedisPolicyTableOnACluster(t *testing.T) {
 		tables = append(tables, table)
 	}
 	ctx := context.Background()
-	require.NoError(t, tables[0].Replace(ctx, map[string]Policy{"acme": planFree}, nil))
+	require.NoError(t, tables[0].Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}}))
 	seenByAll(t, tables, 2*time.Second, "acme", planFree, "the seed")
 	require.NoError(t, tables[1].Set(ctx, "acme", planPro))
 	seenByAll(t, tables, 2*time.Second, "acme", planPro, "the change")
