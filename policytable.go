@@ -182,9 +182,9 @@ func NewPolicyTable(client redis.UniversalClient, cfg PolicyTableConfig) (*Polic
 	if err := checkTableName("table name", name); err != nil {
 		return nil, fmt.Errorf("%w: NewPolicyTable: %w", ErrInvalidConfig, err)
 	}
-	for what, d := range map[string]time.Duration{"Refresh": cfg.Refresh, "MinSync": cfg.MinSync, "MinReload": cfg.MinReload} {
+	for i, d := range []time.Duration{cfg.Refresh, cfg.MinSync, cfg.MinReload} {
 		if d < 0 {
-			return nil, fmt.Errorf("%w: NewPolicyTable: negative %s %v", ErrInvalidConfig, what, d)
+			return nil, fmt.Errorf("%w: NewPolicyTable: negative %s %v", ErrInvalidConfig, [...]string{"Refresh", "MinSync", "MinReload"}[i], d)
 		}
 	}
 	if cfg.CallerClock != nil && isNil(cfg.CallerClock) {

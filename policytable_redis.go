@@ -409,9 +409,11 @@ func (t *PolicyTable) write(ctx context.Context, op string, args ...string) (boo
 		case strings.Contains(msg, "PTMISSING"):
 			return false, fmt.Errorf("ratelimit: PolicyTable %q: %w (key %q): seed it with Replace or Seed", t.name, ErrTableMissing, t.key)
 		case strings.Contains(msg, "PTNOPLAN"):
-			return false, fmt.Errorf("%w: PolicyTable %q: %s: the table does not hold the plan (see SetPlan)", ErrInvalidConfig, t.name, clip(args[1]))
+			return false, fmt.Errorf("%w: PolicyTable %q: key %q: the table does not hold plan %q (see SetPlan)",
+				ErrInvalidConfig, t.name, clip(strings.TrimPrefix(args[0], tableEntryField)), clip(strings.TrimPrefix(args[1], tablePlanRef)))
 		case strings.Contains(msg, "PTINUSE"):
-			return false, fmt.Errorf("%w: PolicyTable %q: %s: keys follow the plan (move them with Assign first)", ErrInvalidConfig, t.name, clip(args[0]))
+			return false, fmt.Errorf("%w: PolicyTable %q: plan %q: keys follow it (move them with Assign first)",
+				ErrInvalidConfig, t.name, clip(strings.TrimPrefix(args[0], tablePlanField)))
 		}
 		return false, t.redisErr("write", err)
 	}

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -166,6 +167,9 @@ func TestNewPolicyTableRefusesBadConfig(t *testing.T) {
 		"typed nil client": {(*redis.Client)(nil), PolicyTableConfig{}},
 		"brace":            {client, PolicyTableConfig{Name: "{a}"}},
 		"negative refresh": {client, PolicyTableConfig{Refresh: -time.Second}},
+		"negative MinSync": {client, PolicyTableConfig{MinSync: -time.Second}},
+		"negative reload":  {client, PolicyTableConfig{MinReload: -time.Second}},
+		"long name":        {client, PolicyTableConfig{Name: strings.Repeat("n", MaxPolicyTableName+1)}},
 	} {
 		_, err := NewPolicyTable(c.client, c.cfg)
 		assert.ErrorIs(t, err, ErrInvalidConfig, name)
