@@ -23,7 +23,8 @@ import (
 // A policy is "<limit>/<window in ns>", both decimal integers > 0 without a
 // sign or leading zeros; any text after a ';' is an attribute, which this
 // version knows none of and so refuses, so that a replica never decides by
-// part of a policy.
+// part of a policy; and a write refuses a Policy with a field besides Limit
+// and Window, which encodeTablePolicy would drop.
 const (
 	tableKeyPrefix   = "ratelimit:policytable:"
 	tableEntryField  = "p:"
@@ -321,6 +322,10 @@ func decodeTableField(field, value string, gone bool, check func(part string, p 
 func checkTablePolicyFor(check func(string, Policy) error, part string, p Policy) error {
 	if err := checkTablePolicy("policy", p); err != nil {
 		return err
+	}
+	if (Policy{Limit: p.Limit, Window: p.Window}) != p {
+		// A field of Policy this codec does not write would be lost.
+		return fmt.Errorf("%w: policy %+v has a field a PolicyTable cannot store", ErrInvalidConfig, p)
 	}
 	if check == nil {
 		return nil
