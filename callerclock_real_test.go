@@ -233,10 +233,10 @@ func TestRealRedisWithoutTIMEKeepsAFleetAndAPolicyTableOnTheCallersClock(t *test
 
 	onServerTable, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans"})
 	require.NoError(t, err)
-	require.ErrorIs(t, onServerTable.Replace(ctx, map[string]Policy{"k": {Limit: 1, Window: time.Second}}, nil), ErrBackend)
+	require.ErrorIs(t, onServerTable.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"k": {Limit: 1, Window: time.Second}}}), ErrBackend)
 	table, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans", CallerClock: clock})
 	require.NoError(t, err)
-	require.NoError(t, table.Replace(ctx, map[string]Policy{"k": {Limit: 1, Window: time.Second}}, nil))
+	require.NoError(t, table.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"k": {Limit: 1, Window: time.Second}}}))
 	require.NoError(t, table.Set(ctx, "j", Policy{Limit: 2, Window: time.Second}))
 	require.NoError(t, table.Load(ctx))
 	assert.Equal(t, clock.Now().UnixMicro()+1, table.Version(), "max(previous + 1, now): now, then previous + 1")

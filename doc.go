@@ -112,10 +112,11 @@
 // from its key and context: plans and per-customer overrides, changed live.
 // A key keeps what it has used across a change; nothing is kept per policy.
 // A Composite's parts may be built with it, each deciding by its key's
-// policy (docs/composite.md). A PolicyTable shares such policies, and the
-// flags Shadows follow, among a fleet through Redis: each replica reads its
-// own copy, which Run keeps current. See docs/rollout.md and
-// docs/production.md.
+// policy (docs/composite.md). A PolicyTable shares such policies, plans
+// that keys follow (one write moves a key), and the flags Shadows follow,
+// among a fleet through Redis: each replica reads its own copy, which Run
+// keeps current from the table in Redis, never from what its channel
+// says. See docs/rollout.md and docs/production.md.
 //
 // # Metrics
 //

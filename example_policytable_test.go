@@ -14,16 +14,22 @@ import (
 )
 
 // plansFromDatabase stands for the application's source of truth: the
-// customers' plans and the flags, as the application keeps them.
-func plansFromDatabase() (map[string]ratelimit.Policy, map[string]bool) {
-	return map[string]ratelimit.Policy{
-		"acme": {Limit: 100, Window: time.Minute},
-	}, map[string]bool{"enforce": false}
+// plans, the customers on them, and the flags, as the application keeps
+// them. A plan's part "" is the policy of a limiter of one policy.
+func plansFromDatabase() ratelimit.PolicyTableEntries {
+	return ratelimit.PolicyTableEntries{
+		Plans: map[string]ratelimit.Plan{
+			"free": {"": {Limit: 100, Window: time.Minute}},
+			"pro":  {"": {Limit: 1000, Window: time.Minute}},
+		},
+		Keys:  map[string]string{"acme": "free"},
+		Flags: map[string]bool{"enforce": false},
+	}
 }
 
 // A replica of a fleet: its limiter decides each customer by the plan the
-// shared table holds, and its Shadow enforces when the table's "enforce"
-// flag says so. The replica seeds the table if it is missing, at start and
+// shared table holds for it, and its Shadow enforces when the table's
+// "enforce" flag says so. The replica seeds the table if it is missing, at start and
 // whenever Run finds it gone (a FLUSHALL, a restart without persistence);
 // Seed writes only if the table is still missing, so every replica may call
 // it. A change made once, on any replica, reaches them all.
@@ -39,8 +45,7 @@ func ExamplePolicyTable() {
 	defer stop()
 
 	seed := func(table *ratelimit.PolicyTable) {
-		policies, flags := plansFromDatabase()
-		if _, err := table.Seed(ctx, policies, flags); err != nil {
+		if _, err := table.Seed(ctx, plansFromDatabase()); err != nil {
 			log.Print(err)
 		}
 	}
@@ -79,8 +84,8 @@ func ExamplePolicyTable() {
 	res, _ := limiter.Allow(ctx, "acme", 1)
 	fmt.Println("acme's limit:", res.Limit, "enforcing:", limiter.Enforcing())
 
-	// Raised once, for every replica.
-	if err := table.Set(ctx, "acme", ratelimit.Policy{Limit: 1000, Window: time.Minute}); err != nil {
+	// Moved to pro in one write, for every replica.
+	if err := table.Assign(ctx, "acme", "pro"); err != nil {
 		panic(err)
 	}
 	if err := table.SetFlag(ctx, "enforce", true); err != nil {

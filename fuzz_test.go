@@ -185,6 +185,37 @@ func FuzzSlidingCounter(f *testing.F) {
 	})
 }
 
+// FuzzPolicyTableField checks a PolicyTable's parser of its HASH's
+// fields on arbitrary fields and values: it never panics, and what it
+// accepts is within the table's bounds, passes the checks Set applies and
+// reads back as it was written; a field it refuses changes nothing a copy
+// holds (see fuzzTableField).
+func FuzzPolicyTableField(f *testing.F) {
+	f.Add("p:acme", "10/60000000000", false)
+	f.Add("p:acme", "@free", false)
+	f.Add("plan:free", `""10/60000000000,"day"1000/86400000000000`, false)
+	f.Add("f:enforce", "1", false)
+	f.Add("p:acme", "2/1", false)
+	f.Add("plan:x", `"a"1/5,"a"2/5`, false)
+	f.Add("p:acme", "", true)
+	f.Add("log:3", "1:2:p:a", false)
+	f.Fuzz(fuzzTableField)
+}
+
+// FuzzPolicyTableReply checks a PolicyTable's reader of its read script's
+// replies on arbitrary replies (elements split at NUL bytes, a leading
+// '#' making an element an integer): it never panics, and what it accepts
+// leaves a copy that holds only what passes the checks Set applies (see
+// fuzzTableReply).
+func FuzzPolicyTableReply(f *testing.F) {
+	f.Add([]byte("changes\x00123\x00p:acme\x00=10/60000000000\x00plan:free\x00=\"\"2/1"))
+	f.Add([]byte("same\x00123"))
+	f.Add([]byte("reload\x00123"))
+	f.Add([]byte("changes\x00123\x00p:acme\x00\x00f:x\x00=1"))
+	f.Add([]byte("changes\x00#5\x00p:a\x00#1"))
+	f.Fuzz(fuzzTableReply)
+}
+
 // FuzzSettleBoundsDebt checks the in-process limiters' Allow, Settle and
 // Refund against the model of their parts, which knows the bound on debt
 // (WithMaxDebt), on arbitrary schedules of one key: whatever the costs

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,25 +17,59 @@ import (
 // leaves it zero.
 const DefaultPolicyTableRefresh = 10 * time.Second
 
+// DefaultPolicyTableMinSync is a PolicyTable's MinSync when its config
+// leaves it zero.
+const DefaultPolicyTableMinSync = 10 * time.Millisecond
+
+// DefaultPolicyTableMinReload is a PolicyTable's MinReload when its config
+// leaves it zero.
+const DefaultPolicyTableMinReload = time.Second
+
 // PolicyTableConfig configures a PolicyTable. The zero value means: the
-// table "default", checked every DefaultPolicyTableRefresh, errors of Run
-// dropped.
+// table "default", checked every DefaultPolicyTableRefresh, read at most
+// every DefaultPolicyTableMinSync and read whole at most every
+// DefaultPolicyTableMinReload by Run, no Check, errors of Run dropped.
 type PolicyTableConfig struct {
 	// Name names the table: its Redis key, and the pub/sub channel its
-	// changes are published on, are both "ratelimit:policytable:" + Name.
+	// changes are announced on, are both "ratelimit:policytable:" + Name.
 	// Every replica that shares the table uses the same Name; "" means
 	// "default".
 	Name string
-	// Refresh is the safety net of Run: every Refresh it compares the
-	// version of its table with Redis's, reads the table again if they
-	// differ, and checks that its subscription still answers. A change
-	// whose notification was lost is seen within Refresh (plus one
-	// round trip). It bounds every Redis call Run makes, too. Zero means
-	// DefaultPolicyTableRefresh; it must not be negative.
+	// Refresh is the safety net of Run: every Refresh it asks Redis
+	// whether the table changed (see MinSync), and checks that its
+	// subscription still answers. A change whose notice was lost is seen
+	// within Refresh (plus one round trip). It bounds every Redis call
+	// Run makes, too. Zero means DefaultPolicyTableRefresh; it must not be
+	// negative.
 	Refresh time.Duration
+	// MinSync is the least time between two reads of Run that follow a
+	// notice or a Refresh: each is one script call, which returns the
+	// changes made since the replica's version (at most 64) and nothing
+	// when there are none. Notices that arrive meanwhile are coalesced
+	// into the next read, so whatever arrives on the table's channel, Run
+	// reads at most once per MinSync. Zero means
+	// DefaultPolicyTableMinSync; it must not be negative.
+	MinSync time.Duration
+	// MinReload is the least time between two reads of the whole table
+	// (one HGETALL) by Run, which it makes when the changes since its
+	// version are more than the 64 the table logs, or the table was
+	// written whole (Replace, Seed) since. Load is not bounded by it.
+	// Zero means DefaultPolicyTableMinReload; it must not be negative.
+	MinReload time.Duration
+	// Check, when not nil, is asked about every policy the table writes
+	// or reads, with the part it is for: "" for a key's own policy (Set),
+	// a plan's part name for each of its policies. Set, SetPlan, Replace
+	// and Seed refuse a policy it refuses, writing nothing, with an error
+	// wrapping ErrInvalidConfig and its error; a replica skips one it
+	// reads (see Load). Give it what the limiters following the table
+	// accept (a calendar part's window, say), so that a policy they would
+	// refuse is refused when it is written rather than on every replica's
+	// calls. Give every replica the same Check. It must be safe for
+	// concurrent use.
+	Check func(part string, p Policy) error
 	// OnError receives the errors of Run, which keeps running: Redis
 	// unreachable (wrapping ErrBackend), the table missing from Redis
-	// (ErrTableMissing), entries that are not a table's own
+	// (ErrTableMissing), fields skipped, or a key that is not a table's
 	// (ErrCorruptState). It is called on Run's goroutine, one call at a
 	// time, and may call the table's methods (Replace or Seed, to re-seed
 	// it); nil drops them.
@@ -48,69 +81,82 @@ type PolicyTableConfig struct {
 	// WithCallerClock); nil: the server's TIME. Versions still never
 	// repeat while the table exists; a table deleted and written again
 	// by a writer whose clock is behind may start at a version a replica
-	// held before, which that replica then does not read again until its
-	// next Refresh. A reading before 1970 or from 2^52 µs on fails the
+	// held before, which that replica then does not read again until a
+	// later write. A reading before 1970 or from 2^52 µs on fails the
 	// write with an error wrapping ErrInvalidConfig.
 	CallerClock Clock
 }
 
-// PolicyTable is a table of policies per key, and of named flags, that a
-// fleet of replicas shares through Redis, for plans and per-customer
-// overrides that change live on every replica at once.
+// PolicyTable is a table of plans, of each key's plan or own policy, and
+// of named flags, that a fleet of replicas shares through Redis, for plans
+// and per-customer overrides that change live on every replica at once.
+//
+// Plans: a Plan holds policies by part, "" for a limiter of one policy,
+// or a Composite's parts' names. A key follows a plan (Assign), or has a
+// policy of its own (Set): either is the key's one entry, so that moving a
+// key to another plan is one write, and changing a plan (SetPlan) changes
+// it for all its keys at once.
 //
 // Reading: each replica holds the whole table in memory; Lookup and the
-// PolicyFunc cost one atomic load and one map lookup, never a round trip,
-// and allocate nothing. Load reads the table from Redis; Run keeps it up to
-// date.
+// PolicyFuncs cost one atomic load and at most three map lookups, never a
+// round trip, and allocate nothing. Load reads the table from Redis; Run
+// keeps it up to date. Entries lists what the copy holds.
 //
-// Writing: Set, Delete, SetFlag, Replace and Seed each change the table in
-// Redis in one script call, which bumps the table's version and publishes
-// the change on the table's channel, atomically. A write does not change
-// the replica's own copy: every replica, the writer included, sees it when
-// its Run receives the notification (in about one round trip), or, if the
-// notification is lost, at its next refresh (within Refresh).
+// Writing: Set, Assign, Delete, SetPlan, DeletePlan, SetFlag, Replace and
+// Seed each change the table in Redis in one script call, which bumps the
+// table's version, logs the change and announces it on the table's
+// channel, atomically. A write does not change the replica's own copy:
+// every replica, the writer included, sees it when its Run hears of it
+// and reads it (in about one round trip), or, if the notice is lost, at
+// its next refresh (within Refresh).
+//
+// What a replica trusts: the HASH, never the channel. A notice tells Run
+// only to ask Redis what changed; what it installs is what the HASH holds,
+// read in one script call, each value checked as a write checks it (see
+// Load). So a client that may PUBLISH on the channel but not write the
+// HASH changes no replica's copy, and can make each replica read at most
+// once per MinSync (see PolicyTableConfig); who may write the HASH
+// decides every key's policy. Restrict both with Redis ACLs: see "Policies
+// and flags for a whole fleet" in docs/production.md.
 //
 // In Redis the table is one HASH (see PolicyTableConfig.Name), valid on a
-// Redis Cluster: "v" holds its version, "p:"+key a policy
-// ("<limit>/<window in ns>"), "f:"+name a flag ("1" or "0"). The version is
-// max(previous + 1, the server's time in µs), so it never repeats, even
-// after the HASH is deleted and written again.
+// Redis Cluster; scripts/policytable.lua describes its fields. The
+// version is max(previous + 1, the server's time in µs), so it never
+// repeats, even after the HASH is deleted and written again.
 //
 // A missing table: the HASH exists once Replace or Seed wrote it. If it
 // disappears (FLUSHALL, a restart without persistence, a failover to a
 // replica that never had it), every replica keeps the table it last loaded
-// and Run reports ErrTableMissing to OnError at each refresh; Set, Delete
-// and SetFlag fail with ErrTableMissing rather than create a partial table.
+// and Run reports ErrTableMissing to OnError at each refresh; the other
+// writes fail with ErrTableMissing rather than create a partial table.
 // The application re-seeds it from its own source of truth with Replace,
 // or with Seed, which writes only if the table is still missing, so that
 // every replica may call it (from OnError, say) and the first one wins.
+// Entries of the copy a replica kept are such a source.
 //
 // The PolicyTable example shows a replica that seeds the table, follows a
 // flag with a Shadow, and re-seeds the table when it goes missing.
 //
 // A PolicyTable is safe for concurrent use. Create one with NewPolicyTable.
 type PolicyTable struct {
-	client  redis.UniversalClient
-	name    string
-	key     string // the HASH and the channel
-	refresh time.Duration
-	onError func(error)
-	now     func() (int64, error) // CallerClock's time in µs; nil: the server's TIME
+	client    redis.UniversalClient
+	name      string
+	key       string // the HASH and the channel
+	refresh   time.Duration
+	minSync   time.Duration
+	minReload time.Duration
+	check     func(part string, p Policy) error
+	onError   func(error)
+	now       func() (int64, error) // CallerClock's time in µs; nil: the server's TIME
 
 	cur atomic.Pointer[tableSnapshot] // never nil once built
 
-	mu      sync.Mutex // serialises the readers of Redis that install snapshots
-	running atomic.Bool
+	mu         sync.Mutex // serialises the readers of Redis that install snapshots
+	noReadOnly bool       // the server knows no EVALSHA_RO; guarded by mu
+	running    atomic.Bool
 
 	fmu       sync.Mutex // guards followers
 	followers []follower
-}
-
-// tableSnapshot is one version of the table, never modified once stored.
-type tableSnapshot struct {
-	version  int64 // 0 before the first load
-	policies map[string]Policy
-	flags    map[string]bool
 }
 
 // follower is a Shadow whose enforce flag follows a flag of the table.
@@ -119,19 +165,12 @@ type follower struct {
 	shadow *Shadow
 }
 
-// The prefixes of the table's fields in its HASH, and its version's field.
-const (
-	tableKeyPrefix   = "ratelimit:policytable:"
-	tablePolicyField = "p:"
-	tableFlagField   = "f:"
-	tableVersion     = "v"
-)
-
 // NewPolicyTable returns a PolicyTable on client, empty until Load or Run
 // reads it. It starts nothing: call Run (on a goroutine of its own) to keep
 // it up to date. It returns an error wrapping ErrInvalidConfig for a nil
 // client, a Name holding '{' or '}' (so that the key stays one Redis Cluster
-// slot of its own), or a negative Refresh.
+// slot of its own) or longer than MaxPolicyTableName, or a negative
+// Refresh, MinSync or MinReload.
 func NewPolicyTable(client redis.UniversalClient, cfg PolicyTableConfig) (*PolicyTable, error) {
 	if isNil(client) {
 		return nil, fmt.Errorf("%w: NewPolicyTable: nil client", ErrInvalidConfig)
@@ -140,21 +179,29 @@ func NewPolicyTable(client redis.UniversalClient, cfg PolicyTableConfig) (*Polic
 	if strings.ContainsAny(name, "{}") {
 		return nil, fmt.Errorf("%w: NewPolicyTable: name %q holds a brace", ErrInvalidConfig, name)
 	}
-	if cfg.Refresh < 0 {
-		return nil, fmt.Errorf("%w: NewPolicyTable: negative refresh %v", ErrInvalidConfig, cfg.Refresh)
+	if err := checkTableName("table name", name); err != nil {
+		return nil, fmt.Errorf("%w: NewPolicyTable: %w", ErrInvalidConfig, err)
+	}
+	for i, d := range []time.Duration{cfg.Refresh, cfg.MinSync, cfg.MinReload} {
+		if d < 0 {
+			return nil, fmt.Errorf("%w: NewPolicyTable: negative %s %v", ErrInvalidConfig, [...]string{"Refresh", "MinSync", "MinReload"}[i], d)
+		}
 	}
 	if cfg.CallerClock != nil && isNil(cfg.CallerClock) {
 		return nil, fmt.Errorf("%w: NewPolicyTable: CallerClock is a nil %T", ErrInvalidConfig, cfg.CallerClock)
 	}
 	t := &PolicyTable{
-		client:  client,
-		name:    name,
-		key:     tableKeyPrefix + name,
-		refresh: cmp.Or(cfg.Refresh, DefaultPolicyTableRefresh),
-		onError: cfg.OnError,
-		now:     callerNow(cfg.CallerClock),
+		client:    client,
+		name:      name,
+		key:       tableKeyPrefix + name,
+		refresh:   cmp.Or(cfg.Refresh, DefaultPolicyTableRefresh),
+		minSync:   cmp.Or(cfg.MinSync, DefaultPolicyTableMinSync),
+		minReload: cmp.Or(cfg.MinReload, DefaultPolicyTableMinReload),
+		check:     cfg.Check,
+		onError:   cfg.OnError,
+		now:       callerNow(cfg.CallerClock),
 	}
-	t.cur.Store(&tableSnapshot{policies: map[string]Policy{}, flags: map[string]bool{}})
+	t.cur.Store(emptySnapshot())
 	return t, nil
 }
 
@@ -167,31 +214,76 @@ func (t *PolicyTable) Key() string {
 }
 
 // Lookup returns the policy the table holds for key, and whether it holds
-// one. It reads the replica's copy: one atomic load and one map lookup, no
-// allocation, no call to Redis. It returns the zero Policy and false on a
-// nil *PolicyTable.
+// one: the key's own (see Set), or the part "" of the plan it follows
+// (see Assign). It reads the replica's copy: one atomic load and up to
+// three map lookups, no allocation, no call to Redis. A key that follows a
+// plan the table does not hold, or whose plan has no part "", has none.
+// It returns the zero Policy and false on a nil *PolicyTable.
 func (t *PolicyTable) Lookup(key string) (Policy, bool) {
+	return t.LookupPart(key, "")
+}
+
+// LookupPart returns the policy the table holds for part of key, and
+// whether it holds one: the part's policy in the plan key follows, or,
+// for part "", the key's own policy. It costs what Lookup costs.
+func (t *PolicyTable) LookupPart(key, part string) (Policy, bool) {
 	if t == nil {
 		return Policy{}, false
 	}
-	p, ok := t.cur.Load().policies[key]
-	return p, ok
+	return t.cur.Load().lookup(key, part)
 }
 
 // PolicyFunc returns the table as a PolicyFunc for WithPolicyFunc: the
-// policy the table holds for the key, or the zero Policy for a key it does
-// not hold, which the limiter then decides by its own. It never returns an
-// error, and costs what Lookup costs.
+// policy Lookup gives the key, or the zero Policy for a key it gives none,
+// which the limiter then decides by its own. It never returns an error,
+// and costs what Lookup costs.
 func (t *PolicyTable) PolicyFunc() PolicyFunc {
+	return t.PartPolicyFunc("")
+}
+
+// PartPolicyFunc returns the table's policies of part as a PolicyFunc, for
+// the part of a Composite (or any limiter) built WithPolicyFunc: the
+// policy LookupPart gives the key, or the zero Policy for a key it gives
+// none. A key's own policy (Set) is its part "" only: for another part,
+// put the key on a plan of its own. It never returns an error, and costs
+// what Lookup costs.
+func (t *PolicyTable) PartPolicyFunc(part string) PolicyFunc {
 	if t == nil {
 		return func(context.Context, string) (Policy, error) { return Policy{}, nil }
 	}
-	return t.policy
+	return func(_ context.Context, key string) (Policy, error) {
+		p, _ := t.cur.Load().lookup(key, part)
+		return p, nil
+	}
 }
 
-// policy is the table's PolicyFunc.
-func (t *PolicyTable) policy(_ context.Context, key string) (Policy, error) {
-	return t.cur.Load().policies[key], nil
+// PlanOf returns the plan key follows in the replica's copy, and whether
+// it follows one.
+func (t *PolicyTable) PlanOf(key string) (string, bool) {
+	if t == nil {
+		return "", false
+	}
+	e := t.cur.Load().keys[key]
+	return e.plan, e.plan != ""
+}
+
+// Plan returns a copy of the plan name as the replica's copy holds it, and
+// whether it holds it.
+func (t *PolicyTable) Plan(name string) (Plan, bool) {
+	if t == nil {
+		return nil, false
+	}
+	p, ok := t.cur.Load().plans[name]
+	return maps.Clone(p), ok
+}
+
+// Entries returns everything the replica's copy holds, in maps of its own:
+// a snapshot to re-seed the table from (see Replace), or to show.
+func (t *PolicyTable) Entries() PolicyTableEntries {
+	if t == nil {
+		return PolicyTableEntries{}
+	}
+	return t.cur.Load().entries()
 }
 
 // Flag returns the flag name as the replica's copy holds it, and whether
@@ -204,12 +296,12 @@ func (t *PolicyTable) Flag(name string) (on, ok bool) {
 	return on, ok
 }
 
-// Len returns the number of policies the replica's copy holds.
+// Len returns the number of keys the replica's copy holds an entry for.
 func (t *PolicyTable) Len() int {
 	if t == nil {
 		return 0
 	}
-	return len(t.cur.Load().policies)
+	return len(t.cur.Load().keys)
 }
 
 // Version returns the version of the replica's copy of the table: 0 until
@@ -256,91 +348,4 @@ func (t *PolicyTable) install(snap *tableSnapshot) {
 			f.shadow.SetEnforce(on)
 		}
 	}
-}
-
-// checkTablePolicy returns an error wrapping ErrInvalidConfig, naming key,
-// for a policy a table must not hold: one whose Limit or Window is not > 0,
-// or one no limiter of this package can decide by (an interval under one
-// nanosecond a unit, a fill time beyond the in-process clock), which every
-// replica would otherwise fail its calls on.
-func checkTablePolicy(name, key string, p Policy) error {
-	if p.Limit <= 0 || p.Window <= 0 {
-		return fmt.Errorf("%w: PolicyTable %q: key %q: policy %d per %v: limit and window must be > 0", ErrInvalidConfig, name, key, p.Limit, p.Window)
-	}
-	if _, _, err := checkLocalRate("policy", p); err != nil {
-		return fmt.Errorf("ratelimit: PolicyTable %q: key %q: %w", name, key, err)
-	}
-	return nil
-}
-
-// encodeTablePolicy returns p as the table keeps it in Redis.
-func encodeTablePolicy(p Policy) string {
-	return strconv.Itoa(p.Limit) + "/" + strconv.FormatInt(int64(p.Window), 10)
-}
-
-// decodeTablePolicy reads a policy as the table keeps it in Redis.
-func decodeTablePolicy(s string) (Policy, bool) {
-	l, w, ok := strings.Cut(s, "/")
-	if !ok {
-		return Policy{}, false
-	}
-	limit, err1 := strconv.Atoi(l)
-	window, err2 := strconv.ParseInt(w, 10, 64)
-	p := Policy{Limit: limit, Window: time.Duration(window)}
-	if err1 != nil || err2 != nil || p.Limit <= 0 || p.Window <= 0 {
-		return Policy{}, false
-	}
-	return p, true
-}
-
-// encodeTableFlag returns a flag as the table keeps it in Redis.
-func encodeTableFlag(on bool) string {
-	if on {
-		return "1"
-	}
-	return "0"
-}
-
-// decodeTableField reads one field of the table's HASH into snap, and
-// reports whether it was one of the table's own.
-func decodeTableField(snap *tableSnapshot, field, value string) bool {
-	switch {
-	case strings.HasPrefix(field, tablePolicyField):
-		p, ok := decodeTablePolicy(value)
-		if ok {
-			snap.policies[field[len(tablePolicyField):]] = p
-		}
-		return ok
-	case strings.HasPrefix(field, tableFlagField):
-		if value != "0" && value != "1" {
-			return false
-		}
-		snap.flags[field[len(tableFlagField):]] = value == "1"
-		return true
-	}
-	return false
-}
-
-// withChange returns a copy of snap at version with field set to value, or
-// deleted for an empty value, and whether field and value were the table's
-// own. It copies only the map the field belongs to.
-func (snap *tableSnapshot) withChange(version int64, field, value string) (*tableSnapshot, bool) {
-	next := &tableSnapshot{version: version, policies: snap.policies, flags: snap.flags}
-	switch {
-	case strings.HasPrefix(field, tablePolicyField):
-		next.policies = maps.Clone(snap.policies)
-		if value == "" {
-			delete(next.policies, field[len(tablePolicyField):])
-			return next, true
-		}
-	case strings.HasPrefix(field, tableFlagField):
-		next.flags = maps.Clone(snap.flags)
-		if value == "" {
-			delete(next.flags, field[len(tableFlagField):])
-			return next, true
-		}
-	default:
-		return nil, false
-	}
-	return next, decodeTableField(next, field, value)
 }

@@ -44,7 +44,7 @@ func TestRealRedisPolicyTableChangeReachesThreeReplicasFast(t *testing.T) {
 	writer, err := NewPolicyTable(productionClient(t, server), PolicyTableConfig{Name: "plans"})
 	require.NoError(t, err)
 	ctx := context.Background()
-	require.NoError(t, writer.Replace(ctx, map[string]Policy{"acme": {Limit: 1, Window: time.Minute}}, nil))
+	require.NoError(t, writer.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": {Limit: 1, Window: time.Minute}}}))
 	seenByAll(t, tables, 2*time.Second, "acme", Policy{Limit: 1, Window: time.Minute}, "the seed")
 
 	var lags []time.Duration
@@ -67,7 +67,7 @@ func TestRealRedisPolicyTableRefreshCatchesALostNotification(t *testing.T) {
 	server := redistest.Start(t)
 	tables, _ := realReplicas(t, server, 2, 50*time.Millisecond)
 	ctx := context.Background()
-	require.NoError(t, tables[0].Replace(ctx, map[string]Policy{"acme": planFree}, nil))
+	require.NoError(t, tables[0].Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}}))
 	seenByAll(t, tables, time.Second, "acme", planFree, "the seed")
 	raw := productionClient(t, server)
 	v := tables[0].Version() + 1
@@ -82,7 +82,7 @@ func TestRealRedisPolicyTableSurvivesARestart(t *testing.T) {
 	server := redistest.Start(t)
 	tables, errs := realReplicas(t, server, 3, 100*time.Millisecond)
 	ctx := context.Background()
-	require.NoError(t, tables[0].Replace(ctx, map[string]Policy{"acme": planFree}, nil))
+	require.NoError(t, tables[0].Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}}))
 	seenByAll(t, tables, time.Second, "acme", planFree, "the seed")
 
 	server.Kill()
@@ -93,7 +93,7 @@ func TestRealRedisPolicyTableSurvivesARestart(t *testing.T) {
 	}
 	seenByAll(t, tables, 0, "acme", planFree, "the copy kept")
 
-	seeded, err := tables[1].Seed(ctx, map[string]Policy{"acme": planFree}, nil)
+	seeded, err := tables[1].Seed(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}})
 	require.NoError(t, err)
 	require.True(t, seeded)
 	require.NoError(t, tables[2].Set(ctx, "acme", planPro))
@@ -107,7 +107,7 @@ func TestRealRedisPolicyTableRidesOutAPause(t *testing.T) {
 	server := redistest.Start(t)
 	tables, _ := realReplicas(t, server, 3, 100*time.Millisecond)
 	ctx := context.Background()
-	require.NoError(t, tables[0].Replace(ctx, map[string]Policy{"acme": planFree}, nil))
+	require.NoError(t, tables[0].Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}}))
 	seenByAll(t, tables, time.Second, "acme", planFree, "the seed")
 
 	server.Pause()
@@ -130,7 +130,7 @@ func TestRealRedisPolicyTableFlushallKeepsCopies(t *testing.T) {
 	server := redistest.Start(t)
 	tables, errs := realReplicas(t, server, 2, 50*time.Millisecond)
 	ctx := context.Background()
-	require.NoError(t, tables[0].Replace(ctx, map[string]Policy{"acme": planFree}, map[string]bool{"enforce": true}))
+	require.NoError(t, tables[0].Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}, Flags: map[string]bool{"enforce": true}}))
 	seenByAll(t, tables, time.Second, "acme", planFree, "the seed")
 	raw := productionClient(t, server)
 	require.NoError(t, raw.FlushAll(ctx).Err())
@@ -143,7 +143,7 @@ func TestRealRedisPolicyTableFlushallKeepsCopies(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n)
 
-	require.NoError(t, tables[1].Replace(ctx, map[string]Policy{"acme": planPro}, map[string]bool{"enforce": false}))
+	require.NoError(t, tables[1].Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planPro}, Flags: map[string]bool{"enforce": false}}))
 	seenByAll(t, tables, time.Second, "acme", planPro, "the re-seeded table")
 	for _, table := range tables {
 		on, ok := table.Flag("enforce")
@@ -162,8 +162,58 @@ func TestRealRedisPolicyTableOnACluster(t *testing.T) {
 		tables = append(tables, table)
 	}
 	ctx := context.Background()
-	require.NoError(t, tables[0].Replace(ctx, map[string]Policy{"acme": planFree}, nil))
+	require.NoError(t, tables[0].Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}}))
 	seenByAll(t, tables, 2*time.Second, "acme", planFree, "the seed")
 	require.NoError(t, tables[1].Set(ctx, "acme", planPro))
 	seenByAll(t, tables, 2*time.Second, "acme", planPro, "the change")
+}
+
+// TestRealRedisPolicyTablePlansReachThreeReplicas: plans, a key moved
+// between them in one write, a plan changed for all its keys, a plan in
+// use kept, values Set refuses skipped, and a table lost to FLUSHALL
+// re-seeded from a replica's Entries, on a real server.
+func TestRealRedisPolicyTablePlansReachThreeReplicas(t *testing.T) {
+	server := redistest.Start(t)
+	tables, errs := realReplicas(t, server, 3, 100*time.Millisecond)
+	raw := productionClient(t, server)
+	writer, err := NewPolicyTable(raw, PolicyTableConfig{Name: "plans"})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, writer.Replace(ctx, PolicyTableEntries{
+		Plans: map[string]Plan{"free": freeParts, "pro": proParts},
+		Keys:  map[string]string{"acme": "free", "globex": "free"},
+		Flags: map[string]bool{"enforce": true},
+	}))
+	for i, table := range tables {
+		eventually(t, 2*time.Second, onPlan(table, "acme", freeParts), "the seed on replica "+strconv.Itoa(i))
+	}
+	require.NoError(t, writer.Assign(ctx, "acme", "pro"))
+	cheaper := Plan{"rps": {Limit: 2, Window: time.Second}, "day": {Limit: 50, Window: 24 * time.Hour}}
+	require.NoError(t, writer.SetPlan(ctx, "free", cheaper))
+	require.ErrorIs(t, writer.DeletePlan(ctx, "free"), ErrInvalidConfig)
+	require.ErrorIs(t, writer.Assign(ctx, "acme", "gold"), ErrInvalidConfig)
+	for i, table := range tables {
+		eventually(t, 2*time.Second, onPlan(table, "acme", proParts), "acme moved on replica "+strconv.Itoa(i))
+		eventually(t, 2*time.Second, onPlan(table, "globex", cheaper), "free changed on replica "+strconv.Itoa(i))
+	}
+
+	// A value Set refuses, written by hand with a version of its own: every
+	// replica skips it, keeps what it held, and reports it.
+	require.NoError(t, raw.HSet(ctx, writer.Key(), "plan:pro", `"rps"2/1`, "v", tables[0].Version()+1).Err())
+	for i, e := range errs {
+		eventually(t, 2*time.Second, func() bool { return e.has(ErrCorruptState) }, "the skipped value reported on replica "+strconv.Itoa(i))
+		assert.True(t, onPlan(tables[i], "acme", proParts)(), "acme keeps pro on replica %d", i)
+	}
+
+	require.NoError(t, raw.FlushAll(ctx).Err())
+	snapshot := tables[1].Entries()
+	seeded, err := tables[1].Seed(ctx, snapshot)
+	require.NoError(t, err)
+	require.True(t, seeded)
+	require.NoError(t, writer.Load(ctx))
+	assert.Equal(t, snapshot, writer.Entries())
+	require.NoError(t, writer.Assign(ctx, "globex", "pro"))
+	for i, table := range tables {
+		eventually(t, 2*time.Second, onPlan(table, "globex", proParts), "a move after the re-seed on replica "+strconv.Itoa(i))
+	}
 }

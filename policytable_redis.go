@@ -3,11 +3,9 @@ package ratelimit
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -40,13 +38,29 @@ end
 // left as it was. It is of class ErrBackend.
 var ErrTableMissing error = &classed{"ratelimit: policy table missing from Redis", ErrBackend}
 
+// policyTableReadLua is the source of the script with which a replica
+// reads what changed in the table since its version.
+//
+//go:embed scripts/policytable_read.lua
+var policyTableReadLua string
+
+// policyTableReadScript is policyTableReadLua, sent by its SHA1.
+var policyTableReadScript = redis.NewScript(policyTableReadLua)
+
 // Load reads the whole table from Redis (one HGETALL) and makes it the
 // replica's copy, so that a replica can be ready before it serves. It
 // returns an error wrapping ErrTableMissing if the table does not exist,
-// leaving the copy as it was, and one wrapping ErrBackend if Redis fails.
-// Entries that are not the table's own (written by hand, say) are left
-// out, and the copy is installed without them, with an error wrapping
-// ErrCorruptState that names them.
+// leaving the copy as it was, one wrapping ErrCorruptState for a key that
+// is not a table's (no valid version), and one wrapping ErrBackend if
+// Redis fails.
+//
+// Every field is checked as a write checks it (see Set, SetPlan and
+// PolicyTableConfig.Check): a field that is not the table's own, a name
+// or value too long, or a policy a write would refuse is skipped, its
+// key, plan or flag keeping what the copy held (nothing, if it held
+// nothing), and the rest is installed, with an error wrapping
+// ErrCorruptState that counts and names them. Run reads changes the same
+// way.
 func (t *PolicyTable) Load(ctx context.Context) error {
 	if t == nil {
 		return notBuilt("PolicyTable")
@@ -68,149 +82,228 @@ func (t *PolicyTable) load(ctx context.Context) error {
 	if len(m) == 0 {
 		return fmt.Errorf("ratelimit: PolicyTable %q: %w (key %q)", t.name, ErrTableMissing, t.key)
 	}
-	snap := &tableSnapshot{policies: make(map[string]Policy, len(m)), flags: map[string]bool{}}
-	var bad []string
-	for field, value := range m {
-		if field == tableVersion {
-			snap.version, err = strconv.ParseInt(value, 10, 64)
-			if err != nil || snap.version <= 0 {
-				return fmt.Errorf("ratelimit: PolicyTable %q: %w: key %q: version %q", t.name, ErrCorruptState, t.key, value)
-			}
-			continue
-		}
-		if !decodeTableField(snap, field, value) {
-			bad = append(bad, field)
-		}
-	}
-	if snap.version == 0 {
-		return fmt.Errorf("ratelimit: PolicyTable %q: %w: key %q has no version", t.name, ErrCorruptState, t.key)
+	snap, bad, err := snapshotOf(m, t.cur.Load(), t.check)
+	if err != nil {
+		return fmt.Errorf("ratelimit: PolicyTable %q: key %q: %w", t.name, t.key, err)
 	}
 	t.install(snap)
-	if len(bad) > 0 {
-		if len(bad) > 5 {
-			bad = append(bad[:5], "...")
-		}
-		return fmt.Errorf("ratelimit: PolicyTable %q: %w: key %q: fields left out: %q", t.name, ErrCorruptState, t.key, bad)
-	}
-	return nil
+	return t.skippedErr(bad)
 }
 
-// refreshNow compares the copy's version with Redis's and reads the table
-// again if they differ.
-func (t *PolicyTable) refreshNow(ctx context.Context) error {
+// sync brings the replica's copy to the table's version in Redis with one
+// call of the read script, when the table's log holds every change since
+// the copy's version, and reports whether the table must be read whole
+// instead. It installs only what the HASH holds, checked as load checks
+// it.
+func (t *PolicyTable) sync(ctx context.Context) (reload bool, _ error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	v, err := t.client.HGet(ctx, t.key, tableVersion).Result()
-	if errors.Is(err, redis.Nil) {
-		// No version: no table, or a key that is not a table's.
-		n, err := t.client.Exists(ctx, t.key).Result()
-		if err != nil {
-			return t.redisErr("read", err)
-		}
-		if n > 0 {
-			return fmt.Errorf("ratelimit: PolicyTable %q: %w: key %q has no version", t.name, ErrCorruptState, t.key)
-		}
-		return fmt.Errorf("ratelimit: PolicyTable %q: %w (key %q)", t.name, ErrTableMissing, t.key)
-	}
-	if err != nil {
-		return t.redisErr("read", err)
-	}
-	if v == strconv.FormatInt(t.cur.Load().version, 10) {
-		return nil
-	}
-	return t.load(ctx)
-}
-
-// applyChange applies the change a notification carries (see
-// scripts/policytable.lua), or reads the table again when the copy is not
-// at the version the change was made on.
-func (t *PolicyTable) applyChange(ctx context.Context, payload string) error {
-	parts := strings.SplitN(payload, ":", 4)
-	var prev, version int64
-	var err1, err2 error
-	if len(parts) == 4 {
-		prev, err1 = strconv.ParseInt(parts[0], 10, 64)
-		version, err2 = strconv.ParseInt(parts[1], 10, 64)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(parts) != 4 || err1 != nil || err2 != nil {
-		return t.load(ctx)
-	}
 	cur := t.cur.Load()
-	switch {
-	case parts[2] == "*" || prev == 0:
-		// A table written whole, or anew after it went missing: its
-		// version may be below the copy's (another server's clock after
-		// a failover), so it is read whatever the versions say.
-		return t.load(ctx)
-	case version == cur.version:
-		return nil // already read
-	case version < cur.version && cur.version != 0:
-		return nil // older than the copy, which holds it
-	case prev == cur.version && parts[2] != "*":
-		if next, ok := cur.withChange(version, parts[3], parts[2]); ok {
-			t.install(next)
-			return nil
+	reply, err := t.readScript(ctx, strconv.FormatInt(cur.version, 10))
+	if err != nil {
+		if strings.Contains(err.Error(), "PTMISSING") {
+			return false, fmt.Errorf("ratelimit: PolicyTable %q: %w (key %q)", t.name, ErrTableMissing, t.key)
 		}
+		return false, t.redisErr("read", err)
 	}
-	return t.load(ctx)
+	r, err := parseTableReply(reply)
+	if err != nil {
+		return false, fmt.Errorf("ratelimit: PolicyTable %q: %w: %w", t.name, ErrBackend, err)
+	}
+	switch {
+	case r.reload:
+		return true, nil
+	case r.version == cur.version:
+		return false, nil
+	}
+	next, bad := cur.withChanges(r.version, r.changes, t.check)
+	t.install(next)
+	return false, t.skippedErr(bad)
 }
 
-// Set makes the table hold p for key, on every replica. It returns an error
-// wrapping ErrInvalidConfig, naming key, for a policy whose Limit or Window
-// is not > 0 or that no limiter of this package can decide by (under one
-// nanosecond a unit, or a fill time beyond the in-process clock); a policy
-// that only some limiters refuse (a Redis limiter's, under 1 µs a unit,
-// say) is written, and fails those limiters' calls for key with an error
-// wrapping ErrInvalidConfig, as any PolicyFunc's does. It returns one
-// wrapping ErrTableMissing if the table does not exist
-// (see Replace and Seed), and one wrapping ErrBackend if Redis fails. See
-// PolicyTable for when replicas see it.
+// readScript runs the read script for a copy at version, as EVALSHA_RO
+// (so that a user with read-only rights on the table may run it), or, on
+// a server that does not know EVALSHA_RO (before Redis 7), as EVALSHA.
+// The caller holds t.mu.
+func (t *PolicyTable) readScript(ctx context.Context, version string) ([]any, error) {
+	if !t.noReadOnly {
+		reply, err := policyTableReadScript.RunRO(ctx, t.client, []string{t.key}, version).Slice()
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "unknown command") {
+			return reply, err
+		}
+		t.noReadOnly = true
+	}
+	return policyTableReadScript.Run(ctx, t.client, []string{t.key}, version).Slice()
+}
+
+// tableReply is a reply of the read script.
+type tableReply struct {
+	reload  bool
+	version int64
+	changes []fieldValue
+}
+
+// parseTableReply reads a reply of the read script (see
+// scripts/policytable_read.lua), refusing one that is not such a reply.
+func parseTableReply(reply []any) (tableReply, error) {
+	var r tableReply
+	if len(reply) < 2 {
+		return r, fmt.Errorf("read script reply of %d elements", len(reply))
+	}
+	status, _ := reply[0].(string)
+	v, _ := reply[1].(string)
+	version, ok := parseTableNumber(v)
+	if !ok {
+		return r, fmt.Errorf("read script reply: version %q", clip(v))
+	}
+	r.version = version
+	switch status {
+	case "same", "reload":
+		if len(reply) != 2 {
+			return r, fmt.Errorf("read script reply: %q with %d elements", status, len(reply))
+		}
+		r.reload = status == "reload"
+		return r, nil
+	case "changes":
+	default:
+		return r, fmt.Errorf("read script reply: status %q", clip(status))
+	}
+	rest := reply[2:]
+	if len(rest) == 0 || len(rest)%2 != 0 || len(rest) > 2*tableLogSize {
+		return r, fmt.Errorf("read script reply: %d elements of changes", len(rest))
+	}
+	r.changes = make([]fieldValue, 0, len(rest)/2)
+	for i := 0; i < len(rest); i += 2 {
+		field, ok1 := rest[i].(string)
+		x, ok2 := rest[i+1].(string)
+		value, present := strings.CutPrefix(x, "=")
+		if !ok1 || !ok2 || (!present && x != "") {
+			return r, fmt.Errorf("read script reply: change %d is not a field and a value", i/2)
+		}
+		r.changes = append(r.changes, fieldValue{field: field, value: value, gone: !present})
+	}
+	return r, nil
+}
+
+// Set makes key have the policy p of its own, on every replica, in place
+// of any plan it followed: one write. It returns an error wrapping
+// ErrInvalidConfig, naming key, for a key longer than MaxPolicyTableName,
+// a policy whose Limit or Window is not > 0 or that no limiter of this
+// package can decide by (under one nanosecond a unit, or a fill time
+// beyond the in-process clock), or one the table's Check refuses (see
+// PolicyTableConfig); a policy that only some limiters refuse and Check
+// lets through (a Redis limiter's, under 1 µs a unit, say) is written, and
+// fails those limiters' calls for key with an error wrapping
+// ErrInvalidConfig, as any PolicyFunc's does. It returns one wrapping
+// ErrTableMissing if the table does not exist (see Replace and Seed), and
+// one wrapping ErrBackend if Redis fails. See PolicyTable for when
+// replicas see it.
 func (t *PolicyTable) Set(ctx context.Context, key string, p Policy) error {
 	if t == nil {
 		return notBuilt("PolicyTable")
 	}
-	if err := checkTablePolicy(t.name, key, p); err != nil {
+	if err := t.checkEntry(key, tableEntry{own: p}); err != nil {
 		return err
 	}
-	_, err := t.write(ctx, "set", tablePolicyField+key, encodeTablePolicy(p))
+	_, err := t.write(ctx, "set", tableEntryField+key, encodeTablePolicy(p))
 	return err
 }
 
-// Delete removes key's policy from the table, on every replica: the key is
-// then decided by the limiter's own policy. Deleting a key the table does
-// not hold changes nothing. Errors are as Set's.
+// Assign makes key follow the plan called plan, on every replica, in place
+// of its own policy or the plan it followed: one write, which is how a key
+// moves from one plan to another. It returns an error wrapping
+// ErrInvalidConfig for a key or plan name longer than MaxPolicyTableName,
+// an empty plan name, or a plan the table in Redis does not hold (see
+// SetPlan), and is otherwise as Set.
+func (t *PolicyTable) Assign(ctx context.Context, key, plan string) error {
+	if t == nil {
+		return notBuilt("PolicyTable")
+	}
+	if err := t.checkEntry(key, tableEntry{plan: plan}); err != nil {
+		return err
+	}
+	_, err := t.write(ctx, "set", tableEntryField+key, encodeTableEntry(tableEntry{plan: plan}))
+	return err
+}
+
+// Delete removes key's entry from the table, its own policy or its plan,
+// on every replica: the key is then decided by the limiter's own policy.
+// Deleting a key the table does not hold changes nothing. Errors are as
+// Set's.
 func (t *PolicyTable) Delete(ctx context.Context, key string) error {
 	if t == nil {
 		return notBuilt("PolicyTable")
 	}
-	_, err := t.write(ctx, "del", tablePolicyField+key)
+	if err := checkTableName("key", key); err != nil {
+		return fmt.Errorf("%w: PolicyTable %q: %w", ErrInvalidConfig, t.name, err)
+	}
+	_, err := t.write(ctx, "del", tableEntryField+key)
+	return err
+}
+
+// SetPlan makes the table hold plan under name, on every replica: one
+// write, which changes the policies of every key that follows the plan. It
+// returns an error wrapping ErrInvalidConfig, naming the plan, for an
+// empty name or one longer than MaxPolicyTableName, a plan of no part or
+// more than 16, a part's name a Plan cannot hold, or a policy Set would
+// refuse (Check is asked with the policy's part); other errors are as
+// Set's.
+func (t *PolicyTable) SetPlan(ctx context.Context, name string, plan Plan) error {
+	if t == nil {
+		return notBuilt("PolicyTable")
+	}
+	if err := t.checkPlan(name, plan); err != nil {
+		return err
+	}
+	_, err := t.write(ctx, "set", tablePlanField+name, encodeTablePlan(plan))
+	return err
+}
+
+// DeletePlan removes the plan name from the table, on every replica. It
+// returns an error wrapping ErrInvalidConfig while any key follows the
+// plan in Redis (move them with Assign first), and changes nothing for a
+// plan the table does not hold; other errors are as Set's.
+func (t *PolicyTable) DeletePlan(ctx context.Context, name string) error {
+	if t == nil {
+		return notBuilt("PolicyTable")
+	}
+	if err := checkTableName("plan", name); err != nil {
+		return fmt.Errorf("%w: PolicyTable %q: %w", ErrInvalidConfig, t.name, err)
+	}
+	_, err := t.write(ctx, "del", tablePlanField+name)
 	return err
 }
 
 // SetFlag sets the table's flag name, on every replica, and so the Shadows
-// that follow it (see FollowShadow). Errors are as Set's.
+// that follow it (see FollowShadow). It returns an error wrapping
+// ErrInvalidConfig for a name longer than MaxPolicyTableName; other errors
+// are as Set's.
 func (t *PolicyTable) SetFlag(ctx context.Context, name string, on bool) error {
 	if t == nil {
 		return notBuilt("PolicyTable")
+	}
+	if err := checkTableName("flag", name); err != nil {
+		return fmt.Errorf("%w: PolicyTable %q: %w", ErrInvalidConfig, t.name, err)
 	}
 	_, err := t.write(ctx, "set", tableFlagField+name, encodeTableFlag(on))
 	return err
 }
 
-// Replace makes the table hold exactly policies and flags, creating it if
-// it does not exist: the way to seed a table, or re-seed it from the
-// application's source of truth. It is one script call, which blocks the
-// server while it writes (a few hundred milliseconds per 100,000 entries),
-// and every replica then reads the whole table once. It returns an error wrapping
-// ErrInvalidConfig, naming the key, for a policy Set would refuse (and
-// writes nothing), and one wrapping ErrBackend if Redis fails.
+// Replace makes the table hold exactly entries, creating it if it does
+// not exist: the way to seed a table, or re-seed it from the
+// application's source of truth (or from a replica's Entries). It is one
+// script call, which blocks the server while it writes (a few hundred
+// milliseconds per 100,000 entries), and every replica then reads the
+// whole table once (within MinReload). It returns an error wrapping
+// ErrInvalidConfig, naming what is wrong, for anything Set, Assign,
+// SetPlan or SetFlag would refuse, a key in both Keys and Policies, or a
+// key whose plan Plans does not hold, and writes nothing; and one wrapping
+// ErrBackend if Redis fails.
 //
 // See the PolicyTable example for a replica that seeds the table, and
 // re-seeds it after a FLUSHALL.
-func (t *PolicyTable) Replace(ctx context.Context, policies map[string]Policy, flags map[string]bool) error {
-	_, err := t.replace(ctx, "replace", policies, flags)
+func (t *PolicyTable) Replace(ctx context.Context, entries PolicyTableEntries) error {
+	_, err := t.replace(ctx, "replace", entries)
 	return err
 }
 
@@ -219,26 +312,76 @@ func (t *PolicyTable) Replace(ctx context.Context, policies map[string]Policy, f
 // reports ErrTableMissing: the first call writes, and the others change
 // nothing, so a replica whose source is older cannot undo a change made
 // since.
-func (t *PolicyTable) Seed(ctx context.Context, policies map[string]Policy, flags map[string]bool) (bool, error) {
-	return t.replace(ctx, "seed", policies, flags)
+func (t *PolicyTable) Seed(ctx context.Context, entries PolicyTableEntries) (bool, error) {
+	return t.replace(ctx, "seed", entries)
 }
 
 // replace is Replace and Seed, by the script's operation op.
-func (t *PolicyTable) replace(ctx context.Context, op string, policies map[string]Policy, flags map[string]bool) (bool, error) {
+func (t *PolicyTable) replace(ctx context.Context, op string, e PolicyTableEntries) (bool, error) {
 	if t == nil {
 		return false, notBuilt("PolicyTable")
 	}
-	pairs := make([]string, 0, 2*(len(policies)+len(flags)))
-	for key, p := range policies {
-		if err := checkTablePolicy(t.name, key, p); err != nil {
+	n := len(e.Plans) + len(e.Keys) + len(e.Policies) + len(e.Flags)
+	pairs := make([]string, 0, 2*n)
+	for name, plan := range e.Plans {
+		if err := t.checkPlan(name, plan); err != nil {
 			return false, err
 		}
-		pairs = append(pairs, tablePolicyField+key, encodeTablePolicy(p))
+		pairs = append(pairs, tablePlanField+name, encodeTablePlan(plan))
 	}
-	for name, on := range flags {
+	for key, plan := range e.Keys {
+		if _, both := e.Policies[key]; both {
+			return false, fmt.Errorf("%w: PolicyTable %q: key %q is in both Keys and Policies", ErrInvalidConfig, t.name, clip(key))
+		}
+		if err := t.checkEntry(key, tableEntry{plan: plan}); err != nil {
+			return false, err
+		}
+		if _, ok := e.Plans[plan]; !ok {
+			return false, fmt.Errorf("%w: PolicyTable %q: key %q follows plan %q, which Plans does not hold", ErrInvalidConfig, t.name, clip(key), clip(plan))
+		}
+		pairs = append(pairs, tableEntryField+key, encodeTableEntry(tableEntry{plan: plan}))
+	}
+	for key, p := range e.Policies {
+		if err := t.checkEntry(key, tableEntry{own: p}); err != nil {
+			return false, err
+		}
+		pairs = append(pairs, tableEntryField+key, encodeTablePolicy(p))
+	}
+	for name, on := range e.Flags {
+		if err := checkTableName("flag", name); err != nil {
+			return false, fmt.Errorf("%w: PolicyTable %q: %w", ErrInvalidConfig, t.name, err)
+		}
 		pairs = append(pairs, tableFlagField+name, encodeTableFlag(on))
 	}
 	return t.write(ctx, op, pairs...)
+}
+
+// checkEntry returns an error wrapping ErrInvalidConfig, naming key, for
+// an entry the table must not hold for it.
+func (t *PolicyTable) checkEntry(key string, e tableEntry) error {
+	err := checkTableName("key", key)
+	if err == nil && e.plan != "" {
+		err = checkTableName("plan", e.plan)
+	} else if err == nil {
+		err = checkTablePolicyFor(t.check, "", e.own)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: PolicyTable %q: key %q: %w", ErrInvalidConfig, t.name, clip(key), err)
+	}
+	return nil
+}
+
+// checkPlan returns an error wrapping ErrInvalidConfig, naming the plan,
+// for a plan the table must not hold.
+func (t *PolicyTable) checkPlan(name string, plan Plan) error {
+	err := checkTableName("plan", name)
+	if err == nil {
+		err = checkTablePlan(t.check, plan)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: PolicyTable %q: plan %q: %w", ErrInvalidConfig, t.name, clip(name), err)
+	}
+	return nil
 }
 
 // write runs the table's script with op and its arguments, and reports
@@ -262,8 +405,15 @@ func (t *PolicyTable) write(ctx context.Context, op string, args ...string) (boo
 	}
 	reply, err := script.Run(ctx, t.client, []string{t.key}, argv...).Slice()
 	if err != nil {
-		if strings.Contains(err.Error(), "PTMISSING") {
+		switch msg := err.Error(); {
+		case strings.Contains(msg, "PTMISSING"):
 			return false, fmt.Errorf("ratelimit: PolicyTable %q: %w (key %q): seed it with Replace or Seed", t.name, ErrTableMissing, t.key)
+		case strings.Contains(msg, "PTNOPLAN"):
+			return false, fmt.Errorf("%w: PolicyTable %q: key %q: the table does not hold plan %q (see SetPlan)",
+				ErrInvalidConfig, t.name, clip(strings.TrimPrefix(args[0], tableEntryField)), clip(strings.TrimPrefix(args[1], tablePlanRef)))
+		case strings.Contains(msg, "PTINUSE"):
+			return false, fmt.Errorf("%w: PolicyTable %q: plan %q: keys follow it (move them with Assign first)",
+				ErrInvalidConfig, t.name, clip(strings.TrimPrefix(args[0], tablePlanField)))
 		}
 		return false, t.redisErr("write", err)
 	}
@@ -281,118 +431,4 @@ func (t *PolicyTable) redisErr(what string, err error) error {
 		return fmt.Errorf("ratelimit: PolicyTable %q: %w: key %q: %w", t.name, ErrCorruptState, t.key, err)
 	}
 	return fmt.Errorf("ratelimit: PolicyTable %q: %s: %w: %w", t.name, what, ErrBackend, err)
-}
-
-// Run keeps the replica's copy of the table up to date until ctx ends, and
-// returns ctx's error then; call it on a goroutine of its own, once per
-// table (a second Run at the same time returns an error wrapping
-// ErrInvalidConfig at once).
-//
-// It subscribes to the table's channel, then reads the table (so that no
-// change falls between the two), and applies each change it is notified of:
-// a Set, Delete or SetFlag on the copy alone (copying the map it changes:
-// tens of milliseconds and 5 MB per 100,000 policies), a Replace or Seed
-// by reading the whole table. Every Refresh it compares versions, reads the table
-// again if they differ, and pings its subscription; a subscription that
-// answered nothing within Refresh is dropped. After a lost connection (a
-// restart, a failover), it subscribes again, retrying at most every second,
-// and reads the table again if its version changed. It keeps the last copy
-// it read meanwhile, and when the table is missing (see PolicyTable).
-// Errors go to OnError; Run goes on.
-func (t *PolicyTable) Run(ctx context.Context) error {
-	if t == nil {
-		return notBuilt("PolicyTable")
-	}
-	if ctx == nil {
-		return fmt.Errorf("ratelimit: PolicyTable: %w", errNilContext)
-	}
-	if !t.running.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: PolicyTable %q: Run is already running", ErrInvalidConfig, t.name)
-	}
-	defer t.running.Store(false)
-	backoff := t.firstBackoff()
-	for {
-		subscribed, err := t.follow(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if subscribed {
-			backoff = t.firstBackoff()
-		}
-		t.report(err)
-		timer := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		case <-timer.C:
-		}
-		backoff = min(2*backoff, time.Second, t.refresh)
-	}
-}
-
-// firstBackoff is the wait before Run subscribes again after its first
-// failure; it doubles with each failure after, up to a second (or Refresh).
-func (t *PolicyTable) firstBackoff() time.Duration { return min(50*time.Millisecond, t.refresh) }
-
-// follow is one subscription of Run: it returns when the subscription
-// fails, with its error, and whether it was ever confirmed.
-func (t *PolicyTable) follow(ctx context.Context) (subscribed bool, _ error) {
-	ps := t.client.Subscribe(ctx, t.key)
-	defer func() { _ = ps.Close() }()
-	// A read blocked on the connection ends when ps is closed.
-	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
-	defer stop()
-
-	next := time.Now().Add(t.refresh)
-	pinged := false // a ping is unanswered, and nothing came since
-	for {
-		wait := time.Until(next)
-		if wait <= 0 {
-			if pinged {
-				return subscribed, fmt.Errorf("ratelimit: PolicyTable %q: %w: the subscription answered nothing within %v", t.name, ErrBackend, t.refresh)
-			}
-			t.report(t.bounded(ctx, t.refreshNow))
-			if err := ps.Ping(ctx); err != nil {
-				return subscribed, t.redisErr("ping", err)
-			}
-			pinged = true
-			next = time.Now().Add(t.refresh)
-			continue
-		}
-		msg, err := ps.ReceiveTimeout(ctx, wait)
-		if ctx.Err() != nil {
-			return subscribed, ctx.Err()
-		}
-		if err != nil {
-			var netErr interface{ Timeout() bool }
-			if errors.As(err, &netErr) && netErr.Timeout() {
-				continue
-			}
-			return subscribed, t.redisErr("subscription", err)
-		}
-		pinged = false
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			// (Re)subscribed: changes may have been missed before.
-			subscribed = true
-			t.report(t.bounded(ctx, t.refreshNow))
-		case *redis.Message:
-			t.report(t.bounded(ctx, func(ctx context.Context) error { return t.applyChange(ctx, m.Payload) }))
-		}
-	}
-}
-
-// bounded calls f with ctx bounded by Refresh.
-func (t *PolicyTable) bounded(ctx context.Context, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, t.refresh)
-	defer cancel()
-	return f(ctx)
-}
-
-// report passes a non-nil err to OnError.
-func (t *PolicyTable) report(err error) {
-	if err != nil && t.onError != nil {
-		t.onError(err)
-	}
 }

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,11 +38,13 @@ func (e *tableErrors) has(target error) bool {
 	return false
 }
 
-// runTable builds a PolicyTable on client and runs it until the test ends.
+// runTable builds a PolicyTable on client and runs it until the test ends,
+// reading the whole table at most once per refresh (MinReload), at most
+// once a second.
 func runTable(t *testing.T, client redis.UniversalClient, refresh time.Duration) (*PolicyTable, *tableErrors) {
 	t.Helper()
 	errs := &tableErrors{}
-	table, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans", Refresh: refresh, OnError: errs.add})
+	table, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans", Refresh: refresh, MinReload: min(refresh, time.Second), OnError: errs.add})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -90,7 +93,7 @@ func TestPolicyTableChangesReachEveryRunningReplica(t *testing.T) {
 	}
 	ctx := context.Background()
 	writer := replicas[0]
-	require.NoError(t, writer.Replace(ctx, map[string]Policy{"acme": planFree}, map[string]bool{"enforce": false}))
+	require.NoError(t, writer.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}, Flags: map[string]bool{"enforce": false}}))
 	for _, r := range replicas {
 		eventually(t, time.Second, holds(r, "acme", planFree), "the seed")
 	}
@@ -112,7 +115,7 @@ func TestPolicyTableGivesALimiterEachKeysPolicy(t *testing.T) {
 	table, err := NewPolicyTable(client, PolicyTableConfig{})
 	require.NoError(t, err)
 	ctx := context.Background()
-	require.NoError(t, table.Replace(ctx, map[string]Policy{"pro": {Limit: 3, Window: time.Hour}}, nil))
+	require.NoError(t, table.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"pro": {Limit: 3, Window: time.Hour}}}))
 	require.NoError(t, table.Load(ctx))
 	l, err := NewTokenBucket(1, 1, WithPolicyFunc(table.PolicyFunc()))
 	require.NoError(t, err)
@@ -141,12 +144,12 @@ func TestPolicyTableRefusesBadPoliciesNamingTheKey(t *testing.T) {
 	m, client, ctx := miniredisAt(t)
 	table, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans"})
 	require.NoError(t, err)
-	require.NoError(t, table.Replace(ctx, map[string]Policy{"a": planFree}, nil))
+	require.NoError(t, table.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"a": planFree}}))
 	for _, p := range []Policy{{}, {Limit: 0, Window: time.Second}, {Limit: 1}, {Limit: -1, Window: time.Second}, {Limit: 1, Window: -time.Second}} {
 		err := table.Set(ctx, "acme", p)
 		require.ErrorIs(t, err, ErrInvalidConfig)
 		assert.ErrorContains(t, err, `"acme"`)
-		err = table.Replace(ctx, map[string]Policy{"a": planPro, "acme": p}, nil)
+		err = table.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"a": planPro, "acme": p}})
 		require.ErrorIs(t, err, ErrInvalidConfig)
 		assert.ErrorContains(t, err, `"acme"`)
 	}
@@ -164,6 +167,9 @@ func TestNewPolicyTableRefusesBadConfig(t *testing.T) {
 		"typed nil client": {(*redis.Client)(nil), PolicyTableConfig{}},
 		"brace":            {client, PolicyTableConfig{Name: "{a}"}},
 		"negative refresh": {client, PolicyTableConfig{Refresh: -time.Second}},
+		"negative MinSync": {client, PolicyTableConfig{MinSync: -time.Second}},
+		"negative reload":  {client, PolicyTableConfig{MinReload: -time.Second}},
+		"long name":        {client, PolicyTableConfig{Name: strings.Repeat("n", MaxPolicyTableName+1)}},
 	} {
 		_, err := NewPolicyTable(c.client, c.cfg)
 		assert.ErrorIs(t, err, ErrInvalidConfig, name)
@@ -181,17 +187,17 @@ func TestPolicyTableWritesNeedASeededTable(t *testing.T) {
 	assert.False(t, m.Exists(table.Key()), "no partial table")
 	assert.ErrorIs(t, ErrTableMissing, ErrBackend)
 
-	seeded, err := table.Seed(ctx, map[string]Policy{"a": planFree}, nil)
+	seeded, err := table.Seed(ctx, PolicyTableEntries{Policies: map[string]Policy{"a": planFree}})
 	require.NoError(t, err)
 	assert.True(t, seeded)
-	seeded, err = table.Seed(ctx, map[string]Policy{"a": planPro}, nil)
+	seeded, err = table.Seed(ctx, PolicyTableEntries{Policies: map[string]Policy{"a": planPro}})
 	require.NoError(t, err)
 	assert.False(t, seeded, "a seeded table is left as it is")
 	require.NoError(t, table.Load(ctx))
 	assert.True(t, holds(table, "a", planFree)())
 
 	// An empty table exists: writes succeed on it.
-	require.NoError(t, table.Replace(ctx, nil, nil))
+	require.NoError(t, table.Replace(ctx, PolicyTableEntries{}))
 	require.NoError(t, table.Set(ctx, "b", planPro))
 	require.NoError(t, table.Load(ctx))
 	assert.True(t, holds(table, "a", Policy{})())
@@ -201,7 +207,7 @@ func TestPolicyTableWritesNeedASeededTable(t *testing.T) {
 func TestPolicyTableRefreshCatchesUpWithLostNotifications(t *testing.T) {
 	m, client, ctx := miniredisAt(t)
 	table, _ := runTable(t, client, 20*time.Millisecond)
-	require.NoError(t, table.Replace(ctx, map[string]Policy{"a": planFree}, nil))
+	require.NoError(t, table.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"a": planFree}}))
 	eventually(t, time.Second, holds(table, "a", planFree), "the seed")
 	// A change made without its notification, as if it were lost.
 	m.HSet(table.Key(), "p:a", "100/60000000000", "v", "999999999999999999")
@@ -212,7 +218,7 @@ func TestPolicyTableRefreshCatchesUpWithLostNotifications(t *testing.T) {
 func TestPolicyTableKeepsItsCopyAfterFlushallUntilReseeded(t *testing.T) {
 	m, client, ctx := miniredisAt(t)
 	table, errs := runTable(t, client, 20*time.Millisecond)
-	require.NoError(t, table.Replace(ctx, map[string]Policy{"a": planFree}, nil))
+	require.NoError(t, table.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"a": planFree}}))
 	eventually(t, time.Second, holds(table, "a", planFree), "the seed")
 
 	m.FlushAll()
@@ -220,7 +226,7 @@ func TestPolicyTableKeepsItsCopyAfterFlushallUntilReseeded(t *testing.T) {
 	assert.True(t, holds(table, "a", planFree)(), "the last copy is kept")
 	require.ErrorIs(t, table.Set(ctx, "a", planPro), ErrTableMissing)
 
-	seeded, err := table.Seed(ctx, map[string]Policy{"a": planPro, "b": planFree}, nil)
+	seeded, err := table.Seed(ctx, PolicyTableEntries{Policies: map[string]Policy{"a": planPro, "b": planFree}})
 	require.NoError(t, err)
 	require.True(t, seeded)
 	eventually(t, time.Second, holds(table, "b", planFree), "the re-seeded table")
@@ -233,7 +239,7 @@ func TestPolicyTableReseedsFromOnError(t *testing.T) {
 	var table *PolicyTable
 	table, err := NewPolicyTable(client, PolicyTableConfig{Refresh: 20 * time.Millisecond, OnError: func(err error) {
 		if errors.Is(err, ErrTableMissing) {
-			_, _ = table.Seed(ctx, source, nil)
+			_, _ = table.Seed(ctx, PolicyTableEntries{Policies: source})
 		}
 	}})
 	require.NoError(t, err)
@@ -261,7 +267,7 @@ func TestPolicyTableFlagDrivesFollowingShadows(t *testing.T) {
 	assert.False(t, s1.Enforcing(), "a flag the table does not hold leaves the mode")
 	assert.True(t, s2.Enforcing())
 
-	require.NoError(t, table.Replace(ctx, nil, map[string]bool{"enforce": true}))
+	require.NoError(t, table.Replace(ctx, PolicyTableEntries{Flags: map[string]bool{"enforce": true}}))
 	eventually(t, time.Second, func() bool { return s1.Enforcing() && s2.Enforcing() }, "enforcing")
 	require.NoError(t, table.SetFlag(ctx, "enforce", false))
 	eventually(t, time.Second, func() bool { return !s1.Enforcing() && !s2.Enforcing() }, "shadowing")
@@ -277,7 +283,7 @@ func TestPolicyTableLeavesOutEntriesThatAreNotItsOwn(t *testing.T) {
 	m, client, ctx := miniredisAt(t)
 	table, err := NewPolicyTable(client, PolicyTableConfig{})
 	require.NoError(t, err)
-	require.NoError(t, table.Replace(ctx, map[string]Policy{"a": planFree}, nil))
+	require.NoError(t, table.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"a": planFree}}))
 	m.HSet(table.Key(), "p:b", "ten per minute", "f:x", "yes", "junk", "1")
 	err = table.Load(ctx)
 	require.ErrorIs(t, err, ErrCorruptState)
@@ -321,11 +327,11 @@ func TestPolicyTableFollowsAReseedWithALowerVersion(t *testing.T) {
 	m, client, ctx := miniredisAt(t)
 	m.SetTime(time.Now())
 	table, _ := runTable(t, client, time.Hour)
-	require.NoError(t, table.Replace(ctx, map[string]Policy{"a": planFree}, nil))
+	require.NoError(t, table.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"a": planFree}}))
 	eventually(t, 2*time.Second, holds(table, "a", planFree), "the seed")
 	m.FlushAll()
 	m.SetTime(time.Now().Add(-time.Minute))
-	seeded, err := table.Seed(ctx, map[string]Policy{"a": planPro}, nil)
+	seeded, err := table.Seed(ctx, PolicyTableEntries{Policies: map[string]Policy{"a": planPro}})
 	require.NoError(t, err)
 	require.True(t, seeded)
 	eventually(t, 2*time.Second, holds(table, "a", planPro), "the re-seeded table")
@@ -339,11 +345,11 @@ func TestPolicyTableRefusesAPolicyNoLimiterCanRun(t *testing.T) {
 	_, client, ctx := miniredisAt(t)
 	table, err := NewPolicyTable(client, PolicyTableConfig{})
 	require.NoError(t, err)
-	require.NoError(t, table.Replace(ctx, map[string]Policy{"a": planFree}, nil))
+	require.NoError(t, table.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"a": planFree}}))
 	err = table.Set(ctx, "fast", Policy{Limit: 2_000_000_000, Window: time.Second})
 	require.ErrorIs(t, err, ErrInvalidConfig, "half a nanosecond a unit")
 	assert.Contains(t, err.Error(), `"fast"`)
-	err = table.Replace(ctx, map[string]Policy{"huge": {Limit: 1 << 53, Window: time.Hour}}, nil)
+	err = table.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"huge": {Limit: 1 << 53, Window: time.Hour}}})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	// In process only: a Redis limiter refuses it on its calls for the key.
 	require.NoError(t, table.Set(ctx, "quick", Policy{Limit: 10_000_000, Window: time.Second}))
@@ -358,8 +364,9 @@ func TestPolicyTableRefreshCallsAKeyWithoutAVersionCorrupt(t *testing.T) {
 	table, err := NewPolicyTable(client, PolicyTableConfig{})
 	require.NoError(t, err)
 	m.HSet(table.Key(), "p:a", "10/60000000000")
-	err = table.refreshNow(ctx)
+	_, err = table.sync(ctx)
 	require.ErrorIs(t, err, ErrCorruptState)
 	m.Del(table.Key())
-	require.ErrorIs(t, table.refreshNow(ctx), ErrTableMissing)
+	_, err = table.sync(ctx)
+	require.ErrorIs(t, err, ErrTableMissing)
 }

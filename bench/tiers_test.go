@@ -220,7 +220,7 @@ func hotTable(b *testing.B, a hotAlgo) hotBlock {
 	for name, p := range plans {
 		entries["hot:"+name] = p
 	}
-	if err := table.Replace(ctx, entries, nil); err != nil {
+	if err := table.Replace(ctx, ratelimit.PolicyTableEntries{Policies: entries}); err != nil {
 		b.Fatal(err)
 	}
 	if err := table.Load(ctx); err != nil {

@@ -116,7 +116,7 @@ func seedPlans(ctx context.Context, table *ratelimit.PolicyTable) error {
 	if !ok {
 		byPlan = defaultPlans()
 	}
-	_, err := table.Seed(ctx, planPolicies(byPlan), nil)
+	_, err := table.Seed(ctx, ratelimit.PolicyTableEntries{Policies: planPolicies(byPlan)})
 	return err
 }
 
