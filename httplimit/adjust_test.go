@@ -102,7 +102,7 @@ func TestRefundOnServerErrors(t *testing.T) {
 					assert.Equal(t, "Refund", c.method)
 					assert.Equal(t, "alice", c.key)
 					assert.Equal(t, 1, c.taken)
-					assert.Equal(t, 1, c.opts, "TakenAt")
+					assert.Equal(t, 2, c.opts, "TakenAt and the request's token")
 				}
 			}
 		})
@@ -378,7 +378,7 @@ func TestSetCostSettlesMore(t *testing.T) {
 
 			if calls, ok := fakeCalls(l); ok {
 				require.Len(t, calls, 1)
-				assert.Equal(t, adjustCall{method: "Settle", key: "alice", taken: 1, cost: 14, opts: 1, deadline: true, timeout: calls[0].timeout}, calls[0])
+				assert.Equal(t, adjustCall{method: "Settle", key: "alice", taken: 1, cost: 14, opts: 2, deadline: true, timeout: calls[0].timeout}, calls[0])
 			}
 		})
 	}
@@ -542,8 +542,8 @@ func TestSetCostReachesNestedMiddlewares(t *testing.T) {
 	h := outer.Handler(inner.Handler(next))
 	get(h, "k", "/?cost=6")
 	assert.True(t, next.recorded.Load())
-	assert.Equal(t, []adjustCall{{method: "Settle", key: "k", taken: 1, cost: 6, opts: 1, deadline: true}}, withoutTimeouts(outerLimiter.calls()))
-	assert.Equal(t, []adjustCall{{method: "Settle", key: "k", taken: 2, cost: 6, opts: 1, deadline: true}}, withoutTimeouts(innerLimiter.calls()))
+	assert.Equal(t, []adjustCall{{method: "Settle", key: "k", taken: 1, cost: 6, opts: 2, deadline: true}}, withoutTimeouts(outerLimiter.calls()))
+	assert.Equal(t, []adjustCall{{method: "Settle", key: "k", taken: 2, cost: 6, opts: 2, deadline: true}}, withoutTimeouts(innerLimiter.calls()))
 }
 
 // withoutTimeouts returns calls with their timeouts zeroed, to compare.

@@ -107,16 +107,19 @@
 //     the units taken at that cost, giving the difference back or taking
 //     the rest, into debt if need be (at most one limit by default, see
 //     ratelimit.WithMaxDebt), so that later requests wait it out.
-//   - WithAdjustToken passes each request's idempotency token (such as its
-//     Idempotency-Key header, TokenFromHeader) with the adjustment, so that
-//     on Redis a retried request is adjusted once (ratelimit.WithToken).
 //   - WithDecisionContext puts each passed-on request's Decision in its
 //     context for the handler (DecisionOf): its Source says whether the
 //     backend or a Guard's fallback answered, so a handler that adjusts
 //     by itself never settles a fallback's decision at the backend.
 //
-// A refund wins over a reported cost. The adjustment is made before
-// ServeHTTP returns, under the request's context without its cancellation
+// A refund wins over a reported cost. Every request that ran is adjusted
+// for itself, once: the adjustment carries a token the Middleware makes
+// for that request alone (ratelimit.WithToken), never one a client sends,
+// so no header (an Idempotency-Key, say) can merge the adjustments of two
+// requests that each ran, and an adjustment that fails with
+// ratelimit.ErrBackend is tried once more with its token, which on Redis
+// applies it once whether or not the first try had. The adjustment is
+// made before ServeHTTP returns, under the request's context without its cancellation
 // and bounded by DefaultAdjustTimeout (WithAdjustTimeout), with
 // ratelimit.TakenAt the time read just after the request was decided (on
 // the clock of WithClock, for an in-process limiter on a clock of its own);
@@ -219,7 +222,8 @@
 // start no goroutines (under WithLeases, a lease's extension runs in the
 // goroutine that time.AfterFunc starts when its timer fires); their only
 // mutable state is a cache of the fields formatted for the last four
-// lists of policies seen. Without WithRefund, WithSettle and WithLeases,
+// lists of policies seen and, under WithRefund or WithSettle, the counter
+// of the adjustments' tokens. Without WithRefund, WithSettle and WithLeases,
 // the handler gets the request and http.ResponseWriter it was given;
 // WithRefund wraps the writer to learn the status (the wrapper has an
 // Unwrap method for http.ResponseController), WithSettle gives the

@@ -36,7 +36,7 @@ type adjustCall struct {
 	method      string // "Refund" or "Settle"
 	key         string
 	taken, cost int
-	opts        int  // how many AdjustOptions
+	opts        int  // how many AdjustOptions: TakenAt and WithToken
 	deadline    bool // the context had a deadline
 	ctxErr      error
 	timeout     time.Duration // the deadline, less the time of the call

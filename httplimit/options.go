@@ -43,7 +43,6 @@ type settings struct {
 	denied        DeniedHandler
 	refund        func(*http.Request, int) bool
 	settle        bool
-	adjustToken   func(*http.Request) string
 	decisionCtx   bool
 	adjustWait    time.Duration
 	clock         ratelimit.Clock
@@ -286,45 +285,28 @@ func WithRefund(refund func(r *http.Request, status int) bool) Option {
 // the units must be adjusted anyway), bounded by DefaultAdjustTimeout or
 // WithAdjustTimeout, and with ratelimit.TakenAt the time read just after
 // the request was decided (from the system clock, or WithClock's), so a
-// fixed window adjusts only the window that counted it. Its error goes to the WithOnError hook, wrapping
-// ErrAdjustment and the limiter's error. Requests that were denied, that
-// failed open on a limiter error, or that were skipped (WithSkip) took
-// nothing and are never adjusted.
+// fixed window adjusts only the window that counted it.
+//
+// Each request that ran is adjusted for itself, once. The call carries a
+// token the Middleware makes for that request (ratelimit.WithToken): a
+// random prefix drawn by NewMiddleware and the request's number, about 30
+// bytes, never anything the client sends, so that no header (an
+// Idempotency-Key, say) can make two requests that each ran share one
+// adjustment, and a client is charged the true cost of every request its
+// handler served. A call that fails with ratelimit.ErrBackend (the server
+// may have applied it and lost the reply) is made once more with the same
+// token while the timeout allows: on Redis the token makes that second
+// call change nothing when the first applied. A Redis limiter keeps each
+// token for ratelimit.SettleTokenTTL, about 100 bytes each: 1,000
+// adjustments a second hold about 30 MB. An error that remains goes to the
+// WithOnError hook, wrapping ErrAdjustment and the limiter's error.
+// Requests that were denied, that failed open on a limiter error, or that
+// were skipped (WithSkip) took nothing and are never adjusted.
 func WithSettle() Option {
 	return func(s *settings) error {
 		s.settle = true
 		return nil
 	}
-}
-
-// WithAdjustToken gives the Refund or Settle made after a request (see
-// WithRefund and WithSettle) the request's idempotency token, token(r),
-// through ratelimit.WithToken, so that on Redis a request retried with the
-// same token is adjusted once: the adjustment of a later one with that
-// token for the same key changes nothing (its own Allow still counted).
-// TokenFromHeader reads the token from a request header such as
-// Idempotency-Key. An empty token means none. A token longer than the 128
-// bytes ratelimit.WithToken takes is not passed: the request is adjusted
-// without it (so a client cannot escape its settle by its choice of
-// token), and an error wrapping ErrAdjustment that says so goes to the
-// WithOnError hook. It needs WithRefund or WithSettle, and a nil token is
-// an error.
-func WithAdjustToken(token func(r *http.Request) string) Option {
-	return func(s *settings) error {
-		if token == nil {
-			return fmt.Errorf("%w: httplimit: WithAdjustToken: nil func", ratelimit.ErrInvalidConfig)
-		}
-		s.adjustToken = token
-		return nil
-	}
-}
-
-// TokenFromHeader returns a function for WithAdjustToken that reads the
-// request header name, such as "Idempotency-Key": its first value, or ""
-// without one.
-func TokenFromHeader(name string) func(r *http.Request) string {
-	name = http.CanonicalHeaderKey(name)
-	return func(r *http.Request) string { return r.Header.Get(name) }
 }
 
 // WithAdjustTimeout bounds the Refund or Settle call made after a handler
