@@ -213,8 +213,11 @@
 // policy in the Guard. A cost greater than the limit
 // (ratelimit.ErrCostExceedsLimit) is not a failure: it can never succeed,
 // and is answered 413 Content Too Large. An error from the KeyFunc or
-// CostFunc is answered 500 Internal Server Error unless
-// WithKeyErrorHandler says otherwise.
+// CostFunc, which leaves the limiter unasked, is answered by its class
+// unless WithKeyErrorHandler says otherwise: 400 Bad Request for the
+// client's mistake (ErrInvalidRequest, such as KeyByHeader's request
+// without its header, or ratelimit.ErrInvalidCost, such as a negative
+// cost), 500 Internal Server Error for any other (the server's).
 //
 // # Concurrency
 //

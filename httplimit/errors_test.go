@@ -89,20 +89,20 @@ func TestLimiterErrorFailsClosed(t *testing.T) {
 	}
 }
 
-func TestKeyErrorIs500AndSkipsTheLimiter(t *testing.T) {
+func TestMissingKeyIs400AndSkipsTheLimiter(t *testing.T) {
 	stub := &stubLimiter{res: ratelimit.Result{Allowed: true, Limit: 1, Remaining: 1}}
 	h, next := limited(t, stub)
 
 	w := do(h, "", "") // no X-Api-Key
-	assert.Equal(t, http.StatusInternalServerError, w.Code)
+	assert.Equal(t, http.StatusBadRequest, w.Code)
 	assert.Empty(t, fields(w.Header()))
 	var doc problemDoc
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &doc))
-	assert.Equal(t, problemDoc{Type: "about:blank", Title: "Internal Server Error", Status: 500, Detail: "The request could not be matched to a rate limit."}, doc)
+	assert.Equal(t, problemDoc{Type: "about:blank", Title: "Bad Request", Status: 400, Detail: "The request does not carry what its rate limit is keyed by."}, doc)
 
 	w = do(h, "", "text/plain")
-	assert.Equal(t, http.StatusInternalServerError, w.Code)
-	assert.Equal(t, "Internal Server Error: The request could not be matched to a rate limit.\n", w.Body.String())
+	assert.Equal(t, http.StatusBadRequest, w.Code)
+	assert.Equal(t, "Bad Request: The request does not carry what its rate limit is keyed by.\n", w.Body.String())
 
 	assert.Equal(t, 0, stub.callCount())
 	assert.Equal(t, int64(0), next.calls.Load())
@@ -127,19 +127,20 @@ func TestKeyErrorHandler(t *testing.T) {
 func TestCostErrorsGoToTheKeyErrorHandler(t *testing.T) {
 	errCost := errors.New("bad batch size")
 	cases := []struct {
-		name string
-		cost httplimit.CostFunc
-		want error
+		name   string
+		cost   httplimit.CostFunc
+		want   error
+		status int
 	}{
-		{"error", func(*http.Request) (int, error) { return 0, errCost }, errCost},
-		{"negative", func(*http.Request) (int, error) { return -1, nil }, ratelimit.ErrInvalidCost},
+		{"error", func(*http.Request) (int, error) { return 0, errCost }, errCost, http.StatusInternalServerError},
+		{"negative", func(*http.Request) (int, error) { return -1, nil }, ratelimit.ErrInvalidCost, http.StatusBadRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			stub := &stubLimiter{res: ratelimit.Result{Allowed: true, Limit: 1, Remaining: 1}}
 			h, _ := limited(t, stub, httplimit.WithCost(tc.cost))
 			w := do(h, "k", "")
-			assert.Equal(t, http.StatusInternalServerError, w.Code)
+			assert.Equal(t, tc.status, w.Code)
 
 			var got error
 			h, _ = limited(t, stub, httplimit.WithCost(tc.cost), httplimit.WithKeyErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {

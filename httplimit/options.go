@@ -188,9 +188,22 @@ func WithFailClosed(retryAfter time.Duration) Option {
 }
 
 // WithKeyErrorHandler sets how a request is answered when its KeyFunc or
-// CostFunc returns an error (or the CostFunc a negative cost) instead of the
-// default 500 Internal Server Error. The limiter is not asked. A nil h is an
-// error.
+// CostFunc returns an error (or the CostFunc a negative cost), in place of
+// the default answers, which are problem documents (RFC 9457, type
+// about:blank) by the error's class:
+//
+//   - 400 Bad Request for the client's mistake: an error wrapping
+//     ErrInvalidRequest (KeyByHeader's request without its header, or a
+//     KeyFunc's or CostFunc's own), or ratelimit.ErrInvalidCost (a
+//     negative cost, or a CostFunc's error that says the request's cost
+//     is not valid);
+//   - 500 Internal Server Error for any other error: the server's mistake
+//     or failure (KeyByContext without its value, KeyByIP without an IP
+//     address, a KeyByHeader name that is not a field name, a KeyFunc or
+//     CostFunc that failed).
+//
+// The limiter is not asked, and the request has no rate-limit fields. A
+// nil h is an error.
 func WithKeyErrorHandler(h ErrorHandler) Option {
 	return func(s *settings) error {
 		if h == nil {

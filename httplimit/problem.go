@@ -70,7 +70,9 @@ func (p *reply) write(w http.ResponseWriter, r *http.Request) {
 // its format.
 type replies struct {
 	unavailable reply // 503
-	keyError    reply // 500
+	keyError    reply // 500: a KeyFunc's or CostFunc's failure
+	badKey      reply // 400: a request without its key
+	badCost     reply // 400: a request whose cost cannot be used
 }
 
 // newDenied returns the 429 answer to a request denied by policy (the
@@ -116,6 +118,18 @@ func newReplies() replies {
 			Title:  "Internal Server Error",
 			Status: http.StatusInternalServerError,
 			Detail: "The request could not be matched to a rate limit.",
+		}),
+		badKey: newReply(problem{
+			Type:   "about:blank",
+			Title:  "Bad Request",
+			Status: http.StatusBadRequest,
+			Detail: "The request does not carry what its rate limit is keyed by.",
+		}),
+		badCost: newReply(problem{
+			Type:   "about:blank",
+			Title:  "Bad Request",
+			Status: http.StatusBadRequest,
+			Detail: "The request's cost is not valid.",
 		}),
 	}
 }

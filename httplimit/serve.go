@@ -18,7 +18,8 @@ type limitedHandler struct {
 // ServeHTTP decides r and passes it to next or answers it:
 //
 //   - skipped (WithSkip): passed on, no fields;
-//   - KeyFunc or CostFunc error, or a negative cost: the key-error answer;
+//   - KeyFunc or CostFunc error, or a negative cost: the key-error answer
+//     (400 for the client's mistake, 500 for the server's);
 //   - allowed: fields set, passed on, and adjusted after next returns as
 //     WithRefund and WithSettle say, unless the Decision's Source says its
 //     backend did not answer (a Guard's FailOpen, say); under WithLeases,
@@ -46,7 +47,7 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key, err := m.key(r)
 	if err != nil {
-		m.answerKeyError(w, r, err)
+		m.answerKeyError(w, r, err, &m.replies.badKey)
 		return
 	}
 	cost := 1
@@ -55,7 +56,7 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			err = fmt.Errorf("httplimit: CostFunc returned %d: %w", cost, ratelimit.ErrInvalidCost)
 		}
 		if err != nil {
-			m.answerKeyError(w, r, err)
+			m.answerKeyError(w, r, err, &m.replies.badCost)
 			return
 		}
 	}
@@ -202,12 +203,17 @@ func backendFailure(err error) bool {
 	return !errors.Is(err, ratelimit.ErrCaller) && !errors.Is(err, ratelimit.ErrCorruptState)
 }
 
-// answerKeyError answers a request whose key or cost could not be found: by
-// the WithKeyErrorHandler, or 500.
-func (m *Middleware) answerKeyError(w http.ResponseWriter, r *http.Request, err error) {
-	if m.keyError != nil {
+// answerKeyError answers a request whose key or cost could not be found:
+// by the WithKeyErrorHandler; or, for the client's mistake (err wraps
+// ErrInvalidRequest or ratelimit.ErrInvalidCost, as a negative cost's
+// does), with bad, a 400; or else 500.
+func (m *Middleware) answerKeyError(w http.ResponseWriter, r *http.Request, err error, bad *reply) {
+	switch {
+	case m.keyError != nil:
 		m.keyError(w, r, err)
-		return
+	case errors.Is(err, ErrInvalidRequest) || errors.Is(err, ratelimit.ErrInvalidCost):
+		bad.write(w, r)
+	default:
+		m.replies.keyError.write(w, r)
 	}
-	m.replies.keyError.write(w, r)
 }

@@ -64,6 +64,7 @@ func TestOneIdempotencyKeyCannotEscapeTheSettle(t *testing.T) {
 		require.NoError(t, err)
 		ran, work := trialWork(t, l, clock, clock.Advance)
 		assert.LessOrEqual(t, work, trialBound, "%d requests ran", ran)
+		t.Logf("%d requests ran, %d units of work", ran, work)
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		_, client, advance := redistest.Miniredis(t, epoch)
@@ -72,6 +73,7 @@ func TestOneIdempotencyKeyCannotEscapeTheSettle(t *testing.T) {
 		require.NoError(t, err)
 		ran, work := trialWork(t, l, clock, func(d time.Duration) { clock.Advance(d); advance(d) })
 		assert.LessOrEqual(t, work, trialBound, "%d requests ran", ran)
+		t.Logf("%d requests ran, %d units of work", ran, work)
 	})
 	t.Run("redis-server", func(t *testing.T) {
 		client := redistest.Start(t).Client(t)
@@ -80,6 +82,7 @@ func TestOneIdempotencyKeyCannotEscapeTheSettle(t *testing.T) {
 		require.NoError(t, err)
 		ran, work := trialWork(t, l, clock, clock.Advance)
 		assert.LessOrEqual(t, work, trialBound, "%d requests ran", ran)
+		t.Logf("%d requests ran, %d units of work", ran, work)
 	})
 }
 
