@@ -71,11 +71,15 @@
 // helps), and only ratelimit-limit and ratelimit-policy in the metadata.
 // Clients tell the two apart by the RetryInfo.
 //
-// An error from the KeyFunc or CostFunc (or a negative cost) answers the
-// call with the error's own gRPC status when it carries one, and
-// codes.Internal otherwise, without the error's text. KeyByMetadata's
-// missing key answers codes.Unauthenticated; KeyByPeer's call without an IP
-// address, codes.Internal.
+// An error from the KeyFunc or CostFunc leaves the limiter unasked and
+// answers the call by its class, without the error's text: with the
+// error's own gRPC status when it carries one; codes.InvalidArgument for a
+// cost that is not valid (a negative cost, or an error wrapping
+// ratelimit.ErrInvalidCost), the caller's mistake; codes.Internal for any
+// other, the server's. KeyByMetadata's missing key answers
+// codes.Unauthenticated; KeyByPeer's call without an IP address,
+// codes.Internal. A call of cost 0 takes 1 unit all the same (see
+// CostFunc): a call whose handler runs is never free of the limit.
 //
 // # Failures and shadow mode
 //

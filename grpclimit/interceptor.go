@@ -193,7 +193,7 @@ func (i *Interceptor) Limit(ctx context.Context) error {
 //
 //   - skipped (WithSkip): no metadata, let through;
 //   - KeyFunc or CostFunc error, or a negative cost: the error's own status,
-//     or codes.Internal;
+//     codes.InvalidArgument for a cost that is not valid, or codes.Internal;
 //   - allowed: the fields, let through (with the lease that holds its
 //     units, under WithLeases);
 //   - denied: the fields and retry-after, codes.ResourceExhausted with
@@ -238,12 +238,15 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 		}
 	}
 
+	// A call whose handler runs is never free of the limit: one of cost 0
+	// takes 1 (see CostFunc).
+	n := max(cost, 1)
 	var d ratelimit.Decision
 	var lease ratelimit.Lease
 	if acquire && i.leases {
-		lease, d, err = ratelimit.Acquire(ctx, i.limiter, key, cost)
+		lease, d, err = ratelimit.Acquire(ctx, i.limiter, key, n)
 	} else {
-		d, err = ratelimit.Decide(ctx, i.limiter, key, cost)
+		d, err = ratelimit.Decide(ctx, i.limiter, key, n)
 	}
 	if lease.Held() && (err != nil || !d.Allowed || d.WouldDeny) {
 		// Not a lease this call may hold: only an allowed call's units
@@ -267,7 +270,7 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 	}
 	switch {
 	case err != nil: // ErrCostExceedsLimit
-		return i.fields.limitOnly(p), none, tooLarge(p, cost)
+		return i.fields.limitOnly(p), none, tooLarge(p, n)
 	case d.Allowed:
 		return i.fields.metadata(p, d.Result, false), lease, nil
 	default:
@@ -301,12 +304,17 @@ func (i *Interceptor) failed(ctx context.Context, method string, err error, shad
 }
 
 // keyStatus returns the answer to a call whose key or cost could not be
-// found: err's own gRPC status, or codes.Internal with a message that does
-// not show err (which may say more about the server than a client should
-// know).
+// found, by the error's class: err's own gRPC status when it carries one;
+// codes.InvalidArgument for a cost that is not valid (an error wrapping
+// ratelimit.ErrInvalidCost, a negative cost's included): the caller's
+// mistake; or else codes.Internal, the server's. The message never shows
+// err (which may say more about the server than a client should know).
 func keyStatus(err error) error {
 	if st, ok := status.FromError(err); ok {
 		return st.Err()
+	}
+	if errors.Is(err, ratelimit.ErrInvalidCost) {
+		return status.Error(codes.InvalidArgument, "grpclimit: the call's cost is not valid")
 	}
 	return status.Error(codes.Internal, "grpclimit: the call's rate-limit key or cost could not be found")
 }

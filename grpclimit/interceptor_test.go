@@ -202,6 +202,10 @@ func TestKeyByMetadata(t *testing.T) {
 	assert.Equal(t, []string{"2"}, hdr["ratelimit-remaining"])
 }
 
+// Every class of KeyFunc and CostFunc error has a code of its own: the
+// error's own status, InvalidArgument for a cost that is not valid (the
+// caller's mistake), Internal for any other (the server's). The limiter is
+// never asked, and no message shows the error's text.
 func TestKeyAndCostErrors(t *testing.T) {
 	stub := &stubLimiter{res: ratelimit.Result{Allowed: true, Limit: 1}}
 	plain := func(context.Context, string) (string, error) { return "", errors.New("secret database detail") }
@@ -218,7 +222,14 @@ func TestKeyAndCostErrors(t *testing.T) {
 		{"plain key error", plain, nil, codes.Internal},
 		{"key error with a status", own, nil, codes.PermissionDenied},
 		{"cost error", okKey, []grpclimit.Option{grpclimit.WithCost(func(context.Context, string) (int, error) { return 0, errors.New("no") })}, codes.Internal},
-		{"negative cost", okKey, []grpclimit.Option{grpclimit.WithCost(func(context.Context, string) (int, error) { return -1, nil })}, codes.Internal},
+		{"negative cost", okKey, []grpclimit.Option{grpclimit.WithCost(func(context.Context, string) (int, error) { return -1, nil })}, codes.InvalidArgument},
+		{"cost error wrapping ErrInvalidCost", okKey, []grpclimit.Option{grpclimit.WithCost(func(context.Context, string) (int, error) {
+			return 0, fmt.Errorf("estimate %q: %w", "secret", ratelimit.ErrInvalidCost)
+		})}, codes.InvalidArgument},
+		{"cost error with a status", okKey, []grpclimit.Option{grpclimit.WithCost(func(context.Context, string) (int, error) {
+			return 0, status.Error(codes.FailedPrecondition, "no budget set")
+		})}, codes.FailedPrecondition},
+		{"KeyByMetadata, key missing", grpclimit.KeyByMetadata("x-api-key"), nil, codes.Unauthenticated},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

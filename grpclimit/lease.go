@@ -45,8 +45,8 @@ import (
 //	ratelimit: "default";r=0;t=12
 //
 // A call whose lease holds nothing (decided by a limiter that holds nothing
-// in flight, such as the rate limiters, a call of cost 0, one a
-// ratelimit.Shadow let through against a denial) is served exactly as
+// in flight, such as the rate limiters, or one a ratelimit.Shadow let
+// through against a denial) is served exactly as
 // without this option: with a rate limiter, WithLeases changes nothing.
 //
 // Limit, which returns before the call it decides runs, cannot hold a

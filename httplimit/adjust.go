@@ -243,10 +243,12 @@ func sameWriter(a, b http.ResponseWriter) bool {
 }
 
 // serveTracked passes an allowed request to next and then adjusts the n
-// units it took from key, as WithRefund and WithSettle say; and refunds
-// them whenever a Middleware inside refused the request. taken is the
-// time read just after the request was decided.
-func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, key string, n int, taken time.Time) {
+// units it took from key, as WithRefund and WithSettle say: settled at the
+// cost its handler reported, or else at cost, its CostFunc's (which is n
+// but for a cost of 0, which took 1); and refunds them whenever a
+// Middleware inside refused the request. taken is the time read just
+// after the request was decided.
+func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, key string, n, cost int, taken time.Time) {
 	m := h.m
 	t := &tracker{settles: m.settle}
 	rw, req := w, r
@@ -265,23 +267,22 @@ func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, ke
 	}
 	h.next.ServeHTTP(rw, req)
 
-	cost := int64(costUnset)
+	reported := int64(costUnset)
 	if m.settle {
-		cost = t.close()
+		reported = t.close()
+	}
+	if reported < 0 {
+		reported = int64(cost) // none reported: the request costs what it was estimated at
 	}
 	switch {
 	case t.refused.Load():
 		// A Middleware inside refused the request: its handler never
 		// ran, so nothing of it is owed.
-		if n > 0 {
-			m.adjust(r, key, n, refundAll, taken)
-		}
+		m.adjust(r, key, n, refundAll, taken)
 	case m.refund != nil && m.refund(req, t.w.finalStatus()):
-		if n > 0 {
-			m.adjust(r, key, n, refundAll, taken)
-		}
-	case cost >= 0 && cost != int64(n):
-		m.adjust(r, key, n, cost, taken)
+		m.adjust(r, key, n, refundAll, taken)
+	case reported != int64(n):
+		m.adjust(r, key, n, reported, taken)
 	}
 }
 

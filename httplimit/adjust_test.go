@@ -520,12 +520,17 @@ func TestRefundWinsOverSetCost(t *testing.T) {
 	assert.Equal(t, 5, calls[1].cost)
 }
 
-// A request that took nothing has nothing to give back.
-func TestNoRefundOfAZeroCost(t *testing.T) {
+// A request of cost 0 took 1 to run, which it gives back after its
+// handler: refunded by the refund rule, or else settled at its cost, 0.
+func TestACostOfZeroIsGivenBackAfterItsHandler(t *testing.T) {
 	l := newFakeBucket(10, time.Second, ratelimit.NewFakeClock(epoch))
 	h, _ := adjusting(t, l, httplimit.WithRefund(serverErrors), httplimit.WithCost(func(*http.Request) (int, error) { return 0, nil }))
 	get(h, "k", "/?status=500")
-	assert.Empty(t, l.calls())
+	get(h, "k", "/?status=200")
+	assert.Equal(t, []adjustCall{
+		{method: "Refund", key: "k", taken: 1, opts: 2, deadline: true},
+		{method: "Settle", key: "k", taken: 1, cost: 0, opts: 2, deadline: true},
+	}, withoutTimeouts(l.calls()))
 }
 
 // Nested middlewares built WithSettle each settle the reported cost on

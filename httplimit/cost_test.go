@@ -35,11 +35,11 @@ func TestCost(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, `"default";r=6;t=2`, hdr.Get("RateLimit"))
 
-	code, hdr = doCost(h, 0) // a peek: nothing taken
+	code, hdr = doCost(h, 0) // takes 1 all the same: a request that runs is never free
 	assert.Equal(t, http.StatusOK, code)
-	assert.Equal(t, `"default";r=6;t=2`, hdr.Get("RateLimit"))
+	assert.Equal(t, `"default";r=5;t=3`, hdr.Get("RateLimit"))
 
-	code, hdr = doCost(h, 6)
+	code, hdr = doCost(h, 5)
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, `"default";r=0;t=5`, hdr.Get("RateLimit"))
 

@@ -93,8 +93,10 @@
 //
 // # Adjusting after the handler
 //
-// The units a request takes are decided before its handler runs. Two
-// options correct them once it has returned, on a limiter that is a
+// The units a request takes (1, or WithCost's, at least 1: a request whose
+// handler runs is never free of the limit, so one of cost 0 takes 1 to
+// run, see CostFunc) are decided before its handler runs. Two options
+// correct them once it has returned, on a limiter that is a
 // ratelimit.Adjuster (every limiter of package ratelimit, Composite, Guard,
 // DenyCache and Shadow are):
 //

@@ -41,8 +41,8 @@ import (
 //
 // The handler finds its lease with LeaseOf. A request whose lease holds
 // nothing (decided by a limiter that holds nothing in flight, such as the
-// rate limiters, a request of cost 0, one a ratelimit.Shadow let through
-// against a denial) is served exactly as without this option: with a
+// rate limiters, or one a ratelimit.Shadow let through against a denial)
+// is served exactly as without this option: with a
 // rate limiter, WithLeases changes nothing. WithRefund and WithSettle
 // adjust a request after its handler and before its lease is released.
 //
@@ -125,14 +125,14 @@ func (h *leaseHold) ReportLease(err error) {
 // (adjusted afterwards as serve does), and releases the lease once next
 // has returned or panicked. The handler's request carries the lease for
 // LeaseOf.
-func (h *limitedHandler) serveLeased(w http.ResponseWriter, r *http.Request, d ratelimit.Decision, key string, cost int, lease ratelimit.Lease) {
+func (h *limitedHandler) serveLeased(w http.ResponseWriter, r *http.Request, d ratelimit.Decision, key string, n, cost int, lease ratelimit.Lease) {
 	m := h.m
 	hold := m.hold(r, lease)
 	// Deferred, so that a panic releases the lease and then goes on.
 	defer hold.End()
 	req := m.withDecision(r.WithContext(hold), d)
 	if m.adjuster != nil && d.Source == ratelimit.FromBackend {
-		h.serveTracked(w, req, key, cost, m.now())
+		h.serveTracked(w, req, key, n, cost, m.now())
 		return
 	}
 	h.next.ServeHTTP(w, req)

@@ -14,8 +14,16 @@ import (
 type Option func(*settings) error
 
 // CostFunc says how many units of the limit a request takes. It must be safe
-// for concurrent use. A cost of 0 only reads the key's state; a negative cost
-// or an error is handled as a KeyFunc error is.
+// for concurrent use. A request whose handler runs is never free of the
+// limit: a cost of 0 takes 1 unit all the same, so that it is denied while
+// its key has none left (in debt included), and under WithRefund or
+// WithSettle the middleware gives that unit back once the handler has
+// returned (settling the request at 0, or at the cost the handler reports),
+// so that the request holds it only while it runs; without either, the
+// request keeps it. Use WithSkip for requests that must not be limited at
+// all. A negative cost or an error is answered as a KeyFunc error is (see
+// WithKeyErrorHandler): 400 for a negative cost or an error wrapping
+// ErrInvalidRequest or ratelimit.ErrInvalidCost, 500 for any other.
 type CostFunc func(*http.Request) (int, error)
 
 // ErrorHandler answers a request whose key or cost could not be found; err is
@@ -116,8 +124,8 @@ func WithPolicyWindow(d time.Duration) Option {
 	}
 }
 
-// WithCost makes each request take f(r) units of the limit instead of 1. A
-// nil f is an error.
+// WithCost makes each request take f(r) units of the limit instead of 1
+// (at least 1: see CostFunc for a cost of 0). A nil f is an error.
 func WithCost(f CostFunc) Option {
 	return func(s *settings) error {
 		if f == nil {
@@ -281,10 +289,9 @@ func WithRefund(refund func(r *http.Request, status int) bool) Option {
 // the difference back, a larger one takes the rest, even into debt (as far
 // as the limiter's ratelimit.WithMaxDebt allows: one limit by default), so
 // that later requests are denied until it is paid. A request whose handler
-// reports no cost, or the cost it took, is not adjusted. Estimate at least
-// 1 with WithCost: a request of cost 0 only reads the key's state and is
-// allowed even when the key is in debt. The limiter must be a
-// ratelimit.Adjuster, or NewMiddleware returns an error.
+// reports no cost is settled at its CostFunc's cost: not adjusted, but for
+// a cost of 0, which took 1 to run (see CostFunc) and gives it back. The
+// limiter must be a ratelimit.Adjuster, or NewMiddleware returns an error.
 //
 // WithSettle puts the request's cost slot in its context, which costs two
 // allocations per allowed request; without it, SetCost reports false and

@@ -73,14 +73,19 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // for an adjustment, and carries RateLimit-Shadow under WithShadowHeader.
 // A request refused here (429, 413, 503) tells the Middlewares around this
 // one, which then give back what it took from them.
+//
+// cost is the request's cost, 1 or the CostFunc's; a request of cost 0
+// takes 1 all the same (see WithCost), which it gives back after its
+// handler under WithRefund or WithSettle.
 func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key string, cost int) {
 	m := h.m
+	n := max(cost, 1) // the units the request takes
 	var d ratelimit.Decision
 	var err error
 	var lease ratelimit.Lease
 	switch {
 	case m.leases:
-		lease, d, err = ratelimit.Acquire(r.Context(), m.limiter, key, cost)
+		lease, d, err = ratelimit.Acquire(r.Context(), m.limiter, key, n)
 		if lease.Held() && (err != nil || !d.Allowed || d.WouldDeny) {
 			// Not a lease this request may hold: only an allowed
 			// request's units are held, and no Acquirer of package
@@ -89,9 +94,9 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 			lease = ratelimit.Lease{}
 		}
 	case m.decider != nil:
-		d, err = m.decider.Decide(r.Context(), key, cost)
+		d, err = m.decider.Decide(r.Context(), key, n)
 	default:
-		d, err = ratelimit.Decide(r.Context(), m.limiter, key, cost)
+		d, err = ratelimit.Decide(r.Context(), m.limiter, key, n)
 	}
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
 		h.failed(w, r, err, d.Source == ratelimit.FromShadow)
@@ -140,13 +145,13 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 	case d.Allowed:
 		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, false)
 		if lease.Held() {
-			h.serveLeased(w, r, d, key, cost, lease)
+			h.serveLeased(w, r, d, key, n, cost, lease)
 			return
 		}
 		if m.adjuster != nil && d.Source == ratelimit.FromBackend {
 			// The time just after the decision: a fixed window gives units
 			// back only to a window open by then (ratelimit.TakenAt).
-			h.serveTracked(w, m.withDecision(r, d), key, cost, m.now())
+			h.serveTracked(w, m.withDecision(r, d), key, n, cost, m.now())
 			return
 		}
 		h.next.ServeHTTP(w, m.withDecision(r, d))
