@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Decision is everything one call decided, as every layer tells it: the
@@ -53,6 +54,12 @@ type Decision struct {
 	// rules say how each policy's state moves between calls, for a
 	// DenyCache; nil when not known (a Limiter of another package).
 	rules []rule
+	// next is, when nextSet, the bound policy's wait until its next unit
+	// as the limiter tells it (see NextUnit), in place of what its rule
+	// and Result tell: a Leasing's answer from a block sets it, and a
+	// Guard's from its fallback.
+	next    time.Duration
+	nextSet bool
 }
 
 // rule is how the state of one policy of a call moves while nothing else
@@ -71,6 +78,10 @@ type rule struct {
 	// counter), whose units come back bit by bit as the window slides: a
 	// denial tells only that the same cost is denied until its RetryAfter.
 	gradual bool
+	// calendar marks a calendar window's policy, whose windows open at the
+	// calendar's bounds, not at the first unit taken: an empty key's
+	// Result does not tell when the window open now ends.
+	calendar bool
 }
 
 // observerOf returns the observer of l when it is one of the limiters of

@@ -76,12 +76,14 @@ func TestLimiterErrorFailsClosed(t *testing.T) {
 			assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
 			var doc problemDoc
 			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &doc))
-			assert.Equal(t, "about:blank", doc.Type)
+			// The draft's type registered for 503 (section 5.2).
+			assert.Equal(t, httplimit.TemporaryReducedCapacityType, doc.Type)
+			assert.Equal(t, "Temporary Reduced Capacity", doc.Title)
 			assert.Equal(t, 503, doc.Status)
 
 			w = do(h, "k", "text/plain")
 			assert.Equal(t, http.StatusServiceUnavailable, w.Code)
-			assert.Equal(t, "Service Unavailable: Rate limiting is unavailable; retry after the number of seconds in Retry-After.\n", w.Body.String())
+			assert.Equal(t, "Temporary Reduced Capacity: Rate limiting is unavailable; retry after the number of seconds in Retry-After.\n", w.Body.String())
 
 			assert.Equal(t, int64(0), next.calls.Load())
 			assert.Len(t, log.errs, 2)
@@ -155,10 +157,11 @@ func TestCostErrorsGoToTheKeyErrorHandler(t *testing.T) {
 	}
 }
 
-// A failure of the limiter's backend fails open (WithFailClosed: 503); any
-// other limiter error leaves the request's limit unknown, so it answers 503
-// with Retry-After unless WithPolicyErrorsPass lets it through. The hook
-// gets every error.
+// A failure of the limiter's backend fails open (WithFailClosed: 503 of
+// type temporary-reduced-capacity); any other limiter error leaves the
+// request's limit unknown, so it answers 503 (about:blank) with
+// Retry-After unless WithPolicyErrorsPass lets it through. The hook gets
+// every error.
 func TestLimiterErrorsByClass(t *testing.T) {
 	errs := []struct {
 		name    string
@@ -202,6 +205,17 @@ func TestLimiterErrorsByClass(t *testing.T) {
 				assert.Equal(t, http.StatusServiceUnavailable, w.Code)
 				assert.Equal(t, map[string][]string{"Retry-After": {mode.retry}}, fields(w.Header()))
 				assert.Equal(t, int64(0), next.calls.Load())
+				// A backend that failed is a temporary reduction of capacity
+				// (the draft's type registered for 503); a limit that is not
+				// known is not.
+				var doc problemDoc
+				require.NoError(t, json.Unmarshal(w.Body.Bytes(), &doc))
+				if e.backend {
+					assert.Equal(t, httplimit.TemporaryReducedCapacityType, doc.Type)
+				} else {
+					assert.Equal(t, problemDoc{Type: "about:blank", Title: "Service Unavailable", Status: 503,
+						Detail: "The request's rate limit cannot be determined; retry after the number of seconds in Retry-After."}, doc)
+				}
 			})
 		}
 	}

@@ -33,6 +33,8 @@ type Middleware struct {
 	fields       fieldWriter
 	replies      replies
 	shadowHeader bool
+	quotaUnit    string       // WithQuotaUnit's, or ""
+	partition    *partitioner // WithPartitionKey's, or nil
 
 	// policyName and window name and size the policy of a limiter of
 	// one, as WithPolicyName and WithPolicyWindow say.
@@ -128,6 +130,8 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		fields:        fieldWriter{style: s.style},
 		replies:       newReplies(),
 		shadowHeader:  s.shadowHeader,
+		quotaUnit:     s.quotaUnit,
+		partition:     s.partition,
 		policyName:    s.policyName,
 		policyNameSet: s.policyNameSet,
 		window:        s.window,

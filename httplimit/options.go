@@ -57,6 +57,8 @@ type settings struct {
 	shadowHeader  bool
 	passUnknown   bool
 	leases        bool
+	quotaUnit     string       // WithQuotaUnit; "" for none
+	partition     *partitioner // WithPartitionKey; nil for none
 }
 
 // defaultPolicyName names the policy in the IETF fields unless
@@ -370,11 +372,11 @@ func WithClock(c ratelimit.Clock) Option {
 // Retry-After the denial would have had, at least 1) and r the units left;
 // for a limiter of several policies, the item names the policy that would
 // have denied, which RateLimit-Policy lists (under the styles that send
-// it). It tells clients that they are
-// over a limit that is not enforced yet. The other rate-limit fields are
-// those of an allowed request, with the limiter's Limit, Remaining and
-// ResetAfter. Responses the limiter allowed, and all responses while it
-// enforces, do not carry it.
+// it), and under WithPartitionKey it carries pk. It tells clients that
+// they are over a limit that is not enforced yet. The other rate-limit
+// fields are those of an allowed request (each policy's r and effective
+// window, see the package doc). Responses the limiter allowed, and all
+// responses while it enforces, do not carry it.
 //
 // A request is one the limiter let through against a denial when its
 // Decision says WouldDeny: a ratelimit.Shadow's, also inside a Guard or

@@ -129,6 +129,7 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		}
 		return
 	}
+	pk := m.partition.param(key)
 	switch {
 	case err != nil: // ErrCostExceedsLimit
 		// The limiter says nothing about the key's state on this path, so
@@ -137,13 +138,13 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		refused(w, r)
 		f.tooLargeBy(bound).write(w, r)
 	case d.WouldDeny:
-		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, false)
+		m.fields.write(w.Header(), f, &d, false, pk)
 		if m.shadowHeader {
-			writeShadow(w.Header(), p.beforeR, d.Enforced)
+			writeShadow(w.Header(), p.beforeR, d.Enforced, pk)
 		}
 		h.next.ServeHTTP(w, m.withDecision(r, d))
 	case d.Allowed:
-		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, false)
+		m.fields.write(w.Header(), f, &d, false, pk)
 		if lease.Held() {
 			h.serveLeased(w, r, d, key, n, cost, lease)
 			return
@@ -156,7 +157,7 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		}
 		h.next.ServeHTTP(w, m.withDecision(r, d))
 	default:
-		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, true)
+		m.fields.write(w.Header(), f, &d, true, pk)
 		refused(w, r)
 		m.answerDenied(w, r, d.Result, f.deniedBy(bound))
 	}
@@ -190,10 +191,15 @@ func (h *limitedHandler) failed(w http.ResponseWriter, r *http.Request, err erro
 	if m.onError != nil {
 		m.onError(r, err)
 	}
-	if m.failClosed || !shadowed && !backendFailure(err) && !m.passUnknown {
+	backend := backendFailure(err)
+	if m.failClosed || !shadowed && !backend && !m.passUnknown {
 		setRetryAfter(w.Header(), m.closedRetry)
 		refused(w, r)
-		m.replies.unavailable.write(w, r)
+		if backend {
+			m.replies.unavailable.write(w, r)
+		} else {
+			m.replies.unknown.write(w, r)
+		}
 		return
 	}
 	h.next.ServeHTTP(w, r)
