@@ -36,6 +36,7 @@ type Interceptor struct {
 	policyErrorsPass bool
 	closedRetry      time.Duration
 	fields           *fields
+	partition        *partitioner // WithPartitionKey's, or nil
 
 	// leases says each call's units are taken with ratelimit.Acquire and
 	// held for its handler's life (WithLeases); inFlight, that the
@@ -93,7 +94,8 @@ func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Intercep
 		failClosed:       s.failClosed,
 		policyErrorsPass: s.policyErrorsPass,
 		closedRetry:      s.closedRetry,
-		fields:           &fields{style: s.style},
+		fields:           &fields{style: s.style, unit: s.quotaUnit},
+		partition:        s.partition,
 		leases:           s.leases,
 		after:            leasehold.AfterFunc,
 	}
@@ -259,7 +261,7 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 		md, err := i.failed(ctx, method, err, d.Source == ratelimit.FromShadow)
 		return md, none, err
 	}
-	p, perr := i.fields.policy(&d)
+	vals, bound, perr := i.fields.policy(&d)
 	if perr != nil {
 		if err != nil {
 			perr = fmt.Errorf("%w, and: %w", perr, err)
@@ -268,13 +270,15 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 		md, err := i.failed(ctx, method, perr, false)
 		return md, none, err
 	}
+	p := &vals[bound]
+	pk := i.partition.param(key)
 	switch {
 	case err != nil: // ErrCostExceedsLimit
 		return i.fields.limitOnly(p), none, tooLarge(p, n)
 	case d.Allowed:
-		return i.fields.metadata(p, d.Result, false), lease, nil
+		return i.fields.metadata(vals, bound, &d, false, pk), lease, nil
 	default:
-		return i.fields.metadata(p, d.Result, true), none, denied(p, d.Result)
+		return i.fields.metadata(vals, bound, &d, true, pk), none, denied(p, d.Result)
 	}
 }
 

@@ -39,6 +39,8 @@ type settings struct {
 	policyErrorsPass bool
 	closedRetry      time.Duration
 	leases           bool
+	quotaUnit        string       // WithQuotaUnit; "" for none
+	partition        *partitioner // WithPartitionKey; nil for none
 }
 
 // defaultClosedRetry is the retry delay of a fail-closed answer unless
