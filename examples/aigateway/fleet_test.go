@@ -158,5 +158,5 @@ func TestEveryRequestIsSettledWhateverItsIdempotencyKey(t *testing.T) {
 	// admitted on 2000 - 22 - 22.
 	w = do(h, http.MethodPost, "/v1/chat/completions", story, key)
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
-	assert.Equal(t, `"requests";r=2`, boundLeft(w), "2 of 5 requests left is a smaller share than 953 of 2000 tokens")
+	assert.Equal(t, `"requests";r=2;t=12, "tokens";r=953;t=1`, w.Header().Get("RateLimit"), "2000 - 22 - 22 - 1003 tokens; 2 of 5 requests, the smaller share")
 }
