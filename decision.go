@@ -11,7 +11,9 @@ import (
 // applied, who answered, and, through a Shadow, whether the call was let
 // through against a denial. Every limiter, Composite and decorator of
 // this package returns one from Decide; a decorator builds its Decision
-// from its backend's, and httplimit and grpclimit read nothing else.
+// from its backend's, and httplimit and grpclimit read nothing else. Its
+// NextUnit method tells, policy by policy, how long the key is held to the
+// units it has left.
 //
 // The zero Decision is that of a call nothing decided: no policy, Source
 // FromBackend.
