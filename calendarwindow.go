@@ -91,7 +91,7 @@ func NewCalendarWindow(limit int, cal Calendar, opts ...Option) (*CalendarWindow
 		cal:        cal,
 		limit:      int64(limit),
 		windows:    newKeyTable[openWindow](int64(cal.Period.Nominal())).outliving(windowEnd),
-		obs:        newObserver(cfg, kind, policy, rule{}),
+		obs:        newObserver(cfg, kind, policy, rule{calendar: true}),
 		policyFunc: t,
 		debt:       cfg.maxDebt,
 	}

@@ -76,7 +76,7 @@ func (k *keyedParts) decided(own []NamedPolicy, ownRules []rule, policies []Name
 	}
 	rules := make([]rule, len(own))
 	for i := range rules {
-		rules[i] = rule{unit: k.units[i] * rates[i].param, inFlight: ownRules[i].inFlight, gradual: ownRules[i].gradual}
+		rules[i] = rule{unit: k.units[i] * rates[i].param, inFlight: ownRules[i].inFlight, gradual: ownRules[i].gradual, calendar: ownRules[i].calendar}
 	}
 	return append([]NamedPolicy(nil), policies...), rules
 }

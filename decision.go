@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Decision is everything one call decided, as every layer tells it: the
@@ -10,7 +11,9 @@ import (
 // applied, who answered, and, through a Shadow, whether the call was let
 // through against a denial. Every limiter, Composite and decorator of
 // this package returns one from Decide; a decorator builds its Decision
-// from its backend's, and httplimit and grpclimit read nothing else.
+// from its backend's, and httplimit and grpclimit read nothing else. Its
+// NextUnit method tells, policy by policy, how long the key is held to the
+// units it has left.
 //
 // The zero Decision is that of a call nothing decided: no policy, Source
 // FromBackend.
@@ -53,6 +56,12 @@ type Decision struct {
 	// rules say how each policy's state moves between calls, for a
 	// DenyCache; nil when not known (a Limiter of another package).
 	rules []rule
+	// next is, when nextSet, the bound policy's wait until its next unit
+	// as the limiter tells it (see NextUnit), in place of what its rule
+	// and Result tell: a Leasing's answer from a block sets it, and a
+	// Guard's from its fallback.
+	next    time.Duration
+	nextSet bool
 }
 
 // rule is how the state of one policy of a call moves while nothing else
@@ -71,6 +80,10 @@ type rule struct {
 	// counter), whose units come back bit by bit as the window slides: a
 	// denial tells only that the same cost is denied until its RetryAfter.
 	gradual bool
+	// calendar marks a calendar window's policy, whose windows open at the
+	// calendar's bounds, not at the first unit taken: an empty key's
+	// Result does not tell when the window open now ends.
+	calendar bool
 }
 
 // observerOf returns the observer of l when it is one of the limiters of

@@ -356,6 +356,15 @@ func TestDecoratorsAnswerAsTheNewLimitersOnTheSameSchedule(t *testing.T) {
 					default:
 						assert.Equal(t, bd, d, "step %d: the backend's Decision", i)
 					}
+					if d.Source != FromDenyCache {
+						// The effective window the middlewares send is the
+						// backend's, policy by policy.
+						for p := range bd.Policies {
+							bn, bok := bd.NextUnit(p)
+							dn, dok := d.NextUnit(p)
+							assert.Equal(t, [2]any{bn, bok}, [2]any{dn, dok}, "step %d: policy %d's NextUnit", i, p)
+						}
+					}
 
 					evs, _, _, _ := lh.since(le, 0)
 					if d.Source == FromDenyCache {

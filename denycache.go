@@ -298,7 +298,7 @@ func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, n
 	}
 	elapsed := now - rec.at
 	d := rec.d
-	d.Source = FromDenyCache
+	d.Source, d.nextSet = FromDenyCache, false // its Results are aged, not a block's
 	if d.Parts == nil {
 		res, denied := aged(d.Result, d.rules[0], d.Policy.PerCall, elapsed, n)
 		d.Result, d.Enforced = res, res

@@ -502,6 +502,7 @@ func (g *Guard) overFallback(d, fd Decision) Decision {
 	for i, p := range d.Policies {
 		if p.Name == fd.Policy.Name {
 			d.Result, d.Bound, d.Policy = fd.Result, i, p
+			d.next, d.nextSet = fd.NextUnit(fd.Bound) // the fallback's, which the Result is
 			if p.Limit > 0 {
 				// A fallback larger than the shared policy shows no more
 				// than its limit left.
@@ -511,6 +512,7 @@ func (g *Guard) overFallback(d, fd Decision) Decision {
 			return d
 		}
 	}
+	fd.next, fd.nextSet = fd.NextUnit(fd.Bound)
 	fd.Source, fd.WouldDeny, fd.Enforced, fd.rules = FromFallback, false, fd.Result, nil
 	return fd
 }

@@ -377,13 +377,16 @@ func (blk *block) spend(now int64, n int64) (Decision, bool) {
 func (blk *block) decision(now int64) Decision {
 	d := blk.dec
 	res := Result{Allowed: true, Limit: blk.dec.Policy.Limit, Remaining: int(blk.usable(now))}
+	next := time.Duration(blk.unit) // the key's next unit, at most one unit's time away
 	if blk.unit == 0 {
 		res.ResetAfter = time.Duration(max(blk.end-now, 0))
+		next = res.ResetAfter // the block's window ends
 	} else {
 		res.ResetAfter = time.Duration(max(blk.resetAt-now, 0))
 	}
 	d.Result, d.Enforced, d.Source = res, res, FromBackend
 	d.Parts, d.WouldDeny = nil, false
+	d.next, d.nextSet = next, true
 	return d
 }
 

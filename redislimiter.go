@@ -262,8 +262,11 @@ func (r *redisLimiter) policies(ctx context.Context, key string) ([]NamedPolicy,
 // script's algorithm kind and its param: an interval in µs for a token
 // bucket or GCRA, a window for a fixed window or a sliding log.
 func redisRule(kind redisbatch.Kind, param int64) rule {
-	if kind == redisbatch.FixedWindow || kind == redisbatch.CalendarWindow {
+	switch kind {
+	case redisbatch.FixedWindow:
 		return rule{}
+	case redisbatch.CalendarWindow:
+		return rule{calendar: true}
 	}
 	if kind == redisbatch.SlidingLog || kind == redisbatch.SlidingCounter {
 		return rule{gradual: true}

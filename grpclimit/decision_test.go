@@ -74,10 +74,31 @@ func wantFields(d ratelimit.Decision) map[string][]string {
 		reset = max(ceil(d.RetryAfter), 1)
 	}
 	r, t := strconv.Itoa(max(d.Remaining, 0)), strconv.FormatInt(reset, 10)
+	// A denial: the bound policy, whose t is the retry-after. An allowed
+	// call: every policy whose Result the Decision holds, the bound one
+	// first, each with its own r and its effective window as t.
+	rl := fmt.Sprintf("%q;r=%s;t=%s", d.Policy.Name, r, t)
+	if d.Allowed {
+		item := func(i, remaining int) string {
+			v := fmt.Sprintf("%q;r=%d", d.Policies[i].Name, max(remaining, 0))
+			if next, ok := d.NextUnit(i); ok {
+				v += fmt.Sprintf(";t=%d", max(ceil(next), 1))
+			}
+			return v
+		}
+		rl = item(d.Bound, d.Remaining)
+		if len(d.Parts) == len(d.Policies) {
+			for i := range d.Policies {
+				if i != d.Bound {
+					rl += ", " + item(i, d.Parts[i].Remaining)
+				}
+			}
+		}
+	}
 	md := map[string][]string{
 		"ratelimit-remaining": {r},
 		"ratelimit-reset":     {t},
-		"ratelimit":           {fmt.Sprintf("%q;r=%s;t=%s", d.Policy.Name, r, t)},
+		"ratelimit":           {rl},
 	}
 	if d.Policy.Limit > 0 {
 		md["ratelimit-limit"] = []string{strconv.Itoa(d.Policy.Limit)}

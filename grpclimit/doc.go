@@ -24,36 +24,51 @@
 //	ratelimit-remaining: 3
 //	ratelimit-reset: 2
 //	ratelimit-policy: "default";q=10;w=5
-//	ratelimit: "default";r=3;t=2
+//	ratelimit: "default";r=3;t=1
 //
-// where q is the limit, r the whole units remaining, w the seconds the
-// limiter takes to go from empty to full, and t (and ratelimit-reset) the
-// seconds until the key is back to its full limit on an allowed call, or
-// until the call can succeed on a denial, all rounded up. A denial adds
-// retry-after, in whole seconds, at least 1. WithHeaderStyle chooses the
-// legacy fields, the IETF ones (draft-ietf-httpapi-ratelimit-headers-11)
-// or both (the default).
+// where q is the limit, w the seconds the limiter takes to go from empty
+// to full, r the whole units remaining, and t the policy's effective
+// window as the draft draft-ietf-httpapi-ratelimit-headers-11 defines it
+// (section 4.1.2): the seconds within which the client can use no more
+// than r, ratelimit.Decision's NextUnit rounded up (a token bucket's or
+// GCRA's next unit, a fixed or calendar window's end), left out where the
+// Decision does not tell it (a sliding window with units taken, a policy
+// of calls in flight, an empty calendar window, a limiter of another
+// package). On a denial, t is the retry-after. ratelimit-reset keeps the
+// meaning of the draft's versions up to -06: the seconds until the key is
+// back to its full limit on an allowed call, or the retry-after on a
+// denial. All are rounded up. A denial adds retry-after, in whole
+// seconds, at least 1. WithHeaderStyle chooses the legacy fields, the IETF
+// ones or both (the default); WithQuotaUnit names the unit of
+// cost-weighted policies (qu, section 3.1.2), and WithPartitionKey adds a
+// partition key to each item (pk, section 4.1.3).
 //
 // Every field comes from the one value the limiter returns for the call,
 // its ratelimit.Decision (ratelimit.Decide): ratelimit-policy lists the
-// Decision's Policies, in order, and the other fields are those of the
-// policy that bound it (Decision.Policy) with the Result's numbers. So a
-// Guard, DenyCache or Shadow gives the same fields as the limiter it
-// wraps, a limiter built WithPolicyFunc shows each key's own policy, and a
-// limiter of several limits at once (a ratelimit.Composite, or a decorator
-// around one) lists every policy and names the one that bound:
+// Decision's Policies, in order, and ratelimit-limit and
+// ratelimit-remaining are those of the policy that bound it
+// (Decision.Policy) with the Result's numbers. So a Guard, DenyCache or
+// Shadow gives the same fields as the limiter it wraps, a limiter built
+// WithPolicyFunc shows each key's own policy, and a limiter of several
+// limits at once (a ratelimit.Composite, or a decorator around one) lists
+// every policy; on an allowed call, ratelimit lists every policy's service
+// limit, the one that bound first, each with its own r and t, and on a
+// denial the policy that denied alone, whose t is the retry-after (the
+// others' windows, an hour's end say, would outlast it), as httplimit
+// does:
 //
 //	ratelimit-policy: "per-second";q=10;w=1, "per-hour";q=1000;w=3600
-//	ratelimit: "per-hour";r=3;t=2
+//	ratelimit: "per-hour";r=3;t=4, "per-second";r=9;t=1
 //
 // A Limiter of another package, which is not a ratelimit.Decider, has one
-// policy, "default", whose q is each Result's Limit, with no w.
+// policy, "default", whose q is each Result's Limit, with no w and no t.
 //
 // A ratelimit.Leasing (alone or inside a Guard, DenyCache or Shadow) tells
 // its backend's policy too; a call it spends from a block tells, in
 // ratelimit-remaining and r, the units left in this replica's block (a
-// lower bound of what the shared key holds), and in ratelimit-reset and
-// t, the block's ResetAfter (see ratelimit.Leasing's Decisions).
+// lower bound of what the shared key holds), in ratelimit-reset, the
+// block's ResetAfter, and in t, one unit's time (or a fixed window's end)
+// (see ratelimit.Leasing's Decisions and ratelimit.Decision's NextUnit).
 //
 // # Answers
 //
@@ -71,11 +86,15 @@
 // helps), and only ratelimit-limit and ratelimit-policy in the metadata.
 // Clients tell the two apart by the RetryInfo.
 //
-// An error from the KeyFunc or CostFunc (or a negative cost) answers the
-// call with the error's own gRPC status when it carries one, and
-// codes.Internal otherwise, without the error's text. KeyByMetadata's
-// missing key answers codes.Unauthenticated; KeyByPeer's call without an IP
-// address, codes.Internal.
+// An error from the KeyFunc or CostFunc leaves the limiter unasked and
+// answers the call by its class, without the error's text: with the
+// error's own gRPC status when it carries one; codes.InvalidArgument for a
+// cost that is not valid (a negative cost, or an error wrapping
+// ratelimit.ErrInvalidCost), the caller's mistake; codes.Internal for any
+// other, the server's. KeyByMetadata's missing key answers
+// codes.Unauthenticated; KeyByPeer's call without an IP address,
+// codes.Internal. A call of cost 0 takes 1 unit all the same (see
+// CostFunc): a call whose handler runs is never free of the limit.
 //
 // # Failures and shadow mode
 //

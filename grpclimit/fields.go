@@ -73,11 +73,12 @@ type policySet struct {
 	vals     []policyValues
 }
 
-// newPolicySet formats the values of policies, those of a Decision. It
-// returns an error wrapping ratelimit.ErrInvalidConfig for a policy that
-// cannot be sent: a name that is not a non-empty string of printable
-// ASCII, or, in a list of several, a limit <= 0.
-func newPolicySet(policies []ratelimit.NamedPolicy) (*policySet, error) {
+// newPolicySet formats the values of policies, those of a Decision, the
+// policies that count units of unit (WithQuotaUnit's, or ""). It returns
+// an error wrapping ratelimit.ErrInvalidConfig for a policy that cannot be
+// sent: a name that is not a non-empty string of printable ASCII, or, in a
+// list of several, a limit <= 0.
+func newPolicySet(policies []ratelimit.NamedPolicy, unit string) (*policySet, error) {
 	items := make([]string, len(policies))
 	for i, p := range policies {
 		if !checkPolicyName(p.Name) {
@@ -86,7 +87,7 @@ func newPolicySet(policies []ratelimit.NamedPolicy) (*policySet, error) {
 		if p.Limit <= 0 && len(policies) > 1 {
 			return nil, fmt.Errorf("%w: grpclimit: the limiter's policy %d (%q) has limit %d; every policy of a decision with several must have a limit > 0", ratelimit.ErrInvalidConfig, i, p.Name, p.Limit)
 		}
-		items[i] = policyItem(p.Name, p.Limit, p.Window, p.InFlight)
+		items[i] = policyItem(p.Name, p.Limit, p.Window, p.InFlight, unitOf(p, unit))
 	}
 	list := strings.Join(items, ", ")
 	s := &policySet{policies: slices.Clone(policies), vals: make([]policyValues, len(policies))}
@@ -119,6 +120,7 @@ func (s *policySet) lists(policies []ratelimit.NamedPolicy) bool {
 // oldest. The cache changes only what is allocated, never what is sent.
 type fields struct {
 	style HeaderStyle
+	unit  string // WithQuotaUnit's, or ""
 	sets  [policySets]atomic.Pointer[policySet]
 	next  atomic.Uint32
 }
@@ -126,35 +128,36 @@ type fields struct {
 // policySets is how many lists of policies an Interceptor keeps formatted.
 const policySets = 4
 
-// policy returns the values of the policy that bound d, as d lists its
-// policies: those of the cache when it holds them. A Decision of no
-// policy, or of one whose limit is unknown (<= 0), gets the values of its
-// Result's limit, with no w, under the name "default" or the policy's. It
-// returns an error wrapping ratelimit.ErrInvalidConfig when d's policies
-// cannot be sent (see newPolicySet) or its Bound names none of them.
-func (f *fields) policy(d *ratelimit.Decision) (*policyValues, error) {
+// policy returns the values of d's policies, as d lists them, and the
+// index among them of the policy that bound d: those of the cache when it
+// holds them. A Decision of no policy, or of one whose limit is unknown
+// (<= 0), gets the values of its Result's limit, with no w, under the name
+// "default" or the policy's. It returns an error wrapping
+// ratelimit.ErrInvalidConfig when d's policies cannot be sent (see
+// newPolicySet) or its Bound names none of them.
+func (f *fields) policy(d *ratelimit.Decision) ([]policyValues, int, error) {
 	switch n := len(d.Policies); {
 	case n == 0:
-		return dynamicValues(defaultPolicyName, d.Limit), nil
+		return []policyValues{dynamicValues(defaultPolicyName, d.Limit)}, 0, nil
 	case d.Bound < 0 || d.Bound >= n:
-		return nil, fmt.Errorf("%w: grpclimit: the limiter's Decision is bound by policy %d of %d", ratelimit.ErrInvalidConfig, d.Bound, n)
+		return nil, 0, fmt.Errorf("%w: grpclimit: the limiter's Decision is bound by policy %d of %d", ratelimit.ErrInvalidConfig, d.Bound, n)
 	case n == 1 && d.Policies[0].Limit <= 0:
 		if !checkPolicyName(d.Policies[0].Name) {
-			return nil, fmt.Errorf("%w: grpclimit: the limiter's policy is named %q; a structured-field string is non-empty printable ASCII", ratelimit.ErrInvalidConfig, d.Policies[0].Name)
+			return nil, 0, fmt.Errorf("%w: grpclimit: the limiter's policy is named %q; a structured-field string is non-empty printable ASCII", ratelimit.ErrInvalidConfig, d.Policies[0].Name)
 		}
-		return dynamicValues(d.Policies[0].Name, d.Limit), nil
+		return []policyValues{dynamicValues(d.Policies[0].Name, d.Limit)}, 0, nil
 	}
 	for i := range f.sets {
 		if s := f.sets[i].Load(); s != nil && s.lists(d.Policies) {
-			return &s.vals[d.Bound], nil
+			return s.vals, d.Bound, nil
 		}
 	}
-	s, err := newPolicySet(d.Policies)
+	s, err := newPolicySet(d.Policies, f.unit)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	f.sets[f.next.Add(1)%policySets].Store(s)
-	return &s.vals[d.Bound], nil
+	return s.vals, d.Bound, nil
 }
 
 // defaultPolicyName names the policy of a Decision that lists none.
@@ -163,16 +166,17 @@ const defaultPolicyName = "default"
 // dynamicValues returns the values of a policy named name whose limit is
 // known only from a Result of limit: its limit-only values, formatted for
 // each call.
-func dynamicValues(name string, limit int) *policyValues {
+func dynamicValues(name string, limit int) policyValues {
 	q := strconv.Itoa(max(limit, 0))
 	quoted := quoteSFString(name)
 	item := quoted + ";q=" + q
-	return &policyValues{name: name, limit: limit, q: q, item: item, list: item, beforeR: quoted + ";r="}
+	return policyValues{name: name, limit: limit, q: q, item: item, list: item, beforeR: quoted + ";r="}
 }
 
 // fieldBufSize is the room on the stack for the values that change with
-// each call: enough for a policy name of 40 bytes with numbers of up to 10
-// digits. Longer values grow the buffer on the heap.
+// each call: enough for one policy of a name of 40 bytes with numbers of
+// up to 10 digits. Longer values, and several policies, grow the buffer on
+// the heap.
 const fieldBufSize = 96
 
 // fieldBlock holds the value slices of one response's metadata in one
@@ -181,44 +185,57 @@ type fieldBlock struct {
 	vals [6]string
 }
 
-// metadata returns the rate-limit metadata for res decided under policy p,
-// with retry-after (res's RetryAfter in whole seconds, rounded up, at least
-// 1) when deny is true. The reset (ratelimit-reset, and t of ratelimit) is
-// ResetAfter on an allowed call and the retry-after value on a denial, so
-// that the two agree; ratelimit-limit and ratelimit-policy are left out
-// while the limit is unknown (<= 0). These are the rules of package
-// httplimit's header fields.
+// metadata returns the rate-limit metadata for d, the call's Decision,
+// whose policies' values are vals (vals[bound] the bound policy's), with
+// retry-after (d's RetryAfter in whole seconds, rounded up, at least 1)
+// when deny is true. pk is the partition key's parameter (";pk=:...:"), or
+// "". These are the rules of package httplimit's header fields:
+// ratelimit lists each policy's service limit on an allowed call, the
+// bound one first, each with its own r and t, its effective window
+// (ratelimit.Decision's NextUnit in whole seconds, rounded up, left out
+// when the Decision does not tell it), and the bound one alone on a
+// denial, whose t is the retry-after value
+// (draft-ietf-httpapi-ratelimit-headers-11, sections 4.1.2 and 6);
+// ratelimit-limit and ratelimit-remaining are the bound policy's, and
+// ratelimit-reset the seconds until the key is full again (d's
+// ResetAfter), or retry-after on a denial; ratelimit-limit and
+// ratelimit-policy are left out while the limit is unknown (<= 0).
 //
 // The values that change with each call are formatted into one buffer and
 // made one string that backs them all; the value slices share one backing
 // array, each capped at length 1 so that an append copies instead of
 // overwriting a neighbour.
-func (f *fields) metadata(p *policyValues, res ratelimit.Result, deny bool) metadata.MD {
-	remaining := int64(max(res.Remaining, 0))
-	reset := ceilSeconds(res.ResetAfter)
+func (f *fields) metadata(vals []policyValues, bound int, d *ratelimit.Decision, deny bool, pk string) metadata.MD {
+	p := &vals[bound]
+	remaining := int64(max(d.Remaining, 0))
+	reset := ceilSeconds(d.ResetAfter)
 	if deny {
-		reset = max(ceilSeconds(res.RetryAfter), 1)
+		reset = max(ceilSeconds(d.RetryAfter), 1)
 	}
 
 	var buf [fieldBufSize]byte
 	b := buf[:0]
-	var remFrom, remTo, rstFrom, rstTo, rlTo int
+	b = strconv.AppendInt(b, remaining, 10)
+	remTo, rstFrom := len(b), len(b)
+	b = strconv.AppendInt(b, reset, 10)
+	rstTo, rlFrom := len(b), len(b)
 	if f.style.ietf() {
-		// `"default";r=3;t=2`: the legacy values are substrings of it.
-		b = append(b, p.beforeR...)
-		remFrom = len(b)
-		b = strconv.AppendInt(b, remaining, 10)
-		remTo = len(b)
-		b = append(b, ";t="...)
-		rstFrom = len(b)
-		b = strconv.AppendInt(b, reset, 10)
-		rstTo, rlTo = len(b), len(b)
-	} else {
-		b = strconv.AppendInt(b, remaining, 10)
-		remTo, rstFrom = len(b), len(b)
-		b = strconv.AppendInt(b, reset, 10)
-		rstTo = len(b)
+		// `"per-second";r=3;t=1, "per-hour";r=998;t=4`
+		if deny {
+			b = appendItem(b, p.beforeR, remaining, reset, pk)
+		} else {
+			b = appendItem(b, p.beforeR, remaining, effectiveWindow(d, bound), pk)
+			if d.Parts != nil && len(d.Parts) == len(vals) {
+				for i := range vals {
+					if i != bound {
+						b = append(b, ", "...)
+						b = appendItem(b, vals[i].beforeR, int64(max(d.Parts[i].Remaining, 0)), effectiveWindow(d, i), pk)
+					}
+				}
+			}
+		}
 	}
+	rlTo := len(b)
 	s := string(b)
 	blk := new(fieldBlock)
 	md := make(metadata.MD, 6)
@@ -228,19 +245,41 @@ func (f *fields) metadata(p *policyValues, res ratelimit.Result, deny bool) meta
 		if known {
 			i = set(md, &blk.vals, i, keyLimit, p.q)
 		}
-		i = set(md, &blk.vals, i, keyRemaining, s[remFrom:remTo])
+		i = set(md, &blk.vals, i, keyRemaining, s[:remTo])
 		i = set(md, &blk.vals, i, keyReset, s[rstFrom:rstTo])
 	}
 	if f.style.ietf() {
 		if known {
 			i = set(md, &blk.vals, i, keyPolicy, p.list)
 		}
-		i = set(md, &blk.vals, i, keyRateLimit, s[:rlTo])
+		i = set(md, &blk.vals, i, keyRateLimit, s[rlFrom:rlTo])
 	}
 	if deny {
 		set(md, &blk.vals, i, keyRetryAfter, s[rstFrom:rstTo])
 	}
 	return md
+}
+
+// effectiveWindow returns policy i's effective window in d, d.NextUnit in
+// whole seconds rounded up, or -1 when d does not tell it.
+func effectiveWindow(d *ratelimit.Decision, i int) int64 {
+	next, ok := d.NextUnit(i)
+	if !ok {
+		return -1
+	}
+	return max(ceilSeconds(next), 1)
+}
+
+// appendItem appends to b one service limit item of ratelimit: beforeR
+// (`"default";r=`), r, ";t=" and t unless t < 0, and pk.
+func appendItem(b []byte, beforeR string, r, t int64, pk string) []byte {
+	b = append(b, beforeR...)
+	b = strconv.AppendInt(b, r, 10)
+	if t >= 0 {
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, t, 10)
+	}
+	return append(b, pk...)
 }
 
 // limitOnly returns the metadata that does not depend on a key's state,
@@ -306,23 +345,36 @@ func quoteSFString(name string) string {
 // flight (ratelimit.NamedPolicy's InFlight): the quota unit
 // "concurrent-requests" of draft-ietf-httpapi-ratelimit-headers-11
 // (section 3.1.2). Rate policies count the draft's default unit,
-// "requests", and are sent without qu.
+// "requests", and are sent without qu unless WithQuotaUnit names theirs.
 const inFlightUnit = `;qu="concurrent-requests"`
 
 // policyItem returns one policy as a member of ratelimit-policy:
-// `"per-hour";q=1000;w=3600`, without w when window <= 0. A policy of
-// calls in flight names its quota unit and has no w, whatever its window
-// (its leases' TTL), as package httplimit sends it:
-// `"default";q=5;qu="concurrent-requests"`.
-func policyItem(name string, limit int, window time.Duration, inFlight bool) string {
+// `"per-hour";q=1000;w=3600`, without w when window <= 0, and with
+// `;qu="unit"` when unit is not empty. A policy of calls in flight names
+// its quota unit and has no w, whatever its window (its leases' TTL), as
+// package httplimit sends it: `"default";q=5;qu="concurrent-requests"`.
+func policyItem(name string, limit int, window time.Duration, inFlight bool, unit string) string {
 	item := quoteSFString(name) + ";q=" + strconv.Itoa(limit)
 	switch {
 	case inFlight:
-		item += inFlightUnit
+		return item + inFlightUnit
 	case window > 0:
 		item += ";w=" + strconv.FormatInt(ceilSeconds(window), 10)
 	}
+	if unit != "" {
+		item += `;qu="` + unit + `"`
+	}
 	return item
+}
+
+// unitOf returns the quota unit of p for its qu parameter: unit for a
+// policy that counts units, "" for one that counts calls (PerCall) or
+// units in flight.
+func unitOf(p ratelimit.NamedPolicy, unit string) string {
+	if p.PerCall || p.InFlight {
+		return ""
+	}
+	return unit
 }
 
 // ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.

@@ -36,6 +36,7 @@ type Interceptor struct {
 	policyErrorsPass bool
 	closedRetry      time.Duration
 	fields           *fields
+	partition        *partitioner // WithPartitionKey's, or nil
 
 	// leases says each call's units are taken with ratelimit.Acquire and
 	// held for its handler's life (WithLeases); inFlight, that the
@@ -93,7 +94,8 @@ func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Intercep
 		failClosed:       s.failClosed,
 		policyErrorsPass: s.policyErrorsPass,
 		closedRetry:      s.closedRetry,
-		fields:           &fields{style: s.style},
+		fields:           &fields{style: s.style, unit: s.quotaUnit},
+		partition:        s.partition,
 		leases:           s.leases,
 		after:            leasehold.AfterFunc,
 	}
@@ -193,7 +195,7 @@ func (i *Interceptor) Limit(ctx context.Context) error {
 //
 //   - skipped (WithSkip): no metadata, let through;
 //   - KeyFunc or CostFunc error, or a negative cost: the error's own status,
-//     or codes.Internal;
+//     codes.InvalidArgument for a cost that is not valid, or codes.Internal;
 //   - allowed: the fields, let through (with the lease that holds its
 //     units, under WithLeases);
 //   - denied: the fields and retry-after, codes.ResourceExhausted with
@@ -238,12 +240,15 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 		}
 	}
 
+	// A call whose handler runs is never free of the limit: one of cost 0
+	// takes 1 (see CostFunc).
+	n := max(cost, 1)
 	var d ratelimit.Decision
 	var lease ratelimit.Lease
 	if acquire && i.leases {
-		lease, d, err = ratelimit.Acquire(ctx, i.limiter, key, cost)
+		lease, d, err = ratelimit.Acquire(ctx, i.limiter, key, n)
 	} else {
-		d, err = ratelimit.Decide(ctx, i.limiter, key, cost)
+		d, err = ratelimit.Decide(ctx, i.limiter, key, n)
 	}
 	if lease.Held() && (err != nil || !d.Allowed || d.WouldDeny) {
 		// Not a lease this call may hold: only an allowed call's units
@@ -256,7 +261,7 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 		md, err := i.failed(ctx, method, err, d.Source == ratelimit.FromShadow)
 		return md, none, err
 	}
-	p, perr := i.fields.policy(&d)
+	vals, bound, perr := i.fields.policy(&d)
 	if perr != nil {
 		if err != nil {
 			perr = fmt.Errorf("%w, and: %w", perr, err)
@@ -265,13 +270,15 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 		md, err := i.failed(ctx, method, perr, false)
 		return md, none, err
 	}
+	p := &vals[bound]
+	pk := i.partition.param(key)
 	switch {
 	case err != nil: // ErrCostExceedsLimit
-		return i.fields.limitOnly(p), none, tooLarge(p, cost)
+		return i.fields.limitOnly(p), none, tooLarge(p, n)
 	case d.Allowed:
-		return i.fields.metadata(p, d.Result, false), lease, nil
+		return i.fields.metadata(vals, bound, &d, false, pk), lease, nil
 	default:
-		return i.fields.metadata(p, d.Result, true), none, denied(p, d.Result)
+		return i.fields.metadata(vals, bound, &d, true, pk), none, denied(p, d.Result)
 	}
 }
 
@@ -301,12 +308,17 @@ func (i *Interceptor) failed(ctx context.Context, method string, err error, shad
 }
 
 // keyStatus returns the answer to a call whose key or cost could not be
-// found: err's own gRPC status, or codes.Internal with a message that does
-// not show err (which may say more about the server than a client should
-// know).
+// found, by the error's class: err's own gRPC status when it carries one;
+// codes.InvalidArgument for a cost that is not valid (an error wrapping
+// ratelimit.ErrInvalidCost, a negative cost's included): the caller's
+// mistake; or else codes.Internal, the server's. The message never shows
+// err (which may say more about the server than a client should know).
 func keyStatus(err error) error {
 	if st, ok := status.FromError(err); ok {
 		return st.Err()
+	}
+	if errors.Is(err, ratelimit.ErrInvalidCost) {
+		return status.Error(codes.InvalidArgument, "grpclimit: the call's cost is not valid")
 	}
 	return status.Error(codes.Internal, "grpclimit: the call's rate-limit key or cost could not be found")
 }

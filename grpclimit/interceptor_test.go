@@ -45,7 +45,8 @@ func TestUnaryFieldsAndDenialOverLoopback(t *testing.T) {
 	want := []map[string][]string{
 		{"ratelimit-limit": {"3"}, "ratelimit-remaining": {"2"}, "ratelimit-reset": {"1"}, "ratelimit-policy": {`"default";q=3;w=2`}, "ratelimit": {`"default";r=2;t=1`}},
 		{"ratelimit-limit": {"3"}, "ratelimit-remaining": {"1"}, "ratelimit-reset": {"1"}, "ratelimit-policy": {`"default";q=3;w=2`}, "ratelimit": {`"default";r=1;t=1`}},
-		{"ratelimit-limit": {"3"}, "ratelimit-remaining": {"0"}, "ratelimit-reset": {"2"}, "ratelimit-policy": {`"default";q=3;w=2`}, "ratelimit": {`"default";r=0;t=2`}},
+		// t: the next token's time, rounded up; ratelimit-reset: the time to full.
+		{"ratelimit-limit": {"3"}, "ratelimit-remaining": {"0"}, "ratelimit-reset": {"2"}, "ratelimit-policy": {`"default";q=3;w=2`}, "ratelimit": {`"default";r=0;t=1`}},
 	}
 	for i, w := range want {
 		hdr, err := check(t, c)
@@ -123,7 +124,7 @@ func TestCompositeSendsEveryPolicyAndTheBoundOne(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string][]string{
 		"ratelimit-limit": {"2"}, "ratelimit-remaining": {"1"}, "ratelimit-reset": {"60"},
-		"ratelimit-policy": {policies}, "ratelimit": {`"per-second";r=1;t=60`},
+		"ratelimit-policy": {policies}, "ratelimit": {`"per-second";r=1;t=1, "per-minute";r=4;t=60`},
 	}, rateFields(hdr))
 	_, err = check(t, c)
 	require.NoError(t, err)
@@ -142,7 +143,7 @@ func TestCompositeSendsEveryPolicyAndTheBoundOne(t *testing.T) {
 	clock.Advance(3 * time.Second)
 	hdr, err = check(t, c)
 	require.NoError(t, err)
-	assert.Equal(t, []string{`"per-minute";r=2;t=57`}, hdr["ratelimit"])
+	assert.Equal(t, []string{`"per-minute";r=2;t=57, "per-second";r=1;t=1`}, hdr["ratelimit"], "each policy with its own effective window")
 	assert.Equal(t, []string{"5"}, hdr["ratelimit-limit"])
 }
 
@@ -202,6 +203,10 @@ func TestKeyByMetadata(t *testing.T) {
 	assert.Equal(t, []string{"2"}, hdr["ratelimit-remaining"])
 }
 
+// Every class of KeyFunc and CostFunc error has a code of its own: the
+// error's own status, InvalidArgument for a cost that is not valid (the
+// caller's mistake), Internal for any other (the server's). The limiter is
+// never asked, and no message shows the error's text.
 func TestKeyAndCostErrors(t *testing.T) {
 	stub := &stubLimiter{res: ratelimit.Result{Allowed: true, Limit: 1}}
 	plain := func(context.Context, string) (string, error) { return "", errors.New("secret database detail") }
@@ -218,7 +223,14 @@ func TestKeyAndCostErrors(t *testing.T) {
 		{"plain key error", plain, nil, codes.Internal},
 		{"key error with a status", own, nil, codes.PermissionDenied},
 		{"cost error", okKey, []grpclimit.Option{grpclimit.WithCost(func(context.Context, string) (int, error) { return 0, errors.New("no") })}, codes.Internal},
-		{"negative cost", okKey, []grpclimit.Option{grpclimit.WithCost(func(context.Context, string) (int, error) { return -1, nil })}, codes.Internal},
+		{"negative cost", okKey, []grpclimit.Option{grpclimit.WithCost(func(context.Context, string) (int, error) { return -1, nil })}, codes.InvalidArgument},
+		{"cost error wrapping ErrInvalidCost", okKey, []grpclimit.Option{grpclimit.WithCost(func(context.Context, string) (int, error) {
+			return 0, fmt.Errorf("estimate %q: %w", "secret", ratelimit.ErrInvalidCost)
+		})}, codes.InvalidArgument},
+		{"cost error with a status", okKey, []grpclimit.Option{grpclimit.WithCost(func(context.Context, string) (int, error) {
+			return 0, status.Error(codes.FailedPrecondition, "no budget set")
+		})}, codes.FailedPrecondition},
+		{"KeyByMetadata, key missing", grpclimit.KeyByMetadata("x-api-key"), nil, codes.Unauthenticated},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -267,7 +279,7 @@ func TestLimiterWithoutPolicyTakesTheResultsLimit(t *testing.T) {
 	c := serve(t, interceptors(in)...)
 	hdr, err := check(t, c)
 	require.NoError(t, err)
-	assert.Equal(t, map[string][]string{"ratelimit-policy": {`"default";q=7`}, "ratelimit": {`"default";r=6;t=2`}}, rateFields(hdr))
+	assert.Equal(t, map[string][]string{"ratelimit-policy": {`"default";q=7`}, "ratelimit": {`"default";r=6`}}, rateFields(hdr), "a limiter of another package tells no t")
 }
 
 func TestHeaderStyleLegacy(t *testing.T) {

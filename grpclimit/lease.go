@@ -39,15 +39,16 @@ import (
 // RetryInfo of the time until enough of the key's leases expire, were
 // none released (a release can free a slot much sooner), and the metadata
 // of the policy in flight, which names the draft's quota unit and has no
-// w:
+// w (its t is the retry-after; an allowed call's item has none, as a
+// release may free a slot at any moment):
 //
 //	ratelimit-policy: "default";q=5;qu="concurrent-requests"
 //	ratelimit: "default";r=0;t=12
 //
 // A call whose lease holds nothing (decided by a limiter that holds nothing
-// in flight, such as the rate limiters, a call of cost 0, one a
-// ratelimit.Shadow let through against a denial) is served exactly as
-// without this option: with a rate limiter, WithLeases changes nothing.
+// in flight, such as the rate limiters, or one a ratelimit.Shadow let
+// through against a denial) is served exactly as without this option: with
+// a rate limiter, WithLeases changes nothing.
 //
 // Limit, which returns before the call it decides runs, cannot hold a
 // lease: with a limiter of calls in flight it answers codes.Internal.

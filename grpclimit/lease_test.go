@@ -207,7 +207,7 @@ func TestUnaryLeaseReleasedOnReturnAndOnPanic(t *testing.T) {
 	for i := range 3 {
 		hdr, err := checkAs(c, "alice", "")
 		require.NoError(t, err, "call %d", i)
-		assert.Equal(t, []string{`"default";r=0;t=60`}, hdr["ratelimit"])
+		assert.Equal(t, []string{`"default";r=0`}, hdr["ratelimit"])
 		<-srv.entered
 		_, err = checkAs(c, "alice", "panic")
 		require.Equal(t, codes.Internal, status.Code(err), "%v", err)
@@ -237,7 +237,7 @@ func TestStreamHoldsItsLeaseForItsLife(t *testing.T) {
 			hdr, err := s.Header()
 			require.NoError(t, err)
 			assert.Equal(t, []string{`"default";q=1;qu="concurrent-requests"`}, hdr["ratelimit-policy"])
-			assert.Equal(t, []string{`"default";r=0;t=60`}, hdr["ratelimit"])
+			assert.Equal(t, []string{`"default";r=0`}, hdr["ratelimit"])
 		}
 		_, err = checkAs(c, "alice", "")
 		assert.Equal(t, codes.ResourceExhausted, status.Code(err), "while the stream is open, after message %d: %v", i, err)
@@ -385,5 +385,5 @@ func TestPolicyListNamesTheQuotaUnitOfThePolicyInFlight(t *testing.T) {
 	hdr, err := checkAs(c, "alice", "")
 	require.NoError(t, err)
 	assert.Equal(t, []string{`"running";q=5;qu="concurrent-requests", "per-minute";q=100;w=60`}, hdr["ratelimit-policy"])
-	assert.Equal(t, []string{`"per-minute";r=99;t=1`}, hdr["ratelimit"])
+	assert.Equal(t, []string{`"per-minute";r=99`}, hdr["ratelimit"])
 }

@@ -15,8 +15,13 @@ import (
 type Option func(*settings) error
 
 // CostFunc says how many units of the limit a call takes. It must be safe
-// for concurrent use. A cost of 0 only reads the key's state; a negative
-// cost or an error is answered as a KeyFunc error is.
+// for concurrent use. A call whose handler runs is never free of the
+// limit: a cost of 0 takes 1 unit all the same, so that it is denied while
+// its key has none left (in debt included); use WithSkip for calls that
+// must not be limited at all. A negative cost, or an error wrapping
+// ratelimit.ErrInvalidCost, is the caller's mistake, answered
+// codes.InvalidArgument; any other error is answered as a KeyFunc's is:
+// with its own gRPC status when it carries one, codes.Internal otherwise.
 type CostFunc func(ctx context.Context, fullMethod string) (int, error)
 
 // SkipFunc reports whether a call is let through without asking the
@@ -34,6 +39,8 @@ type settings struct {
 	policyErrorsPass bool
 	closedRetry      time.Duration
 	leases           bool
+	quotaUnit        string       // WithQuotaUnit; "" for none
+	partition        *partitioner // WithPartitionKey; nil for none
 }
 
 // defaultClosedRetry is the retry delay of a fail-closed answer unless
@@ -54,7 +61,8 @@ func WithHeaderStyle(style HeaderStyle) Option {
 }
 
 // WithCost makes each call take f(ctx, fullMethod) units of the limit
-// instead of 1. A nil f is an error.
+// instead of 1 (at least 1: see CostFunc for a cost of 0). A nil f is an
+// error.
 func WithCost(f CostFunc) Option {
 	return func(s *settings) error {
 		if f == nil {

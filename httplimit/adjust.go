@@ -243,10 +243,12 @@ func sameWriter(a, b http.ResponseWriter) bool {
 }
 
 // serveTracked passes an allowed request to next and then adjusts the n
-// units it took from key, as WithRefund and WithSettle say; and refunds
-// them whenever a Middleware inside refused the request. taken is the
-// time read just after the request was decided.
-func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, key string, n int, taken time.Time) {
+// units it took from key, as WithRefund and WithSettle say: settled at the
+// cost its handler reported, or else at cost, its CostFunc's (which is n
+// but for a cost of 0, which took 1); and refunds them whenever a
+// Middleware inside refused the request. taken is the time read just
+// after the request was decided.
+func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, key string, n, cost int, taken time.Time) {
 	m := h.m
 	t := &tracker{settles: m.settle}
 	rw, req := w, r
@@ -265,28 +267,24 @@ func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, ke
 	}
 	h.next.ServeHTTP(rw, req)
 
-	cost := int64(costUnset)
+	reported := int64(costUnset)
 	if m.settle {
-		cost = t.close()
+		reported = t.close()
+	}
+	if reported < 0 {
+		reported = int64(cost) // none reported: the request costs what it was estimated at
 	}
 	switch {
 	case t.refused.Load():
 		// A Middleware inside refused the request: its handler never
 		// ran, so nothing of it is owed.
-		if n > 0 {
-			m.adjust(r, key, n, refundAll, taken)
-		}
+		m.adjust(r, key, n, refundAll, taken)
 	case m.refund != nil && m.refund(req, t.w.finalStatus()):
-		if n > 0 {
-			m.adjust(r, key, n, refundAll, taken)
-		}
-	case cost >= 0 && cost != int64(n):
-		m.adjust(r, key, n, cost, taken)
+		m.adjust(r, key, n, refundAll, taken)
+	case reported != int64(n):
+		m.adjust(r, key, n, reported, taken)
 	}
 }
-
-// maxAdjustToken is the longest token ratelimit.WithToken takes.
-const maxAdjustToken = 128
 
 // refundAll is the cost that makes adjust refund.
 const refundAll = -1
@@ -294,33 +292,38 @@ const refundAll = -1
 // adjust settles the n units a request on key took at cost, or refunds them
 // for refundAll, under r's context without its cancellation and bounded by
 // the adjust timeout, and passes an error to the WithOnError hook.
+//
+// The call carries a token the Middleware makes for this request alone
+// (ratelimit.WithToken; see newTokens), nothing the client sends, so that
+// two requests are never taken for one: every request that ran is adjusted
+// for itself. A call that fails with ratelimit.ErrBackend (the server may
+// or may not have applied it: a reply lost, a connection broken) is tried
+// once more with the same token while the timeout allows; on Redis the
+// token makes that second try change nothing when the first one applied.
 func (m *Middleware) adjust(r *http.Request, key string, n int, cost int64, taken time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.adjustWait)
 	defer cancel()
-	opts := make([]ratelimit.AdjustOption, 1, 2)
-	opts[0] = ratelimit.TakenAt(taken)
-	if m.adjustToken != nil {
-		switch token := m.adjustToken(r); {
-		case len(token) > maxAdjustToken:
-			// The client's token, which the limiter would refuse: the
-			// request is adjusted without it rather than not at all, so a
-			// client cannot escape its settle by its choice of token.
-			if m.onError != nil {
-				m.onError(r, fmt.Errorf("%w: a token of %d bytes, at most %d: adjusted without it", ErrAdjustment, len(token), maxAdjustToken))
-			}
-		case token != "":
-			opts = append(opts, ratelimit.WithToken(token))
-		}
-	}
-	var err error
-	if cost == refundAll {
-		if _, err = m.adjuster.Refund(ctx, key, n, opts...); err != nil {
-			err = fmt.Errorf("%w: Refund of %d: %w", ErrAdjustment, n, err)
-		}
-	} else if _, err = m.adjuster.Settle(ctx, key, n, int(cost), opts...); err != nil {
-		err = fmt.Errorf("%w: Settle of %d at cost %d: %w", ErrAdjustment, n, cost, err)
+	opts := []ratelimit.AdjustOption{ratelimit.TakenAt(taken), ratelimit.WithToken(m.tokens.next())}
+	err := m.adjustOnce(ctx, key, n, cost, opts)
+	if err != nil && errors.Is(err, ratelimit.ErrBackend) && ctx.Err() == nil {
+		err = m.adjustOnce(ctx, key, n, cost, opts)
 	}
 	if err != nil && m.onError != nil {
 		m.onError(r, err)
 	}
+}
+
+// adjustOnce makes one Refund (cost refundAll) or Settle call, and returns
+// its error wrapping ErrAdjustment.
+func (m *Middleware) adjustOnce(ctx context.Context, key string, n int, cost int64, opts []ratelimit.AdjustOption) error {
+	if cost == refundAll {
+		if _, err := m.adjuster.Refund(ctx, key, n, opts...); err != nil {
+			return fmt.Errorf("%w: Refund of %d: %w", ErrAdjustment, n, err)
+		}
+		return nil
+	}
+	if _, err := m.adjuster.Settle(ctx, key, n, int(cost), opts...); err != nil {
+		return fmt.Errorf("%w: Settle of %d at cost %d: %w", ErrAdjustment, n, cost, err)
+	}
+	return nil
 }

@@ -83,14 +83,14 @@ func TestRefundOnServerErrors(t *testing.T) {
 				w := get(h, "alice", "/?status=503")
 				require.Equal(t, http.StatusServiceUnavailable, w.Code, "request %d", i)
 				// The fields were set before the handler ran.
-				assert.Equal(t, `"default";r=1;t=1`, w.Header().Get("RateLimit"), "request %d", i)
+				assert.Equal(t, allowedRL(kind.foreign, `"default";r=1;t=1`), w.Header().Get("RateLimit"), "request %d", i)
 			}
 			w := get(h, "alice", "/?status=200")
 			assert.Equal(t, http.StatusOK, w.Code)
-			assert.Equal(t, `"default";r=1;t=1`, w.Header().Get("RateLimit"))
+			assert.Equal(t, allowedRL(kind.foreign, `"default";r=1;t=1`), w.Header().Get("RateLimit"))
 			w = get(h, "alice", "/?status=404")
 			assert.Equal(t, http.StatusNotFound, w.Code)
-			assert.Equal(t, `"default";r=0;t=2`, w.Header().Get("RateLimit"))
+			assert.Equal(t, allowedRL(kind.foreign, `"default";r=0;t=1`), w.Header().Get("RateLimit"), "the next token in 1 s")
 			w = get(h, "alice", "/")
 			assert.Equal(t, http.StatusTooManyRequests, w.Code)
 			assert.Equal(t, "1", w.Header().Get("Retry-After"))
@@ -102,7 +102,7 @@ func TestRefundOnServerErrors(t *testing.T) {
 					assert.Equal(t, "Refund", c.method)
 					assert.Equal(t, "alice", c.key)
 					assert.Equal(t, 1, c.taken)
-					assert.Equal(t, 1, c.opts, "TakenAt")
+					assert.Equal(t, 2, c.opts, "TakenAt and the request's token")
 				}
 			}
 		})
@@ -356,7 +356,7 @@ func TestSetCostSettlesMore(t *testing.T) {
 
 			w := get(h, "alice", "/?cost=14")
 			assert.Equal(t, http.StatusOK, w.Code)
-			assert.Equal(t, `"default";r=9;t=1`, w.Header().Get("RateLimit"), "set before the handler ran")
+			assert.Equal(t, allowedRL(kind.foreign, `"default";r=9;t=1`), w.Header().Get("RateLimit"), "set before the handler ran")
 			assert.True(t, next.recorded.Load())
 
 			// 4 in debt: 5 units, 2.5 s, until one request can pass.
@@ -378,7 +378,7 @@ func TestSetCostSettlesMore(t *testing.T) {
 
 			if calls, ok := fakeCalls(l); ok {
 				require.Len(t, calls, 1)
-				assert.Equal(t, adjustCall{method: "Settle", key: "alice", taken: 1, cost: 14, opts: 1, deadline: true, timeout: calls[0].timeout}, calls[0])
+				assert.Equal(t, adjustCall{method: "Settle", key: "alice", taken: 1, cost: 14, opts: 2, deadline: true, timeout: calls[0].timeout}, calls[0])
 			}
 		})
 	}
@@ -393,11 +393,12 @@ func TestSetCostSettlesLess(t *testing.T) {
 			h, _ := adjusting(t, l, httplimit.WithSettle(), httplimit.WithCost(func(*http.Request) (int, error) { return 5, nil }))
 
 			w := get(h, "alice", "/?cost=2")
-			assert.Equal(t, `"default";r=5;t=3`, w.Header().Get("RateLimit"))
+			assert.Equal(t, allowedRL(kind.foreign, `"default";r=5;t=1`), w.Header().Get("RateLimit"))
 			w = get(h, "alice", "/?cost=0")
-			assert.Equal(t, `"default";r=3;t=4`, w.Header().Get("RateLimit"), "2 used, then 5 more taken")
+			assert.Equal(t, allowedRL(kind.foreign, `"default";r=3;t=1`), w.Header().Get("RateLimit"), "2 used, then 5 more taken")
+			assert.Equal(t, "4", w.Header().Get("RateLimit-Reset"), "7 to refill, 3.5 s")
 			w = get(h, "alice", "/")
-			assert.Equal(t, `"default";r=3;t=4`, w.Header().Get("RateLimit"), "the last 5 were given back")
+			assert.Equal(t, allowedRL(kind.foreign, `"default";r=3;t=1`), w.Header().Get("RateLimit"), "the last 5 were given back")
 			w = get(h, "alice", "/")
 			assert.Equal(t, http.StatusTooManyRequests, w.Code, "the estimate is taken before the handler reports")
 
@@ -520,12 +521,17 @@ func TestRefundWinsOverSetCost(t *testing.T) {
 	assert.Equal(t, 5, calls[1].cost)
 }
 
-// A request that took nothing has nothing to give back.
-func TestNoRefundOfAZeroCost(t *testing.T) {
+// A request of cost 0 took 1 to run, which it gives back after its
+// handler: refunded by the refund rule, or else settled at its cost, 0.
+func TestACostOfZeroIsGivenBackAfterItsHandler(t *testing.T) {
 	l := newFakeBucket(10, time.Second, ratelimit.NewFakeClock(epoch))
 	h, _ := adjusting(t, l, httplimit.WithRefund(serverErrors), httplimit.WithCost(func(*http.Request) (int, error) { return 0, nil }))
 	get(h, "k", "/?status=500")
-	assert.Empty(t, l.calls())
+	get(h, "k", "/?status=200")
+	assert.Equal(t, []adjustCall{
+		{method: "Refund", key: "k", taken: 1, opts: 2, deadline: true},
+		{method: "Settle", key: "k", taken: 1, cost: 0, opts: 2, deadline: true},
+	}, withoutTimeouts(l.calls()))
 }
 
 // Nested middlewares built WithSettle each settle the reported cost on
@@ -542,8 +548,8 @@ func TestSetCostReachesNestedMiddlewares(t *testing.T) {
 	h := outer.Handler(inner.Handler(next))
 	get(h, "k", "/?cost=6")
 	assert.True(t, next.recorded.Load())
-	assert.Equal(t, []adjustCall{{method: "Settle", key: "k", taken: 1, cost: 6, opts: 1, deadline: true}}, withoutTimeouts(outerLimiter.calls()))
-	assert.Equal(t, []adjustCall{{method: "Settle", key: "k", taken: 2, cost: 6, opts: 1, deadline: true}}, withoutTimeouts(innerLimiter.calls()))
+	assert.Equal(t, []adjustCall{{method: "Settle", key: "k", taken: 1, cost: 6, opts: 2, deadline: true}}, withoutTimeouts(outerLimiter.calls()))
+	assert.Equal(t, []adjustCall{{method: "Settle", key: "k", taken: 2, cost: 6, opts: 2, deadline: true}}, withoutTimeouts(innerLimiter.calls()))
 }
 
 // withoutTimeouts returns calls with their timeouts zeroed, to compare.
@@ -671,13 +677,17 @@ func TestCompositeRefund(t *testing.T) {
 		t.Run(kind.name, func(t *testing.T) {
 			l, _ := kind.new(t)
 			h, next := adjusting(t, l, httplimit.WithRefund(serverErrors), httplimit.WithSettle())
+			first := `"per-second";r=1;t=1, "per-minute";r=2;t=20`
+			if kind.foreign {
+				first = withoutT(first)
+			}
 			for i := range 4 {
 				w := get(h, "alice", "/?status=500")
 				require.Equal(t, http.StatusInternalServerError, w.Code, "request %d", i)
-				assert.Equal(t, `"per-second";r=1;t=20`, w.Header().Get("RateLimit"), "request %d", i)
+				assert.Equal(t, first, w.Header().Get("RateLimit"), "request %d", i)
 			}
 			w := get(h, "alice", "/?cost=2")
-			assert.Equal(t, `"per-second";r=1;t=20`, w.Header().Get("RateLimit"))
+			assert.Equal(t, first, w.Header().Get("RateLimit"))
 			// per-second: 0 left; per-minute: 1 left after 2.
 			w = get(h, "alice", "/")
 			assert.Equal(t, http.StatusTooManyRequests, w.Code)

@@ -18,9 +18,13 @@ import (
 // twoPolicyList is RateLimit-Policy for twoPolicies.
 const twoPolicyList = `"per-second";q=2;w=1, "per-minute";q=3;w=60`
 
-// Every response lists both policies; RateLimit and the legacy fields are
-// those of the policy that bound the decision, which moves from one policy
-// to the other as the keys drain.
+// Every response lists both policies in RateLimit-Policy. RateLimit lists
+// each policy's service limit on an allowed request, the bound one first,
+// each with its own r and t (a token's refill: 500 ms for per-second, 20 s
+// for per-minute), and the bound one alone on a denial, with the
+// Retry-After; the legacy fields are the bound policy's, but for
+// RateLimit-Reset, the time until both are full. The bound policy moves
+// from one to the other as the keys drain.
 func TestCompositeFields(t *testing.T) {
 	for _, kind := range composites {
 		t.Run(kind.name, func(t *testing.T) {
@@ -39,7 +43,7 @@ func TestCompositeFields(t *testing.T) {
 					"RateLimit-Remaining": {"1"},
 					"RateLimit-Reset":     {"20"},
 					"RateLimit-Policy":    {twoPolicyList},
-					"RateLimit":           {`"per-second";r=1;t=20`},
+					"RateLimit":           {`"per-second";r=1;t=1, "per-minute";r=2;t=20`},
 				}, nil},
 				// per-second: 0 left; per-minute: 1 left, full in 40 s.
 				{0, http.StatusOK, map[string][]string{
@@ -47,7 +51,7 @@ func TestCompositeFields(t *testing.T) {
 					"RateLimit-Remaining": {"0"},
 					"RateLimit-Reset":     {"40"},
 					"RateLimit-Policy":    {twoPolicyList},
-					"RateLimit":           {`"per-second";r=0;t=40`},
+					"RateLimit":           {`"per-second";r=0;t=1, "per-minute";r=1;t=20`},
 				}, nil},
 				// per-second denies for 500 ms; per-minute is not charged.
 				{0, http.StatusTooManyRequests, map[string][]string{
@@ -59,13 +63,13 @@ func TestCompositeFields(t *testing.T) {
 					"Retry-After":         {"1"},
 				}, []string{"per-second"}},
 				// 1 s later per-second is full again; per-minute binds
-				// with 0 left, full in 59 s.
+				// with 0 left, full in 59 s, its next unit in 19 s.
 				{time.Second, http.StatusOK, map[string][]string{
 					"RateLimit-Limit":     {"3"},
 					"RateLimit-Remaining": {"0"},
 					"RateLimit-Reset":     {"59"},
 					"RateLimit-Policy":    {twoPolicyList},
-					"RateLimit":           {`"per-minute";r=0;t=59`},
+					"RateLimit":           {`"per-minute";r=0;t=19, "per-second";r=1;t=1`},
 				}, nil},
 				// per-second would allow; per-minute denies for 19 s.
 				{0, http.StatusTooManyRequests, map[string][]string{
@@ -81,6 +85,9 @@ func TestCompositeFields(t *testing.T) {
 				clock.Advance(step.advance)
 				w := do(h, "alice", "application/json")
 				require.Equal(t, step.code, w.Code, "request %d", i)
+				if kind.foreign && step.code == http.StatusOK {
+					step.want["RateLimit"] = []string{withoutT(step.want["RateLimit"][0])}
+				}
 				assert.Equal(t, step.want, fields(w.Header()), "request %d", i)
 				if step.problem != nil {
 					var doc problemDoc
@@ -105,11 +112,11 @@ func TestCompositeHeaderStyles(t *testing.T) {
 		}},
 		{httplimit.IETFHeaders, map[string][]string{
 			"RateLimit-Policy": {twoPolicyList},
-			"RateLimit":        {`"per-second";r=1;t=20`},
+			"RateLimit":        {`"per-second";r=1;t=1, "per-minute";r=2;t=20`},
 		}},
 	}
 	for _, tc := range cases {
-		l, _ := composites[0].new(t)
+		l, _ := realComposite(t)
 		h, _ := limited(t, l, httplimit.WithHeaderStyle(tc.style))
 		w := do(h, "alice", "")
 		require.Equal(t, http.StatusOK, w.Code)
@@ -134,7 +141,9 @@ func TestCompositeCostAboveALimitIs413(t *testing.T) {
 			}, fields(w.Header()))
 			var doc problemDoc
 			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &doc))
-			assert.Equal(t, []string{"per-second"}, doc.ViolatedPolicies)
+			assert.Equal(t, "about:blank", doc.Type)
+			assert.Equal(t, "Content Too Large", doc.Title)
+			assert.Contains(t, doc.Detail, `policy "per-second"`)
 			assert.Equal(t, int64(0), next.calls.Load())
 			assert.Empty(t, hooked)
 		})
@@ -302,7 +311,7 @@ func TestMultiPolicyOptionsAndPolicies(t *testing.T) {
 		"RateLimit-Remaining": {"5"},
 		"RateLimit-Reset":     {"3"},
 		"RateLimit-Policy":    {`"a\"b\\c";q=10;w=2, "no window";q=7, "per-day";q=100000;w=86400`},
-		"RateLimit":           {`"no window";r=5;t=3`},
+		"RateLimit":           {`"no window";r=5`}, // a Decider of another package tells no t
 	}, fields(w.Header()))
 }
 
@@ -317,9 +326,9 @@ func TestMultiPolicyOfOnePolicy(t *testing.T) {
 		opts         []httplimit.Option
 		policy, rate string
 	}{
-		{nil, `"per-user";q=10;w=5`, `"per-user";r=9;t=1`},
-		{[]httplimit.Option{httplimit.WithPolicyName("renamed")}, `"renamed";q=10;w=5`, `"renamed";r=9;t=1`},
-		{[]httplimit.Option{httplimit.WithPolicyWindow(time.Minute)}, `"per-user";q=10;w=60`, `"per-user";r=9;t=1`},
+		{nil, `"per-user";q=10;w=5`, `"per-user";r=9`},
+		{[]httplimit.Option{httplimit.WithPolicyName("renamed")}, `"renamed";q=10;w=5`, `"renamed";r=9`},
+		{[]httplimit.Option{httplimit.WithPolicyWindow(time.Minute)}, `"per-user";q=10;w=60`, `"per-user";r=9`},
 	}
 	for _, tc := range cases {
 		h, _ := limited(t, stub, tc.opts...)
@@ -341,5 +350,5 @@ func TestMultiPolicyOfOnePolicy(t *testing.T) {
 	h, _ = limited(t, stub)
 	w = do(h, "k", "")
 	assert.Equal(t, `"default";q=10`, w.Header().Get("RateLimit-Policy"))
-	assert.Equal(t, `"default";r=9;t=1`, w.Header().Get("RateLimit"))
+	assert.Equal(t, `"default";r=9`, w.Header().Get("RateLimit"))
 }

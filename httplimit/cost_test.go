@@ -31,17 +31,20 @@ func TestCost(t *testing.T) {
 	l, _ := tokenBucket(t, 10, 2)
 	h, next := limited(t, l, httplimit.WithCost(costFromQuery))
 
-	code, hdr := doCost(h, 4)
+	code, hdr := doCost(h, 4) // the next token in 0.5 s, full in 2 s
 	assert.Equal(t, http.StatusOK, code)
-	assert.Equal(t, `"default";r=6;t=2`, hdr.Get("RateLimit"))
+	assert.Equal(t, `"default";r=6;t=1`, hdr.Get("RateLimit"))
+	assert.Equal(t, "2", hdr.Get("RateLimit-Reset"))
 
-	code, hdr = doCost(h, 0) // a peek: nothing taken
+	code, hdr = doCost(h, 0) // takes 1 all the same: a request that runs is never free
 	assert.Equal(t, http.StatusOK, code)
-	assert.Equal(t, `"default";r=6;t=2`, hdr.Get("RateLimit"))
+	assert.Equal(t, `"default";r=5;t=1`, hdr.Get("RateLimit"))
+	assert.Equal(t, "3", hdr.Get("RateLimit-Reset"))
 
-	code, hdr = doCost(h, 6)
+	code, hdr = doCost(h, 5)
 	assert.Equal(t, http.StatusOK, code)
-	assert.Equal(t, `"default";r=0;t=5`, hdr.Get("RateLimit"))
+	assert.Equal(t, `"default";r=0;t=1`, hdr.Get("RateLimit"))
+	assert.Equal(t, "5", hdr.Get("RateLimit-Reset"))
 
 	code, hdr = doCost(h, 3)
 	assert.Equal(t, http.StatusTooManyRequests, code)

@@ -61,7 +61,7 @@ func TestDenialAsProblemJSON(t *testing.T) {
 			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &doc))
 			assert.Equal(t, problemDoc{
 				Type:             "https://iana.org/assignments/http-problem-types#quota-exceeded",
-				Title:            "Quota exceeded",
+				Title:            "Quota Exceeded",
 				Status:           429,
 				Detail:           "The request exceeds the rate limit; retry after the number of seconds in Retry-After.",
 				ViolatedPolicies: []string{"default"},
@@ -88,7 +88,7 @@ func TestDenialAsText(t *testing.T) {
 			assert.Equal(t, http.StatusTooManyRequests, w.Code)
 			assert.Equal(t, "4", w.Header().Get("Retry-After"))
 			assert.Equal(t, "text/plain; charset=utf-8", w.Header().Get("Content-Type"))
-			assert.Equal(t, "Quota exceeded: The request exceeds the rate limit; retry after the number of seconds in Retry-After.\n", w.Body.String())
+			assert.Equal(t, "Quota Exceeded: The request exceeds the rate limit; retry after the number of seconds in Retry-After.\n", w.Body.String())
 			assert.Equal(t, int64(2), next.calls.Load())
 		})
 	}
@@ -124,7 +124,7 @@ func TestDenialOverARealConnection(t *testing.T) {
 	resp, body = get("text/plain")
 	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	assert.Equal(t, "text/plain; charset=utf-8", resp.Header.Get("Content-Type"))
-	assert.True(t, strings.HasPrefix(body, "Quota exceeded: "), body)
+	assert.True(t, strings.HasPrefix(body, "Quota Exceeded: "), body)
 	assert.Equal(t, int64(2), next.calls.Load())
 }
 
@@ -208,8 +208,13 @@ func TestCostAboveTheLimitIs413(t *testing.T) {
 	w := do(h, "k", "application/json")
 	var doc problemDoc
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &doc))
-	assert.Equal(t, httplimit.QuotaExceededType, doc.Type)
+	// The draft's quota-exceeded is registered for 429; a 413 is of type
+	// about:blank, and names its policy in its detail.
+	assert.Equal(t, "about:blank", doc.Type)
+	assert.Equal(t, "Content Too Large", doc.Title)
 	assert.Equal(t, 413, doc.Status)
+	assert.Contains(t, doc.Detail, `policy "default"`)
+	assert.Empty(t, doc.ViolatedPolicies)
 
 	assert.Equal(t, int64(0), next.calls.Load())
 	assert.Empty(t, hooked, "a cost above the limit is not a limiter failure")

@@ -8,61 +8,91 @@
 // # Responses
 //
 // Every response the limiter decided on carries the rate-limit header fields:
-// the legacy RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset, and the
-// structured fields of the IETF draft draft-ietf-httpapi-ratelimit-headers-11,
+// the structured fields of the IETF draft draft-ietf-httpapi-ratelimit-headers
+// as of its version -11 (sections 3 and 4), and the legacy RateLimit-Limit,
+// RateLimit-Remaining and RateLimit-Reset of its versions up to -06,
 //
 //	RateLimit-Policy: "default";q=10;w=5
-//	RateLimit: "default";r=3;t=2
+//	RateLimit: "default";r=3;t=1
 //
-// where q is the limit, r the whole units remaining, w the seconds the
-// limiter takes to go from empty to full, and t the seconds until the key is
-// back to its full limit on an allowed request, or until the request can
-// succeed on a denial (so that it agrees with Retry-After), all rounded up.
-// A policy of requests in flight has qu="concurrent-requests" in place of
-// w (see Limits on requests in flight).
-// RateLimit-Reset is t too. Everything comes from the request's
-// ratelimit.Decision (ratelimit.Decide): q and RateLimit-Limit are the
-// Limit of the policy that bound the decision, w its Window, and
-// RateLimit-Policy lists every policy that applied, so a Guard, DenyCache
-// or Shadow names the same policies as the limiter it wraps, also while a
-// Guard's backend is down (under FailOver, when the fallback's policies go
-// by the backend's names). A limiter of another package, which tells only
-// a Result, is sent as one policy of the Result's Limit, named "default"
-// and without w (see WithPolicyName and WithPolicyWindow). A limit that is
-// not known (0) is never sent. WithHeaderStyle chooses the legacy fields,
-// the IETF ones or both (the default).
+// where q is the limit, w the seconds the limiter takes to go from empty
+// to full, r the whole units remaining, and t the policy's effective
+// window (section 4.1.2): the seconds within which the client can use no
+// more than r, ratelimit.Decision's NextUnit rounded up. For a token bucket
+// or GCRA that is the time until its next unit comes back (so a bucket of
+// 10 refilling 2 a second sends t=1, not the 5 s it takes to fill); for a
+// fixed or calendar window, the time until the window ends. t is left out
+// where the Decision does not tell it: for a sliding log or counter with
+// units taken, whose units come back one by one at times the limiter does
+// not report; for a policy of requests in flight, which a release may free
+// at any moment; for an empty calendar window; and for a limiter of
+// another package. On a denial, t is the Retry-After: the seconds until
+// the request can succeed, so that Retry-After is never earlier than the
+// end of the effective window (section 6). A policy of requests in flight
+// has qu="concurrent-requests" in place of w (see Limits on requests in
+// flight); WithQuotaUnit names the unit of cost-weighted policies (qu,
+// section 3.1.2), and WithPartitionKey adds a partition key to each item
+// (pk, section 4.1.3). The legacy fields keep the meaning of the drafts
+// that defined them: RateLimit-Limit and RateLimit-Remaining are q and r,
+// and RateLimit-Reset the seconds until the key is back to its full limit
+// (the Decision's ResetAfter), or the Retry-After on a denial.
+//
+// Everything comes from the request's ratelimit.Decision
+// (ratelimit.Decide): q and RateLimit-Limit are the Limit of the policy
+// that bound the decision, w its Window, and RateLimit-Policy lists every
+// policy that applied, so a Guard, DenyCache or Shadow names the same
+// policies as the limiter it wraps, also while a Guard's backend is down
+// (under FailOver, when the fallback's policies go by the backend's
+// names). A limiter of another package, which tells only a Result, is
+// sent as one policy of the Result's Limit, named "default" and without w
+// or t (see WithPolicyName and WithPolicyWindow). A limit that is not
+// known (0) is never sent. WithHeaderStyle chooses the legacy fields, the
+// IETF ones or both (the default).
 //
 // A denied request is answered 429 Too Many Requests with Retry-After in
 // whole seconds (at least 1) and a short body: an RFC 9457 problem document
 // of the draft's type https://iana.org/assignments/http-problem-types#quota-exceeded
-// for clients that take JSON, plain text otherwise. The wrapped handler is
-// not called. WithDeniedHandler replaces that answer.
+// (QuotaExceededType, registered for 429) for clients that take JSON,
+// plain text otherwise. The wrapped handler is not called.
+// WithDeniedHandler replaces that answer.
 //
 // # Several policies
 //
 // A limiter of several limits at once, such as a ratelimit.Composite of 10
 // requests a second and 1000 an hour (or a Guard, DenyCache or Shadow
-// around one), has a Decision that lists them all and says which one bound
-// the decision. Every response lists all the policies, in order, under the
-// names the limiter gives them, and RateLimit names the one that bound:
+// around one), has a Decision that lists them all, says which one bound
+// the decision (on an allowed request, the one with the smallest share of
+// its limit left; on a denial, the one whose wait is the longest), and
+// holds each one's Result. Every response lists all the policies in
+// RateLimit-Policy, in order, under the names the limiter gives them. An
+// allowed request's RateLimit lists the service limit of every policy, the
+// one that bound first and then the others in order, each with its own r
+// and its own t:
 //
 //	RateLimit-Policy: "per-second";q=10;w=1, "per-hour";q=1000;w=3600
-//	RateLimit: "per-hour";r=3;t=2
+//	RateLimit: "per-hour";r=3;t=4, "per-second";r=9;t=1
 //
-// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset come from the
-// same decision: the bound policy's limit and remaining units, and the
-// longest wait of all the policies (until every one is full again, or
-// until every one would allow the request), so that t and RateLimit-Reset
-// still agree with Retry-After. A denial's problem document names the
-// bound policy in violated-policies. Each list of policies is formatted
-// when first seen, and the latest four are kept (a limiter built
-// WithPolicyFunc has one per plan). WithPolicyName and WithPolicyWindow
-// describe a limiter's one policy, and are errors with a limiter of
-// several. Every policy of a limiter of several must have a limit > 0 and
-// a name of printable ASCII: NewMiddleware reads the limiter's policies
-// once (for the key "") and refuses it when one does not, and a request
-// whose Decision lists such a policy is answered as a limiter error that
-// is not a backend failure (see Failures).
+// so that a client sees each quota's state: the draft defines the service
+// limit per policy (section 4.1), and a per-second bucket's t is its own,
+// not the hours until an hourly quota beside it is full. A denial lists
+// the policy that denied alone, whose t is the Retry-After: the other
+// policies did not refuse the request, and their t (an hour's end, say)
+// would outlast the Retry-After the draft asks them not to outlast
+// (section 6). A Decision that holds the bound policy's Result only (a
+// Guard's answer made without its backend, say) lists that one.
+// RateLimit-Limit and RateLimit-Remaining are the bound policy's, and
+// RateLimit-Reset the longest wait of all the policies (until every one is
+// full again, or until every one would allow the request), so that it
+// agrees with Retry-After. A denial's problem document names the bound
+// policy in violated-policies. Each list of policies is formatted when
+// first seen, and the latest four are kept (a limiter built WithPolicyFunc
+// has one per plan). WithPolicyName and WithPolicyWindow describe a
+// limiter's one policy, and are errors with a limiter of several. Every
+// policy of a limiter of several must have a limit > 0 and a name of
+// printable ASCII: NewMiddleware reads the limiter's policies once (for
+// the key "") and refuses it when one does not, and a request whose
+// Decision lists such a policy is answered as a limiter error that is not
+// a backend failure (see Failures).
 //
 // # Stacked middlewares
 //
@@ -93,8 +123,10 @@
 //
 // # Adjusting after the handler
 //
-// The units a request takes are decided before its handler runs. Two
-// options correct them once it has returned, on a limiter that is a
+// The units a request takes (1, or WithCost's, at least 1: a request whose
+// handler runs is never free of the limit, so one of cost 0 takes 1 to
+// run, see CostFunc) are decided before its handler runs. Two options
+// correct them once it has returned, on a limiter that is a
 // ratelimit.Adjuster (every limiter of package ratelimit, Composite, Guard,
 // DenyCache and Shadow are):
 //
@@ -107,16 +139,19 @@
 //     the units taken at that cost, giving the difference back or taking
 //     the rest, into debt if need be (at most one limit by default, see
 //     ratelimit.WithMaxDebt), so that later requests wait it out.
-//   - WithAdjustToken passes each request's idempotency token (such as its
-//     Idempotency-Key header, TokenFromHeader) with the adjustment, so that
-//     on Redis a retried request is adjusted once (ratelimit.WithToken).
 //   - WithDecisionContext puts each passed-on request's Decision in its
 //     context for the handler (DecisionOf): its Source says whether the
 //     backend or a Guard's fallback answered, so a handler that adjusts
 //     by itself never settles a fallback's decision at the backend.
 //
-// A refund wins over a reported cost. The adjustment is made before
-// ServeHTTP returns, under the request's context without its cancellation
+// A refund wins over a reported cost. Every request that ran is adjusted
+// for itself, once: the adjustment carries a token the Middleware makes
+// for that request alone (ratelimit.WithToken), never one a client sends,
+// so no header (an Idempotency-Key, say) can merge the adjustments of two
+// requests that each ran, and an adjustment that fails with
+// ratelimit.ErrBackend is tried once more with its token, which on Redis
+// applies it once whether or not the first try had. The adjustment is
+// made before ServeHTTP returns, under the request's context without its cancellation
 // and bounded by DefaultAdjustTimeout (WithAdjustTimeout), with
 // ratelimit.TakenAt the time read just after the request was decided (on
 // the clock of WithClock, for an in-process limiter on a clock of its own);
@@ -147,7 +182,8 @@
 // is a 429 whose Retry-After is the time until enough of the key's leases
 // expire, were none released (a release can free a slot much sooner), and
 // the fields name the draft's quota unit for requests in flight, without
-// w:
+// w; an allowed request's item has no t, as a release may free a slot at
+// any moment:
 //
 //	RateLimit-Policy: "default";q=5;qu="concurrent-requests"
 //	RateLimit: "default";r=0;t=12
@@ -193,14 +229,18 @@
 //     a timeout, a server error, a reply it cannot read), or any error of
 //     a limiter of another package, fails open: the request passes without
 //     rate-limit fields. WithFailClosed answers 503 Service Unavailable,
-//     with Retry-After, instead.
+//     with Retry-After, instead, and a problem document of the draft's
+//     type https://iana.org/assignments/http-problem-types#temporary-reduced-capacity
+//     (TemporaryReducedCapacityType, registered for 503, section 5.2):
+//     the server serves no request it cannot limit.
 //   - Any other limiter error leaves the request's limit unknown: a
 //     PolicyFunc that failed (ratelimit.ErrPolicy), a policy or keys the
 //     limiter refuses (ratelimit.ErrInvalidConfig, ratelimit.ErrKeysApart),
 //     a key whose stored state is not the limiter's
 //     (ratelimit.ErrCorruptState). It is answered 503 with Retry-After
-//     (WithFailClosed's, or 1 s), so that a broken plan lookup does not
-//     lift the plan's limit. WithPolicyErrorsPass lets such requests pass
+//     (WithFailClosed's, or 1 s) and a problem document of type
+//     about:blank, so that a broken plan lookup does not lift the plan's
+//     limit. WithPolicyErrorsPass lets such requests pass
 //     without fields instead, unless WithFailClosed is given too: then
 //     every limiter error is answered 503.
 //
@@ -209,9 +249,14 @@
 // choice (but for a request whose context ended first): pick the failure
 // policy in the Guard. A cost greater than the limit
 // (ratelimit.ErrCostExceedsLimit) is not a failure: it can never succeed,
-// and is answered 413 Content Too Large. An error from the KeyFunc or
-// CostFunc is answered 500 Internal Server Error unless
-// WithKeyErrorHandler says otherwise.
+// and is answered 413 Content Too Large, with a problem document of type
+// about:blank that names the policy (the draft registers its
+// quota-exceeded for 429 only). An error from the KeyFunc or
+// CostFunc, which leaves the limiter unasked, is answered by its class
+// unless WithKeyErrorHandler says otherwise: 400 Bad Request for the
+// client's mistake (ErrInvalidRequest, such as KeyByHeader's request
+// without its header, or ratelimit.ErrInvalidCost, such as a negative
+// cost), 500 Internal Server Error for any other (the server's).
 //
 // # Concurrency
 //
@@ -219,7 +264,8 @@
 // start no goroutines (under WithLeases, a lease's extension runs in the
 // goroutine that time.AfterFunc starts when its timer fires); their only
 // mutable state is a cache of the fields formatted for the last four
-// lists of policies seen. Without WithRefund, WithSettle and WithLeases,
+// lists of policies seen and, under WithRefund or WithSettle, the counter
+// of the adjustments' tokens. Without WithRefund, WithSettle and WithLeases,
 // the handler gets the request and http.ResponseWriter it was given;
 // WithRefund wraps the writer to learn the status (the wrapper has an
 // Unwrap method for http.ResponseController), WithSettle gives the

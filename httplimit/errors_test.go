@@ -76,12 +76,14 @@ func TestLimiterErrorFailsClosed(t *testing.T) {
 			assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
 			var doc problemDoc
 			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &doc))
-			assert.Equal(t, "about:blank", doc.Type)
+			// The draft's type registered for 503 (section 5.2).
+			assert.Equal(t, httplimit.TemporaryReducedCapacityType, doc.Type)
+			assert.Equal(t, "Temporary Reduced Capacity", doc.Title)
 			assert.Equal(t, 503, doc.Status)
 
 			w = do(h, "k", "text/plain")
 			assert.Equal(t, http.StatusServiceUnavailable, w.Code)
-			assert.Equal(t, "Service Unavailable: Rate limiting is unavailable; retry after the number of seconds in Retry-After.\n", w.Body.String())
+			assert.Equal(t, "Temporary Reduced Capacity: Rate limiting is unavailable; retry after the number of seconds in Retry-After.\n", w.Body.String())
 
 			assert.Equal(t, int64(0), next.calls.Load())
 			assert.Len(t, log.errs, 2)
@@ -89,20 +91,20 @@ func TestLimiterErrorFailsClosed(t *testing.T) {
 	}
 }
 
-func TestKeyErrorIs500AndSkipsTheLimiter(t *testing.T) {
+func TestMissingKeyIs400AndSkipsTheLimiter(t *testing.T) {
 	stub := &stubLimiter{res: ratelimit.Result{Allowed: true, Limit: 1, Remaining: 1}}
 	h, next := limited(t, stub)
 
 	w := do(h, "", "") // no X-Api-Key
-	assert.Equal(t, http.StatusInternalServerError, w.Code)
+	assert.Equal(t, http.StatusBadRequest, w.Code)
 	assert.Empty(t, fields(w.Header()))
 	var doc problemDoc
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &doc))
-	assert.Equal(t, problemDoc{Type: "about:blank", Title: "Internal Server Error", Status: 500, Detail: "The request could not be matched to a rate limit."}, doc)
+	assert.Equal(t, problemDoc{Type: "about:blank", Title: "Bad Request", Status: 400, Detail: "The request does not carry what its rate limit is keyed by."}, doc)
 
 	w = do(h, "", "text/plain")
-	assert.Equal(t, http.StatusInternalServerError, w.Code)
-	assert.Equal(t, "Internal Server Error: The request could not be matched to a rate limit.\n", w.Body.String())
+	assert.Equal(t, http.StatusBadRequest, w.Code)
+	assert.Equal(t, "Bad Request: The request does not carry what its rate limit is keyed by.\n", w.Body.String())
 
 	assert.Equal(t, 0, stub.callCount())
 	assert.Equal(t, int64(0), next.calls.Load())
@@ -127,19 +129,20 @@ func TestKeyErrorHandler(t *testing.T) {
 func TestCostErrorsGoToTheKeyErrorHandler(t *testing.T) {
 	errCost := errors.New("bad batch size")
 	cases := []struct {
-		name string
-		cost httplimit.CostFunc
-		want error
+		name   string
+		cost   httplimit.CostFunc
+		want   error
+		status int
 	}{
-		{"error", func(*http.Request) (int, error) { return 0, errCost }, errCost},
-		{"negative", func(*http.Request) (int, error) { return -1, nil }, ratelimit.ErrInvalidCost},
+		{"error", func(*http.Request) (int, error) { return 0, errCost }, errCost, http.StatusInternalServerError},
+		{"negative", func(*http.Request) (int, error) { return -1, nil }, ratelimit.ErrInvalidCost, http.StatusBadRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			stub := &stubLimiter{res: ratelimit.Result{Allowed: true, Limit: 1, Remaining: 1}}
 			h, _ := limited(t, stub, httplimit.WithCost(tc.cost))
 			w := do(h, "k", "")
-			assert.Equal(t, http.StatusInternalServerError, w.Code)
+			assert.Equal(t, tc.status, w.Code)
 
 			var got error
 			h, _ = limited(t, stub, httplimit.WithCost(tc.cost), httplimit.WithKeyErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -154,10 +157,11 @@ func TestCostErrorsGoToTheKeyErrorHandler(t *testing.T) {
 	}
 }
 
-// A failure of the limiter's backend fails open (WithFailClosed: 503); any
-// other limiter error leaves the request's limit unknown, so it answers 503
-// with Retry-After unless WithPolicyErrorsPass lets it through. The hook
-// gets every error.
+// A failure of the limiter's backend fails open (WithFailClosed: 503 of
+// type temporary-reduced-capacity); any other limiter error leaves the
+// request's limit unknown, so it answers 503 (about:blank) with
+// Retry-After unless WithPolicyErrorsPass lets it through. The hook gets
+// every error.
 func TestLimiterErrorsByClass(t *testing.T) {
 	errs := []struct {
 		name    string
@@ -201,6 +205,17 @@ func TestLimiterErrorsByClass(t *testing.T) {
 				assert.Equal(t, http.StatusServiceUnavailable, w.Code)
 				assert.Equal(t, map[string][]string{"Retry-After": {mode.retry}}, fields(w.Header()))
 				assert.Equal(t, int64(0), next.calls.Load())
+				// A backend that failed is a temporary reduction of capacity
+				// (the draft's type registered for 503); a limit that is not
+				// known is not.
+				var doc problemDoc
+				require.NoError(t, json.Unmarshal(w.Body.Bytes(), &doc))
+				if e.backend {
+					assert.Equal(t, httplimit.TemporaryReducedCapacityType, doc.Type)
+				} else {
+					assert.Equal(t, problemDoc{Type: "about:blank", Title: "Service Unavailable", Status: 503,
+						Detail: "The request's rate limit cannot be determined; retry after the number of seconds in Retry-After."}, doc)
+				}
 			})
 		}
 	}

@@ -13,12 +13,15 @@ import (
 )
 
 // Two limits at once: 5 requests a second and 8 an hour per API key, in a
-// Composite. RateLimit-Policy lists both; RateLimit, RateLimit-Limit and
-// RateLimit-Remaining follow the policy that bound each decision (the one
-// with the smallest share of its limit left, or the one that denied), and t and
-// Retry-After wait for every policy: on an allowed request, until both are
-// full again. The fake clock stands still except where the example moves
-// it, one second before request 7.
+// Composite. RateLimit-Policy lists both. On an allowed request, RateLimit
+// lists each policy's service limit, the one that bound the decision (the
+// one with the smallest share of its limit left) first, each with its own
+// r and t, its effective window: 1 s for per-second, whose next unit comes
+// back within 200 ms, and 450 s for per-hour, one unit's time. A denial
+// lists the policy that denied, whose t is the Retry-After.
+// RateLimit-Limit and RateLimit-Remaining are the bound policy's. The fake
+// clock stands still except where the example moves it, one second before
+// request 7.
 func ExampleNewMiddleware_composite() {
 	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	perSecond, err := ratelimit.NewTokenBucket(5, 5, ratelimit.WithClock(clock))
@@ -60,21 +63,21 @@ func ExampleNewMiddleware_composite() {
 		if i == 1 {
 			fmt.Println("RateLimit-Policy:", h.Get("RateLimit-Policy"))
 		}
-		fmt.Printf("%2d: %d RateLimit: %-24s Limit: %s Remaining: %s Retry-After: %q\n",
+		fmt.Printf("%2d: %d RateLimit: %-42s Limit: %s Remaining: %s Retry-After: %q\n",
 			i, w.Code, h.Get("RateLimit"), h.Get("RateLimit-Limit"), h.Get("RateLimit-Remaining"), h.Get("Retry-After"))
 	}
 	// Output:
 	// RateLimit-Policy: "per-second";q=5;w=1, "per-hour";q=8;w=3600
-	//  1: 200 RateLimit: "per-second";r=4;t=450   Limit: 5 Remaining: 4 Retry-After: ""
-	//  2: 200 RateLimit: "per-second";r=3;t=900   Limit: 5 Remaining: 3 Retry-After: ""
-	//  3: 200 RateLimit: "per-second";r=2;t=1350  Limit: 5 Remaining: 2 Retry-After: ""
-	//  4: 200 RateLimit: "per-second";r=1;t=1800  Limit: 5 Remaining: 1 Retry-After: ""
-	//  5: 200 RateLimit: "per-second";r=0;t=2250  Limit: 5 Remaining: 0 Retry-After: ""
-	//  6: 429 RateLimit: "per-second";r=0;t=1     Limit: 5 Remaining: 0 Retry-After: "1"
-	//  7: 200 RateLimit: "per-hour";r=2;t=2699    Limit: 8 Remaining: 2 Retry-After: ""
-	//  8: 200 RateLimit: "per-hour";r=1;t=3149    Limit: 8 Remaining: 1 Retry-After: ""
-	//  9: 200 RateLimit: "per-hour";r=0;t=3599    Limit: 8 Remaining: 0 Retry-After: ""
-	// 10: 429 RateLimit: "per-hour";r=0;t=449     Limit: 8 Remaining: 0 Retry-After: "449"
+	//  1: 200 RateLimit: "per-second";r=4;t=1, "per-hour";r=7;t=450 Limit: 5 Remaining: 4 Retry-After: ""
+	//  2: 200 RateLimit: "per-second";r=3;t=1, "per-hour";r=6;t=450 Limit: 5 Remaining: 3 Retry-After: ""
+	//  3: 200 RateLimit: "per-second";r=2;t=1, "per-hour";r=5;t=450 Limit: 5 Remaining: 2 Retry-After: ""
+	//  4: 200 RateLimit: "per-second";r=1;t=1, "per-hour";r=4;t=450 Limit: 5 Remaining: 1 Retry-After: ""
+	//  5: 200 RateLimit: "per-second";r=0;t=1, "per-hour";r=3;t=450 Limit: 5 Remaining: 0 Retry-After: ""
+	//  6: 429 RateLimit: "per-second";r=0;t=1                       Limit: 5 Remaining: 0 Retry-After: "1"
+	//  7: 200 RateLimit: "per-hour";r=2;t=449, "per-second";r=4;t=1 Limit: 8 Remaining: 2 Retry-After: ""
+	//  8: 200 RateLimit: "per-hour";r=1;t=449, "per-second";r=3;t=1 Limit: 8 Remaining: 1 Retry-After: ""
+	//  9: 200 RateLimit: "per-hour";r=0;t=449, "per-second";r=2;t=1 Limit: 8 Remaining: 0 Retry-After: ""
+	// 10: 429 RateLimit: "per-hour";r=0;t=449                       Limit: 8 Remaining: 0 Retry-After: "449"
 }
 
 // Failures of the service itself (5xx) should not cost clients their
@@ -198,7 +201,7 @@ func ExampleSetCost() {
 	}
 	// Output:
 	// 3  results: 200 RateLimit: "default";r=9;t=1 Retry-After: ""
-	// 0  results: 200 RateLimit: "default";r=6;t=2 Retry-After: ""
-	// 14 results: 200 RateLimit: "default";r=6;t=2 Retry-After: ""
+	// 0  results: 200 RateLimit: "default";r=6;t=1 Retry-After: ""
+	// 14 results: 200 RateLimit: "default";r=6;t=1 Retry-After: ""
 	// 1  results: 429 RateLimit: "default";r=0;t=4 Retry-After: "4"
 }

@@ -48,7 +48,7 @@ func ExampleWithShadowHeader() {
 	get()
 	// Output:
 	// 200 RateLimit: "default";r=1;t=1  RateLimit-Shadow: ""
-	// 200 RateLimit: "default";r=0;t=2  RateLimit-Shadow: ""
-	// 200 RateLimit: "default";r=0;t=2  RateLimit-Shadow: "\"default\";r=0;t=1"
+	// 200 RateLimit: "default";r=0;t=1  RateLimit-Shadow: ""
+	// 200 RateLimit: "default";r=0;t=1  RateLimit-Shadow: "\"default\";r=0;t=1"
 	// 429 RateLimit: "default";r=0;t=1  RateLimit-Shadow: ""
 }

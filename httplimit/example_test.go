@@ -20,7 +20,8 @@ import (
 // fake clock stands still, so the eleventh request in a row is denied. On a
 // denial, t of RateLimit is the wait until the request can succeed (0.5 s,
 // rounded up), so it agrees with Retry-After; on an allowed request it is the
-// wait until the key is full again.
+// policy's effective window, the seconds in which the key can take no more
+// than r: the 0.5 s its next token takes to come back, rounded up.
 func ExampleNewMiddleware() {
 	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	limiter, err := ratelimit.NewTokenBucket(10, 2, ratelimit.WithClock(clock))
@@ -50,7 +51,7 @@ func ExampleNewMiddleware() {
 	}
 	// Output:
 	//  1: 200 RateLimit: "default";r=9;t=1  RateLimit-Policy: "default";q=10;w=5  Retry-After: ""
-	// 10: 200 RateLimit: "default";r=0;t=5  RateLimit-Policy: "default";q=10;w=5  Retry-After: ""
+	// 10: 200 RateLimit: "default";r=0;t=1  RateLimit-Policy: "default";q=10;w=5  Retry-After: ""
 	// 11: 429 RateLimit: "default";r=0;t=1  RateLimit-Policy: "default";q=10;w=5  Retry-After: "1"
 }
 

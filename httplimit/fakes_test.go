@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ type adjustCall struct {
 	method      string // "Refund" or "Settle"
 	key         string
 	taken, cost int
-	opts        int  // how many AdjustOptions
+	opts        int  // how many AdjustOptions: TakenAt and WithToken
 	deadline    bool // the context had a deadline
 	ctxErr      error
 	timeout     time.Duration // the deadline, less the time of the call
@@ -302,8 +303,9 @@ func (c *fakeComposite) Reset(ctx context.Context, key string) error {
 
 // adjustable is an Adjuster under test, with the clock it runs on.
 type adjustable struct {
-	name string
-	new  func(t *testing.T, limit int, interval time.Duration) (ratelimit.Adjuster, *ratelimit.FakeClock)
+	name    string
+	new     func(t *testing.T, limit int, interval time.Duration) (ratelimit.Adjuster, *ratelimit.FakeClock)
+	foreign bool // a Decider of another package: no t on allowed requests
 }
 
 // adjustables are the limiters the adjustment tests run on: the fake, and
@@ -312,7 +314,7 @@ var adjustables = []adjustable{
 	{"fake", func(_ *testing.T, limit int, interval time.Duration) (ratelimit.Adjuster, *ratelimit.FakeClock) {
 		clock := ratelimit.NewFakeClock(epoch)
 		return newFakeBucket(limit, interval, clock), clock
-	}},
+	}, true},
 	{"TokenBucket", func(t *testing.T, limit int, interval time.Duration) (ratelimit.Adjuster, *ratelimit.FakeClock) {
 		l, clock := tokenBucket(t, limit, float64(time.Second)/float64(interval))
 		a, ok := ratelimit.Limiter(l).(ratelimit.Adjuster)
@@ -320,7 +322,16 @@ var adjustables = []adjustable{
 			t.Skip("ratelimit.TokenBucket is not a ratelimit.Adjuster yet")
 		}
 		return a, clock
-	}},
+	}, false},
+}
+
+// allowedRL returns v, the RateLimit value of an allowed request, as a
+// limiter sends it: without its t parameters when foreign (see composite).
+func allowedRL(foreign bool, v string) string {
+	if foreign {
+		return withoutT(v)
+	}
+	return v
 }
 
 // twoPolicies are the two policies the composite tests use: "per-second",
@@ -335,10 +346,13 @@ var twoPolicies = []struct {
 	{"per-minute", 3, 20 * time.Second},
 }
 
-// composite is a limiter of twoPolicies under test.
+// composite is a limiter of twoPolicies under test. foreign says its
+// Decisions are a Decider's of another package, which tell no effective
+// window (ratelimit.Decision.NextUnit): its allowed answers have no t.
 type composite struct {
-	name string
-	new  func(t *testing.T) (ratelimit.Decider, *ratelimit.FakeClock)
+	name    string
+	new     func(t *testing.T) (ratelimit.Decider, *ratelimit.FakeClock)
+	foreign bool
 }
 
 // composites are the limiters of twoPolicies the composite tests run on:
@@ -353,8 +367,8 @@ var composites = []composite{
 			c.parts = append(c.parts, newFakeBucket(p.limit, p.interval, clock))
 		}
 		return c, clock
-	}},
-	{"Composite", realComposite},
+	}, true},
+	{"Composite", realComposite, false},
 	{"Guard(DenyCache(Composite))", func(t *testing.T) (ratelimit.Decider, *ratelimit.FakeClock) {
 		c, clock := realComposite(t)
 		cache, err := ratelimit.NewDenyCache(c, ratelimit.DenyCacheConfig{Clock: clock})
@@ -362,8 +376,17 @@ var composites = []composite{
 		guard, err := ratelimit.NewGuard(cache, ratelimit.GuardConfig{Timeout: time.Second, Clock: clock})
 		require.NoError(t, err)
 		return guard, clock
-	}},
+	}, false},
 }
+
+// withoutT returns the RateLimit value v without its t parameters: what a
+// limiter that tells no effective window sends on an allowed request.
+func withoutT(v string) string {
+	return tParam.ReplaceAllString(v, "")
+}
+
+// tParam matches a t parameter of a RateLimit item.
+var tParam = regexp.MustCompile(`;t=[0-9]+`)
 
 // realComposite returns a Composite of twoPolicies as TokenBuckets on a
 // fake clock, or skips the test while NewComposite cannot build one.

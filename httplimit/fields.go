@@ -31,8 +31,9 @@ type fieldWriter struct {
 type span struct{ from, to int }
 
 // fieldBufSize is the room on the stack for the bytes of the values that
-// change with each response: enough for a policy name of 40 bytes with
-// numbers of up to 10 digits. Longer values grow the buffer on the heap.
+// change with each response: enough for one policy of a name of 40 bytes
+// with numbers of up to 10 digits. Longer values, and several policies,
+// grow the buffer on the heap.
 const fieldBufSize = 96
 
 // fieldBlock holds the value slices of a response's fields in one
@@ -41,34 +42,48 @@ type fieldBlock struct {
 	vals [6]string
 }
 
-// write sets the rate-limit fields for res on h, and Retry-After (res's
-// RetryAfter in whole seconds, rounded up, at least 1) when retry is true,
-// that is for a denial. lv are the limit-only values (from limitValues, or
-// of the policy that bound the decision) and beforeR the start of the
-// RateLimit value (f.beforeR, or that policy's). The reset (RateLimit-Reset, and t of RateLimit) is
-// ResetAfter on an allowed request and the Retry-After value on a denial,
-// so that the two always agree. RateLimit-Limit and RateLimit-Policy are
-// left out while the limit is unknown (<= 0): no answer claims a limit of 0.
+// write sets the rate-limit fields for d, the request's Decision, whose
+// policies ft formatted (d.Bound names one of them), and Retry-After when
+// retry is true, that is for a denial: d's RetryAfter in whole seconds,
+// rounded up, at least 1. pk is the partition key's parameter
+// (";pk=:...:"), or "" (see WithPartitionKey).
 //
-// The values that depend on the limit only come from limitValues. The others
-// are formatted into one buffer and made one string that backs them all, and
-// the fields' value slices share one backing array, each capped at length 1
-// so that an append by a later handler copies instead of overwriting a
-// neighbour: two allocations per response, whatever the style, plus those of
-// limitValues for a limit other than the first.
+// RateLimit lists the service limit of each policy, the draft's items
+// (draft-ietf-httpapi-ratelimit-headers-11, section 4): the bound policy's
+// first, with d's Remaining (r), and then, on an allowed request of a
+// Decision that holds each policy's Result (a Composite's Parts), every
+// other policy's, in order, with its own Remaining. Each item's t is that
+// policy's effective window (section 4.1.2), d.NextUnit in whole seconds
+// rounded up, and is left out when d does not tell it; on a denial, the
+// one item is the bound policy's, whose t is the Retry-After value, as
+// section 6 asks (Retry-After not before the end of the effective
+// window). The legacy fields keep the meaning of the drafts that defined
+// them: RateLimit-Limit and RateLimit-Remaining are the bound policy's,
+// and RateLimit-Reset is the seconds until the key is back to its full
+// limit (every policy's, d's ResetAfter), rounded up, or the Retry-After
+// value on a denial. RateLimit-Limit and RateLimit-Policy are left out
+// while the limit is unknown (<= 0): no answer claims a limit of 0.
+//
+// The values are formatted into one buffer and made one string that backs
+// them all, and the fields' value slices share one backing array, each
+// capped at length 1 so that an append by a later handler copies instead
+// of overwriting a neighbour: two allocations per response of one policy,
+// whatever the style.
 //
 // When an enclosing Middleware has set its fields already (stacked
 // middlewares), the fields are merged into one coherent set, whatever the
 // two styles: the fields of either style that the enclosing one set are
-// set too. RateLimit lists this decision's item first, then the earlier
+// set too. RateLimit lists this decision's items first, then the earlier
 // items of other policies; RateLimit-Policy lists this limiter's
 // policies, then the earlier ones of other names; and the legacy fields,
 // which are this decision's, describe the first RateLimit item.
-func (f *fieldWriter) write(h http.Header, lv *limitValues, beforeR string, res ratelimit.Result, retry bool) {
-	remaining := int64(max(res.Remaining, 0))
-	reset := ceilSeconds(res.ResetAfter)
+func (f *fieldWriter) write(h http.Header, ft *format, d *ratelimit.Decision, retry bool, pk string) {
+	bound := d.Bound
+	p := &ft.parts[bound]
+	remaining := int64(max(d.Remaining, 0))
+	reset := ceilSeconds(d.ResetAfter)
 	if retry {
-		reset = max(ceilSeconds(res.RetryAfter), 1)
+		reset = max(ceilSeconds(d.RetryAfter), 1)
 	}
 	// An enclosing Middleware's fields, if any: it sets RateLimit or
 	// RateLimit-Remaining, so RateLimit-Policy is looked up only then.
@@ -86,29 +101,34 @@ func (f *fieldWriter) write(h http.Header, lv *limitValues, beforeR string, res 
 	var buf [fieldBufSize]byte
 	b := buf[:0]
 	var rem, rst, rl span
+	b = strconv.AppendInt(b, remaining, 10)
+	rem.to, rst.from = len(b), len(b)
+	b = strconv.AppendInt(b, reset, 10)
+	rst.to, rl.from = len(b), len(b)
 	if ietf {
-		// `"default";r=3;t=2`: the legacy values are substrings of it.
-		b = append(b, beforeR...)
-		rem.from = len(b)
-		b = strconv.AppendInt(b, remaining, 10)
-		rem.to = len(b)
-		b = append(b, ";t="...)
-		rst.from = len(b)
-		b = strconv.AppendInt(b, reset, 10)
-		rst.to, rl.to = len(b), len(b)
-	} else {
-		b = strconv.AppendInt(b, remaining, 10)
-		rem.to, rst.from = len(b), len(b)
-		b = strconv.AppendInt(b, reset, 10)
-		rst.to = len(b)
+		// `"per-second";r=3;t=1, "per-hour";r=998;t=3600`
+		if retry {
+			b = appendItem(b, p.beforeR, remaining, reset, pk)
+		} else {
+			b = appendItem(b, p.beforeR, remaining, effectiveWindow(d, bound), pk)
+			if d.Parts != nil && len(d.Parts) == len(ft.parts) {
+				for i := range ft.parts {
+					if i != bound {
+						b = append(b, ", "...)
+						b = appendItem(b, ft.parts[i].beforeR, int64(max(d.Parts[i].Remaining, 0)), effectiveWindow(d, i), pk)
+					}
+				}
+			}
+		}
+		rl.to = len(b)
 	}
 	s := string(b)
 	blk := new(fieldBlock)
 	i := 0
-	known := lv.limit > 0
+	known := p.limit > 0
 	if legacy {
 		if known {
-			i = set(h, &blk.vals, i, fieldLimit, lv.q)
+			i = set(h, &blk.vals, i, fieldLimit, p.q)
 		} else {
 			delete(h, fieldLimit) // an enclosing Middleware's
 		}
@@ -117,7 +137,7 @@ func (f *fieldWriter) write(h http.Header, lv *limitValues, beforeR string, res 
 	}
 	if ietf {
 		if known {
-			i = set(h, &blk.vals, i, fieldPolicy, mergeList(lv.policy, earlierPolicy))
+			i = set(h, &blk.vals, i, fieldPolicy, mergeList(p.policy, earlierPolicy))
 		} else if earlierPolicy != nil {
 			// Another Middleware's policies stay listed.
 			i = set(h, &blk.vals, i, fieldPolicy, mergeList("", earlierPolicy))
@@ -127,6 +147,28 @@ func (f *fieldWriter) write(h http.Header, lv *limitValues, beforeR string, res 
 	if retry {
 		set(h, &blk.vals, i, fieldRetryAfter, s[rst.from:rst.to])
 	}
+}
+
+// effectiveWindow returns policy i's effective window in d, d.NextUnit in
+// whole seconds rounded up, or -1 when d does not tell it.
+func effectiveWindow(d *ratelimit.Decision, i int) int64 {
+	next, ok := d.NextUnit(i)
+	if !ok {
+		return -1
+	}
+	return max(ceilSeconds(next), 1)
+}
+
+// appendItem appends to b one service limit item of RateLimit: beforeR
+// (`"default";r=`), r, ";t=" and t unless t < 0, and pk.
+func appendItem(b []byte, beforeR string, r, t int64, pk string) []byte {
+	b = append(b, beforeR...)
+	b = strconv.AppendInt(b, r, 10)
+	if t >= 0 {
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, t, 10)
+	}
+	return append(b, pk...)
 }
 
 // writeLimitOnly sets the fields that do not depend on a key's state, for a
@@ -166,15 +208,12 @@ func setRetryAfter(h http.Header, seconds int64) {
 
 // writeShadow sets RateLimit-Shadow (see WithShadowHeader) to the RateLimit
 // value of the denial res, which a shadowing limiter let through: beforeR,
-// the units remaining, and t, its RetryAfter in whole seconds, rounded up,
-// at least 1; first in the list, before the items an enclosing Middleware
-// set.
-func writeShadow(h http.Header, beforeR string, res ratelimit.Result) {
-	b := make([]byte, 0, len(beforeR)+24)
-	b = append(b, beforeR...)
-	b = strconv.AppendInt(b, int64(max(res.Remaining, 0)), 10)
-	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, max(ceilSeconds(res.RetryAfter), 1), 10)
+// the units remaining, t, its RetryAfter in whole seconds, rounded up, at
+// least 1, and pk; first in the list, before the items an enclosing
+// Middleware set.
+func writeShadow(h http.Header, beforeR string, res ratelimit.Result, pk string) {
+	b := make([]byte, 0, len(beforeR)+24+len(pk))
+	b = appendItem(b, beforeR, int64(max(res.Remaining, 0)), max(ceilSeconds(res.RetryAfter), 1), pk)
 	h[fieldShadow] = []string{mergeList(string(b), h[fieldShadow])}
 }
 
@@ -219,15 +258,15 @@ func splitList(v string) []string {
 		case c == '"':
 			quoted = !quoted
 		case !quoted && c == ',':
-			items = appendItem(items, v[start:i])
+			items = appendMember(items, v[start:i])
 			start = i + 1
 		}
 	}
-	return appendItem(items, v[start:])
+	return appendMember(items, v[start:])
 }
 
-// appendItem appends item, trimmed, to items unless it is empty.
-func appendItem(items []string, item string) []string {
+// appendMember appends item, trimmed, to items unless it is empty.
+func appendMember(items []string, item string) []string {
 	if item = strings.TrimSpace(item); item != "" {
 		items = append(items, item)
 	}

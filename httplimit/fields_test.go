@@ -40,9 +40,9 @@ func TestFieldsOnATokenBucketDrainingAndRefilling(t *testing.T) {
 		assert.Equal(t, map[string][]string{
 			"RateLimit-Limit":     {"10"},
 			"RateLimit-Remaining": {remaining},
-			"RateLimit-Reset":     {reset},
+			"RateLimit-Reset":     {reset}, // until full, as the legacy field always meant
 			"RateLimit-Policy":    {`"default";q=10;w=5`},
-			"RateLimit":           {`"default";r=` + remaining + ";t=" + reset},
+			"RateLimit":           {`"default";r=` + remaining + ";t=1"}, // the next token in 0.5 s, rounded up
 		}, fields(w.Header()), "request %d", i)
 	}
 
@@ -57,11 +57,12 @@ func TestFieldsOnATokenBucketDrainingAndRefilling(t *testing.T) {
 		"Retry-After":         {"1"}, // 0.5 s, rounded up
 	}, fields(w.Header()))
 
-	// 1.25 s later: 2.5 tokens back, 3.75 s to full.
+	// 1.25 s later: 2.5 tokens back, 1.5 once one is taken, 4.25 s to
+	// full and 0.25 s to the next.
 	clock.Advance(1250 * time.Millisecond)
 	w = do(h, "alice", "")
 	require.Equal(t, http.StatusOK, w.Code)
-	assert.Equal(t, `"default";r=1;t=5`, w.Header().Get("RateLimit")) // 4.25 s
+	assert.Equal(t, `"default";r=1;t=1`, w.Header().Get("RateLimit"))
 	assert.Equal(t, "1", w.Header().Get("RateLimit-Remaining"))
 	assert.Equal(t, "5", w.Header().Get("RateLimit-Reset"))
 
@@ -97,9 +98,10 @@ func TestPolicyWindowFromEachLimiter(t *testing.T) {
 		{"fill time rounded up", slowBucket, nil, `"default";q=3;w=8`, `"default";r=2;t=3`},
 		{"sub-second fill time is 1", fastBucket, nil, `"default";q=1;w=1`, `"default";r=0;t=1`},
 		{"large numbers", big, nil, `"default";q=1000000000;w=1`, `"default";r=999999999;t=1`},
-		{"limiter of another package: no w", stub, nil, `"default";q=7`, `"default";r=6;t=2`},
-		{"its FillTime and Window are not read", timed, nil, `"default";q=7`, `"default";r=6;t=2`},
-		{"WithPolicyWindow sets w", stub, []httplimit.Option{httplimit.WithPolicyWindow(90 * time.Second)}, `"default";q=7;w=90`, `"default";r=6;t=2`},
+		// A limiter of another package tells no effective window: no t.
+		{"limiter of another package: no w", stub, nil, `"default";q=7`, `"default";r=6`},
+		{"its FillTime and Window are not read", timed, nil, `"default";q=7`, `"default";r=6`},
+		{"WithPolicyWindow sets w", stub, []httplimit.Option{httplimit.WithPolicyWindow(90 * time.Second)}, `"default";q=7;w=90`, `"default";r=6`},
 		{"WithPolicyWindow overrides", gcra, []httplimit.Option{httplimit.WithPolicyWindow(1500 * time.Millisecond)}, `"default";q=10;w=2`, `"default";r=9;t=1`},
 		{"WithPolicyWindow(0) leaves w out", gcra, []httplimit.Option{httplimit.WithPolicyWindow(0)}, `"default";q=10`, `"default";r=9;t=1`},
 		{"policy name", gcra, []httplimit.Option{httplimit.WithPolicyName("per-user")}, `"per-user";q=10;w=5`, `"per-user";r=9;t=1`},
@@ -225,7 +227,7 @@ func TestFieldsOverARealConnection(t *testing.T) {
 		"RateLimit-Remaining": {"6"},
 		"RateLimit-Reset":     {"2"},
 		"RateLimit-Policy":    {`"default";q=10;w=5`},
-		"RateLimit":           {`"default";r=6;t=2`},
+		"RateLimit":           {`"default";r=6;t=1`},
 	}, fields(resp.Header))
 }
 
@@ -274,7 +276,7 @@ func TestLimitThatVariesByKey(t *testing.T) {
 			"RateLimit-Remaining": {r},
 			"RateLimit-Reset":     {"1"},
 			"RateLimit-Policy":    {`"default";q=` + q + ";w=60"},
-			"RateLimit":           {`"default";r=` + r + ";t=1"},
+			"RateLimit":           {`"default";r=` + r}, // a limiter of another package tells no t
 		}, fields(w.Header()), "limit %d", limit)
 	}
 }

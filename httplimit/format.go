@@ -95,7 +95,7 @@ func (m *Middleware) newFormat(policies []ratelimit.NamedPolicy) (*format, error
 			if p.Limit <= 0 {
 				return nil, fmt.Errorf("%w: httplimit: the limiter's policy %d (%q) has limit %d; every policy of a limiter with several must have a limit > 0", ratelimit.ErrInvalidConfig, i, p.Name, p.Limit)
 			}
-			items[i] = policyItem(p.Name, p.Limit, p.Window, p.InFlight)
+			items[i] = policyItem(p.Name, p.Limit, p.Window, p.InFlight, m.unitOf(p))
 		}
 		list := strings.Join(items, ", ")
 		f.parts = make([]partValues, len(policies))
@@ -118,9 +118,19 @@ func (m *Middleware) partValues(p ratelimit.NamedPolicy, list string) partValues
 	// one of IETF fields sets them too.
 	v.policy = list
 	if list == "" {
-		v.policy = policyItem(p.Name, limit, p.Window, p.InFlight)
+		v.policy = policyItem(p.Name, limit, p.Window, p.InFlight, m.unitOf(p))
 	}
 	return v
+}
+
+// unitOf returns the quota unit of p for its qu parameter: WithQuotaUnit's
+// for a policy that counts units, "" for one that counts calls (PerCall)
+// or units in flight, or without the option.
+func (m *Middleware) unitOf(p ratelimit.NamedPolicy) string {
+	if p.PerCall || p.InFlight {
+		return ""
+	}
+	return m.quotaUnit
 }
 
 // part returns the values of policy i, or nil when there is no such

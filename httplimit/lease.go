@@ -41,25 +41,24 @@ import (
 //
 // The handler finds its lease with LeaseOf. A request whose lease holds
 // nothing (decided by a limiter that holds nothing in flight, such as the
-// rate limiters, a request of cost 0, one a ratelimit.Shadow let through
-// against a denial) is served exactly as without this option: with a
+// rate limiters, or one a ratelimit.Shadow let through against a denial)
+// is served exactly as without this option: with a
 // rate limiter, WithLeases changes nothing. WithRefund and WithSettle
 // adjust a request after its handler and before its lease is released.
 //
 // The fields of a policy in flight name its quota unit, as the draft
-// draft-ietf-httpapi-ratelimit-headers-11 does, and have no w (the leases'
-// TTL is not a window of the quota; WithPolicyWindow is an error with such
-// a policy):
+// draft-ietf-httpapi-ratelimit-headers-11 does (section 3.1.2), and have
+// no w (the leases' TTL is not a window of the quota; WithPolicyWindow is
+// an error with such a policy):
 //
 //	RateLimit-Policy: "default";q=5;qu="concurrent-requests"
-//	RateLimit: "default";r=2;t=30
+//	RateLimit: "default";r=2
 //
-// where r is the units free once this request's are taken, and t, on an
-// allowed request, the seconds until every lease the key holds has
-// expired, were none released or extended (ResetAfter); on a denial, the
-// Retry-After: the seconds until enough leases expire for the request to
-// fit, were none released or extended, which a release can make much
-// shorter.
+// where r is the units free once this request's are taken. An allowed
+// request's item has no t: a release may free a slot at any moment, so no
+// time holds the client to r. On a denial, t is the Retry-After: the
+// seconds until enough leases expire for the request to fit, were none
+// released or extended, which a release can make much shorter.
 //
 // A request whose lease holds units costs nine allocations and two
 // runtime timers more than one whose lease holds nothing: the hold, its
@@ -125,14 +124,14 @@ func (h *leaseHold) ReportLease(err error) {
 // (adjusted afterwards as serve does), and releases the lease once next
 // has returned or panicked. The handler's request carries the lease for
 // LeaseOf.
-func (h *limitedHandler) serveLeased(w http.ResponseWriter, r *http.Request, d ratelimit.Decision, key string, cost int, lease ratelimit.Lease) {
+func (h *limitedHandler) serveLeased(w http.ResponseWriter, r *http.Request, d ratelimit.Decision, key string, n, cost int, lease ratelimit.Lease) {
 	m := h.m
 	hold := m.hold(r, lease)
 	// Deferred, so that a panic releases the lease and then goes on.
 	defer hold.End()
 	req := m.withDecision(r.WithContext(hold), d)
 	if m.adjuster != nil && d.Source == ratelimit.FromBackend {
-		h.serveTracked(w, req, key, cost, m.now())
+		h.serveTracked(w, req, key, n, cost, m.now())
 		return
 	}
 	h.next.ServeHTTP(w, req)

@@ -33,6 +33,8 @@ type Middleware struct {
 	fields       fieldWriter
 	replies      replies
 	shadowHeader bool
+	quotaUnit    string       // WithQuotaUnit's, or ""
+	partition    *partitioner // WithPartitionKey's, or nil
 
 	// policyName and window name and size the policy of a limiter of
 	// one, as WithPolicyName and WithPolicyWindow say.
@@ -48,8 +50,8 @@ type Middleware struct {
 	adjuster    ratelimit.Adjuster
 	refund      func(*http.Request, int) bool
 	settle      bool
-	adjustToken func(*http.Request) string // nil: no token
-	decisionCtx bool                       // WithDecisionContext
+	tokens      *tokens // the adjustments' tokens; nil without adjuster
+	decisionCtx bool    // WithDecisionContext
 	adjustWait  time.Duration
 	clock       ratelimit.Clock // nil: time.Now
 
@@ -128,13 +130,14 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		fields:        fieldWriter{style: s.style},
 		replies:       newReplies(),
 		shadowHeader:  s.shadowHeader,
+		quotaUnit:     s.quotaUnit,
+		partition:     s.partition,
 		policyName:    s.policyName,
 		policyNameSet: s.policyNameSet,
 		window:        s.window,
 		windowSet:     s.windowSet,
 		refund:        s.refund,
 		settle:        s.settle,
-		adjustToken:   s.adjustToken,
 		decisionCtx:   s.decisionCtx,
 		adjustWait:    s.adjustWait,
 		clock:         s.clock,
@@ -186,13 +189,10 @@ func (m *Middleware) checkPolicies() error {
 }
 
 // setAdjuster keeps l as the Adjuster that WithRefund or WithSettle needs,
-// or returns an error when they are set and l is not one, or when
-// WithAdjustToken is set without them.
+// with the tokens of its adjustments, or returns an error when they are
+// set and l is not one.
 func (m *Middleware) setAdjuster(l ratelimit.Limiter) error {
 	if m.refund == nil && !m.settle {
-		if m.adjustToken != nil {
-			return fmt.Errorf("%w: httplimit: WithAdjustToken needs WithRefund or WithSettle", ratelimit.ErrInvalidConfig)
-		}
 		return nil
 	}
 	a, ok := l.(ratelimit.Adjuster)
@@ -203,7 +203,7 @@ func (m *Middleware) setAdjuster(l ratelimit.Limiter) error {
 		}
 		return fmt.Errorf("%w: httplimit: %s needs a limiter that can give units back, a ratelimit.Adjuster; %T is not one", ratelimit.ErrInvalidConfig, option, l)
 	}
-	m.adjuster = a
+	m.adjuster, m.tokens = a, newTokens()
 	return nil
 }
 

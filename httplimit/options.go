@@ -14,8 +14,16 @@ import (
 type Option func(*settings) error
 
 // CostFunc says how many units of the limit a request takes. It must be safe
-// for concurrent use. A cost of 0 only reads the key's state; a negative cost
-// or an error is handled as a KeyFunc error is.
+// for concurrent use. A request whose handler runs is never free of the
+// limit: a cost of 0 takes 1 unit all the same, so that it is denied while
+// its key has none left (in debt included), and under WithRefund or
+// WithSettle the middleware gives that unit back once the handler has
+// returned (settling the request at 0, or at the cost the handler reports),
+// so that the request holds it only while it runs; without either, the
+// request keeps it. Use WithSkip for requests that must not be limited at
+// all. A negative cost or an error is answered as a KeyFunc error is (see
+// WithKeyErrorHandler): 400 for a negative cost or an error wrapping
+// ErrInvalidRequest or ratelimit.ErrInvalidCost, 500 for any other.
 type CostFunc func(*http.Request) (int, error)
 
 // ErrorHandler answers a request whose key or cost could not be found; err is
@@ -43,13 +51,14 @@ type settings struct {
 	denied        DeniedHandler
 	refund        func(*http.Request, int) bool
 	settle        bool
-	adjustToken   func(*http.Request) string
 	decisionCtx   bool
 	adjustWait    time.Duration
 	clock         ratelimit.Clock
 	shadowHeader  bool
 	passUnknown   bool
 	leases        bool
+	quotaUnit     string       // WithQuotaUnit; "" for none
+	partition     *partitioner // WithPartitionKey; nil for none
 }
 
 // defaultPolicyName names the policy in the IETF fields unless
@@ -117,8 +126,8 @@ func WithPolicyWindow(d time.Duration) Option {
 	}
 }
 
-// WithCost makes each request take f(r) units of the limit instead of 1. A
-// nil f is an error.
+// WithCost makes each request take f(r) units of the limit instead of 1
+// (at least 1: see CostFunc for a cost of 0). A nil f is an error.
 func WithCost(f CostFunc) Option {
 	return func(s *settings) error {
 		if f == nil {
@@ -189,9 +198,22 @@ func WithFailClosed(retryAfter time.Duration) Option {
 }
 
 // WithKeyErrorHandler sets how a request is answered when its KeyFunc or
-// CostFunc returns an error (or the CostFunc a negative cost) instead of the
-// default 500 Internal Server Error. The limiter is not asked. A nil h is an
-// error.
+// CostFunc returns an error (or the CostFunc a negative cost), in place of
+// the default answers, which are problem documents (RFC 9457, type
+// about:blank) by the error's class:
+//
+//   - 400 Bad Request for the client's mistake: an error wrapping
+//     ErrInvalidRequest (KeyByHeader's request without its header, or a
+//     KeyFunc's or CostFunc's own), or ratelimit.ErrInvalidCost (a
+//     negative cost, or a CostFunc's error that says the request's cost
+//     is not valid);
+//   - 500 Internal Server Error for any other error: the server's mistake
+//     or failure (KeyByContext without its value, KeyByIP without an IP
+//     address, a KeyByHeader name that is not a field name, a KeyFunc or
+//     CostFunc that failed).
+//
+// The limiter is not asked, and the request has no rate-limit fields. A
+// nil h is an error.
 func WithKeyErrorHandler(h ErrorHandler) Option {
 	return func(s *settings) error {
 		if h == nil {
@@ -269,10 +291,9 @@ func WithRefund(refund func(r *http.Request, status int) bool) Option {
 // the difference back, a larger one takes the rest, even into debt (as far
 // as the limiter's ratelimit.WithMaxDebt allows: one limit by default), so
 // that later requests are denied until it is paid. A request whose handler
-// reports no cost, or the cost it took, is not adjusted. Estimate at least
-// 1 with WithCost: a request of cost 0 only reads the key's state and is
-// allowed even when the key is in debt. The limiter must be a
-// ratelimit.Adjuster, or NewMiddleware returns an error.
+// reports no cost is settled at its CostFunc's cost: not adjusted, but for
+// a cost of 0, which took 1 to run (see CostFunc) and gives it back. The
+// limiter must be a ratelimit.Adjuster, or NewMiddleware returns an error.
 //
 // WithSettle puts the request's cost slot in its context, which costs two
 // allocations per allowed request; without it, SetCost reports false and
@@ -286,45 +307,28 @@ func WithRefund(refund func(r *http.Request, status int) bool) Option {
 // the units must be adjusted anyway), bounded by DefaultAdjustTimeout or
 // WithAdjustTimeout, and with ratelimit.TakenAt the time read just after
 // the request was decided (from the system clock, or WithClock's), so a
-// fixed window adjusts only the window that counted it. Its error goes to the WithOnError hook, wrapping
-// ErrAdjustment and the limiter's error. Requests that were denied, that
-// failed open on a limiter error, or that were skipped (WithSkip) took
-// nothing and are never adjusted.
+// fixed window adjusts only the window that counted it.
+//
+// Each request that ran is adjusted for itself, once. The call carries a
+// token the Middleware makes for that request (ratelimit.WithToken): a
+// random prefix drawn by NewMiddleware and the request's number, about 30
+// bytes, never anything the client sends, so that no header (an
+// Idempotency-Key, say) can make two requests that each ran share one
+// adjustment, and a client is charged the true cost of every request its
+// handler served. A call that fails with ratelimit.ErrBackend (the server
+// may have applied it and lost the reply) is made once more with the same
+// token while the timeout allows: on Redis the token makes that second
+// call change nothing when the first applied. A Redis limiter keeps each
+// token for ratelimit.SettleTokenTTL, about 100 bytes each: 1,000
+// adjustments a second hold about 30 MB. An error that remains goes to the
+// WithOnError hook, wrapping ErrAdjustment and the limiter's error.
+// Requests that were denied, that failed open on a limiter error, or that
+// were skipped (WithSkip) took nothing and are never adjusted.
 func WithSettle() Option {
 	return func(s *settings) error {
 		s.settle = true
 		return nil
 	}
-}
-
-// WithAdjustToken gives the Refund or Settle made after a request (see
-// WithRefund and WithSettle) the request's idempotency token, token(r),
-// through ratelimit.WithToken, so that on Redis a request retried with the
-// same token is adjusted once: the adjustment of a later one with that
-// token for the same key changes nothing (its own Allow still counted).
-// TokenFromHeader reads the token from a request header such as
-// Idempotency-Key. An empty token means none. A token longer than the 128
-// bytes ratelimit.WithToken takes is not passed: the request is adjusted
-// without it (so a client cannot escape its settle by its choice of
-// token), and an error wrapping ErrAdjustment that says so goes to the
-// WithOnError hook. It needs WithRefund or WithSettle, and a nil token is
-// an error.
-func WithAdjustToken(token func(r *http.Request) string) Option {
-	return func(s *settings) error {
-		if token == nil {
-			return fmt.Errorf("%w: httplimit: WithAdjustToken: nil func", ratelimit.ErrInvalidConfig)
-		}
-		s.adjustToken = token
-		return nil
-	}
-}
-
-// TokenFromHeader returns a function for WithAdjustToken that reads the
-// request header name, such as "Idempotency-Key": its first value, or ""
-// without one.
-func TokenFromHeader(name string) func(r *http.Request) string {
-	name = http.CanonicalHeaderKey(name)
-	return func(r *http.Request) string { return r.Header.Get(name) }
 }
 
 // WithAdjustTimeout bounds the Refund or Settle call made after a handler
@@ -371,11 +375,11 @@ func WithClock(c ratelimit.Clock) Option {
 // Retry-After the denial would have had, at least 1) and r the units left;
 // for a limiter of several policies, the item names the policy that would
 // have denied, which RateLimit-Policy lists (under the styles that send
-// it). It tells clients that they are
-// over a limit that is not enforced yet. The other rate-limit fields are
-// those of an allowed request, with the limiter's Limit, Remaining and
-// ResetAfter. Responses the limiter allowed, and all responses while it
-// enforces, do not carry it.
+// it), and under WithPartitionKey it carries pk. It tells clients that
+// they are over a limit that is not enforced yet. The other rate-limit
+// fields are those of an allowed request (each policy's r and effective
+// window, see the package doc). Responses the limiter allowed, and all
+// responses while it enforces, do not carry it.
 //
 // A request is one the limiter let through against a denial when its
 // Decision says WouldDeny: a ratelimit.Shadow's, also inside a Guard or

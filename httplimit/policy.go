@@ -16,10 +16,10 @@ const (
 	// BothHeaders sends the legacy fields and the IETF ones.
 	BothHeaders HeaderStyle = iota
 	// LegacyHeaders sends RateLimit-Limit, RateLimit-Remaining and
-	// RateLimit-Reset only.
+	// RateLimit-Reset only, the fields of the draft's versions up to -06.
 	LegacyHeaders
 	// IETFHeaders sends RateLimit-Policy and RateLimit only, as in
-	// draft-ietf-httpapi-ratelimit-headers-11.
+	// draft-ietf-httpapi-ratelimit-headers-11 and later.
 	IETFHeaders
 )
 
@@ -62,22 +62,26 @@ func quoteSFString(name string) string {
 // flight (ratelimit.NamedPolicy's InFlight): the quota unit
 // "concurrent-requests" of draft-ietf-httpapi-ratelimit-headers-11
 // (section 3.1.2). Rate policies count the draft's default unit,
-// "requests", and are sent without qu.
+// "requests", and are sent without qu unless WithQuotaUnit names theirs.
 const inFlightUnit = `;qu="concurrent-requests"`
 
 // policyItem returns one policy as a member of RateLimit-Policy:
-// `"per-hour";q=1000;w=3600`, without w when window <= 0. A policy of
-// requests in flight names its quota unit and has no w, whatever its
-// window (its leases' TTL): the draft's w is the time window of a quota
-// that is spent over time, and a limit on requests in flight has none, so
+// `"per-hour";q=1000;w=3600`, without w when window <= 0, and with
+// `;qu="unit"` when unit is not empty (WithQuotaUnit). A policy of requests
+// in flight names its quota unit and has no w, whatever its window (its
+// leases' TTL): the draft's w is the time window of a quota that is spent
+// over time, and a limit on requests in flight has none, so
 // `"default";q=5;qu="concurrent-requests"`.
-func policyItem(name string, limit int, window time.Duration, inFlight bool) string {
+func policyItem(name string, limit int, window time.Duration, inFlight bool, unit string) string {
 	item := quoteSFString(name) + ";q=" + strconv.Itoa(limit)
 	switch {
 	case inFlight:
-		item += inFlightUnit
+		return item + inFlightUnit
 	case window > 0:
 		item += ";w=" + strconv.FormatInt(ceilSeconds(window), 10)
+	}
+	if unit != "" {
+		item += `;qu="` + unit + `"`
 	}
 	return item
 }

@@ -6,14 +6,25 @@ import (
 )
 
 // QuotaExceededType is the problem type of the draft
-// draft-ietf-httpapi-ratelimit-headers-11 (section 5.1) for requests that
-// exceed a quota policy, used in the problem documents of 429 and 413
-// answers.
+// draft-ietf-httpapi-ratelimit-headers-11 (sections 5.1 and 10.2.1) for
+// requests that exceed a quota policy, registered for 429 Too Many
+// Requests: the type of the 429 answers' problem documents.
 const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
-// quotaExceededTitle is the title of every QuotaExceededType document: RFC
-// 9457 asks that a type's title not change from one occurrence to the next.
-const quotaExceededTitle = "Quota exceeded"
+// TemporaryReducedCapacityType is the problem type of the draft
+// draft-ietf-httpapi-ratelimit-headers-11 (sections 5.2 and 10.2.2) for
+// requests that cannot be served for a temporary reduction of the
+// server's capacity, registered for 503 Service Unavailable: the type of
+// the 503 answer to a failure of the limiter's backend under
+// WithFailClosed, which serves no request it cannot limit.
+const TemporaryReducedCapacityType = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+
+// The titles of the draft's problem types, as registered: RFC 9457 asks
+// that a type's title not change from one occurrence to the next.
+const (
+	quotaExceededTitle   = "Quota Exceeded"
+	reducedCapacityTitle = "Temporary Reduced Capacity"
+)
 
 // problem is an RFC 9457 problem document, with the draft's
 // violated-policies extension member.
@@ -69,8 +80,11 @@ func (p *reply) write(w http.ResponseWriter, r *http.Request) {
 // and 413 answers, which name the policy that bound a decision, belong to
 // its format.
 type replies struct {
-	unavailable reply // 503
-	keyError    reply // 500
+	unavailable reply // 503: the limiter's backend failed
+	unknown     reply // 503: the request's limit is not known
+	keyError    reply // 500: a KeyFunc's or CostFunc's failure
+	badKey      reply // 400: a request without its key
+	badCost     reply // 400: a request whose cost cannot be used
 }
 
 // newDenied returns the 429 answer to a request denied by policy (the
@@ -91,14 +105,16 @@ func newDenied(policy string, inFlight bool) reply {
 }
 
 // newTooLarge returns the 413 answer to a request whose cost exceeds the
-// limit of policy.
+// limit of policy. The draft registers no problem type for 413, and its
+// quota-exceeded is registered for 429, so the document is of type
+// about:blank, whose title is the status's, and names the policy in its
+// detail.
 func newTooLarge(policy string) reply {
 	return newReply(problem{
-		Type:             QuotaExceededType,
-		Title:            quotaExceededTitle,
-		Status:           http.StatusRequestEntityTooLarge,
-		Detail:           "The request costs more than the rate limit allows at once, so it can never succeed; the q of the violated policy in RateLimit-Policy (or RateLimit-Limit) gives the most a request may cost.",
-		ViolatedPolicies: []string{policy},
+		Type:   "about:blank",
+		Title:  "Content Too Large",
+		Status: http.StatusRequestEntityTooLarge,
+		Detail: "The request costs more than the rate limit policy " + quoteSFString(policy) + " allows at once, so it can never succeed; that policy's q in RateLimit-Policy (or RateLimit-Limit) gives the most a request may cost.",
 	})
 }
 
@@ -106,16 +122,34 @@ func newTooLarge(policy string) reply {
 func newReplies() replies {
 	return replies{
 		unavailable: newReply(problem{
+			Type:   TemporaryReducedCapacityType,
+			Title:  reducedCapacityTitle,
+			Status: http.StatusServiceUnavailable,
+			Detail: "Rate limiting is unavailable; retry after the number of seconds in Retry-After.",
+		}),
+		unknown: newReply(problem{
 			Type:   "about:blank",
 			Title:  "Service Unavailable",
 			Status: http.StatusServiceUnavailable,
-			Detail: "Rate limiting is unavailable; retry after the number of seconds in Retry-After.",
+			Detail: "The request's rate limit cannot be determined; retry after the number of seconds in Retry-After.",
 		}),
 		keyError: newReply(problem{
 			Type:   "about:blank",
 			Title:  "Internal Server Error",
 			Status: http.StatusInternalServerError,
 			Detail: "The request could not be matched to a rate limit.",
+		}),
+		badKey: newReply(problem{
+			Type:   "about:blank",
+			Title:  "Bad Request",
+			Status: http.StatusBadRequest,
+			Detail: "The request does not carry what its rate limit is keyed by.",
+		}),
+		badCost: newReply(problem{
+			Type:   "about:blank",
+			Title:  "Bad Request",
+			Status: http.StatusBadRequest,
+			Detail: "The request's cost is not valid.",
 		}),
 	}
 }

@@ -18,7 +18,8 @@ type limitedHandler struct {
 // ServeHTTP decides r and passes it to next or answers it:
 //
 //   - skipped (WithSkip): passed on, no fields;
-//   - KeyFunc or CostFunc error, or a negative cost: the key-error answer;
+//   - KeyFunc or CostFunc error, or a negative cost: the key-error answer
+//     (400 for the client's mistake, 500 for the server's);
 //   - allowed: fields set, passed on, and adjusted after next returns as
 //     WithRefund and WithSettle say, unless the Decision's Source says its
 //     backend did not answer (a Guard's FailOpen, say); under WithLeases,
@@ -46,7 +47,7 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key, err := m.key(r)
 	if err != nil {
-		m.answerKeyError(w, r, err)
+		m.answerKeyError(w, r, err, &m.replies.badKey)
 		return
 	}
 	cost := 1
@@ -55,7 +56,7 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			err = fmt.Errorf("httplimit: CostFunc returned %d: %w", cost, ratelimit.ErrInvalidCost)
 		}
 		if err != nil {
-			m.answerKeyError(w, r, err)
+			m.answerKeyError(w, r, err, &m.replies.badCost)
 			return
 		}
 	}
@@ -72,14 +73,19 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // for an adjustment, and carries RateLimit-Shadow under WithShadowHeader.
 // A request refused here (429, 413, 503) tells the Middlewares around this
 // one, which then give back what it took from them.
+//
+// cost is the request's cost, 1 or the CostFunc's; a request of cost 0
+// takes 1 all the same (see WithCost), which it gives back after its
+// handler under WithRefund or WithSettle.
 func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key string, cost int) {
 	m := h.m
+	n := max(cost, 1) // the units the request takes
 	var d ratelimit.Decision
 	var err error
 	var lease ratelimit.Lease
 	switch {
 	case m.leases:
-		lease, d, err = ratelimit.Acquire(r.Context(), m.limiter, key, cost)
+		lease, d, err = ratelimit.Acquire(r.Context(), m.limiter, key, n)
 		if lease.Held() && (err != nil || !d.Allowed || d.WouldDeny) {
 			// Not a lease this request may hold: only an allowed
 			// request's units are held, and no Acquirer of package
@@ -88,9 +94,9 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 			lease = ratelimit.Lease{}
 		}
 	case m.decider != nil:
-		d, err = m.decider.Decide(r.Context(), key, cost)
+		d, err = m.decider.Decide(r.Context(), key, n)
 	default:
-		d, err = ratelimit.Decide(r.Context(), m.limiter, key, cost)
+		d, err = ratelimit.Decide(r.Context(), m.limiter, key, n)
 	}
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
 		h.failed(w, r, err, d.Source == ratelimit.FromShadow)
@@ -123,6 +129,7 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		}
 		return
 	}
+	pk := m.partition.param(key)
 	switch {
 	case err != nil: // ErrCostExceedsLimit
 		// The limiter says nothing about the key's state on this path, so
@@ -131,26 +138,26 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		refused(w, r)
 		f.tooLargeBy(bound).write(w, r)
 	case d.WouldDeny:
-		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, false)
+		m.fields.write(w.Header(), f, &d, false, pk)
 		if m.shadowHeader {
-			writeShadow(w.Header(), p.beforeR, d.Enforced)
+			writeShadow(w.Header(), p.beforeR, d.Enforced, pk)
 		}
 		h.next.ServeHTTP(w, m.withDecision(r, d))
 	case d.Allowed:
-		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, false)
+		m.fields.write(w.Header(), f, &d, false, pk)
 		if lease.Held() {
-			h.serveLeased(w, r, d, key, cost, lease)
+			h.serveLeased(w, r, d, key, n, cost, lease)
 			return
 		}
 		if m.adjuster != nil && d.Source == ratelimit.FromBackend {
 			// The time just after the decision: a fixed window gives units
 			// back only to a window open by then (ratelimit.TakenAt).
-			h.serveTracked(w, m.withDecision(r, d), key, cost, m.now())
+			h.serveTracked(w, m.withDecision(r, d), key, n, cost, m.now())
 			return
 		}
 		h.next.ServeHTTP(w, m.withDecision(r, d))
 	default:
-		m.fields.write(w.Header(), &p.limitValues, p.beforeR, d.Result, true)
+		m.fields.write(w.Header(), f, &d, true, pk)
 		refused(w, r)
 		m.answerDenied(w, r, d.Result, f.deniedBy(bound))
 	}
@@ -184,10 +191,15 @@ func (h *limitedHandler) failed(w http.ResponseWriter, r *http.Request, err erro
 	if m.onError != nil {
 		m.onError(r, err)
 	}
-	if m.failClosed || !shadowed && !backendFailure(err) && !m.passUnknown {
+	backend := backendFailure(err)
+	if m.failClosed || !shadowed && !backend && !m.passUnknown {
 		setRetryAfter(w.Header(), m.closedRetry)
 		refused(w, r)
-		m.replies.unavailable.write(w, r)
+		if backend {
+			m.replies.unavailable.write(w, r)
+		} else {
+			m.replies.unknown.write(w, r)
+		}
 		return
 	}
 	h.next.ServeHTTP(w, r)
@@ -202,12 +214,17 @@ func backendFailure(err error) bool {
 	return !errors.Is(err, ratelimit.ErrCaller) && !errors.Is(err, ratelimit.ErrCorruptState)
 }
 
-// answerKeyError answers a request whose key or cost could not be found: by
-// the WithKeyErrorHandler, or 500.
-func (m *Middleware) answerKeyError(w http.ResponseWriter, r *http.Request, err error) {
-	if m.keyError != nil {
+// answerKeyError answers a request whose key or cost could not be found:
+// by the WithKeyErrorHandler; or, for the client's mistake (err wraps
+// ErrInvalidRequest or ratelimit.ErrInvalidCost, as a negative cost's
+// does), with bad, a 400; or else 500.
+func (m *Middleware) answerKeyError(w http.ResponseWriter, r *http.Request, err error, bad *reply) {
+	switch {
+	case m.keyError != nil:
 		m.keyError(w, r, err)
-		return
+	case errors.Is(err, ErrInvalidRequest) || errors.Is(err, ratelimit.ErrInvalidCost):
+		bad.write(w, r)
+	default:
+		m.replies.keyError.write(w, r)
 	}
-	m.replies.keyError.write(w, r)
 }

@@ -309,17 +309,45 @@ func checkSent(t *testing.T, d ratelimit.Decision, err error, w *httptest.Respon
 	assert.Equal(t, names(d.Policies), listNames(h.Get("RateLimit-Policy")), msgAndArgs...)
 	assert.Equal(t, windows(d.Policies), listParam(h.Get("RateLimit-Policy"), "w"), "w of each policy is its Window in whole seconds: %v", msgAndArgs)
 	item := h.Get("RateLimit")
-	assert.Equal(t, []string{strconv.Quote(d.Policy.Name)}, listNames(item), msgAndArgs...)
-	assert.Contains(t, item, ";r="+strconv.Itoa(d.Remaining)+";", msgAndArgs...)
 	if d.Allowed {
 		assert.Equal(t, http.StatusOK, w.Code, msgAndArgs...)
 		assert.Equal(t, d.WouldDeny, h.Get("RateLimit-Shadow") != "", msgAndArgs...)
-		assert.Equal(t, []string{strconv.FormatInt(ceilSeconds(d.ResetAfter), 10)}, listParam(item, "t"), "t is ResetAfter in whole seconds, rounded up: %v", msgAndArgs)
+		assert.Equal(t, strconv.FormatInt(ceilSeconds(d.ResetAfter), 10), h.Get("RateLimit-Reset"), "RateLimit-Reset is ResetAfter in whole seconds, rounded up: %v", msgAndArgs)
+		// Every policy whose Result the Decision holds, the bound one
+		// first, each with its own r and its effective window as t.
+		order := []int{d.Bound}
+		if len(d.Parts) == len(d.Policies) {
+			for i := range d.Policies {
+				if i != d.Bound {
+					order = append(order, i)
+				}
+			}
+		}
+		var wantNames, wantR, wantT []string
+		for _, i := range order {
+			wantNames = append(wantNames, strconv.Quote(d.Policies[i].Name))
+			r := d.Remaining
+			if i != d.Bound {
+				r = d.Parts[i].Remaining
+			}
+			wantR = append(wantR, strconv.Itoa(r))
+			tv := ""
+			if next, ok := d.NextUnit(i); ok {
+				tv = strconv.FormatInt(max(ceilSeconds(next), 1), 10)
+			}
+			wantT = append(wantT, tv)
+		}
+		assert.Equal(t, wantNames, listNames(item), msgAndArgs...)
+		assert.Equal(t, wantR, listParam(item, "r"), msgAndArgs...)
+		assert.Equal(t, wantT, listParam(item, "t"), "t is each policy's NextUnit in whole seconds, rounded up: %v", msgAndArgs)
 		return
 	}
+	assert.Equal(t, []string{strconv.Quote(d.Policy.Name)}, listNames(item), msgAndArgs...)
+	assert.Equal(t, []string{strconv.Itoa(d.Remaining)}, listParam(item, "r"), msgAndArgs...)
 	assert.Equal(t, http.StatusTooManyRequests, w.Code, msgAndArgs...)
 	retry := strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10)
 	assert.Equal(t, retry, h.Get("Retry-After"), msgAndArgs...)
+	assert.Equal(t, retry, h.Get("RateLimit-Reset"), msgAndArgs...)
 	assert.Equal(t, []string{retry}, listParam(item, "t"), "t is Retry-After: %v", msgAndArgs)
 }
 

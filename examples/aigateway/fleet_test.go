@@ -137,10 +137,10 @@ func TestWithRedisDownTheFleetKeepsNearTheLimit(t *testing.T) {
 	assert.Equal(t, 3, view(t, fleet[0]).Live, "the count of the latest heartbeat that answered")
 }
 
-// A request retried with its Idempotency-Key is settled once: the retry's
-// admission takes its estimate, and its settle changes nothing, so the key
-// keeps the retry's estimate, and a third request no longer fits.
-func TestSettleWithAnIdempotencyKeyAppliesOnce(t *testing.T) {
+// Every request is settled for itself, whatever its Idempotency-Key: a
+// retry with the same key is admitted on its estimate and settled to its
+// usage too, so a third request finds the first two's usage gone.
+func TestEveryRequestIsSettledWhateverItsIdempotencyKey(t *testing.T) {
 	h, _ := newTestGateway(t)
 	story := chat("demo", "Say hello", 1000) // an estimate of 3 + 1000, a usage of 22
 	key := map[string]string{"Authorization": "Bearer key-1", "Idempotency-Key": "req-1"}
@@ -154,10 +154,9 @@ func TestSettleWithAnIdempotencyKeyAppliesOnce(t *testing.T) {
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 	assert.Equal(t, `"tokens";r=975`, boundLeft(w), "2000 - 22 - 1003")
 
-	// Its settle, with the same key, changed nothing: 975 are left, short
-	// of another estimate of 1003 under a new key.
-	key["Idempotency-Key"] = "req-2"
+	// Its settle, with the same key, applied too: a third request is
+	// admitted on 2000 - 22 - 22.
 	w = do(h, http.MethodPost, "/v1/chat/completions", story, key)
-	require.Equal(t, http.StatusTooManyRequests, w.Code, w.Body.String())
-	assert.Equal(t, `"tokens";r=975`, boundLeft(w))
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	assert.Equal(t, `"requests";r=2;t=12, "tokens";r=953;t=1`, w.Header().Get("RateLimit"), "2000 - 22 - 22 - 1003 tokens; 2 of 5 requests, the smaller share")
 }

@@ -13,7 +13,7 @@
 // A request is admitted on an estimate of its tokens (its prompt's tokens
 // plus its max_tokens), since the length of the reply is unknown until it
 // has been written; the handler then reports the true total and the
-// middleware settles the difference, once per Idempotency-Key. Answers of
+// middleware settles the difference, once per request. Answers of
 // 500 and above are given back in full.
 //
 // While Redis does not answer, each replica decides on its share of every

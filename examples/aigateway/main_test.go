@@ -75,10 +75,18 @@ func usageOf(t *testing.T, w *httptest.ResponseRecorder) usage {
 	return c.Usage
 }
 
-// boundLeft returns the RateLimit field of a response without its t: the
-// policy that bound the decision and its units left.
+// boundItem returns the first item of a response's RateLimit field: the
+// policy that bound the decision, its units left and its effective window
+// (an allowed response lists the other policy after it).
+func boundItem(w *httptest.ResponseRecorder) string {
+	first, _, _ := strings.Cut(w.Header().Get("RateLimit"), ", ")
+	return first
+}
+
+// boundLeft returns the first item of a response's RateLimit field without
+// its t: the policy that bound the decision and its units left.
 func boundLeft(w *httptest.ResponseRecorder) string {
-	before, _, _ := strings.Cut(w.Header().Get("RateLimit"), ";t=")
+	before, _, _ := strings.Cut(boundItem(w), ";t=")
 	return before
 }
 
@@ -122,7 +130,7 @@ func TestAdmittedOnEstimateSettledToUsage(t *testing.T) {
 	w := post(t, h, "key-1", chat("demo", "Say hello", 100))
 	first := usageOf(t, w)
 	assert.Equal(t, bothPolicies, w.Header().Get("RateLimit-Policy"))
-	assert.Equal(t, `"requests";r=4;t=12`, w.Header().Get("RateLimit"))
+	assert.Equal(t, `"requests";r=4;t=12, "tokens";r=1897;t=1`, w.Header().Get("RateLimit"), "each policy's next unit: a request's 12 s, a token's 30 ms")
 	assert.Less(t, first.TotalTokens, 103, "the reply is shorter than max_tokens")
 
 	// 1500 prompt tokens and max_tokens 200: an estimate of 1700. Tokens
@@ -133,7 +141,8 @@ func TestAdmittedOnEstimateSettledToUsage(t *testing.T) {
 	assert.Equal(t, 1500, second.PromptTokens)
 	left := tokensPerMinute - first.TotalTokens - 1700
 	assert.Equal(t, 278, left)
-	assert.Equal(t, fmt.Sprintf(`"tokens";r=%d;t=52`, left), w.Header().Get("RateLimit"), "(2000-278) tokens refill in 51.7 s")
+	assert.Equal(t, fmt.Sprintf(`"tokens";r=%d;t=1`, left), boundItem(w), "the next token in 30 ms")
+	assert.Equal(t, "52", w.Header().Get("RateLimit-Reset"), "(2000-278) tokens refill in 51.7 s")
 	assert.Equal(t, "2000", w.Header().Get("RateLimit-Limit"))
 
 	// The second request was settled too: an estimate of 1004 does not fit
@@ -160,13 +169,13 @@ func TestBoundPolicyIsTheScarcerShare(t *testing.T) {
 	// 80% of each. A tie goes to the first policy, requests.
 	w := post(t, h, "key-1", chat("demo", "Say hello", 397))
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
-	assert.Equal(t, `"requests";r=4;t=12`, w.Header().Get("RateLimit"))
+	assert.Equal(t, `"requests";r=4;t=12`, boundItem(w))
 
 	// One token more: 1599 tokens left is less than 80% of 2000, so tokens
 	// bind though far more of them than requests are left.
 	w = post(t, h, "key-2", chat("demo", "Say hello", 398))
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
-	assert.Equal(t, `"tokens";r=1599;t=13`, w.Header().Get("RateLimit"))
+	assert.Equal(t, `"tokens";r=1599;t=1, "requests";r=4;t=12`, w.Header().Get("RateLimit"))
 	assert.Equal(t, "1599", w.Header().Get("RateLimit-Remaining"))
 	assert.Equal(t, "2000", w.Header().Get("RateLimit-Limit"))
 
@@ -192,7 +201,8 @@ func TestRequestsLimit(t *testing.T) {
 	for i := 4; i >= 0; i-- {
 		w := post(t, h, "key-1", chat("demo", "Say hello", 10))
 		require.Equal(t, http.StatusOK, w.Code, w.Body.String())
-		assert.Equal(t, fmt.Sprintf(`"requests";r=%d;t=%d`, i, 60-12*i), w.Header().Get("RateLimit"))
+		assert.Equal(t, fmt.Sprintf(`"requests";r=%d;t=12`, i), boundItem(w), "the next request in 12 s")
+		assert.Equal(t, strconv.Itoa(60-12*i), w.Header().Get("RateLimit-Reset"), "full again once every request is back")
 	}
 	w := post(t, h, "key-1", chat("demo", "Say hello", 10))
 	require.Equal(t, http.StatusTooManyRequests, w.Code)
@@ -215,26 +225,26 @@ func TestRefundOnServerError(t *testing.T) {
 	w := post(t, h, "key-1", chat("demo", "Say hello", 10))
 	require.Equal(t, http.StatusOK, w.Code)
 	assert.Equal(t, 13, usageOf(t, w).TotalTokens, "settled to its estimate: nothing changes")
-	assert.Equal(t, `"requests";r=4;t=12`, w.Header().Get("RateLimit"))
+	assert.Equal(t, `"requests";r=4;t=12`, boundItem(w))
 
 	// An estimate of 900 + 1000 tokens, failing upstream. Its fields, set
 	// before the handler ran, show the tokens taken: 87 of 2000 left.
 	big := strings.Repeat("abcd", 900)
 	w = post(t, h, "key-1", chat(failModel, big, 1000))
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, w.Body.String())
-	assert.Equal(t, `"tokens";r=87;t=58`, w.Header().Get("RateLimit"), "taken while the request ran")
+	assert.Equal(t, `"tokens";r=87;t=1`, boundItem(w), "taken while the request ran")
 
 	// The call was given back: a small request leaves 3 requests, not 2.
 	w = post(t, h, "key-1", chat("demo", "Say hello", 10))
 	require.Equal(t, http.StatusOK, w.Code)
-	assert.Equal(t, `"requests";r=3;t=24`, w.Header().Get("RateLimit"))
+	assert.Equal(t, `"requests";r=3;t=12`, boundItem(w))
 
 	// The tokens were given back: the same estimate fits again, and leaves
 	// 2000 - 13 - 13 - 1900 = 74; without the refund 74 would be left
 	// before it, and it would be denied.
 	w = post(t, h, "key-1", chat(failModel, big, 1000))
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, w.Body.String())
-	assert.Equal(t, `"tokens";r=74;t=58`, w.Header().Get("RateLimit"))
+	assert.Equal(t, `"tokens";r=74;t=1`, boundItem(w))
 
 	// So were that one's: 3 requests and 2000 - 13 - 13 tokens are left
 	// before an estimate of 870 + 1000, which leaves 104.
@@ -278,7 +288,7 @@ func TestRejectsBadRequests(t *testing.T) {
 
 	// The key-1 requests above took nothing: 5 requests are left.
 	w = post(t, h, "key-1", chat("demo", "hi", 10))
-	assert.Equal(t, `"requests";r=4;t=12`, w.Header().Get("RateLimit"))
+	assert.Equal(t, `"requests";r=4;t=12`, boundItem(w))
 }
 
 // An estimate above the tokens limit can never be admitted: the middleware
@@ -287,7 +297,7 @@ func TestEstimateAboveTheLimit(t *testing.T) {
 	h, _ := newTestGateway(t)
 	w := post(t, h, "key-1", chat("demo", strings.Repeat("abcd", 1500), 1000)) // 2500
 	assert.Equal(t, http.StatusRequestEntityTooLarge, w.Code)
-	assert.Equal(t, []string{"tokens"}, violated(t, w))
+	assert.Contains(t, w.Body.String(), `policy \"tokens\"`, "the problem document's detail names it")
 	assert.Equal(t, bothPolicies, w.Header().Get("RateLimit-Policy"))
 }
 

@@ -90,7 +90,6 @@ func newReplica(client *redis.Client, cfg replicaConfig) (*replica, error) {
 	limit, err := httplimit.NewMiddleware(limiter, callKey,
 		httplimit.WithCost(estimate),
 		httplimit.WithSettle(),
-		httplimit.WithAdjustToken(httplimit.TokenFromHeader("Idempotency-Key")),
 		httplimit.WithRefund(func(_ *http.Request, status int) bool { return status >= 500 }),
 		httplimit.WithDecisionContext(),
 		httplimit.WithOnError(func(req *http.Request, err error) {

@@ -1,0 +1,102 @@
+package ratelimit
+
+import "time"
+
+// NextUnit returns how long policy i of d (Policies[i]) holds its key to
+// the units it has left, its Result's Remaining, and true: the time until
+// it can give one more unit than that, were its units taken as fast as it
+// allows, or at least such a time. That is:
+//
+//   - for a token bucket or GCRA, the time until its next unit has come
+//     back (a key in debt waits out its debt first); with every unit left,
+//     the time one unit takes to come back, as a unit taken now is back
+//     only then;
+//   - for a fixed or calendar window, the time until the window ends (a
+//     count in debt stays until then); for an empty fixed window, its
+//     length, as the next unit taken opens a window that long;
+//   - for a sliding log or sliding counter with every unit left, its
+//     window, for which a unit taken now counts.
+//
+// A Leasing's answer from a block tells the time until the block's window
+// ends, or, for a token bucket or GCRA, one unit's time: its key's next
+// unit is never further away while the key is not in debt. A Guard's
+// answer from its fallback tells the fallback's, for the policy that bound
+// it.
+//
+// The policy's Result is d's own for a limiter of one policy, and
+// Parts[i] for a Composite. NextUnit returns 0 and false when d does not
+// tell it: for a policy of units in flight (a release may free units at
+// any moment); a sliding window with units taken (they come back one by
+// one as the window slides, at times the Result does not tell); an empty
+// calendar window (the Result does not tell when the window open now
+// ends); a Decision of a Limiter of another package, or one a Guard made
+// without its backend or fallback, which tells its policies but not how
+// their state moves; and an i that names no policy of d whose Result d
+// holds.
+//
+// The IETF draft of rate-limit header fields calls this the effective
+// window of a policy's service limit (draft-ietf-httpapi-ratelimit-headers-11,
+// section 4.1.2: the time within which the client can use no more than
+// the available quota): httplimit and grpclimit send it, rounded up to
+// whole seconds, as the t of each policy's RateLimit item. It reads d
+// only, and is safe for concurrent use with other readers of d.
+func (d *Decision) NextUnit(i int) (time.Duration, bool) {
+	if i < 0 || i >= len(d.Policies) {
+		return 0, false
+	}
+	if d.nextSet && i == d.Bound {
+		return d.next, true
+	}
+	var res Result
+	switch {
+	case d.Parts != nil && i < len(d.Parts):
+		res = d.Parts[i]
+	case d.Parts == nil && i == d.Bound:
+		res = d.Result
+	default:
+		return 0, false
+	}
+	if len(d.rules) != len(d.Policies) || res.Limit <= 0 {
+		return 0, false
+	}
+	return nextUnit(d.rules[i], res, d.Policies[i].Window)
+}
+
+// nextUnit is NextUnit for a policy whose state moves by rl, whose Result
+// is res (of a Limit > 0), and whose window (or time from empty to full)
+// is window.
+func nextUnit(rl rule, res Result, window time.Duration) (time.Duration, bool) {
+	full := res.Remaining >= res.Limit
+	switch {
+	case rl.inFlight:
+		return 0, false
+	case rl.gradual:
+		// With units taken, the oldest leaves at a time the Result does
+		// not tell.
+		if !full || window <= 0 {
+			return 0, false
+		}
+		return window, true
+	case rl.unit > 0:
+		// Remaining is Limit − ⌈ResetAfter / unit⌉, so one more unit is
+		// there once ResetAfter has fallen to (Limit − Remaining − 1) ×
+		// unit.
+		if full {
+			return time.Duration(rl.unit), true
+		}
+		owed := int64(res.Limit - max(res.Remaining, 0) - 1)
+		reset := int64(res.ResetAfter)
+		if owed > reset/rl.unit || reset == owed*rl.unit {
+			return 0, false // a Result whose numbers disagree
+		}
+		return time.Duration(reset - owed*rl.unit), true
+	case res.ResetAfter > 0:
+		return res.ResetAfter, true
+	case rl.calendar:
+		return 0, false
+	}
+	if window <= 0 {
+		return 0, false
+	}
+	return window, true
+}
