@@ -23,7 +23,10 @@ import (
 // RetryAfter and ResetAfter the backend would report for that cost if
 // nothing else had touched the key since (its denial, aged), and Source
 // FromDenyCache. Calls that may succeed, peeks, costs above the limit, and
-// every call once MaxAge has passed since the denial go to the backend. This
+// every call once MaxAge has passed since the denial go to the backend. A
+// call the backend allows on such a key tells the DenyCache what the key
+// holds now, which it answers from until that same end, never later; an
+// allowed call under policies other than the denial's drops it. This
 // holds for the token bucket, GCRA and fixed window, in process and on
 // Redis, for a Composite (each part counted as it counts: a PerCall part
 // takes 1 of any call), and for limiters built WithPolicyFunc: a denial
@@ -223,14 +226,41 @@ func (c *DenyCache) call(ctx context.Context, key string, n int, leased bool) (L
 	if err != nil || d.Source != FromBackend {
 		return lease, d, err
 	}
-	if lasts, ok := bounds(&d, n, held); ok {
+	lasts, ok := bounds(&d, n, held)
+	switch {
+	case ok && !d.Allowed:
 		c.remember(key, &denial{until: reading + min(lasts, c.maxAge), at: reading, d: d, n: n, slots: c.slots(key), stamp: stamp})
-	} else if held && d.Allowed {
+	case ok:
+		c.renew(key, rec, d, n, lasts, reading, stamp)
+	case held && d.Allowed:
 		// The call took units from a key whose denial of another cost is
 		// held: that denial now waits longer than it says, so it goes.
 		c.denials.drop(key, reading, maxSpan)
 	}
 	return lease, d, nil
+}
+
+// renew replaces rec, the denial held for key when a call of n began at
+// reading, by the backend's answer d, which allowed that call and bounds
+// the key as it is now for lasts ns: a fresher view of the key, which
+// never makes rec last longer. It keeps rec's end (MaxAge after the
+// backend's denial at the latest) while the key's policies are those rec
+// was made under and no give-back was seen since rec was made (stamp, read
+// before the backend was asked, is still rec's); otherwise the key's
+// denial goes, since an allowed answer under another policy is no denial.
+// A denial written since rec (another call's) is left as it is.
+func (c *DenyCache) renew(key string, rec *denial, d Decision, n int, lasts, reading int64, stamp uint64) {
+	sh, now := c.denials.lock(key, reading, maxSpan)
+	defer sh.mu.Unlock()
+	cur, w := sh.lookup(key)
+	if cur != rec {
+		return
+	}
+	if until := min(rec.until, reading+lasts); until > now && stamp == rec.stamp && samePolicies(d.Policies, rec.d.Policies) {
+		sh.write(key, w, &denial{until: until, at: reading, d: d, n: n, slots: rec.slots, stamp: stamp}, until)
+		return
+	}
+	c.denials.remove(sh, key, w)
 }
 
 // ask asks the backend's Acquire when leased, and its decision otherwise.
@@ -244,8 +274,8 @@ func (c *DenyCache) ask(ctx context.Context, key string, n int, leased bool) (Le
 
 // bounds reports whether the backend's answer d to a call of n is
 // remembered, and for how long it can deny anything (ns): a denial is; so
-// is an allowed call on a key whose denial is held, which it replaces,
-// since both bound the key exactly as it is now. A backend that does not
+// is an allowed call on a key whose denial is held, which it may replace
+// (see renew), since both bound the key exactly as it is now. A backend that does not
 // say how its state moves has only its denials of n with n-1 left
 // remembered, until their RetryAfter: they hold for n alone; so has a
 // sliding window, whatever it has left (see rule.gradual). A denial
