@@ -75,8 +75,15 @@ import (
 // error.
 //
 // Memory is bounded: at most MaxKeys denials are held at once, each
-// forgotten once it has passed, with no goroutine. A DenyCache is safe for
-// concurrent use. Create one with NewDenyCache.
+// forgotten once it has passed, with no goroutine. A full DenyCache keeps
+// the denials that save the most backend calls: a new denial takes the
+// place of one that has passed or that has answered no more calls than
+// the new one's key did (a key denied again inherits half of the calls its
+// previous denial answered), chosen among a few sampled; with none such,
+// it is not remembered. So a flood of distinct keys, each denied once,
+// replaces only its own denials and never one that answers a hot key's
+// calls. A DenyCache is safe for concurrent use. Create one with
+// NewDenyCache.
 type DenyCache struct {
 	backend decorated
 	hooks   Hooks       // nil when nothing listens
@@ -106,6 +113,10 @@ type denial struct {
 	n     int      // the cost denied
 	slots []uint16 // the give-back counters of the call's part keys
 	stamp uint64   // their sum before the backend was asked
+	// hits counts the calls it answered, up to maxHits, from half its
+	// key's previous denial's (see denycacheevict.go): its worth when a
+	// full DenyCache makes room. The one field written once held.
+	hits atomic.Uint32
 }
 
 // DenyCacheConfig configures a DenyCache. The zero value means a MaxAge of
@@ -116,8 +127,9 @@ type DenyCacheConfig struct {
 	// does not change the RetryAfter a local denial reports.
 	MaxAge time.Duration
 	// MaxKeys is the most keys remembered at once; 0 means 100 000. When
-	// that many are held, new denials are not remembered until old ones
-	// are dropped, which happens within two MaxAges of their passing.
+	// that many are held, a new denial takes the place of one that has
+	// passed or has answered no more calls (see DenyCache), and is not
+	// remembered otherwise.
 	MaxKeys int
 	// Hooks receives the calls answered locally; nil means NopHooks. When
 	// it implements AdjustHooks, it also receives every Refund, Settle and
@@ -212,6 +224,7 @@ func (c *DenyCache) call(ctx context.Context, key string, n int, leased bool) (L
 	held := rec != nil && now < rec.until
 	if held {
 		if d, ok := c.local(ctx, key, n, rec, now); ok {
+			rec.hit()
 			if c.hooks != nil {
 				c.hooks.Decided(Event{
 					Limiter: c.name, Key: key, Cost: n, Decision: d,
@@ -257,7 +270,9 @@ func (c *DenyCache) renew(key string, rec *denial, d Decision, n int, lasts, rea
 		return
 	}
 	if until := min(rec.until, reading+lasts); until > now && stamp == rec.stamp && samePolicies(d.Policies, rec.d.Policies) {
-		sh.write(key, w, &denial{until: until, at: reading, d: d, n: n, slots: rec.slots, stamp: stamp}, until)
+		fresh := &denial{until: until, at: reading, d: d, n: n, slots: rec.slots, stamp: stamp}
+		fresh.hits.Store(rec.hits.Load())
+		sh.write(key, w, fresh, until)
 		return
 	}
 	c.denials.remove(sh, key, w)
@@ -561,26 +576,34 @@ func (c *DenyCache) adjuster() (Adjuster, error) {
 	return c.backend.adjuster("DenyCache")
 }
 
-// remember holds d for key until d.until, unless it has passed already or
-// MaxKeys are held.
+// remember holds d for key until d.until, unless it has passed already.
+// When MaxKeys are held, it takes the place of a denial that has passed or
+// is worth no more (see evict), and is not remembered when there is none.
 func (c *DenyCache) remember(key string, d *denial) {
-	for swept := false; ; swept = true {
+	for tries := 0; ; tries++ {
 		sh, now := c.denials.lock(key, d.at, maxSpan)
 		if d.until <= now {
 			sh.mu.Unlock()
 			return
 		}
-		if _, w := sh.lookup(key); w != absent || c.denials.reserve(c.maxKeys) {
+		old, w := sh.lookup(key)
+		if w != absent || c.denials.reserve(c.maxKeys) {
+			d.inherit(old)
 			sh.write(key, w, d, d.until)
 			sh.mu.Unlock()
 			return
 		}
 		sh.mu.Unlock()
-		if swept {
+		switch {
+		case tries == 2:
+			return // others took the places made: this denial is not kept
+		case c.evict(key, d.hits.Load(), c.base.elapsed()):
+		case tries == 0:
+			// Shards no call has touched may hold denials that have
+			// passed, beyond those the sample found.
+			c.denials.sweep(c.base.elapsed(), maxSpan)
+		default:
 			return
 		}
-		// Full: shards no call has touched may hold denials that have
-		// passed.
-		c.denials.sweep(c.base.elapsed(), maxSpan)
 	}
 }
