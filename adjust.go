@@ -133,15 +133,19 @@ func adjustOptions(kind string, opts []AdjustOption) (adjustment, error) {
 	return a, nil
 }
 
-// settleArgs checks a Settle of taken and cost on a limiter of limit, named
-// kind in errors, and returns what its opts set (see adjustOptions and
-// checkSettle).
-func settleArgs(kind string, taken, cost, limit int, opts []AdjustOption) (adjustment, error) {
+// settleArgs checks a Settle of taken and cost on a limiter that bounds
+// taken by takenLimit, named kind in errors, on a key whose limit is limit
+// and whose Settles most bounds (see WithMaxSettle), and returns what its
+// opts set (see adjustOptions and checkSettle).
+func settleArgs(kind string, taken, cost, takenLimit, limit int, most settleCap, opts []AdjustOption) (adjustment, error) {
 	a, err := adjustOptions(kind, opts)
 	if err != nil {
 		return a, err
 	}
-	return a, checkSettle(taken, cost, limit)
+	if err := checkSettle(taken, cost, takenLimit); err != nil {
+		return a, err
+	}
+	return a, most.check(cost, limit)
 }
 
 // maxSettleCost bounds the cost of a Settle: 2^52, the largest whole

@@ -308,7 +308,7 @@ func (w *CalendarWindow) settle(ctx context.Context, key string, taken, cost int
 	if err != nil {
 		return Result{Limit: int(limit)}, err
 	}
-	a, err := settleArgs("CalendarWindow", taken, cost, w.policyFunc.takenBound(int(limit)), opts)
+	a, err := settleArgs("CalendarWindow", taken, cost, w.policyFunc.takenBound(int(limit)), int(limit), w.obs.maxSettle, opts)
 	if err != nil {
 		return Result{Limit: int(limit)}, err
 	}

@@ -266,7 +266,7 @@ func (w *FixedWindow) settle(ctx context.Context, key string, taken, cost int, o
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}
-	a, err := settleArgs("FixedWindow", taken, cost, w.policyFunc.takenBound(int(r.limit)), opts)
+	a, err := settleArgs("FixedWindow", taken, cost, w.policyFunc.takenBound(int(r.limit)), int(r.limit), w.obs.maxSettle, opts)
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}

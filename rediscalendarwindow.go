@@ -329,7 +329,7 @@ func (w *RedisCalendarWindow) settle(ctx context.Context, key string, taken, cos
 	if err != nil {
 		return Result{Limit: limit}, err
 	}
-	a, err := settleArgs(w.r.name, taken, cost, w.r.policyFunc.takenBound(limit), opts)
+	a, err := settleArgs(w.r.name, taken, cost, w.r.policyFunc.takenBound(limit), limit, w.r.obs.maxSettle, opts)
 	if err != nil {
 		return Result{Limit: limit}, err
 	}

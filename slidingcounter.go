@@ -235,7 +235,7 @@ func (c *SlidingCounter) settle(ctx context.Context, key string, taken, cost int
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}
-	a, err := settleArgs("SlidingCounter", taken, cost, c.policyFunc.takenBound(int(r.limit)), opts)
+	a, err := settleArgs("SlidingCounter", taken, cost, c.policyFunc.takenBound(int(r.limit)), int(r.limit), c.obs.maxSettle, opts)
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}
