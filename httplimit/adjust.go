@@ -243,10 +243,11 @@ func sameWriter(a, b http.ResponseWriter) bool {
 }
 
 // serveTracked passes an allowed request to next and then adjusts the n
-// units it took from key, as WithRefund and WithSettle say; and refunds
-// them whenever a Middleware inside refused the request. taken is the
-// time read just after the request was decided.
-func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, key string, n int, taken time.Time) {
+// units it took from key, as WithRefund and WithSettle say, settling at
+// most most units (< 0: unbounded; see WithMaxSettle); and refunds them
+// whenever a Middleware inside refused the request. taken is the time
+// read just after the request was decided.
+func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, key string, n int, taken time.Time, most int64) {
 	m := h.m
 	t := &tracker{settles: m.settle}
 	rw, req := w, r
@@ -267,7 +268,7 @@ func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, ke
 
 	cost := int64(costUnset)
 	if m.settle {
-		cost = t.close()
+		cost = m.boundSettle(r, t.close(), most)
 	}
 	switch {
 	case t.refused.Load():

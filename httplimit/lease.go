@@ -132,7 +132,7 @@ func (h *limitedHandler) serveLeased(w http.ResponseWriter, r *http.Request, d r
 	defer hold.End()
 	req := m.withDecision(r.WithContext(hold), d)
 	if m.adjuster != nil && d.Source == ratelimit.FromBackend {
-		h.serveTracked(w, req, key, cost, m.now())
+		h.serveTracked(w, req, key, cost, m.now(), m.settleBound(d))
 		return
 	}
 	h.next.ServeHTTP(w, req)

@@ -50,6 +50,7 @@ type settings struct {
 	shadowHeader  bool
 	passUnknown   bool
 	leases        bool
+	maxSettle     int // WithMaxSettle's limits; 0: ratelimit.DefaultMaxSettle
 }
 
 // defaultPolicyName names the policy in the IETF fields unless
@@ -268,8 +269,10 @@ func WithRefund(refund func(r *http.Request, status int) bool) Option {
 // cost, 1 or the CostFunc's) by the cost reported last: a smaller cost gives
 // the difference back, a larger one takes the rest, even into debt (as far
 // as the limiter's ratelimit.WithMaxDebt allows: one limit by default), so
-// that later requests are denied until it is paid. A request whose handler
-// reports no cost, or the cost it took, is not adjusted. Estimate at least
+// that later requests are denied until it is paid; a cost above
+// WithMaxSettle's bound (10 limits by default) is settled at the bound. A
+// request whose handler reports no cost, or the cost it took, is not
+// adjusted. Estimate at least
 // 1 with WithCost: a request of cost 0 only reads the key's state and is
 // allowed even when the key is in debt. The limiter must be a
 // ratelimit.Adjuster, or NewMiddleware returns an error.
@@ -293,6 +296,37 @@ func WithRefund(refund func(r *http.Request, status int) bool) Option {
 func WithSettle() Option {
 	return func(s *settings) error {
 		s.settle = true
+		return nil
+	}
+}
+
+// WithMaxSettle bounds what the middleware settles for one request (see
+// WithSettle) to limits times the request's limit: the smallest Limit
+// among the policies of its Decision that count units (for a
+// ratelimit.Composite, its parts that are neither PerCall nor InFlight;
+// for a limiter built WithPolicyFunc, the key's policy when the request
+// was decided). A cost reported above the bound (a unit mix-up in a
+// handler, bytes for kilobytes, or a bogus measure) is settled at the
+// bound: the request is charged that much, so that no handler's report
+// lets a request escape its limit, and no more, so that one report cannot
+// charge a key more than limits of its limit; the WithOnError hook gets an
+// error wrapping ErrAdjustment that gives the cost and the bound. Without
+// the option the bound is ratelimit.DefaultMaxSettle (10 limits), which
+// is also the limiters' own default bound on one Settle
+// (ratelimit.WithMaxSettle): keep this one no larger than the limiter's,
+// or the limiter refuses the Settle (its error then goes to the hook, and
+// the request stays charged what it took). ratelimit.UnboundedSettle
+// settles every cost as reported, up to what the limiter accepts. A
+// request whose Decision has no policy that counts units, or no Limit
+// (a limiter of another package that reports none), is not bounded. A
+// limits below 1 other than ratelimit.UnboundedSettle is an error. It
+// changes nothing without WithSettle.
+func WithMaxSettle(limits int) Option {
+	return func(s *settings) error {
+		if limits < 1 && limits != ratelimit.UnboundedSettle {
+			return fmt.Errorf("%w: httplimit: WithMaxSettle: %d limits; want >= 1, or ratelimit.UnboundedSettle", ratelimit.ErrInvalidConfig, limits)
+		}
+		s.maxSettle = limits
 		return nil
 	}
 }
