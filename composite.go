@@ -577,7 +577,7 @@ func (c *Composite) settle(ctx context.Context, key string, taken, cost int, opt
 			return Result{Limit: call.policies[i].Limit}, err
 		}
 	}
-	if i, err := c.checkCharge(cost, call.policies); err != nil {
+	if i, err := c.checkCharge(taken, cost, call.policies); err != nil {
 		return Result{Limit: call.policies[i].Limit}, err
 	}
 	for i, p := range c.parts {

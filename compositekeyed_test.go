@@ -219,7 +219,7 @@ func (m *keyedModel) settle(o op, now int64) ([]Result, error) {
 	}
 	for i, p := range m.parts {
 		limit, _ := p.policy(m.setup.plans[i].get(m.setup.partKey(i, o.key)))
-		if !m.setup.parts[i].perCall && int64(cost) > DefaultMaxSettle*limit {
+		if !m.setup.parts[i].perCall && cost > taken && int64(cost) > DefaultMaxSettle*limit {
 			return nil, ErrInvalidCost
 		}
 	}

@@ -95,7 +95,7 @@ func (m *policyFuncModel) apply(op op, p Policy) (Result, error) {
 		if int64(taken) > maxSettleCost {
 			return Result{Limit: int(limit)}, ErrCostExceedsLimit
 		}
-		if m.settle >= 0 && int64(cost) > m.settle*limit {
+		if m.settle >= 0 && cost > taken && int64(cost) > m.settle*limit {
 			return Result{Limit: int(limit)}, ErrInvalidCost
 		}
 		if m.window {

@@ -37,11 +37,12 @@ const UnboundedSettle = -1
 // limit to its backend, which applies the bound); AdjustHooks receive it
 // in AdjustEvent.Err (otelratelimit's error.type "invalid_cost").
 //
-// It bounds a single Settle; WithMaxDebt bounds the debt a Settle leaves,
-// which for a window lasts until the window ends whatever its size (see
-// WithMaxDebt): the two together keep one bogus Settle from spending more
-// than one limit beyond empty, and this one keeps a Settle ten limits or
-// more off from spending anything. It applies to the twelve rate limiters
+// It bounds what a single Settle may charge; WithMaxDebt bounds the debt a
+// Settle may leave. They differ most for windows: a window's count, debt
+// or not, lasts until the window ends (see WithMaxDebt), so a cost
+// charged, however bounded, can spend a monthly quota until the month
+// ends, and only a refusal keeps a bogus one from spending it at all. It
+// applies to the twelve rate limiters
 // of this package, in process and on Redis (where it is checked before the
 // script call), and to a Composite through its parts: a Composite's Settle
 // is refused when its cost is above any part's bound, each part's by its
@@ -74,21 +75,22 @@ func (c settleCap) most(limit int64) int64 {
 	return min(int64(c)*limit, maxSettleCost)
 }
 
-// check returns an error wrapping ErrInvalidCost for a Settle of cost on a
-// key whose limit is limit, when cost is above the cap's bound.
-func (c settleCap) check(cost, limit int) error {
-	if limit < 1 || int64(cost) <= c.most(int64(limit)) {
+// check returns an error wrapping ErrInvalidCost for a Settle of taken and
+// cost on a key whose limit is limit, when it charges more than taken and
+// cost is above the cap's bound.
+func (c settleCap) check(taken, cost, limit int) error {
+	if cost <= taken || limit < 1 || int64(cost) <= c.most(int64(limit)) {
 		return nil
 	}
 	return fmt.Errorf("%w: cost = %d is above %d × the key's limit %d, the most one Settle may charge (see WithMaxSettle): nothing was charged", ErrInvalidCost, cost, int64(c), limit)
 }
 
-// checkCharge returns an error naming the part for a Settle of cost that
-// a part of c refuses by its bound (see WithMaxSettle), its index, and
-// nil and -1 otherwise: each part that counts units, by its limiter's
-// bound and its limit in policies (the call's: its key's, for a part
-// built WithPolicyFunc).
-func (c *Composite) checkCharge(cost int, policies []NamedPolicy) (int, error) {
+// checkCharge returns an error naming the part for a Settle of taken and
+// cost that a part of c refuses by its bound (see WithMaxSettle), its
+// index, and nil and -1 otherwise: each part that counts units, by its
+// limiter's bound and its limit in policies (the call's: its key's, for a
+// part built WithPolicyFunc).
+func (c *Composite) checkCharge(taken, cost int, policies []NamedPolicy) (int, error) {
 	for i, p := range c.parts {
 		if p.PerCall || i == c.inFlight {
 			continue
@@ -97,7 +99,7 @@ func (c *Composite) checkCharge(cost int, policies []NamedPolicy) (int, error) {
 		if o == nil {
 			continue
 		}
-		if err := o.maxSettle.check(cost, policies[i].Limit); err != nil {
+		if err := o.maxSettle.check(taken, cost, policies[i].Limit); err != nil {
 			return i, fmt.Errorf("ratelimit: Composite part %q: %w", p.Name, err)
 		}
 	}

@@ -116,6 +116,25 @@ func TestWithMaxSettleRefusesBoundsBelowOneAndConcurrencyLimiters(t *testing.T) 
 	require.ErrorIs(t, err, ErrInvalidConfig)
 }
 
+// TestAGiveBackIsNeverRefusedByTheBoundOnASettle: on a limiter built
+// WithPolicyFunc, units taken under a larger plan may be settled at a
+// cost above ten limits of the key's plan now, as long as the Settle
+// gives back (its cost at most what was taken).
+func TestAGiveBackIsNeverRefusedByTheBoundOnASettle(t *testing.T) {
+	ctx := context.Background()
+	plans := newPlanMap()
+	plans.set("k", Policy{Limit: 1000, Window: time.Minute})
+	l, err := NewGCRA(10, time.Minute, WithClock(NewFakeClock(epoch)), WithPolicyFunc(plans.f))
+	require.NoError(t, err)
+	_, err = l.Allow(ctx, "k", 1000)
+	require.NoError(t, err)
+	plans.set("k", Policy{Limit: 10, Window: time.Minute})
+	_, err = l.Settle(ctx, "k", 1000, 500)
+	require.NoError(t, err, "500 is above 10 × 10, but gives 500 back")
+	_, err = l.Settle(ctx, "k", 500, 501)
+	require.ErrorIs(t, err, ErrInvalidCost, "one more than taken, above 10 × 10: a charge")
+}
+
 func TestSettleCapArithmeticSaturatesWithoutOverflow(t *testing.T) {
 	for _, c := range []struct {
 		cap         settleCap

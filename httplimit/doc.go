@@ -106,7 +106,9 @@
 //     SetCost (rows read, tokens generated); the middleware then settles
 //     the units taken at that cost, giving the difference back or taking
 //     the rest, into debt if need be (at most one limit by default, see
-//     ratelimit.WithMaxDebt), so that later requests wait it out.
+//     ratelimit.WithMaxDebt), so that later requests wait it out; a cost
+//     above WithMaxSettle's bound (ten limits by default) is settled at
+//     the bound, and the WithOnError hook hears of it.
 //   - WithAdjustToken passes each request's idempotency token (such as its
 //     Idempotency-Key header, TokenFromHeader) with the adjustment, so that
 //     on Redis a retried request is adjusted once (ratelimit.WithToken).
