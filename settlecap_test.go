@@ -29,26 +29,32 @@ func randomSettleCap(r *rand.Rand) (int, []Option) {
 	}
 }
 
-// settleCapSubjects are every rate limiter of the package, in process and
-// on miniredis, each of limit per period.
-func settleCapSubjects() []subject {
-	var all []subject
-	for _, group := range [][]subject{bucketSubjects, windowSubjects, logSubjects, counterSubjects} {
-		all = append(all, group...)
-	}
+// calendarDaySubjects are the calendar windows of limit a UTC day, in
+// process and on miniredis.
+func calendarDaySubjects() []subject {
 	cal := Calendar{Period: CalendarDay, Location: time.UTC}
-	all = append(all,
+	return []subject{
 		inProcessSubject("CalendarWindow", func(limit int, _ time.Duration, opts ...Option) (Limiter, error) {
 			return NewCalendarWindow(limit, cal, opts...)
 		}),
-		subject{"RedisCalendarWindow/miniredis", func(t *testing.T, limit int, _ time.Duration, opts ...Option) (Limiter, func(time.Duration)) {
+		{"RedisCalendarWindow/miniredis", func(t *testing.T, limit int, _ time.Duration, opts ...Option) (Limiter, func(time.Duration)) {
 			clock := NewFakeClock(epoch)
 			_, client, step := miniredisClock(t)
 			l, err := NewRedisCalendarWindow(client, limit, cal, append(opts[:len(opts):len(opts)], WithClock(clock))...)
 			require.NoError(t, err)
 			return l, func(d time.Duration) { clock.Advance(d); step(d) }
 		}},
-	)
+	}
+}
+
+// settleCapSubjects are every rate limiter of the package, in process and
+// on miniredis, each of limit per period (a calendar window's a day),
+// alone and as a Composite's one part.
+func settleCapSubjects() []subject {
+	var all []subject
+	for _, group := range [][]subject{bucketSubjects, windowSubjects, logSubjects, counterSubjects, calendarDaySubjects()} {
+		all = append(all, group...)
+	}
 	return append(all, compositeOfOne(all)...)
 }
 
@@ -329,4 +335,49 @@ func TestFleetFallbacksKeepTheBackendsBoundOnASettle(t *testing.T) {
 	require.NoError(t, err, "the concurrency part is left without it")
 	require.ErrorIs(t, settle(fb, 31), ErrInvalidCost)
 	require.NoError(t, settle(fb, 30))
+}
+
+// TestADebtLastsAsWithMaxDebtSays: a Settle of ten limits on a fresh key
+// of 4 per 10 s (its debt bounded at one limit) leaves each kind full
+// again when WithMaxDebt's godoc says, in process and on miniredis: a
+// token bucket or GCRA within two windows, a fixed window and a sliding
+// log within one, a sliding counter within two windows of the start of
+// the window that counted it, and a calendar day at the day's end.
+func TestADebtLastsAsWithMaxDebtSays(t *testing.T) {
+	ctx := context.Background()
+	const limit, window = 4, 10 * time.Second
+	day := epoch.Add(24 * time.Hour).Sub(epoch) // the fake clocks start at midnight UTC
+	groups := []struct {
+		subjects []subject
+		full     time.Duration
+	}{
+		{bucketSubjects, 2 * window},
+		{windowSubjects, window},
+		{logSubjects, window},
+		{counterSubjects, 2 * window},
+	}
+	groups = append(groups, struct {
+		subjects []subject
+		full     time.Duration
+	}{calendarDaySubjects(), day})
+	for _, g := range groups {
+		for _, sub := range g.subjects {
+			t.Run(sub.name, func(t *testing.T) {
+				l, advance := sub.newLimiter(t, limit, window)
+				a := l.(Adjuster)
+				res, err := a.Settle(ctx, "k", 0, 10*limit)
+				require.NoError(t, err)
+				assert.Equal(t, 0, res.Remaining)
+				assert.LessOrEqual(t, res.ResetAfter, g.full, "the Settle's own ResetAfter")
+				advance(g.full - time.Millisecond)
+				peek, err := a.Allow(ctx, "k", 0)
+				require.NoError(t, err)
+				assert.Less(t, peek.Remaining, limit, "not full yet, 1 ms before")
+				advance(time.Millisecond)
+				peek, err = a.Allow(ctx, "k", 0)
+				require.NoError(t, err)
+				assert.Equal(t, limit, peek.Remaining, "full after %v", g.full)
+			})
+		}
+	}
 }
