@@ -80,7 +80,7 @@ type redisCalendarSpan struct {
 // *redis.ClusterClient, *redis.Ring or failover client.
 //
 // It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc,
-// WithMaxDebt, WithHooks, WithName, and WithClock, which gives the clock
+// WithMaxDebt, WithMaxSettle, WithHooks, WithName, and WithClock, which gives the clock
 // the windows' bounds are computed from (the system clock by default; the
 // decision itself uses the server's TIME). By default the key prefix is
 // DefaultCalendarPrefix + "<limit>:<period>:<zone>:" (see KeyPrefix). Its

@@ -56,7 +56,7 @@ type SlidingCounter struct {
 }
 
 // NewSlidingCounter returns an in-process sliding-window counter of limit
-// per window per key. It accepts WithClock, WithPolicyFunc, WithMaxDebt,
+// per window per key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
 // WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
 // for a limit <= 0, a window <= 0 or beyond about 73 years, or an option
 // that does not apply.
