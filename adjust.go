@@ -35,13 +35,18 @@ type Adjuster interface {
 	// denied until the debt is paid, at the limiter's rate or by the
 	// window's end. A debt never lets a key allow more later. A debt is
 	// bounded by the limiter's WithMaxDebt, by default one limit: what a
-	// Settle would take beyond it is forgotten, so that one bogus cost
-	// cannot lock a key out for days (a key of 100 a minute settled at
-	// 10^9 allows again within about a minute), and the Result does not
-	// say that it was. taken must be between 0 and the limit; cost may
-	// exceed the limit, up to 2^52. Either below 0 or cost above 2^52
-	// (ErrInvalidCost), or taken above the limit (ErrCostExceedsLimit), is
-	// an error that changes nothing.
+	// Settle would take beyond it is forgotten, and the Result does not
+	// say that it was; how long a debt lasts depends on the kind (a token
+	// bucket's is paid at its rate, a window's lasts until the window
+	// ends, a calendar month's until the month ends: see WithMaxDebt). A
+	// cost above the limiter's WithMaxSettle, by default ten limits, is
+	// refused as a unit mix-up or a bogus report, so that one cannot lock
+	// a key out for days or spend a month's quota (a key of 100 a minute
+	// settled at 10^9 is as it was). taken must be between 0 and the
+	// limit; cost may exceed the limit, up to that bound and 2^52. Either
+	// below 0 or cost above 2^52 or the bound (ErrInvalidCost), or taken
+	// above the limit (ErrCostExceedsLimit), is an error of class
+	// ErrCaller that changes nothing.
 	Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error)
 	// Reset returns key to its full limit, as if it had never been used;
 	// for example, a successful login clearing failed attempts.
@@ -138,15 +143,19 @@ func adjustOptions(kind string, opts []AdjustOption) (adjustment, error) {
 	return a, nil
 }
 
-// settleArgs checks a Settle of taken and cost on a limiter of limit, named
-// kind in errors, and returns what its opts set (see adjustOptions and
-// checkSettle).
-func settleArgs(kind string, taken, cost, limit int, opts []AdjustOption) (adjustment, error) {
+// settleArgs checks a Settle of taken and cost on a limiter that bounds
+// taken by takenLimit, named kind in errors, on a key whose limit is limit
+// and whose Settles most bounds (see WithMaxSettle), and returns what its
+// opts set (see adjustOptions and checkSettle).
+func settleArgs(kind string, taken, cost, takenLimit, limit int, most settleCap, opts []AdjustOption) (adjustment, error) {
 	a, err := adjustOptions(kind, opts)
 	if err != nil {
 		return a, err
 	}
-	return a, checkSettle(taken, cost, limit)
+	if err := checkSettle(taken, cost, takenLimit); err != nil {
+		return a, err
+	}
+	return a, most.check(taken, cost, limit)
 }
 
 // maxSettleCost bounds the cost of a Settle: 2^52, the largest whole

@@ -154,7 +154,7 @@ func TestScheduleDebtSaturates(t *testing.T) {
 		t.Run(sa.name, func(t *testing.T) {
 			ctx := context.Background()
 			clock := NewFakeClock(epoch)
-			a, s := sa.new(t, 4, time.Second, clock, WithMaxDebt(UnboundedDebt))
+			a, s := sa.new(t, 4, time.Second, clock, WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle))
 			res, err := a.Settle(ctx, "k", 0, maxSettleCost)
 			require.NoError(t, err)
 			assert.Equal(t, ok(4, 0, time.Duration(maxSpan)), res, "at most maxSpan ahead")
@@ -189,7 +189,7 @@ func TestScheduleDebtSaturates(t *testing.T) {
 func TestAScheduleKeyInDebtOutlivesItsGenerations(t *testing.T) {
 	ctx := context.Background()
 	clock := NewFakeClock(epoch)
-	b, err := NewTokenBucket(2, 100, WithClock(clock), WithMaxDebt(UnboundedDebt)) // 10 ms a token, full in 20 ms
+	b, err := NewTokenBucket(2, 100, WithClock(clock), WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle)) // 10 ms a token, full in 20 ms
 	require.NoError(t, err)
 	_, err = b.Settle(ctx, "debtor", 0, 100) // 1 s of debt: 50 fill times
 	require.NoError(t, err)
@@ -309,7 +309,7 @@ func TestAdjustmentErrorsChangeNothing(t *testing.T) {
 func TestFixedWindowRefundSettleAndReset(t *testing.T) {
 	const w = 10 * time.Second
 	clock := NewFakeClock(epoch)
-	fw, err := NewFixedWindow(3, w, WithClock(clock), WithMaxDebt(UnboundedDebt))
+	fw, err := NewFixedWindow(3, w, WithClock(clock), WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle))
 	require.NoError(t, err)
 	at := func(d time.Duration) time.Time { return epoch.Add(d) }
 	runAdjustSteps(t, fw, clock, []adjustStep{
@@ -374,7 +374,7 @@ func TestFixedWindowAdjustmentsCountTheClockLag(t *testing.T) {
 func TestFixedWindowDebtSaturates(t *testing.T) {
 	ctx := context.Background()
 	clock := NewFakeClock(epoch)
-	fw, err := NewFixedWindow(3, time.Minute, WithClock(clock), WithMaxDebt(UnboundedDebt))
+	fw, err := NewFixedWindow(3, time.Minute, WithClock(clock), WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle))
 	require.NoError(t, err)
 	count := func(key string) int64 {
 		sh, _ := fw.windows.lock(key, int64(clock.Now().Sub(epoch)), fw.maxNow)

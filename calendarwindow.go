@@ -61,7 +61,7 @@ type calendarSpan struct {
 const calendarMaxNow = math.MaxInt64 - 2*maxSpan
 
 // NewCalendarWindow returns an in-process calendar window of limit per
-// window of cal per key. It accepts WithClock, WithPolicyFunc, WithMaxDebt,
+// window of cal per key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
 // WithHooks and WithName. Its Policy is limit per the period's nominal
 // length (see CalendarPeriod.Nominal); each Decision carries the length of
 // the window it was decided in.
@@ -308,7 +308,7 @@ func (w *CalendarWindow) settle(ctx context.Context, key string, taken, cost int
 	if err != nil {
 		return Result{Limit: int(limit)}, err
 	}
-	a, err := settleArgs("CalendarWindow", taken, cost, w.policyFunc.takenBound(int(limit)), opts)
+	a, err := settleArgs("CalendarWindow", taken, cost, w.policyFunc.takenBound(int(limit)), int(limit), w.obs.maxSettle, opts)
 	if err != nil {
 		return Result{Limit: int(limit)}, err
 	}

@@ -577,6 +577,9 @@ func (c *Composite) settle(ctx context.Context, key string, taken, cost int, opt
 			return Result{Limit: call.policies[i].Limit}, err
 		}
 	}
+	if i, err := c.checkCharge(taken, cost, call.policies); err != nil {
+		return Result{Limit: call.policies[i].Limit}, err
+	}
 	for i, p := range c.parts {
 		changes[i] = cost - taken
 		if p.PerCall {

@@ -208,12 +208,20 @@ func (m *keyedModel) allow(key string, n int, now int64) ([]Result, error) {
 	return results, nil
 }
 
-// settle settles taken by cost for key at now: each part's Result.
-func (m *keyedModel) settle(o op, now int64) []Result {
+// settle settles taken by cost for key at now: each part's Result; or
+// ErrInvalidCost, changing nothing, when cost is above DefaultMaxSettle
+// limits of a part that counts units, by its key's plan.
+func (m *keyedModel) settle(o op, now int64) ([]Result, error) {
 	m.at(now)
 	taken, cost := o.taken, o.cost
 	if o.kind == "refund" {
 		taken, cost = o.n, 0
+	}
+	for i, p := range m.parts {
+		limit, _ := p.policy(m.setup.plans[i].get(m.setup.partKey(i, o.key)))
+		if !m.setup.parts[i].perCall && cost > taken && int64(cost) > DefaultMaxSettle*limit {
+			return nil, ErrInvalidCost
+		}
 	}
 	results := make([]Result, len(m.parts))
 	for i, p := range m.parts {
@@ -231,7 +239,7 @@ func (m *keyedModel) settle(o op, now int64) []Result {
 			results[i] = p.bucketSettle(k, d, limit, param)
 		}
 	}
-	return results
+	return results, nil
 }
 
 func (m *keyedModel) reset(key string) {
@@ -313,10 +321,14 @@ func TestCompositeOfKeyedPartsMatchesTheModelAsPlansChange(t *testing.T) {
 						require.NoError(t, err, msg)
 						checkDecision(t, setup.policies(o.key), want, d, msg)
 					case "refund", "settle":
-						want := model.settle(o, now)
+						want, wantErr := model.settle(o, now)
 						got, err := o.apply(ctx, c)
-						require.NoError(t, err, msg)
-						requireCombined(t, want, got, msg)
+						if wantErr != nil {
+							require.ErrorIs(t, err, wantErr, msg)
+						} else {
+							require.NoError(t, err, msg)
+							requireCombined(t, want, got, msg)
+						}
 						// Every part's state after, by a peek.
 						peek, _ := model.allow(o.key, 0, now)
 						d, err := c.Decide(ctx, o.key, 0)

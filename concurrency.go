@@ -89,11 +89,14 @@ func NewConcurrency(limit int, ttl time.Duration, opts ...Option) (*Concurrency,
 func heldUntil(h *heldUnits) int64 { return h.latest }
 
 // applyInFlightOptions is applyOptions for a concurrency limiter, which
-// refuses WithMaxDebt: it has no debt.
+// refuses WithMaxDebt and WithMaxSettle: it has no debt and no Settle.
 func applyInFlightOptions(kind string, where backend, opts []Option) (config, error) {
 	cfg, err := applyOptions(kind, where, opts)
 	if err == nil && cfg.maxDebtSet {
 		err = fmt.Errorf("%w: %s: WithMaxDebt does not apply; a concurrency limiter has no debt", ErrInvalidConfig, kind)
+	}
+	if err == nil && cfg.maxSettleSet {
+		err = fmt.Errorf("%w: %s: WithMaxSettle does not apply; a concurrency limiter has no Settle", ErrInvalidConfig, kind)
 	}
 	return cfg, err
 }

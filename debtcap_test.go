@@ -88,7 +88,7 @@ func TestAHugeDebtBoundIsUnbounded(t *testing.T) {
 		t.Run(sub.name, func(t *testing.T) {
 			var got [2]Result
 			for i, limits := range []int{math.MaxInt, UnboundedDebt} {
-				l, _ := sub.newLimiter(t, 4, time.Second, WithMaxDebt(limits))
+				l, _ := sub.newLimiter(t, 4, time.Second, WithMaxDebt(limits), WithMaxSettle(UnboundedSettle))
 				res, err := l.(Adjuster).Settle(ctx, "k", 0, maxSettleCost)
 				require.NoError(t, err)
 				got[i] = res
@@ -108,7 +108,7 @@ func TestTheDebtBoundFollowsTheKeysPolicy(t *testing.T) {
 			plans := newPlanMap()
 			plans.set("k", Policy{Limit: 10, Window: 10 * time.Second}) // 1 s a unit
 			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
-			res, err := l.Settle(ctx, "k", 0, 1000)
+			res, err := l.Settle(ctx, "k", 0, 100) // ten limits: the most one Settle may charge
 			require.NoError(t, err)
 			assert.Equal(t, ok(10, 0, 20*time.Second), res, "one limit of the key's policy in debt")
 			// 20 units owed, at 2 s each now: 40 s, beyond the new bound
@@ -130,7 +130,7 @@ func TestTheDebtBoundFollowsTheKeysPolicy(t *testing.T) {
 			plans := newPlanMap()
 			plans.set("k", Policy{Limit: 3, Window: 10 * time.Second})
 			l, _ := sub.newLimiter(t, ownPolicy, plans.f)
-			res, err := l.Settle(ctx, "k", 0, 1000)
+			res, err := l.Settle(ctx, "k", 0, 30)
 			require.NoError(t, err)
 			assert.Equal(t, ok(3, 0, 10*time.Second), res) // 6 counted
 			plans.set("k", Policy{Limit: 2, Window: 10 * time.Second})
@@ -150,12 +150,13 @@ func TestTheDebtBoundFollowsTheKeysPolicy(t *testing.T) {
 	}
 }
 
-// TestRealRedisABogusUsageCostsAMinuteNotDays is the report on a
-// real server: a Settle of a usage of 10^9 on a key of 100 a minute once
-// answered Retry-After: 1199941 (13.9 days). Bounded by default at one
-// limit of debt, the key is full within two minutes, allows again within
-// about one, and its Redis state says so; with UnboundedDebt, it owes what
-// it used to.
+// TestRealRedisABogusUsageCostsAMinuteNotDays: on a real server, a Settle
+// of a usage of 10^9 on a key of 100 a minute once answered Retry-After:
+// 1199941 (13.9 days). By default it is refused (above ten limits) and
+// the key is as it was. Without that bound, the bound on debt (one limit
+// by default) keeps the key full within two minutes, allowing again
+// within about one, and its Redis state says so; with UnboundedDebt too,
+// it owes what it used to.
 func TestRealRedisABogusUsageCostsAMinuteNotDays(t *testing.T) {
 	t.Parallel()
 	client := redistest.Start(t).Client(t)
@@ -176,9 +177,21 @@ func TestRealRedisABogusUsageCostsAMinuteNotDays(t *testing.T) {
 	const slack = 2 * time.Second
 	for name, build := range builds {
 		t.Run(name, func(t *testing.T) {
-			l, err := build()
+			refusing, err := build()
 			require.NoError(t, err)
 			key := "tenant-" + name
+			_, err = refusing.Allow(ctx, key+"-refused", 1)
+			require.NoError(t, err)
+			_, err = refusing.Settle(ctx, key+"-refused", 1, 1_000_000_000)
+			require.ErrorIs(t, err, ErrInvalidCost)
+			require.ErrorIs(t, err, ErrCaller)
+			after, err := refusing.Allow(ctx, key+"-refused", 1)
+			require.NoError(t, err)
+			assert.True(t, after.Allowed)
+			assert.Equal(t, 98, after.Remaining, "the refused Settle charged nothing")
+
+			l, err := build(WithMaxSettle(UnboundedSettle))
+			require.NoError(t, err)
 			_, err = l.Allow(ctx, key, 1)
 			require.NoError(t, err)
 			res, err := l.Settle(ctx, key, 1, 1_000_000_000)
@@ -210,7 +223,7 @@ func TestRealRedisABogusUsageCostsAMinuteNotDays(t *testing.T) {
 				assert.LessOrEqual(t, serverTatAhead(t, client, prefix+key), 2*time.Minute)
 			}
 
-			unbounded, err := build(WithMaxDebt(UnboundedDebt))
+			unbounded, err := build(WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle))
 			require.NoError(t, err)
 			_, err = unbounded.Settle(ctx, key+"-unbounded", 0, 1_000_000_000)
 			require.NoError(t, err)
@@ -250,13 +263,13 @@ func serverTatAhead(t *testing.T, client *redis.Client, key string) time.Duratio
 }
 
 // BenchmarkSettleIntoDebt settles bogus costs on keys of an in-process
-// GCRA, bounded by default and unbounded: the bound costs nothing
-// measurable.
+// GCRA, the debt bounded by default and unbounded: the bound costs
+// nothing measurable.
 func BenchmarkSettleIntoDebt(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		opts []Option
-	}{{"bounded", nil}, {"unbounded", []Option{WithMaxDebt(UnboundedDebt)}}} {
+	}{{"bounded", []Option{WithMaxSettle(UnboundedSettle)}}, {"unbounded", []Option{WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle)}}} {
 		b.Run(c.name, func(b *testing.B) {
 			g, err := NewGCRA(100, time.Minute, c.opts...)
 			require.NoError(b, err)

@@ -434,6 +434,33 @@ func TestDecoratorsAnswerAsTheNewLimitersOnTheSameSchedule(t *testing.T) {
 						assert.Equal(t, bd, d, "after %v: the backend is asked, and answers as the bare one", a.op)
 					}
 				}
+
+				// A Settle above its bound (ten limits of 4) is the
+				// caller's mistake through every decorator, as for the bare
+				// limiter: refused with ErrInvalidCost, never ErrBackend
+				// (a Guard neither answers it by its failure policy nor
+				// counts it), reported once, and nothing changes.
+				wantRefused, err := bare.l.Settle(ctx, "k", 1, 41)
+				require.ErrorIs(t, err, ErrInvalidCost)
+				_, _, _, da := dh.since(0, 0)
+				refused, err := wrapped.Settle(ctx, "k", 1, 41)
+				require.ErrorIs(t, err, ErrInvalidCost)
+				require.ErrorIs(t, err, ErrCaller)
+				assert.NotErrorIs(t, err, ErrBackend)
+				assert.Equal(t, wantRefused, refused)
+				_, dadj, _, _ := dh.since(0, da)
+				if assert.Len(t, dadj, 1, "the decorator reports the refused Settle once") {
+					assert.ErrorIs(t, dadj[0].Err, ErrInvalidCost)
+				}
+				bd, err := bare.l.Decide(ctx, "k", 4)
+				require.NoError(t, err)
+				d, err := wrapped.Decide(ctx, "k", 4)
+				require.NoError(t, err)
+				if dec.name == "Shadow" && !bd.Allowed {
+					assert.Equal(t, bd.Result, d.Enforced, "after a refused Settle")
+				} else {
+					assert.Equal(t, bd, d, "after a refused Settle: the backend answers, as the bare one")
+				}
 			})
 		}
 	}
@@ -626,6 +653,12 @@ func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 				require.NoError(t, err)
 				_, err = stack.Settle(ctx, "k", 1, 2)
 				require.NoError(t, err)
+				// A Settle above ten limits (of 10) is the caller's
+				// mistake, through every stack.
+				_, err = stack.Settle(ctx, "k", 1, 101)
+				require.ErrorIs(t, err, ErrInvalidCost)
+				require.ErrorIs(t, err, ErrCaller)
+				assert.NotErrorIs(t, err, ErrBackend)
 				require.NoError(t, stack.Reset(ctx, "k"))
 				d, err := stack.Decide(ctx, "k", 10)
 				require.NoError(t, err)

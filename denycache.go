@@ -23,7 +23,10 @@ import (
 // RetryAfter and ResetAfter the backend would report for that cost if
 // nothing else had touched the key since (its denial, aged), and Source
 // FromDenyCache. Calls that may succeed, peeks, costs above the limit, and
-// every call once MaxAge has passed since the denial go to the backend. This
+// every call once MaxAge has passed since the denial go to the backend. A
+// call the backend allows on such a key tells the DenyCache what the key
+// holds now, which it answers from until that same end, never later; an
+// allowed call under policies other than the denial's drops it. This
 // holds for the token bucket, GCRA and fixed window, in process and on
 // Redis, for a Composite (each part counted as it counts: a PerCall part
 // takes 1 of any call), and for limiters built WithPolicyFunc: a denial
@@ -72,8 +75,15 @@ import (
 // error.
 //
 // Memory is bounded: at most MaxKeys denials are held at once, each
-// forgotten once it has passed, with no goroutine. A DenyCache is safe for
-// concurrent use. Create one with NewDenyCache.
+// forgotten once it has passed, with no goroutine. A full DenyCache keeps
+// the denials that save the most backend calls: a new denial takes the
+// place of one that has passed or that has answered no more calls than
+// the new one's key did (a key denied again inherits half of the calls its
+// previous denial answered), chosen among a few sampled; with none such,
+// it is not remembered. So a flood of distinct keys, each denied once,
+// replaces only its own denials and never one that answers a hot key's
+// calls. A DenyCache is safe for concurrent use. Create one with
+// NewDenyCache.
 type DenyCache struct {
 	backend decorated
 	hooks   Hooks       // nil when nothing listens
@@ -103,6 +113,10 @@ type denial struct {
 	n     int      // the cost denied
 	slots []uint16 // the give-back counters of the call's part keys
 	stamp uint64   // their sum before the backend was asked
+	// hits counts the calls it answered, up to maxHits, from half its
+	// key's previous denial's (see denycacheevict.go): its worth when a
+	// full DenyCache makes room. The one field written once held.
+	hits atomic.Uint32
 }
 
 // DenyCacheConfig configures a DenyCache. The zero value means a MaxAge of
@@ -113,8 +127,9 @@ type DenyCacheConfig struct {
 	// does not change the RetryAfter a local denial reports.
 	MaxAge time.Duration
 	// MaxKeys is the most keys remembered at once; 0 means 100 000. When
-	// that many are held, new denials are not remembered until old ones
-	// are dropped, which happens within two MaxAges of their passing.
+	// that many are held, a new denial takes the place of one that has
+	// passed or has answered no more calls (see DenyCache), and is not
+	// remembered otherwise.
 	MaxKeys int
 	// Hooks receives the calls answered locally; nil means NopHooks. When
 	// it implements AdjustHooks, it also receives every Refund, Settle and
@@ -209,6 +224,7 @@ func (c *DenyCache) call(ctx context.Context, key string, n int, leased bool) (L
 	held := rec != nil && now < rec.until
 	if held {
 		if d, ok := c.local(ctx, key, n, rec, now); ok {
+			rec.hit()
 			if c.hooks != nil {
 				c.hooks.Decided(Event{
 					Limiter: c.name, Key: key, Cost: n, Decision: d,
@@ -223,14 +239,43 @@ func (c *DenyCache) call(ctx context.Context, key string, n int, leased bool) (L
 	if err != nil || d.Source != FromBackend {
 		return lease, d, err
 	}
-	if lasts, ok := bounds(&d, n, held); ok {
+	lasts, ok := bounds(&d, n, held)
+	switch {
+	case ok && !d.Allowed:
 		c.remember(key, &denial{until: reading + min(lasts, c.maxAge), at: reading, d: d, n: n, slots: c.slots(key), stamp: stamp})
-	} else if held && d.Allowed {
+	case ok:
+		c.renew(key, rec, d, n, lasts, reading, stamp)
+	case held && d.Allowed:
 		// The call took units from a key whose denial of another cost is
 		// held: that denial now waits longer than it says, so it goes.
 		c.denials.drop(key, reading, maxSpan)
 	}
 	return lease, d, nil
+}
+
+// renew replaces rec, the denial held for key when a call of n began at
+// reading, by the backend's answer d, which allowed that call and bounds
+// the key as it is now for lasts ns: a fresher view of the key, which
+// never makes rec last longer. It keeps rec's end (MaxAge after the
+// backend's denial at the latest) while the key's policies are those rec
+// was made under and no give-back was seen since rec was made (stamp, read
+// before the backend was asked, is still rec's); otherwise the key's
+// denial goes, since an allowed answer under another policy is no denial.
+// A denial written since rec (another call's) is left as it is.
+func (c *DenyCache) renew(key string, rec *denial, d Decision, n int, lasts, reading int64, stamp uint64) {
+	sh, now := c.denials.lock(key, reading, maxSpan)
+	defer sh.mu.Unlock()
+	cur, w := sh.lookup(key)
+	if cur != rec {
+		return
+	}
+	if until := min(rec.until, reading+lasts); until > now && stamp == rec.stamp && samePolicies(d.Policies, rec.d.Policies) {
+		fresh := &denial{until: until, at: reading, d: d, n: n, slots: rec.slots, stamp: stamp}
+		fresh.hits.Store(rec.hits.Load())
+		sh.write(key, w, fresh, until)
+		return
+	}
+	c.denials.remove(sh, key, w)
 }
 
 // ask asks the backend's Acquire when leased, and its decision otherwise.
@@ -244,8 +289,8 @@ func (c *DenyCache) ask(ctx context.Context, key string, n int, leased bool) (Le
 
 // bounds reports whether the backend's answer d to a call of n is
 // remembered, and for how long it can deny anything (ns): a denial is; so
-// is an allowed call on a key whose denial is held, which it replaces,
-// since both bound the key exactly as it is now. A backend that does not
+// is an allowed call on a key whose denial is held, which it may replace
+// (see renew), since both bound the key exactly as it is now. A backend that does not
 // say how its state moves has only its denials of n with n-1 left
 // remembered, until their RetryAfter: they hold for n alone; so has a
 // sliding window, whatever it has left (see rule.gradual). A denial
@@ -531,26 +576,34 @@ func (c *DenyCache) adjuster() (Adjuster, error) {
 	return c.backend.adjuster("DenyCache")
 }
 
-// remember holds d for key until d.until, unless it has passed already or
-// MaxKeys are held.
+// remember holds d for key until d.until, unless it has passed already.
+// When MaxKeys are held, it takes the place of a denial that has passed or
+// is worth no more (see evict), and is not remembered when there is none.
 func (c *DenyCache) remember(key string, d *denial) {
-	for swept := false; ; swept = true {
+	for tries := 0; ; tries++ {
 		sh, now := c.denials.lock(key, d.at, maxSpan)
 		if d.until <= now {
 			sh.mu.Unlock()
 			return
 		}
-		if _, w := sh.lookup(key); w != absent || c.denials.reserve(c.maxKeys) {
+		old, w := sh.lookup(key)
+		if w != absent || c.denials.reserve(c.maxKeys) {
+			d.inherit(old)
 			sh.write(key, w, d, d.until)
 			sh.mu.Unlock()
 			return
 		}
 		sh.mu.Unlock()
-		if swept {
+		switch {
+		case tries == 2:
+			return // others took the places made: this denial is not kept
+		case c.evict(key, d.hits.Load(), c.base.elapsed()):
+		case tries == 0:
+			// Shards no call has touched may hold denials that have
+			// passed, beyond those the sample found.
+			c.denials.sweep(c.base.elapsed(), maxSpan)
+		default:
 			return
 		}
-		// Full: shards no call has touched may hold denials that have
-		// passed.
-		c.denials.sweep(c.base.elapsed(), maxSpan)
 	}
 }

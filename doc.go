@@ -95,8 +95,9 @@
 // Every limiter, Composite, Guard, DenyCache and Shadow is an Adjuster:
 // Refund gives units back (a fixed window's only to the window that took
 // them, see TakenAt), Settle replaces an estimate by the true cost, into
-// debt if need be (at most one limit of it by default, see WithMaxDebt),
-// and Reset returns a key to full. On Redis an adjustment
+// debt if need be (at most one limit of it by default, see WithMaxDebt;
+// a cost above ten limits is refused, see WithMaxSettle), and Reset
+// returns a key to full. On Redis an adjustment
 // is sent at most once; WithToken makes a caller's own retry of it safe.
 // See docs/composite.md.
 //

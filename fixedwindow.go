@@ -45,7 +45,7 @@ type openWindow struct {
 }
 
 // NewFixedWindow returns an in-process fixed window of limit per window per
-// key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
+// key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
 // for a limit <= 0, a window <= 0 or beyond about 73 years, or an option that
 // does not apply.
 func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWindow, error) {
@@ -266,7 +266,7 @@ func (w *FixedWindow) settle(ctx context.Context, key string, taken, cost int, o
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}
-	a, err := settleArgs("FixedWindow", taken, cost, w.policyFunc.takenBound(int(r.limit)), opts)
+	a, err := settleArgs("FixedWindow", taken, cost, w.policyFunc.takenBound(int(r.limit)), int(r.limit), w.obs.maxSettle, opts)
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}

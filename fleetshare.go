@@ -133,10 +133,11 @@ func sharePolicy(p Policy, live int) Policy {
 // shrinks, and keeps what each key has used (see WithPolicyFunc); while
 // Redis is away Live, and so the share, stays as the latest heartbeat
 // left it. opts go to each in-process limiter: WithClock, WithHooks,
-// WithName and WithMaxDebt apply (the bound on debt is the backend's
-// unless WithMaxDebt says otherwise; a concurrency mirror has no debt, so
-// WithMaxDebt is refused for a RedisConcurrency backend and left out of a
-// Composite's concurrency part); WithPolicyFunc is refused, since the
+// WithName, WithMaxDebt and WithMaxSettle apply (the bounds on debt and
+// on one Settle are the backend's unless they say otherwise; a
+// concurrency mirror has no debt and no Settle, so they are refused for a
+// RedisConcurrency backend and left out of a Composite's concurrency
+// part); WithPolicyFunc is refused, since the
 // share is the policy. Parts of a Composite on one Redis limiter share
 // one in-process mirror, as they share that limiter's keys. It returns an
 // error wrapping ErrInvalidConfig for a backend of another type, a nil or
@@ -184,7 +185,7 @@ func (f *Fleet) Fallback(backend Limiter, opts ...Option) (Limiter, error) {
 		if !ok {
 			partOpts := opts
 			if _, inFlight := p.Limiter.(*RedisConcurrency); inFlight {
-				partOpts = withoutMaxDebt(opts) // a concurrency part has no debt
+				partOpts = withoutSettleBounds(opts) // a concurrency part has no debt nor Settle
 			}
 			if l, err = f.mirror(kind, p.Limiter, partOpts); err != nil {
 				return nil, fmt.Errorf("%s: part %q: %w", kind, p.Name, err)
@@ -196,13 +197,14 @@ func (f *Fleet) Fallback(backend Limiter, opts ...Option) (Limiter, error) {
 	return NewComposite(parts...)
 }
 
-// withoutMaxDebt returns opts without those that set WithMaxDebt, which
-// only set a config: applying one to a scratch config tells.
-func withoutMaxDebt(opts []Option) []Option {
+// withoutSettleBounds returns opts without those that set WithMaxDebt or
+// WithMaxSettle, which only set a config: applying one to a scratch config
+// tells.
+func withoutSettleBounds(opts []Option) []Option {
 	var kept []Option
 	for _, opt := range opts {
 		var cfg config
-		if opt != nil && opt(&cfg) == nil && cfg.maxDebtSet {
+		if opt != nil && opt(&cfg) == nil && (cfg.maxDebtSet || cfg.maxSettleSet) {
 			continue
 		}
 		kept = append(kept, opt)
@@ -253,8 +255,8 @@ func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, er
 	if r.policyFunc != nil {
 		pf = r.policyFunc.f
 	}
-	// The backend's bound on debt, unless opts give another.
-	opts = append([]Option{WithMaxDebt(int(r.debt))}, opts...)
+	// The backend's bounds on debt and on a Settle, unless opts give others.
+	opts = append([]Option{WithMaxDebt(int(r.debt)), WithMaxSettle(int(r.obs.maxSettle))}, opts...)
 	opts = append(opts, WithPolicyFunc(f.ShareFunc(def, pf)))
 	switch backend.(type) {
 	case *RedisTokenBucket:
@@ -280,7 +282,7 @@ func (f *Fleet) mirrorCalendar(kind string, backend *RedisCalendarWindow, opts [
 	if !backend.built() {
 		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
 	}
-	opts = append([]Option{WithMaxDebt(int(backend.r.debt))}, opts...)
+	opts = append([]Option{WithMaxDebt(int(backend.r.debt)), WithMaxSettle(int(backend.r.obs.maxSettle))}, opts...)
 	opts = append(opts, WithPolicyFunc(f.limitShare(&backend.r)))
 	return NewCalendarWindow(backend.r.limit, backend.cal, opts...)
 }

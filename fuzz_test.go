@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -219,7 +220,9 @@ func FuzzPolicyTableReply(f *testing.F) {
 // FuzzSettleBoundsDebt checks the in-process limiters' Allow, Settle and
 // Refund against the model of their parts, which knows the bound on debt
 // (WithMaxDebt), on arbitrary schedules of one key: whatever the costs
-// settled, a key owes at most its bound, and decides as the model does.
+// settled, a key owes at most its bound, and decides as the model does. A
+// Settle above the bound on one Settle (WithMaxSettle: the default ten
+// limits, or none) is refused and changes nothing.
 func FuzzSettleBoundsDebt(f *testing.F) {
 	f.Add(uint8(0), uint8(4), uint16(250), uint8(1), []byte{0, 0, 3, 1, 1, 255, 0, 0, 1, 2, 2, 0})
 	f.Add(uint8(2), uint8(3), uint16(1000), uint8(0), []byte{1, 1, 3, 5, 1, 255, 7, 2, 1})
@@ -235,8 +238,13 @@ func FuzzSettleBoundsDebt(f *testing.F) {
 		if bound == 255 {
 			debt = UnboundedDebt
 		}
+		// bound's bit 2 lifts the bound on one Settle (set for 255).
+		most := DefaultMaxSettle
+		if bound&4 != 0 {
+			most = UnboundedSettle
+		}
 		clock := NewFakeClock(epoch)
-		opts := []Option{WithClock(clock), WithMaxDebt(debt)}
+		opts := []Option{WithClock(clock), WithMaxDebt(debt), WithMaxSettle(most)}
 		var a Adjuster
 		var m *partModel
 		var err error
@@ -284,6 +292,13 @@ func FuzzSettleBoundsDebt(f *testing.F) {
 				cost := c
 				if c == 255 {
 					cost = 1_000_000_000
+				}
+				if most > 0 && cost > most*l {
+					got, err = a.Settle(ctx, "k", 1, cost)
+					if !errors.Is(err, ErrInvalidCost) || got != (Result{Limit: l}) {
+						t.Fatalf("call %d (%v): %+v, %v; a Settle above %d limits is refused", i/3, program[i:i+3], got, err, most)
+					}
+					continue
 				}
 				want = m.settle("k", int64(cost-1), now, 0, false)
 				got, err = a.Settle(ctx, "k", 1, cost)

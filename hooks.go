@@ -133,6 +133,9 @@ type observer struct {
 	policy Policy
 	own    []NamedPolicy // policy, named "default"
 	rules  []rule        // how policy's state moves
+	// maxSettle bounds what one Settle may charge (WithMaxSettle); for a
+	// Composite's part, read through observerOf.
+	maxSettle settleCap
 }
 
 // newObserver returns the observer of a limiter named by cfg (or by kind
@@ -145,6 +148,7 @@ func newObserver(cfg config, kind string, policy Policy, rl rule) observer {
 	return observer{
 		hooks: activeHooks(cfg.hooks), adjust: activeAdjustHooks(cfg.hooks), name: name, policy: policy,
 		own: []NamedPolicy{{Name: defaultPolicyName, Policy: policy}}, rules: []rule{rl},
+		maxSettle: cfg.maxSettle,
 	}
 }
 

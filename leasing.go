@@ -123,7 +123,8 @@ import (
 // fixed window, the block takes back only units of calls made since its
 // take (a TakenAt before it goes to the backend, which ignores it once its
 // window has changed). A Settle's extra cost is spent from the block when
-// it holds enough; anything else is forwarded. WithToken does not make a
+// it holds enough and the cost is at most the key's limit; anything else
+// is forwarded (so the backend's WithMaxSettle applies). WithToken does not make a
 // give-back the block takes idempotent: the block takes each one. Reset
 // drops this replica's block and forwards; other replicas' blocks stay
 // valid until spent or decayed, so a Reset may let the fleet admit them on
@@ -831,8 +832,9 @@ func (l *Leasing) Refund(ctx context.Context, key string, n int, opts ...AdjustO
 
 // Settle replaces taken by cost for key (see Adjuster): a smaller cost
 // gives the difference back as Refund does, a larger one spends it from
-// this replica's live block for the key when it holds enough; otherwise
-// the backend settles.
+// this replica's live block for the key when it holds enough and cost is
+// at most the key's limit; otherwise the backend settles (and applies its
+// bound on one Settle, see WithMaxSettle).
 func (l *Leasing) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	return l.adjustReported(ctx, AdjustSettle, key, taken, cost, opts)
 }
@@ -885,7 +887,9 @@ func (l *Leasing) adjustKey(ctx context.Context, op AdjustOp, key string, taken,
 		return forwardAdjust(ctx, a, op, key, taken, cost, opts)
 	}
 	blk := k.blk
-	if blk == nil || taken < 0 || cost < 0 || int64(taken) > k.limit || !k.known {
+	if blk == nil || taken < 0 || cost < 0 || int64(taken) > k.limit || int64(cost) > k.limit || !k.known {
+		// A cost above the limit goes to the backend, which bounds it
+		// (WithMaxSettle).
 		k.mu.Unlock()
 		return forwardAdjust(ctx, a, op, key, taken, cost, opts)
 	}

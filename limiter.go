@@ -197,6 +197,10 @@ type config struct {
 	policyFunc PolicyFunc
 	maxDebt    debtCap // see WithMaxDebt; DefaultMaxDebt unless maxDebtSet
 	maxDebtSet bool
+	// maxSettle is WithMaxSettle's bound; DefaultMaxSettle unless
+	// maxSettleSet.
+	maxSettle    settleCap
+	maxSettleSet bool
 	// callerClock is WithCallerClock's clock (systemClock for a nil one);
 	// nil without it.
 	callerClock Clock
@@ -327,6 +331,9 @@ func applyOptions(kind string, where backend, opts []Option) (config, error) {
 	}
 	if !cfg.maxDebtSet {
 		cfg.maxDebt = DefaultMaxDebt
+	}
+	if !cfg.maxSettleSet {
+		cfg.maxSettle = DefaultMaxSettle
 	}
 	return cfg, nil
 }

@@ -36,11 +36,14 @@ var policyFuncMix = opMix{allow: 12, refund: 5, taken: 5, cost: 13}
 //
 // A Settle takes a key at most debt limits of its policy in force into
 // debt (see WithMaxDebt; below 0, without bound), and leaves one further
-// in debt already where it is.
+// in debt already where it is. A Settle whose cost is above settle limits
+// of the policy in force is refused and changes nothing (see
+// WithMaxSettle; below 0, without bound).
 type policyFuncModel struct {
 	own     Policy // the constructor's: the policy of the zero Policy
 	window  bool
 	debt    int64
+	settle  int64
 	now     int64
 	tats    map[string]policyFuncModelTat
 	windows map[string]policyFuncModelWindow
@@ -51,7 +54,7 @@ type policyFuncModelTat struct{ tat, interval int64 }
 type policyFuncModelWindow struct{ end, count int64 }
 
 func newPolicyFuncModel(own Policy, window bool, debt int) *policyFuncModel {
-	return &policyFuncModel{own: own, window: window, debt: int64(debt), tats: map[string]policyFuncModelTat{}, windows: map[string]policyFuncModelWindow{}}
+	return &policyFuncModel{own: own, window: window, debt: int64(debt), settle: DefaultMaxSettle, tats: map[string]policyFuncModelTat{}, windows: map[string]policyFuncModelWindow{}}
 }
 
 // policy returns the limit and the interval (a window's length for a fixed
@@ -91,6 +94,9 @@ func (m *policyFuncModel) apply(op op, p Policy) (Result, error) {
 		// than any call takes is refused.
 		if int64(taken) > maxSettleCost {
 			return Result{Limit: int(limit)}, ErrCostExceedsLimit
+		}
+		if m.settle >= 0 && cost > taken && int64(cost) > m.settle*limit {
+			return Result{Limit: int(limit)}, ErrInvalidCost
 		}
 		if m.window {
 			return m.windowSettle(op, int64(cost-taken), limit, param), nil
@@ -281,8 +287,10 @@ func TestPolicyFuncLimitersMatchTheModelAcrossPolicyChanges(t *testing.T) {
 				own := sub.stream.policies[1+r.IntN(len(sub.stream.policies)-1)]
 				plans := newPlanMap()
 				debt, opts := randomDebt(r)
-				l, advance := sub.newLimiter(t, own, plans.f, opts...)
+				most, settleOpts := randomSettleCap(r)
+				l, advance := sub.newLimiter(t, own, plans.f, append(opts, settleOpts...)...)
 				model := newPolicyFuncModel(own, sub.window, debt)
+				model.settle = int64(most)
 				// The calls on each key so far, in the message of a
 				// mismatch.
 				history := map[string]string{}
@@ -403,6 +411,8 @@ func TestPolicyFuncRedisLimitersDecideAsInProcessOnMiniredis(t *testing.T) {
 			for round := range sized(2, 8) {
 				plans := newPlanMap()
 				_, opts := randomDebt(r)
+				_, settleOpts := randomSettleCap(r)
+				opts = append(opts, settleOpts...)
 				local, advanceLocal := pair.local.newLimiter(t, pair.own, plans.f, opts...)
 				remote, advanceRemote := pair.redis.newLimiter(t, pair.own, plans.f, opts...)
 				for i, op := range pair.stream.ops(r, 300, "a", "b", "c") {
@@ -467,6 +477,8 @@ func TestRealRedisPolicyFuncLimitersDecideAsInProcess(t *testing.T) {
 			for round := range 6 {
 				plans := newPlanMap()
 				_, opts := randomDebt(r)
+				_, settleOpts := randomSettleCap(r)
+				opts = append(opts, settleOpts...)
 				local, _ := pair.local.newLimiter(t, pair.own, plans.f, opts...)
 				remote := pair.redis(t, pair.own, plans.f, opts...)
 				keys := []string{fmt.Sprint(round, "a"), fmt.Sprint(round, "b"), fmt.Sprint(round, "c")}

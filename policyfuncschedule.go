@@ -144,7 +144,7 @@ func (k *policyFuncSchedule) settle(ctx context.Context, key string, taken, cost
 	if err != nil {
 		return Result{Limit: int(r.capacity)}, err
 	}
-	if _, err := settleArgs(k.policyFunc.name, taken, cost, k.policyFunc.takenBound(int(r.capacity)), opts); err != nil {
+	if _, err := settleArgs(k.policyFunc.name, taken, cost, k.policyFunc.takenBound(int(r.capacity)), int(r.capacity), k.obs.maxSettle, opts); err != nil {
 		return Result{Limit: int(r.capacity)}, err
 	}
 	reading := k.base.elapsed()

@@ -55,7 +55,7 @@ type RedisTokenBucket struct {
 // a *redis.Client, *redis.ClusterClient, *redis.Ring or failover client.
 //
 // The time per token, 1e6/refillRate microseconds, is rounded to the nearest
-// whole microsecond. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc, WithMaxDebt,
+// whole microsecond. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
 // WithHooks and WithName; by default the key prefix is
 // DefaultTokenBucketPrefix + "<capacity>:<interval>:" (see KeyPrefix). It
 // returns an error wrapping ErrInvalidConfig for a nil client, a capacity <= 0

@@ -80,7 +80,7 @@ type redisCalendarSpan struct {
 // *redis.ClusterClient, *redis.Ring or failover client.
 //
 // It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc,
-// WithMaxDebt, WithHooks, WithName, and WithClock, which gives the clock
+// WithMaxDebt, WithMaxSettle, WithHooks, WithName, and WithClock, which gives the clock
 // the windows' bounds are computed from (the system clock by default; the
 // decision itself uses the server's TIME). By default the key prefix is
 // DefaultCalendarPrefix + "<limit>:<period>:<zone>:" (see KeyPrefix). Its
@@ -329,7 +329,7 @@ func (w *RedisCalendarWindow) settle(ctx context.Context, key string, taken, cos
 	if err != nil {
 		return Result{Limit: limit}, err
 	}
-	a, err := settleArgs(w.r.name, taken, cost, w.r.policyFunc.takenBound(limit), opts)
+	a, err := settleArgs(w.r.name, taken, cost, w.r.policyFunc.takenBound(limit), limit, w.r.obs.maxSettle, opts)
 	if err != nil {
 		return Result{Limit: limit}, err
 	}

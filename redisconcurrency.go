@@ -102,7 +102,7 @@ type RedisConcurrency struct {
 // (see KeyPrefix). It returns an error wrapping ErrInvalidConfig for a nil
 // client, a limit <= 0 or above MaxInFlight, a ttl below 1 ms, not a whole
 // number of microseconds, or above about 73 years, or an option that does
-// not apply (WithClock, WithMaxDebt).
+// not apply (WithClock, WithMaxDebt, WithMaxSettle).
 func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, opts ...Option) (*RedisConcurrency, error) {
 	const kind = "NewRedisConcurrency"
 	cfg, err := applyInFlightOptions(kind, onRedis, opts)

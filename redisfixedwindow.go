@@ -49,7 +49,7 @@ type RedisFixedWindow struct {
 // *redis.Ring or failover client.
 //
 // Redis keeps expiry in milliseconds, so window must be a whole number of
-// them. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc, WithMaxDebt,
+// them. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
 // WithHooks and WithName; by default the key prefix is
 // DefaultFixedWindowPrefix + "<limit>:<window>:" (see KeyPrefix). It returns
 // an error wrapping ErrInvalidConfig for a nil client, a limit <= 0 or above

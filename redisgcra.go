@@ -46,7 +46,7 @@ type RedisGCRA struct {
 // failover client.
 //
 // The emission interval period/limit is rounded to the nearest microsecond.
-// It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc, WithMaxDebt,
+// It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
 // WithHooks and WithName; by default the key prefix is DefaultGCRAPrefix +
 // "<limit>:<interval>:" (see KeyPrefix). It returns an error wrapping
 // ErrInvalidConfig for a nil client, a limit <= 0 or above 2^52, a period

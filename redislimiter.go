@@ -349,7 +349,7 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 	if err != nil {
 		return Result{Limit: limit}, err
 	}
-	a, err := settleArgs(r.name, taken, cost, r.policyFunc.takenBound(limit), opts)
+	a, err := settleArgs(r.name, taken, cost, r.policyFunc.takenBound(limit), limit, r.obs.maxSettle, opts)
 	if err != nil {
 		return Result{Limit: limit}, err
 	}

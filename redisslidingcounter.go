@@ -59,7 +59,7 @@ type RedisSlidingCounter struct {
 //
 // Redis keeps expiry in milliseconds, so window must be a whole number of
 // them. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc,
-// WithMaxDebt, WithHooks and WithName; by default the key prefix is
+// WithMaxDebt, WithMaxSettle, WithHooks and WithName; by default the key prefix is
 // DefaultSlidingCounterPrefix + "<limit>:<window>:" (see KeyPrefix). Built
 // WithPolicyFunc, a key keeps what it counted across a change of its
 // window, as SlidingCounter's do. It returns an error wrapping

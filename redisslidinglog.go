@@ -57,7 +57,7 @@ type RedisSlidingLog struct {
 //
 // Redis keeps expiry in milliseconds, so window must be a whole number of
 // them. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc,
-// WithMaxDebt, WithHooks and WithName; by default the key prefix is
+// WithMaxDebt, WithMaxSettle, WithHooks and WithName; by default the key prefix is
 // DefaultSlidingLogPrefix + "<limit>:<window>:" (see KeyPrefix). It
 // returns an error wrapping ErrInvalidConfig for a nil client, a limit <=
 // 0 or above MaxSlidingLogLimit, a window <= 0, not whole milliseconds or

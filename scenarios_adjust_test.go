@@ -150,9 +150,22 @@ var bucketAdjustScenarios = []callScenario{
 		},
 	},
 	{
-		// The report: a usage of 10^9 on 100 a minute once locked
-		// a key out for 13.9 days.
-		name: "a bogus usage of 10^9 costs a key of 100 a minute one more minute, not days", limit: 100, period: time.Minute,
+		// A usage of 10^9 on 100 a minute once locked a key out for 13.9
+		// days. Above ten limits it is refused and changes nothing.
+		name: "a bogus usage of 10^9 is refused and changes nothing", limit: 100, period: time.Minute,
+		steps: []callStep{
+			{0, "allow", "k", 1, 0, ok(100, 99, 600*ms), nil},
+			{0, "settle", "k", 1, 1_000_000_000, Result{Limit: 100}, ErrInvalidCost},
+			{0, "allow", "k", 1, 0, ok(100, 98, 1200*ms), nil},
+			// At ten limits it is charged, as far as the debt bound allows.
+			{0, "settle", "k", 1, 1000, ok(100, 0, 2*time.Minute), nil},
+		},
+	},
+	{
+		// Without the bound on one Settle, the bound on debt alone keeps
+		// it to one more minute.
+		name: "WithMaxSettle(UnboundedSettle): a bogus usage of 10^9 costs a key of 100 a minute one more minute, not days", limit: 100, period: time.Minute,
+		opts: []Option{WithMaxSettle(UnboundedSettle)},
 		steps: []callStep{
 			{0, "allow", "k", 1, 0, ok(100, 99, 600*ms), nil},
 			{0, "settle", "k", 1, 1_000_000_000, ok(100, 0, 2*time.Minute), nil},
@@ -239,15 +252,23 @@ var windowAdjustScenarios = []callScenario{
 		name: "by default a window counts at most one limit past its limit", limit: 3, period: 10 * time.Second,
 		steps: []callStep{
 			{0, "allow", "k", 3, 0, ok(3, 0, 10*time.Second), nil},
-			{0, "settle", "k", 3, 100, ok(3, 0, 10*time.Second), nil}, // 6 counted
-			{0, "settle", "k", 0, 5, ok(3, 0, 10*time.Second), nil},   // still 6
+			{0, "settle", "k", 3, 30, ok(3, 0, 10*time.Second), nil}, // 6 counted
+			{0, "settle", "k", 0, 5, ok(3, 0, 10*time.Second), nil},  // still 6
 			{0, "refund", "k", 3, 0, ok(3, 0, 10*time.Second), nil},
 			{time.Second, "refund", "k", 1, 0, ok(3, 1, 9*time.Second), nil},
 			{9 * time.Second, "allow", "k", 3, 0, ok(3, 0, 10*time.Second), nil},
 		},
 	},
 	{
-		name: "a bogus usage with no window open opens one at the bound", limit: 3, period: 10 * time.Second,
+		name: "a usage above ten limits is refused and opens no window", limit: 3, period: 10 * time.Second,
+		steps: []callStep{
+			{0, "settle", "k", 0, 31, Result{Limit: 3}, ErrInvalidCost},
+			{0, "allow", "k", 3, 0, ok(3, 0, 10*time.Second), nil},
+		},
+	},
+	{
+		name: "WithMaxSettle(UnboundedSettle): a bogus usage with no window open opens one at the bound", limit: 3, period: 10 * time.Second,
+		opts: []Option{WithMaxSettle(UnboundedSettle)},
 		steps: []callStep{
 			{0, "settle", "k", 0, 1_000_000_000, ok(3, 0, 10*time.Second), nil},
 			{0, "refund", "k", 3, 0, ok(3, 0, 10*time.Second), nil},
@@ -265,7 +286,7 @@ var windowAdjustScenarios = []callScenario{
 	},
 	{
 		name: "unbounded, a window counts all a settle costs", limit: 3, period: 10 * time.Second,
-		opts: []Option{WithMaxDebt(UnboundedDebt)},
+		opts: []Option{WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle)},
 		steps: []callStep{
 			{0, "allow", "k", 1, 0, ok(3, 2, 10*time.Second), nil},
 			{0, "settle", "k", 1, 100, ok(3, 0, 10*time.Second), nil},

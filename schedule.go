@@ -235,7 +235,7 @@ func (s rate) result(allowed bool, tat, now, lag int64) Result {
 // settle replaces taken by cost for key (see Adjuster). kind names the
 // limiter in errors.
 func (s *schedule) settle(kind, key string, taken, cost int, opts []AdjustOption) (Result, error) {
-	if _, err := settleArgs(kind, taken, cost, int(s.capacity), opts); err != nil {
+	if _, err := settleArgs(kind, taken, cost, int(s.capacity), int(s.capacity), s.obs.maxSettle, opts); err != nil {
 		return Result{Limit: int(s.capacity)}, err
 	}
 	reading := s.base.elapsed()

@@ -56,7 +56,7 @@ type SlidingCounter struct {
 }
 
 // NewSlidingCounter returns an in-process sliding-window counter of limit
-// per window per key. It accepts WithClock, WithPolicyFunc, WithMaxDebt,
+// per window per key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
 // WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
 // for a limit <= 0, a window <= 0 or beyond about 73 years, or an option
 // that does not apply.
@@ -235,7 +235,7 @@ func (c *SlidingCounter) settle(ctx context.Context, key string, taken, cost int
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}
-	a, err := settleArgs("SlidingCounter", taken, cost, c.policyFunc.takenBound(int(r.limit)), opts)
+	a, err := settleArgs("SlidingCounter", taken, cost, c.policyFunc.takenBound(int(r.limit)), int(r.limit), c.obs.maxSettle, opts)
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}

@@ -62,7 +62,7 @@ type logRate struct {
 }
 
 // NewSlidingLog returns an in-process sliding log of limit per window per
-// key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithHooks and
+// key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithHooks and
 // WithName. It returns an error wrapping ErrInvalidConfig for a limit <= 0
 // or above MaxSlidingLogLimit, a window <= 0 or beyond about 73 years, or
 // an option that does not apply.

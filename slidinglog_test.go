@@ -300,8 +300,9 @@ func TestSlidingLogSettleTakesMoreUpToTheDebtBound(t *testing.T) {
 	_, err = l.Allow(ctx, "k", 2)
 	require.NoError(t, err)
 	clock.Advance(time.Second)
-	// Taken 2, cost 100: 6 more would go past limit + debt = 8.
-	res, err := l.Settle(ctx, "k", 2, 100)
+	// Taken 2, cost 40 (ten limits, the most one Settle may charge): 6
+	// more would go past limit + debt = 8.
+	res, err := l.Settle(ctx, "k", 2, 40)
 	require.NoError(t, err)
 	assert.Equal(t, ok(4, 0, 10*time.Second), res)
 	// 8 units in the window: 1 fits once the 2 of 0 s and the 6 of 1 s

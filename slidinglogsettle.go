@@ -50,7 +50,7 @@ func (l *SlidingLog) settle(ctx context.Context, key string, taken, cost int, op
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}
-	a, err := settleArgs("SlidingLog", taken, cost, l.policyFunc.takenBound(int(r.limit)), opts)
+	a, err := settleArgs("SlidingLog", taken, cost, l.policyFunc.takenBound(int(r.limit)), int(r.limit), l.obs.maxSettle, opts)
 	if err != nil {
 		return Result{Limit: int(r.limit)}, err
 	}

@@ -244,11 +244,12 @@ func sameWriter(a, b http.ResponseWriter) bool {
 
 // serveTracked passes an allowed request to next and then adjusts the n
 // units it took from key, as WithRefund and WithSettle say: settled at the
-// cost its handler reported, or else at cost, its CostFunc's (which is n
-// but for a cost of 0, which took 1); and refunds them whenever a
-// Middleware inside refused the request. taken is the time read just
-// after the request was decided.
-func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, key string, n, cost int, taken time.Time) {
+// cost its handler reported, at most most units (< 0: unbounded; see
+// WithMaxSettle), or else at cost, its CostFunc's (which is n but for a
+// cost of 0, which took 1); and refunds them whenever a Middleware inside
+// refused the request. taken is the time read just after the request was
+// decided.
+func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, key string, n, cost int, taken time.Time, most int64) {
 	m := h.m
 	t := &tracker{settles: m.settle}
 	rw, req := w, r
@@ -269,7 +270,7 @@ func (h *limitedHandler) serveTracked(w http.ResponseWriter, r *http.Request, ke
 
 	reported := int64(costUnset)
 	if m.settle {
-		reported = t.close()
+		reported = m.boundSettle(r, t.close(), most)
 	}
 	if reported < 0 {
 		reported = int64(cost) // none reported: the request costs what it was estimated at

@@ -138,7 +138,9 @@
 //     SetCost (rows read, tokens generated); the middleware then settles
 //     the units taken at that cost, giving the difference back or taking
 //     the rest, into debt if need be (at most one limit by default, see
-//     ratelimit.WithMaxDebt), so that later requests wait it out.
+//     ratelimit.WithMaxDebt), so that later requests wait it out; a cost
+//     above WithMaxSettle's bound (ten limits by default) is settled at
+//     the bound, and the WithOnError hook hears of it.
 //   - WithDecisionContext puts each passed-on request's Decision in its
 //     context for the handler (DecisionOf): its Source says whether the
 //     backend or a Guard's fallback answered, so a handler that adjusts

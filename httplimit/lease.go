@@ -131,7 +131,7 @@ func (h *limitedHandler) serveLeased(w http.ResponseWriter, r *http.Request, d r
 	defer hold.End()
 	req := m.withDecision(r.WithContext(hold), d)
 	if m.adjuster != nil && d.Source == ratelimit.FromBackend {
-		h.serveTracked(w, req, key, n, cost, m.now())
+		h.serveTracked(w, req, key, n, cost, m.now(), m.settleBound(d))
 		return
 	}
 	h.next.ServeHTTP(w, req)

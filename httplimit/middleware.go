@@ -54,6 +54,7 @@ type Middleware struct {
 	decisionCtx bool    // WithDecisionContext
 	adjustWait  time.Duration
 	clock       ratelimit.Clock // nil: time.Now
+	maxSettle   int             // WithMaxSettle's limits; 0: the default, < 0: unbounded
 
 	// leases says each request's units are taken with ratelimit.Acquire
 	// and held for its handler's life (WithLeases); after starts the
@@ -141,6 +142,7 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		decisionCtx:   s.decisionCtx,
 		adjustWait:    s.adjustWait,
 		clock:         s.clock,
+		maxSettle:     s.maxSettle,
 		leases:        s.leases,
 		after:         leasehold.AfterFunc,
 	}

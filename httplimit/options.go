@@ -59,6 +59,7 @@ type settings struct {
 	leases        bool
 	quotaUnit     string       // WithQuotaUnit; "" for none
 	partition     *partitioner // WithPartitionKey; nil for none
+	maxSettle     int          // WithMaxSettle's limits; 0: ratelimit.DefaultMaxSettle
 }
 
 // defaultPolicyName names the policy in the IETF fields unless
@@ -290,10 +291,12 @@ func WithRefund(refund func(r *http.Request, status int) bool) Option {
 // cost, 1 or the CostFunc's) by the cost reported last: a smaller cost gives
 // the difference back, a larger one takes the rest, even into debt (as far
 // as the limiter's ratelimit.WithMaxDebt allows: one limit by default), so
-// that later requests are denied until it is paid. A request whose handler
-// reports no cost is settled at its CostFunc's cost: not adjusted, but for
-// a cost of 0, which took 1 to run (see CostFunc) and gives it back. The
-// limiter must be a ratelimit.Adjuster, or NewMiddleware returns an error.
+// that later requests are denied until it is paid; a cost above
+// WithMaxSettle's bound (10 limits by default) is settled at the bound. A
+// request whose handler reports no cost is settled at its CostFunc's cost:
+// not adjusted, but for a cost of 0, which took 1 to run (see CostFunc)
+// and gives it back. The limiter must be a ratelimit.Adjuster, or
+// NewMiddleware returns an error.
 //
 // WithSettle puts the request's cost slot in its context, which costs two
 // allocations per allowed request; without it, SetCost reports false and
@@ -327,6 +330,37 @@ func WithRefund(refund func(r *http.Request, status int) bool) Option {
 func WithSettle() Option {
 	return func(s *settings) error {
 		s.settle = true
+		return nil
+	}
+}
+
+// WithMaxSettle bounds what the middleware settles for one request (see
+// WithSettle) to limits times the request's limit: the smallest Limit
+// among the policies of its Decision that count units (for a
+// ratelimit.Composite, its parts that are neither PerCall nor InFlight;
+// for a limiter built WithPolicyFunc, the key's policy when the request
+// was decided). A cost reported above the bound (a unit mix-up in a
+// handler, bytes for kilobytes, or a bogus measure) is settled at the
+// bound: the request is charged that much, so that no handler's report
+// lets a request escape its limit, and no more, so that one report cannot
+// charge a key more than limits of its limit; the WithOnError hook gets an
+// error wrapping ErrAdjustment that gives the cost and the bound. Without
+// the option the bound is ratelimit.DefaultMaxSettle (10 limits), which
+// is also the limiters' own default bound on one Settle
+// (ratelimit.WithMaxSettle): keep this one no larger than the limiter's,
+// or the limiter refuses the Settle (its error then goes to the hook, and
+// the request stays charged what it took). ratelimit.UnboundedSettle
+// settles every cost as reported, up to what the limiter accepts. A
+// request whose Decision has no policy that counts units, or no Limit
+// (a limiter of another package that reports none), is not bounded. A
+// limits below 1 other than ratelimit.UnboundedSettle is an error. It
+// changes nothing without WithSettle.
+func WithMaxSettle(limits int) Option {
+	return func(s *settings) error {
+		if limits < 1 && limits != ratelimit.UnboundedSettle {
+			return fmt.Errorf("%w: httplimit: WithMaxSettle: %d limits; want >= 1, or ratelimit.UnboundedSettle", ratelimit.ErrInvalidConfig, limits)
+		}
+		s.maxSettle = limits
 		return nil
 	}
 }

@@ -152,7 +152,7 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		if m.adjuster != nil && d.Source == ratelimit.FromBackend {
 			// The time just after the decision: a fixed window gives units
 			// back only to a window open by then (ratelimit.TakenAt).
-			h.serveTracked(w, m.withDecision(r, d), key, n, cost, m.now())
+			h.serveTracked(w, m.withDecision(r, d), key, n, cost, m.now(), m.settleBound(d))
 			return
 		}
 		h.next.ServeHTTP(w, m.withDecision(r, d))
