@@ -43,8 +43,9 @@ func zeroCostRun(t *testing.T, l ratelimit.Limiter, clock ratelimit.Clock) int {
 	return ran
 }
 
-// maxDebt leaves room for the three hours of debt of zeroCostRun.
-var maxDebt = ratelimit.WithMaxDebt(4 * 3600)
+// maxDebt leaves room for the three hours of debt of zeroCostRun, and
+// unbounded lets its one Settle charge them.
+var maxDebt, unbounded = ratelimit.WithMaxDebt(4 * 3600), ratelimit.WithMaxSettle(ratelimit.UnboundedSettle)
 
 // A request of cost 0 never runs while its key is in debt: 100 requests
 // estimated at 0, each settling 5, on a key three hours in debt all ran
@@ -52,20 +53,20 @@ var maxDebt = ratelimit.WithMaxDebt(4 * 3600)
 func TestACostOfZeroDoesNotRunOnAKeyInDebt(t *testing.T) {
 	t.Run("in process", func(t *testing.T) {
 		clock := ratelimit.NewFakeClock(epoch)
-		l, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithClock(clock), maxDebt)
+		l, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithClock(clock), maxDebt, unbounded)
 		require.NoError(t, err)
 		assert.Equal(t, 0, zeroCostRun(t, l, clock))
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		_, client, _ := redistest.Miniredis(t, epoch)
-		l, err := ratelimit.NewRedisTokenBucket(client, 10, 1, maxDebt)
+		l, err := ratelimit.NewRedisTokenBucket(client, 10, 1, maxDebt, unbounded)
 		require.NoError(t, err)
 		assert.Equal(t, 0, zeroCostRun(t, l, ratelimit.NewFakeClock(epoch)))
 	})
 	t.Run("redis-server", func(t *testing.T) {
 		client := redistest.Start(t).Client(t)
 		clock := ratelimit.NewFakeClock(time.Now())
-		l, err := ratelimit.NewRedisTokenBucket(client, 10, 1, ratelimit.WithCallerClock(clock), maxDebt)
+		l, err := ratelimit.NewRedisTokenBucket(client, 10, 1, ratelimit.WithCallerClock(clock), maxDebt, unbounded)
 		require.NoError(t, err)
 		assert.Equal(t, 0, zeroCostRun(t, l, clock))
 	})
