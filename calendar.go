@@ -2,7 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
-	"strings"
+
 	"time"
 )
 
@@ -196,21 +196,4 @@ func (c Calendar) truncate(ft time.Time) (start, end time.Time) {
 		return time.Date(y, mo, 1, 0, 0, 0, 0, loc), time.Date(y, mo+1, 1, 0, 0, 0, 0, loc)
 	}
 	return time.Date(y, mo, d, 0, 0, 0, 0, loc), time.Date(y, mo, d+1, 0, 0, 0, 0, loc)
-}
-
-// prefixName returns the part of a default Redis key prefix that names c
-// but for its period: its zone's name, without braces (which pick a
-// Redis Cluster slot), and, for weeks or a limiter whose period is chosen
-// per key, its first weekday.
-func (c Calendar) prefixName(weekday bool) string {
-	zone := strings.Map(func(r rune) rune {
-		if r == '{' || r == '}' {
-			return '_'
-		}
-		return r
-	}, c.location().String())
-	if !weekday {
-		return zone
-	}
-	return zone + ":" + strings.ToLower(c.FirstWeekday.String())
 }

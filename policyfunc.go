@@ -126,6 +126,9 @@ type policyFunc struct {
 	check              func(kind string, p Policy) (limit, param int64, err error)
 	defLimit, defParam int64
 	checked            checkedPolicies // policies check accepted
+	// zones names the zones of a calendar window's policies (Zone);
+	// nil for every other limiter, which refuses a policy with one.
+	zones *zoneNames
 }
 
 // newPolicyFunc returns the policyFunc of f for a limiter called name whose
@@ -160,6 +163,11 @@ func (t *policyFunc) resolveOther(key string, p Policy, err error) (_ Policy, li
 	if err != nil {
 		return t.def, t.defLimit, t.defParam, fmt.Errorf("%w: %s: key %q: %w", ErrPolicy, t.name, key, err)
 	}
+	if p.Zone != "" {
+		if err := t.checkZone(p.Zone); err != nil {
+			return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: key %q: %w", t.name, key, err)
+		}
+	}
 	if limit, param, ok := t.checked.get(p); ok {
 		return p, limit, param, nil
 	}
@@ -168,6 +176,33 @@ func (t *policyFunc) resolveOther(key string, p Policy, err error) (_ Policy, li
 	}
 	t.checked.put(p, limit, param)
 	return p, limit, param, nil
+}
+
+// checkZone returns an error wrapping ErrInvalidConfig for a policy's
+// Zone that the limiter cannot cut windows in: any, for a limiter other
+// than a calendar window, and for one a zone that cannot be read or named
+// (see zoneNames.zone).
+func (t *policyFunc) checkZone(zone string) error {
+	if t.zones == nil {
+		return fmt.Errorf("%w: policy: a Zone (%q) applies to calendar windows only", ErrInvalidConfig, zone)
+	}
+	if _, err := t.zones.zone(zone); err != nil {
+		return fmt.Errorf("%w: policy: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// zoneOf returns the zone of p, a policy resolve gave, for a calendar
+// window (the limiter's own for a p without Zone); nil for any other
+// limiter.
+func (t *policyFunc) zoneOf(p Policy) *calendarZone {
+	if t.zones == nil {
+		return nil
+	}
+	if z, err := t.zones.zone(p.Zone); err == nil {
+		return z
+	}
+	return t.zones.own
 }
 
 // takenBound is the most units a Refund or Settle may say a call took on

@@ -120,12 +120,12 @@ func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, op
 	own := redisbatch.NewLimit(redisbatch.Concurrency, int64(limit), micros)
 	r := redisLimiter{
 		name: "RedisConcurrency", client: client, limit: limit, own: own,
-		prefix: fmt.Sprintf("%s%d:%d:", DefaultConcurrencyPrefix, limit, micros),
-		obs:    newInFlightObserver(cfg, kind, policy),
-		clock:  cfg.callerClock,
-	}
-	if cfg.prefixSet {
-		r.prefix = cfg.prefix
+		prefix: redisPrefix(redisParams{
+			kind: redisbatch.Concurrency, policyFuncKind: redisbatch.Concurrency,
+			defaultPrefix: DefaultConcurrencyPrefix, limit: limit, param: micros,
+		}, cfg),
+		obs:   newInFlightObserver(cfg, kind, policy),
+		clock: cfg.callerClock,
 	}
 	if r.policyFunc, err = newPolicyFunc(cfg.policyFunc, r.name, policy, checkRedisInFlight); err != nil {
 		return nil, err
@@ -135,9 +135,6 @@ func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, op
 		limits = nil // each request carries its key's
 		r.limits = redisbatch.NewLimitCache(redisbatch.Concurrency)
 		r.resetLimit = r.limits.Get(r.policyFunc.defLimit, r.policyFunc.defParam)
-		if !cfg.prefixSet {
-			r.prefix = DefaultConcurrencyPrefix + policyFuncPrefix
-		}
 	}
 	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock)
 	c := &RedisConcurrency{r: r}
@@ -281,7 +278,7 @@ func (c *RedisConcurrency) take(ctx context.Context, key string, n int, leased b
 	if err != nil {
 		return Lease{}, Result{Limit: limit}, p, err
 	}
-	req := &redisbatch.Request{Ctx: ctx, Key: c.r.prefix + key, N: n, Limit: lim}
+	req := &redisbatch.Request{Ctx: ctx, Key: c.r.redisKey(key, 0), N: n, Limit: lim}
 	var id uint64
 	if n > 0 {
 		id = c.seq.Add(1)
@@ -359,7 +356,7 @@ func (c *RedisConcurrency) leaseOp(ctx context.Context, op redisbatch.Op, l Leas
 	if ctx == nil {
 		return false, fmt.Errorf("ratelimit: %s: %w", c.r.name, errNilContext)
 	}
-	p := &redisbatch.Request{Ctx: ctx, Key: c.r.prefix + l.key, Op: op, Limit: lim, Lease: c.leaseName(l.id)}
+	p := &redisbatch.Request{Ctx: ctx, Key: c.r.redisKey(l.key, 0), Op: op, Limit: lim, Lease: c.leaseName(l.id)}
 	v, err := c.r.verdict(p)
 	if err != nil {
 		return false, err

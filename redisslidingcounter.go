@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
@@ -82,12 +83,19 @@ func NewRedisSlidingCounter(client redis.Scripter, limit int, window time.Durati
 		defaultPrefix:  DefaultSlidingCounterPrefix,
 		limit:          limit,
 		param:          ms,
+		ownSeg:         counterSeg(ms),
+		segOf:          counterSeg,
 	}, opts)
 	if err != nil {
 		return nil, err
 	}
 	return &RedisSlidingCounter{r: r, window: window}, nil
 }
+
+// counterSeg returns the seg of a sliding counter's window of ms
+// milliseconds in its keys: "<ms>:". A key's counts are of windows of one
+// length, and a counter of another window never reads them.
+func counterSeg(ms int64) string { return strconv.FormatInt(ms, 10) + ":" }
 
 // checkRedisCounter checks a sliding-window counter's policy on Redis, as
 // NewRedisSlidingCounter does: its param is the window in ms, and twice the
