@@ -31,9 +31,10 @@ var (
 //   - any other zone by its IANA name, when loading that name
 //     (time.LoadLocation) gives a zone with the same offset at every
 //     instant from 1970 to 2100;
-//   - time.Local (and any zone named "Local") by the IANA name of the zone
-//     the TZ environment variable or /etc/localtime names, when that zone
-//     is time.Local's at every such instant.
+//   - time.Local (and any zone named "Local", or named by the path of its
+//     zoneinfo file) by the IANA name of the zone the TZ environment
+//     variable or /etc/localtime names, when that zone is time.Local's at
+//     every such instant.
 //
 // Any other zone is refused: a name that loads as another zone, a zone
 // loaded from data of its own (time.LoadLocationFromTZData) that no name
@@ -47,9 +48,10 @@ func zoneName(loc *time.Location) (string, error) {
 		return offsetName(offset), nil
 	}
 	name := loc.String()
-	candidates := []string{name}
-	if name == "Local" {
-		candidates = localZoneNames()
+	local := loc == time.Local || name == "Local"
+	candidates := []string{name, zoneOfPath(name)}
+	if local {
+		candidates = append(candidates, localZoneNames()...)
 	}
 	for _, c := range candidates {
 		if c == "" || c == "Local" || strings.ContainsAny(c, ":{}") {
@@ -59,7 +61,7 @@ func zoneName(loc *time.Location) (string, error) {
 			return c, nil
 		}
 	}
-	if name == "Local" {
+	if local {
 		return "", errors.New("the zone time.Local cannot be named surely in Redis keys (neither TZ nor /etc/localtime names a zone that agrees with it); pass the zone by its name, as time.LoadLocation(\"Area/City\")")
 	}
 	return "", fmt.Errorf("the zone %q cannot be named surely in Redis keys: its offset changes, and time.LoadLocation(%q) does not load a zone of the same offsets from 1970 to 2100; pass a zone loaded by its IANA name, or time.FixedZone for one offset", name, name)
