@@ -207,8 +207,8 @@ func checkZonePerKey(t *testing.T, l interface {
 }, plans *zonedPlans) {
 	ctx := context.Background()
 	for key, reset := range map[string]time.Duration{
-		"tokyo":   15 * time.Hour, // 09:00 in Tokyo
-		"newyork": 5 * time.Hour,  // 19:00 the day before in New York
+		"tokyo":   15 * time.Hour,                // 09:00 in Tokyo
+		"newyork": 5 * time.Hour,                 // 19:00 the day before in New York
 		"offset":  18*time.Hour + 30*time.Minute, // 05:30 at UTC+0530
 		"utc":     24 * time.Hour,
 	} {

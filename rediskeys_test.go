@@ -46,10 +46,14 @@ func keySubjects(t *testing.T) []keySubject {
 		}
 	}
 	tb := func(capacity int, rate float64, opts ...Option) func(redis.Scripter, []Option) (Limiter, error) {
-		return func(client redis.Scripter, _ []Option) (Limiter, error) { return NewRedisTokenBucket(client, capacity, rate, opts...) }
+		return func(client redis.Scripter, _ []Option) (Limiter, error) {
+			return NewRedisTokenBucket(client, capacity, rate, opts...)
+		}
 	}
 	gcra := func(limit int, period time.Duration, opts ...Option) func(redis.Scripter, []Option) (Limiter, error) {
-		return func(client redis.Scripter, _ []Option) (Limiter, error) { return NewRedisGCRA(client, limit, period, opts...) }
+		return func(client redis.Scripter, _ []Option) (Limiter, error) {
+			return NewRedisGCRA(client, limit, period, opts...)
+		}
 	}
 	fw := func(limit int, window time.Duration, opts ...Option) func(redis.Scripter, []Option) (Limiter, error) {
 		return func(client redis.Scripter, _ []Option) (Limiter, error) {
