@@ -25,8 +25,10 @@ type Part struct {
 	// Key derives the part's key from the key of the call, for a limit on
 	// another subject (the tenant a user belongs to, say); nil means the
 	// call's key. On Redis Cluster every part's Redis key must be in one
-	// hash slot: give the keys the same hash tag, as in "{tenant7}:user42"
-	// and "{tenant7}". Key must be safe for concurrent use.
+	// hash slot: parts on one key are (each limiter puts the key in a hash
+	// tag, see the package doc, Redis keys); keys Key derives need one
+	// hash tag, as in "{tenant7}:user42" and "{tenant7}". Key must be safe
+	// for concurrent use.
 	Key func(key string) string
 	// PerCall makes the part count calls rather than units, for a limit
 	// on requests beside one on their cost (requests and tokens per
@@ -141,7 +143,15 @@ const maxPolicyName = 64
 // Concurrency among Redis limiters, or a RedisConcurrency among in-process
 // ones, included). Redis parts must also decide on one clock: all on the
 // server's TIME, or all WithCallerClock of the same Clock; parts that mix
-// clocks fail with ErrInvalidConfig naming them.
+// clocks fail with ErrInvalidConfig naming them. Parts that could never
+// decide, since both are on the call's key (no Key) and keep every key's
+// state in one place, fail with ErrInvalidConfig naming them: one limiter
+// twice, or two Redis limiters whose Redis keys always coincide (of one
+// kind and configuration, or given one WithKeyPrefix for states that mean
+// the same, see WithKeyPrefix). Parts whose keys may coincide only under
+// some keys' policies (two sliding counters or calendar windows built
+// WithPolicyFunc) are accepted, and a call whose parts' Redis keys are
+// one fails with ErrKeysApart.
 func NewComposite(parts ...Part) (*Composite, error) {
 	const kind = "NewComposite"
 	if len(parts) == 0 {

@@ -13,9 +13,10 @@ import (
 // unless WithKeyPrefix gives one: the default prefix is
 // DefaultCalendarPrefix + "<limit>:<period>:<zone>:", for example
 // "ratelimit:cal:1000:day:Europe/Berlin:", with the first weekday after
-// the period for weeks ("ratelimit:cal:10:week-monday:UTC:"). Calendars
-// that decide differently thus never share a key by accident; see
-// KeyPrefix.
+// the period for weeks ("ratelimit:cal:10:week-monday:UTC:") and the zone
+// by its name in keys (see Calendar: "UTC+0900" for a zone of that one
+// offset). Calendars that decide differently thus never share a key by
+// accident; see KeyPrefix.
 const DefaultCalendarPrefix = "ratelimit:cal:"
 
 // RedisCalendarWindow is a counter per key in windows aligned to the wall
@@ -36,8 +37,8 @@ const DefaultCalendarPrefix = "ratelimit:cal:"
 // more than a window apart), the call fails with an error wrapping
 // ErrBackend that says "clock skew", and nothing is written.
 //
-// Each key is one STRING at KeyPrefix()+key, "start:count": the start of
-// the window it counted in (µs of Unix time) and its count, with a PX TTL
+// Each key is one STRING at its Redis key (see KeyPrefix), "start:count":
+// the start of the window it counted in (µs of Unix time) and its count, with a PX TTL
 // until that window ends (whole ms rounded up). A count of a window that
 // has ended counts 0, also during the millisecond in which Redis still
 // keeps its key. A key holding anything else is left exactly as it is,
@@ -83,11 +84,14 @@ type redisCalendarSpan struct {
 // decision itself uses the server's TIME). By default the key prefix is
 // DefaultCalendarPrefix + "<limit>:<period>:<zone>:" (see KeyPrefix). Its
 // Policy is limit per the period's nominal length (see
-// CalendarPeriod.Nominal). It returns an error wrapping ErrInvalidConfig
-// for a nil client, a limit <= 0 or above 2^52 (beyond which the script
-// cannot count exactly), a Calendar whose Period is not one of the
-// constants or whose FirstWeekday is not a weekday, or an option that does
-// not apply.
+// CalendarPeriod.Nominal). Built WithPolicyFunc, each key's policy may
+// give it a zone of its own (Policy.Zone), in which its windows are cut.
+// It returns an error wrapping ErrInvalidConfig for a nil client, a limit
+// <= 0 or above 2^52 (beyond which the script cannot count exactly), a
+// Calendar whose Period is not one of the constants or whose FirstWeekday
+// is not a weekday, or whose Location its keys cannot name surely (see
+// Calendar; the error names the zone, and for time.Local says to pass
+// time.LoadLocation("Area/City")), or an option that does not apply.
 func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts ...Option) (*RedisCalendarWindow, error) {
 	const kind = "NewRedisCalendarWindow"
 	if err := cal.check(kind); err != nil {
@@ -296,14 +300,19 @@ func (w *RedisCalendarWindow) Policies(ctx context.Context, key string) ([]Named
 	return w.policiesOf(w.span(period, z), limit, z), err
 }
 
-// KeyPrefix returns the string w puts before every key: the Redis key of
-// key is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or
-// else DefaultCalendarPrefix + "<limit>:<period>:<zone>:" (the period
-// "minute", "hour", "day", "week-<first weekday>" or "month", the zone its
-// name, such as "UTC" or "Europe/Berlin", braces replaced by "_"). Built
-// WithPolicyFunc (and without WithKeyPrefix), it is DefaultCalendarPrefix
-// + "keyed:<zone>:<first weekday>:", whatever the constructor's limit and
-// period. It is "" for a nil *RedisCalendarWindow.
+// KeyPrefix returns what every Redis key of w starts with: the Redis key
+// of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
+// keys), with, built WithPolicyFunc, the period and zone of the key's
+// policy between the two ("<period>:<zone>:"), since a count means
+// nothing in another window. The period is "minute", "hour", "day",
+// "week-<first weekday>" or "month", and the zone its name in keys (see
+// Calendar): "UTC", an offset such as "UTC+0900", or an IANA name such as
+// "Europe/Berlin". It is DefaultCalendarPrefix +
+// "<limit>:<period>:<zone>:"; built WithPolicyFunc, DefaultCalendarPrefix
+// + "keyed:<limit>:<period>:" of the constructor's limit and period
+// (without its weekday); given WithKeyPrefix(p), p + "cal:" and, but for a
+// limiter built WithPolicyFunc, "<period>:<zone>:". It is "" for a nil
+// *RedisCalendarWindow.
 func (w *RedisCalendarWindow) KeyPrefix() string {
 	if w == nil {
 		return ""

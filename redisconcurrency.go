@@ -42,8 +42,8 @@ const DefaultConcurrencyPrefix = "ratelimit:inflight:"
 // Time is the server's TIME, in whole microseconds. Each Acquire, Release
 // and Extend is one request of the batch script, an atomic step on the
 // server, coalesced with the limiter's other calls as the other Redis
-// limiters' are (WithoutCoalescing sends each alone). A key at
-// KeyPrefix()+key that holds one lease is a STRING of it (its name, units
+// limiters' are (WithoutCoalescing sends each alone). A key whose Redis
+// key (see KeyPrefix) holds one lease is a STRING of it (its name, units
 // and expiry), written in one call, with a TTL until it expires; a key
 // given a second lease becomes a HASH of the units its leases hold, the
 // earliest and latest of their expiries, and a field per lease (its units
@@ -213,12 +213,13 @@ func (c *RedisConcurrency) Policy() Policy {
 	return c.r.obs.policy
 }
 
-// KeyPrefix returns the string c puts before every key: the Redis key of
-// key is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or
-// else DefaultConcurrencyPrefix + "<limit>:<ttl>:", the TTL in whole
-// microseconds. Built WithPolicyFunc (and without WithKeyPrefix), it is
-// DefaultConcurrencyPrefix + "keyed:", whatever the constructor's
-// parameters. It is "" for a nil *RedisConcurrency.
+// KeyPrefix returns what every Redis key of c starts with: the Redis key
+// of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
+// keys). It is DefaultConcurrencyPrefix + "<limit>:<ttl>:", the TTL in
+// whole microseconds; built WithPolicyFunc, DefaultConcurrencyPrefix +
+// "keyed:<limit>:<ttl>:" of the constructor's parameters; given
+// WithKeyPrefix(p), p + "inflight:". It is "" for a nil
+// *RedisConcurrency.
 func (c *RedisConcurrency) KeyPrefix() string {
 	if c == nil {
 		return ""

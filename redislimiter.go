@@ -89,7 +89,7 @@ func sameCallerClock(a, b Clock) bool {
 	return ta == tb && ta.Comparable() && a == b
 }
 
-// redisLimiter is what the Redis limiters share: decisions on prefix + key
+// redisLimiter is what the Redis limiters share: decisions on the Redis key of a key (see redisKey)
 // by the batch script, one check per request on the limiter's own limit
 // (or the key's, built WithPolicyFunc), sent alone or coalesced with others
 // through the internal redisbatch package, and records of the reply that

@@ -63,9 +63,9 @@ type SlidingCounter struct {
 // that does not apply.
 //
 // Built WithPolicyFunc, each call is decided at its key's policy in force
-// (its limit L and window W): a key keeps s, prev and cur across a change
-// of W, read at the new W, but holds nothing from 2W' after s on, W' being
-// the window in force at its last counted request.
+// (its limit L and window W): a key counts apart in each W its policy
+// gives it (see WithPolicyFunc), as a RedisSlidingCounter's does, and
+// keeps s, prev and cur across a change of L.
 func NewSlidingCounter(limit int, window time.Duration, opts ...Option) (*SlidingCounter, error) {
 	const kind = "NewSlidingCounter"
 	cfg, err := applyOptions(kind, inProcess, opts)
