@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
@@ -84,7 +83,7 @@ func NewRedisSlidingCounter(client redis.Scripter, limit int, window time.Durati
 		limit:          limit,
 		param:          ms,
 		ownSeg:         counterSeg(ms),
-		segOf:          counterSeg,
+		segOf:          new(windowSegs).of,
 	}, opts)
 	if err != nil {
 		return nil, err
@@ -95,7 +94,7 @@ func NewRedisSlidingCounter(client redis.Scripter, limit int, window time.Durati
 // counterSeg returns the seg of a sliding counter's window of ms
 // milliseconds in its keys: "<ms>:". A key's counts are of windows of one
 // length, and a counter of another window never reads them.
-func counterSeg(ms int64) string { return strconv.FormatInt(ms, 10) + ":" }
+func counterSeg(ms int64) string { return new(windowSegs).of(ms) }
 
 // checkRedisCounter checks a sliding-window counter's policy on Redis, as
 // NewRedisSlidingCounter does: its param is the window in ms, and twice the

@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"math"
-	"strconv"
 	"time"
 )
 
@@ -53,6 +52,7 @@ type SlidingCounter struct {
 	keys       *keyTable[counterState]
 	obs        observer
 	policyFunc *policyFunc // nil unless built WithPolicyFunc
+	segs       windowSegs  // the segs of its keys' windows in its table, built WithPolicyFunc
 	debt       debtCap     // how far a Settle may count past the limit (WithMaxDebt)
 }
 
@@ -187,7 +187,7 @@ func (c *SlidingCounter) tableKey(key string, window int64) string {
 	if c.policyFunc == nil {
 		return key
 	}
-	return strconv.FormatInt(window, 10) + ":" + key
+	return c.segs.of(window) + key
 }
 
 // policyFuncRate returns the counterRate of a call for key, for a
