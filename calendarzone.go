@@ -308,3 +308,18 @@ func parseOffset(s string) (int, bool) {
 func (c *calendarZone) calendar(period CalendarPeriod) Calendar {
 	return Calendar{Period: period, Location: c.loc, FirstWeekday: c.first}
 }
+
+// checkPolicyZone returns the error of a policy's Zone that no calendar
+// window could cut windows in: one that cannot be read (see loadZone) or
+// named (see zoneName); nil for "", the limiter's own. A PolicyTable
+// checks what it stores with it.
+func checkPolicyZone(zone string) error {
+	if zone == "" {
+		return nil
+	}
+	loc, err := loadZone(zone)
+	if err == nil {
+		_, err = zoneName(loc)
+	}
+	return err
+}

@@ -329,3 +329,17 @@ func TestFleetFallbackOfACalendarWindowKeepsEachKeysZone(t *testing.T) {
 	assert.Equal(t, 15*time.Hour, d.ResetAfter, "its day ends at midnight in Tokyo")
 	assert.Equal(t, "Asia/Tokyo", d.Policy.Zone)
 }
+
+func TestAPolicysZoneIsReadOrRefused(t *testing.T) {
+	for _, zone := range []string{"", "UTC", "UTC+0900", "UTC-0330", "UTC+053045", "UTC+0000", "Europe/Berlin", "America/Argentina/Buenos_Aires", "Asia/Tokyo"} {
+		assert.NoError(t, checkPolicyZone(zone), zone)
+	}
+	for _, zone := range []string{"Local", "utc", "UTC+9", "UTC+09:00", "UTC+2400", "UTC+0960", "UTC+", "Mars/Olympus_Mons", "{Europe/Berlin}", "Europe/Berlin:x", "../etc/passwd"} {
+		assert.Error(t, checkPolicyZone(zone), zone)
+	}
+	loc, err := loadZone("UTC-0330")
+	require.NoError(t, err)
+	name, err := zoneName(loc)
+	require.NoError(t, err)
+	assert.Equal(t, "UTC-0330", name, "an offset's name reads back as itself")
+}
