@@ -69,17 +69,13 @@ type adjustment struct {
 // the same key (a retry after a timeout or a lost connection, when the
 // first may have run) changes nothing and answers the key's state. The
 // token is remembered for SettleTokenTTL in a Redis key that the script
-// call on the limiter's Redis key (its prefix + key) also reads and writes:
-// "ratelimit:settled:" + the Redis key + ":" + token, the Redis key in
-// braces unless it has a hash tag of its own or a '}'. That name is in the
-// Redis key's hash slot, except when the Redis key has a '}' but no hash
-// tag, or is empty; such a key takes instead, on a cluster and through a
-// redis.Scripter other than *redis.Client, *redis.ClusterClient and
-// *redis.Ring (whose routing is not known), "ratelimit:settled:{" + tag +
-// "}#" + the Redis key + ":" + token, where tag is three letters or digits
-// in its slot. A Ring sends the script call to the Redis key's shard, where
-// the token is then remembered whatever its name. So every key takes a
-// token on every client. A token is any non-empty string of at most 128
+// call on the limiter's Redis key (see KeyPrefix) also reads and writes:
+// "ratelimit:settled:" + the length of the Redis key in decimal + ":" +
+// the Redis key + ":" + token, so that no two pairs of a key and a token
+// share a name, in the Redis key's hash slot: the Redis key's hash tag is
+// the name's first, and a Redis key without one (given a prefix with
+// braces) has "{" + three letters or digits in its slot + "}" put after
+// "ratelimit:settled:". So every key takes a token on every client. A token is any non-empty string of at most 128
 // bytes; use one per unit of work, such as a request ID. Without a token, a
 // Redis call is sent at most once and is not repeated by go-redis's retries
 // (except through a *redis.AutoPipeliner, see the package doc), so a caller

@@ -2,7 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
-	"strings"
+
 	"time"
 )
 
@@ -96,6 +96,19 @@ func periodOfNominal(d time.Duration) CalendarPeriod {
 //
 // The zero Location is UTC; FirstWeekday applies to CalendarWeek only,
 // and its zero value is Sunday.
+//
+// On Redis a key's count is named by its zone, which must be sure on every
+// replica whatever the zone prints as (time.Local prints "Local"
+// everywhere, and a FixedZone's name is free text): a zone whose offset is
+// the same at every instant from 1970 to 2100 goes by that offset ("UTC",
+// "UTC+0900", "UTC-0330", whatever its name: Asia/Tokyo and
+// time.FixedZone("JST", 9*3600) share keys); any other by its IANA name,
+// when time.LoadLocation of that name gives the same offsets from 1970 to
+// 2100; time.Local by the IANA name TZ or /etc/localtime gives it, when
+// that zone is time.Local's. A RedisCalendarWindow refuses any other zone
+// (ErrInvalidConfig): a time.Local it cannot name, or a zone loaded from
+// data of its own under a name that loads another. Replicas should load
+// zones from one zone database.
 type Calendar struct {
 	Period       CalendarPeriod
 	Location     *time.Location
@@ -196,21 +209,4 @@ func (c Calendar) truncate(ft time.Time) (start, end time.Time) {
 		return time.Date(y, mo, 1, 0, 0, 0, 0, loc), time.Date(y, mo+1, 1, 0, 0, 0, 0, loc)
 	}
 	return time.Date(y, mo, d, 0, 0, 0, 0, loc), time.Date(y, mo, d+1, 0, 0, 0, 0, loc)
-}
-
-// prefixName returns the part of a default Redis key prefix that names c
-// but for its period: its zone's name, without braces (which pick a
-// Redis Cluster slot), and, for weeks or a limiter whose period is chosen
-// per key, its first weekday.
-func (c Calendar) prefixName(weekday bool) string {
-	zone := strings.Map(func(r rune) rune {
-		if r == '{' || r == '}' {
-			return '_'
-		}
-		return r
-	}, c.location().String())
-	if !weekday {
-		return zone
-	}
-	return zone + ":" + strings.ToLower(c.FirstWeekday.String())
 }

@@ -132,7 +132,7 @@ func TestRedisCalendarWindowRefusesOtherState(t *testing.T) {
 		"a signed count":  func(key string) { require.NoError(t, m.Set(key, "1764460800000000:-1")); m.SetTTL(key, time.Hour) },
 		"trailing spaces": func(key string) { require.NoError(t, m.Set(key, "1764460800000000:1 ")); m.SetTTL(key, time.Hour) },
 	} {
-		key := w.KeyPrefix() + name
+		key := storedKey(w.KeyPrefix(), name)
 		set(key)
 		before := m.Dump()
 		_, err := w.Allow(ctx, name, 1)
@@ -151,8 +151,8 @@ func TestRedisCalendarWindowKeepsStartAndCountUntilTheWindowEnds(t *testing.T) {
 	require.NoError(t, err)
 	_, err = w.Allow(ctx, "k", 2)
 	require.NoError(t, err)
-	v, err := m.Get(w.KeyPrefix() + "k")
+	v, err := m.Get(storedKey(w.KeyPrefix(), "k"))
 	require.NoError(t, err)
 	assert.Equal(t, fmt.Sprintf("%d:2", epoch.UnixMicro()), v)
-	assert.Equal(t, 30*time.Minute, m.TTL(w.KeyPrefix()+"k"), "until the hour ends, whole ms rounded up")
+	assert.Equal(t, 30*time.Minute, m.TTL(storedKey(w.KeyPrefix(), "k")), "until the hour ends, whole ms rounded up")
 }

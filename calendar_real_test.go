@@ -69,7 +69,7 @@ func TestRealRedisCalendarWindowDecidesAsInProcess(t *testing.T) {
 		for _, key := range []string{"a", "b", "c"} {
 			res, err := local.Allow(ctx, key, 0)
 			require.NoError(t, err)
-			v, err := client.Get(ctx, prefix+key).Result()
+			v, err := client.Get(ctx, storedKey(remote.KeyPrefix(), key)).Result()
 			if res.Remaining == 5 {
 				assert.ErrorIs(t, err, redis.Nil, key)
 				continue
@@ -82,7 +82,7 @@ func TestRealRedisCalendarWindowDecidesAsInProcess(t *testing.T) {
 			// loaded machine (CI under -race) has seen lag by a few ms:
 			// 50 ms of slack, far below a minute window's length.
 			until := time.Until(end)
-			ttl, err := client.PTTL(ctx, prefix+key).Result()
+			ttl, err := client.PTTL(ctx, storedKey(remote.KeyPrefix(), key)).Result()
 			require.NoError(t, err)
 			assert.LessOrEqual(t, ttl, until+50*time.Millisecond, key, "until the window ends")
 		}

@@ -40,7 +40,7 @@ type CalendarWindow struct {
 	cal        Calendar
 	limit      int64
 	windows    *keyTable[openWindow]
-	cur        [CalendarMonth + 1]atomic.Pointer[calendarSpan] // per period, the window last open
+	zones      *zoneNames // its own zone's and its keys' policies', each with the windows last open in it
 	obs        observer
 	policyFunc *policyFunc // nil unless built WithPolicyFunc
 	debt       debtCap
@@ -86,11 +86,19 @@ func NewCalendarWindow(limit int, cal Calendar, opts ...Option) (*CalendarWindow
 	if err != nil {
 		return nil, err
 	}
+	zones, err := newZoneNames(cal, true)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, kind, err)
+	}
+	if t != nil {
+		t.zones = zones
+	}
 	w := &CalendarWindow{
 		base:       newClockBase(cfg.clock),
 		cal:        cal,
 		limit:      int64(limit),
 		windows:    newKeyTable[openWindow](int64(cal.Period.Nominal())).outliving(windowEnd),
+		zones:      zones,
 		obs:        newObserver(cfg, kind, policy, rule{calendar: true}),
 		policyFunc: t,
 		debt:       cfg.maxDebt,
@@ -158,19 +166,49 @@ func (w *CalendarWindow) Policies(ctx context.Context, key string) ([]NamedPolic
 	}
 	reading := max(w.base.elapsed(), 0)
 	if w.policyFunc == nil {
-		return w.span(w.cal.Period, reading).policies, nil
+		return w.span(w.cal.Period, w.zones.own, reading).policies, nil
 	}
-	_, limit, period, err := w.policyFunc.resolve(ctx, key)
-	return w.policiesOf(limit, w.span(CalendarPeriod(period), reading)), err
+	limit, period, z, err := w.policyFuncRate(ctx, key)
+	return w.policiesOf(limit, w.span(period, z, reading), z), err
 }
 
 // policiesOf returns the one policy of a call of limit decided in the
-// window sp: sp's own, shared, for the limiter's limit.
-func (w *CalendarWindow) policiesOf(limit int64, sp *calendarSpan) []NamedPolicy {
+// window sp of zone z: sp's own, shared, for the limiter's limit.
+func (w *CalendarWindow) policiesOf(limit int64, sp *calendarSpan, z *calendarZone) []NamedPolicy {
 	if limit == w.limit {
 		return sp.policies
 	}
-	return policyList(Policy{Limit: int(limit), Window: sp.length()}, w.obs.own)
+	return policyList(Policy{Limit: int(limit), Window: sp.length(), Zone: w.reported(z)}, w.obs.own)
+}
+
+// reported returns the Zone a policy of zone z reports: "" for the
+// limiter's own zone, the name a key's policy gave otherwise.
+func (w *CalendarWindow) reported(z *calendarZone) string {
+	if z == w.zones.own {
+		return ""
+	}
+	return z.given
+}
+
+// zoneOf returns the zone of p, a policy of the limiter's (its own, or a
+// key's): the limiter's own for a p without Zone, or one that cannot be
+// read or named (which a key's policy cannot have).
+func (w *CalendarWindow) zoneOf(p Policy) *calendarZone {
+	if z, err := w.zones.zone(p.Zone); err == nil {
+		return z
+	}
+	return w.zones.own
+}
+
+// tableKey returns the key of key's window in the table for a call of
+// period in zone z: key, or, built WithPolicyFunc, the seg of the period
+// and zone then key, so that a key counts apart in each period and zone
+// its policy gives it, as on Redis.
+func (w *CalendarWindow) tableKey(key string, period CalendarPeriod, z *calendarZone) string {
+	if w.policyFunc == nil {
+		return key
+	}
+	return z.segs[period] + key
 }
 
 // errCalendarNotBuilt is the error of a call on a nil or zero-value
@@ -180,24 +218,22 @@ var errCalendarNotBuilt = notBuilt("CalendarWindow")
 // length returns the span's length.
 func (sp *calendarSpan) length() time.Duration { return time.Duration(sp.end - sp.start) }
 
-// span returns the window of period open at the reading now, from the
-// cache when it holds it.
-func (w *CalendarWindow) span(period CalendarPeriod, now int64) *calendarSpan {
-	slot := &w.cur[period]
+// span returns the window of period in zone z open at the reading now,
+// from the cache when it holds it.
+func (w *CalendarWindow) span(period CalendarPeriod, z *calendarZone, now int64) *calendarSpan {
+	slot := &z.cur[period]
 	if sp := slot.Load(); sp != nil && now >= sp.start && now < sp.end {
 		return sp
 	}
-	return w.newSpan(slot, period, now)
+	return w.newSpan(slot, period, z, now)
 }
 
-// newSpan computes the window of period open at the reading now, and
-// keeps it in slot unless slot holds a later one.
-func (w *CalendarWindow) newSpan(slot *atomic.Pointer[calendarSpan], period CalendarPeriod, now int64) *calendarSpan {
-	c := w.cal
-	c.Period = period
-	start, end := c.window(w.base.start.Add(time.Duration(now)))
+// newSpan computes the window of period in zone z open at the reading
+// now, and keeps it in slot unless slot holds a later one.
+func (w *CalendarWindow) newSpan(slot *atomic.Pointer[calendarSpan], period CalendarPeriod, z *calendarZone, now int64) *calendarSpan {
+	start, end := z.calendar(period).window(w.base.start.Add(time.Duration(now)))
 	sp := &calendarSpan{start: int64(start.Sub(w.base.start)), end: int64(end.Sub(w.base.start))}
-	sp.policies = policyList(Policy{Limit: int(w.limit), Window: sp.length()}, w.obs.own)
+	sp.policies = policyList(Policy{Limit: int(w.limit), Window: sp.length(), Zone: w.reported(z)}, w.obs.own)
 	if old := slot.Load(); old == nil || old.start <= sp.start {
 		slot.Store(sp)
 	}
@@ -210,10 +246,10 @@ func (w *CalendarWindow) decide(ctx context.Context, key string, n int) (Result,
 	if w == nil || w.windows == nil {
 		return Result{}, nil, errCalendarNotBuilt
 	}
-	limit, period := w.limit, w.cal.Period
+	limit, period, z := w.limit, w.cal.Period, w.zones.own
 	var err error
 	if w.policyFunc != nil {
-		limit, period, err = w.policyFuncRate(ctx, key)
+		limit, period, z, err = w.policyFuncRate(ctx, key)
 	}
 	if err == nil {
 		err = checkCost(n, int(limit))
@@ -221,7 +257,7 @@ func (w *CalendarWindow) decide(ctx context.Context, key string, n int) (Result,
 	if err != nil {
 		policies := w.obs.own
 		if w.policyFunc != nil {
-			policies = policyList(Policy{Limit: int(limit), Window: period.Nominal()}, w.obs.own)
+			policies = policyList(Policy{Limit: int(limit), Window: period.Nominal(), Zone: w.reported(z)}, w.obs.own)
 		}
 		res := Result{Limit: int(limit)}
 		if w.obs.hooks != nil {
@@ -230,9 +266,10 @@ func (w *CalendarWindow) decide(ctx context.Context, key string, n int) (Result,
 		return res, policies, err
 	}
 	reading := w.base.elapsed()
-	sh, now := w.windows.lock(key, reading, calendarMaxNow)
-	sp := w.span(period, now)
-	win, at := sh.lookup(key)
+	tk := w.tableKey(key, period, z)
+	sh, now := w.windows.lock(tk, reading, calendarMaxNow)
+	sp := w.span(period, z, now)
+	win, at := sh.lookup(tk)
 	if win.end <= sp.start || win.count <= 0 {
 		win = openWindow{} // counted in an earlier window, or never
 	}
@@ -240,7 +277,7 @@ func (w *CalendarWindow) decide(ctx context.Context, key string, n int) (Result,
 	if allowed && n > 0 {
 		win.end = sp.end
 		win.count += int64(n)
-		sh.write(key, at, win, win.end)
+		sh.write(tk, at, win, win.end)
 	}
 	sh.mu.Unlock()
 	lag := lagBehind(now, reading)
@@ -251,18 +288,23 @@ func (w *CalendarWindow) decide(ctx context.Context, key string, n int) (Result,
 	if !allowed {
 		res.RetryAfter = res.ResetAfter
 	}
-	policies := w.policiesOf(limit, sp)
+	policies := w.policiesOf(limit, sp, z)
 	if w.obs.hooks != nil {
 		w.obs.report(key, n, oneDecision(res, policies, w.obs.rules), nil, time.Duration(w.base.elapsed()-reading))
 	}
 	return res, policies, nil
 }
 
-// policyFuncRate returns the limit and period of a call for key, for a
-// CalendarWindow built WithPolicyFunc: the limiter's own on an error.
-func (w *CalendarWindow) policyFuncRate(ctx context.Context, key string) (int64, CalendarPeriod, error) {
-	_, limit, period, err := w.policyFunc.resolve(ctx, key)
-	return limit, CalendarPeriod(period), err
+// policyFuncRate returns the limit, period and zone of a call for key,
+// for a CalendarWindow built WithPolicyFunc: the limiter's own on an
+// error.
+func (w *CalendarWindow) policyFuncRate(ctx context.Context, key string) (int64, CalendarPeriod, *calendarZone, error) {
+	p, limit, period, err := w.policyFunc.resolve(ctx, key)
+	z := w.zones.own
+	if err == nil {
+		z = w.policyFunc.zoneOf(p)
+	}
+	return limit, CalendarPeriod(period), z, err
 }
 
 // Refund gives n units back to key's count in the window open now, if it
@@ -300,10 +342,10 @@ func (w *CalendarWindow) settle(ctx context.Context, key string, taken, cost int
 	if w == nil || w.windows == nil {
 		return Result{}, errCalendarNotBuilt
 	}
-	limit, period := w.limit, w.cal.Period
+	limit, period, z := w.limit, w.cal.Period, w.zones.own
 	var err error
 	if w.policyFunc != nil {
-		limit, period, err = w.policyFuncRate(ctx, key)
+		limit, period, z, err = w.policyFuncRate(ctx, key)
 	}
 	if err != nil {
 		return Result{Limit: int(limit)}, err
@@ -313,17 +355,19 @@ func (w *CalendarWindow) settle(ctx context.Context, key string, taken, cost int
 		return Result{Limit: int(limit)}, err
 	}
 	reading := w.base.elapsed()
-	sh, now := w.windows.lock(key, reading, calendarMaxNow)
-	res := w.settleAt(limit, period, sh, key, int64(cost-taken), a, now, lagBehind(now, reading))
+	tk := w.tableKey(key, period, z)
+	sh, now := w.windows.lock(tk, reading, calendarMaxNow)
+	res := w.settleAt(limit, period, z, sh, tk, int64(cost-taken), a, now, lagBehind(now, reading))
 	sh.mu.Unlock()
 	return res, nil
 }
 
-// settleAt counts d more units for key (takes -d off for a negative d) in
-// sh, locked, at limit in windows of period, at its time now read from a
-// clock lag behind it, and returns the key's Result.
-func (w *CalendarWindow) settleAt(limit int64, period CalendarPeriod, sh *tableShard[openWindow], key string, d int64, a adjustment, now, lag int64) Result {
-	sp := w.span(period, now)
+// settleAt counts d more units for key, the table's (see tableKey), (takes
+// -d off for a negative d) in sh, locked, at limit in windows of period in
+// zone z, at its time now read from a clock lag behind it, and returns the
+// key's Result.
+func (w *CalendarWindow) settleAt(limit int64, period CalendarPeriod, z *calendarZone, sh *tableShard[openWindow], key string, d int64, a adjustment, now, lag int64) Result {
+	sp := w.span(period, z, now)
 	win, at := sh.lookup(key)
 	if win.end <= sp.start || win.count <= 0 {
 		win = openWindow{}
@@ -348,12 +392,12 @@ func (w *CalendarWindow) settleAt(limit int64, period CalendarPeriod, sh *tableS
 	return windowRate{limit: limit}.result(true, win, now, lag)
 }
 
-// take decides n at limit in windows of period for a key whose stored
-// window is win, at the shard's time now, without writing: it returns the
-// key's window open now (the zero openWindow if it counted nothing in it),
-// the window after counting n, and whether n is allowed.
-func (w *CalendarWindow) take(limit int64, period CalendarPeriod, win openWindow, now int64, n int) (cur, next openWindow, allowed bool) {
-	sp := w.span(period, now)
+// take decides n at limit in windows of period in zone z for a key whose
+// stored window is win, at the shard's time now, without writing: it
+// returns the key's window open now (the zero openWindow if it counted
+// nothing in it), the window after counting n, and whether n is allowed.
+func (w *CalendarWindow) take(limit int64, period CalendarPeriod, z *calendarZone, win openWindow, now int64, n int) (cur, next openWindow, allowed bool) {
+	sp := w.span(period, z, now)
 	if win.end <= sp.start || win.count <= 0 {
 		win = openWindow{} // counted in an earlier window, or never
 	}
@@ -366,19 +410,33 @@ func (w *CalendarWindow) take(limit int64, period CalendarPeriod, win openWindow
 	return win, next, allowed
 }
 
-// Reset forgets key's count: it is back to its full limit. ctx is not
-// used. It fails only on a nil or zero-value *CalendarWindow, with an
-// error wrapping ErrInvalidConfig.
-func (w *CalendarWindow) Reset(_ context.Context, key string) error {
+// Reset forgets key's count: it is back to its full limit. Built
+// WithPolicyFunc, it forgets the count of the period and zone of the key's
+// policy now (a key counts apart in each, see WithPolicyFunc), which ctx
+// goes to the PolicyFunc to read. It fails on a nil or zero-value
+// *CalendarWindow, with an error wrapping ErrInvalidConfig, and when the
+// key's policy cannot be read.
+func (w *CalendarWindow) Reset(ctx context.Context, key string) error {
 	if w == nil || w.windows == nil {
 		return errCalendarNotBuilt
 	}
 	reading := w.base.elapsed()
-	w.windows.drop(key, reading, calendarMaxNow)
-	if w.obs.adjust != nil {
-		w.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, nil, time.Duration(w.base.elapsed()-reading))
+	tk := key
+	var err error
+	if w.policyFunc != nil {
+		var period CalendarPeriod
+		var z *calendarZone
+		if _, period, z, err = w.policyFuncRate(ctx, key); err == nil {
+			tk = w.tableKey(key, period, z)
+		}
 	}
-	return nil
+	if err == nil {
+		w.windows.drop(tk, reading, calendarMaxNow)
+	}
+	if w.obs.adjust != nil {
+		w.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, err, time.Duration(w.base.elapsed()-reading))
+	}
+	return err
 }
 
 // Policy returns the limit and the nominal length of the calendar's period

@@ -25,8 +25,10 @@ type Part struct {
 	// Key derives the part's key from the key of the call, for a limit on
 	// another subject (the tenant a user belongs to, say); nil means the
 	// call's key. On Redis Cluster every part's Redis key must be in one
-	// hash slot: give the keys the same hash tag, as in "{tenant7}:user42"
-	// and "{tenant7}". Key must be safe for concurrent use.
+	// hash slot: parts on one key are (each limiter puts the key in a hash
+	// tag, see the package doc, Redis keys); keys Key derives need one
+	// hash tag, as in "{tenant7}:user42" and "{tenant7}". Key must be safe
+	// for concurrent use.
 	Key func(key string) string
 	// PerCall makes the part count calls rather than units, for a limit
 	// on requests beside one on their cost (requests and tokens per
@@ -105,6 +107,7 @@ type Composite struct {
 	tight      int         // the part with the smallest limit among those that count units
 	perCall    bool        // every part counts calls
 	shared     bool        // two parts have the same Limiter
+	segmented  bool        // a part's keys name their key's policy (see tableKeys, redisParts.redisKey)
 	local      *localParts // the parts, when in process
 	remote     *redisParts // the parts, when on Redis
 	// keyed holds what a Composite needs when a part was built
@@ -140,7 +143,15 @@ const maxPolicyName = 64
 // Concurrency among Redis limiters, or a RedisConcurrency among in-process
 // ones, included). Redis parts must also decide on one clock: all on the
 // server's TIME, or all WithCallerClock of the same Clock; parts that mix
-// clocks fail with ErrInvalidConfig naming them.
+// clocks fail with ErrInvalidConfig naming them. Parts that could never
+// decide, since both are on the call's key (no Key) and keep every key's
+// state in one place, fail with ErrInvalidConfig naming them: one limiter
+// twice, or two Redis limiters whose Redis keys always coincide (of one
+// kind and configuration, or given one WithKeyPrefix for states that mean
+// the same, see WithKeyPrefix). Parts whose keys may coincide only under
+// some keys' policies (two sliding counters or calendar windows built
+// WithPolicyFunc) are accepted, and a call whose parts' Redis keys are
+// one fails with ErrKeysApart.
 func NewComposite(parts ...Part) (*Composite, error) {
 	const kind = "NewComposite"
 	if len(parts) == 0 {
@@ -172,22 +183,59 @@ func NewComposite(parts ...Part) (*Composite, error) {
 	c.tight, c.perCall = tightest(c.policies)
 	var localErr, remoteErr error
 	if c.local, localErr = newLocalParts(limiters); localErr == nil {
+		if err := c.checkApart(kind, limiters, nil); err != nil {
+			return nil, err
+		}
 		c.shared = sharesALimiter(limiters)
 		c.observers = observers(len(parts), c.local.observer)
 		c.keyed = newKeyedParts(len(parts), c.local.policyFunc, c.local.own, c.local.unit)
+		c.segmented = c.local.segmented()
 		c.settleTight, c.settleLimit = c.settleBound()
 		c.adjusters = adjusters(c.observers)
 		return c, nil
 	}
 	if c.remote, remoteErr = newRedisParts(limiters); remoteErr == nil {
+		if err := c.checkApart(kind, limiters, c.remote.fixedPrefix); err != nil {
+			return nil, err
+		}
 		c.shared = sharesALimiter(limiters)
 		c.observers = observers(len(parts), c.remote.observer)
 		c.keyed = newKeyedParts(len(parts), c.remote.policyFunc, c.remote.own, c.remote.unit)
+		c.segmented = c.remote.segmented()
 		c.settleTight, c.settleLimit = c.settleBound()
 		c.adjusters = adjusters(c.observers)
 		return c, nil
 	}
 	return nil, fmt.Errorf("%w: %s: the parts must be all in-process limiters of this package (%v) or all Redis limiters of this package on one client (%v)", ErrInvalidConfig, kind, localErr, remoteErr)
+}
+
+// checkApart returns an error wrapping ErrInvalidConfig, naming the two
+// parts, when two parts with no Key of their own (both on the call's key)
+// always keep their state in one place, so that every call would fail:
+// they are one limiter, or, when prefix is given (Redis parts), prefix
+// gives each the prefix every one of its Redis keys has before the key's
+// (false for a part whose keys name their key's policy), and the two
+// prefixes are the same.
+func (c *Composite) checkApart(kind string, limiters []Limiter, prefix func(i int) (string, bool)) error {
+	for i, p := range c.parts {
+		for j, q := range c.parts[:i] {
+			if p.Key != nil || q.Key != nil {
+				continue
+			}
+			if limiters[i] == limiters[j] {
+				return fmt.Errorf("%w: %s: parts %q and %q are the same limiter on the same key, so every call would fail; give one of them a Key", ErrInvalidConfig, kind, q.Name, p.Name)
+			}
+			if prefix == nil {
+				continue
+			}
+			a, fixedA := prefix(j)
+			b, fixedB := prefix(i)
+			if fixedA && fixedB && a == b {
+				return fmt.Errorf("%w: %s: parts %q and %q keep every key at the same Redis key (%q and the key), so every call would fail; give them different policies or prefixes (WithKeyPrefix), or one of them a Key", ErrInvalidConfig, kind, q.Name, p.Name, a)
+			}
+		}
+	}
+	return nil
 }
 
 // observers returns the observers of n parts, part i's being of(i), or nil
@@ -423,7 +471,7 @@ func (c *Composite) decideParts(ctx context.Context, key string, n int, call *pa
 		}
 	}
 	if c.local != nil {
-		call.lease = c.local.allow(call.keys, call.costs, call.rates, call.results, call.leased)
+		call.lease = c.local.allow(c.local.tableKeys(call.keys, call.rates), call.costs, call.rates, call.results, call.leased)
 		return bound(call.results), nil
 	}
 	lease, err := c.remote.allow(ctx, call.keys, call.costs, call.rates, call.results, call.leased)
@@ -587,7 +635,7 @@ func (c *Composite) settle(ctx context.Context, key string, taken, cost int, opt
 		}
 	}
 	if c.local != nil {
-		c.local.settle(keys, changes, a, call.rates, results)
+		c.local.settle(c.local.tableKeys(keys, call.rates), changes, a, call.rates, results)
 	} else if err := c.remote.settle(ctx, keys, changes, a, call.rates, results); err != nil {
 		return Result{Limit: call.policies[0].Limit}, err
 	}
@@ -619,11 +667,23 @@ func (c *Composite) reset(ctx context.Context, key string, keys []string) error 
 	if err := c.keys(key, keys); err != nil {
 		return err
 	}
+	var rates []partRate
+	if c.segmented {
+		// A part whose keys name their policy resets the key of its
+		// key's policy now.
+		var buf partsBuffer
+		call := c.newCall(&buf)
+		call.keys = keys
+		if _, err := c.resolve(ctx, &call); err != nil {
+			return err
+		}
+		rates = call.rates
+	}
 	if c.local != nil {
-		c.local.reset(keys)
+		c.local.reset(c.local.tableKeys(keys, rates))
 		return nil
 	}
-	return c.remote.reset(ctx, keys)
+	return c.remote.reset(ctx, keys, rates)
 }
 
 // partKeys returns the parts' keys for key, in order; key for each when

@@ -15,13 +15,13 @@ func windowNowOf(nows []func(Policy) time.Duration, i, n int, l Limiter) []func(
 	case *CalendarWindow:
 		if v != nil && v.windows != nil {
 			now = func(p Policy) time.Duration {
-				return v.span(periodOfNominal(p.Window), max(v.base.elapsed(), 0)).length()
+				return v.span(periodOfNominal(p.Window), v.zoneOf(p), max(v.base.elapsed(), 0)).length()
 			}
 		}
 	case *RedisCalendarWindow:
 		if v.built() {
 			now = func(p Policy) time.Duration {
-				sp := v.span(periodOfNominal(p.Window))
+				sp := v.span(periodOfNominal(p.Window), v.zoneOf(p, nil))
 				return time.Duration(sp.end - sp.start)
 			}
 		}

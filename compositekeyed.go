@@ -8,8 +8,12 @@ import (
 
 // partRate is one part's policy for one call in its engine's numbers: its
 // limit, and its param (in process a schedule's interval or a window's
-// length, in ns; on Redis µs per unit, or a window in ms).
-type partRate struct{ limit, param int64 }
+// length, in ns; on Redis µs per unit, or a window in ms; a calendar
+// window's period), and a calendar window's zone (nil for any other).
+type partRate struct {
+	limit, param int64
+	zone         *calendarZone
+}
 
 // keyedParts is what a Composite keeps when a part was built
 // WithPolicyFunc: each part's PolicyFunc resolver (nil for a part of one
@@ -56,7 +60,7 @@ func (c *Composite) resolve(ctx context.Context, call *partsCall) (int, error) {
 			return i, fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[i].Name, err)
 		}
 		call.policies[i] = NamedPolicy{Name: c.policies[i].Name, Policy: p, PerCall: c.policies[i].PerCall, InFlight: c.policies[i].InFlight}
-		call.rates[i] = partRate{limit: limit, param: param}
+		call.rates[i] = partRate{limit: limit, param: param, zone: t.zoneOf(p)}
 	}
 	call.tight, _ = tightest(call.policies)
 	return 0, nil

@@ -320,7 +320,7 @@ func leaseValue(t *testing.T, v string) (units, expiry int64) {
 func checkHeldKeys(t *testing.T, m *miniredis.Miniredis, prefix string, keys []string, model *heldModel, where string) {
 	t.Helper()
 	for _, key := range keys {
-		k := prefix + key
+		k := storedKey(prefix, key)
 		if !m.Exists(k) {
 			require.Zero(t, model.held(key), "%s: %q holds leases but its key is gone", where, key)
 			continue

@@ -216,11 +216,11 @@ func TestRealRedisABogusUsageCostsAMinuteNotDays(t *testing.T) {
 			// at most two minutes ahead of the server's.
 			prefix := l.(interface{ KeyPrefix() string }).KeyPrefix()
 			if name == "RedisFixedWindow" {
-				count, err := client.Get(ctx, prefix+key).Int64()
+				count, err := client.Get(ctx, storedKey(prefix, key)).Int64()
 				require.NoError(t, err)
 				assert.Equal(t, int64(200), count)
 			} else {
-				assert.LessOrEqual(t, serverTatAhead(t, client, prefix+key), 2*time.Minute)
+				assert.LessOrEqual(t, serverTatAhead(t, client, storedKey(prefix, key)), 2*time.Minute)
 			}
 
 			unbounded, err := build(WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle))

@@ -125,6 +125,14 @@ func stackKinds() []stackKind {
 		require.NoError(t, err)
 		return l
 	}
+	// A key's own zone, 30 s ahead of UTC: its minutes end 30 s after
+	// UTC's, so the schedule crosses none.
+	inAKeysZone := keyedTo(Policy{Limit: limit, Window: time.Minute, Zone: "UTC+000030"})
+	zonedCal := func(t *testing.T, c Clock) stackLimiter {
+		l, err := NewCalendarWindow(limit, Calendar{Period: CalendarMinute}, WithClock(c), inAKeysZone)
+		require.NoError(t, err)
+		return l
+	}
 	inProcess := func(build func(*testing.T, Clock, []Option) stackLimiter, local func(*testing.T, Clock) stackLimiter) func(*testing.T, Hooks) *stackEnv {
 		return func(t *testing.T, h Hooks) *stackEnv {
 			clock := NewFakeClock(stackStart)
@@ -193,6 +201,16 @@ func stackKinds() []stackKind {
 			require.NoError(t, err)
 			return l
 		}, cal)},
+		{"CalendarWindowInAKeysZone", false, 1, inProcess(func(t *testing.T, _ Clock, o []Option) stackLimiter {
+			l, err := NewCalendarWindow(limit, Calendar{Period: CalendarMinute}, append(o, inAKeysZone)...)
+			require.NoError(t, err)
+			return l
+		}, zonedCal)},
+		{"RedisCalendarWindowInAKeysZone", true, 1, onRedis(func(t *testing.T, e *stackEnv, o []Option) stackLimiter {
+			l, err := NewRedisCalendarWindow(e.client, limit, Calendar{Period: CalendarMinute}, append(o, WithClock(e.clock), inAKeysZone)...)
+			require.NoError(t, err)
+			return l
+		}, zonedCal)},
 		{"Composite", false, 2, inProcess(func(t *testing.T, _ Clock, o []Option) stackLimiter {
 			perUser, err := NewSlidingLog(limit, window, o...)
 			require.NoError(t, err)
@@ -242,6 +260,8 @@ var stackAllowed = map[string][]bool{
 	"SlidingLog":     {true, true, false, false, false, false, false, true, false, true, true},
 	"SlidingCounter": {true, true, false, false, false, false, false, false, false, true, false},
 	"CalendarWindow": {true, true, false, false, false, true, true, true, false, false, false},
+	// A key whose zone is 30 s ahead of UTC crosses no minute's end.
+	"CalendarWindowInAKeysZone": {true, true, false, false, false, false, false, false, false, false, false},
 	// The sliding log binds the Composite; the minute of 6 takes the 4
 	// units of its first window and the 4 of its next.
 	"Composite": {true, true, false, false, false, false, false, true, false, true, true},
@@ -257,7 +277,10 @@ var stackLocal = map[string][]int{
 	"SlidingLog":     {3, 5},
 	"SlidingCounter": {3, 5},
 	"CalendarWindow": {3, 4, 9, 10},
-	"Composite":      {3, 5},
+	// Its window lasts the whole schedule: its denial answers every later
+	// call.
+	"CalendarWindowInAKeysZone": {3, 4, 5, 6, 7, 8, 9, 10},
+	"Composite":                 {3, 5},
 }
 
 // stackDecorator is a decorator of the table around a subject.

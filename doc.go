@@ -83,8 +83,11 @@
 // A Composite allows n only when every part allows it, and then takes n from
 // every part; a denial takes nothing from any. A part may derive its key from
 // the call's (a user's tenant). On Redis one script request decides all
-// parts, whose keys must share a hash slot on a cluster ("{acme}:alice",
-// "{acme}"), or the call is refused (ErrKeysApart). One part may be a
+// parts, whose keys must share a hash slot on a cluster: parts on the
+// call's key always do (see Redis keys), and derived keys need one hash
+// tag ("{acme}:alice", "{acme}"), or the call is refused (ErrKeysApart).
+// NewComposite refuses parts on the call's key that keep every key in one
+// place (one limiter twice, two of one configuration). One part may be a
 // Concurrency (in process) or a RedisConcurrency (on Redis), for "5 in
 // flight and 100 a minute": Acquire takes the slot and the rate units
 // together or not at all, and returns the part's Lease. See
@@ -139,6 +142,22 @@
 // sent at most once, never again by go-redis's retries (except through a
 // *redis.AutoPipeliner). WithoutCoalescing sends every decision alone.
 // docs/redis.md has the rest: routing, a caller that gives up, a failed batch.
+//
+// # Redis keys
+//
+// A Redis limiter's key for key is its KeyPrefix, which names its kind and
+// its policy (see WithKeyPrefix), then, for a sliding counter or a
+// calendar window built WithPolicyFunc, the window (period and zone) of
+// the key's policy, then key in a hash tag: "{" + key + "}" for a key
+// with no '}'; the key as it is when it has a hash tag of its own
+// ("{acme}:alice"), unless that tag opens it and ends it or is followed
+// by '#' ("{acme}": "{acme}#{acme}"); otherwise (an empty key, or one
+// with a '}' and no tag) "{" + three letters or digits in its slot + "}#"
+// + key. No two keys share a Redis key, and every Redis key of one key,
+// of any limiter, is in the hash slot the key alone is in (and has the
+// same hash tag on a Ring), so that a Composite's parts on one key need no
+// braces on a cluster; a PolicyFunc and the hooks see the key as given.
+// Two limiters never share a key unless given one prefix on purpose.
 //
 // # Exactness
 //

@@ -59,7 +59,8 @@ func ExampleFleet_Fallback() {
 		_ = f.Beat(ctx) // the heartbeats that follow count all three
 	}
 	fmt.Println("replicas alive:", fleets[0].Live(), fleets[1].Live(), fleets[2].Live())
-	fmt.Println("a share of 30 per second:", fleets[0].Share(ratelimit.Policy{Limit: 30, Window: time.Second}))
+	share := fleets[0].Share(ratelimit.Policy{Limit: 30, Window: time.Second})
+	fmt.Printf("a share of 30 per second: %d per %v\n", share.Limit, share.Window)
 
 	m.SetError("LOADING Redis is loading the dataset in memory") // Redis fails
 	_ = fleets[0].Beat(ctx)                                      // fails: the count stays
@@ -75,7 +76,7 @@ func ExampleFleet_Fallback() {
 	fmt.Println("allowed by the three fallbacks at once:", allowed)
 	// Output:
 	// replicas alive: 3 3 3
-	// a share of 30 per second: {10 1s}
+	// a share of 30 per second: 10 per 1s
 	// replicas alive while Redis fails: 3
 	// allowed by the three fallbacks at once: 30
 }

@@ -82,11 +82,12 @@ func ExampleCalendarWindow() {
 	clock.Advance(2 * time.Hour) // past midnight
 	d, _ := limiter.Decide(ctx, "customer", 1)
 	fmt.Printf("the next day: allowed=%v remaining=%d day of %v\n", d.Allowed, d.Remaining, d.Policy.Window)
-	fmt.Println("its Policy:", limiter.Policy())
+	p := limiter.Policy()
+	fmt.Printf("its Policy: %d per %v\n", p.Limit, p.Window)
 	// Output:
 	// allowed=true remaining=1 day of 25h0m0s, resets in 2h0m0s
 	// allowed=true remaining=0 day of 25h0m0s, resets in 2h0m0s
 	// allowed=false remaining=0 day of 25h0m0s, resets in 2h0m0s
 	// the next day: allowed=true remaining=1 day of 24h0m0s
-	// its Policy: {2 24h0m0s}
+	// its Policy: 2 per 24h0m0s
 }

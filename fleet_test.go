@@ -244,21 +244,21 @@ func TestShareDividesCapacityAndKeepsTheRateShare(t *testing.T) {
 		live int
 		want Policy
 	}{
-		{Policy{10, time.Second}, 1, Policy{10, time.Second}},
-		{Policy{10, time.Second}, 0, Policy{10, time.Second}},
-		{Policy{10, time.Second}, 2, Policy{5, time.Second}},
+		{Policy{Limit: 10, Window: time.Second}, 1, Policy{Limit: 10, Window: time.Second}},
+		{Policy{Limit: 10, Window: time.Second}, 0, Policy{Limit: 10, Window: time.Second}},
+		{Policy{Limit: 10, Window: time.Second}, 2, Policy{Limit: 5, Window: time.Second}},
 		// 3 each, and 10/3 per second each: 3 per 0.9 s.
-		{Policy{10, time.Second}, 3, Policy{3, 900 * time.Millisecond}},
-		{Policy{4, time.Second}, 3, Policy{1, 750 * time.Millisecond}},
+		{Policy{Limit: 10, Window: time.Second}, 3, Policy{Limit: 3, Window: 900 * time.Millisecond}},
+		{Policy{Limit: 4, Window: time.Second}, 3, Policy{Limit: 1, Window: 750 * time.Millisecond}},
 		// Fewer units than replicas: 1 each, at the rate's share.
-		{Policy{2, time.Second}, 3, Policy{1, 1500 * time.Millisecond}},
+		{Policy{Limit: 2, Window: time.Second}, 3, Policy{Limit: 1, Window: 1500 * time.Millisecond}},
 		// Rounded up: 1 s × 3 × 3 / 11 = 818181818.18… ns.
-		{Policy{11, time.Second}, 3, Policy{3, 818181819}},
-		{Policy{100, time.Minute}, 4, Policy{25, time.Minute}},
+		{Policy{Limit: 11, Window: time.Second}, 3, Policy{Limit: 3, Window: 818181819}},
+		{Policy{Limit: 100, Window: time.Minute}, 4, Policy{Limit: 25, Window: time.Minute}},
 		{Policy{}, 3, Policy{}},
 		// Beyond what an in-process clock holds: that bound.
-		{Policy{Limit: 1, Window: time.Duration(1 << 62)}, 4, Policy{1, maxSpan}},
-		{Policy{Limit: 1, Window: 30 * 24 * time.Hour}, 1000, Policy{1, maxSpan}},
+		{Policy{Limit: 1, Window: time.Duration(1 << 62)}, 4, Policy{Limit: 1, Window: maxSpan}},
+		{Policy{Limit: 1, Window: 30 * 24 * time.Hour}, 1000, Policy{Limit: 1, Window: maxSpan}},
 	} {
 		got := sharePolicy(c.p, c.live)
 		assert.Equal(t, c.want, got, "%v over %d", c.p, c.live)
@@ -280,23 +280,23 @@ func TestShareFuncSharesTheKeysPolicy(t *testing.T) {
 	plans := func(_ context.Context, key string) (Policy, error) {
 		switch key {
 		case "pro":
-			return Policy{100, time.Second}, nil
+			return Policy{Limit: 100, Window: time.Second}, nil
 		case "broken":
 			return Policy{}, errors.New("no plan")
 		}
 		return Policy{}, nil
 	}
-	f := a.ShareFunc(Policy{10, time.Second}, plans)
-	for key, want := range map[string]Policy{"pro": {50, time.Second}, "free": {5, time.Second}} {
+	f := a.ShareFunc(Policy{Limit: 10, Window: time.Second}, plans)
+	for key, want := range map[string]Policy{"pro": {Limit: 50, Window: time.Second}, "free": {Limit: 5, Window: time.Second}} {
 		got, err := f(ctx, key)
 		require.NoError(t, err)
 		assert.Equal(t, want, got, key)
 	}
 	_, err := f(ctx, "broken")
 	assert.EqualError(t, err, "no plan")
-	got, err := a.ShareFunc(Policy{10, time.Second}, nil)(ctx, "any")
+	got, err := a.ShareFunc(Policy{Limit: 10, Window: time.Second}, nil)(ctx, "any")
 	require.NoError(t, err)
-	assert.Equal(t, Policy{5, time.Second}, got)
+	assert.Equal(t, Policy{Limit: 5, Window: time.Second}, got)
 }
 
 func TestFallbackMirrorsEachRedisLimiterOnTheShare(t *testing.T) {
@@ -352,7 +352,7 @@ func TestFallbackMirrorsEachRedisLimiterOnTheShare(t *testing.T) {
 		assert.Equal(t, 5, allowed, "%T: 5 more a second later, half of the rate", fb)
 		ps, err := fb.(Decider).Policies(ctx, "k")
 		require.NoError(t, err)
-		assert.Equal(t, Policy{5, time.Second}, ps[0].Policy, "%T", fb)
+		assert.Equal(t, Policy{Limit: 5, Window: time.Second}, ps[0].Policy, "%T", fb)
 	}
 }
 
@@ -366,7 +366,7 @@ func TestFallbackFollowsTheBackendsPolicyFunc(t *testing.T) {
 	}
 	plans := func(_ context.Context, key string) (Policy, error) {
 		if key == "pro" {
-			return Policy{100, time.Second}, nil
+			return Policy{Limit: 100, Window: time.Second}, nil
 		}
 		return Policy{}, nil
 	}
@@ -493,8 +493,8 @@ func TestFallbackOfACompositeSharesEveryPart(t *testing.T) {
 	ps, err := c.Policies(ctx, "t1:u1")
 	require.NoError(t, err)
 	assert.Equal(t, []NamedPolicy{
-		{Name: "requests", Policy: Policy{2, time.Minute}, PerCall: true},
-		{Name: "units", Policy: Policy{50, time.Minute}},
+		{Name: "requests", Policy: Policy{Limit: 2, Window: time.Minute}, PerCall: true},
+		{Name: "units", Policy: Policy{Limit: 50, Window: time.Minute}},
 	}, ps)
 	// Two calls of the tenant's share of requests; then units bind for
 	// another user of the tenant.

@@ -83,7 +83,9 @@ func shareInFlight(p Policy, live int) Policy {
 	if live <= 1 || p.Limit <= 0 {
 		return p
 	}
-	return Policy{Limit: max(p.Limit/live, 1), Window: p.Window}
+	share := p // and its Zone, a calendar window's
+	share.Limit = max(p.Limit/live, 1)
+	return share
 }
 
 // sharePolicy returns one share of p among live replicas. See Fleet.Share.

@@ -25,14 +25,14 @@ func checkOneBadKeyLeavesOtherKeysAlone(t *testing.T, client redis.Cmdable) {
 		require.NoError(t, err)
 		g, err := NewGuard(l, GuardConfig{OnFailure: policy, BreakerFailures: 5, BreakerCoolDown: time.Minute})
 		require.NoError(t, err)
-		require.NoError(t, client.RPush(ctx, l.KeyPrefix()+"list", "a", "b").Err())
-		require.NoError(t, client.HSet(ctx, l.KeyPrefix()+"session", "user", "42", "role", "admin").Err())
+		require.NoError(t, client.RPush(ctx, storedKey(l.KeyPrefix(), "list"), "a", "b").Err())
+		require.NoError(t, client.HSet(ctx, storedKey(l.KeyPrefix(), "session"), "user", "42", "role", "admin").Err())
 
 		for i := 0; i < 10; i++ {
 			for _, bad := range []string{"list", "session"} {
 				res, err := g.Allow(ctx, bad, 1)
 				require.ErrorIs(t, err, ErrCorruptState, "policy %d, key %s", policy, bad)
-				assert.Contains(t, err.Error(), l.KeyPrefix()+bad, "the error names the key")
+				assert.Contains(t, err.Error(), storedKey(l.KeyPrefix(), bad), "the error names the key")
 				assert.False(t, res.Allowed)
 			}
 		}
@@ -45,7 +45,7 @@ func checkOneBadKeyLeavesOtherKeysAlone(t *testing.T, client redis.Cmdable) {
 			allowed = append(allowed, res.Allowed)
 		}
 		assert.Equal(t, []bool{true, true, false}, allowed, "policy %d: the fresh key is decided by Redis", policy)
-		require.NoError(t, client.Del(ctx, l.KeyPrefix()+"list", l.KeyPrefix()+"session", l.KeyPrefix()+"fresh").Err())
+		require.NoError(t, client.Del(ctx, storedKey(l.KeyPrefix(), "list"), storedKey(l.KeyPrefix(), "session"), storedKey(l.KeyPrefix(), "fresh")).Err())
 	}
 }
 

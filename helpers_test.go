@@ -17,6 +17,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
 
@@ -296,3 +297,7 @@ func scheduleStep(capacity int, interval time.Duration, back bool) func(r *rand.
 		return step
 	}
 }
+
+// storedKey returns the Redis key of key under prefix, for a limiter
+// whose keys have no seg of their own (see redisbatch.StoredKey).
+func storedKey(prefix, key string) string { return redisbatch.StoredKey(prefix, "", key) }

@@ -220,18 +220,35 @@ func WithClock(c Clock) Option {
 	}
 }
 
-// WithKeyPrefix sets the string put before every key in Redis: the Redis key is
-// exactly p + key. It applies to the Redis limiters only. Without it, each
-// Redis limiter uses a default prefix naming its algorithm and configuration
-// (DefaultTokenBucketPrefix, DefaultGCRAPrefix or DefaultFixedWindowPrefix
-// followed by "<limit>:<param>:"), so limiters that decide differently never
-// share a key by accident. Limiters given the same p share their keys on
-// purpose, whatever their configurations, so a redeploy with a new limit
-// keeps each key's state: a window's count, and a token bucket's or GCRA's
-// time until full, which is the same units used only while the time per
-// unit is unchanged (5 used of 10 a minute are 50 of 100 a minute). An
-// empty p means keys are used as they are. A
-// limiter's KeyPrefix method returns the prefix in use.
+// WithKeyPrefix sets the string that starts every Redis key of a Redis
+// limiter, in place of its default prefix. It applies to the Redis limiters
+// only. Without it, each Redis limiter uses a default prefix naming its
+// algorithm and configuration (DefaultTokenBucketPrefix and the others,
+// followed by "<limit>:<param>:", or "keyed:<limit>:<param>:" of its own
+// policy when built WithPolicyFunc), so limiters that decide differently
+// never share a key by accident.
+//
+// Given p, a limiter's keys are p, the name of the state its script keeps
+// ("tb", "tb-i" for a token bucket built WithPolicyFunc, "gcra", "gcra-i",
+// "fw", "sl", "sc", "cal", "inflight") and ":", then what its state is read
+// by beyond its limit (a sliding counter's window in ms, a calendar's
+// period and zone, see KeyPrefix), then the key in a hash tag (see the
+// package doc, Redis keys). Limiters given the same p thus share their
+// keys on purpose when their state means the same, whatever their limits,
+// so a redeploy with a new limit keeps each key's state: a window's
+// count, a sliding log's entries, and a token bucket's or GCRA's time
+// until full, which is the same units used only while the time per unit is
+// unchanged (5 used of 10 a minute are 50 of 100 a minute); a fixed
+// window's and a sliding log's window may change too, read as a change of
+// a key's policy is (see WithPolicyFunc). They never share a key across
+// kinds (a GCRA's state and a fixed window's are both a STRING of digits,
+// which the script could not tell apart), nor across the windows of a
+// sliding counter, or the periods, zones or first weekdays of a calendar,
+// whose counts mean nothing in another window. A prefix that starts
+// another limiter's shares nothing by design, but may meet its keys: give
+// distinct limiters prefixes none of which starts another, without braces
+// (a hash tag in a prefix puts all its keys in one slot). A limiter's
+// KeyPrefix method returns what its keys start with.
 func WithKeyPrefix(p string) Option {
 	return func(cfg *config) error {
 		cfg.prefix, cfg.prefixSet = p, true

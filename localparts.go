@@ -73,7 +73,7 @@ func (l *localParts) own(i int) partRate {
 	} else if p.g != nil {
 		return partRate{limit: p.g.limit, param: p.g.window}
 	} else if p.cw != nil {
-		return partRate{limit: p.cw.limit, param: int64(p.cw.cal.Period)}
+		return partRate{limit: p.cw.limit, param: int64(p.cw.cal.Period), zone: p.cw.zones.own}
 	} else if p.n != nil {
 		return partRate{limit: p.n.limit, param: p.n.window}
 	}
@@ -127,6 +127,47 @@ func (l *localParts) counterRateOf(i int, rates []partRate) counterRate {
 		return l.parts[i].n.counterRate
 	}
 	return counterRate{limit: rates[i].limit, window: rates[i].param}
+}
+
+// tableKeys returns the parts' keys, keys, as their tables keep them for a
+// call whose parts' policies are rates (nil: each part's own): keys
+// itself, or a copy when a part's keys name their policy (a calendar
+// window's or a sliding counter's built WithPolicyFunc, see their
+// tableKey).
+func (l *localParts) tableKeys(keys []string, rates []partRate) []string {
+	var out []string
+	for i := range l.parts {
+		p := &l.parts[i]
+		var tk string
+		switch {
+		case p.cw != nil && p.cw.policyFunc != nil:
+			r := l.calendarRateOf(i, rates)
+			tk = p.cw.tableKey(keys[i], CalendarPeriod(r.param), r.zone)
+		case p.n != nil && p.n.policyFunc != nil:
+			tk = p.n.tableKey(keys[i], l.counterRateOf(i, rates).window)
+		default:
+			continue
+		}
+		if out == nil {
+			out = append([]string(nil), keys...)
+		}
+		out[i] = tk
+	}
+	if out == nil {
+		return keys
+	}
+	return out
+}
+
+// segmented reports whether a part's keys name their policy in its table
+// (see tableKeys).
+func (l *localParts) segmented() bool {
+	for i := range l.parts {
+		if p := &l.parts[i]; p.cw != nil && p.cw.policyFunc != nil || p.n != nil && p.n.policyFunc != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // observer returns part i's observer.
@@ -317,7 +358,7 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 			c.now = p.cw.windows.advance(c.wsh, c.reading, calendarMaxNow)
 			var win openWindow
 			win, c.where = c.wsh.lookup(keys[i])
-			c.win, c.nwin, c.allowed = p.cw.take(r.limit, CalendarPeriod(r.param), win, c.now, costs[i])
+			c.win, c.nwin, c.allowed = p.cw.take(r.limit, CalendarPeriod(r.param), r.zone, win, c.now, costs[i])
 		case p.n != nil:
 			c.now = p.n.keys.advance(c.nsh, c.reading, p.n.maxNow)
 			var st counterState
@@ -450,7 +491,7 @@ func (l *localParts) settle(keys []string, changes []int, a adjustment, rates []
 		case p.cw != nil:
 			r := l.calendarRateOf(i, rates)
 			now := p.cw.windows.advance(c.wsh, c.reading, calendarMaxNow)
-			results[i] = p.cw.settleAt(r.limit, CalendarPeriod(r.param), c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
+			results[i] = p.cw.settleAt(r.limit, CalendarPeriod(r.param), r.zone, c.wsh, keys[i], d, a, now, lagBehind(now, c.reading))
 		case p.n != nil:
 			now := p.n.keys.advance(c.nsh, c.reading, p.n.maxNow)
 			results[i] = p.n.settleAt(l.counterRateOf(i, rates), c.nsh, keys[i], d, a, now, lagBehind(now, c.reading))

@@ -17,6 +17,16 @@ type Policy struct {
 	// Window is the time from exhausted to full, or a fixed window's
 	// length; > 0 for every limiter of this package.
 	Window time.Duration
+	// Zone is, in a policy a PolicyFunc gives a calendar window
+	// (CalendarWindow, RedisCalendarWindow), the time zone the key's
+	// windows are cut in: an IANA name ("America/New_York", read with
+	// time.LoadLocation, so the program needs a zone database: the
+	// system's, or time/tzdata), "UTC", or one offset from UTC as
+	// "UTC+0900" or "UTC-0330" ("UTC+hhmmss" with seconds). "" means the
+	// limiter's Calendar's zone, and is what a limiter reports for it.
+	// Every other limiter refuses a policy that sets it, with an error
+	// wrapping ErrInvalidConfig.
+	Zone string
 }
 
 // NamedPolicy is one of the policies a limiter decides by, with its name.

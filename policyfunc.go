@@ -36,19 +36,20 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 //   - FixedWindow, RedisFixedWindow: L per window of W (whole milliseconds
 //     on Redis).
 //   - SlidingCounter, RedisSlidingCounter: L per window of W, the previous
-//     window weighted (whole milliseconds on Redis). A key keeps its
-//     window's start and both counts across a change of W, read at the W
-//     in force, and holds nothing from its start + 2W' on, W' being the
-//     window in force at its last counted request.
+//     window weighted (whole milliseconds on Redis). A key's counts are of
+//     windows of one length, so a key counts apart in each W its policy
+//     gives it (a Redis key, or in process an entry, of its own): a
+//     change of W starts from nothing, and a key that comes back to a W
+//     finds its counts there until they expire (2W after its window
+//     opened). Reset forgets the key in the W of its policy now.
 //   - CalendarWindow, RedisCalendarWindow: L per window of the calendar's
 //     period that W names by its nominal length (1m, 1h, 24h, 168h or
-//     720h; any other W is refused), in the limiter's zone and weeks. When
-//     a key's period changes, its count is kept into the new period's
-//     window open now if the window it counted in had not ended when that
-//     one started (in process) or started at or after it (on Redis, which
-//     keeps a window's start, not its end): the two differ only for a
-//     window that straddles the new one's start (a week across the 1st),
-//     and agree whenever the period stays.
+//     720h; any other W is refused), in the zone Policy.Zone names (""
+//     for the limiter's own) and the limiter's weeks. A count means
+//     nothing in another window, so a key counts apart in each period and
+//     zone its policy gives it: a change of either starts from nothing,
+//     and a key that comes back finds its count while that window lasts.
+//     Reset forgets the key in the period and zone of its policy now.
 //   - Concurrency, RedisConcurrency: L units in flight, in leases of a TTL
 //     of W (see NewConcurrency); a key whose policy changes keeps its
 //     leases, and the new limit and TTL apply to its next Acquire and
@@ -92,10 +93,13 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 // each key's state: in process 8 more bytes per key; on Redis a token
 // bucket's HASH holds tat and interval instead of tat alone, and a GCRA's
 // STRING is "tat:interval" (a fixed window's state is unchanged), under the
-// default prefix's "keyed:" variant (see KeyPrefix), so that it never reads
-// the keys of a limiter without a PolicyFunc, which it would refuse as
-// another state (ErrCorruptState). Memory does not grow with the number of
-// distinct policies: nothing is kept per policy.
+// default prefix's "keyed:" variant, followed by the constructor's policy
+// (see KeyPrefix), so that it never reads the keys of a limiter without a
+// PolicyFunc, which it would refuse as another state (ErrCorruptState),
+// nor those of another limiter of its kind and another policy of its own
+// (a per-second and a per-minute bucket by plan, a daily and a monthly
+// quota). Memory does not grow with the number of distinct policies:
+// nothing is kept per policy.
 //
 // A Composite takes parts built WithPolicyFunc, so that a plan sets
 // requests and tokens per minute in one decision: each such part resolves
@@ -126,6 +130,9 @@ type policyFunc struct {
 	check              func(kind string, p Policy) (limit, param int64, err error)
 	defLimit, defParam int64
 	checked            checkedPolicies // policies check accepted
+	// zones names the zones of a calendar window's policies (Zone);
+	// nil for every other limiter, which refuses a policy with one.
+	zones *zoneNames
 }
 
 // newPolicyFunc returns the policyFunc of f for a limiter called name whose
@@ -160,6 +167,11 @@ func (t *policyFunc) resolveOther(key string, p Policy, err error) (_ Policy, li
 	if err != nil {
 		return t.def, t.defLimit, t.defParam, fmt.Errorf("%w: %s: key %q: %w", ErrPolicy, t.name, key, err)
 	}
+	if p.Zone != "" {
+		if err := t.checkZone(p.Zone); err != nil {
+			return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: key %q: %w", t.name, key, err)
+		}
+	}
 	if limit, param, ok := t.checked.get(p); ok {
 		return p, limit, param, nil
 	}
@@ -168,6 +180,33 @@ func (t *policyFunc) resolveOther(key string, p Policy, err error) (_ Policy, li
 	}
 	t.checked.put(p, limit, param)
 	return p, limit, param, nil
+}
+
+// checkZone returns an error wrapping ErrInvalidConfig for a policy's
+// Zone that the limiter cannot cut windows in: any, for a limiter other
+// than a calendar window, and for one a zone that cannot be read or named
+// (see zoneNames.zone).
+func (t *policyFunc) checkZone(zone string) error {
+	if t.zones == nil {
+		return fmt.Errorf("%w: policy: a Zone (%q) applies to calendar windows only", ErrInvalidConfig, zone)
+	}
+	if _, err := t.zones.zone(zone); err != nil {
+		return fmt.Errorf("%w: policy: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// zoneOf returns the zone of p, a policy resolve gave, for a calendar
+// window (the limiter's own for a p without Zone); nil for any other
+// limiter.
+func (t *policyFunc) zoneOf(p Policy) *calendarZone {
+	if t.zones == nil {
+		return nil
+	}
+	if z, err := t.zones.zone(p.Zone); err == nil {
+		return z
+	}
+	return t.zones.own
 }
 
 // takenBound is the most units a Refund or Settle may say a call took on

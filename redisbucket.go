@@ -26,8 +26,8 @@ const DefaultTokenBucketPrefix = "ratelimit:tb:"
 // gathered and decided together by one script call (one per hash slot on a
 // cluster), in order, each with exactly the Result it would have had alone
 // (see "Coalescing" in the package documentation, and WithoutCoalescing).
-// Each key is one HASH at KeyPrefix()+key with exactly one field, tat: the
-// server time, in integer microseconds, at which the bucket is full again
+// Each key is one HASH at its Redis key (see KeyPrefix) with exactly one
+// field, tat: the server time, in integer microseconds, at which the bucket is full again
 // (the bucket kept as the GCRA it decides as: at time t it holds
 // (capacity·interval − (tat − t))/interval tokens), and a TTL equal to the
 // time until then (whole ms, rounded up): a key that has expired is a full
@@ -122,13 +122,13 @@ func (b *RedisTokenBucket) Policies(ctx context.Context, key string) ([]NamedPol
 	return b.r.policies(ctx, key)
 }
 
-// KeyPrefix returns the string b puts before every key: the Redis key of key
-// is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or else
-// DefaultTokenBucketPrefix + "<capacity>:<interval>:", with the time per token
-// in whole microseconds.
-// Built WithPolicyFunc (and without WithKeyPrefix), it is DefaultTokenBucketPrefix +
-// "keyed:", whatever the constructor's parameters: its keys keep their
-// own policy's numbers.
+// KeyPrefix returns what every Redis key of b starts with: the Redis key
+// of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
+// keys). It is DefaultTokenBucketPrefix + "<capacity>:<interval>:", with
+// the time per token in whole microseconds; built WithPolicyFunc,
+// DefaultTokenBucketPrefix + "keyed:<capacity>:<interval>:" of the
+// constructor's parameters, its keys keeping their own policy's numbers;
+// given WithKeyPrefix(p), p + "tb:" (p + "tb-i:" built WithPolicyFunc).
 // It is "" for a nil *RedisTokenBucket.
 func (b *RedisTokenBucket) KeyPrefix() string {
 	if b == nil {

@@ -60,7 +60,7 @@ func TestRedisTokenBucketPeekCreatesNoKey(t *testing.T) {
 	res, err := l.Allow(context.Background(), "k", 0)
 	require.NoError(t, err)
 	assert.Equal(t, Result{Allowed: true, Limit: 3, Remaining: 3}, res)
-	assert.False(t, m.Exists(l.KeyPrefix()+"k"))
+	assert.False(t, m.Exists(storedKey(l.KeyPrefix(), "k")))
 	assert.Empty(t, m.Keys())
 }
 
@@ -70,14 +70,14 @@ func TestRedisTokenBucketKeyAndTTL(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.Allow(context.Background(), "user:1", 2)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"app:user:1"}, m.Keys(), "the Redis key is exactly prefix + key")
+	assert.Equal(t, []string{"app:tb:{user:1}"}, m.Keys(), "the Redis key is the prefix, the state's name and the key in a hash tag")
 	// 2 tokens are 666666 µs from full: 666.666 ms, rounded up.
-	assert.Equal(t, 667*time.Millisecond, m.TTL("app:user:1"))
+	assert.Equal(t, 667*time.Millisecond, m.TTL("app:tb:{user:1}"))
 	// Full again 2 tokens of 333333 µs after the server's time, in µs.
-	fields, err := m.HKeys("app:user:1")
+	fields, err := m.HKeys("app:tb:{user:1}")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"tat"}, fields)
-	assert.Equal(t, strconv.FormatInt(epoch.UnixMicro()+2*333333, 10), m.HGet("app:user:1", "tat"))
+	assert.Equal(t, strconv.FormatInt(epoch.UnixMicro()+2*333333, 10), m.HGet("app:tb:{user:1}", "tat"))
 }
 
 func TestRedisTokenBucketRefusesABucketKeptAsCreditAndLastRefill(t *testing.T) {
@@ -107,13 +107,13 @@ func TestRedisTokenBucketRefusesABucketKeptAsCreditAndLastRefill(t *testing.T) {
 		{"last_refill far ahead of the clock", "0", now + 1<<52},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m.HSet("app:k", "credit", tc.credit, "last_refill", us(tc.last))
-			m.SetTTL("app:k", time.Hour)
-			before := snapshotKey(t, client, "app:k")
+			m.HSet("app:tb:{k}", "credit", tc.credit, "last_refill", us(tc.last))
+			m.SetTTL("app:tb:{k}", time.Hour)
+			before := snapshotKey(t, client, "app:tb:{k}")
 			for _, n := range []int{1, 0} {
 				res, err := l.Allow(ctx, "k", n)
 				require.ErrorIs(t, err, ErrCorruptState, "n = %d", n)
-				assert.Contains(t, err.Error(), `"app:k"`, "the error names the key")
+				assert.Contains(t, err.Error(), `"app:tb:{k}"`, "the error names the key")
 				assert.Equal(t, Result{Limit: 5}, res)
 			}
 			_, err := l.Refund(ctx, "k", 1)
@@ -121,8 +121,8 @@ func TestRedisTokenBucketRefusesABucketKeptAsCreditAndLastRefill(t *testing.T) {
 			res, err := c.Allow(ctx, "k", 1)
 			require.ErrorIs(t, err, ErrCorruptState, "a Composite")
 			assert.False(t, res.Allowed)
-			requireUnchanged(t, client, "app:k", before)
-			assert.False(t, m.Exists("win:k"), "the Composite's other part took nothing")
+			requireUnchanged(t, client, "app:tb:{k}", before)
+			assert.False(t, m.Exists("win:fw:{k}"), "the Composite's other part took nothing")
 		})
 	}
 }
@@ -181,25 +181,26 @@ func TestRedisTokenBucketRejectsMalformedReplies(t *testing.T) {
 }
 
 func TestRedisTokenBucketLeavesAnApplicationHashAlone(t *testing.T) {
-	// Keys used as they are: a session HASH of the application's own is
-	// not a bucket, so it is neither written into nor given a TTL.
+	// A session HASH of the application's own where the bucket's key would
+	// be is not a bucket, so it is neither written into nor given a TTL.
 	m, client, advance := miniredisClock(t)
 	l, err := NewRedisTokenBucket(client, 3, 1, WithKeyPrefix(""))
 	require.NoError(t, err)
-	m.HSet("session:42", "user", "alice", "role", "admin")
+	const session = "tb:{session:42}" // the bucket's key of "session:42"
+	m.HSet(session, "user", "alice", "role", "admin")
 	for _, n := range []int{1, 0} {
 		res, err := l.Allow(context.Background(), "session:42", n)
 		require.ErrorIs(t, err, ErrCorruptState)
-		assert.Contains(t, err.Error(), `"session:42"`, "the error names the key")
+		assert.Contains(t, err.Error(), `"tb:{session:42}"`, "the error names the key")
 		assert.Equal(t, Result{Limit: 3}, res)
 	}
 	advance(time.Second)
-	fields, err := m.HKeys("session:42")
+	fields, err := m.HKeys(session)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"role", "user"}, fields)
-	assert.Equal(t, "alice", m.HGet("session:42", "user"))
-	assert.Equal(t, "admin", m.HGet("session:42", "role"))
-	assert.Zero(t, m.TTL("session:42"), "still no TTL")
+	assert.Equal(t, "alice", m.HGet(session, "user"))
+	assert.Equal(t, "admin", m.HGet(session, "role"))
+	assert.Zero(t, m.TTL(session), "still no TTL")
 }
 
 func TestNewRedisTokenBucketRejectsBadConfig(t *testing.T) {

@@ -3,8 +3,6 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
@@ -15,9 +13,10 @@ import (
 // unless WithKeyPrefix gives one: the default prefix is
 // DefaultCalendarPrefix + "<limit>:<period>:<zone>:", for example
 // "ratelimit:cal:1000:day:Europe/Berlin:", with the first weekday after
-// the period for weeks ("ratelimit:cal:10:week-monday:UTC:"). Calendars
-// that decide differently thus never share a key by accident; see
-// KeyPrefix.
+// the period for weeks ("ratelimit:cal:10:week-monday:UTC:") and the zone
+// by its name in keys (see Calendar: "UTC+0900" for a zone of that one
+// offset). Calendars that decide differently thus never share a key by
+// accident; see KeyPrefix.
 const DefaultCalendarPrefix = "ratelimit:cal:"
 
 // RedisCalendarWindow is a counter per key in windows aligned to the wall
@@ -38,8 +37,8 @@ const DefaultCalendarPrefix = "ratelimit:cal:"
 // more than a window apart), the call fails with an error wrapping
 // ErrBackend that says "clock skew", and nothing is written.
 //
-// Each key is one STRING at KeyPrefix()+key, "start:count": the start of
-// the window it counted in (µs of Unix time) and its count, with a PX TTL
+// Each key is one STRING at its Redis key (see KeyPrefix), "start:count":
+// the start of the window it counted in (µs of Unix time) and its count, with a PX TTL
 // until that window ends (whole ms rounded up). A count of a window that
 // has ended counts 0, also during the millisecond in which Redis still
 // keeps its key. A key holding anything else is left exactly as it is,
@@ -60,7 +59,7 @@ type RedisCalendarWindow struct {
 	r     redisLimiter
 	cal   Calendar
 	clock Clock
-	cur   [CalendarMonth + 1]atomic.Pointer[redisCalendarSpan] // per period, the window last seen
+	zones *zoneNames // its own zone's and its keys' policies', each with the windows last seen in it
 }
 
 // redisCalendarSpan is one window of a RedisCalendarWindow's calendar on
@@ -85,11 +84,14 @@ type redisCalendarSpan struct {
 // decision itself uses the server's TIME). By default the key prefix is
 // DefaultCalendarPrefix + "<limit>:<period>:<zone>:" (see KeyPrefix). Its
 // Policy is limit per the period's nominal length (see
-// CalendarPeriod.Nominal). It returns an error wrapping ErrInvalidConfig
-// for a nil client, a limit <= 0 or above 2^52 (beyond which the script
-// cannot count exactly), a Calendar whose Period is not one of the
-// constants or whose FirstWeekday is not a weekday, or an option that does
-// not apply.
+// CalendarPeriod.Nominal). Built WithPolicyFunc, each key's policy may
+// give it a zone of its own (Policy.Zone), in which its windows are cut.
+// It returns an error wrapping ErrInvalidConfig for a nil client, a limit
+// <= 0 or above 2^52 (beyond which the script cannot count exactly), a
+// Calendar whose Period is not one of the constants or whose FirstWeekday
+// is not a weekday, or whose Location its keys cannot name surely (see
+// Calendar; the error names the zone, and for time.Local says to pass
+// time.LoadLocation("Area/City")), or an option that does not apply.
 func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts ...Option) (*RedisCalendarWindow, error) {
 	const kind = "NewRedisCalendarWindow"
 	if err := cal.check(kind); err != nil {
@@ -99,10 +101,11 @@ func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts
 	if _, _, err := checkRedisCalendar(kind, policy); err != nil {
 		return nil, err
 	}
-	period := cal.Period.String()
-	if cal.Period == CalendarWeek {
-		period += "-" + strings.ToLower(cal.FirstWeekday.String())
+	zones, err := newZoneNames(cal, false)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, kind, err)
 	}
+	ownSeg := zones.own.segs[cal.Period]
 	r, err := newRedisLimiter(client, redisParams{
 		constructor:    kind,
 		name:           "Redis calendar window",
@@ -113,12 +116,16 @@ func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts
 		limit:          limit,
 		param:          int64(cal.Period),
 		window:         policy.Window,
-		prefixTail:     fmt.Sprintf("%d:%s:%s:", limit, period, cal.prefixName(false)),
-		keyedTail:      cal.prefixName(true) + ":",
+		tail:           fmt.Sprintf("%d:%s", limit, ownSeg),
+		keyedTail:      fmt.Sprintf("%d:%s:", limit, cal.Period),
+		ownSeg:         ownSeg,
 		clocked:        true,
 	}, opts)
 	if err != nil {
 		return nil, err
+	}
+	if r.policyFunc != nil {
+		r.policyFunc.zones = zones
 	}
 	cfg, err := applyOptions(kind, onRedisClocked, opts)
 	if err != nil {
@@ -132,7 +139,7 @@ func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts
 	if !cfg.clockSet && r.clock != nil {
 		clock = r.clock
 	}
-	return &RedisCalendarWindow{r: r, cal: cal, clock: clock}, nil
+	return &RedisCalendarWindow{r: r, cal: cal, clock: clock, zones: zones}, nil
 }
 
 // errRedisCalendarNotBuilt is the error of a call on a nil or zero-value
@@ -142,22 +149,22 @@ var errRedisCalendarNotBuilt = notBuilt("RedisCalendarWindow")
 // built reports whether w was made by NewRedisCalendarWindow.
 func (w *RedisCalendarWindow) built() bool { return w != nil && w.r.client != nil }
 
-// span returns the window of period that holds the client clock's now.
-func (w *RedisCalendarWindow) span(period CalendarPeriod) *redisCalendarSpan {
+// span returns the window of period in zone z that holds the client
+// clock's now.
+func (w *RedisCalendarWindow) span(period CalendarPeriod, z *calendarZone) *redisCalendarSpan {
 	now := w.clock.Now()
 	ns := now.UnixNano()
-	slot := &w.cur[period]
+	slot := &z.rcur[period]
 	if sp := slot.Load(); sp != nil && ns >= sp.start && ns < sp.end {
 		return sp
 	}
-	c := w.cal
-	c.Period = period
+	c := z.calendar(period)
 	start, end := c.window(now)
 	prev, _ := c.window(start.Add(-1))
 	_, next := c.window(end)
 	bounds := [4]int64{prev.UnixMicro(), start.UnixMicro(), end.UnixMicro(), next.UnixMicro()}
 	sp := &redisCalendarSpan{start: start.UnixNano(), end: end.UnixNano(), own: redisbatch.NewCalendarLimit(int64(w.r.limit), bounds)}
-	sp.policies = policyList(Policy{Limit: w.r.limit, Window: end.Sub(start)}, w.r.obs.own)
+	sp.policies = policyList(Policy{Limit: w.r.limit, Window: end.Sub(start), Zone: w.reported(z)}, w.r.obs.own)
 	if w.r.policyFunc != nil {
 		sp.limits = redisbatch.NewCalendarLimitCache(bounds)
 	}
@@ -167,31 +174,67 @@ func (w *RedisCalendarWindow) span(period CalendarPeriod) *redisCalendarSpan {
 	return sp
 }
 
-// limitOf returns the script's limit of limit in the window sp.
+// limitOf returns the script's limit of limit in the window sp, of
+// period.
 func (w *RedisCalendarWindow) limitOf(sp *redisCalendarSpan, limit int, period CalendarPeriod) *redisbatch.Limit {
-	if limit == w.r.limit && period == w.cal.Period {
+	if limit == w.r.limit {
 		return sp.own
 	}
 	return sp.limits.Get(int64(limit), int64(period))
 }
 
-// policiesOf returns the one policy of a call of limit in the window sp.
-func (w *RedisCalendarWindow) policiesOf(sp *redisCalendarSpan, limit int) []NamedPolicy {
+// policiesOf returns the one policy of a call of limit in the window sp,
+// of zone z.
+func (w *RedisCalendarWindow) policiesOf(sp *redisCalendarSpan, limit int, z *calendarZone) []NamedPolicy {
 	if limit == w.r.limit {
 		return sp.policies
 	}
-	return policyList(Policy{Limit: limit, Window: time.Duration(sp.end - sp.start)}, w.r.obs.own)
+	return policyList(Policy{Limit: limit, Window: time.Duration(sp.end - sp.start), Zone: w.reported(z)}, w.r.obs.own)
 }
 
-// rate returns the limit and period of key's calls: the limiter's own, or
-// the key's for a limiter built WithPolicyFunc (the limiter's own on an
-// error).
-func (w *RedisCalendarWindow) rate(ctx context.Context, key string) (int, CalendarPeriod, error) {
-	if w.r.policyFunc == nil {
-		return w.r.limit, w.cal.Period, nil
+// reported returns the Zone a policy of zone z reports: "" for the
+// limiter's own zone, the name a key's policy gave otherwise.
+func (w *RedisCalendarWindow) reported(z *calendarZone) string {
+	if z == w.zones.own {
+		return ""
 	}
-	_, limit, period, err := w.r.policyFunc.resolve(ctx, key)
-	return int(limit), CalendarPeriod(period), err
+	return z.given
+}
+
+// rate returns the limit, period and zone of key's calls: the limiter's
+// own, or the key's for a limiter built WithPolicyFunc (the limiter's own
+// on an error).
+func (w *RedisCalendarWindow) rate(ctx context.Context, key string) (int, CalendarPeriod, *calendarZone, error) {
+	if w.r.policyFunc == nil {
+		return w.r.limit, w.cal.Period, w.zones.own, nil
+	}
+	p, limit, period, err := w.r.policyFunc.resolve(ctx, key)
+	return int(limit), CalendarPeriod(period), w.zoneOf(p, err), err
+}
+
+// zoneOf returns the zone of p, a key's policy resolved with err: the
+// limiter's own when p has no Zone of its own or on an error (a zone that
+// cannot be read or named fails the policy's resolve first).
+func (w *RedisCalendarWindow) zoneOf(p Policy, err error) *calendarZone {
+	if err != nil || p.Zone == "" {
+		return w.zones.own
+	}
+	if z, err := w.zones.zone(p.Zone); err == nil {
+		return z
+	}
+	return w.zones.own
+}
+
+// redisKey returns the Redis key of key for a call of period in zone z:
+// the prefix, for a limiter built WithPolicyFunc the seg of the period and
+// zone (the prefix of any other has its own), and key in a hash tag (see
+// redisbatch.StoredKey).
+func (w *RedisCalendarWindow) redisKey(key string, period CalendarPeriod, z *calendarZone) string {
+	seg := ""
+	if w.r.policyFunc != nil {
+		seg = z.segs[period]
+	}
+	return redisbatch.StoredKey(w.r.prefix, seg, key)
 }
 
 // decide decides n for key and returns the policies of its Decision.
@@ -199,20 +242,20 @@ func (w *RedisCalendarWindow) decide(ctx context.Context, key string, n int) (Re
 	if ctx == nil {
 		return Result{Limit: w.r.limit}, w.r.obs.own, fmt.Errorf("ratelimit: %s: %w", w.r.name, errNilContext)
 	}
-	limit, period, err := w.rate(ctx, key)
+	limit, period, z, err := w.rate(ctx, key)
 	if err == nil {
 		err = checkCost(n, limit)
 	}
 	if err != nil {
 		policies := w.r.obs.own
 		if w.r.policyFunc != nil {
-			policies = policyList(Policy{Limit: limit, Window: period.Nominal()}, w.r.obs.own)
+			policies = policyList(Policy{Limit: limit, Window: period.Nominal(), Zone: w.reported(z)}, w.r.obs.own)
 		}
 		return Result{Limit: limit}, policies, err
 	}
-	sp := w.span(period)
-	res, err := w.r.request(&redisbatch.Request{Ctx: ctx, Key: w.r.prefix + key, N: n, Limit: w.limitOf(sp, limit, period)}, limit)
-	return res, w.policiesOf(sp, limit), err
+	sp := w.span(period, z)
+	res, err := w.r.request(&redisbatch.Request{Ctx: ctx, Key: w.redisKey(key, period, z), N: n, Limit: w.limitOf(sp, limit, period)}, limit)
+	return res, w.policiesOf(sp, limit, z), err
 }
 
 // Allow counts n against key's count in the window open now in Redis if
@@ -253,18 +296,23 @@ func (w *RedisCalendarWindow) Policies(ctx context.Context, key string) ([]Named
 	if !w.built() {
 		return nil, errRedisCalendarNotBuilt
 	}
-	limit, period, err := w.rate(ctx, key)
-	return w.policiesOf(w.span(period), limit), err
+	limit, period, z, err := w.rate(ctx, key)
+	return w.policiesOf(w.span(period, z), limit, z), err
 }
 
-// KeyPrefix returns the string w puts before every key: the Redis key of
-// key is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or
-// else DefaultCalendarPrefix + "<limit>:<period>:<zone>:" (the period
-// "minute", "hour", "day", "week-<first weekday>" or "month", the zone its
-// name, such as "UTC" or "Europe/Berlin", braces replaced by "_"). Built
-// WithPolicyFunc (and without WithKeyPrefix), it is DefaultCalendarPrefix
-// + "keyed:<zone>:<first weekday>:", whatever the constructor's limit and
-// period. It is "" for a nil *RedisCalendarWindow.
+// KeyPrefix returns what every Redis key of w starts with: the Redis key
+// of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
+// keys), with, built WithPolicyFunc, the period and zone of the key's
+// policy between the two ("<period>:<zone>:"), since a count means
+// nothing in another window. The period is "minute", "hour", "day",
+// "week-<first weekday>" or "month", and the zone its name in keys (see
+// Calendar): "UTC", an offset such as "UTC+0900", or an IANA name such as
+// "Europe/Berlin". It is DefaultCalendarPrefix +
+// "<limit>:<period>:<zone>:"; built WithPolicyFunc, DefaultCalendarPrefix
+// + "keyed:<limit>:<period>:" of the constructor's limit and period
+// (without its weekday); given WithKeyPrefix(p), p + "cal:" and, but for a
+// limiter built WithPolicyFunc, "<period>:<zone>:". It is "" for a nil
+// *RedisCalendarWindow.
 func (w *RedisCalendarWindow) KeyPrefix() string {
 	if w == nil {
 		return ""
@@ -325,7 +373,7 @@ func (w *RedisCalendarWindow) settle(ctx context.Context, key string, taken, cos
 	if ctx == nil {
 		return Result{Limit: w.r.limit}, fmt.Errorf("ratelimit: %s: %w", w.r.name, errNilContext)
 	}
-	limit, period, err := w.rate(ctx, key)
+	limit, period, z, err := w.rate(ctx, key)
 	if err != nil {
 		return Result{Limit: limit}, err
 	}
@@ -333,8 +381,8 @@ func (w *RedisCalendarWindow) settle(ctx context.Context, key string, taken, cos
 	if err != nil {
 		return Result{Limit: limit}, err
 	}
-	sp := w.span(period)
-	p := &redisbatch.Request{Ctx: ctx, Key: w.r.prefix + key, N: cost - taken, Limit: w.limitOf(sp, limit, period)}
+	sp := w.span(period, z)
+	p := &redisbatch.Request{Ctx: ctx, Key: w.redisKey(key, period, z), N: cost - taken, Limit: w.limitOf(sp, limit, period)}
 	settleRequest(w.r.send, p, a, w.r.clock)
 	if a.hasTaken {
 		p.Settlement.Age = w.age(a.takenAt)
@@ -370,12 +418,17 @@ func (w *RedisCalendarWindow) Reset(ctx context.Context, key string) error {
 	return err
 }
 
-// reset empties key.
+// reset empties key: its Redis key under its policy now, for a limiter
+// built WithPolicyFunc, whose keys name their period and zone.
 func (w *RedisCalendarWindow) reset(ctx context.Context, key string) error {
 	if ctx == nil {
 		return fmt.Errorf("ratelimit: %s: %w", w.r.name, errNilContext)
 	}
-	p := &redisbatch.Request{Ctx: ctx, Key: w.r.prefix + key, Op: redisbatch.Reset, Limit: w.span(w.cal.Period).own}
-	_, err := w.r.request(p, w.r.limit)
+	_, period, z, err := w.rate(ctx, key)
+	if err != nil {
+		return err
+	}
+	p := &redisbatch.Request{Ctx: ctx, Key: w.redisKey(key, period, z), Op: redisbatch.Reset, Limit: w.span(period, z).own}
+	_, err = w.r.request(p, w.r.limit)
 	return err
 }

@@ -90,7 +90,7 @@ func TestRedisSettleWithATokenAppliesOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 8, parts[0].Remaining)
 	assert.Equal(t, 1, parts[1].Remaining)
-	assert.True(t, m.Exists("ratelimit:settled:{ratelimit:tb:10:100000:bob}:req-1"), m.Keys())
+	assert.True(t, m.Exists("ratelimit:settled:28:ratelimit:tb:10:100000:{bob}:req-1"), m.Keys())
 }
 
 func TestRedisFixedWindowRefundsOnlyIntoTheWindowThatTookThem(t *testing.T) {

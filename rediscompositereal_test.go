@@ -45,7 +45,7 @@ func TestRealRedisSettleWithATokenAppliesOnceAfterALostReply(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 60, res.Remaining)
 
-	ttl, err := client.PTTL(ctx, "ratelimit:settled:{ratelimit:tb:100:1000000000:llm}:request-7").Result()
+	ttl, err := client.PTTL(ctx, "ratelimit:settled:33:ratelimit:tb:100:1000000000:{llm}:request-7").Result()
 	require.NoError(t, err)
 	assert.InDelta(t, float64(SettleTokenTTL), float64(ttl), float64(5*time.Second), "the token is remembered for SettleTokenTTL")
 

@@ -42,8 +42,8 @@ const DefaultConcurrencyPrefix = "ratelimit:inflight:"
 // Time is the server's TIME, in whole microseconds. Each Acquire, Release
 // and Extend is one request of the batch script, an atomic step on the
 // server, coalesced with the limiter's other calls as the other Redis
-// limiters' are (WithoutCoalescing sends each alone). A key at
-// KeyPrefix()+key that holds one lease is a STRING of it (its name, units
+// limiters' are (WithoutCoalescing sends each alone). A key whose Redis
+// key (see KeyPrefix) holds one lease is a STRING of it (its name, units
 // and expiry), written in one call, with a TTL until it expires; a key
 // given a second lease becomes a HASH of the units its leases hold, the
 // earliest and latest of their expiries, and a field per lease (its units
@@ -120,12 +120,12 @@ func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, op
 	own := redisbatch.NewLimit(redisbatch.Concurrency, int64(limit), micros)
 	r := redisLimiter{
 		name: "RedisConcurrency", client: client, limit: limit, own: own,
-		prefix: fmt.Sprintf("%s%d:%d:", DefaultConcurrencyPrefix, limit, micros),
-		obs:    newInFlightObserver(cfg, kind, policy),
-		clock:  cfg.callerClock,
-	}
-	if cfg.prefixSet {
-		r.prefix = cfg.prefix
+		prefix: redisPrefix(redisParams{
+			kind: redisbatch.Concurrency, policyFuncKind: redisbatch.Concurrency,
+			defaultPrefix: DefaultConcurrencyPrefix, limit: limit, param: micros,
+		}, cfg),
+		obs:   newInFlightObserver(cfg, kind, policy),
+		clock: cfg.callerClock,
 	}
 	if r.policyFunc, err = newPolicyFunc(cfg.policyFunc, r.name, policy, checkRedisInFlight); err != nil {
 		return nil, err
@@ -135,9 +135,6 @@ func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, op
 		limits = nil // each request carries its key's
 		r.limits = redisbatch.NewLimitCache(redisbatch.Concurrency)
 		r.resetLimit = r.limits.Get(r.policyFunc.defLimit, r.policyFunc.defParam)
-		if !cfg.prefixSet {
-			r.prefix = DefaultConcurrencyPrefix + policyFuncPrefix
-		}
 	}
 	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock)
 	c := &RedisConcurrency{r: r}
@@ -216,12 +213,13 @@ func (c *RedisConcurrency) Policy() Policy {
 	return c.r.obs.policy
 }
 
-// KeyPrefix returns the string c puts before every key: the Redis key of
-// key is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or
-// else DefaultConcurrencyPrefix + "<limit>:<ttl>:", the TTL in whole
-// microseconds. Built WithPolicyFunc (and without WithKeyPrefix), it is
-// DefaultConcurrencyPrefix + "keyed:", whatever the constructor's
-// parameters. It is "" for a nil *RedisConcurrency.
+// KeyPrefix returns what every Redis key of c starts with: the Redis key
+// of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
+// keys). It is DefaultConcurrencyPrefix + "<limit>:<ttl>:", the TTL in
+// whole microseconds; built WithPolicyFunc, DefaultConcurrencyPrefix +
+// "keyed:<limit>:<ttl>:" of the constructor's parameters; given
+// WithKeyPrefix(p), p + "inflight:". It is "" for a nil
+// *RedisConcurrency.
 func (c *RedisConcurrency) KeyPrefix() string {
 	if c == nil {
 		return ""
@@ -281,7 +279,7 @@ func (c *RedisConcurrency) take(ctx context.Context, key string, n int, leased b
 	if err != nil {
 		return Lease{}, Result{Limit: limit}, p, err
 	}
-	req := &redisbatch.Request{Ctx: ctx, Key: c.r.prefix + key, N: n, Limit: lim}
+	req := &redisbatch.Request{Ctx: ctx, Key: c.r.redisKey(key, 0), N: n, Limit: lim}
 	var id uint64
 	if n > 0 {
 		id = c.seq.Add(1)
@@ -359,7 +357,7 @@ func (c *RedisConcurrency) leaseOp(ctx context.Context, op redisbatch.Op, l Leas
 	if ctx == nil {
 		return false, fmt.Errorf("ratelimit: %s: %w", c.r.name, errNilContext)
 	}
-	p := &redisbatch.Request{Ctx: ctx, Key: c.r.prefix + l.key, Op: op, Limit: lim, Lease: c.leaseName(l.id)}
+	p := &redisbatch.Request{Ctx: ctx, Key: c.r.redisKey(l.key, 0), Op: op, Limit: lim, Lease: c.leaseName(l.id)}
 	v, err := c.r.verdict(p)
 	if err != nil {
 		return false, err

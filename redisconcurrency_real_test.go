@@ -194,7 +194,7 @@ func TestRealRedisConcurrencyUnitsOfAClosedClientComeBackAtTheTTL(t *testing.T) 
 func checkComesBackAtExpiry(t *testing.T, client *redis.Client, c *RedisConcurrency, key string) {
 	t.Helper()
 	ctx := context.Background()
-	one, err := client.Get(ctx, c.KeyPrefix()+key).Result()
+	one, err := client.Get(ctx, storedKey(c.KeyPrefix(), key)).Result()
 	require.NoError(t, err, "a key of one lease is a STRING")
 	_, value, _ := strings.Cut(one, ":")
 	_, expiry := leaseValue(t, value)

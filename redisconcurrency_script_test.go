@@ -69,7 +69,7 @@ func TestCompositeRequestOfAConcurrencyPartIsReleasedByThePart(t *testing.T) {
 		acquire := func() (Lease, []Result) {
 			id := jobs.seq.Add(1)
 			p := &redisbatch.Request{
-				Ctx: ctx, Key: jobs.KeyPrefix() + key, More: []string{rate.KeyPrefix() + key},
+				Ctx: ctx, Key: storedKey(jobs.KeyPrefix(), key), More: []string{storedKey(rate.KeyPrefix(), key)},
 				Costs: []int{1, 1}, Lease: jobs.leaseName(id),
 			}
 			if keyed {

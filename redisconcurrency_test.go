@@ -19,7 +19,7 @@ func TestRedisConcurrencyHoldsAtMostItsLimitUntilReleased(t *testing.T) {
 	m, client, advance := miniredisClock(t)
 	c, err := NewRedisConcurrency(client, 2, 10*time.Second)
 	require.NoError(t, err)
-	key := c.KeyPrefix() + "k"
+	key := storedKey(c.KeyPrefix(), "k")
 
 	a, d, err := c.Acquire(ctx, "k", 1)
 	require.NoError(t, err)
@@ -71,7 +71,7 @@ func TestRedisConcurrencyKeyExpiresWithItsLatestLease(t *testing.T) {
 	m, client, advance := miniredisClock(t)
 	c, err := NewRedisConcurrency(client, 3, time.Second+500*time.Microsecond)
 	require.NoError(t, err)
-	key := c.KeyPrefix() + "k"
+	key := storedKey(c.KeyPrefix(), "k")
 	_, err = c.Allow(ctx, "k", 1)
 	require.NoError(t, err)
 	advance(300 * time.Millisecond)
@@ -161,6 +161,7 @@ func TestRedisConcurrencyRefusesAForeignKeyAndLeavesIt(t *testing.T) {
 	m, client, _ := miniredisClock(t)
 	c, err := NewRedisConcurrency(client, 2, time.Second, WithKeyPrefix(""))
 	require.NoError(t, err)
+	k := func(key string) string { return storedKey(c.KeyPrefix(), key) } // a key's Redis key
 	l, _, err := c.Acquire(ctx, "mine", 1)
 	require.NoError(t, err)
 	for _, tc := range []struct {
@@ -168,11 +169,11 @@ func TestRedisConcurrencyRefusesAForeignKeyAndLeavesIt(t *testing.T) {
 		set    func()
 		reason string
 	}{
-		{"list", func() { _, err := m.Lpush("list", "x"); require.NoError(t, err) }, "neither a HASH nor a STRING"},
-		{"string", func() { require.NoError(t, m.Set("string", "1")); m.SetTTL("string", time.Minute) }, `not a STRING "lease:expiry"`},
-		{"one-unit-pair", func() { require.NoError(t, m.Set("one-unit-pair", "l:1:99999999999999999")) }, `not a STRING "lease:expiry"`},
-		{"other-fields", func() { m.HSet("other-fields", "a", "1"); m.SetTTL("other-fields", time.Minute) }, "not a HASH of u, e, x"},
-		{"bad-u", func() { m.HSet("bad-u", "u", "-1", "e", "1", "x", "2"); m.SetTTL("bad-u", time.Minute) }, "not a HASH of u, e, x"},
+		{"list", func() { _, err := m.Lpush(k("list"), "x"); require.NoError(t, err) }, "neither a HASH nor a STRING"},
+		{"string", func() { require.NoError(t, m.Set(k("string"), "1")); m.SetTTL(k("string"), time.Minute) }, `not a STRING "lease:expiry"`},
+		{"one-unit-pair", func() { require.NoError(t, m.Set(k("one-unit-pair"), "l:1:99999999999999999")) }, `not a STRING "lease:expiry"`},
+		{"other-fields", func() { m.HSet(k("other-fields"), "a", "1"); m.SetTTL(k("other-fields"), time.Minute) }, "not a HASH of u, e, x"},
+		{"bad-u", func() { m.HSet(k("bad-u"), "u", "-1", "e", "1", "x", "2"); m.SetTTL(k("bad-u"), time.Minute) }, "not a HASH of u, e, x"},
 	} {
 		tc.set()
 		before := m.Dump()
@@ -185,8 +186,8 @@ func TestRedisConcurrencyRefusesAForeignKeyAndLeavesIt(t *testing.T) {
 
 	// A HASH whose lease fields disagree with u: refused when a call reads
 	// them all (a denial reads every lease).
-	m.HSet("disagrees", "u", "2", "e", "1", "x", "99999999999999999", "l", "99999999999999999")
-	m.SetTTL("disagrees", time.Minute)
+	m.HSet(k("disagrees"), "u", "2", "e", "1", "x", "99999999999999999", "l", "99999999999999999")
+	m.SetTTL(k("disagrees"), time.Minute)
 	before := m.Dump()
 	_, _, err = c.Acquire(ctx, "disagrees", 1)
 	require.ErrorIs(t, err, ErrCorruptState)
@@ -194,13 +195,13 @@ func TestRedisConcurrencyRefusesAForeignKeyAndLeavesIt(t *testing.T) {
 
 	// A lease named on a key that is not the limiter's: Release and Extend
 	// are refused too, and change nothing.
-	m.Del("mine")
-	require.NoError(t, m.Set("mine", "x"))
-	m.SetTTL("mine", time.Minute)
+	m.Del(k("mine"))
+	require.NoError(t, m.Set(k("mine"), "x"))
+	m.SetTTL(k("mine"), time.Minute)
 	require.ErrorIs(t, l.Release(ctx), ErrCorruptState)
 	_, err = l.Extend(ctx)
 	require.ErrorIs(t, err, ErrCorruptState)
-	got, err := m.Get("mine")
+	got, err := m.Get(k("mine"))
 	require.NoError(t, err)
 	assert.Equal(t, "x", got)
 }
@@ -249,10 +250,10 @@ func TestRedisConcurrencyKeyPrefixes(t *testing.T) {
 	assert.Equal(t, "ratelimit:inflight:5:30000000:", c.KeyPrefix())
 	c, err = NewRedisConcurrency(client, 5, 30*time.Second, WithPolicyFunc(newPlanMap().f))
 	require.NoError(t, err)
-	assert.Equal(t, "ratelimit:inflight:keyed:", c.KeyPrefix())
+	assert.Equal(t, "ratelimit:inflight:keyed:5:30000000:", c.KeyPrefix(), "a limiter built WithPolicyFunc: its constructor's policy")
 	c, err = NewRedisConcurrency(client, 5, 30*time.Second, WithKeyPrefix("p:"))
 	require.NoError(t, err)
-	assert.Equal(t, "p:", c.KeyPrefix())
+	assert.Equal(t, "p:inflight:", c.KeyPrefix(), "the prefix given, and the name of the state")
 	assert.Equal(t, Policy{Limit: 5, Window: 30 * time.Second}, c.Policy())
 	var zero *RedisConcurrency
 	assert.Equal(t, "", zero.KeyPrefix())

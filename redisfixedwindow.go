@@ -20,8 +20,9 @@ const DefaultFixedWindowPrefix = "ratelimit:fw:"
 // Redis.
 //
 // It decides as FixedWindow does, by an embedded Lua script whose calls are
-// coalesced as RedisTokenBucket's are; each key is one counter at KeyPrefix()+key (a STRING of decimal
-// digits, at least 1) whose PX TTL is the time left in its window, so the
+// coalesced as RedisTokenBucket's are; each key is one counter at its
+// Redis key (see KeyPrefix), a STRING of decimal digits, at least 1, whose
+// PX TTL is the time left in its window, so the
 // window's time is the server's own. A window whose time is up has ended,
 // also during the millisecond in which Redis still keeps its key. Redis
 // keeps expiry in whole milliseconds from its clock read in milliseconds,
@@ -109,14 +110,13 @@ func (w *RedisFixedWindow) Policies(ctx context.Context, key string) ([]NamedPol
 	return w.r.policies(ctx, key)
 }
 
-// KeyPrefix returns the string w puts before every key: the Redis key of key
-// is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or else
-// DefaultFixedWindowPrefix + "<limit>:<window>:", with the window in whole
-// milliseconds.
-// Built WithPolicyFunc (and without WithKeyPrefix), it is DefaultFixedWindowPrefix +
-// "keyed:", whatever the constructor's parameters: its keys keep their
-// own policy's numbers.
-// It is "" for a nil *RedisFixedWindow.
+// KeyPrefix returns what every Redis key of w starts with: the Redis key
+// of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
+// keys). It is DefaultFixedWindowPrefix + "<limit>:<window>:", with the
+// window in whole milliseconds; built WithPolicyFunc,
+// DefaultFixedWindowPrefix + "keyed:<limit>:<window>:" of the
+// constructor's parameters; given WithKeyPrefix(p), p + "fw:". It is ""
+// for a nil *RedisFixedWindow.
 func (w *RedisFixedWindow) KeyPrefix() string {
 	if w == nil {
 		return ""

@@ -20,10 +20,10 @@ func TestRedisFixedWindowKeyAndTTL(t *testing.T) {
 	res, err := l.Allow(context.Background(), "k", 2)
 	require.NoError(t, err)
 	assert.Equal(t, Result{Allowed: true, Limit: 20, Remaining: 15, ResetAfter: 20 * time.Second}, res)
-	got, err := m.Get(l.KeyPrefix() + "k")
+	got, err := m.Get(storedKey(l.KeyPrefix(), "k"))
 	require.NoError(t, err)
 	assert.Equal(t, "5", got, "one counter per key")
-	assert.Equal(t, 20*time.Second, m.TTL(l.KeyPrefix()+"k"), "INCRBY keeps the window's TTL")
+	assert.Equal(t, 20*time.Second, m.TTL(storedKey(l.KeyPrefix(), "k")), "INCRBY keeps the window's TTL")
 }
 
 func TestNewRedisFixedWindowRejectsBadConfig(t *testing.T) {
@@ -72,7 +72,7 @@ func TestRedisFixedWindowEndsWhenItsTimeIsUp(t *testing.T) {
 	res, err := l.Allow(ctx, "k", 2)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
-	key := l.KeyPrefix() + "k"
+	key := storedKey(l.KeyPrefix(), "k")
 
 	m.FastForward(9*time.Millisecond + 500*time.Microsecond)
 	require.True(t, m.Exists(key))

@@ -20,8 +20,8 @@ const DefaultGCRAPrefix = "ratelimit:gcra:"
 //
 // Decisions are made by an embedded Lua script on the server's TIME, and are
 // coalesced as RedisTokenBucket's are.
-// Each key is one STRING at KeyPrefix()+key holding the theoretical arrival
-// time in integer microseconds (decimal digits only), with a TTL equal to the
+// Each key is one STRING at its Redis key (see KeyPrefix) holding the
+// theoretical arrival time in integer microseconds (decimal digits only), with a TTL equal to the
 // time until the key is back to its full limit (whole ms, rounded up). It
 // decides exactly as a RedisTokenBucket of capacity limit and rate
 // limit/period.
@@ -105,14 +105,14 @@ func (g *RedisGCRA) Policies(ctx context.Context, key string) ([]NamedPolicy, er
 	return g.r.policies(ctx, key)
 }
 
-// KeyPrefix returns the string g puts before every key: the Redis key of key
-// is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or else
-// DefaultGCRAPrefix + "<limit>:<interval>:", with the emission interval in
-// whole microseconds.
-// Built WithPolicyFunc (and without WithKeyPrefix), it is DefaultGCRAPrefix +
-// "keyed:", whatever the constructor's parameters: its keys keep their
-// own policy's numbers.
-// It is "" for a nil *RedisGCRA.
+// KeyPrefix returns what every Redis key of g starts with: the Redis key
+// of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
+// keys). It is DefaultGCRAPrefix + "<limit>:<interval>:", with the
+// emission interval in whole microseconds; built WithPolicyFunc,
+// DefaultGCRAPrefix + "keyed:<limit>:<interval>:" of the constructor's
+// parameters, its keys keeping their own policy's numbers; given
+// WithKeyPrefix(p), p + "gcra:" (p + "gcra-i:" built WithPolicyFunc). It
+// is "" for a nil *RedisGCRA.
 func (g *RedisGCRA) KeyPrefix() string {
 	if g == nil {
 		return ""

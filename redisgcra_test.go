@@ -54,16 +54,16 @@ func TestRedisGCRAKeyAndTTL(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Result{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 18 * time.Second}, res)
 	// One STRING: the theoretical arrival time in µs, 18 s from now.
-	assert.Equal(t, []string{l.KeyPrefix() + "api"}, m.Keys())
-	got, err := m.Get(l.KeyPrefix() + "api")
+	assert.Equal(t, []string{storedKey(l.KeyPrefix(), "api")}, m.Keys())
+	got, err := m.Get(storedKey(l.KeyPrefix(), "api"))
 	require.NoError(t, err)
 	assert.Equal(t, strconv.FormatInt(epoch.Add(18*time.Second).UnixMicro(), 10), got)
-	assert.Equal(t, 18*time.Second, m.TTL(l.KeyPrefix()+"api"))
+	assert.Equal(t, 18*time.Second, m.TTL(storedKey(l.KeyPrefix(), "api")))
 
 	res, err = l.Allow(context.Background(), "fresh", 0)
 	require.NoError(t, err)
 	assert.Equal(t, Result{Allowed: true, Limit: 10, Remaining: 10}, res)
-	assert.False(t, m.Exists(l.KeyPrefix()+"fresh"), "a peek creates no key")
+	assert.False(t, m.Exists(storedKey(l.KeyPrefix(), "fresh")), "a peek creates no key")
 }
 
 func TestNewRedisGCRARejectsBadConfig(t *testing.T) {

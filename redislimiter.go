@@ -89,7 +89,7 @@ func sameCallerClock(a, b Clock) bool {
 	return ta == tb && ta.Comparable() && a == b
 }
 
-// redisLimiter is what the Redis limiters share: decisions on prefix + key
+// redisLimiter is what the Redis limiters share: decisions on the Redis key of a key (see redisKey)
 // by the batch script, one check per request on the limiter's own limit
 // (or the key's, built WithPolicyFunc), sent alone or coalesced with others
 // through the internal redisbatch package, and records of the reply that
@@ -114,6 +114,11 @@ type redisLimiter struct {
 	// clock is the caller's clock its decisions are made on
 	// (WithCallerClock); nil: the server's TIME.
 	clock Clock
+	// segOf, set for a limiter built WithPolicyFunc whose keys name their
+	// policy's window (a sliding counter), gives the seg of a key's
+	// policy's param, which follows prefix in its Redis key; nil
+	// otherwise.
+	segOf func(param int64) string
 }
 
 // redisParams is everything a Redis limiter is built from, its numbers
@@ -134,20 +139,27 @@ type redisParams struct {
 	// window, when set, is the policy's window, which kind and param
 	// do not tell (a calendar's period's nominal length).
 	window time.Duration
-	// prefixTail and keyedTail, when set, follow defaultPrefix in the
-	// default key prefix instead of "<limit>:<param>:", and instead of
-	// nothing after policyFuncPrefix for a limiter built WithPolicyFunc.
-	prefixTail, keyedTail string
+	// tail, when set, follows defaultPrefix in the default key prefix
+	// instead of "<limit>:<param>:"; keyedTail likewise after
+	// defaultPrefix + "keyed:" for a limiter built WithPolicyFunc.
+	tail, keyedTail string
+	// ownSeg and segOf are the seg of a kind whose keys name how their
+	// state is read beyond kind, limit and param (a sliding counter's
+	// window, a calendar's period and zone): ownSeg, of the limiter's own
+	// policy, follows a prefix given by WithKeyPrefix, and segOf(param)
+	// gives the seg of a key's policy for a limiter built WithPolicyFunc
+	// (nil: its keys have none, or the limiter names them itself).
+	ownSeg string
+	segOf  func(param int64) string
 	// clocked lets the limiter take WithClock (see onRedisClocked).
 	clocked bool
 }
 
 // newRedisLimiter checks what every Redis limiter's constructor checks (the
 // options and the client) and returns the limiter p describes, whole. Its
-// key prefix is the one WithKeyPrefix gives, exactly; by default, the
-// algorithm's default prefix followed by "<limit>:<param>:", so that limiters
-// of one algorithm whose scripts would decide differently never share a key
-// unless told to.
+// key prefix (see redisPrefix) names its kind and its policy, so that
+// limiters whose scripts would decide differently never share a key unless
+// given one prefix.
 func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redisLimiter, error) {
 	where := onRedis
 	if p.clocked {
@@ -161,14 +173,7 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 		return redisLimiter{}, fmt.Errorf("%w: %s: nil Redis client", ErrInvalidConfig, p.constructor)
 	}
 	own := redisbatch.NewLimit(p.kind, int64(p.limit), p.param)
-	prefix := fmt.Sprintf("%s%d:%d:", p.defaultPrefix, p.limit, p.param)
-	if p.prefixTail != "" {
-		prefix = p.defaultPrefix + p.prefixTail
-	}
-	if cfg.prefixSet {
-		prefix = cfg.prefix
-	}
-	r := redisLimiter{name: p.name, client: client, prefix: prefix, limit: p.limit, own: own, debt: cfg.maxDebt, clock: cfg.callerClock}
+	r := redisLimiter{name: p.name, client: client, prefix: redisPrefix(p, cfg), limit: p.limit, own: own, debt: cfg.maxDebt, clock: cfg.callerClock}
 	// The time from empty to full: limit units of param µs each, or a
 	// window of param ms.
 	window := time.Duration(int64(p.limit)*p.param) * time.Microsecond
@@ -188,12 +193,83 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 		limits = nil // each request carries its key's
 		r.limits = redisbatch.NewLimitCache(p.policyFuncKind)
 		r.resetLimit = r.limits.Get(r.policyFunc.defLimit, r.policyFunc.defParam)
-		if !cfg.prefixSet {
-			r.prefix = p.defaultPrefix + policyFuncPrefix + p.keyedTail
-		}
+		r.segOf = p.segOf
 	}
 	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock)
 	return r, nil
+}
+
+// redisPrefix returns the key prefix of the limiter p describes, built
+// with cfg, which every Redis key of the limiter starts with (see
+// redisKey):
+//   - by default, p's defaultPrefix and "<limit>:<param>:" (or its tail);
+//   - built WithPolicyFunc, defaultPrefix, "keyed:" and "<limit>:<param>:"
+//     of the constructor's policy (or its keyedTail), whose keys then keep
+//     their own policy's numbers with their state;
+//   - given WithKeyPrefix(x), x, the name of the state its script keeps
+//     (see stateName) and ":", then, but for a limiter built
+//     WithPolicyFunc, ownSeg: limiters given one x share keys whenever
+//     their state means the same.
+func redisPrefix(p redisParams, cfg config) string {
+	keyed := cfg.policyFunc != nil
+	switch {
+	case cfg.prefixSet && keyed:
+		return cfg.prefix + stateName(p.policyFuncKind) + ":"
+	case cfg.prefixSet:
+		return cfg.prefix + stateName(p.kind) + ":" + p.ownSeg
+	case keyed && p.keyedTail != "":
+		return p.defaultPrefix + policyFuncPrefix + p.keyedTail
+	case keyed:
+		return fmt.Sprintf("%s%s%d:%d:", p.defaultPrefix, policyFuncPrefix, p.limit, p.param)
+	case p.tail != "":
+		return p.defaultPrefix + p.tail
+	}
+	return fmt.Sprintf("%s%d:%d:", p.defaultPrefix, p.limit, p.param)
+}
+
+// stateName returns the name of the state the batch script keeps for kind,
+// which follows a prefix given by WithKeyPrefix in a key: "tb" (a token
+// bucket), "tb-i" (one that keeps its interval, built WithPolicyFunc),
+// "gcra", "gcra-i", "fw" (a fixed window), "sl" (a sliding log), "sc" (a
+// sliding counter), "cal" (a calendar window) and "inflight" (units in
+// flight). Limiters of two kinds never share a key: the script tells
+// some of their states apart (ErrCorruptState), not all (a GCRA's and a
+// fixed window's are both a STRING of digits).
+func stateName(kind redisbatch.Kind) string {
+	switch kind {
+	case redisbatch.TokenBucket:
+		return "tb"
+	case redisbatch.TokenBucketWithInterval:
+		return "tb-i"
+	case redisbatch.GCRA:
+		return "gcra"
+	case redisbatch.GCRAWithInterval:
+		return "gcra-i"
+	case redisbatch.FixedWindow:
+		return "fw"
+	case redisbatch.SlidingLog:
+		return "sl"
+	case redisbatch.SlidingCounter:
+		return "sc"
+	case redisbatch.CalendarWindow:
+		return "cal"
+	case redisbatch.Concurrency:
+		return "inflight"
+	}
+	return string(kind)
+}
+
+// redisKey returns the Redis key of key for a call whose policy's param
+// is param: the prefix, the seg of param for a limiter whose keys name it
+// (segOf), and key in a hash tag (see redisbatch.StoredKey), so that
+// every Redis key of one key, of any limiter, is in the hash slot key
+// alone is in.
+func (r *redisLimiter) redisKey(key string, param int64) string {
+	seg := ""
+	if r.segOf != nil {
+		seg = r.segOf(param)
+	}
+	return redisbatch.StoredKey(r.prefix, seg, key)
 }
 
 // newSender returns the Sender of the batch script through client, whose
@@ -284,7 +360,7 @@ func (r *redisLimiter) decide(ctx context.Context, key string, n int) (Result, P
 	if err != nil {
 		return Result{Limit: limit}, policy, param, err
 	}
-	res, err := r.request(&redisbatch.Request{Ctx: ctx, Key: r.prefix + key, N: n, Limit: own}, limit)
+	res, err := r.request(&redisbatch.Request{Ctx: ctx, Key: r.redisKey(key, param), N: n, Limit: own}, limit)
 	return res, policy, param, err
 }
 
@@ -301,7 +377,9 @@ func (r *redisLimiter) policyOf(ctx context.Context, key string) (int, *redisbat
 
 // policyFuncPrefix follows the algorithm's default prefix for a limiter built
 // WithPolicyFunc, whose keys keep their interval: "<limit>:<param>:" of the
-// other limiters starts with a digit, so the two never meet.
+// other limiters starts with a digit, so the two never meet. The
+// constructor's policy follows it, so that keyed limiters of one kind and
+// different policies never meet either.
 const policyFuncPrefix = "keyed:"
 
 // request sends p and turns its record of the reply into its answer, for
@@ -345,7 +423,7 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 	if ctx == nil {
 		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
 	}
-	limit, own, _, _, err := r.policyOf(ctx, key)
+	limit, own, _, param, err := r.policyOf(ctx, key)
 	if err != nil {
 		return Result{Limit: limit}, err
 	}
@@ -353,18 +431,26 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 	if err != nil {
 		return Result{Limit: limit}, err
 	}
-	p := &redisbatch.Request{Ctx: ctx, Key: r.prefix + key, N: cost - taken, Limit: own}
+	p := &redisbatch.Request{Ctx: ctx, Key: r.redisKey(key, param), N: cost - taken, Limit: own}
 	settleRequest(r.send, p, a, r.clock)
 	p.Settlement.MaxDebt = r.debt.units(int64(limit))
 	return r.request(p, limit)
 }
 
-// reset empties key. See Adjuster.
+// reset empties key: its Redis key under its policy now, for a limiter
+// whose keys name their policy's window. See Adjuster.
 func (r *redisLimiter) reset(ctx context.Context, key string) error {
 	if ctx == nil {
 		return fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
 	}
-	p := &redisbatch.Request{Ctx: ctx, Key: r.prefix + key, Op: redisbatch.Reset, Limit: r.resetLimit}
+	var param int64
+	if r.segOf != nil {
+		var err error
+		if _, _, _, param, err = r.policyOf(ctx, key); err != nil {
+			return err
+		}
+	}
+	p := &redisbatch.Request{Ctx: ctx, Key: r.redisKey(key, param), Op: redisbatch.Reset, Limit: r.resetLimit}
 	_, err := r.request(p, r.limit)
 	return err
 }

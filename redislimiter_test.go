@@ -80,7 +80,7 @@ func checkDefaultPrefixesTellConfigurationsApart(t *testing.T, client redis.Scri
 			require.NoError(t, err)
 			small, err = kind.new(client, 10, time.Minute, WithKeyPrefix("app:"+kind.name+":"))
 			require.NoError(t, err)
-			assert.Equal(t, "app:"+kind.name+":", large.KeyPrefix())
+			assert.Equal(t, "app:"+kind.name+":"+appStates[kind.name], large.KeyPrefix())
 			for i := 0; i < 10; i++ {
 				_, err := small.Allow(ctx, "shared", 1)
 				require.NoError(t, err)
@@ -90,6 +90,16 @@ func checkDefaultPrefixesTellConfigurationsApart(t *testing.T, client redis.Scri
 			assert.Less(t, res.Remaining, 100, "the key's use is shared")
 		})
 	}
+}
+
+// appStates is what follows a prefix given by WithKeyPrefix in the keys of
+// checkDefaultPrefixesTellConfigurationsApart's limiters: the name of their
+// state, and a sliding counter's window.
+var appStates = map[string]string{
+	"RedisTokenBucket":    "tb:",
+	"RedisGCRA":           "gcra:",
+	"RedisFixedWindow":    "fw:",
+	"RedisSlidingCounter": "sc:60000:",
 }
 
 func TestRedisDefaultPrefixesTellConfigurationsApart(t *testing.T) {
@@ -117,10 +127,11 @@ func TestRedisConfigurationsWithTheSameScriptArgumentsShareAPrefix(t *testing.T)
 	w, err := NewRedisFixedWindow(client, 5, 1500*time.Millisecond)
 	require.NoError(t, err)
 	assert.Equal(t, "ratelimit:fw:5:1500:", w.KeyPrefix())
-	// An explicit prefix is used exactly as given, the empty one too.
+	// An explicit prefix is used as given, the empty one too, with the
+	// name of the state.
 	e, err := NewRedisFixedWindow(client, 5, time.Second, WithKeyPrefix(""))
 	require.NoError(t, err)
-	assert.Equal(t, "", e.KeyPrefix())
+	assert.Equal(t, "fw:", e.KeyPrefix())
 }
 
 // keySnapshot is everything about a Redis key a limiter could change.
@@ -282,7 +293,7 @@ func checkForeignStateIsLeftAlone(t *testing.T, client redis.UniversalClient) {
 			require.NoError(t, err)
 			for i, v := range foreignValues(kind.name) {
 				key := "foreign:" + strconv.Itoa(i)
-				redisKey := l.KeyPrefix() + key
+				redisKey := storedKey(l.KeyPrefix(), key)
 				require.NoError(t, v.set(ctx, client, redisKey), v.name)
 				before := snapshotKey(t, client, redisKey)
 				for _, n := range []int{1, 0} {
@@ -339,7 +350,7 @@ func TestRedisLimitersTellCorruptStateFromBackendErrors(t *testing.T) {
 				require.Error(t, err)
 				assert.Equal(t, Result{Limit: 3}, res)
 				assert.Equal(t, tc.corrupt, errors.Is(err, ErrCorruptState), "%s: %v", kind.name, err)
-				assert.Contains(t, err.Error(), strconv.Quote(l.KeyPrefix()+"k"), kind.name)
+				assert.Contains(t, err.Error(), strconv.Quote(storedKey(l.KeyPrefix(), "k")), kind.name)
 				if !tc.corrupt {
 					assert.ErrorIs(t, err, tc.err, kind.name)
 				}

@@ -109,10 +109,62 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 func (rp *redisParts) policyFunc(i int) *policyFunc { return rp.parts[i].policyFunc }
 
 // own returns part i's own policy in the script's numbers: its limit, and
-// its param (µs per unit, or a window in ms).
+// its param (µs per unit, or a window in ms; a calendar's period), with
+// a calendar's own zone.
 func (rp *redisParts) own(i int) partRate {
 	r := rp.parts[i]
-	return partRate{limit: int64(r.limit), param: r.own.Param}
+	own := partRate{limit: int64(r.limit), param: r.own.Param}
+	if cal := rp.calendarOf(i); cal != nil {
+		own.zone = cal.zones.own
+	}
+	return own
+}
+
+// calendarRate returns the period and zone of calendar part i, cal, for a
+// call whose parts' policies are rates (nil: each part's own).
+func (rp *redisParts) calendarRate(i int, cal *RedisCalendarWindow, rates []partRate) (CalendarPeriod, *calendarZone) {
+	if rp.parts[i].policyFunc == nil || rates == nil {
+		return cal.cal.Period, cal.zones.own
+	}
+	return CalendarPeriod(rates[i].param), rates[i].zone
+}
+
+// redisKey returns the Redis key of part i for its key, key, for a call
+// whose parts' policies are rates (nil: each part's own), as the part's
+// limiter alone names it.
+func (rp *redisParts) redisKey(i int, key string, rates []partRate) string {
+	if cal := rp.calendarOf(i); cal != nil {
+		period, z := rp.calendarRate(i, cal, rates)
+		return cal.redisKey(key, period, z)
+	}
+	r := rp.parts[i]
+	param := r.own.Param
+	if r.policyFunc != nil && rates != nil {
+		param = rates[i].param
+	}
+	return r.redisKey(key, param)
+}
+
+// fixedPrefix returns what every Redis key of part i has before its key's
+// form in a hash tag (see redisbatch.StoredKey), and true; false for a
+// part whose keys name their key's policy (see segmented).
+func (rp *redisParts) fixedPrefix(i int) (string, bool) {
+	r := rp.parts[i]
+	if r.segOf != nil || r.policyFunc != nil && rp.calendarOf(i) != nil {
+		return "", false
+	}
+	return r.prefix, true
+}
+
+// segmented reports whether a part's Redis keys name their key's policy
+// (a sliding counter's or a calendar window's built WithPolicyFunc).
+func (rp *redisParts) segmented() bool {
+	for i, r := range rp.parts {
+		if r.segOf != nil || r.policyFunc != nil && rp.calendarOf(i) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // setLimits sets p's Limits, when a part was built WithPolicyFunc, to the
@@ -124,11 +176,12 @@ func (rp *redisParts) setLimits(p *redisbatch.Request, rates []partRate) {
 	for i, r := range rp.parts {
 		p.Limits[i] = r.own
 		if cal := rp.calendarOf(i); cal != nil {
-			limit, period := r.limit, cal.cal.Period
+			limit := r.limit
 			if r.policyFunc != nil && rates != nil {
-				limit, period = int(rates[i].limit), CalendarPeriod(rates[i].param)
+				limit = int(rates[i].limit)
 			}
-			p.Limits[i] = cal.limitOf(cal.span(period), limit, period)
+			period, z := rp.calendarRate(i, cal, rates)
+			p.Limits[i] = cal.limitOf(cal.span(period, z), limit, period)
 		} else if r.policyFunc != nil {
 			p.Limits[i] = r.limits.Get(rates[i].limit, rates[i].param)
 		}
@@ -164,14 +217,15 @@ func (rp *redisParts) maxDebts(rates []partRate) []int64 {
 // observer returns part i's observer.
 func (rp *redisParts) observer(i int) *observer { return &rp.parts[i].obs }
 
-// request returns the request of the batch script for the parts' keys:
-// their Redis keys, which must differ, and on a cluster or ring share a
-// hash slot.
-func (rp *redisParts) request(ctx context.Context, keys []string) (*redisbatch.Request, error) {
+// request returns the request of the batch script for the parts' keys,
+// for a call whose parts' policies are rates (nil: each part's own): their
+// Redis keys, which must differ, and on a cluster or ring share a hash
+// slot.
+func (rp *redisParts) request(ctx context.Context, keys []string, rates []partRate) (*redisbatch.Request, error) {
 	p := rp.newRequest()
-	p.Ctx, p.Key = ctx, rp.parts[0].prefix+keys[0]
+	p.Ctx, p.Key = ctx, rp.redisKey(0, keys[0], rates)
 	for i := 1; i < len(keys); i++ {
-		k := rp.parts[i].prefix + keys[i]
+		k := rp.redisKey(i, keys[i], rates)
 		p.More[i-1] = k
 		if k == p.Key || slices.Contains(p.More[:i-1], k) {
 			return nil, fmt.Errorf("%w: two parts have the same Redis key %q", ErrKeysApart, k)
@@ -245,7 +299,7 @@ func checkKey(p *redisbatch.Request, i int) string {
 // Lease that holds them when leased, and a Lease that holds nothing
 // otherwise (its units then come back at the TTL).
 func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, rates []partRate, results []Result, leased bool) (Lease, error) {
-	p, err := rp.request(ctx, keys)
+	p, err := rp.request(ctx, keys, rates)
 	if err != nil {
 		return Lease{}, fmt.Errorf("ratelimit: Composite: %w", err)
 	}
@@ -271,7 +325,7 @@ func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, rat
 // minus taken is changes[i] for part i, each part by its policy in rates
 // (nil: each part's own), and sets each part's Result.
 func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, a adjustment, rates []partRate, results []Result) error {
-	p, err := rp.request(ctx, keys)
+	p, err := rp.request(ctx, keys, rates)
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
@@ -298,9 +352,11 @@ func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, 
 	return rp.do(p, rates, results)
 }
 
-// reset empties every part's key, or none.
-func (rp *redisParts) reset(ctx context.Context, keys []string) error {
-	p, err := rp.request(ctx, keys)
+// reset empties every part's key, or none, for a call whose parts'
+// policies are rates (nil: each part's own), which name the Redis keys of
+// the parts whose keys name their policy.
+func (rp *redisParts) reset(ctx context.Context, keys []string, rates []partRate) error {
+	p, err := rp.request(ctx, keys, rates)
 	if err != nil {
 		return fmt.Errorf("ratelimit: Composite: %w", err)
 	}
@@ -309,7 +365,7 @@ func (rp *redisParts) reset(ctx context.Context, keys []string) error {
 		copy(p.Limits, rp.resetLimits)
 		for i := range p.Limits {
 			if cal := rp.calendarOf(i); cal != nil {
-				p.Limits[i] = cal.span(cal.cal.Period).own
+				p.Limits[i] = cal.span(rp.calendarRate(i, cal, rates)).own
 			}
 		}
 	}

@@ -106,11 +106,11 @@ func TestRealRedisKeepsEveryDigitAndSetsTheTTL(t *testing.T) {
 		res, err := l.Allow(ctx, "k", 3)
 		require.NoError(t, err)
 		assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 2, ResetAfter: 3 * time.Second}, res)
-		fields, err := client.HGetAll(ctx, l.KeyPrefix()+"k").Result()
+		fields, err := client.HGetAll(ctx, storedKey(l.KeyPrefix(), "k")).Result()
 		require.NoError(t, err)
 		assert.Len(t, fields, 1)
 		assertMicros(t, fields["tat"], serverMicros()+3_000_000)
-		assertTTL(t, l.KeyPrefix()+"k", 3*time.Second)
+		assertTTL(t, storedKey(l.KeyPrefix(), "k"), 3*time.Second)
 	})
 	t.Run("RedisGCRA", func(t *testing.T) {
 		l, err := NewRedisGCRA(client, 5, 5*time.Second)
@@ -118,10 +118,10 @@ func TestRealRedisKeepsEveryDigitAndSetsTheTTL(t *testing.T) {
 		res, err := l.Allow(ctx, "k", 3)
 		require.NoError(t, err)
 		assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 2, ResetAfter: 3 * time.Second}, res)
-		tat, err := client.Get(ctx, l.KeyPrefix()+"k").Result()
+		tat, err := client.Get(ctx, storedKey(l.KeyPrefix(), "k")).Result()
 		require.NoError(t, err)
 		assertMicros(t, tat, serverMicros()+3_000_000)
-		assertTTL(t, l.KeyPrefix()+"k", 3*time.Second)
+		assertTTL(t, storedKey(l.KeyPrefix(), "k"), 3*time.Second)
 	})
 	t.Run("RedisFixedWindow", func(t *testing.T) {
 		l, err := NewRedisFixedWindow(client, 5, 5*time.Second)
@@ -129,10 +129,10 @@ func TestRealRedisKeepsEveryDigitAndSetsTheTTL(t *testing.T) {
 		res, err := l.Allow(ctx, "k", 3)
 		require.NoError(t, err)
 		assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 2, ResetAfter: 5 * time.Second}, res)
-		count, err := client.Get(ctx, l.KeyPrefix()+"k").Result()
+		count, err := client.Get(ctx, storedKey(l.KeyPrefix(), "k")).Result()
 		require.NoError(t, err)
 		assert.Equal(t, "3", count)
-		assertTTL(t, l.KeyPrefix()+"k", 5*time.Second)
+		assertTTL(t, storedKey(l.KeyPrefix(), "k"), 5*time.Second)
 	})
 }
 
@@ -346,7 +346,7 @@ func TestRealRedisRetriedTimeoutDecidesOnce(t *testing.T) {
 		}()
 		res, err := l.Allow(ctx, "retried", 1)
 		require.ErrorIs(t, err, redisbatch.ErrNotResent)
-		assert.Contains(t, err.Error(), `"ratelimit:tb:10:1000000000:retried"`, "the error names the key")
+		assert.Contains(t, err.Error(), `"ratelimit:tb:10:1000000000:{retried}"`, "the error names the key")
 		assert.Equal(t, Result{Limit: 10}, res)
 
 		res, err = l.Allow(ctx, "retried", 0)

@@ -27,8 +27,8 @@ const DefaultSlidingCounterPrefix = "ratelimit:sc:"
 // Its waits are whole µs: on the same schedule, its decisions, Remaining
 // and ResetAfter are SlidingCounter's, and its RetryAfter is
 // SlidingCounter's rounded up to a whole µs. Each key is one STRING at
-// KeyPrefix()+key, "start:expiry:prev:cur" (the window open now starts at
-// start, µs; expiry is start + 2W, from which the key holds nothing), with
+// its Redis key (see KeyPrefix), "start:expiry:prev:cur" (the window open
+// now starts at start, µs; expiry is start + 2W, from which the key holds nothing), with
 // a PX TTL until expiry, whole ms rounded up, so a key that expires is
 // exactly an empty one. The weight ⌈prev × (W − e) / W⌉ is computed exactly
 // in the script's doubles: the product itself when it is below 2^53, else
@@ -61,8 +61,8 @@ type RedisSlidingCounter struct {
 // them. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc,
 // WithMaxDebt, WithMaxSettle, WithHooks and WithName; by default the key prefix is
 // DefaultSlidingCounterPrefix + "<limit>:<window>:" (see KeyPrefix). Built
-// WithPolicyFunc, a key keeps what it counted across a change of its
-// window, as SlidingCounter's do. It returns an error wrapping
+// WithPolicyFunc, a key counts apart in each window its policy gives it,
+// as SlidingCounter's do (see WithPolicyFunc). It returns an error wrapping
 // ErrInvalidConfig for a nil client, a limit <= 0 or above 2^52 (beyond
 // which the script cannot count exactly), a window <= 0, not whole
 // milliseconds or beyond 2^51 µs (about 71 years), or an option that does
@@ -82,12 +82,19 @@ func NewRedisSlidingCounter(client redis.Scripter, limit int, window time.Durati
 		defaultPrefix:  DefaultSlidingCounterPrefix,
 		limit:          limit,
 		param:          ms,
+		ownSeg:         counterSeg(ms),
+		segOf:          new(windowSegs).of,
 	}, opts)
 	if err != nil {
 		return nil, err
 	}
 	return &RedisSlidingCounter{r: r, window: window}, nil
 }
+
+// counterSeg returns the seg of a sliding counter's window of ms
+// milliseconds in its keys: "<ms>:". A key's counts are of windows of one
+// length, and a counter of another window never reads them.
+func counterSeg(ms int64) string { return new(windowSegs).of(ms) }
 
 // checkRedisCounter checks a sliding-window counter's policy on Redis, as
 // NewRedisSlidingCounter does: its param is the window in ms, and twice the
@@ -135,12 +142,16 @@ func (c *RedisSlidingCounter) Policies(ctx context.Context, key string) ([]Named
 	return c.r.policies(ctx, key)
 }
 
-// KeyPrefix returns the string c puts before every key: the Redis key of
-// key is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or
-// else DefaultSlidingCounterPrefix + "<limit>:<window>:", with the window
-// in whole milliseconds. Built WithPolicyFunc (and without WithKeyPrefix),
-// it is DefaultSlidingCounterPrefix + "keyed:", whatever the constructor's
-// parameters. It is "" for a nil *RedisSlidingCounter.
+// KeyPrefix returns what every Redis key of c starts with: the Redis key
+// of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
+// keys), with, built WithPolicyFunc, the window of the key's policy
+// between the two ("<window>:", in whole milliseconds), since a key's
+// counts are of windows of one length. It is DefaultSlidingCounterPrefix
+// + "<limit>:<window>:", with the window in whole milliseconds; built
+// WithPolicyFunc, DefaultSlidingCounterPrefix + "keyed:<limit>:<window>:"
+// of the constructor's parameters; given WithKeyPrefix(p), p + "sc:" and,
+// but for a limiter built WithPolicyFunc, "<window>:". It is "" for a nil
+// *RedisSlidingCounter.
 func (c *RedisSlidingCounter) KeyPrefix() string {
 	if c == nil {
 		return ""

@@ -45,7 +45,7 @@ func TestRealRedisSlidingCounterDecidesAsInProcess(t *testing.T) {
 		// At least 500 ms left in the window, for the round trip, and a
 		// start after 1970.
 		start := now.UnixMicro() - r.Int64N(min(w-500_000, now.UnixMicro()))
-		require.NoError(t, client.Set(ctx, remote.KeyPrefix()+"k", fmtCounter(start, start+2*w, prev, cur), 2*W).Err())
+		require.NoError(t, client.Set(ctx, storedKey(remote.KeyPrefix(), "k"), fmtCounter(start, start+2*w, prev, cur), 2*W).Err())
 		got, err := remote.Allow(ctx, "k", n)
 		require.NoError(t, err, fmtCounter(start, start+2*w, prev, cur))
 		reset := start + w
@@ -82,7 +82,7 @@ func TestRealRedisSlidingCounterKeepsEveryDigit(t *testing.T) {
 	assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 2, ResetAfter: 10 * time.Second}, res)
 	now, err := client.Time(ctx).Result()
 	require.NoError(t, err)
-	v, err := client.Get(ctx, l.KeyPrefix()+"k").Result()
+	v, err := client.Get(ctx, storedKey(l.KeyPrefix(), "k")).Result()
 	require.NoError(t, err)
 	fields := strings.Split(v, ":")
 	require.Len(t, fields, 4, v)
@@ -92,7 +92,7 @@ func TestRealRedisSlidingCounterKeepsEveryDigit(t *testing.T) {
 	assert.InDelta(t, now.UnixMicro(), start, float64(time.Second/time.Microsecond))
 	assert.Equal(t, strconv.FormatInt(start+10_000_000, 10), fields[1])
 	assert.Equal(t, []string{"0", "3"}, fields[2:])
-	ttl, err := client.PTTL(ctx, l.KeyPrefix()+"k").Result()
+	ttl, err := client.PTTL(ctx, storedKey(l.KeyPrefix(), "k")).Result()
 	require.NoError(t, err)
 	assert.LessOrEqual(t, ttl, 10*time.Second)
 	assert.Greater(t, ttl, 9*time.Second)

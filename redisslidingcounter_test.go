@@ -67,7 +67,7 @@ func TestRedisSlidingCounterKeyAndTTL(t *testing.T) {
 	_, err = l.Allow(ctx, "k", 3)
 	require.NoError(t, err)
 	start := epoch.UnixMicro()
-	key := l.KeyPrefix() + "k"
+	key := storedKey(l.KeyPrefix(), "k")
 	got, err := m.Get(key)
 	require.NoError(t, err)
 	assert.Equal(t, fmtCounter(start, start+120_000_000, 0, 3), got)
@@ -86,31 +86,35 @@ func TestRedisSlidingCounterRefusesForeignStateAndLeavesIt(t *testing.T) {
 	m, client, _ := miniredisClock(t)
 	l, err := NewRedisSlidingCounter(client, 5, time.Minute, WithKeyPrefix(""))
 	require.NoError(t, err)
+	rk := func(key string) string { return storedKey(l.KeyPrefix(), key) } // a key's Redis key
 	start := epoch.UnixMicro()
 	for _, tc := range []struct {
 		key    string
 		set    func()
 		reason string
 	}{
-		{"list", func() { _, err := m.Lpush("list", "x"); require.NoError(t, err) }, "not a STRING"},
-		{"count", func() { require.NoError(t, m.Set("count", "3")); m.SetTTL("count", time.Minute) }, `not "start:expiry:prev:cur"`},
+		{"list", func() { _, err := m.Lpush(rk("list"), "x"); require.NoError(t, err) }, "not a STRING"},
+		{"count", func() { require.NoError(t, m.Set(rk("count"), "3")); m.SetTTL(rk("count"), time.Minute) }, `not "start:expiry:prev:cur"`},
 		{"empty", func() {
-			require.NoError(t, m.Set("empty", fmtCounter(start, start+1, 0, 0)))
-			m.SetTTL("empty", time.Minute)
+			require.NoError(t, m.Set(rk("empty"), fmtCounter(start, start+1, 0, 0)))
+			m.SetTTL(rk("empty"), time.Minute)
 		}, "prev or cur above 0"},
 		{"backwards", func() {
-			require.NoError(t, m.Set("backwards", fmtCounter(start, start, 1, 1)))
-			m.SetTTL("backwards", time.Minute)
+			require.NoError(t, m.Set(rk("backwards"), fmtCounter(start, start, 1, 1)))
+			m.SetTTL(rk("backwards"), time.Minute)
 		}, "start before expiry"},
-		{"huge", func() { require.NoError(t, m.Set("huge", "1:9007199254740993:1:1")); m.SetTTL("huge", time.Minute) }, "below 2^53"},
+		{"huge", func() {
+			require.NoError(t, m.Set(rk("huge"), "1:9007199254740993:1:1"))
+			m.SetTTL(rk("huge"), time.Minute)
+		}, "below 2^53"},
 	} {
 		tc.set()
-		before := snapshotKey(t, client, tc.key)
+		before := snapshotKey(t, client, rk(tc.key))
 		for _, n := range []int{1, 0} {
 			res, err := l.Allow(ctx, tc.key, n)
 			require.ErrorIs(t, err, ErrCorruptState, "%s n = %d", tc.key, n)
 			assert.Contains(t, err.Error(), tc.reason, tc.key)
-			assert.Contains(t, err.Error(), `"`+tc.key+`"`, "the error names the key")
+			assert.Contains(t, err.Error(), `"`+rk(tc.key)+`"`, "the error names the key")
 			assert.Equal(t, Result{Limit: 5}, res)
 		}
 		_, err := l.Refund(ctx, tc.key, 1)
@@ -118,7 +122,7 @@ func TestRedisSlidingCounterRefusesForeignStateAndLeavesIt(t *testing.T) {
 		_, err = l.Settle(ctx, tc.key, 0, 1)
 		require.ErrorIs(t, err, ErrCorruptState, "a settle of %s", tc.key)
 		require.ErrorIs(t, l.Reset(ctx, tc.key), ErrCorruptState, "a reset of %s", tc.key)
-		requireUnchanged(t, client, tc.key, before)
+		requireUnchanged(t, client, rk(tc.key), before)
 	}
 }
 
@@ -155,7 +159,7 @@ func TestRedisSlidingCounterReadsItsExpiryNotItsTTL(t *testing.T) {
 	l, err := NewRedisSlidingCounter(client, 5, time.Minute, WithKeyPrefix(""))
 	require.NoError(t, err)
 	start := epoch.UnixMicro()
-	require.NoError(t, m.Set("k", fmtCounter(start, start+120_000_000, 0, 5))) // no TTL
+	require.NoError(t, m.Set(storedKey(l.KeyPrefix(), "k"), fmtCounter(start, start+120_000_000, 0, 5))) // no TTL
 	res, err := l.Allow(ctx, "k", 1)
 	require.NoError(t, err)
 	assert.Equal(t, no(5, 0, 72*time.Second, 2*time.Minute), res, "the value is the key's state: 5 weigh 4 at 72 s")
@@ -163,5 +167,5 @@ func TestRedisSlidingCounterReadsItsExpiryNotItsTTL(t *testing.T) {
 	res, err = l.Allow(ctx, "k", 5)
 	require.NoError(t, err)
 	assert.Equal(t, ok(5, 0, 2*time.Minute), res, "past its expiry the key holds nothing")
-	assert.Equal(t, 2*time.Minute, m.TTL("k"), "and the write sets its TTL")
+	assert.Equal(t, 2*time.Minute, m.TTL(storedKey(l.KeyPrefix(), "k")), "and the write sets its TTL")
 }

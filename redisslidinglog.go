@@ -20,8 +20,8 @@ const DefaultSlidingLogPrefix = "ratelimit:sl:"
 //
 // It decides as SlidingLog does, on the server's clock in whole
 // microseconds, by the embedded Lua script whose calls are coalesced as
-// RedisTokenBucket's are. Each key is one HASH at KeyPrefix()+key: the sum
-// of its entries' units, the numbers and times of its oldest and newest
+// RedisTokenBucket's are. Each key is one HASH at its Redis key (see
+// KeyPrefix): the sum of its entries' units, the numbers and times of its oldest and newest
 // entries, and a field per entry (its time and units), with a PEXPIRE
 // until its newest entry leaves the window, so a key that expires is an
 // empty log. An allowed call costs O(1) Redis commands amortized (it drops
@@ -125,12 +125,13 @@ func (l *RedisSlidingLog) Policies(ctx context.Context, key string) ([]NamedPoli
 	return l.r.policies(ctx, key)
 }
 
-// KeyPrefix returns the string l puts before every key: the Redis key of
-// key is exactly KeyPrefix() + key. It is the one WithKeyPrefix gave, or
-// else DefaultSlidingLogPrefix + "<limit>:<window>:", with the window in
-// whole milliseconds. Built WithPolicyFunc (and without WithKeyPrefix), it
-// is DefaultSlidingLogPrefix + "keyed:", whatever the constructor's
-// parameters. It is "" for a nil *RedisSlidingLog.
+// KeyPrefix returns what every Redis key of l starts with: the Redis key
+// of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
+// keys). It is DefaultSlidingLogPrefix + "<limit>:<window>:", with the
+// window in whole milliseconds; built WithPolicyFunc,
+// DefaultSlidingLogPrefix + "keyed:<limit>:<window>:" of the
+// constructor's parameters; given WithKeyPrefix(p), p + "sl:". It is ""
+// for a nil *RedisSlidingLog.
 func (l *RedisSlidingLog) KeyPrefix() string {
 	if l == nil {
 		return ""

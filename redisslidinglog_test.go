@@ -94,7 +94,7 @@ func checkLogAsInProcess(t *testing.T, client redis.Scripter, keys ...string) {
 			assert.InDelta(t, float64(want.RetryAfter), float64(got.RetryAfter), float64(time.Second), msg)
 			assert.InDelta(t, float64(want.ResetAfter), float64(got.ResetAfter), float64(time.Second), msg)
 			if op.kind == "allow" && got.Allowed && op.n > 0 {
-				ttl, err := client.(redis.Cmdable).PTTL(ctx, remote.KeyPrefix()+op.key).Result()
+				ttl, err := client.(redis.Cmdable).PTTL(ctx, storedKey(remote.KeyPrefix(), op.key)).Result()
 				require.NoError(t, err)
 				assert.InDelta(t, float64(window), float64(ttl), float64(time.Second), "%s: the key lives until its newest entry leaves", msg)
 			}
@@ -113,7 +113,7 @@ func TestRedisSlidingLogKeyExpiresWhenItsNewestEntryLeaves(t *testing.T) {
 	advance(4*time.Second + 500*time.Microsecond)
 	_, err = l.Allow(ctx, "k", 1)
 	require.NoError(t, err)
-	key := l.KeyPrefix() + "k"
+	key := storedKey(l.KeyPrefix(), "k")
 	// 10 s after the newest entry, rounded up to whole ms.
 	assert.Equal(t, 10*time.Second, m.TTL(key))
 	advance(10*time.Second - time.Millisecond)
@@ -138,7 +138,7 @@ func TestRedisSlidingLogDropsEntriesThatLeft(t *testing.T) {
 		advance(4 * time.Second)
 	}
 	// At most the 3 entries of the window and the 5 fields of the header.
-	fields, err := m.HKeys(l.KeyPrefix() + "k")
+	fields, err := m.HKeys(storedKey(l.KeyPrefix(), "k"))
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(fields), 8)
 }
@@ -181,7 +181,7 @@ func TestRedisSlidingLogRefusesStateThatIsNotItsOwn(t *testing.T) {
 			m, client, _ := miniredisClock(t)
 			l, err := NewRedisSlidingLog(client, 3, time.Minute)
 			require.NoError(t, err)
-			key := l.KeyPrefix() + "k"
+			key := storedKey(l.KeyPrefix(), "k")
 			c.write(m, key)
 			before := m.Dump()
 			// A denial of 3 reads every entry, and finds what a call that
@@ -242,7 +242,7 @@ func TestRedisSlidingLogRefusesLimitsAboveTheBound(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.Allow(context.Background(), "k", 1)
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	assert.Equal(t, DefaultSlidingLogPrefix+"keyed:", l.KeyPrefix())
+	assert.Equal(t, DefaultSlidingLogPrefix+"keyed:10:60000:", l.KeyPrefix(), "built WithPolicyFunc: its constructor's policy")
 	l, err = NewRedisSlidingLog(client, 100, time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, "ratelimit:sl:100:60000:", l.KeyPrefix())

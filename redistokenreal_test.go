@@ -111,7 +111,7 @@ func checkWithTokenWorksForUnbraceableKeys(t *testing.T, client redis.Scripter, 
 			}
 			l, err := kind.new(client, 10, time.Hour, opts...)
 			require.NoError(t, err)
-			key := l.KeyPrefix() + k.key
+			key := storedKey(l.KeyPrefix(), k.key)
 			token := run + "-" + kind.name + "-" + strconv.Itoa(i)
 			res, err := l.Allow(ctx, k.key, 4)
 			require.NoError(t, err, "%s %q", kind.name, key)

@@ -44,7 +44,7 @@ func TestEveryErrorIsOfOneClass(t *testing.T) {
 	m, client, _ := redistest.Miniredis(t, time.Unix(1_700_000_000, 0))
 	rb, err := NewRedisTokenBucket(client, 5, 1)
 	require.NoError(t, err)
-	require.NoError(t, m.Set(rb.KeyPrefix()+"foreign", "x"))
+	require.NoError(t, m.Set(storedKey(rb.KeyPrefix(), "foreign"), "x"))
 	_, err = rb.Allow(ctx, "foreign", 1)
 	assert.Equal(t, []error{ErrCorruptState}, classOf(err))
 	m.Close()

@@ -52,6 +52,7 @@ type SlidingCounter struct {
 	keys       *keyTable[counterState]
 	obs        observer
 	policyFunc *policyFunc // nil unless built WithPolicyFunc
+	segs       windowSegs  // the segs of its keys' windows in its table, built WithPolicyFunc
 	debt       debtCap     // how far a Settle may count past the limit (WithMaxDebt)
 }
 
@@ -62,9 +63,9 @@ type SlidingCounter struct {
 // that does not apply.
 //
 // Built WithPolicyFunc, each call is decided at its key's policy in force
-// (its limit L and window W): a key keeps s, prev and cur across a change
-// of W, read at the new W, but holds nothing from 2W' after s on, W' being
-// the window in force at its last counted request.
+// (its limit L and window W): a key counts apart in each W its policy
+// gives it (see WithPolicyFunc), as a RedisSlidingCounter's does, and
+// keeps s, prev and cur across a change of L.
 func NewSlidingCounter(limit int, window time.Duration, opts ...Option) (*SlidingCounter, error) {
 	const kind = "NewSlidingCounter"
 	cfg, err := applyOptions(kind, inProcess, opts)
@@ -156,11 +157,12 @@ func (c *SlidingCounter) decide(ctx context.Context, key string, n int) (Result,
 		return Result{Limit: int(r.limit)}, r, err
 	}
 	reading := c.base.elapsed()
-	sh, now := c.keys.lock(key, reading, c.maxNow)
-	st, at := sh.lookup(key)
+	tk := c.tableKey(key, r.window)
+	sh, now := c.keys.lock(tk, reading, c.maxNow)
+	st, at := sh.lookup(tk)
 	cur, next, left, allowed := r.take(st, now, n)
 	if allowed && n > 0 {
-		sh.write(key, at, next, next.expiry)
+		sh.write(tk, at, next, next.expiry)
 	}
 	sh.mu.Unlock()
 	lag := lagBehind(now, reading)
@@ -175,6 +177,17 @@ func (c *SlidingCounter) decide(ctx context.Context, key string, n int) (Result,
 		c.obs.reportPolicy(c.policyAt(r), key, n, res, nil, time.Duration(c.base.elapsed()-reading))
 	}
 	return res, r, nil
+}
+
+// tableKey returns the key of key's state in the table for a call of the
+// window window (ns): key, or, built WithPolicyFunc, the window and ":"
+// then key, so that a key counts apart in each window its policy gives
+// it, as on Redis.
+func (c *SlidingCounter) tableKey(key string, window int64) string {
+	if c.policyFunc == nil {
+		return key
+	}
+	return c.segs.of(window) + key
 }
 
 // policyFuncRate returns the counterRate of a call for key, for a
@@ -240,13 +253,14 @@ func (c *SlidingCounter) settle(ctx context.Context, key string, taken, cost int
 		return Result{Limit: int(r.limit)}, err
 	}
 	reading := c.base.elapsed()
-	sh, now := c.keys.lock(key, reading, c.maxNow)
-	res := c.settleAt(r, sh, key, int64(cost-taken), a, now, lagBehind(now, reading))
+	tk := c.tableKey(key, r.window)
+	sh, now := c.keys.lock(tk, reading, c.maxNow)
+	res := c.settleAt(r, sh, tk, int64(cost-taken), a, now, lagBehind(now, reading))
 	sh.mu.Unlock()
 	return res, nil
 }
 
-// settleAt counts d more units for key (takes -d off for a negative d) in
+// settleAt counts d more units for key, the table's (see tableKey), (takes -d off for a negative d) in
 // sh, locked, at the rate r, at its time now read from a clock lag behind
 // it, and returns the key's Result.
 func (c *SlidingCounter) settleAt(r counterRate, sh *tableShard[counterState], key string, d int64, a adjustment, now, lag int64) Result {
@@ -291,19 +305,32 @@ func (c *SlidingCounter) settleAt(r counterRate, sh *tableShard[counterState], k
 // would be.
 func (c *SlidingCounter) reading(t time.Time) int64 { return int64(t.Sub(c.base.start)) }
 
-// Reset forgets key: it is back to its full limit. ctx is not used. It
-// fails only on a nil or zero-value *SlidingCounter, with an error
-// wrapping ErrInvalidConfig.
-func (c *SlidingCounter) Reset(_ context.Context, key string) error {
+// Reset forgets key: it is back to its full limit. Built WithPolicyFunc,
+// it forgets the key's counts in the window of its policy now (a key
+// counts apart in each window, see WithPolicyFunc), which ctx goes to the
+// PolicyFunc to read. It fails on a nil or zero-value *SlidingCounter,
+// with an error wrapping ErrInvalidConfig, and when the key's policy
+// cannot be read.
+func (c *SlidingCounter) Reset(ctx context.Context, key string) error {
 	if c == nil || c.keys == nil {
 		return errCounterNotBuilt
 	}
 	reading := c.base.elapsed()
-	c.keys.drop(key, reading, c.maxNow)
-	if c.obs.adjust != nil {
-		c.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, nil, time.Duration(c.base.elapsed()-reading))
+	tk := key
+	var err error
+	if c.policyFunc != nil {
+		var r counterRate
+		if r, err = c.policyFuncRate(ctx, key); err == nil {
+			tk = c.tableKey(key, r.window)
+		}
 	}
-	return nil
+	if err == nil {
+		c.keys.drop(tk, reading, c.maxNow)
+	}
+	if c.obs.adjust != nil {
+		c.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, err, time.Duration(c.base.elapsed()-reading))
+	}
+	return err
 }
 
 // Policy returns the limit and the window's length W; the zero Policy for

@@ -10,12 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestSlidingCountersKeepTheirStateAcrossAChangeOfWindowAlike changes the
-// policy a PolicyFunc gives every key, its window among it, at random
-// times of one schedule: the in-process and Redis counters decide alike
-// (the in-process RetryAfter rounded up to a whole µs), each key keeping
-// its start and units, read at the new window, until its expiry.
-func TestSlidingCountersKeepTheirStateAcrossAChangeOfWindowAlike(t *testing.T) {
+// TestSlidingCountersAcrossAChangeOfWindowDecideAlike changes the policy a
+// PolicyFunc gives every key, its window among it, at random times of one
+// schedule: the in-process and Redis counters decide alike (the in-process
+// RetryAfter rounded up to a whole µs), each key counting apart in each
+// window, and keeping its state in a window it comes back to until that
+// state's expiry.
+func TestSlidingCountersAcrossAChangeOfWindowDecideAlike(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(24, 9))
 	ctx := context.Background()
@@ -46,7 +47,11 @@ func TestSlidingCountersKeepTheirStateAcrossAChangeOfWindowAlike(t *testing.T) {
 	}
 }
 
-func TestSlidingCounterReadsAKeyAtTheWindowInForce(t *testing.T) {
+// TestSlidingCounterCountsApartInEachWindow: a key's counts are of windows
+// of one length, so a key whose policy gives it another window counts
+// apart in it, and finds its counts of a window it comes back to, until
+// they expire; in process and on Redis alike.
+func TestSlidingCounterCountsApartInEachWindow(t *testing.T) {
 	ctx := context.Background()
 	policy := Policy{Limit: 4, Window: 10 * time.Second}
 	byKey := PolicyFunc(func(context.Context, string) (Policy, error) { return policy, nil })
@@ -55,15 +60,29 @@ func TestSlidingCounterReadsAKeyAtTheWindowInForce(t *testing.T) {
 			policy = Policy{Limit: 4, Window: 10 * time.Second}
 			_, err := x.a.Allow(ctx, "k", 4)
 			require.NoError(t, err)
-			x.advance(10 * time.Second)
+			x.advance(5 * time.Second)
 			policy.Window = 20 * time.Second
 			res, err := x.a.Allow(ctx, "k", 0)
 			require.NoError(t, err)
-			assert.Equal(t, ok(4, 0, 10*time.Second), res, "read at 20 s, the window opened 10 s ago is still open: its 4 count, until the key's expiry")
-			policy.Window = 5 * time.Second
+			assert.Equal(t, ok(4, 4, 0), res, "in windows of 20 s the key has counted nothing")
+			_, err = x.a.Allow(ctx, "k", 1)
+			require.NoError(t, err)
+			policy.Window = 10 * time.Second
 			res, err = x.a.Allow(ctx, "k", 0)
 			require.NoError(t, err)
-			assert.Equal(t, ok(4, 4, 0), res, "read at 5 s, two windows have passed: it holds nothing")
+			assert.Equal(t, ok(4, 0, 15*time.Second), res, "back in windows of 10 s: its 4, until 2 windows after they opened")
+			x.advance(15 * time.Second)
+			res, err = x.a.Allow(ctx, "k", 0)
+			require.NoError(t, err)
+			assert.Equal(t, ok(4, 4, 0), res, "two windows of 10 s have passed: it holds nothing in them")
+			policy.Window = 20 * time.Second
+			res, err = x.a.Allow(ctx, "k", 0)
+			require.NoError(t, err)
+			assert.Equal(t, ok(4, 3, 25*time.Second), res, "its unit in windows of 20 s, counted 15 s ago, weighs until 40 s after")
+			require.NoError(t, x.a.Reset(ctx, "k"))
+			res, err = x.a.Allow(ctx, "k", 0)
+			require.NoError(t, err)
+			assert.Equal(t, ok(4, 4, 0), res, "a Reset forgets the key in the window of its policy now")
 		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 )
 
 // recorder is a Decider that passes every call to its limiter and keeps
@@ -58,7 +59,7 @@ func prefixOf(l any) string {
 // calendar day, and a limiter built WithPolicyFunc (which fails for the
 // key "broken").
 func stackRows() []stackRow {
-	own := func(l ratelimit.Decider, key string) string { return prefixOf(l) + key }
+	own := func(l ratelimit.Decider, key string) string { return redisbatch.StoredKey(prefixOf(l), "", key) }
 	return []stackRow{
 		{"TokenBucket", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
 			l, err := ratelimit.NewRedisTokenBucket(c, 5, 1)
@@ -87,7 +88,7 @@ func stackRows() []stackRow {
 			require.NoError(t, err)
 			return l
 		}, func(_ ratelimit.Decider, key string) string {
-			return ratelimit.DefaultTokenBucketPrefix + "5:1000000:" + key
+			return redisbatch.StoredKey(ratelimit.DefaultTokenBucketPrefix+"5:1000000:", "", key)
 		}},
 		{"SlidingLog", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
 			l, err := ratelimit.NewRedisSlidingLog(c, 5, 10*time.Second)
@@ -112,7 +113,7 @@ func stackRows() []stackRow {
 			require.NoError(t, err)
 			return l
 		}, func(_ ratelimit.Decider, key string) string {
-			return ratelimit.DefaultCalendarPrefix + "5:day:UTC:" + key
+			return redisbatch.StoredKey(ratelimit.DefaultCalendarPrefix+"5:day:UTC:", "", key)
 		}},
 		{"PolicyFunc", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
 			plans := func(_ context.Context, key string) (ratelimit.Policy, error) {

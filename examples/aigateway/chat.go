@@ -111,12 +111,12 @@ func bearer(authorization string) (string, bool) {
 }
 
 // rateKey returns the rate-limit key of an API key: a hash of it, so that
-// credentials never reach Redis and keys have one length. The braces make
-// it the hash tag of both policies' Redis keys, which a Composite needs on
-// Redis Cluster (one hash slot per call).
+// credentials never reach Redis and keys have one length. (Each limiter
+// puts it in a hash tag of its own, so both policies' Redis keys are in
+// one hash slot on Redis Cluster, as a Composite needs.)
 func rateKey(apiKey string) string {
 	sum := sha256.Sum256([]byte(apiKey))
-	return "{" + hex.EncodeToString(sum[:16]) + "}"
+	return hex.EncodeToString(sum[:16])
 }
 
 // parseChat checks a request body and returns what the completion needs.

@@ -32,8 +32,8 @@ const (
 	capacity = 10
 	rate     = 5.0 // tokens per second
 	key      = "demo:shared"
-	// prefix is the demo's own key prefix, so that the parent knows the
-	// Redis key it resets: prefix + key.
+	// prefix is the demo's own key prefix, which the parent's limiter
+	// shares with the workers' to reset the key.
 	prefix = "ratelimit-demo:distributed:"
 
 	workerEnv  = "RATELIMIT_DEMO_WORKER"
@@ -62,10 +62,15 @@ func parent() error {
 	defer r.Close()
 	fmt.Println(r.Describe())
 
-	// Start from a full bucket.
+	// Start from a full bucket: the workers' limiter, given one prefix,
+	// shares their key.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := r.Client.Del(ctx, prefix+key).Err(); err != nil {
+	bucket, err := ratelimit.NewRedisTokenBucket(r.Client, capacity, rate, ratelimit.WithKeyPrefix(prefix))
+	if err != nil {
+		return err
+	}
+	if err := bucket.Reset(ctx, key); err != nil {
 		return fmt.Errorf("reset the demo key: %w", err)
 	}
 

@@ -60,38 +60,6 @@ func sameShard(r route, a, b string) bool {
 	return true
 }
 
-// tokenPrefix starts the name of every Redis key that remembers a token,
-// so that no limiter key (which starts with the limiter's prefix) can be
-// one.
-const tokenPrefix = "ratelimit:settled:"
-
-// tokenKey returns the name of the Redis key that remembers token for the
-// Redis key key, on a client of route r: tokenPrefix, key, ":" and token,
-// with key put in braces when it has no hash tag of its own and no '}', so
-// that both are in one hash slot (tokenPrefix has no braces).
-//
-// That name is not in key's slot when key has a '}' but no hash tag, or is
-// empty (which braces make "{}", no hash tag either). On a cluster, and
-// through a client whose routing is unknown (routeAlone, which may be one),
-// such a key gets instead tokenPrefix, its slot's tag from slotTags in
-// braces, "#", key, ":" and token, in key's slot ("#" keeps it apart from
-// the name of a key equal to the tag). A single server or a Ring keeps the
-// name above: a Ring sends a script call to the shard of its first key,
-// whose hash tag every key of the call shares (see Sender.split), and only
-// that call touches the token key, so the token is remembered on key's
-// shard whatever its name.
-func tokenKey(r route, key, token string) string {
-	inSlot := hashTag(key) != key || (key != "" && strings.IndexByte(key, '}') < 0)
-	if !inSlot && (r == routeSlot || r == routeAlone) {
-		tag := slotTags[HashSlot(key)]
-		return tokenPrefix + "{" + string(tag[:]) + "}#" + key + ":" + token
-	}
-	if hashTag(key) != key || strings.IndexByte(key, '}') >= 0 {
-		return tokenPrefix + key + ":" + token
-	}
-	return tokenPrefix + "{" + key + "}:" + token
-}
-
 // clusterSlots is the number of hash slots of a Redis Cluster.
 const clusterSlots = 16384
 

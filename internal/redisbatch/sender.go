@@ -127,9 +127,9 @@ func (s *Sender) Coalesces() bool { return s.co != nil }
 func (s *Sender) SameShard(a, b string) bool { return sameShard(s.route, a, b) }
 
 // TokenKey returns the Redis key that remembers a Settle's token for a
-// request whose first key is key, in a place that request's script call
-// can touch on s's client (see tokenKey).
-func (s *Sender) TokenKey(key, token string) string { return tokenKey(s.route, key, token) }
+// request whose first key is key, in key's hash slot, so that the
+// request's script call can touch it on any client (see tokenKey).
+func (s *Sender) TokenKey(key, token string) string { return tokenKey(key, token) }
 
 // Do sends r, alone or coalesced, and reports whether it got an answer
 // (r.Record or r.Err); false when r.Ctx ended while r waited for its
