@@ -137,7 +137,8 @@ func TestPolicyTableValuesReadBackAndRefuseTheRest(t *testing.T) {
 	assert.Equal(t, plan, got)
 	assert.Equal(t, `""10/60000000000,"a,b=c;d"100/60000000000,"day"1000/86400000000000`, encodeTablePlan(plan))
 	for _, bad := range []string{
-		"", "10", "10/", "/10", "+10/5", "010/5", "10/05", "-1/5", "1/-5", "10/5;zone=UTC", "10/5 ", " 10/5",
+		"", "10", "10/", "/10", "+10/5", "010/5", "10/05", "-1/5", "1/-5", "10/5 ", " 10/5",
+		"10/5;zone=", "10/5;zone=Mars/Olympus", "10/5;zone=Local", "10/5;zone=UTC;x=y", "10/5;tz=UTC", "10/5;zone=UTC+2500",
 		"99999999999999999999/1", "1/99999999999999999999",
 	} {
 		_, err := decodeTablePolicy(bad)

@@ -21,10 +21,12 @@ import (
 //	               scripts/policytable.lua) and the number of keys on each plan
 //
 // A policy is "<limit>/<window in ns>", both decimal integers > 0 without a
-// sign or leading zeros; any text after a ';' is an attribute, which this
-// version knows none of and so refuses, so that a replica never decides by
-// part of a policy; and a write refuses a Policy with a field besides Limit
-// and Window, which encodeTablePolicy would drop.
+// sign or leading zeros, followed by ";zone=<zone>" when its Zone is set
+// (a calendar window's zone for the key, see Policy.Zone). Any other text
+// after a ';' is an attribute this version does not know, which it
+// refuses, so that a replica never decides by part of a policy; and a
+// write refuses a Policy with a field besides Limit, Window and Zone,
+// which encodeTablePolicy would drop.
 const (
 	tableKeyPrefix   = "ratelimit:policytable:"
 	tableEntryField  = "p:"
@@ -120,17 +122,47 @@ func clip(s string) string {
 	return s
 }
 
+// tableZoneAttr starts a policy's zone attribute.
+const tableZoneAttr = ";zone="
+
 // encodeTablePolicy returns p as the table keeps it in Redis.
 func encodeTablePolicy(p Policy) string {
-	return strconv.Itoa(p.Limit) + "/" + strconv.FormatInt(int64(p.Window), 10)
+	s := strconv.Itoa(p.Limit) + "/" + strconv.FormatInt(int64(p.Window), 10)
+	if p.Zone != "" {
+		s += tableZoneAttr + p.Zone
+	}
+	return s
 }
 
 // decodeTablePolicy reads a policy as the table keeps it in Redis. It does
-// not check the policy (see checkTablePolicy).
+// not check the policy (see checkTablePolicy), but for a zone's text: one
+// that is not a zone Policy.Zone takes is an error.
 func decodeTablePolicy(s string) (Policy, error) {
+	var zone string
 	if i := strings.IndexByte(s, ';'); i >= 0 {
-		return Policy{}, fmt.Errorf("policy %q: unknown attribute %q", clip(s), clip(s[i+1:]))
+		attr := s[i:]
+		if !strings.HasPrefix(attr, tableZoneAttr) || attr == tableZoneAttr {
+			return Policy{}, fmt.Errorf("policy %q: unknown attribute %q", clip(s), clip(s[i+1:]))
+		}
+		zone, s = attr[len(tableZoneAttr):], s[:i]
+		if strings.ContainsAny(zone, ";,\"\\ ") || len(zone) > maxTableZone {
+			return Policy{}, fmt.Errorf("policy %q: zone %q is not a zone name", clip(s), clip(zone))
+		}
+		if err := checkPolicyZone(zone); err != nil {
+			return Policy{}, fmt.Errorf("policy %q: %w", clip(s), err)
+		}
 	}
+	p, err := decodeTableRate(s)
+	p.Zone = zone
+	return p, err
+}
+
+// maxTableZone is the longest zone name a table keeps: IANA names are
+// under 40 bytes.
+const maxTableZone = 64
+
+// decodeTableRate reads the "<limit>/<window in ns>" of a policy.
+func decodeTableRate(s string) (Policy, error) {
 	l, w, ok := strings.Cut(s, "/")
 	if !ok {
 		return Policy{}, fmt.Errorf("policy %q is not <limit>/<window in ns>", clip(s))
@@ -323,9 +355,20 @@ func checkTablePolicyFor(check func(string, Policy) error, part string, p Policy
 	if err := checkTablePolicy("policy", p); err != nil {
 		return err
 	}
-	if (Policy{Limit: p.Limit, Window: p.Window}) != p {
+	if (Policy{Limit: p.Limit, Window: p.Window, Zone: p.Zone}) != p {
 		// A field of Policy this codec does not write would be lost.
 		return fmt.Errorf("%w: policy %+v has a field a PolicyTable cannot store", ErrInvalidConfig, p)
+	}
+	if p.Zone != "" {
+		if len(p.Zone) > maxTableZone || strings.ContainsAny(p.Zone, ";,\"\\ ") {
+			return fmt.Errorf("%w: policy zone %q is not a zone name a PolicyTable stores", ErrInvalidConfig, clip(p.Zone))
+		}
+		if err := checkPolicyZone(p.Zone); err != nil {
+			return fmt.Errorf("%w: policy zone %q: %w", ErrInvalidConfig, clip(p.Zone), err)
+		}
+		if periodOfNominal(p.Window) == 0 {
+			return fmt.Errorf("%w: policy %d per %v has a zone, which only a calendar window's policy takes: its window must be a CalendarPeriod's nominal length (1m, 1h, 24h, 168h or 720h)", ErrInvalidConfig, p.Limit, p.Window)
+		}
 	}
 	if check == nil {
 		return nil
