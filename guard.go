@@ -250,9 +250,9 @@ func (g *Guard) call(ctx context.Context, key string, n int, leased bool) (Lease
 	if g.breaker != nil || g.hooks != nil {
 		start = g.clock.Now()
 	}
-	admitted, wait, change := true, time.Duration(0), transition{}
+	admitted, wait, change, tk := true, time.Duration(0), transition{}, ticket{}
 	if g.breaker != nil {
-		admitted, wait, change = g.breaker.admit(start)
+		admitted, wait, change, tk = g.breaker.admit(start)
 		g.report(change)
 	}
 	if !admitted {
@@ -296,7 +296,7 @@ func (g *Guard) call(ctx context.Context, key string, n int, leased bool) (Lease
 		outcome = backendFailed
 	}
 	if g.breaker != nil {
-		g.report(g.breaker.record(outcome, g.clock.Now()))
+		g.report(g.breaker.record(outcome, tk, g.clock.Now()))
 	}
 	if outcome != backendFailed {
 		g.decided(key, n, d, lease, err, nil, start)
