@@ -40,8 +40,14 @@ const (
 // own, fail open, no circuit breaker.
 type GuardConfig struct {
 	// Timeout bounds each backend call through its context; 0 leaves
-	// only the caller's deadline. A go-redis client honours it only with
-	// ContextTimeoutEnabled set.
+	// only the caller's deadline. The Redis limiters of this package hold
+	// to it whatever the go-redis client's options: through a client
+	// built with ContextTimeoutEnabled the client stops the command at the
+	// deadline; through one without it (or a redis.Scripter of another
+	// package), the call stops waiting at the deadline while its script
+	// call runs on, on a goroutine of its own, to the client's
+	// ReadTimeout (see docs/redis.md). A Limiter of another package must
+	// honour its ctx's deadline itself.
 	Timeout time.Duration
 	// OnFailure is the policy for calls the backend fails or the open
 	// breaker keeps from it.
