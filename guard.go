@@ -64,7 +64,16 @@ type GuardConfig struct {
 	// a fail-closed denial's RetryAfter is the rest of the cool-down.
 	FailClosedRetryAfter time.Duration
 	// BreakerFailures is how many consecutive backend failures open the
-	// circuit breaker; 0 means no breaker.
+	// circuit breaker; 0 means no breaker. In front of a Redis limiter (or
+	// a Composite of Redis parts, through DenyCache, Shadow and Leasing)
+	// on a *redis.ClusterClient or *redis.Ring, the breaker is one per
+	// node: the failures of the calls whose key the client routes to one
+	// master (of its hash slot, in the client's latest view of the
+	// cluster) or ring shard count toward that node's breaker alone, so
+	// that one master down opens its breaker and the keys of the others
+	// stay on Redis. Keys routed before the cluster client has its first
+	// view share one breaker, as every key of a backend on one server
+	// does.
 	BreakerFailures int
 	// BreakerCoolDown is how long the breaker stays open before it lets
 	// one probe call through; it must be > 0 when BreakerFailures is.
@@ -92,7 +101,8 @@ type GuardConfig struct {
 // the configured timeout; a backend error is answered by the failure policy
 // with a nil error and reported to Hooks; and a circuit breaker stops
 // calling a backend that keeps failing, answering from the policy at once
-// until a probe after the cool-down succeeds.
+// until a probe after the cool-down succeeds (on a Redis Cluster or Ring,
+// one breaker per node: see GuardConfig.BreakerFailures).
 //
 // Only a failure of the backend (an error of class ErrBackend, or an error
 // of a Limiter of another package, which has no class) is answered by the
@@ -160,8 +170,9 @@ type Guard struct {
 	adjust   AdjustHooks // hooks, when they hear of adjustments; nil otherwise
 	clock    Clock
 	// breaker is the Guard's circuit breaker, its own or a shared
-	// Breaker's; nil without one. breakerHooks hear of its changes.
-	breaker      *breaker
+	// Breaker's, one per node of a cluster or ring; nil without one.
+	// breakerHooks hear of its changes.
+	breaker      *breakers
 	breakerHooks Hooks
 	lastLimit    atomic.Int64 // the Limit of the latest backend answer
 }
@@ -209,7 +220,7 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 	case cfg.Breaker != nil:
 		g.breaker, g.breakerHooks = &cfg.Breaker.b, cfg.Breaker.hooks
 	case cfg.BreakerFailures > 0:
-		g.breaker = &breaker{threshold: cfg.BreakerFailures, coolDown: cfg.BreakerCoolDown}
+		g.breaker = new(breakers).init(cfg.BreakerFailures, cfg.BreakerCoolDown)
 		g.breakerHooks = g.hooks
 	}
 	return g, nil
@@ -257,8 +268,10 @@ func (g *Guard) call(ctx context.Context, key string, n int, leased bool) (Lease
 		start = g.clock.Now()
 	}
 	admitted, wait, change, tk := true, time.Duration(0), transition{}, ticket{}
+	var br *breaker // the breaker of key's node
 	if g.breaker != nil {
-		admitted, wait, change, tk = g.breaker.admit(start)
+		br = g.breaker.of(g.backend.node(key))
+		admitted, wait, change, tk = br.admit(start)
 		g.report(change)
 	}
 	if !admitted {
@@ -301,8 +314,8 @@ func (g *Guard) call(ctx context.Context, key string, n int, leased bool) (Lease
 		// says nothing of its class.
 		outcome = backendFailed
 	}
-	if g.breaker != nil {
-		g.report(g.breaker.record(outcome, tk, g.clock.Now()))
+	if br != nil {
+		g.report(br.record(outcome, tk, g.clock.Now()))
 	}
 	if outcome != backendFailed {
 		g.decided(key, n, d, lease, err, nil, start)
@@ -545,11 +558,12 @@ func (g *Guard) report(t transition) {
 }
 
 // BreakerState returns the circuit breaker's state now, its own or its
-// shared Breaker's. It is BreakerClosed for a nil *Guard or one without a
-// breaker.
+// shared Breaker's: on a cluster or ring, that of its most open node (open,
+// then half-open, then closed). It is BreakerClosed for a nil *Guard or one
+// without a breaker.
 func (g *Guard) BreakerState() BreakerState {
 	if g == nil || g.breaker == nil {
 		return BreakerClosed
 	}
-	return g.breaker.current()
+	return g.breaker.state()
 }

@@ -95,3 +95,26 @@ func TestTokenKeyKeepsTheNamesThatWorked(t *testing.T) {
 		assert.Equal(t, tc.want, tokenKey(tc.route, tc.key, "req-1"), "route %d, key %q", tc.route, tc.key)
 	}
 }
+
+func TestHashSlotOfIsTheSlotOfTheWholeKey(t *testing.T) {
+	parts := []string{"", "{", "}", "{}", "a", "{a", "a}", "{a}", "}{", "x{y", "ratelimit:tb:10:1:", "rl:{t}:", "{{", "}}"}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 5000 {
+		b := make([]byte, r.IntN(8))
+		for i := range b {
+			b[i] = "{}:ab"[r.IntN(5)]
+		}
+		parts = append(parts, string(b))
+	}
+	for _, prefix := range parts[:200] {
+		for _, key := range parts {
+			if got, want := HashSlotOf(prefix, key), HashSlot(prefix+key); got != want {
+				t.Fatalf("HashSlotOf(%q, %q) = %d, HashSlot = %d", prefix, key, got, want)
+			}
+			a, b := hashTagOf(prefix, key)
+			if tag := hashTag(prefix + key); tag != a+b {
+				t.Fatalf("hashTagOf(%q, %q) = %q + %q, hashTag = %q", prefix, key, a, b, tag)
+			}
+		}
+	}
+}
