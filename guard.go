@@ -164,7 +164,11 @@ type GuardConfig struct {
 // for a backend policy of limit L that had R left keeps at most
 // ⌊R × F / L⌋ (for a token bucket or GCRA, R grown back at the policy's
 // rate since the answer), and calls after it find the fallback as it left
-// it. So while the backend is away, a fallback admits on a key its share
+// it. A Settle through the Guard that takes more than the call's estimate
+// lowers what is remembered by as much (a Refund leaves it lower than the
+// backend's, which only makes the fallback start lower), and a Reset
+// forgets the key, which is full; adjustments made around the Guard are
+// not seen. So while the backend is away, a fallback admits on a key its share
 // of what the backend had left, plus what its own policy gives back in
 // that time (a token bucket's, a GCRA's or a sliding window's rate; a
 // fixed window's next window, the one it seeds ending when the backend's
@@ -259,6 +263,7 @@ type Guard struct {
 	memory       *keyTable[memo]
 	rememberKeys int64
 	seeds        []seedTarget
+	perCall      []bool // each part's PerCall, for a Composite backend
 	base         clockBase
 }
 
@@ -334,6 +339,11 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 		g.rememberKeys = int64(cmp.Or(cfg.RememberKeys, DefaultRememberKeys))
 		g.memory = newKeyTable[memo](int64(time.Minute)).outliving(func(m memo) int64 { return m.until })
 		g.memory.counted = true
+		if c := compositeIn(backend); c != nil {
+			for _, p := range c.parts {
+				g.perCall = append(g.perCall, p.PerCall)
+			}
+		}
 	}
 	switch {
 	case cfg.Breaker != nil:
@@ -551,7 +561,11 @@ func (g *Guard) forward(ctx context.Context, op AdjustOp, key string, taken, cos
 	}
 	ctx, cancel := g.adjustContext(ctx)
 	defer cancel()
-	return forwardAdjust(ctx, a, op, key, taken, cost, opts)
+	res, err := forwardAdjust(ctx, a, op, key, taken, cost, opts)
+	if err == nil && g.memory != nil {
+		g.adjustMemo(key, op, taken, cost)
+	}
+	return res, err
 }
 
 // adjuster returns the backend as an Adjuster, or an error saying it is

@@ -156,6 +156,38 @@ func (g *Guard) remember(key string, d *Decision, at int64) {
 	sh.mu.Unlock()
 }
 
+// adjustMemo keeps key's memo true to an adjustment the backend applied
+// through the Guard: a Reset forgets it (the key is full), and a Settle
+// that took more than it gave back takes that from each policy's
+// remaining (1 call from a PerCall part's, as it counts); a give-back
+// leaves it as it was, lower than the backend's, which only makes the
+// fallback start lower. The memo then seeds again at the next failed-over
+// call.
+func (g *Guard) adjustMemo(key string, op AdjustOp, taken, cost int) {
+	t := g.memory
+	sh, _ := t.lock(key, g.base.elapsed(), maxSpan)
+	defer sh.mu.Unlock()
+	m, w := sh.lookup(key)
+	if w == absent {
+		return
+	}
+	if op == AdjustReset {
+		t.remove(sh, key, w)
+		return
+	}
+	for i := range int(m.n) {
+		more := int64(cost) - int64(taken)
+		if i < len(g.perCall) && g.perCall[i] {
+			more = int64(once(cost) - once(taken))
+		}
+		if more > 0 {
+			m.parts[i].remaining = max(m.parts[i].remaining-more, 0)
+		}
+	}
+	m.seeded = false
+	sh.write(key, w, m, m.until)
+}
+
 // memoPartOf returns what r, the Result of policy i of a Decision whose
 // rules are rules (nil when not known), made at at, says of it.
 func memoPartOf(r *Result, rules []rule, i int, at int64) memoPart {

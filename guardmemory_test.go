@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,4 +252,55 @@ func benchGuard(b *testing.B, policy FailurePolicy) *Guard {
 	g, err := NewGuard(backend, cfg)
 	require.NoError(b, err)
 	return g
+}
+
+// TestGuardFallbackStartsFromWhatASettleLeft: a Settle through the Guard
+// that took more than the call's estimate lowers what the fallback starts
+// from; a Reset makes it start full.
+func TestGuardFallbackStartsFromWhatASettleLeft(t *testing.T) {
+	clock := NewFakeClock(epoch)
+	backend, err := NewFixedWindow(10, time.Hour, WithClock(clock))
+	require.NoError(t, err)
+	flaky := &flakyBackend{FixedWindow: backend}
+	fallback, err := NewFixedWindow(10, time.Hour, WithClock(clock))
+	require.NoError(t, err)
+	g, err := NewGuard(flaky, GuardConfig{OnFailure: FailOver, Fallback: fallback, Clock: clock})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, key := range []string{"settled", "reset"} {
+		d, err := g.Decide(ctx, key, 2)
+		require.NoError(t, err)
+		require.Equal(t, 8, d.Remaining)
+	}
+	_, err = g.Settle(ctx, "settled", 2, 7) // 5 more: 3 left
+	require.NoError(t, err)
+	require.NoError(t, g.Reset(ctx, "reset"))
+
+	flaky.down.Store(true)
+	d, err := g.Decide(ctx, "settled", 0)
+	require.NoError(t, err)
+	assert.Equal(t, FromFallback, d.Source)
+	assert.Equal(t, 3, d.Remaining, "what the Settle left")
+	d, err = g.Decide(ctx, "reset", 0)
+	require.NoError(t, err)
+	assert.Equal(t, 10, d.Remaining, "a Reset leaves the key full")
+}
+
+// flakyBackend is a FixedWindow whose calls fail while down is set; its
+// adjustments always reach it.
+type flakyBackend struct {
+	*FixedWindow
+	down atomic.Bool
+}
+
+func (f *flakyBackend) Decide(ctx context.Context, key string, n int) (Decision, error) {
+	if f.down.Load() {
+		return Decision{}, errDown
+	}
+	return f.FixedWindow.Decide(ctx, key, n)
+}
+
+func (f *flakyBackend) Allow(ctx context.Context, key string, n int) (Result, error) {
+	d, err := f.Decide(ctx, key, n)
+	return d.Result, err
 }
