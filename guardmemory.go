@@ -144,16 +144,25 @@ func (g *Guard) remember(key string, d *Decision, at int64) {
 		m.until, m.n = max(m.until, m.parts[0].full), 1
 	}
 	t := g.memory
-	sh, now := t.lock(key, at, maxSpan)
-	_, w := sh.lookup(key)
-	switch {
-	case m.until <= now:
-		// Full again at once: nothing to start from.
-		t.remove(sh, key, w)
-	case w != absent || t.reserve(g.rememberKeys):
-		sh.write(key, w, m, m.until)
+	for swept := false; ; swept = true {
+		sh, now := t.lock(key, at, maxSpan)
+		_, w := sh.lookup(key)
+		switch {
+		case m.until <= now:
+			// Full again at once: nothing to start from.
+			t.remove(sh, key, w)
+		case w != absent || t.reserve(g.rememberKeys):
+			sh.write(key, w, m, m.until)
+		case !swept:
+			// Full: shards no call has touched may hold memos of keys
+			// that are full again.
+			sh.mu.Unlock()
+			t.sweep(g.base.elapsed(), maxSpan)
+			continue
+		}
+		sh.mu.Unlock()
+		return
 	}
-	sh.mu.Unlock()
 }
 
 // adjustMemo keeps key's memo true to an adjustment the backend applied

@@ -304,3 +304,31 @@ func (f *flakyBackend) Allow(ctx context.Context, key string, n int) (Result, er
 	d, err := f.Decide(ctx, key, n)
 	return d.Result, err
 }
+
+// TestGuardRemembersAtMostRememberKeys: past RememberKeys keys, a new key
+// is not remembered (its fallback starts full) until memories of keys that
+// are full again are forgotten.
+func TestGuardRemembersAtMostRememberKeys(t *testing.T) {
+	clock := NewFakeClock(epoch)
+	backend := &stubBackend{res: Result{Allowed: true, Limit: 10, Remaining: 0, ResetAfter: time.Minute}}
+	fallback, err := NewFixedWindow(10, time.Hour, WithClock(clock))
+	require.NoError(t, err)
+	g, err := NewGuard(backend, GuardConfig{OnFailure: FailOver, Fallback: fallback, Clock: clock, RememberKeys: 2})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, key := range []string{"a", "b", "c"} {
+		_, err := g.Decide(ctx, key, 1)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 2, g.memory.len())
+	clock.Advance(time.Minute) // a and b are full again
+	_, err = g.Decide(ctx, "d", 1)
+	require.NoError(t, err)
+	backend.set(Result{}, errDown)
+	d, err := g.Decide(ctx, "d", 1)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "d is remembered once the others are forgotten: 0 left")
+	d, err = g.Decide(ctx, "c", 1)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed, "c was not remembered: its fallback starts full")
+}
