@@ -16,7 +16,9 @@ const (
 	// the failure policy without touching it until the cool-down ends.
 	BreakerOpen
 	// BreakerHalfOpen: the cool-down has ended and one probe call is on
-	// its way to the backend; others are answered by the policy.
+	// its way to the backend; others are answered by the policy. The
+	// probe's answer alone closes the breaker or opens it again: a call
+	// sent before the breaker opened changes nothing when it returns.
 	BreakerHalfOpen
 )
 
@@ -38,14 +40,19 @@ func (s BreakerState) String() string {
 // an outage once: the failures of all of them count toward one run, and
 // once it opens, every one of them answers by its failure policy at once,
 // without paying a timeout of its own, until a probe by any of them after
-// the cool-down succeeds. Its changes are reported once, to its own Hooks.
+// the cool-down succeeds. Its changes are reported once, to its own Hooks,
+// and never to the Guards' Hooks, which hear only of their decisions.
 // Give it to each Guard through GuardConfig.Breaker; Guards that share a
 // Breaker should share a Clock, since each times the cool-down by its own.
+//
+// In front of a Redis Cluster or Ring client, a Breaker is one breaker per
+// node, as a Guard's own is (see GuardConfig.BreakerFailures): the Guards'
+// failures on one node's keys open that node's breaker alone.
 //
 // A Breaker is safe for concurrent use. Create one with NewBreaker; the
 // zero value is refused by NewGuard.
 type Breaker struct {
-	b     breaker
+	b     breakers
 	hooks Hooks // nil when nothing listens
 }
 
@@ -57,8 +64,9 @@ type BreakerConfig struct {
 	// CoolDown is how long it stays open before it lets one probe call
 	// through; it must be > 0.
 	CoolDown time.Duration
-	// Hooks receives the Breaker's changes (BreakerChanged), each once;
-	// nil means none.
+	// Hooks receives the Breaker's changes (BreakerChanged), each once,
+	// those of each node's breaker on a cluster or ring; nil means none.
+	// The Hooks of the Guards that share the Breaker hear none of them.
 	Hooks Hooks
 }
 
@@ -71,27 +79,37 @@ func NewBreaker(cfg BreakerConfig) (*Breaker, error) {
 	case cfg.CoolDown <= 0:
 		return nil, fmt.Errorf("%w: NewBreaker: CoolDown %v must be > 0", ErrInvalidConfig, cfg.CoolDown)
 	}
-	return &Breaker{b: breaker{threshold: cfg.Failures, coolDown: cfg.CoolDown}, hooks: activeHooks(cfg.Hooks)}, nil
+	b := &Breaker{hooks: activeHooks(cfg.Hooks)}
+	b.b.init(cfg.Failures, cfg.CoolDown)
+	return b, nil
 }
 
-// State returns the Breaker's state now; BreakerClosed for a nil or zero
-// Breaker.
+// State returns the Breaker's state now: on a cluster or ring, that of its
+// most open node (open, then half-open, then closed); BreakerClosed for a
+// nil or zero Breaker.
 func (b *Breaker) State() BreakerState {
 	if b == nil {
 		return BreakerClosed
 	}
-	return b.b.current()
+	return b.b.state()
 }
 
 // breaker opens after a run of consecutive backend failures, stays open for
 // a cool-down, then lets one probe through and closes when it succeeds. It
 // is safe for concurrent use. A breaker with threshold 0 never opens.
+//
+// Only the calls it admitted since its latest change of state count: each
+// change starts a new epoch, and an answer of a call admitted in an earlier
+// one (sent while it was closed, returning after it opened) changes
+// nothing. So it closes only on the probe's success, the one call it
+// admits in its half-open epoch, never by itself.
 type breaker struct {
 	threshold int           // consecutive failures that open it
 	coolDown  time.Duration // how long it stays open before a probe
 
 	mu       sync.Mutex
 	state    BreakerState
+	epoch    uint64    // bumped by each change of state
 	failures int       // consecutive, while closed
 	openedAt time.Time // when it last opened
 }
@@ -106,46 +124,65 @@ func (b *breaker) current() BreakerState {
 // transition is a change of a breaker's state; from == to means none.
 type transition struct{ from, to BreakerState }
 
+// ticket is what an admitted call shows the breaker with its outcome: the
+// epoch it was admitted in.
+type ticket struct{ epoch uint64 }
+
 // admit reports whether a call may go to the backend at now, and if not, how
 // long until a probe may. When the cool-down has ended it admits exactly one
-// probe, moving to half-open.
-func (b *breaker) admit(now time.Time) (ok bool, wait time.Duration, change transition) {
+// probe, moving to half-open. The ticket goes back with the call's outcome
+// (see record).
+func (b *breaker) admit(now time.Time) (ok bool, wait time.Duration, change transition, t ticket) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch b.state {
 	case BreakerClosed:
-		return true, 0, transition{}
+		return true, 0, transition{}, ticket{b.epoch}
 	case BreakerOpen:
 		if left := b.coolDown - now.Sub(b.openedAt); left > 0 {
-			return false, left, transition{}
+			return false, left, transition{}, ticket{}
 		}
-		b.state = BreakerHalfOpen
-		return true, 0, transition{BreakerOpen, BreakerHalfOpen}
+		b.moveTo(BreakerHalfOpen)
+		return true, 0, transition{BreakerOpen, BreakerHalfOpen}, ticket{b.epoch}
 	default: // half-open: the probe is out
-		return false, b.coolDown, transition{}
+		return false, b.coolDown, transition{}, ticket{}
 	}
 }
 
-// record notes the outcome of an admitted call and returns the change it
-// caused. A probe that ended without a verdict on the backend (its caller
-// gave up) reopens the breaker so that the next call probes at once.
-func (b *breaker) record(outcome callOutcome, now time.Time) transition {
+// moveTo changes the state to s and starts a new epoch. The caller holds
+// mu.
+func (b *breaker) moveTo(s BreakerState) {
+	b.state = s
+	b.epoch++
+}
+
+// record notes the outcome of a call admitted with t and returns the change
+// it caused: none for a call admitted before the latest change. A probe
+// that ended without a verdict on the backend (its caller gave up) reopens
+// the breaker so that the next call probes at once.
+func (b *breaker) record(outcome callOutcome, t ticket, now time.Time) transition {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	from := b.state
+	if t.epoch != b.epoch {
+		return transition{from, from}
+	}
 	switch outcome {
 	case backendOK:
 		b.failures = 0
-		b.state = BreakerClosed
+		if b.state == BreakerHalfOpen {
+			b.moveTo(BreakerClosed)
+		}
 	case backendFailed:
 		b.failures++
 		if b.state == BreakerHalfOpen || (b.threshold > 0 && b.failures >= b.threshold) {
-			b.state = BreakerOpen
+			b.moveTo(BreakerOpen)
+			b.failures = 0
 			b.openedAt = now
 		}
 	case noVerdict:
 		if b.state == BreakerHalfOpen {
-			b.state = BreakerOpen
+			b.moveTo(BreakerOpen)
 			b.openedAt = now.Add(-b.coolDown)
 		}
 	}

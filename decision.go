@@ -38,7 +38,9 @@ type Decision struct {
 	// the order of Policies: a part that would have allowed a denied call
 	// reports its state untouched, with RetryAfter 0. It is nil for every
 	// other limiter, whose Result is its one policy's, and for an answer a
-	// decorator made without its backend (a Guard's failure policy).
+	// decorator made without its backend, but for a Guard's answer by a
+	// fallback Composite, or by parts of policies of their own (see
+	// Guard): then each part's Result as that answer has it.
 	Parts []Result
 	// Source says who answered: FromBackend when the limiter itself
 	// decided, or the decorator that answered in its place (a Guard's

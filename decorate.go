@@ -17,11 +17,15 @@ type decorated struct {
 	// of a Composite's parts (found through decorators); nil when a call
 	// touches key alone.
 	keysOf func(key string) []string
+	// nodeOf names the server that serves key's call on a Redis Cluster or
+	// Ring (see nodesOf); nil for a backend of one server or of another
+	// package.
+	nodeOf func(key string) string
 }
 
 // decorate returns backend, decorated.
 func decorate(backend Limiter) decorated {
-	d := decorated{Limiter: backend, keysOf: keysOf(backend)}
+	d := decorated{Limiter: backend, keysOf: keysOf(backend), nodeOf: nodesOf(backend)}
 	d.decider, _ = backend.(Decider)
 	d.adjust, _ = backend.(Adjuster)
 	d.acquirer, _ = backend.(Acquirer)
@@ -56,6 +60,55 @@ func keysOf(l Limiter) func(key string) []string {
 		}
 	}
 	return nil
+}
+
+// nodeRouter is a Limiter that may name the server of each key's calls: a
+// Redis limiter or Composite of Redis parts (see noderoute.go). nodes
+// returns the function that does, or nil when every call goes to one
+// server.
+type nodeRouter interface {
+	nodes() func(key string) string
+}
+
+// nodesOf returns the function that names the server that serves a call of
+// l on key (see redisbatch.Sender.Node), found through this package's
+// decorators; nil when l's calls all go to one server, or l is of another
+// package.
+func nodesOf(l Limiter) func(key string) string {
+	switch v := l.(type) {
+	case *Guard:
+		if v != nil {
+			return v.backend.nodeOf
+		}
+		return nil
+	case *DenyCache:
+		if v != nil {
+			return v.backend.nodeOf
+		}
+		return nil
+	case *Shadow:
+		if v != nil {
+			return v.backend.nodeOf
+		}
+		return nil
+	case *Leasing:
+		if v != nil {
+			return v.backend.nodeOf
+		}
+		return nil
+	}
+	if r, ok := l.(nodeRouter); ok && !isNil(l) {
+		return r.nodes()
+	}
+	return nil
+}
+
+// node names the server that serves key's call; "" when not known.
+func (d *decorated) node(key string) string {
+	if d.nodeOf == nil {
+		return ""
+	}
+	return d.nodeOf(key)
 }
 
 // built reports whether d has a backend.

@@ -138,7 +138,10 @@
 // Calls that arrive meanwhile go together, up to 128 checks (a Composite's
 // request is one per part), in one call of the batch script, which decides
 // them in order on one reading of the server's TIME: each gets exactly the
-// Result it would have got alone. No timer, no goroutine. A script call is
+// Result it would have got alone. No timer, and no goroutine through a
+// client built with ContextTimeoutEnabled (without it, a call whose ctx has
+// a deadline waits for its reply apart from a goroutine that sends its
+// script call, so that the deadline holds). A script call is
 // sent at most once, never again by go-redis's retries (except through a
 // *redis.AutoPipeliner). WithoutCoalescing sends every decision alone.
 // docs/redis.md has the rest: routing, a caller that gives up, a failed batch.

@@ -211,7 +211,10 @@ func (f *Fleet) Beat(ctx context.Context) error {
 // Run beats every Heartbeat, the first at once, until ctx ends, then
 // leaves the fleet (best effort, within one Heartbeat) so that the others
 // resize at their next heartbeat, and returns ctx's error. Each heartbeat
-// is bounded by Heartbeat; its errors go to OnError, and Run carries on.
+// is bounded by Heartbeat through a client built with ContextTimeoutEnabled
+// (through one without it, a stalled server holds a heartbeat for the
+// client's ReadTimeout, and delays the next one); its errors go to OnError,
+// and Run carries on.
 // It returns an error wrapping ErrInvalidConfig at once when another Run of
 // f is running, and on a nil or zero-value *Fleet.
 func (f *Fleet) Run(ctx context.Context) error {

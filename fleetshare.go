@@ -134,7 +134,11 @@ func sharePolicy(p Policy, live int) Policy {
 // Each call reads Live, so the share follows the fleet as it grows or
 // shrinks, and keeps what each key has used (see WithPolicyFunc); while
 // Redis is away Live, and so the share, stays as the latest heartbeat
-// left it. opts go to each in-process limiter: WithClock, WithHooks,
+// left it. The Guard that fails over to it brings each key down, at its
+// first failed-over call, to its share of what Redis last told this
+// replica was left (see Guard, Fallbacks start from the backend's state),
+// so that a quota Redis had spent is not refilled by every replica's
+// share. opts go to each in-process limiter: WithClock, WithHooks,
 // WithName, WithMaxDebt and WithMaxSettle apply (the bounds on debt and
 // on one Settle are the backend's unless they say otherwise; a
 // concurrency mirror has no debt and no Settle, so they are refused for a

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -28,7 +29,9 @@ const (
 	// FailOver asks the Guard's Fallback limiter instead: an in-process
 	// limiter of one replica's share of the limit, which Fleet.Fallback
 	// builds and sizes by the replicas alive (the shared limit ÷ live
-	// replicas, following the fleet as it grows or shrinks).
+	// replicas, following the fleet as it grows or shrinks), and which
+	// starts each key from its share of what the backend last said was
+	// left (see Guard, Fallbacks start from the backend's state).
 	// Choose it for a middle way: still limited, roughly. A cost within the
 	// backend's limit that the fallback can never take (it exceeds the
 	// fallback's limit) is denied, with the RetryAfter FailClosed would
@@ -40,25 +43,59 @@ const (
 // own, fail open, no circuit breaker.
 type GuardConfig struct {
 	// Timeout bounds each backend call through its context; 0 leaves
-	// only the caller's deadline. A go-redis client honours it only with
-	// ContextTimeoutEnabled set.
+	// only the caller's deadline. The Redis limiters of this package hold
+	// to it whatever the go-redis client's options: through a client
+	// built with ContextTimeoutEnabled the client stops the command at the
+	// deadline; through one without it (or a redis.Scripter of another
+	// package), the call stops waiting at the deadline while its script
+	// call runs on, on a goroutine of its own, to the client's
+	// ReadTimeout (see docs/redis.md). A Limiter of another package must
+	// honour its ctx's deadline itself.
 	Timeout time.Duration
 	// OnFailure is the policy for calls the backend fails or the open
 	// breaker keeps from it.
 	OnFailure FailurePolicy
-	// Fallback answers under FailOver, and must be nil otherwise. For a
-	// Redis backend shared by several replicas, build it with
+	// Fallback answers under FailOver, and must be nil when no part fails
+	// over. For a Redis backend shared by several replicas, build it with
 	// Fleet.Fallback, which gives each replica its share of the backend's
 	// policy, by the number of replicas alive. For a backend that holds
 	// leases (see Acquirer), give an in-process Concurrency (or a
-	// Composite holding one): its leases are its own (see Guard).
+	// Composite holding one): its leases are its own (see Guard). When
+	// some parts of a Composite fail over and others do not (see
+	// PartFailure), it must be a Composite with a part of the name of each
+	// part that fails over, as Fleet.Fallback builds; those parts of it
+	// answer.
 	Fallback Limiter
+	// PartFailure gives parts of a Composite backend (found through a
+	// DenyCache, Shadow or Leasing) a failure policy of their own, by part
+	// Name; the parts it does not name follow OnFailure. A call the
+	// backend fails is then answered part by part (see Guard, A policy
+	// per part): denied when a part that fails closed has its say,
+	// otherwise decided by the Fallback's parts that fail over, while the
+	// parts that fail open allow it. nil: every part follows OnFailure.
+	PartFailure map[string]FailurePolicy
+	// RememberKeys bounds how many keys' latest backend answers a Guard
+	// with parts that fail over remembers, so that its Fallback starts
+	// from what the backend had left (see Guard, Fallbacks start from the
+	// backend's state); 0 means DefaultRememberKeys. A key answered while
+	// that many are held is not remembered until some are forgotten (a
+	// memory is forgotten once every policy of its key is full again).
+	RememberKeys int
 	// FailClosedRetryAfter is the RetryAfter of a fail-closed denial
 	// while the breaker is closed; 0 means 1 s. While the breaker is open,
 	// a fail-closed denial's RetryAfter is the rest of the cool-down.
 	FailClosedRetryAfter time.Duration
 	// BreakerFailures is how many consecutive backend failures open the
-	// circuit breaker; 0 means no breaker.
+	// circuit breaker; 0 means no breaker. In front of a Redis limiter (or
+	// a Composite of Redis parts, through DenyCache, Shadow and Leasing)
+	// on a *redis.ClusterClient or *redis.Ring, the breaker is one per
+	// node: the failures of the calls whose key the client routes to one
+	// master (of its hash slot, in the client's latest view of the
+	// cluster) or ring shard count toward that node's breaker alone, so
+	// that one master down opens its breaker and the keys of the others
+	// stay on Redis. Keys routed before the cluster client has its first
+	// view share one breaker, as every key of a backend on one server
+	// does.
 	BreakerFailures int
 	// BreakerCoolDown is how long the breaker stays open before it lets
 	// one probe call through; it must be > 0 when BreakerFailures is.
@@ -86,7 +123,8 @@ type GuardConfig struct {
 // the configured timeout; a backend error is answered by the failure policy
 // with a nil error and reported to Hooks; and a circuit breaker stops
 // calling a backend that keeps failing, answering from the policy at once
-// until a probe after the cool-down succeeds.
+// until a probe after the cool-down succeeds (on a Redis Cluster or Ring,
+// one breaker per node: see GuardConfig.BreakerFailures).
 //
 // Only a failure of the backend (an error of class ErrBackend, or an error
 // of a Limiter of another package, which has no class) is answered by the
@@ -110,8 +148,64 @@ type GuardConfig struct {
 // shown under the backend's policy of the name that bound the fallback's
 // decision, or, when the backend has none of that name, as the fallback's
 // own Decision, so that the policy named is always the one whose numbers
-// are shown. Use it around every limiter that talks to a network; it
-// reports its backend's policies as its own.
+// are shown; a fallback Composite's parts' Results are in Parts, in the
+// order of the backend's policies, each under the backend's Limit. Use it
+// around every limiter that talks to a network; it reports its backend's
+// policies as its own.
+//
+// Fallbacks start from the backend's state. A Guard that fails over to a
+// fallback of this package's in-process rate limiters (or a Composite of
+// them, as Fleet.Fallback builds) remembers, for each key the backend
+// answered, what the backend said was left of each policy, until every one
+// is full again (at most RememberKeys keys, 100,000 by default; a key
+// answered while that many are held is not remembered). The first call it
+// fails over for a key after such an answer brings the fallback's state of
+// the key down to its share of what was left: a fallback policy of limit F
+// for a backend policy of limit L that had R left keeps at most
+// ⌊R × F / L⌋ (for a token bucket or GCRA, R grown back at the policy's
+// rate since the answer), and calls after it find the fallback as it left
+// it. A Settle through the Guard that takes more than the call's estimate
+// lowers what is remembered by as much (a Refund leaves it lower than the
+// backend's, which only makes the fallback start lower), and a Reset
+// forgets the key, which is full; adjustments made around the Guard are
+// not seen. So while the backend is away, a fallback admits on a key its share
+// of what the backend had left, plus what its own policy gives back in
+// that time (a token bucket's, a GCRA's or a sliding window's rate; a
+// fixed window's next window, the one it seeds ending when the backend's
+// does; nothing more in a calendar window, whose windows are the
+// backend's). A sliding window's seed counts the units the backend had
+// spent as taken at the seeding, so that they come back a window later,
+// not bit by bit as the backend's would. With Fleet.Fallback's shares over N replicas (F = ⌊L/N⌋),
+// the fallbacks together admit in one calendar window at most the sum
+// over replicas of ⌊Rᵢ / N⌋, where Rᵢ is what the backend said was left
+// in its latest answer on the key to replica i (L for a replica that
+// remembers none): no more than what the backend had left when it went
+// away plus what it admitted through the other replicas after the oldest
+// of those answers. The backend does not learn what the fallbacks
+// admitted: once it is back it admits what it had left, so a window may
+// admit its limit plus what the fallbacks admitted while it was away. A
+// policy of units in flight (a Concurrency part) is not brought down: its
+// units come back by their leases. The seeding is a peek and, when the
+// fallback has more left than its share, a Settle of the difference, which
+// a fallback built WithHooks reports.
+//
+// A policy per part. GuardConfig.PartFailure gives parts of a Composite
+// backend failure policies of their own, such as a monthly quota that
+// fails closed beside a per-second limit that fails over. A call the
+// backend fails is then answered part by part: when a part that fails
+// closed has its say (any call but a peek, n == 0), the call is denied by
+// it, with its RetryAfter and Source FromFailClosed, and nothing is asked
+// of the fallback; otherwise the parts that fail over are decided, all or
+// nothing, by the Fallback's parts of their names (which start from the
+// backend's state, as above), while the parts that fail open allow the
+// call, and the Source is FromFallback. The Decision lists every part in
+// Policies and in Parts: a part that failed over shows the fallback's
+// Result under the backend's Limit, a part that failed open or closed its
+// Limit alone (and RetryAfter and ResetAfter, when it denied). Bound names
+// the part that decided: the denying part, or, for an allowed call, the
+// part that failed over with the smallest share of its limit left; the
+// Result is that part's, with the longest RetryAfter and ResetAfter of
+// all, as a Composite's is.
 //
 // Leases (see Acquirer): Acquire asks the backend's Acquire within the
 // Timeout and answers its failure by the failure policy, as Decide does:
@@ -154,16 +248,33 @@ type Guard struct {
 	adjust   AdjustHooks // hooks, when they hear of adjustments; nil otherwise
 	clock    Clock
 	// breaker is the Guard's circuit breaker, its own or a shared
-	// Breaker's; nil without one. breakerHooks hear of its changes.
-	breaker      *breaker
+	// Breaker's, one per node of a cluster or ring; nil without one.
+	// breakerHooks hear of its changes.
+	breaker      *breakers
 	breakerHooks Hooks
 	lastLimit    atomic.Int64 // the Limit of the latest backend answer
+	// parts holds each part's failure policy, when the parts of a
+	// Composite backend fail by policies of their own; nil otherwise.
+	parts *guardParts
+	// memory holds what the backend last said of each key, for the
+	// fallback to start from (see guardmemory.go), on base; nil when no
+	// fallback can start from it. seeds are the fallback's limiters a
+	// memo seeds.
+	memory       *keyTable[memo]
+	rememberKeys int64
+	seeds        []seedTarget
+	perCall      []bool // each part's PerCall, for a Composite backend
+	base         clockBase
 }
 
 // NewGuard returns a Guard around backend. It returns an error wrapping
-// ErrInvalidConfig for a nil backend, a negative timeout or retry-after, an
-// unknown policy, FailOver without a Fallback or a Fallback without FailOver,
-// a negative BreakerFailures, or a breaker without a positive cool-down.
+// ErrInvalidConfig for a nil backend, a negative timeout, retry-after or
+// RememberKeys, an unknown policy, FailOver without a Fallback or a
+// Fallback without FailOver (of OnFailure or of a part), a PartFailure that
+// names what is not a part of a Composite backend, parts that fail over
+// beside others that do not with a Fallback that has no part of each of
+// their names, a negative BreakerFailures, or a breaker without a positive
+// cool-down.
 func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 	const kind = "NewGuard"
 	switch {
@@ -175,10 +286,8 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 		return nil, fmt.Errorf("%w: %s: FailClosedRetryAfter %v must be >= 0", ErrInvalidConfig, kind, cfg.FailClosedRetryAfter)
 	case cfg.OnFailure < FailOpen || cfg.OnFailure > FailOver:
 		return nil, fmt.Errorf("%w: %s: unknown failure policy %d", ErrInvalidConfig, kind, cfg.OnFailure)
-	case cfg.OnFailure == FailOver && isNil(cfg.Fallback):
-		return nil, fmt.Errorf("%w: %s: FailOver needs a Fallback limiter", ErrInvalidConfig, kind)
-	case cfg.OnFailure != FailOver && !isNil(cfg.Fallback):
-		return nil, fmt.Errorf("%w: %s: a Fallback is used only with OnFailure: FailOver", ErrInvalidConfig, kind)
+	case cfg.RememberKeys < 0:
+		return nil, fmt.Errorf("%w: %s: RememberKeys %d must be >= 0", ErrInvalidConfig, kind, cfg.RememberKeys)
 	case cfg.BreakerFailures < 0:
 		return nil, fmt.Errorf("%w: %s: BreakerFailures %d must be >= 0", ErrInvalidConfig, kind, cfg.BreakerFailures)
 	case cfg.BreakerFailures > 0 && cfg.BreakerCoolDown <= 0:
@@ -188,22 +297,59 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 	case cfg.Breaker != nil && cfg.Breaker.b.threshold == 0:
 		return nil, fmt.Errorf("%w: %s: a Breaker must be made by NewBreaker", ErrInvalidConfig, kind)
 	}
+	names, policies, err := partPolicies(kind, backend, cfg)
+	if err != nil {
+		return nil, err
+	}
+	failsOver := cfg.OnFailure == FailOver
+	if policies != nil {
+		failsOver = slices.Contains(policies, FailOver)
+	}
+	switch {
+	case failsOver && isNil(cfg.Fallback):
+		return nil, fmt.Errorf("%w: %s: FailOver needs a Fallback limiter", ErrInvalidConfig, kind)
+	case !failsOver && !isNil(cfg.Fallback):
+		return nil, fmt.Errorf("%w: %s: a Fallback is used only with OnFailure: FailOver (or a part's FailOver in PartFailure)", ErrInvalidConfig, kind)
+	}
 	if cfg.FailClosedRetryAfter == 0 {
 		cfg.FailClosedRetryAfter = time.Second
 	}
 	cfg.Name = cmp.Or(cfg.Name, "Guard")
 	g := &Guard{backend: decorate(backend), cfg: cfg, hooks: activeHooks(cfg.Hooks), adjust: activeAdjustHooks(cfg.Hooks), clock: cfg.Clock}
+	if g.parts, err = newGuardParts(kind, names, policies, cfg.Fallback); err != nil {
+		return nil, err
+	}
+	if policies != nil && g.parts == nil {
+		// Every part has one policy: the Guard answers as a whole by it.
+		g.cfg.OnFailure = policies[0]
+	}
 	if !isNil(cfg.Fallback) {
 		g.fallback = decorate(cfg.Fallback)
+		fallback := cfg.Fallback
+		if g.parts != nil && g.parts.fallback.built() {
+			fallback = g.parts.fallback.Limiter
+		}
+		g.seeds = seedTargets(backend, fallback)
 	}
 	if isNil(g.clock) {
 		g.clock = systemClock{}
+	}
+	g.base = newClockBase(g.clock)
+	if len(g.seeds) > 0 {
+		g.rememberKeys = int64(cmp.Or(cfg.RememberKeys, DefaultRememberKeys))
+		g.memory = newKeyTable[memo](int64(time.Minute)).outliving(func(m memo) int64 { return m.until })
+		g.memory.counted = true
+		if c := compositeIn(backend); c != nil {
+			for _, p := range c.parts {
+				g.perCall = append(g.perCall, p.PerCall)
+			}
+		}
 	}
 	switch {
 	case cfg.Breaker != nil:
 		g.breaker, g.breakerHooks = &cfg.Breaker.b, cfg.Breaker.hooks
 	case cfg.BreakerFailures > 0:
-		g.breaker = &breaker{threshold: cfg.BreakerFailures, coolDown: cfg.BreakerCoolDown}
+		g.breaker = new(breakers).init(cfg.BreakerFailures, cfg.BreakerCoolDown)
 		g.breakerHooks = g.hooks
 	}
 	return g, nil
@@ -250,9 +396,11 @@ func (g *Guard) call(ctx context.Context, key string, n int, leased bool) (Lease
 	if g.breaker != nil || g.hooks != nil {
 		start = g.clock.Now()
 	}
-	admitted, wait, change := true, time.Duration(0), transition{}
+	admitted, wait, change, tk := true, time.Duration(0), transition{}, ticket{}
+	var br *breaker // the breaker of key's node
 	if g.breaker != nil {
-		admitted, wait, change = g.breaker.admit(start)
+		br = g.breaker.of(g.backend.node(key))
+		admitted, wait, change, tk = br.admit(start)
 		g.report(change)
 	}
 	if !admitted {
@@ -282,6 +430,9 @@ func (g *Guard) call(ctx context.Context, key string, n int, leased bool) (Lease
 		outcome = noVerdict
 	case err == nil:
 		g.lastLimit.Store(int64(d.Limit))
+		if g.memory != nil {
+			g.remember(key, &d, g.since(start))
+		}
 	case errors.Is(err, ErrCaller), errors.Is(err, ErrCorruptState):
 		// The caller's mistake or one key's data, not the backend's
 		// health: no verdict, so the breaker neither counts it nor closes
@@ -295,8 +446,8 @@ func (g *Guard) call(ctx context.Context, key string, n int, leased bool) (Lease
 		// says nothing of its class.
 		outcome = backendFailed
 	}
-	if g.breaker != nil {
-		g.report(g.breaker.record(outcome, g.clock.Now()))
+	if br != nil {
+		g.report(br.record(outcome, tk, g.clock.Now()))
 	}
 	if outcome != backendFailed {
 		g.decided(key, n, d, lease, err, nil, start)
@@ -410,7 +561,11 @@ func (g *Guard) forward(ctx context.Context, op AdjustOp, key string, taken, cos
 	}
 	ctx, cancel := g.adjustContext(ctx)
 	defer cancel()
-	return forwardAdjust(ctx, a, op, key, taken, cost, opts)
+	res, err := forwardAdjust(ctx, a, op, key, taken, cost, opts)
+	if err == nil && g.memory != nil {
+		g.adjustMemo(key, op, taken, cost)
+	}
+	return res, err
 }
 
 // adjuster returns the backend as an Adjuster, or an error saying it is
@@ -460,6 +615,16 @@ func (g *Guard) byPolicy(ctx context.Context, key string, n int, leased bool, po
 		return Lease{}, d, checkCost(n, limit)
 	}
 	retryAfter = max(retryAfter, time.Nanosecond)
+	if g.parts != nil {
+		return g.byParts(ctx, key, n, leased, policies, retryAfter, d)
+	}
+	return g.wholeByPolicy(ctx, key, n, leased, policies, retryAfter, d)
+}
+
+// wholeByPolicy is byPolicy for a backend answered as a whole, by
+// OnFailure: d names the tightest of policies, and n is a cost the backend
+// could take.
+func (g *Guard) wholeByPolicy(ctx context.Context, key string, n int, leased bool, policies []NamedPolicy, retryAfter time.Duration, d Decision) (Lease, Decision, error) {
 	if n == 0 && g.cfg.OnFailure != FailOver {
 		d.Allowed = true // a peek is always allowed
 		d.Enforced = d.Result
@@ -467,6 +632,7 @@ func (g *Guard) byPolicy(ctx context.Context, key string, n int, leased bool, po
 	}
 	switch g.cfg.OnFailure {
 	case FailOver:
+		g.seed(ctx, key)
 		var lease Lease
 		var fd Decision
 		var err error
@@ -495,9 +661,11 @@ func (g *Guard) byPolicy(ctx context.Context, key string, n int, leased bool, po
 // for the backend's policies: the fallback's Result and Source
 // FromFallback, naming the backend's policy of the name that bound fd,
 // whose Limit it shows (and a Remaining of at most that Limit), so that
-// clients are told the shared policy; or,
-// when the backend has no policy of that name, fd's own policies, so that
-// the policy named is always the one whose numbers are shown.
+// clients are told the shared policy, and, when the fallback has a part
+// of the name of each of the backend's policies (a Composite's mirror),
+// each part's Result in Parts, shown alike; or, when the backend has no
+// policy of that name, fd's own policies, so that the policy named is
+// always the one whose numbers are shown.
 func (g *Guard) overFallback(d, fd Decision) Decision {
 	for i, p := range d.Policies {
 		if p.Name == fd.Policy.Name {
@@ -508,6 +676,7 @@ func (g *Guard) overFallback(d, fd Decision) Decision {
 				// than its limit left.
 				d.Limit, d.Remaining = p.Limit, min(d.Remaining, p.Limit)
 			}
+			d.Parts = partsOver(d.Policies, fd)
 			d.Enforced = d.Result
 			return d
 		}
@@ -515,6 +684,28 @@ func (g *Guard) overFallback(d, fd Decision) Decision {
 	fd.next, fd.nextSet = fd.NextUnit(fd.Bound)
 	fd.Source, fd.WouldDeny, fd.Enforced, fd.rules = FromFallback, false, fd.Result, nil
 	return fd
+}
+
+// partsOver returns the Results of the fallback's Decision fd's parts in
+// the order of the backend's policies, each under its policy's Limit (and
+// a Remaining of at most that Limit); nil unless fd has parts and a part of
+// the name of each policy.
+func partsOver(policies []NamedPolicy, fd Decision) []Result {
+	if fd.Parts == nil || len(policies) < 2 {
+		return nil
+	}
+	parts := make([]Result, len(policies))
+	for i, p := range policies {
+		j := slices.IndexFunc(fd.Policies, func(q NamedPolicy) bool { return q.Name == p.Name })
+		if j < 0 || j >= len(fd.Parts) {
+			return nil
+		}
+		parts[i] = fd.Parts[j]
+		if p.Limit > 0 {
+			parts[i].Limit, parts[i].Remaining = p.Limit, min(parts[i].Remaining, p.Limit)
+		}
+	}
+	return parts
 }
 
 // policySource is the Source of each policy's answers.
@@ -541,11 +732,12 @@ func (g *Guard) report(t transition) {
 }
 
 // BreakerState returns the circuit breaker's state now, its own or its
-// shared Breaker's. It is BreakerClosed for a nil *Guard or one without a
-// breaker.
+// shared Breaker's: on a cluster or ring, that of its most open node (open,
+// then half-open, then closed). It is BreakerClosed for a nil *Guard or one
+// without a breaker.
 func (g *Guard) BreakerState() BreakerState {
 	if g == nil || g.breaker == nil {
 		return BreakerClosed
 	}
-	return g.breaker.current()
+	return g.breaker.state()
 }

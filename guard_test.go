@@ -12,7 +12,9 @@ import (
 
 func TestGuardFailurePolicies(t *testing.T) {
 	ok := Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}
-	fallback, err := NewTokenBucket(1, 1, WithClock(NewFakeClock(epoch)))
+	// A fallback of the backend's size, which starts from the backend's 9
+	// left (see TestGuardFallbackStartsFromWhatTheBackendHadLeft).
+	fallback, err := NewTokenBucket(10, 1, WithClock(NewFakeClock(epoch)))
 	require.NoError(t, err)
 	cases := []struct {
 		name   string
@@ -23,7 +25,7 @@ func TestGuardFailurePolicies(t *testing.T) {
 		{"fail open", GuardConfig{}, Result{Allowed: true, Limit: 10}, FromFailOpen},
 		{"fail closed", GuardConfig{OnFailure: FailClosed}, Result{Limit: 10, RetryAfter: time.Second, ResetAfter: time.Second}, FromFailClosed},
 		{"fail closed with a retry", GuardConfig{OnFailure: FailClosed, FailClosedRetryAfter: 3 * time.Second}, Result{Limit: 10, RetryAfter: 3 * time.Second, ResetAfter: 3 * time.Second}, FromFailClosed},
-		{"fail over", GuardConfig{OnFailure: FailOver, Fallback: fallback}, Result{Allowed: true, Limit: 10, ResetAfter: time.Second}, FromFallback},
+		{"fail over", GuardConfig{OnFailure: FailOver, Fallback: fallback}, Result{Allowed: true, Limit: 10, Remaining: 8, ResetAfter: 2 * time.Second}, FromFallback},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,8 +21,9 @@ type Hooks interface {
 	// (Allow, Decide or Acquire).
 	Decided(Event)
 	// BreakerChanged is called when a Guard's circuit breaker changes
-	// state; a Breaker that Guards share reports to its own Hooks instead
-	// (see BreakerConfig).
+	// state (on a Redis Cluster or Ring, the breaker of one node, not
+	// named); a Breaker that Guards share reports to its own Hooks
+	// instead (see BreakerConfig), never to the Guards'.
 	BreakerChanged(from, to BreakerState)
 }
 

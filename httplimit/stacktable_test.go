@@ -164,6 +164,21 @@ func compositeFallback(t *testing.T) ratelimit.Limiter {
 	return c
 }
 
+// partFailure wraps the table's Composite of "requests" and "tokens" in a
+// Guard that fails over but for the parts policies names; it skips the
+// other rows.
+func partFailure(policies map[string]ratelimit.FailurePolicy) func(*testing.T, ratelimit.Decider) ratelimit.Decider {
+	return func(t *testing.T, l ratelimit.Decider) ratelimit.Decider {
+		ps, err := l.Policies(context.Background(), "")
+		if err != nil || len(ps) != 2 || ps[0].Name != "requests" {
+			t.Skip("a failure policy per part is for the Composite of requests and tokens")
+		}
+		g, err := ratelimit.NewGuard(l, ratelimit.GuardConfig{OnFailure: ratelimit.FailOver, PartFailure: policies, Fallback: compositeFallback(t)})
+		require.NoError(t, err)
+		return g
+	}
+}
+
 // stackWraps are the wrappings of the table.
 func stackWraps() []stackWrap {
 	guard := func(cfg func(t *testing.T) ratelimit.GuardConfig) func(*testing.T, ratelimit.Decider) ratelimit.Decider {
@@ -199,6 +214,10 @@ func stackWraps() []stackWrap {
 		{"Guard(FailOver)", guard(func(t *testing.T) ratelimit.GuardConfig {
 			return ratelimit.GuardConfig{OnFailure: ratelimit.FailOver, Fallback: compositeFallback(t)}
 		})},
+		// A failure policy per part, for the Composite of "requests" and
+		// "tokens": one part fails over, the other closed or open.
+		{"Guard(PartFailure closed)", partFailure(map[string]ratelimit.FailurePolicy{"tokens": ratelimit.FailClosed})},
+		{"Guard(PartFailure open)", partFailure(map[string]ratelimit.FailurePolicy{"requests": ratelimit.FailOpen})},
 		{"DenyCache", denyCache},
 		{"Shadow", func(t *testing.T, l ratelimit.Decider) ratelimit.Decider {
 			s, err := ratelimit.NewShadow(l, ratelimit.ShadowConfig{})

@@ -114,7 +114,9 @@ type config struct {
 // WithLimiterName sets the ratelimit.limiter attribute of the breaker
 // measurements. Hooks.BreakerChanged is not told which Guard's breaker
 // changed: to tell breakers apart, give each Guard a Hooks of its own, with
-// its GuardConfig.Name here. Decisions keep the name they report. An empty
+// its GuardConfig.Name here (and a ratelimit.Breaker that Guards share, which
+// reports to its BreakerConfig.Hooks and not to the Guards', one with its
+// own name). Decisions keep the name they report. An empty
 // name is an error.
 func WithLimiterName(name string) Option {
 	return func(c *config) error {

@@ -41,6 +41,10 @@ type coalescer struct {
 	maxInFlight int
 	maxBatch    int
 	send        func(ctx context.Context, batch []*Request) // fills every request's Record or Err
+	// apart makes a leader whose ctx has a deadline wait for its answer
+	// apart from its batch, which then runs on a goroutine of its own
+	// (see Sender.Do).
+	apart bool
 }
 
 // do decides p: at once, as a batch of its own, when fewer than maxInFlight
@@ -52,8 +56,7 @@ func (c *coalescer) do(p *Request) (waited bool) {
 	if c.inFlight < c.maxInFlight && len(c.queue) == 0 {
 		c.inFlight++
 		c.mu.Unlock()
-		c.lead([]*Request{p})
-		return true
+		return c.lead([]*Request{p})
 	}
 	p.done = make(chan struct{}, 1)
 	c.queue = append(c.queue, p)
@@ -78,16 +81,31 @@ func (c *coalescer) do(p *Request) (waited bool) {
 		<-p.done // handed a batch, which must be sent all the same
 	}
 	if p.lead != nil {
-		c.lead(p.lead)
+		return c.lead(p.lead)
 	}
 	return true
 }
 
-// lead sends batch, answers its calls, and hands the next batch over. A
-// batch of one is sent with its call's ctx; a larger one with none of its
-// callers' cancellation (each caller stops waiting on its own) and the
-// latest of their deadlines, if every one has a deadline.
-func (c *coalescer) lead(batch []*Request) {
+// lead sends batch, answers its calls, and hands the next batch over, and
+// reports whether its first call, the leader's, has its answer. A leader
+// whose ctx has a deadline, when its client does not stop a command at it
+// (apart), waits for the answer apart from the batch, which runs on a
+// goroutine of its own: at the deadline it gives up, as a queued call
+// does, and the batch runs on, answering its other calls and handing the
+// next batch over when it is done.
+func (c *coalescer) lead(batch []*Request) bool {
+	if c.apart && hasDeadline(batch[0].Ctx) {
+		return waitApart(batch[0].Ctx, func() { c.sendAndHandOver(batch) })
+	}
+	c.sendAndHandOver(batch)
+	return true
+}
+
+// sendAndHandOver sends batch, answers its calls, and hands the next batch
+// over. A batch of one is sent with its call's ctx; a larger one with none
+// of its callers' cancellation (each caller stops waiting on its own) and
+// the latest of their deadlines, if every one has a deadline.
+func (c *coalescer) sendAndHandOver(batch []*Request) {
 	ctx := batch[0].Ctx
 	if len(batch) > 1 {
 		var cancel context.CancelFunc

@@ -139,3 +139,37 @@ func TestCoalescerBatchErrorFailsOnlyThatBatch(t *testing.T) {
 	assert.NoError(t, errs[1])
 	assert.NoError(t, errs[2])
 }
+
+// TestCoalescerLeaderApartGivesUpAtItsDeadline: with apart set (a client
+// that does not stop a command at its ctx's deadline), a leader whose ctx
+// has a deadline returns false at it while its batch is still on the wire;
+// the batch runs on, answers the calls queued meanwhile in the next batch,
+// and frees its place, as if the leader had waited.
+func TestCoalescerLeaderApartGivesUpAtItsDeadline(t *testing.T) {
+	g := newGatedSender()
+	c := &coalescer{maxInFlight: 1, maxBatch: 4, send: g.send, apart: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	leader := &Request{Ctx: ctx, Key: "leader", N: 1}
+	start := time.Now()
+	gaveUp := make(chan bool)
+	go func() { gaveUp <- c.do(leader) }()
+	<-g.entered
+	assert.False(t, <-gaveUp, "the leader gives up at its deadline")
+	assert.Less(t, time.Since(start), 2*time.Second)
+
+	// A call without a deadline queues behind the batch still on the wire.
+	queued := &Request{Ctx: context.Background(), Key: "queued", N: 1}
+	answered := make(chan bool)
+	go func() { answered <- c.do(queued) }()
+	waitQueued(t, c, 1)
+	g.release <- nil // the leader's batch returns
+	<-g.entered      // and hands the queue over
+	g.release <- nil
+	assert.True(t, <-answered)
+	assert.Equal(t, Record("1 0 0 0"), queued.Record)
+	assert.Equal(t, [][]string{{"leader"}, {"queued"}}, g.sent())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	assert.Zero(t, c.inFlight, "every place on the wire is free again")
+}

@@ -145,3 +145,16 @@ func TestTokenKeyNames(t *testing.T) {
 		assert.Equal(t, tc.want, tokenKey(tc.key, "req-1"), "key %q", tc.key)
 	}
 }
+
+// A ring hashes a stored key's hash tag: storedTag names it without the
+// stored key, so that a Guard finds a key's shard without making its name.
+func TestStoredTagIsTheHashTagOfEveryStoredKey(t *testing.T) {
+	for _, key := range oddKeys(20000) {
+		for _, prefix := range []string{"", "ratelimit:tb:10:100000:"} {
+			name := StoredKey(prefix, "month:Europe/Berlin:", key)
+			if got, want := storedTag(key), hashTag(name); got != want {
+				t.Fatalf("storedTag(%q) = %q, but the hash tag of its name %q is %q", key, got, name, want)
+			}
+		}
+	}
+}

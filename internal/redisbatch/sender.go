@@ -78,10 +78,15 @@ type Sender struct {
 	once   bool // calls are held to one write (see sendsOnce)
 	// limits is the script's arguments after R: S, then each limit's
 	// kind, units and param; nil when each request carries its own.
-	limits   []any
-	kinds    []Kind                // of limits, in order; nil when each request carries its own
-	checks   int                   // of every request (but a Release's or Extend's, one)
-	co       *coalescer            // nil without coalescing
+	limits []any
+	kinds  []Kind     // of limits, in order; nil when each request carries its own
+	checks int        // of every request (but a Release's or Extend's, one)
+	co     *coalescer // nil without coalescing
+	// apart makes a call whose ctx has a deadline wait for its answer
+	// apart from the script call, which runs on a goroutine of its own:
+	// the client does not stop a command at its ctx's deadline (see
+	// honoursDeadlines).
+	apart    bool
 	tokenTTL int                   // ms
 	now      func() (int64, error) // the caller's clock; nil: the server's TIME
 	nowArgs  int                   // 1 with the caller's clock, which a call sends; else 0
@@ -95,6 +100,7 @@ func NewSender(cfg Config) *Sender {
 		script:   cfg.Script,
 		route:    routeOf(cfg.Client),
 		once:     sendsOnce(cfg.Client),
+		apart:    !honoursDeadlines(cfg.Client),
 		checks:   max(1, len(cfg.Limits), cfg.Checks),
 		tokenTTL: int(cfg.TokenTTL / time.Millisecond),
 		now:      cfg.Now,
@@ -113,7 +119,7 @@ func NewSender(cfg Config) *Sender {
 	if cfg.Coalesce && s.route != routeAlone {
 		// The bound is on checks, which is what holds the server: a
 		// Composite's requests have one per part.
-		s.co = &coalescer{maxInFlight: defaultMaxInFlight, maxBatch: max(1, defaultMaxBatch/s.checks), send: s.sendBatch}
+		s.co = &coalescer{maxInFlight: defaultMaxInFlight, maxBatch: max(1, defaultMaxBatch/s.checks), send: s.sendBatch, apart: s.apart}
 	}
 	return s
 }
@@ -133,13 +139,63 @@ func (s *Sender) TokenKey(key, token string) string { return tokenKey(key, token
 
 // Do sends r, alone or coalesced, and reports whether it got an answer
 // (r.Record or r.Err); false when r.Ctx ended while r waited for its
-// batch, and then r must not be read again.
+// batch, or when its deadline passed before the reply came, and then r
+// must not be read again.
+//
+// r.Ctx's deadline bounds the wait whatever the client's options: a client
+// that stops a command at its ctx's deadline (see honoursDeadlines) is
+// called on the caller's goroutine; through any other, a call whose ctx
+// has a deadline waits for its reply apart, and returns false at the
+// deadline while its script call runs on to the client's own timeout.
 func (s *Sender) Do(r *Request) bool {
 	if s.co == nil {
+		if s.apart && hasDeadline(r.Ctx) {
+			return waitApart(r.Ctx, func() { s.sendBatch(r.Ctx, []*Request{r}) })
+		}
 		s.sendBatch(r.Ctx, []*Request{r})
 		return true
 	}
 	return s.co.do(r)
+}
+
+// honoursDeadlines reports whether client stops a command at its ctx's
+// deadline: a go-redis *redis.Client (failover clients included),
+// *redis.ClusterClient or *redis.Ring built with ContextTimeoutEnabled.
+// Without it, go-redis reads each reply until its ReadTimeout whatever the
+// ctx; a redis.Scripter of any other type is not known to.
+func honoursDeadlines(client redis.Scripter) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// hasDeadline reports whether ctx has a deadline.
+func hasDeadline(ctx context.Context) bool {
+	_, ok := ctx.Deadline()
+	return ok
+}
+
+// waitApart runs send on a goroutine of its own and waits until it
+// returns, reporting true, or until ctx ends, reporting false: send then
+// runs on, and its answer is never read.
+func waitApart(ctx context.Context, send func()) bool {
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		send()
+	}()
+	select {
+	case <-answered:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // scriptCall is one call of the batch script: the requests it decides, and

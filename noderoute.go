@@ -1,0 +1,38 @@
+package ratelimit
+
+// Which server serves a key's calls, for a Guard's breaker per node (see
+// breakers): the Redis limiters and a Composite of Redis parts name it on a
+// Redis Cluster or Ring client, and every other limiter sends all its calls
+// to one place.
+
+// nodes returns the function that names the server of key's Redis keys
+// (see redisbatch.Sender.Node), or nil for a client of one server or of
+// unknown routing.
+func (r *redisLimiter) nodes() func(key string) string {
+	if r.send == nil || !r.send.ByNode() {
+		return nil
+	}
+	return r.send.Node
+}
+
+func (b *RedisTokenBucket) nodes() func(string) string    { return b.r.nodes() }
+func (g *RedisGCRA) nodes() func(string) string           { return g.r.nodes() }
+func (w *RedisFixedWindow) nodes() func(string) string    { return w.r.nodes() }
+func (l *RedisSlidingLog) nodes() func(string) string     { return l.r.nodes() }
+func (c *RedisSlidingCounter) nodes() func(string) string { return c.r.nodes() }
+func (w *RedisCalendarWindow) nodes() func(string) string { return w.r.nodes() }
+func (c *RedisConcurrency) nodes() func(string) string    { return c.r.nodes() }
+
+// nodes returns the function that names the server of a call's keys, all
+// in one hash slot (or with one hash tag): that of its first part's key;
+// nil for in-process parts, or Redis parts on a client of one server.
+func (c *Composite) nodes() func(key string) string {
+	if c.remote == nil || !c.remote.send.ByNode() {
+		return nil
+	}
+	send, keyOf := c.remote.send, c.parts[0].Key
+	if keyOf == nil {
+		return send.Node
+	}
+	return func(key string) string { return send.Node(keyOf(key)) }
+}
