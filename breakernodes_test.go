@@ -229,7 +229,7 @@ func TestBreakerPerRingShardOnMiniredis(t *testing.T) {
 	shards := map[string][]string{}
 	for i := 0; len(shards[addrA]) < 5 || len(shards[addrB]) < 5; i++ {
 		key := fmt.Sprint("tenant-", i)
-		c, err := ring.GetShardClientForKey(bucket.r.prefix + key)
+		c, err := ring.GetShardClientForKey(bucket.r.redisKey(key, 0))
 		require.NoError(t, err)
 		shards[c.Options().Addr] = append(shards[c.Options().Addr], key)
 	}
