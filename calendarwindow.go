@@ -82,7 +82,7 @@ func NewCalendarWindow(limit int, cal Calendar, opts ...Option) (*CalendarWindow
 	if _, _, err := checkLocalCalendar(kind, policy); err != nil {
 		return nil, err
 	}
-	t, err := newPolicyFunc(cfg.policyFunc, "CalendarWindow", policy, checkLocalCalendar)
+	t, err := newPolicyFunc(cfg, "CalendarWindow", policy, checkLocalCalendar)
 	if err != nil {
 		return nil, err
 	}
@@ -211,8 +211,8 @@ func (w *CalendarWindow) decide(ctx context.Context, key string, n int) (Result,
 		return Result{}, nil, errCalendarNotBuilt
 	}
 	limit, period := w.limit, w.cal.Period
-	var err error
-	if w.policyFunc != nil {
+	err := w.obs.keys.check("CalendarWindow", key)
+	if err == nil && w.policyFunc != nil {
 		limit, period, err = w.policyFuncRate(ctx, key)
 	}
 	if err == nil {
@@ -301,8 +301,8 @@ func (w *CalendarWindow) settle(ctx context.Context, key string, taken, cost int
 		return Result{}, errCalendarNotBuilt
 	}
 	limit, period := w.limit, w.cal.Period
-	var err error
-	if w.policyFunc != nil {
+	err := w.obs.keys.check("CalendarWindow", key)
+	if err == nil && w.policyFunc != nil {
 		limit, period, err = w.policyFuncRate(ctx, key)
 	}
 	if err != nil {
@@ -368,17 +368,21 @@ func (w *CalendarWindow) take(limit int64, period CalendarPeriod, win openWindow
 
 // Reset forgets key's count: it is back to its full limit. ctx is not
 // used. It fails only on a nil or zero-value *CalendarWindow, with an
-// error wrapping ErrInvalidConfig.
+// error wrapping ErrInvalidConfig, and on a key longer than
+// WithMaxKeyLength allows (ErrInvalidKey).
 func (w *CalendarWindow) Reset(_ context.Context, key string) error {
 	if w == nil || w.windows == nil {
 		return errCalendarNotBuilt
 	}
 	reading := w.base.elapsed()
-	w.windows.drop(key, reading, calendarMaxNow)
-	if w.obs.adjust != nil {
-		w.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, nil, time.Duration(w.base.elapsed()-reading))
+	err := w.obs.keys.check("CalendarWindow", key)
+	if err == nil {
+		w.windows.drop(key, reading, calendarMaxNow)
 	}
-	return nil
+	if w.obs.adjust != nil {
+		w.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, err, time.Duration(w.base.elapsed()-reading))
+	}
+	return err
 }
 
 // Policy returns the limit and the nominal length of the calendar's period

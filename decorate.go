@@ -17,11 +17,14 @@ type decorated struct {
 	// of a Composite's parts (found through decorators); nil when a call
 	// touches key alone.
 	keysOf func(key string) []string
+	// keys are the backend's key rules (see keyRulesOf), which the
+	// decorator follows in its errors and reports.
+	keys keyRules
 }
 
 // decorate returns backend, decorated.
 func decorate(backend Limiter) decorated {
-	d := decorated{Limiter: backend, keysOf: keysOf(backend)}
+	d := decorated{Limiter: backend, keysOf: keysOf(backend), keys: keyRulesOf(backend)}
 	d.decider, _ = backend.(Decider)
 	d.adjust, _ = backend.(Adjuster)
 	d.acquirer, _ = backend.(Acquirer)

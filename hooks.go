@@ -32,7 +32,8 @@ type Event struct {
 	// Limiter names who reports: the name WithName gave, or the type's
 	// ("TokenBucket", "RedisGCRA", "Guard", ...), or a decorator's Name.
 	Limiter string
-	// Key and Cost are the call's key and n.
+	// Key and Cost are the call's key and n: the key as KeyDigest gives
+	// it, unless the reporter shows keys whole (see WithKeysShown).
 	Key  string
 	Cost int
 	// Decision is the call's, as Decide returned it: its Result is what
@@ -133,6 +134,9 @@ type observer struct {
 	policy Policy
 	own    []NamedPolicy // policy, named "default"
 	rules  []rule        // how policy's state moves
+	// keys bounds the limiter's keys and says how its errors and reports
+	// show them.
+	keys keyRules
 }
 
 // newObserver returns the observer of a limiter named by cfg (or by kind
@@ -145,6 +149,7 @@ func newObserver(cfg config, kind string, policy Policy, rl rule) observer {
 	return observer{
 		hooks: activeHooks(cfg.hooks), adjust: activeAdjustHooks(cfg.hooks), name: name, policy: policy,
 		own: []NamedPolicy{{Name: defaultPolicyName, Policy: policy}}, rules: []rule{rl},
+		keys: cfg.keys,
 	}
 }
 
@@ -161,7 +166,7 @@ func (o *observer) decision(res Result, p Policy, rl []rule) Decision {
 // report tells the hooks of one call's Decision d. The caller has checked
 // that o.hooks is not nil.
 func (o *observer) report(key string, n int, d Decision, err error, latency time.Duration) {
-	o.hooks.Decided(Event{Limiter: o.name, Key: key, Cost: n, Decision: d, Err: err, Latency: latency})
+	o.hooks.Decided(Event{Limiter: o.name, Key: o.keys.event(o.hooks, key), Cost: n, Decision: d, Err: err, Latency: latency})
 }
 
 // reportPolicy reports a decision res made under policy p, the key's own

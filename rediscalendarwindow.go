@@ -199,6 +199,9 @@ func (w *RedisCalendarWindow) decide(ctx context.Context, key string, n int) (Re
 	if ctx == nil {
 		return Result{Limit: w.r.limit}, w.r.obs.own, fmt.Errorf("ratelimit: %s: %w", w.r.name, errNilContext)
 	}
+	if err := w.r.obs.keys.check(w.r.name, key); err != nil {
+		return Result{Limit: w.r.limit}, w.r.obs.own, err
+	}
 	limit, period, err := w.rate(ctx, key)
 	if err == nil {
 		err = checkCost(n, limit)
@@ -325,6 +328,9 @@ func (w *RedisCalendarWindow) settle(ctx context.Context, key string, taken, cos
 	if ctx == nil {
 		return Result{Limit: w.r.limit}, fmt.Errorf("ratelimit: %s: %w", w.r.name, errNilContext)
 	}
+	if err := w.r.obs.keys.check(w.r.name, key); err != nil {
+		return Result{Limit: w.r.limit}, err
+	}
 	limit, period, err := w.rate(ctx, key)
 	if err != nil {
 		return Result{Limit: limit}, err
@@ -374,6 +380,9 @@ func (w *RedisCalendarWindow) Reset(ctx context.Context, key string) error {
 func (w *RedisCalendarWindow) reset(ctx context.Context, key string) error {
 	if ctx == nil {
 		return fmt.Errorf("ratelimit: %s: %w", w.r.name, errNilContext)
+	}
+	if err := w.r.obs.keys.check(w.r.name, key); err != nil {
+		return err
 	}
 	p := &redisbatch.Request{Ctx: ctx, Key: w.r.prefix + key, Op: redisbatch.Reset, Limit: w.span(w.cal.Period).own}
 	_, err := w.r.request(p, w.r.limit)

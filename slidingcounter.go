@@ -75,7 +75,7 @@ func NewSlidingCounter(limit int, window time.Duration, opts ...Option) (*Slidin
 	if _, _, err := checkLocalWindow(kind, policy); err != nil {
 		return nil, err
 	}
-	t, err := newPolicyFunc(cfg.policyFunc, "SlidingCounter", policy, checkLocalWindow)
+	t, err := newPolicyFunc(cfg, "SlidingCounter", policy, checkLocalWindow)
 	if err != nil {
 		return nil, err
 	}
@@ -142,8 +142,8 @@ func (c *SlidingCounter) decide(ctx context.Context, key string, n int) (Result,
 		return Result{}, counterRate{}, errCounterNotBuilt
 	}
 	r := c.counterRate
-	var err error
-	if c.policyFunc != nil {
+	err := c.obs.keys.check("SlidingCounter", key)
+	if err == nil && c.policyFunc != nil {
 		r, err = c.policyFuncRate(ctx, key)
 	}
 	if err == nil {
@@ -228,8 +228,8 @@ func (c *SlidingCounter) settle(ctx context.Context, key string, taken, cost int
 	if c == nil || c.keys == nil {
 		return Result{}, errCounterNotBuilt
 	}
-	r, err := c.counterRate, error(nil)
-	if c.policyFunc != nil {
+	r, err := c.counterRate, c.obs.keys.check("SlidingCounter", key)
+	if err == nil && c.policyFunc != nil {
 		r, err = c.policyFuncRate(ctx, key)
 	}
 	if err != nil {
@@ -293,17 +293,21 @@ func (c *SlidingCounter) reading(t time.Time) int64 { return int64(t.Sub(c.base.
 
 // Reset forgets key: it is back to its full limit. ctx is not used. It
 // fails only on a nil or zero-value *SlidingCounter, with an error
-// wrapping ErrInvalidConfig.
+// wrapping ErrInvalidConfig, and on a key longer than WithMaxKeyLength
+// allows (ErrInvalidKey).
 func (c *SlidingCounter) Reset(_ context.Context, key string) error {
 	if c == nil || c.keys == nil {
 		return errCounterNotBuilt
 	}
 	reading := c.base.elapsed()
-	c.keys.drop(key, reading, c.maxNow)
-	if c.obs.adjust != nil {
-		c.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, nil, time.Duration(c.base.elapsed()-reading))
+	err := c.obs.keys.check("SlidingCounter", key)
+	if err == nil {
+		c.keys.drop(key, reading, c.maxNow)
 	}
-	return nil
+	if c.obs.adjust != nil {
+		c.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, err, time.Duration(c.base.elapsed()-reading))
+	}
+	return err
 }
 
 // Policy returns the limit and the window's length W; the zero Policy for
