@@ -75,7 +75,9 @@
 // call with the error's own gRPC status when it carries one, and
 // codes.Internal otherwise, without the error's text. KeyByMetadata's
 // missing key answers codes.Unauthenticated; KeyByPeer's call without an IP
-// address, codes.Internal.
+// address, codes.Internal. A key the limiter refuses as longer than it
+// takes (ratelimit.ErrInvalidKey, see ratelimit.WithMaxKeyLength) answers
+// codes.InvalidArgument: the call is never let through unlimited.
 //
 // # Failures and shadow mode
 //

@@ -210,8 +210,10 @@
 // policy in the Guard. A cost greater than the limit
 // (ratelimit.ErrCostExceedsLimit) is not a failure: it can never succeed,
 // and is answered 413 Content Too Large. An error from the KeyFunc or
-// CostFunc is answered 500 Internal Server Error unless
-// WithKeyErrorHandler says otherwise.
+// CostFunc, and a key the limiter refuses as too long
+// (ratelimit.ErrInvalidKey, see ratelimit.WithMaxKeyLength), are answered
+// 500 Internal Server Error unless WithKeyErrorHandler says otherwise;
+// such a request is never passed on.
 //
 // # Concurrency
 //

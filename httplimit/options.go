@@ -189,9 +189,11 @@ func WithFailClosed(retryAfter time.Duration) Option {
 }
 
 // WithKeyErrorHandler sets how a request is answered when its KeyFunc or
-// CostFunc returns an error (or the CostFunc a negative cost) instead of the
-// default 500 Internal Server Error. The limiter is not asked. A nil h is an
-// error.
+// CostFunc returns an error (or the CostFunc a negative cost), or the
+// limiter refuses its key as longer than it takes (an error wrapping
+// ratelimit.ErrInvalidKey, which changed nothing), instead of the default
+// 500 Internal Server Error. The limiter is not asked, but for the key it
+// refused. A nil h is an error.
 func WithKeyErrorHandler(h ErrorHandler) Option {
 	return func(s *settings) error {
 		if h == nil {

@@ -19,6 +19,8 @@ type limitedHandler struct {
 //
 //   - skipped (WithSkip): passed on, no fields;
 //   - KeyFunc or CostFunc error, or a negative cost: the key-error answer;
+//   - a key the limiter refuses as too long (ratelimit.ErrInvalidKey): the
+//     key-error answer, never passed on;
 //   - allowed: fields set, passed on, and adjusted after next returns as
 //     WithRefund and WithSettle say, unless the Decision's Source says its
 //     backend did not answer (a Guard's FailOpen, say); under WithLeases,
@@ -91,6 +93,12 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		d, err = m.decider.Decide(r.Context(), key, cost)
 	default:
 		d, err = ratelimit.Decide(r.Context(), m.limiter, key, cost)
+	}
+	if errors.Is(err, ratelimit.ErrInvalidKey) {
+		// The request's key, not the limiter, is at fault: nothing was
+		// taken, and the request must not pass unlimited.
+		m.answerKeyError(w, r, err)
+		return
 	}
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
 		h.failed(w, r, err, d.Source == ratelimit.FromShadow)
