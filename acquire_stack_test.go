@@ -174,7 +174,7 @@ func TestAcquireThroughEveryLayerHoldsReleasesAndReports(t *testing.T) {
 				s.layer.take(t, nil)
 			}
 			require.NoError(t, s.a.Release(ctx, a))
-			assert.Equal(t, []AdjustEvent{{Limiter: "conc", Op: AdjustRelease, Key: key, Taken: 1, Result: Result{Allowed: true}}}, s.conc.take(t, nil))
+			assert.Equal(t, []AdjustEvent{{Limiter: "conc", Op: AdjustRelease, Key: KeyDigest(key), Taken: 1, Result: Result{Allowed: true}}}, s.conc.take(t, nil))
 			if s.layer != nil && s.layer != s.conc {
 				assert.Empty(t, s.layer.take(t, nil), "a layer leaves a lease's release to the limiter that granted it")
 			}
@@ -194,7 +194,7 @@ func TestAcquireThroughEveryLayerHoldsReleasesAndReports(t *testing.T) {
 			}
 			b, err = s.a.Extend(ctx, b)
 			require.NoError(t, err)
-			assert.Equal(t, []AdjustEvent{{Limiter: "conc", Op: AdjustExtend, Key: key, Taken: 1, Cost: 1, Result: Result{Allowed: true, Limit: 2}}}, s.conc.take(t, nil))
+			assert.Equal(t, []AdjustEvent{{Limiter: "conc", Op: AdjustExtend, Key: KeyDigest(key), Taken: 1, Cost: 1, Result: Result{Allowed: true, Limit: 2}}}, s.conc.take(t, nil))
 			if s.layer != nil && s.layer != s.conc {
 				assert.Empty(t, s.layer.take(t, nil), "a layer leaves a lease's extension to the limiter that granted it")
 			}
@@ -222,7 +222,7 @@ func (s acquireStack) checkReported(t *testing.T, lease Lease, d Decision) {
 	t.Helper()
 	ev := s.conc.last()
 	assert.Equal(t, "conc", ev.Limiter)
-	assert.Equal(t, s.partKey("k"), ev.Key)
+	assert.Equal(t, KeyDigest(s.partKey("k")), ev.Key)
 	assert.Equal(t, lease, ev.Lease)
 	assert.True(t, ev.Policy.InFlight)
 	assert.Equal(t, inFlightResult(t, d).Remaining, ev.Remaining)
@@ -231,7 +231,7 @@ func (s acquireStack) checkReported(t *testing.T, lease Lease, d Decision) {
 	}
 	ev = s.layer.last()
 	assert.Equal(t, s.layerName, ev.Limiter)
-	assert.Equal(t, "k", ev.Key)
+	assert.Equal(t, KeyDigest("k"), ev.Key)
 	if s.layerName == "conc" {
 		assert.Equal(t, lease, ev.Lease)
 	} else {

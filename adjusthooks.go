@@ -91,7 +91,9 @@ type AdjustEvent struct {
 	Limiter string
 	// Op is the call.
 	Op AdjustOp
-	// Key is the call's key; for a part of a Composite, the part's key.
+	// Key is the call's key; for a part of a Composite, the part's key:
+	// as KeyDigest gives it, unless the reporter shows keys whole (see
+	// WithKeysShown).
 	Key string
 	// Taken and Cost are the units the call replaced and those it charged
 	// instead: a Settle's taken and cost, a Refund's n and 0, and 0 and 0
@@ -145,7 +147,8 @@ func tokenOf(opts []AdjustOption) string {
 	return a.token
 }
 
-// adjusted reports an adjustment to h, which is not nil.
+// adjusted reports an adjustment to h, which is not nil; key is as the
+// event shows it (see keyRules.event).
 func adjusted(h AdjustHooks, limiter string, op AdjustOp, key string, taken, cost int, opts []AdjustOption, res Result, err error, latency time.Duration) {
 	h.Adjusted(AdjustEvent{
 		Limiter: limiter, Op: op, Key: key, Taken: taken, Cost: cost,
@@ -156,7 +159,7 @@ func adjusted(h AdjustHooks, limiter string, op AdjustOp, key string, taken, cos
 // reportAdjust reports an adjustment of the observer's limiter to its
 // adjust hooks. The caller has checked that o.adjust is not nil.
 func (o *observer) reportAdjust(op AdjustOp, key string, taken, cost int, opts []AdjustOption, res Result, err error, latency time.Duration) {
-	adjusted(o.adjust, o.name, op, key, taken, cost, opts, res, err, latency)
+	adjusted(o.adjust, o.name, op, o.keys.event(o.adjust, key), taken, cost, opts, res, err, latency)
 }
 
 // adjust applies a Refund or Settle (op) of taken and cost to key, and
@@ -173,15 +176,22 @@ func (s *schedule) adjust(ctx context.Context, op AdjustOp, name, key string, ta
 }
 
 // resetReported forgets key on the engine that decides, and reports it to
-// the adjust hooks, if any. s is built.
-func (s *schedule) resetReported(key string) {
+// the adjust hooks, if any; it refuses a key the limiter's rules refuse,
+// whose error names the limiter name. s is built.
+func (s *schedule) resetReported(name, key string) error {
+	err := s.obs.keys.check(name, key)
 	if s.obs.adjust == nil {
-		s.resetAny(key)
-		return
+		if err == nil {
+			s.resetAny(key)
+		}
+		return err
 	}
 	reading := s.base.elapsed()
-	s.resetAny(key)
-	s.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, nil, time.Duration(s.base.elapsed()-reading))
+	if err == nil {
+		s.resetAny(key)
+	}
+	s.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, err, time.Duration(s.base.elapsed()-reading))
+	return err
 }
 
 // adjust applies a Refund or Settle (op) of taken and cost to key, and

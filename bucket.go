@@ -103,13 +103,13 @@ func (b *TokenBucket) Settle(ctx context.Context, key string, taken, cost int, o
 }
 
 // Reset returns key to its full limit. ctx is not used. It fails only on a
-// nil or zero-value *TokenBucket, with an error wrapping ErrInvalidConfig.
+// nil or zero-value *TokenBucket, with an error wrapping ErrInvalidConfig,
+// and on a key longer than WithMaxKeyLength allows (ErrInvalidKey).
 func (b *TokenBucket) Reset(_ context.Context, key string) error {
 	if !(*schedule)(b).built() {
 		return notBuilt("TokenBucket")
 	}
-	(*schedule)(b).resetReported(key)
-	return nil
+	return (*schedule)(b).resetReported("TokenBucket", key)
 }
 
 // Policy returns the bucket's capacity and the time it takes to refill from empty to full; the zero Policy for a

@@ -176,7 +176,7 @@ func (c Calendar) window(t time.Time) (start, end time.Time) {
 // holds t, the window's wall-clock label, and that period's bounds (the
 // zero Time where it has none).
 func (c Calendar) piece(t time.Time) (start, end time.Time, label wallLabel, from, to time.Time) {
-	from, to = t.ZoneBounds()
+	from, to = zoneBounds(t)
 	name, offset := t.Zone()
 	ft := t.In(time.FixedZone(name, offset))
 	start, end = c.truncate(ft)
@@ -188,6 +188,27 @@ func (c Calendar) piece(t time.Time) (start, end time.Time, label wallLabel, fro
 		end = to
 	}
 	return start, end, label, from, to
+}
+
+// zoneBounds returns the bounds of the period of t's zone that holds t, as
+// time.ZoneBounds does, but always around t: past the last change a zone
+// lists, where its offsets follow a yearly rule, ZoneBounds may end the
+// last period of a leap year a day early, at or before t (a period of the
+// same offset follows it). Such an end is moved on by a day, which is
+// where the year ends; one still not after t, or a start after t, is
+// dropped (the zero Time: no bound known).
+func zoneBounds(t time.Time) (from, to time.Time) {
+	from, to = t.ZoneBounds()
+	if !to.IsZero() && !to.After(t) {
+		to = to.Add(24 * time.Hour)
+		if !to.After(t) {
+			to = time.Time{}
+		}
+	}
+	if from.After(t) {
+		from = time.Time{}
+	}
+	return from, to
 }
 
 // truncate returns the start and end of the window that holds ft on the

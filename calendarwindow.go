@@ -82,7 +82,7 @@ func NewCalendarWindow(limit int, cal Calendar, opts ...Option) (*CalendarWindow
 	if _, _, err := checkLocalCalendar(kind, policy); err != nil {
 		return nil, err
 	}
-	t, err := newPolicyFunc(cfg.policyFunc, "CalendarWindow", policy, checkLocalCalendar)
+	t, err := newPolicyFunc(cfg, "CalendarWindow", policy, checkLocalCalendar)
 	if err != nil {
 		return nil, err
 	}
@@ -247,8 +247,8 @@ func (w *CalendarWindow) decide(ctx context.Context, key string, n int) (Result,
 		return Result{}, nil, errCalendarNotBuilt
 	}
 	limit, period, z := w.limit, w.cal.Period, w.zones.own
-	var err error
-	if w.policyFunc != nil {
+	err := w.obs.keys.check("CalendarWindow", key)
+	if err == nil && w.policyFunc != nil {
 		limit, period, z, err = w.policyFuncRate(ctx, key)
 	}
 	if err == nil {
@@ -343,8 +343,8 @@ func (w *CalendarWindow) settle(ctx context.Context, key string, taken, cost int
 		return Result{}, errCalendarNotBuilt
 	}
 	limit, period, z := w.limit, w.cal.Period, w.zones.own
-	var err error
-	if w.policyFunc != nil {
+	err := w.obs.keys.check("CalendarWindow", key)
+	if err == nil && w.policyFunc != nil {
 		limit, period, z, err = w.policyFuncRate(ctx, key)
 	}
 	if err != nil {
@@ -414,16 +414,17 @@ func (w *CalendarWindow) take(limit int64, period CalendarPeriod, z *calendarZon
 // WithPolicyFunc, it forgets the count of the period and zone of the key's
 // policy now (a key counts apart in each, see WithPolicyFunc), which ctx
 // goes to the PolicyFunc to read. It fails on a nil or zero-value
-// *CalendarWindow, with an error wrapping ErrInvalidConfig, and when the
-// key's policy cannot be read.
+// *CalendarWindow, with an error wrapping ErrInvalidConfig, on a key
+// longer than WithMaxKeyLength allows (ErrInvalidKey), and when the key's
+// policy cannot be read.
 func (w *CalendarWindow) Reset(ctx context.Context, key string) error {
 	if w == nil || w.windows == nil {
 		return errCalendarNotBuilt
 	}
 	reading := w.base.elapsed()
 	tk := key
-	var err error
-	if w.policyFunc != nil {
+	err := w.obs.keys.check("CalendarWindow", key)
+	if err == nil && w.policyFunc != nil {
 		var period CalendarPeriod
 		var z *calendarZone
 		if _, period, z, err = w.policyFuncRate(ctx, key); err == nil {

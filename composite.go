@@ -129,6 +129,11 @@ type Composite struct {
 	// part's limiter, which grants the Composite's leases.
 	inFlight int
 	holder   leaseHolder
+	// partKeyRules are the parts' limiters' key rules, in order, which
+	// bound each part's key; keyRules are the Composite's own: keys shown
+	// only when every part shows them.
+	partKeyRules []keyRules
+	keyRules     keyRules
 }
 
 // maxPolicyName bounds a Part's Name.
@@ -176,6 +181,13 @@ func NewComposite(parts ...Part) (*Composite, error) {
 		c.rules = append(c.rules, rl)
 		c.windowsNow = windowNowOf(c.windowsNow, i, len(parts), p.Limiter)
 		limiters[i] = p.Limiter
+		rules := keyRulesOf(p.Limiter)
+		c.partKeyRules = append(c.partKeyRules, rules)
+		if i == 0 {
+			c.keyRules = rules
+		} else {
+			c.keyRules = c.keyRules.both(rules)
+		}
 	}
 	if err := c.findInFlight(kind); err != nil {
 		return nil, err
@@ -355,7 +367,8 @@ func (c *Composite) call(ctx context.Context, key string, n int, leased bool) (L
 // part built WithPolicyFunc. It fails on a nil or zero-value *Composite,
 // and, with the parts' own policies, when a part's key's policy cannot be
 // read (an error wrapping ErrPolicy or ErrInvalidConfig that names the
-// part and its key).
+// part and its key) or, for such a part, its key is longer than its
+// limiter takes (ErrInvalidKey).
 func (c *Composite) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
 	if c == nil || len(c.parts) == 0 {
 		return nil, notBuilt("Composite")
@@ -528,20 +541,24 @@ func tightest(policies []NamedPolicy) (int, bool) {
 	return t, perCall
 }
 
-// keys fills keys with each part's key for key, and refuses two parts on
-// one limiter and key, which would count one subject twice.
+// keys fills keys with each part's key for key, and refuses a key longer
+// than its part's limiter takes (see WithMaxKeyLength) and two parts on one
+// limiter and key, which would count one subject twice.
 func (c *Composite) keys(key string, keys []string) error {
 	for i, p := range c.parts {
 		keys[i] = key
 		if p.Key != nil {
 			keys[i] = p.Key(key)
 		}
+		if c.partKeyRules[i].tooLong(keys[i]) {
+			return c.partKeyRules[i].refusal(fmt.Sprintf("Composite part %q", p.Name), keys[i])
+		}
 		if !c.shared {
 			continue
 		}
 		for j := range i {
 			if keys[j] == keys[i] && c.parts[j].Limiter == p.Limiter {
-				return callerErr(fmt.Errorf("ratelimit: Composite: parts %q and %q are the same limiter on the same key %q", c.parts[j].Name, p.Name, keys[i]))
+				return callerErr(fmt.Errorf("ratelimit: Composite: parts %q and %q are the same limiter on the same key %s", c.parts[j].Name, p.Name, c.keyRules.quote(keys[i])))
 			}
 		}
 	}

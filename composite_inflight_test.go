@@ -278,7 +278,7 @@ func checkAdjustsTheRatePartsOnly(t *testing.T, c *Composite, slots, rate Decide
 	assert.Empty(t, h.take(t, nil), "the concurrency part hears of no Refund or Settle")
 
 	require.NoError(t, c.Reset(ctx, "k"))
-	assert.Equal(t, []AdjustEvent{{Limiter: "slots", Op: AdjustReset, Key: "k"}}, h.take(t, nil))
+	assert.Equal(t, []AdjustEvent{{Limiter: "slots", Op: AdjustReset, Key: KeyDigest("k")}}, h.take(t, nil))
 	assert.Equal(t, 5, peek(t, slots, "k").Remaining, "a Reset drops the key's leases")
 	assert.Equal(t, 100, peek(t, rate, "k").Remaining)
 	_, err = lease.Extend(ctx)

@@ -84,7 +84,7 @@ func (c *Composite) findInFlight(kind string) error {
 // reportLease tells the hooks of one call's Decision d and the lease it
 // granted. The caller has checked that o.hooks is not nil.
 func (o *observer) reportLease(key string, n int, d Decision, lease Lease, err error, latency time.Duration) {
-	o.hooks.Decided(Event{Limiter: o.name, Key: key, Cost: n, Decision: d, Lease: lease, Err: err, Latency: latency})
+	o.hooks.Decided(Event{Limiter: o.name, Key: o.keys.event(o.hooks, key), Cost: n, Decision: d, Lease: lease, Err: err, Latency: latency})
 }
 
 // inFlightOf returns part i's limit and lease TTL (ns), a Concurrency's,

@@ -68,7 +68,7 @@ func NewConcurrency(limit int, ttl time.Duration, opts ...Option) (*Concurrency,
 	if _, _, err := checkInFlight(kind, policy); err != nil {
 		return nil, err
 	}
-	t, err := newPolicyFunc(cfg.policyFunc, "Concurrency", policy, checkInFlight)
+	t, err := newPolicyFunc(cfg, "Concurrency", policy, checkInFlight)
 	if err != nil {
 		return nil, err
 	}
@@ -206,8 +206,8 @@ func (c *Concurrency) acquire(ctx context.Context, key string, n int, lease *Lea
 	}
 	// The limiter's own policy, without a PolicyFunc, costs no call.
 	limit, ttl, policies := c.limit, c.ttl, c.obs.own
-	var err error
-	if c.policyFunc != nil {
+	err := c.obs.keys.check("Concurrency", key)
+	if err == nil && c.policyFunc != nil {
 		var p Policy
 		p, limit, ttl, err = c.policyFunc.resolve(ctx, key)
 		policies = inFlightPolicies(p, c.obs.own)
@@ -224,7 +224,7 @@ func (c *Concurrency) acquire(ctx context.Context, key string, n int, lease *Lea
 	d.Enforced = d.Result
 	d.rules = c.obs.rules
 	if c.obs.hooks != nil {
-		ev := Event{Limiter: c.obs.name, Key: key, Cost: n, Decision: *d, Err: err, Latency: time.Duration(c.base.elapsed() - start)}
+		ev := Event{Limiter: c.obs.name, Key: c.obs.keys.event(c.obs.hooks, key), Cost: n, Decision: *d, Err: err, Latency: time.Duration(c.base.elapsed() - start)}
 		if lease != nil {
 			ev.Lease = *lease
 		}
@@ -381,7 +381,7 @@ func (c *Concurrency) renew(l Lease, limit, ttl int64) (Lease, error) {
 			h.remove(i)
 			keep(sh, l.key, at, h, now)
 		}
-		return l, fmt.Errorf("ratelimit: Concurrency: key %q: %w (%v)", l.key, ErrLeaseExpired, l)
+		return l, fmt.Errorf("ratelimit: Concurrency: key %s: %w (%v)", c.obs.keys.quote(l.key), ErrLeaseExpired, l)
 	}
 	h.renew(i, now+ttl)
 	keep(sh, l.key, at, h, now)
@@ -391,8 +391,9 @@ func (c *Concurrency) renew(l Lease, limit, ttl int64) (Lease, error) {
 
 // Reset drops every lease of key: their units are free at once, and
 // their Extend fails with ErrLeaseExpired. It is for administration (a
-// key stuck by a holder that will not come back before its TTL); it never
-// fails on a built Concurrency.
+// key stuck by a holder that will not come back before its TTL); on a
+// built Concurrency it fails only on a key longer than WithMaxKeyLength
+// allows (ErrInvalidKey).
 func (c *Concurrency) Reset(_ context.Context, key string) error {
 	if !c.built() {
 		return errConcurrencyNotBuilt
@@ -401,9 +402,12 @@ func (c *Concurrency) Reset(_ context.Context, key string) error {
 	if c.obs.adjust != nil {
 		start = c.base.elapsed()
 	}
-	c.keys.drop(key, c.base.elapsed(), c.maxNow)
-	if c.obs.adjust != nil {
-		c.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, nil, time.Duration(c.base.elapsed()-start))
+	err := c.obs.keys.check("Concurrency", key)
+	if err == nil {
+		c.keys.drop(key, c.base.elapsed(), c.maxNow)
 	}
-	return nil
+	if c.obs.adjust != nil {
+		c.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, err, time.Duration(c.base.elapsed()-start))
+	}
+	return err
 }

@@ -21,11 +21,14 @@ type decorated struct {
 	// Ring (see nodesOf); nil for a backend of one server or of another
 	// package.
 	nodeOf func(key string) string
+	// keys are the backend's key rules (see keyRulesOf), which the
+	// decorator follows in its errors and reports.
+	keys keyRules
 }
 
 // decorate returns backend, decorated.
 func decorate(backend Limiter) decorated {
-	d := decorated{Limiter: backend, keysOf: keysOf(backend), nodeOf: nodesOf(backend)}
+	d := decorated{Limiter: backend, keysOf: keysOf(backend), nodeOf: nodesOf(backend), keys: keyRulesOf(backend)}
 	d.decider, _ = backend.(Decider)
 	d.adjust, _ = backend.(Adjuster)
 	d.acquirer, _ = backend.(Acquirer)

@@ -227,7 +227,7 @@ func (c *DenyCache) call(ctx context.Context, key string, n int, leased bool) (L
 			rec.hit()
 			if c.hooks != nil {
 				c.hooks.Decided(Event{
-					Limiter: c.name, Key: key, Cost: n, Decision: d,
+					Limiter: c.name, Key: c.backend.keys.event(c.hooks, key), Cost: n, Decision: d,
 					Latency: time.Duration(c.base.elapsed() - reading),
 				})
 			}
@@ -563,7 +563,7 @@ func (c *DenyCache) adjustReported(ctx context.Context, op AdjustOp, key string,
 	}
 	reading := c.base.elapsed()
 	res, err := c.forward(ctx, op, key, taken, cost, opts)
-	adjusted(c.adjust, c.name, op, key, taken, cost, opts, res, err, time.Duration(c.base.elapsed()-reading))
+	adjusted(c.adjust, c.name, op, c.backend.keys.event(c.adjust, key), taken, cost, opts, res, err, time.Duration(c.base.elapsed()-reading))
 	return res, err
 }
 

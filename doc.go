@@ -55,7 +55,8 @@
 //     ErrKeysApart (a Composite's Redis keys in different hash slots),
 //     ErrPolicy or ErrInvalidConfig (a policy unread or refused, a limiter
 //     never built), ErrLeaseExpired (an Extend of a lease no longer held),
-//     ErrInvalidLease (a lease another limiter granted), a nil ctx.
+//     ErrInvalidLease (a lease another limiter granted), ErrInvalidKey (a
+//     key longer than WithMaxKeyLength allows), a nil ctx.
 //   - ErrCorruptState: one key's data in Redis is not the limiter's own;
 //     every other key is decided as before.
 //   - ErrBackend: Redis unreachable, a timeout (the call's ctx ended first),
@@ -63,6 +64,10 @@
 //
 // A Guard answers only ErrBackend (and a foreign Limiter's errors) by its
 // failure policy. See "Errors by class" in docs/production.md.
+//
+// Errors and hook events show a key as its digest (KeyDigest), so that an
+// API key used as a rate-limit key never reaches a log; WithKeysShown shows
+// keys whole. See "Keys in errors and hooks" in docs/production.md.
 //
 // # Concurrency limits
 //

@@ -23,7 +23,9 @@ func (shadowLog) Decided(ev ratelimit.Event) {
 // the numbers look right, SetEnforce(true) turns it on, from the next call.
 func ExampleShadow() {
 	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	bucket, err := ratelimit.NewTokenBucket(3, 2, ratelimit.WithClock(clock))
+	// User ids are no secret: the hooks may see them whole (without
+	// WithKeysShown, they see each key's digest).
+	bucket, err := ratelimit.NewTokenBucket(3, 2, ratelimit.WithClock(clock), ratelimit.WithKeysShown())
 	if err != nil {
 		panic(err)
 	}

@@ -58,7 +58,7 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 	if _, _, err := checkLocalWindow(kind, policy); err != nil {
 		return nil, err
 	}
-	t, err := newPolicyFunc(cfg.policyFunc, "FixedWindow", policy, checkLocalWindow)
+	t, err := newPolicyFunc(cfg, "FixedWindow", policy, checkLocalWindow)
 	if err != nil {
 		return nil, err
 	}
@@ -128,8 +128,8 @@ func (w *FixedWindow) decide(ctx context.Context, key string, n int) (Result, wi
 	// of a key's open window is checked against the limit in force, and a
 	// window it opens lasts the window in force.
 	r := w.windowRate
-	var err error
-	if w.policyFunc != nil {
+	err := w.obs.keys.check("FixedWindow", key)
+	if err == nil && w.policyFunc != nil {
 		r, err = w.policyFuncRate(ctx, key)
 	}
 	if err == nil {
@@ -259,8 +259,8 @@ func (w *FixedWindow) settle(ctx context.Context, key string, taken, cost int, o
 	if w == nil || w.windows == nil {
 		return Result{}, notBuilt("FixedWindow")
 	}
-	r, err := w.windowRate, error(nil)
-	if w.policyFunc != nil {
+	r, err := w.windowRate, w.obs.keys.check("FixedWindow", key)
+	if err == nil && w.policyFunc != nil {
 		r, err = w.policyFuncRate(ctx, key)
 	}
 	if err != nil {
@@ -313,10 +313,17 @@ func (w *FixedWindow) reading(t time.Time) int64 { return int64(t.Sub(w.base.sta
 
 // Reset ends key's window: it is back to its full limit. ctx is not used.
 // It fails only on a nil or zero-value *FixedWindow, with an error wrapping
-// ErrInvalidConfig.
+// ErrInvalidConfig, and on a key longer than WithMaxKeyLength allows
+// (ErrInvalidKey).
 func (w *FixedWindow) Reset(_ context.Context, key string) error {
 	if w == nil || w.windows == nil {
 		return notBuilt("FixedWindow")
+	}
+	if err := w.obs.keys.check("FixedWindow", key); err != nil {
+		if w.obs.adjust != nil {
+			w.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, err, 0)
+		}
+		return err
 	}
 	if w.obs.adjust == nil {
 		w.windows.drop(key, w.base.elapsed(), w.maxNow)

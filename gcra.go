@@ -93,13 +93,13 @@ func (g *GCRA) Settle(ctx context.Context, key string, taken, cost int, opts ...
 }
 
 // Reset returns key to its full limit. ctx is not used. It fails only on a
-// nil or zero-value *GCRA, with an error wrapping ErrInvalidConfig.
+// nil or zero-value *GCRA, with an error wrapping ErrInvalidConfig, and on a
+// key longer than WithMaxKeyLength allows (ErrInvalidKey).
 func (g *GCRA) Reset(_ context.Context, key string) error {
 	if !(*schedule)(g).built() {
 		return notBuilt("GCRA")
 	}
-	(*schedule)(g).resetReported(key)
-	return nil
+	return (*schedule)(g).resetReported("GCRA", key)
 }
 
 // Policy returns the limit and the time a key takes to go from exhausted to its full limit (limit emission intervals); the zero Policy for a nil or

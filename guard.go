@@ -548,7 +548,7 @@ func (g *Guard) adjustReported(ctx context.Context, op AdjustOp, key string, tak
 	}
 	start := g.clock.Now()
 	res, err := g.forward(ctx, op, key, taken, cost, opts)
-	adjusted(g.adjust, g.cfg.Name, op, key, taken, cost, opts, res, err, g.clock.Now().Sub(start))
+	adjusted(g.adjust, g.cfg.Name, op, g.backend.keys.event(g.adjust, key), taken, cost, opts, res, err, g.clock.Now().Sub(start))
 	return res, err
 }
 
@@ -719,7 +719,7 @@ func (g *Guard) decided(key string, n int, d Decision, _ Lease, err, backendErr 
 		return
 	}
 	g.hooks.Decided(Event{
-		Limiter: g.cfg.Name, Key: key, Cost: n, Decision: d,
+		Limiter: g.cfg.Name, Key: g.backend.keys.event(g.hooks, key), Cost: n, Decision: d,
 		Err: err, BackendErr: backendErr, Latency: g.clock.Now().Sub(start),
 	})
 }

@@ -46,7 +46,7 @@ func TestGuardFailurePolicies(t *testing.T) {
 			d := hooks.last()
 			assert.Equal(t, tc.source, d.Source)
 			assert.ErrorIs(t, d.BackendErr, errDown)
-			assert.Equal(t, "k", d.Key)
+			assert.Equal(t, KeyDigest("k"), d.Key)
 			assert.Equal(t, 1, d.Cost)
 		})
 	}

@@ -33,7 +33,8 @@ type Event struct {
 	// Limiter names who reports: the name WithName gave, or the type's
 	// ("TokenBucket", "RedisGCRA", "Guard", ...), or a decorator's Name.
 	Limiter string
-	// Key and Cost are the call's key and n.
+	// Key and Cost are the call's key and n: the key as KeyDigest gives
+	// it, unless the reporter shows keys whole (see WithKeysShown).
 	Key  string
 	Cost int
 	// Decision is the call's, as Decide returned it: its Result is what
@@ -137,6 +138,9 @@ type observer struct {
 	// maxSettle bounds what one Settle may charge (WithMaxSettle); for a
 	// Composite's part, read through observerOf.
 	maxSettle settleCap
+	// keys bounds the limiter's keys and says how its errors and reports
+	// show them.
+	keys keyRules
 }
 
 // newObserver returns the observer of a limiter named by cfg (or by kind
@@ -150,6 +154,7 @@ func newObserver(cfg config, kind string, policy Policy, rl rule) observer {
 		hooks: activeHooks(cfg.hooks), adjust: activeAdjustHooks(cfg.hooks), name: name, policy: policy,
 		own: []NamedPolicy{{Name: defaultPolicyName, Policy: policy}}, rules: []rule{rl},
 		maxSettle: cfg.maxSettle,
+		keys:      cfg.keys,
 	}
 }
 
@@ -166,7 +171,7 @@ func (o *observer) decision(res Result, p Policy, rl []rule) Decision {
 // report tells the hooks of one call's Decision d. The caller has checked
 // that o.hooks is not nil.
 func (o *observer) report(key string, n int, d Decision, err error, latency time.Duration) {
-	o.hooks.Decided(Event{Limiter: o.name, Key: key, Cost: n, Decision: d, Err: err, Latency: latency})
+	o.hooks.Decided(Event{Limiter: o.name, Key: o.keys.event(o.hooks, key), Cost: n, Decision: d, Err: err, Latency: latency})
 }
 
 // reportPolicy reports a decision res made under policy p, the key's own

@@ -105,12 +105,13 @@ func (l Lease) Units() int { return l.units }
 // say) to keep a lease through long work.
 func (l Lease) TTL() time.Duration { return l.ttl }
 
-// String returns the lease's key, units and id, for logs.
+// String returns the lease's key, as KeyDigest gives it (Key returns the
+// key itself), its units and its id, for logs.
 func (l Lease) String() string {
 	if l.holder == nil {
 		return "lease{}"
 	}
-	return fmt.Sprintf("lease{key=%q units=%d id=%x}", l.key, l.units, l.id)
+	return fmt.Sprintf("lease{key=%s units=%d id=%x}", KeyDigest(l.key), l.units, l.id)
 }
 
 // Release gives the lease's units back to its key at once. It is

@@ -411,7 +411,7 @@ func (l *Leasing) Decide(ctx context.Context, key string, n int) (Decision, erro
 	d, err := l.decide(ctx, key, n, start)
 	if l.hooks != nil {
 		l.hooks.Decided(Event{
-			Limiter: l.name, Key: key, Cost: n, Decision: d, Err: err,
+			Limiter: l.name, Key: l.backend.keys.event(l.hooks, key), Cost: n, Decision: d, Err: err,
 			Latency: time.Duration(l.base.elapsed() - start),
 		})
 	}
@@ -454,7 +454,8 @@ func (l *Leasing) Policies(ctx context.Context, key string) ([]NamedPolicy, erro
 
 // decide is Decide for a built Leasing and a context, at now.
 func (l *Leasing) decide(ctx context.Context, key string, n int, now int64) (Decision, error) {
-	if n <= 0 || l.closed.Load() {
+	if n <= 0 || l.closed.Load() || l.backend.keys.tooLong(key) {
+		// A key the backend refuses is refused there, and never tracked.
 		return l.backend.decide(ctx, key, n)
 	}
 	l.maybeSweep(ctx, now)
@@ -494,7 +495,7 @@ func (l *Leasing) decide(ctx context.Context, key string, n int, now int64) (Dec
 			select {
 			case <-ch:
 			case <-ctx.Done():
-				return Decision{}, backendErr(fmt.Errorf("ratelimit: Leasing: waiting for a block of %q: %w", key, ctx.Err()))
+				return Decision{}, backendErr(fmt.Errorf("ratelimit: Leasing: waiting for a block of %s: %w", l.backend.keys.quote(key), ctx.Err()))
 			}
 			now = l.base.elapsed()
 			continue
@@ -857,7 +858,7 @@ func (l *Leasing) adjustReported(ctx context.Context, op AdjustOp, key string, t
 	}
 	reading := l.base.elapsed()
 	res, err := l.adjustKey(ctx, op, key, taken, cost, opts)
-	adjusted(l.adjust, l.name, op, key, taken, cost, opts, res, err, time.Duration(l.base.elapsed()-reading))
+	adjusted(l.adjust, l.name, op, l.backend.keys.event(l.adjust, key), taken, cost, opts, res, err, time.Duration(l.base.elapsed()-reading))
 	return res, err
 }
 

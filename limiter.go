@@ -47,8 +47,8 @@ type Result struct {
 // as the Guard, httplimit and grpclimit read it:
 //
 //   - ErrCaller: the caller's mistake, such as a bad cost, a cost above the
-//     limit, a key the store cannot serve, a bad or unreadable policy, or a
-//     limiter that was never built. It concerns this call, not the
+//     limit, a key too long or that the store cannot serve, a bad or
+//     unreadable policy, or a limiter that was never built. It concerns this call, not the
 //     backend.
 //   - ErrCorruptState: one key's data in the backend is not the limiter's
 //     own. Every other key is decided as before.
@@ -60,8 +60,8 @@ type Result struct {
 var (
 	// ErrCaller is the class of the caller's mistakes: every error wrapping
 	// ErrInvalidConfig, ErrInvalidCost, ErrCostExceedsLimit, ErrPolicy,
-	// ErrKeysApart, ErrLeaseExpired or ErrInvalidLease wraps it, as does a
-	// nil context.
+	// ErrKeysApart, ErrInvalidKey, ErrLeaseExpired or ErrInvalidLease wraps
+	// it, as does a nil context.
 	ErrCaller = errors.New("ratelimit: the caller's mistake")
 	// ErrBackend is the class of backend failures: every error a Redis
 	// limiter returns because Redis could not be reached, did not answer
@@ -88,7 +88,8 @@ var (
 	// when the value stored under the key is not the limiter's own state:
 	// another Redis type, a HASH with other fields, a value the limiter never
 	// writes, or a key without the TTL it always sets. Such a key is left
-	// exactly as it was (fields, values, TTL), and the error names it. It
+	// exactly as it was (fields, values, TTL), and the error names it (see
+	// WithKeysShown). It
 	// is a class of its own: it concerns that key's data only, not the
 	// backend's health, so a Guard returns it to the caller rather than
 	// answering by its failure policy, and its circuit breaker does not
@@ -182,7 +183,8 @@ func notBuilt(typ string) error {
 
 // Option configures a limiter at construction. Each limiter accepts only the
 // options that apply to it; any other makes its constructor fail with an error
-// wrapping ErrInvalidConfig.
+// wrapping ErrInvalidConfig. Beside those its constructor lists, every
+// limiter accepts WithMaxKeyLength and WithKeysShown.
 type Option func(*config) error
 
 // config collects what the options set.
@@ -204,6 +206,9 @@ type config struct {
 	// callerClock is WithCallerClock's clock (systemClock for a nil one);
 	// nil without it.
 	callerClock Clock
+	// keys bounds keys and says how they are shown (WithMaxKeyLength,
+	// WithKeysShown); its max is DefaultMaxKeyLength unless set.
+	keys keyRules
 }
 
 // WithClock makes an in-process limiter read time from c instead of the system
@@ -351,6 +356,9 @@ func applyOptions(kind string, where backend, opts []Option) (config, error) {
 	}
 	if !cfg.maxSettleSet {
 		cfg.maxSettle = DefaultMaxSettle
+	}
+	if cfg.keys.max == 0 {
+		cfg.keys.max = DefaultMaxKeyLength
 	}
 	return cfg, nil
 }

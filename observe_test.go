@@ -56,7 +56,7 @@ func TestEveryLimiterReportsToItsHooks(t *testing.T) {
 			assert.Equal(t, policy, first.Policy, "a limiter's one policy is named default")
 			assert.Equal(t, []NamedPolicy{policy}, first.Policies)
 			assert.Equal(t, policy, failed.Policy, "an error is reported under the policy too")
-			assert.Equal(t, "k", first.Key)
+			assert.Equal(t, KeyDigest("k"), first.Key)
 			assert.Equal(t, 1, first.Cost)
 			assert.True(t, first.Result.Allowed)
 			assert.Equal(t, FromBackend, first.Source)
@@ -120,7 +120,7 @@ func TestCompositePartsReportTheirOwnDecisions(t *testing.T) {
 			require.Len(t, tenantHooks.events, 3, "one report per call, by the part with hooks")
 			first, denied := tenantHooks.events[0], tenantHooks.events[1]
 			assert.Equal(t, "tenant", first.Limiter)
-			assert.Equal(t, "tenant-a", first.Key, "the part's own key")
+			assert.Equal(t, KeyDigest("tenant-a"), first.Key, "the part's own key")
 			assert.Equal(t, 1, first.Cost, "a PerCall part's cost")
 			assert.Equal(t, Result{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 200 * time.Millisecond}, first.Result)
 			assert.False(t, denied.Result.Allowed, "the user's bucket denied the second call")

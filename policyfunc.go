@@ -122,8 +122,9 @@ func WithPolicyFunc(f PolicyFunc) Option {
 // is immutable and safe for concurrent use.
 type policyFunc struct {
 	f    PolicyFunc
-	name string // the limiter's name in errors
-	def  Policy // the constructor's
+	name string   // the limiter's name in errors
+	keys keyRules // how errors show keys
+	def  Policy   // the constructor's
 	// check converts a policy to the limiter's limit and param (its
 	// interval, or its window, in its clock's unit), refusing one its
 	// constructor would refuse, with an error starting with kind.
@@ -135,13 +136,14 @@ type policyFunc struct {
 	zones *zoneNames
 }
 
-// newPolicyFunc returns the policyFunc of f for a limiter called name whose
-// constructor's policy is def, checked by check; nil when f is nil.
-func newPolicyFunc(f PolicyFunc, name string, def Policy, check func(string, Policy) (int64, int64, error)) (*policyFunc, error) {
-	if f == nil {
+// newPolicyFunc returns the policyFunc of cfg's PolicyFunc for a limiter
+// called name whose constructor's policy is def, checked by check; nil
+// without one.
+func newPolicyFunc(cfg config, name string, def Policy, check func(string, Policy) (int64, int64, error)) (*policyFunc, error) {
+	if cfg.policyFunc == nil {
 		return nil, nil
 	}
-	t := &policyFunc{f: f, name: name, def: def, check: check}
+	t := &policyFunc{f: cfg.policyFunc, name: name, keys: cfg.keys, def: def, check: check}
 	var err error
 	if t.defLimit, t.defParam, err = check("policy", def); err != nil {
 		return nil, err
@@ -165,7 +167,7 @@ func (t *policyFunc) resolve(ctx context.Context, key string) (Policy, int64, in
 // error of the PolicyFunc.
 func (t *policyFunc) resolveOther(key string, p Policy, err error) (_ Policy, limit, param int64, _ error) {
 	if err != nil {
-		return t.def, t.defLimit, t.defParam, fmt.Errorf("%w: %s: key %q: %w", ErrPolicy, t.name, key, err)
+		return t.def, t.defLimit, t.defParam, fmt.Errorf("%w: %s: key %s: %w", ErrPolicy, t.name, t.keys.quote(key), err)
 	}
 	if p.Zone != "" {
 		if err := t.checkZone(p.Zone); err != nil {
@@ -176,7 +178,7 @@ func (t *policyFunc) resolveOther(key string, p Policy, err error) (_ Policy, li
 		return p, limit, param, nil
 	}
 	if limit, param, err = t.check("policy", p); err != nil {
-		return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: key %q: %w", t.name, key, err)
+		return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: key %s: %w", t.name, t.keys.quote(key), err)
 	}
 	t.checked.put(p, limit, param)
 	return p, limit, param, nil

@@ -126,6 +126,7 @@ func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts
 	}
 	if r.policyFunc != nil {
 		r.policyFunc.zones = zones
+		r.segColons = 2 // each key's "<period>:<zone>:" (see redisKey)
 	}
 	cfg, err := applyOptions(kind, onRedisClocked, opts)
 	if err != nil {
@@ -241,6 +242,9 @@ func (w *RedisCalendarWindow) redisKey(key string, period CalendarPeriod, z *cal
 func (w *RedisCalendarWindow) decide(ctx context.Context, key string, n int) (Result, []NamedPolicy, error) {
 	if ctx == nil {
 		return Result{Limit: w.r.limit}, w.r.obs.own, fmt.Errorf("ratelimit: %s: %w", w.r.name, errNilContext)
+	}
+	if err := w.r.obs.keys.check(w.r.name, key); err != nil {
+		return Result{Limit: w.r.limit}, w.r.obs.own, err
 	}
 	limit, period, z, err := w.rate(ctx, key)
 	if err == nil {
@@ -373,6 +377,9 @@ func (w *RedisCalendarWindow) settle(ctx context.Context, key string, taken, cos
 	if ctx == nil {
 		return Result{Limit: w.r.limit}, fmt.Errorf("ratelimit: %s: %w", w.r.name, errNilContext)
 	}
+	if err := w.r.obs.keys.check(w.r.name, key); err != nil {
+		return Result{Limit: w.r.limit}, err
+	}
 	limit, period, z, err := w.rate(ctx, key)
 	if err != nil {
 		return Result{Limit: limit}, err
@@ -423,6 +430,9 @@ func (w *RedisCalendarWindow) Reset(ctx context.Context, key string) error {
 func (w *RedisCalendarWindow) reset(ctx context.Context, key string) error {
 	if ctx == nil {
 		return fmt.Errorf("ratelimit: %s: %w", w.r.name, errNilContext)
+	}
+	if err := w.r.obs.keys.check(w.r.name, key); err != nil {
+		return err
 	}
 	_, period, z, err := w.rate(ctx, key)
 	if err != nil {

@@ -127,7 +127,7 @@ func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, op
 		obs:   newInFlightObserver(cfg, kind, policy),
 		clock: cfg.callerClock,
 	}
-	if r.policyFunc, err = newPolicyFunc(cfg.policyFunc, r.name, policy, checkRedisInFlight); err != nil {
+	if r.policyFunc, err = newPolicyFunc(cfg, r.name, policy, checkRedisInFlight); err != nil {
 		return nil, err
 	}
 	limits := []*redisbatch.Limit{own}
@@ -259,7 +259,7 @@ func (c *RedisConcurrency) acquire(ctx context.Context, key string, n int, lease
 	d := oneDecision(res, inFlightPolicies(p, c.r.obs.own), c.r.obs.rules)
 	if c.r.obs.hooks != nil {
 		c.r.obs.hooks.Decided(Event{
-			Limiter: c.r.obs.name, Key: key, Cost: n, Decision: d, Lease: lease, Err: err,
+			Limiter: c.r.obs.name, Key: c.r.obs.keys.event(c.r.obs.hooks, key), Cost: n, Decision: d, Lease: lease, Err: err,
 			Latency: time.Since(start),
 		})
 	}
@@ -271,6 +271,9 @@ func (c *RedisConcurrency) acquire(ctx context.Context, key string, n int, lease
 func (c *RedisConcurrency) take(ctx context.Context, key string, n int, leased bool) (Lease, Result, Policy, error) {
 	if ctx == nil {
 		return Lease{}, Result{Limit: c.r.limit}, c.r.obs.policy, fmt.Errorf("ratelimit: %s: %w", c.r.name, errNilContext)
+	}
+	if err := c.r.obs.keys.check(c.r.name, key); err != nil {
+		return Lease{}, Result{Limit: c.r.limit}, c.r.obs.policy, err
 	}
 	p, limit, micros, lim, err := c.policyOf(ctx, key)
 	if err == nil {
@@ -341,7 +344,7 @@ func (c *RedisConcurrency) extendLease(ctx context.Context, l Lease) (Lease, err
 		case err == nil && renewed:
 			l.ttl = time.Duration(micros) * time.Microsecond
 		case err == nil:
-			err = fmt.Errorf("ratelimit: %s: key %q: %w (%v)", c.r.name, l.key, ErrLeaseExpired, l)
+			err = fmt.Errorf("ratelimit: %s: key %s: %w (%v)", c.r.name, c.r.obs.keys.quote(l.key), ErrLeaseExpired, l)
 		}
 	}
 	if c.r.obs.adjust != nil {
@@ -363,7 +366,7 @@ func (c *RedisConcurrency) leaseOp(ctx context.Context, op redisbatch.Op, l Leas
 		return false, err
 	}
 	if v.Allowed != 0 && v.Allowed != 1 || v.Remaining != 0 || v.RetryAfter != 0 || v.ResetAfter != 0 {
-		return false, fmt.Errorf("ratelimit: %s %q: %w: %w: %q", c.r.name, p.Key, ErrBackend, errOutOfRange, p.Record)
+		return false, fmt.Errorf("ratelimit: %s %s: %w: %w: %q", c.r.name, c.r.keyName(p), ErrBackend, errOutOfRange, p.Record)
 	}
 	return v.Allowed == 1, nil
 }

@@ -119,6 +119,10 @@ type redisLimiter struct {
 	// policy's param, which follows prefix in its Redis key; nil
 	// otherwise.
 	segOf func(param int64) string
+	// segColons is the number of colons in the seg that follows prefix in
+	// its Redis keys: 1 for a sliding counter, 2 for a calendar window,
+	// built WithPolicyFunc (see storedName); 0 otherwise.
+	segColons int
 }
 
 // redisParams is everything a Redis limiter is built from, its numbers
@@ -185,7 +189,7 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 	}
 	policy := Policy{Limit: p.limit, Window: window}
 	r.obs = newObserver(cfg, p.constructor, policy, redisRule(p.kind, p.param))
-	if r.policyFunc, err = newPolicyFunc(cfg.policyFunc, p.name, policy, p.check); err != nil {
+	if r.policyFunc, err = newPolicyFunc(cfg, p.name, policy, p.check); err != nil {
 		return redisLimiter{}, err
 	}
 	limits := []*redisbatch.Limit{own}
@@ -194,6 +198,9 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 		r.limits = redisbatch.NewLimitCache(p.policyFuncKind)
 		r.resetLimit = r.limits.Get(r.policyFunc.defLimit, r.policyFunc.defParam)
 		r.segOf = p.segOf
+		if p.segOf != nil {
+			r.segColons = 1
+		}
 	}
 	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock)
 	return r, nil
@@ -353,6 +360,9 @@ func redisRule(kind redisbatch.Kind, param int64) rule {
 // decide decides n for key, after allow's checks, and also returns the
 // policy of the call and its param (0 for the limiter's own).
 func (r *redisLimiter) decide(ctx context.Context, key string, n int) (Result, Policy, int64, error) {
+	if err := r.obs.keys.check(r.name, key); err != nil {
+		return Result{Limit: r.limit}, r.obs.policy, 0, err
+	}
 	limit, own, policy, param, err := r.policyOf(ctx, key)
 	if err == nil {
 		err = checkCost(n, limit)
@@ -391,7 +401,7 @@ func (r *redisLimiter) request(p *redisbatch.Request, limit int) (Result, error)
 	}
 	res, err := resultOf(v, limit, false)
 	if err != nil {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %q: %w: %w: %q", r.name, p.Key, ErrBackend, err, p.Record)
+		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %s: %w: %w: %q", r.name, r.keyName(p), ErrBackend, err, p.Record)
 	}
 	return res, nil
 }
@@ -402,26 +412,42 @@ func (r *redisLimiter) request(p *redisbatch.Request, limit int) (Result, error)
 // ErrCorruptState for a key the script refused.
 func (r *redisLimiter) verdict(p *redisbatch.Request) (redisbatch.Verdict, error) {
 	if !r.send.Do(p) {
-		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %q: %w: %w", r.name, p.Key, ErrBackend, p.Ctx.Err())
+		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %s: %w: %w", r.name, r.keyName(p), ErrBackend, p.Ctx.Err())
 	}
 	if p.Err != nil {
-		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %q: %w", r.name, p.Key, backendErr(p.Err))
+		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %s: %w", r.name, r.keyName(p), backendErr(p.Err))
 	}
 	if _, reason, refused := p.Record.Refusal(); refused {
 		// The script refused a key that does not hold its state: that
 		// concerns this key's data, not the backend.
-		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %q: %w: %s", r.name, p.Key, ErrCorruptState, reason)
+		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %s: %w: %s", r.name, r.keyName(p), ErrCorruptState, reason)
 	}
 	if n, ok := p.Record.Checks(); !ok || n != 1 {
-		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %q: %w: unexpected reply from Redis script: %q", r.name, p.Key, ErrBackend, p.Record)
+		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %s: %w: unexpected reply from Redis script: %q", r.name, r.keyName(p), ErrBackend, p.Record)
 	}
 	return p.Record.Check(0), nil
+}
+
+// keyName returns the Redis key of p, a request of r's, as r's errors name
+// it (see storedName).
+func (r *redisLimiter) keyName(p *redisbatch.Request) string { return r.storedName(p.Key) }
+
+// storedName returns stored, a Redis key of r's, as r's errors name it:
+// quoted whole when keys are shown (WithKeysShown), and otherwise what
+// comes before the caller's key quoted, "+", and the caller's key's
+// digest, as events show it (see KeyDigest).
+func (r *redisLimiter) storedName(stored string) string {
+	form := redisbatch.FormAfter(strings.TrimPrefix(stored, r.prefix), r.segColons)
+	return r.obs.keys.quoteStored(stored, len(stored)-len(form), redisbatch.KeyOf(form))
 }
 
 // settle applies a Settle of taken and cost to key. See Adjuster.
 func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, opts []AdjustOption) (Result, error) {
 	if ctx == nil {
 		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
+	}
+	if err := r.obs.keys.check(r.name, key); err != nil {
+		return Result{Limit: r.limit}, err
 	}
 	limit, own, _, param, err := r.policyOf(ctx, key)
 	if err != nil {
@@ -442,6 +468,9 @@ func (r *redisLimiter) settle(ctx context.Context, key string, taken, cost int, 
 func (r *redisLimiter) reset(ctx context.Context, key string) error {
 	if ctx == nil {
 		return fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
+	}
+	if err := r.obs.keys.check(r.name, key); err != nil {
+		return err
 	}
 	var param int64
 	if r.segOf != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
@@ -36,6 +37,9 @@ type redisParts struct {
 	// is keyed, and its requests carry that part's limit of the window
 	// open now. nil without one.
 	calendars []*RedisCalendarWindow
+	// keys shows keys in errors as the Composite does: whole only when
+	// every part shows them (see WithKeysShown).
+	keys keyRules
 }
 
 // newRedisParts returns the Redis engine of limiters, or an error unless
@@ -83,6 +87,11 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 			// One script call decides every part on one time: the parts
 			// must agree on whose clock that is.
 			return nil, fmt.Errorf("parts 0 and %d decide on different clocks (%s and %s)", i, clockName(rp.parts[0].clock), clockName(r.clock))
+		}
+		if i == 0 {
+			rp.keys = r.obs.keys
+		} else {
+			rp.keys = rp.keys.both(r.obs.keys)
 		}
 		rp.parts = append(rp.parts, r)
 		rp.debts = append(rp.debts, r.debt.units(int64(r.limit)))
@@ -228,11 +237,11 @@ func (rp *redisParts) request(ctx context.Context, keys []string, rates []partRa
 		k := rp.redisKey(i, keys[i], rates)
 		p.More[i-1] = k
 		if k == p.Key || slices.Contains(p.More[:i-1], k) {
-			return nil, fmt.Errorf("%w: two parts have the same Redis key %q", ErrKeysApart, k)
+			return nil, fmt.Errorf("%w: two parts have the same Redis key %s", ErrKeysApart, rp.keyName(p, i))
 		}
 		if !rp.send.SameShard(k, p.Key) {
-			return nil, fmt.Errorf("%w: the parts' Redis keys %q and %q are in different hash slots (or ring shards), which one script call cannot touch; "+
-				"give the keys one hash tag, as in \"{tenant}:user\" and \"{tenant}\" (see Part.Key)", ErrKeysApart, p.Key, k)
+			return nil, fmt.Errorf("%w: the parts' Redis keys %s and %s are in different hash slots (or ring shards), which one script call cannot touch; "+
+				"give the keys one hash tag, as in \"{tenant}:user\" and \"{tenant}\" (see Part.Key)", ErrKeysApart, rp.keyName(p, 0), rp.keyName(p, i))
 		}
 	}
 	return p, nil
@@ -290,6 +299,15 @@ func checkKey(p *redisbatch.Request, i int) string {
 		return p.Key
 	}
 	return p.More[i-1]
+}
+
+// keyName returns the Redis key of check i of p, a request of the parts,
+// as errors name it (see keyRules.quoteRedis).
+func (rp *redisParts) keyName(p *redisbatch.Request, i int) string {
+	r := rp.parts[i]
+	stored := checkKey(p, i)
+	form := redisbatch.FormAfter(strings.TrimPrefix(stored, r.prefix), r.segColons)
+	return rp.keys.quoteStored(stored, len(stored)-len(form), redisbatch.KeyOf(form))
 }
 
 // allow decides costs[i] for part i's key, all or nothing, each part by
@@ -380,21 +398,21 @@ func (rp *redisParts) reset(ctx context.Context, keys []string, rates []partRate
 // hold its limiter's state.
 func (rp *redisParts) do(p *redisbatch.Request, rates []partRate, results []Result) error {
 	if !rp.send.Do(p) {
-		return fmt.Errorf("ratelimit: Composite %q: %w: %w", p.Key, ErrBackend, p.Ctx.Err())
+		return fmt.Errorf("ratelimit: Composite %s: %w: %w", rp.keyName(p, 0), ErrBackend, p.Ctx.Err())
 	}
 	if p.Err != nil {
-		return fmt.Errorf("ratelimit: Composite %q: %w", p.Key, backendErr(p.Err))
+		return fmt.Errorf("ratelimit: Composite %s: %w", rp.keyName(p, 0), backendErr(p.Err))
 	}
 	record := p.Record
 	if i, reason, ok := record.Refusal(); ok {
 		if i >= 1 && i <= len(rp.parts) {
 			r := rp.parts[i-1]
-			return fmt.Errorf("ratelimit: Composite: %s %q: %w: %s", r.name, checkKey(p, i-1), ErrCorruptState, reason)
+			return fmt.Errorf("ratelimit: Composite: %s %s: %w: %s", r.name, rp.keyName(p, i-1), ErrCorruptState, reason)
 		}
-		return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.Key, ErrBackend, record)
+		return fmt.Errorf("ratelimit: Composite %s: %w: unexpected reply from Redis script: %q", rp.keyName(p, 0), ErrBackend, record)
 	}
 	if n, ok := record.Checks(); !ok || n != len(rp.parts) {
-		return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.Key, ErrBackend, record)
+		return fmt.Errorf("ratelimit: Composite %s: %w: unexpected reply from Redis script: %q", rp.keyName(p, 0), ErrBackend, record)
 	}
 	for i, r := range rp.parts {
 		limit := r.limit
@@ -403,7 +421,7 @@ func (rp *redisParts) do(p *redisbatch.Request, rates []partRate, results []Resu
 		}
 		res, err := resultOf(record.Check(i), limit, true)
 		if err != nil || i > 0 && res.Allowed != results[0].Allowed {
-			return fmt.Errorf("ratelimit: Composite %q: %w: unexpected reply from Redis script: %q", p.Key, ErrBackend, record)
+			return fmt.Errorf("ratelimit: Composite %s: %w: unexpected reply from Redis script: %q", rp.keyName(p, 0), ErrBackend, record)
 		}
 		results[i] = res
 	}

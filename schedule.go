@@ -49,7 +49,7 @@ func newEngine(cfg config, kind, name string, capacity int, interval int64) (*sc
 	}
 	s.obs = newObserver(cfg, kind, s.policy(), rule{unit: interval})
 	s.debt = cfg.maxDebt
-	t, err := newPolicyFunc(cfg.policyFunc, name, s.policy(), checkLocalRate)
+	t, err := newPolicyFunc(cfg, name, s.policy(), checkLocalRate)
 	if err != nil {
 		return nil, err
 	}
@@ -66,6 +66,9 @@ func (s *schedule) built() bool { return s != nil && s.tats != nil }
 // settleAny replaces taken by cost for key on the engine that decides (see
 // Adjuster). name names the limiter in errors.
 func (s *schedule) settleAny(ctx context.Context, name, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if err := s.obs.keys.check(name, key); err != nil {
+		return Result{Limit: int(s.capacity)}, err
+	}
 	if s.policyFunc != nil {
 		return s.policyFunc.settle(ctx, key, taken, cost, opts)
 	}
@@ -91,6 +94,9 @@ func (s *schedule) decide(ctx context.Context, key string, n int) (Decision, err
 	if s.policyFunc == nil {
 		res, err := s.allow(ctx, key, n)
 		return oneDecision(res, s.obs.own, s.obs.rules), err
+	}
+	if err := s.obs.keys.check(s.obs.name, key); err != nil {
+		return oneDecision(s.refuseKey(key, n, err), s.obs.own, s.obs.rules), err
 	}
 	res, p, interval, err := s.policyFunc.decide(ctx, key, n)
 	return s.obs.decision(res, p, s.rulesOf(interval)), err
@@ -156,6 +162,9 @@ func (s *schedule) allow(ctx context.Context, key string, n int) (Result, error)
 	switch {
 	case s == nil || s.tats == nil:
 		return Result{}, errEngineNotBuilt
+	case s.obs.keys.tooLong(key):
+		err := s.obs.keys.refusal(s.obs.name, key)
+		return s.refuseKey(key, n, err), err
 	case s.policyFunc != nil:
 		return s.policyFunc.allow(ctx, key, n)
 	}
@@ -183,6 +192,16 @@ func (s *schedule) allow(ctx context.Context, key string, n int) (Result, error)
 		return s.denial(tat, next, now, lag), nil
 	}
 	return s.result(true, next, now, lag), nil
+}
+
+// refuseKey returns the Result of a call on a key the limiter's rules
+// refuse with err, and reports it to the hooks, if any.
+func (s *schedule) refuseKey(key string, n int, err error) Result {
+	res := Result{Limit: int(s.capacity)}
+	if s.obs.hooks != nil {
+		s.obs.reportPolicy(s.obs.policy, key, n, res, err, 0)
+	}
+	return res
 }
 
 // observed returns the Result of a decision of allow's, and reports it to

@@ -176,7 +176,7 @@ func (s *Shadow) call(ctx context.Context, key string, n int, leased bool) (Leas
 	}
 	if s.hooks != nil {
 		s.hooks.Decided(Event{
-			Limiter: s.name, Key: key, Cost: n, Decision: d, Err: err,
+			Limiter: s.name, Key: s.backend.keys.event(s.hooks, key), Cost: n, Decision: d, Err: err,
 			Latency: s.clock.Now().Sub(start),
 		})
 	}
@@ -240,7 +240,7 @@ func (s *Shadow) adjustReported(ctx context.Context, op AdjustOp, key string, ta
 	}
 	start := s.clock.Now()
 	res, err := s.forward(ctx, op, key, taken, cost, opts)
-	adjusted(s.adjust, s.name, op, key, taken, cost, opts, res, err, s.clock.Now().Sub(start))
+	adjusted(s.adjust, s.name, op, s.backend.keys.event(s.adjust, key), taken, cost, opts, res, err, s.clock.Now().Sub(start))
 	return res, err
 }
 

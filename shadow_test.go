@@ -152,7 +152,7 @@ func TestShadowHooksSeeWouldDenyDecisionsWithTheBackendsResult(t *testing.T) {
 	assert.True(t, hooks.events[0].Result.Allowed)
 	policy := NamedPolicy{Name: "default", Policy: Policy{Limit: 2, Window: 2 * time.Second}}
 	assert.Equal(t, Event{
-		Limiter: "Shadow", Key: "k", Cost: 1,
+		Limiter: "Shadow", Key: KeyDigest("k"), Cost: 1,
 		Decision: Decision{
 			Result: res, Policy: policy, Policies: []NamedPolicy{policy}, Source: FromShadow, WouldDeny: true,
 			Enforced: Result{Allowed: false, Limit: 2, Remaining: 0, RetryAfter: time.Second, ResetAfter: 2 * time.Second},
@@ -167,7 +167,7 @@ func TestShadowHooksSeeWouldDenyDecisionsWithTheBackendsResult(t *testing.T) {
 	assert.False(t, res.Allowed)
 	assert.Equal(t, time.Second, res.RetryAfter)
 	assert.Equal(t, Event{
-		Limiter: "Shadow", Key: "k", Cost: 1,
+		Limiter: "Shadow", Key: KeyDigest("k"), Cost: 1,
 		Decision: Decision{Result: res, Policy: policy, Policies: []NamedPolicy{policy}, Source: FromBackend, Enforced: res},
 	}, withoutRules(hooks.last()))
 }

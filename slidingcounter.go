@@ -76,7 +76,7 @@ func NewSlidingCounter(limit int, window time.Duration, opts ...Option) (*Slidin
 	if _, _, err := checkLocalWindow(kind, policy); err != nil {
 		return nil, err
 	}
-	t, err := newPolicyFunc(cfg.policyFunc, "SlidingCounter", policy, checkLocalWindow)
+	t, err := newPolicyFunc(cfg, "SlidingCounter", policy, checkLocalWindow)
 	if err != nil {
 		return nil, err
 	}
@@ -143,8 +143,8 @@ func (c *SlidingCounter) decide(ctx context.Context, key string, n int) (Result,
 		return Result{}, counterRate{}, errCounterNotBuilt
 	}
 	r := c.counterRate
-	var err error
-	if c.policyFunc != nil {
+	err := c.obs.keys.check("SlidingCounter", key)
+	if err == nil && c.policyFunc != nil {
 		r, err = c.policyFuncRate(ctx, key)
 	}
 	if err == nil {
@@ -241,8 +241,8 @@ func (c *SlidingCounter) settle(ctx context.Context, key string, taken, cost int
 	if c == nil || c.keys == nil {
 		return Result{}, errCounterNotBuilt
 	}
-	r, err := c.counterRate, error(nil)
-	if c.policyFunc != nil {
+	r, err := c.counterRate, c.obs.keys.check("SlidingCounter", key)
+	if err == nil && c.policyFunc != nil {
 		r, err = c.policyFuncRate(ctx, key)
 	}
 	if err != nil {
@@ -309,7 +309,8 @@ func (c *SlidingCounter) reading(t time.Time) int64 { return int64(t.Sub(c.base.
 // it forgets the key's counts in the window of its policy now (a key
 // counts apart in each window, see WithPolicyFunc), which ctx goes to the
 // PolicyFunc to read. It fails on a nil or zero-value *SlidingCounter,
-// with an error wrapping ErrInvalidConfig, and when the key's policy
+// with an error wrapping ErrInvalidConfig, on a key longer than
+// WithMaxKeyLength allows (ErrInvalidKey), and when the key's policy
 // cannot be read.
 func (c *SlidingCounter) Reset(ctx context.Context, key string) error {
 	if c == nil || c.keys == nil {
@@ -317,8 +318,8 @@ func (c *SlidingCounter) Reset(ctx context.Context, key string) error {
 	}
 	reading := c.base.elapsed()
 	tk := key
-	var err error
-	if c.policyFunc != nil {
+	err := c.obs.keys.check("SlidingCounter", key)
+	if err == nil && c.policyFunc != nil {
 		var r counterRate
 		if r, err = c.policyFuncRate(ctx, key); err == nil {
 			tk = c.tableKey(key, r.window)

@@ -76,7 +76,7 @@ func NewSlidingLog(limit int, window time.Duration, opts ...Option) (*SlidingLog
 	if _, _, err := checkLocalLog(kind, policy); err != nil {
 		return nil, err
 	}
-	t, err := newPolicyFunc(cfg.policyFunc, "SlidingLog", policy, checkLocalLog)
+	t, err := newPolicyFunc(cfg, "SlidingLog", policy, checkLocalLog)
 	if err != nil {
 		return nil, err
 	}
@@ -159,8 +159,8 @@ func (l *SlidingLog) decide(ctx context.Context, key string, n int) (Result, log
 		return Result{}, logRate{}, errLogNotBuilt
 	}
 	r := l.logRate
-	var err error
-	if l.policyFunc != nil {
+	err := l.obs.keys.check("SlidingLog", key)
+	if err == nil && l.policyFunc != nil {
 		r, err = l.policyFuncRate(ctx, key)
 	}
 	if err == nil {
@@ -233,17 +233,21 @@ func (r logRate) denial(lg *entryLog, n, now, lag int64) Result {
 
 // Reset drops key's log: it is back to its full limit. ctx is not used.
 // It fails only on a nil or zero-value *SlidingLog, with an error wrapping
-// ErrInvalidConfig.
+// ErrInvalidConfig, and on a key longer than WithMaxKeyLength allows
+// (ErrInvalidKey).
 func (l *SlidingLog) Reset(_ context.Context, key string) error {
 	if l == nil || l.logs == nil {
 		return errLogNotBuilt
 	}
 	reading := l.base.elapsed()
-	l.logs.drop(key, reading, l.maxNow)
-	if l.obs.adjust != nil {
-		l.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, nil, time.Duration(l.base.elapsed()-reading))
+	err := l.obs.keys.check("SlidingLog", key)
+	if err == nil {
+		l.logs.drop(key, reading, l.maxNow)
 	}
-	return nil
+	if l.obs.adjust != nil {
+		l.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, err, time.Duration(l.base.elapsed()-reading))
+	}
+	return err
 }
 
 // Policy returns the limit and the window's length; the zero Policy for a

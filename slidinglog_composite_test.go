@@ -154,7 +154,7 @@ func TestSlidingLogReportsToItsHooks(t *testing.T) {
 	require.NoError(t, err)
 	ev := hooks.last()
 	assert.Equal(t, "logins", ev.Limiter)
-	assert.Equal(t, "k", ev.Key)
+	assert.Equal(t, KeyDigest("k"), ev.Key)
 	assert.Equal(t, no(2, 0, time.Minute, time.Minute), ev.Result)
 	assert.Equal(t, Policy{Limit: 2, Window: time.Minute}, ev.Policy.Policy)
 	_, err = l.Allow(ctx, "k", 3)

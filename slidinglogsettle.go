@@ -43,8 +43,8 @@ func (l *SlidingLog) settle(ctx context.Context, key string, taken, cost int, op
 	if l == nil || l.logs == nil {
 		return Result{}, errLogNotBuilt
 	}
-	r, err := l.logRate, error(nil)
-	if l.policyFunc != nil {
+	r, err := l.logRate, l.obs.keys.check("SlidingLog", key)
+	if err == nil && l.policyFunc != nil {
 		r, err = l.policyFuncRate(ctx, key)
 	}
 	if err != nil {

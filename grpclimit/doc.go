@@ -93,8 +93,11 @@
 // ratelimit.ErrInvalidCost), the caller's mistake; codes.Internal for any
 // other, the server's. KeyByMetadata's missing key answers
 // codes.Unauthenticated; KeyByPeer's call without an IP address,
-// codes.Internal. A call of cost 0 takes 1 unit all the same (see
-// CostFunc): a call whose handler runs is never free of the limit.
+// codes.Internal. A key the limiter refuses as longer than it takes
+// (ratelimit.ErrInvalidKey, see ratelimit.WithMaxKeyLength) answers
+// codes.InvalidArgument: the call is never let through unlimited. A call
+// of cost 0 takes 1 unit all the same (see CostFunc): a call whose handler
+// runs is never free of the limit.
 //
 // # Failures and shadow mode
 //

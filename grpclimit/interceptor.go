@@ -196,6 +196,8 @@ func (i *Interceptor) Limit(ctx context.Context) error {
 //   - skipped (WithSkip): no metadata, let through;
 //   - KeyFunc or CostFunc error, or a negative cost: the error's own status,
 //     codes.InvalidArgument for a cost that is not valid, or codes.Internal;
+//   - a key the limiter refuses as too long (ratelimit.ErrInvalidKey):
+//     codes.InvalidArgument, never let through;
 //   - allowed: the fields, let through (with the lease that holds its
 //     units, under WithLeases);
 //   - denied: the fields and retry-after, codes.ResourceExhausted with
@@ -256,6 +258,11 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 		// other.
 		i.release(ctx, method, lease)
 		lease = none
+	}
+	if errors.Is(err, ratelimit.ErrInvalidKey) {
+		// The call's key, not the limiter, is at fault: nothing was
+		// taken, and the call must not pass unlimited.
+		return nil, none, status.Error(codes.InvalidArgument, "grpclimit: the call's rate-limit key is longer than the limiter takes")
 	}
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
 		md, err := i.failed(ctx, method, err, d.Source == ratelimit.FromShadow)

@@ -85,8 +85,10 @@ const defaultIPv6Prefix = 64
 
 // KeyByPeer returns a KeyFunc that keys a call by the IP address of its
 // connection's peer (peer.FromContext), without the port: the address in
-// its usual text form for IPv4 (IPv4-mapped IPv6 addresses included), and
-// the masked prefix for IPv6, such as "2001:db8:1:2::/64", or the plain
+// its usual text form for IPv4 (and for the IPv6 forms of IPv4 addresses:
+// IPv4-mapped, NAT64's 64:ff9b::/96 and SIIT's ::ffff:0:0:0/96, so that
+// IPv4 clients translated into IPv6 keep keys of their own), and the
+// masked prefix for IPv6, such as "2001:db8:1:2::/64", or the plain
 // address with IPv6Prefix 128, as httplimit.KeyByIP does.
 //
 // It believes no metadata: behind a proxy every call has the proxy's
@@ -126,8 +128,8 @@ func KeyByPeer(cfg PeerConfig) (KeyFunc, error) {
 	}, nil
 }
 
-// peerIP returns the IP address of addr, without zone, IPv4-mapped IPv6
-// turned into IPv4.
+// peerIP returns the IP address of addr, without zone, an IPv6 form of an
+// IPv4 address (see KeyByPeer) turned into that IPv4 address.
 func peerIP(addr net.Addr) (netip.Addr, bool) {
 	var a netip.Addr
 	switch v := addr.(type) {
@@ -144,5 +146,18 @@ func peerIP(addr net.Addr) (netip.Addr, bool) {
 		}
 		a = ap.Addr()
 	}
-	return a.WithZone("").Unmap(), true
+	a = a.WithZone("").Unmap()
+	if nat64Prefix.Contains(a) || siitPrefix.Contains(a) {
+		b := a.As16()
+		a = netip.AddrFrom4([4]byte(b[12:]))
+	}
+	return a, true
 }
+
+// The prefixes of IPv4 clients translated into IPv6 (see KeyByPeer): the
+// NAT64 well-known prefix (RFC 6052) and SIIT's IPv4-translated addresses
+// (RFC 2765).
+var (
+	nat64Prefix = netip.MustParsePrefix("64:ff9b::/96")
+	siitPrefix  = netip.MustParsePrefix("::ffff:0:0:0/96")
+)

@@ -94,6 +94,10 @@ func TestKeyByPeer(t *testing.T) {
 	}{
 		{"IPv4 without its port", def, at(tcp("192.0.2.7", 5555)), "192.0.2.7", false},
 		{"IPv4-mapped IPv6 as IPv4", def, at(tcp("::ffff:192.0.2.7", 1)), "192.0.2.7", false},
+		{"NAT64 client as IPv4", def, at(tcp("64:ff9b::192.0.2.7", 1)), "192.0.2.7", false},
+		{"another NAT64 client", def, at(tcp("64:ff9b::192.0.2.8", 1)), "192.0.2.8", false},
+		{"SIIT-translated client as IPv4", def, at(tcp("::ffff:0:192.0.2.7", 1)), "192.0.2.7", false},
+		{"NAT64 client through another net.Addr", def, at(&net.UDPAddr{IP: net.ParseIP("64:ff9b::198.51.100.1"), Port: 9}), "198.51.100.1", false},
 		{"IPv6 by its /64", def, at(tcp("2001:db8:1:2:3:4:5:6", 1)), "2001:db8:1:2::/64", false},
 		{"IPv6 alone with 128", exact, at(tcp("2001:db8:1:2:3:4:5:6", 1)), "2001:db8:1:2:3:4:5:6", false},
 		{"IPv6 zone dropped", exact, at(&net.TCPAddr{IP: net.ParseIP("fe80::1"), Zone: "eth0"}), "fe80::1", false},

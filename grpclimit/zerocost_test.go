@@ -16,7 +16,7 @@ import (
 // 0 on a key three hours in debt all ran when a cost of 0 was a peek.
 func TestACostOfZeroDoesNotRunOnAKeyInDebt(t *testing.T) {
 	clock := ratelimit.NewFakeClock(epoch)
-	l, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithClock(clock), ratelimit.WithMaxDebt(4*3600))
+	l, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithClock(clock), ratelimit.WithMaxDebt(4*3600), ratelimit.WithMaxSettle(ratelimit.UnboundedSettle))
 	require.NoError(t, err)
 	_, err = l.Settle(context.Background(), "alice", 0, 10+3*3600)
 	require.NoError(t, err)

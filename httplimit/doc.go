@@ -254,11 +254,14 @@
 // and is answered 413 Content Too Large, with a problem document of type
 // about:blank that names the policy (the draft registers its
 // quota-exceeded for 429 only). An error from the KeyFunc or
-// CostFunc, which leaves the limiter unasked, is answered by its class
-// unless WithKeyErrorHandler says otherwise: 400 Bad Request for the
-// client's mistake (ErrInvalidRequest, such as KeyByHeader's request
-// without its header, or ratelimit.ErrInvalidCost, such as a negative
-// cost), 500 Internal Server Error for any other (the server's).
+// CostFunc, which leaves the limiter unasked, and a key the limiter
+// refuses as too long (ratelimit.ErrInvalidKey, see
+// ratelimit.WithMaxKeyLength) are answered by their class unless
+// WithKeyErrorHandler says otherwise: 400 Bad Request for the client's
+// mistake (ErrInvalidRequest, such as KeyByHeader's request without its
+// header, ratelimit.ErrInvalidCost, such as a negative cost, or
+// ratelimit.ErrInvalidKey), 500 Internal Server Error for any other (the
+// server's); such a request is never passed on.
 //
 // # Concurrency
 //

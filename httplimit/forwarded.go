@@ -9,75 +9,151 @@ import (
 // so that a huge header costs no more than a scan.
 const maxHops = 64
 
-// hopRing keeps the last maxHops forwarding entries pushed into it, in order.
-// An entry is the raw text of one address; "" stands for an entry that is
-// not one (a Forwarded element without for=, or a malformed one).
-type hopRing struct {
-	buf [maxHops]string
-	n   int // entries ever pushed
-}
+// A forwarding header is read from the right, where the proxies closest to
+// the server wrote, and only as far as the walk needs: whatever a client
+// put to the left of a proxy's entry, an unmatched quote included, cannot
+// change how that entry reads. Each reader calls visit with one entry at a
+// time, rightmost first, until visit returns false or the line ends. An
+// entry is the raw text of one address; "" stands for an entry that is not
+// one (a Forwarded element that is malformed, has no for= or has two).
 
-// push appends an entry, dropping the oldest beyond maxHops.
-func (h *hopRing) push(s string) {
-	h.buf[h.n%maxHops] = s
-	h.n++
-}
-
-// len returns how many entries can be read.
-func (h *hopRing) len() int { return min(h.n, maxHops) }
-
-// fromRight returns the i-th entry from the right, 0 being the last pushed;
-// i < h.len().
-func (h *hopRing) fromRight(i int) string { return h.buf[(h.n-1-i)%maxHops] }
-
-// xForwardedFors pushes the entries of one X-Forwarded-For field line, a
-// comma-separated list; empty entries are skipped, as HTTP lists allow.
-func xForwardedFors(v string, hops *hopRing) {
-	for v != "" {
-		var entry string
-		entry, v, _ = strings.Cut(v, ",")
-		if entry = trimOWS(entry); entry != "" {
-			hops.push(entry)
+// xForwardedFors visits the entries of one X-Forwarded-For field line, a
+// comma-separated list, from the right; empty entries are skipped, as HTTP
+// lists allow. It reports whether visit wants more.
+func xForwardedFors(v string, visit func(string) bool) bool {
+	for {
+		i := strings.LastIndexByte(v, ',')
+		if entry := trimOWS(v[i+1:]); entry != "" && !visit(entry) {
+			return false
 		}
+		if i < 0 {
+			return true
+		}
+		v = v[:i]
 	}
 }
 
-// forwardedFors pushes the for= value of each element of one RFC 7239
-// Forwarded field line, with quoted strings unquoted; an element without
-// for=, with two of them, or that does not parse pushes "". Empty elements
-// are skipped.
-func forwardedFors(v string, hops *hopRing) {
-	p := sfParser{s: v}
+// forwardedFors visits the for= value of each element of one RFC 7239
+// Forwarded field line, from the right, with quoted strings unquoted (see
+// forwardedElement); empty elements are skipped. It reports whether visit
+// wants more.
+//
+// The elements are cut at the commas outside quoted strings as read from
+// the right: going left, a '"' opens a quoted string (it ends one, read
+// forwards), and inside one a '"' preceded by an odd number of
+// backslashes is escaped content while one preceded by an even number
+// ends it. For a line that follows the grammar this cuts where a reading
+// from the left does; for one that does not, the elements to the right of
+// the fault are still read as their writer meant. Text left of a quote
+// that never ends is one element, malformed.
+func forwardedFors(v string, visit func(string) bool) bool {
+	end, quoted := len(v), false
+	for i := len(v) - 1; i >= 0; i-- {
+		switch c := v[i]; {
+		case quoted && c == '"':
+			k := 0 // the backslashes just before the quote
+			for i-1-k >= 0 && v[i-1-k] == '\\' {
+				k++
+			}
+			if k%2 == 1 {
+				i -= k // an escaped quote: it and its backslashes are content
+			} else {
+				quoted = false
+			}
+		case c == '"':
+			quoted = true
+		case c == ',' && !quoted:
+			if !visitElement(v[i+1:end], visit) {
+				return false
+			}
+			end = i
+		}
+	}
+	if quoted {
+		return visit("")
+	}
+	return visitElement(v[:end], visit)
+}
+
+// visitElement visits the for= value of element e, "" when it has none, has
+// two or is malformed; an empty element is skipped. It reports whether
+// visit wants more.
+func visitElement(e string, visit func(string) bool) bool {
+	e = trimOWS(e)
+	if e == "" {
+		return true
+	}
+	value, _ := forwardedElement(e)
+	return visit(value)
+}
+
+// forwardedElement parses one element of a Forwarded field, e, by RFC
+// 7239's grammar, with RFC 9110's token and quoted-string:
+//
+//	forwarded-element = [ forwarded-pair ] *( ";" [ forwarded-pair ] )
+//	forwarded-pair    = token "=" value
+//	value             = token / quoted-string
+//
+// It allows optional whitespace around ';' and '=', and ':', '[' and ']' in
+// an unquoted value (RFC 7239 wants ports and IPv6 addresses quoted; some
+// proxies do not quote them). It returns the element's for= value, unquoted,
+// and true when the element is well formed and holds exactly one for=
+// parameter (the names are case-insensitive); "" and false otherwise. It
+// never reads past the end of e, whatever e holds.
+func forwardedElement(e string) (string, bool) {
+	p := elementParser{s: e}
+	var forValue string
+	fors := 0
 	for {
 		p.skipOWS()
-		switch {
-		case p.done():
-			return
-		case p.eat(','):
-			// an empty element
-		default:
-			hops.push(p.element())
+		if p.done() {
+			break
+		}
+		if p.eat(';') {
+			continue // an empty pair
+		}
+		name := p.token()
+		p.skipOWS()
+		if name == "" || !p.eat('=') {
+			return "", false
+		}
+		p.skipOWS()
+		value, ok := p.value()
+		if !ok {
+			return "", false
+		}
+		if strings.EqualFold(name, "for") {
+			forValue = value
+			fors++
+		}
+		p.skipOWS()
+		if !p.done() && !p.eat(';') {
+			return "", false
 		}
 	}
+	if fors != 1 {
+		return "", false
+	}
+	return forValue, true
 }
 
-// sfParser reads a Forwarded field line. It never reads past the end of s,
-// whatever s holds.
-type sfParser struct {
+// elementParser reads one Forwarded element. It never reads past the end of
+// s, whatever s holds.
+type elementParser struct {
 	s string
 	i int
 }
 
-func (p *sfParser) done() bool { return p.i >= len(p.s) }
+func (p *elementParser) done() bool { return p.i >= len(p.s) }
 
-func (p *sfParser) skipOWS() {
+func (p *elementParser) skipOWS() {
 	for p.i < len(p.s) && (p.s[p.i] == ' ' || p.s[p.i] == '\t') {
 		p.i++
 	}
 }
 
 // eat consumes c if it is next.
-func (p *sfParser) eat(c byte) bool {
+func (p *elementParser) eat(c byte) bool {
 	if p.i < len(p.s) && p.s[p.i] == c {
 		p.i++
 		return true
@@ -85,49 +161,8 @@ func (p *sfParser) eat(c byte) bool {
 	return false
 }
 
-// element reads one element, pairs separated by ';', up to and including the
-// ',' that ends it, and returns its for= value, or "" if it has none, has two
-// or is malformed. After a syntax error it skips to the next ',' outside a
-// quoted string.
-func (p *sfParser) element() string {
-	var forValue string
-	fors, ok := 0, true
-	for ok {
-		p.skipOWS()
-		name := p.token()
-		p.skipOWS()
-		if name == "" || !p.eat('=') {
-			ok = false
-			break
-		}
-		p.skipOWS()
-		value, valid := p.value()
-		if !valid {
-			ok = false
-			break
-		}
-		if strings.EqualFold(name, "for") {
-			forValue = value
-			fors++
-		}
-		p.skipOWS()
-		switch {
-		case p.eat(';'):
-		case p.done() || p.eat(','):
-			if fors != 1 {
-				return ""
-			}
-			return forValue
-		default:
-			ok = false
-		}
-	}
-	p.skipElement()
-	return ""
-}
-
 // token reads an RFC 9110 token, possibly empty.
-func (p *sfParser) token() string {
+func (p *elementParser) token() string {
 	start := p.i
 	for p.i < len(p.s) && isTokenChar(p.s[p.i]) {
 		p.i++
@@ -135,11 +170,12 @@ func (p *sfParser) token() string {
 	return p.s[start:p.i]
 }
 
-// value reads a token or a quoted string, unquoted, and reports whether it
-// was well formed.
-func (p *sfParser) value() (string, bool) {
+// value reads a token (with ':', '[' and ']' allowed) or a quoted string,
+// unquoted, and reports whether it was well formed: a non-empty token, or a
+// quoted string that ends, whose characters are RFC 9110's qdtext or
+// quoted-pair (no control character but a tab).
+func (p *elementParser) value() (string, bool) {
 	if !p.eat('"') {
-		// RFC 7239 wants ports and IPv6 quoted; take them unquoted too.
 		start := p.i
 		for p.i < len(p.s) && (isTokenChar(p.s[p.i]) || p.s[p.i] == ':' || p.s[p.i] == '[' || p.s[p.i] == ']') {
 			p.i++
@@ -157,7 +193,12 @@ func (p *sfParser) value() (string, bool) {
 				return p.s[start : p.i-1], true
 			}
 			return string(b), true
-		case c == '\\' && p.i+1 < len(p.s):
+		case !isQuotedChar(c):
+			return "", false
+		case c == '\\':
+			if p.i+1 >= len(p.s) || !isQuotedChar(p.s[p.i+1]) {
+				return "", false
+			}
 			if b == nil {
 				b = append([]byte(nil), p.s[start:p.i]...)
 			}
@@ -173,22 +214,11 @@ func (p *sfParser) value() (string, bool) {
 	return "", false // unterminated
 }
 
-// skipElement skips to just past the next ',' that is not inside a quoted
-// string, or to the end.
-func (p *sfParser) skipElement() {
-	quoted := false
-	for p.i < len(p.s) {
-		c := p.s[p.i]
-		p.i++
-		switch {
-		case quoted && c == '\\':
-			p.i++
-		case c == '"':
-			quoted = !quoted
-		case !quoted && c == ',':
-			return
-		}
-	}
+// isQuotedChar reports whether c may appear in an RFC 9110 quoted string,
+// as qdtext or in a quoted-pair: a tab, a space, a visible character or
+// obs-text.
+func isQuotedChar(c byte) bool {
+	return c == '\t' || c >= ' ' && c != 0x7f
 }
 
 // isTokenChar reports whether c may appear in an RFC 9110 token.

@@ -27,7 +27,11 @@ const (
 type IPConfig struct {
 	// TrustedProxies are the proxies whose forwarding header is believed, as
 	// CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") or single addresses.
-	// IPv4-mapped IPv6 forms are taken as IPv4.
+	// IPv6 forms of IPv4 addresses (IPv4-mapped, NAT64's 64:ff9b::/96,
+	// SIIT's ::ffff:0:0:0/96) are taken as IPv4. A prefix wider than /8 of
+	// IPv4, or than /16 of global IPv6 (2000::/3), is refused: any client
+	// in it could choose its own key. Unique-local (fc00::/7) and other
+	// IPv6 ranges that are not global may be trusted at any width.
 	TrustedProxies []string
 	// IPv6Prefix is how many leading bits of an IPv6 client address make
 	// its key, so that one host's many addresses share a limit: 0 means 64
@@ -57,15 +61,27 @@ const defaultIPv6Prefix = 64
 // accepted and dropped. A header from a peer that is not a trusted proxy is
 // ignored.
 //
-// The key is the address in its usual text form for IPv4 (IPv4-mapped IPv6
-// addresses included), and the masked prefix for IPv6, such as
-// "2001:db8:1:2::/64", or the plain address with IPv6Prefix 128. A request
-// whose RemoteAddr is not an IP address (a Unix socket, say) gets an error
-// wrapping ErrNoKey.
+// A Forwarded line is parsed by RFC 7239's grammar (elements of ';'-separated
+// token=value pairs, a value a token or an RFC 9110 quoted string; optional
+// whitespace around ';' and '=' and unquoted ports and IPv6 addresses are
+// tolerated) and cut into elements from the right, so that what a client
+// wrote to the left of a proxy's entry, an unmatched quote included, never
+// changes that entry: a proxy that appends ", for=<client>" to the client's
+// own line is read as it meant. A malformed element, one without for= and
+// one with two are not addresses, and stop the walk as above.
+//
+// The key is the address in its usual text form for IPv4 (and for the IPv6
+// forms of IPv4 addresses: IPv4-mapped, NAT64's 64:ff9b::/96 and SIIT's
+// ::ffff:0:0:0/96, so that IPv4 clients translated into IPv6 keep keys of
+// their own), and the masked prefix for IPv6, such as "2001:db8:1:2::/64",
+// or the plain address with IPv6Prefix 128. A request whose RemoteAddr is
+// not an IP address (a Unix socket, say) gets an error wrapping ErrNoKey.
 //
 // The KeyFunc is safe for concurrent use. KeyByIP returns an error wrapping
-// ratelimit.ErrInvalidConfig for a trusted proxy that is not a prefix or
-// address, an IPv6Prefix outside 0 to 128 or an unknown Header.
+// ratelimit.ErrInvalidConfig that names the proxy for a trusted proxy that is
+// not a prefix or address or is a prefix wider than it trusts (see
+// IPConfig.TrustedProxies), and for an IPv6Prefix outside 0 to 128 or an
+// unknown Header.
 func KeyByIP(cfg IPConfig) (KeyFunc, error) {
 	bits := cfg.IPv6Prefix
 	switch {
@@ -120,30 +136,41 @@ func (k *ipKeyer) isTrusted(a netip.Addr) bool {
 }
 
 // walk returns the client address that the forwarding header of a request
-// from the trusted proxy peer tells, as KeyByIP describes.
+// from the trusted proxy peer tells, as KeyByIP describes: its field lines
+// are read from the last, each from the right, as far as the walk goes.
 func (k *ipKeyer) walk(h http.Header, peer netip.Addr) netip.Addr {
-	var hops hopRing
+	w := hopWalk{k: k, client: peer}
+	read, lines := xForwardedFors, h["X-Forwarded-For"]
 	if k.header == Forwarded {
-		for _, v := range h["Forwarded"] {
-			forwardedFors(v, &hops)
-		}
-	} else {
-		for _, v := range h["X-Forwarded-For"] {
-			xForwardedFors(v, &hops)
+		read, lines = forwardedFors, h["Forwarded"]
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		if !read(lines[i], w.visit) {
+			break
 		}
 	}
-	last := peer
-	for i := range hops.len() {
-		a, ok := parseHop(hops.fromRight(i))
-		if !ok {
-			return last
-		}
-		if !k.isTrusted(a) {
-			return a
-		}
-		last = a
+	return w.client
+}
+
+// hopWalk is one walk of a forwarding header from the right.
+type hopWalk struct {
+	k      *ipKeyer
+	client netip.Addr // the client so far: the last trusted address, or the one found
+	hops   int        // entries visited
+}
+
+// visit takes the next entry from the right and reports whether the walk
+// goes on: past a trusted proxy's address, within maxHops entries. An
+// address that is not a trusted proxy's is the client; an entry that is
+// not an address leaves the client the last trusted address.
+func (w *hopWalk) visit(entry string) bool {
+	w.hops++
+	a, ok := parseHop(entry)
+	if !ok {
+		return false
 	}
-	return last
+	w.client = a
+	return w.k.isTrusted(a) && w.hops < maxHops
 }
 
 // format returns the key for client address a.
@@ -158,8 +185,24 @@ func (k *ipKeyer) format(a netip.Addr) string {
 	return p.String()
 }
 
+// The widest prefixes KeyByIP trusts: no organisation's proxies need more
+// than a /8 of IPv4 (the largest block ever assigned to one holder, and
+// 10.0.0.0/8, the largest private range) or a /16 of global IPv6 (larger
+// than any one network's allocation), while a wider trust puts large parts
+// of the Internet, whose clients would each pick their own key, in it.
+const (
+	widestTrustedIPv4 = 8
+	widestTrustedIPv6 = 16
+)
+
+// globalIPv6 is the IPv6 space assigned for global unicast, the only IPv6
+// space whose width KeyByIP bounds: unique-local (fc00::/7), link-local and
+// other ranges no Internet client sends from may be trusted whole.
+var globalIPv6 = netip.MustParsePrefix("2000::/3")
+
 // parseTrusted parses a trusted proxy, a prefix or a single address, into a
-// masked prefix with IPv4-mapped IPv6 forms turned into IPv4.
+// masked prefix with IPv4-mapped and translated IPv6 forms turned into IPv4
+// (see normalize), and refuses one wider than the widest KeyByIP trusts.
 func parseTrusted(s string) (netip.Prefix, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("%w: httplimit: KeyByIP: trusted proxy %q: %s", ratelimit.ErrInvalidConfig, s, why)
@@ -170,10 +213,17 @@ func parseTrusted(s string) (netip.Prefix, error) {
 		if err != nil {
 			return netip.Prefix{}, bad("not a CIDR prefix")
 		}
-		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		if a := p.Addr(); p.Bits() >= 96 && isIPv4In6(a) {
+			p = netip.PrefixFrom(normalize(a), p.Bits()-96)
 		}
-		return p.Masked(), nil
+		p = p.Masked()
+		switch {
+		case p.Addr().Is4() && p.Bits() < widestTrustedIPv4:
+			return netip.Prefix{}, bad(fmt.Sprintf("an IPv4 prefix wider than /%d trusts large parts of the Internet, whose clients would each choose their own key; list your proxies' own ranges", widestTrustedIPv4))
+		case p.Addr().Is6() && p.Bits() < widestTrustedIPv6 && p.Overlaps(globalIPv6):
+			return netip.Prefix{}, bad(fmt.Sprintf("a prefix of global IPv6 wider than /%d trusts large parts of the Internet, whose clients would each choose their own key; list your proxies' own ranges", widestTrustedIPv6))
+		}
+		return p, nil
 	}
 	a, err := netip.ParseAddr(t)
 	if err != nil {
@@ -182,12 +232,12 @@ func parseTrusted(s string) (netip.Prefix, error) {
 	if a.Zone() != "" {
 		return netip.Prefix{}, bad("zones are not allowed")
 	}
-	a = a.Unmap()
+	a = normalize(a)
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // parseRemoteAddr parses a connection's address, "host:port" as net/http sets
-// it, or a bare address, dropping any zone and unmapping IPv4-mapped IPv6.
+// it, or a bare address, as normalize leaves it.
 func parseRemoteAddr(s string) (netip.Addr, bool) {
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		return normalize(ap.Addr()), true
@@ -195,7 +245,32 @@ func parseRemoteAddr(s string) (netip.Addr, bool) {
 	return parseHop(s)
 }
 
-// normalize drops a's zone and turns an IPv4-mapped IPv6 address into IPv4.
+// The IPv6 forms of IPv4 addresses that KeyByIP takes as IPv4, the IPv4
+// address in their last 32 bits: IPv4-mapped addresses (::ffff:0:0/96, a
+// dual-stack socket's view of an IPv4 peer), the well-known prefix of
+// NAT64 and of IPv4 clients translated into an IPv6 network (64:ff9b::/96,
+// RFC 6052) and SIIT's IPv4-translated addresses (::ffff:0:0:0/96, RFC
+// 2765).
+var (
+	nat64Prefix = netip.MustParsePrefix("64:ff9b::/96")
+	siitPrefix  = netip.MustParsePrefix("::ffff:0:0:0/96")
+)
+
+// isIPv4In6 reports whether a is one of the IPv6 forms of an IPv4 address
+// that KeyByIP takes as IPv4.
+func isIPv4In6(a netip.Addr) bool {
+	a = a.WithZone("")
+	return a.Is4In6() || nat64Prefix.Contains(a) || siitPrefix.Contains(a)
+}
+
+// normalize drops a's zone and turns an IPv6 form of an IPv4 address (see
+// isIPv4In6) into that IPv4 address, so that clients behind NAT64 or SIIT
+// are keyed and trusted as the IPv4 addresses they are.
 func normalize(a netip.Addr) netip.Addr {
-	return a.WithZone("").Unmap()
+	a = a.WithZone("")
+	if !isIPv4In6(a) {
+		return a
+	}
+	b := a.As16()
+	return netip.AddrFrom4([4]byte(b[12:]))
 }

@@ -143,6 +143,74 @@ func TestKeyByIPThroughForwarded(t *testing.T) {
 	})
 }
 
+func TestKeyByIPForwardedClientsUnmatchedQuoteCannotHideTheProxysEntry(t *testing.T) {
+	// The client sends a Forwarded line of its own; the trusted proxy
+	// 10.0.0.1 appends ", for=<client>" to it (or a line of its own), as
+	// RFC 9110 lets it combine field lines. Whatever the client wrote, the
+	// proxy's entry names the client.
+	const proxy = "10.0.0.1:8080"
+	appended := func(client string) []string { return []string{client + ", for=203.0.113.7"} }
+	runIPCases(t, httplimit.IPConfig{TrustedProxies: trustedProxies, Header: httplimit.Forwarded}, []ipCase{
+		{name: "unmatched quote before the proxy's entry", remote: proxy, forwarded: appended(`x="a, for=1.1.1.1`), want: "203.0.113.7"},
+		{name: "unmatched quote, proxy's entry quoted", remote: proxy, forwarded: []string{`x="a, for="[2001:db8:cafe::17]:4711"`}, want: "2001:db8:cafe::/64"},
+		{name: "unmatched quote in a for= value", remote: proxy, forwarded: appended(`for="1.1.1.1`), want: "203.0.113.7"},
+		{name: "quote opened after a pair", remote: proxy, forwarded: appended(`for=1.1.1.1;x="`), want: "203.0.113.7"},
+		{name: "escaped quote that never ends", remote: proxy, forwarded: appended(`x="\"`), want: "203.0.113.7"},
+		{name: "trailing backslash", remote: proxy, forwarded: appended(`x="a\`), want: "203.0.113.7"},
+		{name: "backslash outside quotes", remote: proxy, forwarded: appended(`x=a\`), want: "203.0.113.7"},
+		{name: "two quoted strings, one unmatched", remote: proxy, forwarded: appended(`x="a", y="b, for=1.1.1.1`), want: "203.0.113.7"},
+		{name: "then a second trusted proxy", remote: proxy, forwarded: []string{`x="a, for=1.1.1.1, for=203.0.113.7, for=10.0.0.2`}, want: "203.0.113.7"},
+		{name: "proxy's entry on a line of its own", remote: proxy, forwarded: []string{`x="a, for=1.1.1.1`, "for=203.0.113.7"}, want: "203.0.113.7"},
+	})
+}
+
+func TestKeyByIPForwardedMalformedElementStopsTheWalk(t *testing.T) {
+	// Each line is followed by the entry of the trusted proxy 10.0.0.2:
+	// the walk passes it and stops at the element before it, which is
+	// malformed, so the client is 10.0.0.2, the last trusted hop, which
+	// could not say whom it forwarded for.
+	const proxy = "10.0.0.1:8080"
+	cfg := httplimit.IPConfig{TrustedProxies: trustedProxies, Header: httplimit.Forwarded}
+	var cases []ipCase
+	for _, line := range []string{
+		`for=198.51.100.9 proto=https`,       // no ';' between pairs
+		`for=198.51.100.9;=x`,                // a pair without a name
+		`for==198.51.100.9`,                  // a value that starts with '='
+		`"for"=198.51.100.9`,                 // a quoted name
+		`for=198.51.100.9;For=198.51.100.10`, // two for= pairs
+		`for=198.51.100.9;for="1.1.1.1"`,     // two for= pairs, one quoted
+		`for="198.51.100.9"x`,                // junk after a quoted string
+		`for=198.51.100.9"x"`,                // a quote inside a token
+		`for=198.51.100.9\`,                  // a backslash outside quotes
+		"for=\"198.51.100.9\x01\"",           // a control character in quotes
+		"for=\"198.51.100.9\\\x7f\"",         // an escaped control character
+		"for=198.51.100.9\x00",               // a NUL after a token
+		`for=198.51.100.9;proto`,             // a pair without '='
+		`for=198.51.100.9;proto=`,            // a pair without a value
+		`for=(198.51.100.9)`,                 // separators in a token
+		`x="a, for=1.1.1.1"x`,                // junk after a quoted string of commas
+		`x="a\"b"c`,                          // junk after a quoted string with an escaped quote
+		`proto=https`,                        // no for=
+		`;`,                                  // only an empty pair: no for=
+		`for=""`,                             // an empty address
+		`for="\"198.51.100.9"`,               // a quote in the address
+		`for=unknown`,                        // not an address
+		`for="[198.51.100.9]"`,               // an IPv4 address in brackets
+		`for="[2001:db8::1"`,                 // a bracket that is not closed
+	} {
+		cases = append(cases, ipCase{name: line, remote: proxy, forwarded: []string{line + ", for=10.0.0.2"}, want: "10.0.0.2"})
+	}
+	runIPCases(t, cfg, cases)
+	// What the grammar allows is read.
+	runIPCases(t, cfg, []ipCase{
+		{name: "empty pairs", remote: proxy, forwarded: []string{";for=198.51.100.9;;proto=http;, for=10.0.0.2"}, want: "198.51.100.9"},
+		{name: "whitespace around ; and =", remote: proxy, forwarded: []string{"for = 198.51.100.9 ;\tproto=http, for=10.0.0.2"}, want: "198.51.100.9"},
+		{name: "obs-text in a quoted string", remote: proxy, forwarded: []string{"for=198.51.100.9;x=\"caf\xc3\xa9\", for=10.0.0.2"}, want: "198.51.100.9"},
+		{name: "escaped quote and backslash", remote: proxy, forwarded: []string{`for=198.51.100.9;x="a\"b\\", for=10.0.0.2`}, want: "198.51.100.9"},
+		{name: "commas in a quoted string", remote: proxy, forwarded: []string{`for=198.51.100.9;x=", for=1.1.1.1,", for=10.0.0.2`}, want: "198.51.100.9"},
+	})
+}
+
 func TestKeyByIPv6Prefix(t *testing.T) {
 	const addr = "[2001:db8:1:2:3:4:5:6]:443"
 	for _, tc := range []struct {
@@ -209,6 +277,49 @@ func TestKeyByIPRejectsBadConfig(t *testing.T) {
 			assert.Nil(t, key)
 		})
 	}
+}
+
+func TestKeyByIPRefusesTrustOfLargePartsOfTheInternet(t *testing.T) {
+	for _, prefix := range []string{
+		"0.0.0.0/0", "::/0", "0.0.0.0/1", "128.0.0.0/1", "0.0.0.0/7", "8.0.0.0/7",
+		"::ffff:0.0.0.0/96", "::ffff:0:0/96", "::ffff:8.0.0.0/103", "64:ff9b::/96", "::ffff:0:0:0/96",
+		"::/1", "2000::/3", "2001::/15", "2a00::/8",
+	} {
+		t.Run(prefix, func(t *testing.T) {
+			key, err := httplimit.KeyByIP(httplimit.IPConfig{TrustedProxies: []string{"10.0.0.0/8", prefix}})
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
+			assert.Contains(t, err.Error(), `"`+prefix+`"`)
+			assert.Nil(t, key)
+		})
+	}
+	for _, prefix := range []string{
+		"10.0.0.0/8", "100.64.0.0/10", "0.0.0.0/8", "2001:db8::/32", "2001::/16", "2a06:98c0::/29",
+		"fc00::/7", "fd00::/8", "fe80::/10", "::/3", "64:ff9b::10.0.0.0/104",
+	} {
+		_, err := httplimit.KeyByIP(httplimit.IPConfig{TrustedProxies: []string{prefix}})
+		assert.NoError(t, err, prefix)
+	}
+}
+
+func TestKeyByIPKeysTranslatedIPv4ClientsAsIPv4(t *testing.T) {
+	// IPv4 clients behind NAT64 or SIIT, seen as IPv6 addresses, each
+	// keep the key of their IPv4 address rather than sharing a /64.
+	runIPCases(t, httplimit.IPConfig{}, []ipCase{
+		{name: "NAT64 well-known prefix", remote: "[64:ff9b::198.51.100.9]:443", want: "198.51.100.9"},
+		{name: "another NAT64 client", remote: "[64:ff9b::c633:640a]:443", want: "198.51.100.10"},
+		{name: "SIIT translated", remote: "[::ffff:0:198.51.100.9]:443", want: "198.51.100.9"},
+		{name: "IPv4-mapped", remote: "[::ffff:198.51.100.9]:443", want: "198.51.100.9"},
+		{name: "next to the NAT64 prefix: IPv6", remote: "[64:ff9b::1:198.51.100.9]:443", want: "64:ff9b::/64"},
+	})
+	const proxy = "10.0.0.1:8080"
+	runIPCases(t, httplimit.IPConfig{TrustedProxies: append([]string{"64:ff9b::192.0.2.0/120"}, trustedProxies...)}, []ipCase{
+		{name: "NAT64 hop", remote: proxy, xff: []string{"64:ff9b::198.51.100.9"}, want: "198.51.100.9"},
+		{name: "bracketed SIIT hop with port", remote: proxy, xff: []string{"[::ffff:0:198.51.100.9]:80"}, want: "198.51.100.9"},
+		{name: "trusted NAT64 proxy given as IPv4", remote: "[64:ff9b::10.0.0.7]:80", xff: []string{"198.51.100.9"}, want: "198.51.100.9"},
+		{name: "trusted proxy given in NAT64 form", remote: "192.0.2.5:80", xff: []string{"198.51.100.9"}, want: "198.51.100.9"},
+		{name: "trusted NAT64 hop skipped", remote: proxy, xff: []string{"198.51.100.9, 64:ff9b::10.0.0.2"}, want: "198.51.100.9"},
+	})
 }
 
 func TestKeyByIPAcceptsProxyForms(t *testing.T) {

@@ -199,22 +199,25 @@ func WithFailClosed(retryAfter time.Duration) Option {
 }
 
 // WithKeyErrorHandler sets how a request is answered when its KeyFunc or
-// CostFunc returns an error (or the CostFunc a negative cost), in place of
-// the default answers, which are problem documents (RFC 9457, type
-// about:blank) by the error's class:
+// CostFunc returns an error (or the CostFunc a negative cost), or the
+// limiter refuses its key as longer than it takes (an error wrapping
+// ratelimit.ErrInvalidKey, which changed nothing), in place of the default
+// answers, which are problem documents (RFC 9457, type about:blank) by the
+// error's class:
 //
 //   - 400 Bad Request for the client's mistake: an error wrapping
 //     ErrInvalidRequest (KeyByHeader's request without its header, or a
-//     KeyFunc's or CostFunc's own), or ratelimit.ErrInvalidCost (a
-//     negative cost, or a CostFunc's error that says the request's cost
-//     is not valid);
+//     KeyFunc's or CostFunc's own), ratelimit.ErrInvalidCost (a negative
+//     cost, or a CostFunc's error that says the request's cost is not
+//     valid), or ratelimit.ErrInvalidKey (a key longer than the limiter
+//     takes, see ratelimit.WithMaxKeyLength);
 //   - 500 Internal Server Error for any other error: the server's mistake
 //     or failure (KeyByContext without its value, KeyByIP without an IP
 //     address, a KeyByHeader name that is not a field name, a KeyFunc or
 //     CostFunc that failed).
 //
-// The limiter is not asked, and the request has no rate-limit fields. A
-// nil h is an error.
+// The limiter is not asked, but for the key it refused, and the request
+// has no rate-limit fields. A nil h is an error.
 func WithKeyErrorHandler(h ErrorHandler) Option {
 	return func(s *settings) error {
 		if h == nil {

@@ -85,6 +85,7 @@ type replies struct {
 	keyError    reply // 500: a KeyFunc's or CostFunc's failure
 	badKey      reply // 400: a request without its key
 	badCost     reply // 400: a request whose cost cannot be used
+	longKey     reply // 400: a request whose key the limiter refuses as too long
 }
 
 // newDenied returns the 429 answer to a request denied by policy (the
@@ -150,6 +151,12 @@ func newReplies() replies {
 			Title:  "Bad Request",
 			Status: http.StatusBadRequest,
 			Detail: "The request's cost is not valid.",
+		}),
+		longKey: newReply(problem{
+			Type:   "about:blank",
+			Title:  "Bad Request",
+			Status: http.StatusBadRequest,
+			Detail: "The request's rate-limit key is longer than its rate limit takes.",
 		}),
 	}
 }

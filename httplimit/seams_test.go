@@ -155,7 +155,10 @@ func TestFailOverWithACompositeFallbackSendsOnePolicysNumbers(t *testing.T) {
 	w := httptest.NewRecorder()
 	mw.Handler(okHandler(&calls)).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
 	assert.Equal(t, http.StatusOK, w.Code)
-	assert.Equal(t, `"requests";r=14;t=4`, w.Header().Get("RateLimit"))
+	// Every part's remaining, the bound one first; the tokens part's
+	// fallback answers in its share of a limit (10000) other than the
+	// backend's (20000) it is shown under, whose t it cannot tell.
+	assert.Equal(t, `"requests";r=14;t=4, "tokens";r=9900`, w.Header().Get("RateLimit"))
 	assert.Equal(t, "30", w.Header().Get("RateLimit-Limit"))
 	assert.Equal(t, "14", w.Header().Get("RateLimit-Remaining"))
 	assert.Equal(t, `"requests";q=30;w=60, "tokens";q=20000;w=60`, w.Header().Get("RateLimit-Policy"))

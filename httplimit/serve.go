@@ -20,6 +20,8 @@ type limitedHandler struct {
 //   - skipped (WithSkip): passed on, no fields;
 //   - KeyFunc or CostFunc error, or a negative cost: the key-error answer
 //     (400 for the client's mistake, 500 for the server's);
+//   - a key the limiter refuses as too long (ratelimit.ErrInvalidKey): the
+//     key-error answer (400), never passed on;
 //   - allowed: fields set, passed on, and adjusted after next returns as
 //     WithRefund and WithSettle say, unless the Decision's Source says its
 //     backend did not answer (a Guard's FailOpen, say); under WithLeases,
@@ -97,6 +99,12 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		d, err = m.decider.Decide(r.Context(), key, n)
 	default:
 		d, err = ratelimit.Decide(r.Context(), m.limiter, key, n)
+	}
+	if errors.Is(err, ratelimit.ErrInvalidKey) {
+		// The request's key, not the limiter, is at fault: nothing was
+		// taken, and the request must not pass unlimited.
+		m.answerKeyError(w, r, err, &m.replies.longKey)
+		return
 	}
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
 		h.failed(w, r, err, d.Source == ratelimit.FromShadow)
@@ -214,15 +222,16 @@ func backendFailure(err error) bool {
 	return !errors.Is(err, ratelimit.ErrCaller) && !errors.Is(err, ratelimit.ErrCorruptState)
 }
 
-// answerKeyError answers a request whose key or cost could not be found:
-// by the WithKeyErrorHandler; or, for the client's mistake (err wraps
-// ErrInvalidRequest or ratelimit.ErrInvalidCost, as a negative cost's
-// does), with bad, a 400; or else 500.
+// answerKeyError answers a request whose key or cost could not be found,
+// or whose key the limiter refused as too long: by the
+// WithKeyErrorHandler; or, for the client's mistake (err wraps
+// ErrInvalidRequest, ratelimit.ErrInvalidCost, as a negative cost's does,
+// or ratelimit.ErrInvalidKey), with bad, a 400; or else 500.
 func (m *Middleware) answerKeyError(w http.ResponseWriter, r *http.Request, err error, bad *reply) {
 	switch {
 	case m.keyError != nil:
 		m.keyError(w, r, err)
-	case errors.Is(err, ErrInvalidRequest) || errors.Is(err, ratelimit.ErrInvalidCost):
+	case errors.Is(err, ErrInvalidRequest) || errors.Is(err, ratelimit.ErrInvalidCost) || errors.Is(err, ratelimit.ErrInvalidKey):
 		bad.write(w, r)
 	default:
 		m.replies.keyError.write(w, r)

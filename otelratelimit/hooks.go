@@ -13,7 +13,8 @@
 //	bucket, err := ratelimit.NewTokenBucket(10, 5, ratelimit.WithHooks(h), ratelimit.WithName("api"))
 //
 // Keys are never an attribute: they are unbounded (user ids, IPs) and would
-// make a series each.
+// make a series each, and may be secrets. The Hooks tells the limiters so
+// (ratelimit.KeylessHooks), and they report no key to it.
 package otelratelimit
 
 import (
@@ -72,7 +73,8 @@ const (
 	SourceKey = attribute.Key("ratelimit.source")
 	// ErrorTypeKey, on decisions and adjustments of outcome "error" only,
 	// classifies the error: "invalid_cost", "cost_exceeds_limit",
-	// "corrupt_state", "invalid_config", "lease_expired" (an Extend of a
+	// "corrupt_state", "invalid_config", "invalid_key" (a key longer than
+	// the limiter takes), "lease_expired" (an Extend of a
 	// lease no longer held), "invalid_lease" (a lease another limiter
 	// granted), "canceled", "deadline_exceeded", "backend" (any other
 	// ratelimit.ErrBackend), or "_OTHER".
@@ -230,9 +232,15 @@ type Hooks struct {
 }
 
 var (
-	_ ratelimit.Hooks       = (*Hooks)(nil)
-	_ ratelimit.AdjustHooks = (*Hooks)(nil)
+	_ ratelimit.Hooks        = (*Hooks)(nil)
+	_ ratelimit.AdjustHooks  = (*Hooks)(nil)
+	_ ratelimit.KeylessHooks = (*Hooks)(nil)
 )
+
+// IgnoresKeys tells the limiters and decorators reporting to h that it
+// never reads a key (see ratelimit.KeylessHooks): their reports to it carry
+// none, and cost no key digest.
+func (*Hooks) IgnoresKeys() {}
 
 // setKey is what distinguishes a decision's attribute set.
 type setKey struct {
@@ -272,6 +280,7 @@ const (
 	costExceedsLimit
 	corruptState
 	invalidConfig
+	invalidKey
 	leaseExpired
 	invalidLease
 	canceled
@@ -285,6 +294,7 @@ var errorTypeNames = [...]string{
 	costExceedsLimit: "cost_exceeds_limit",
 	corruptState:     "corrupt_state",
 	invalidConfig:    "invalid_config",
+	invalidKey:       "invalid_key",
 	leaseExpired:     "lease_expired",
 	invalidLease:     "invalid_lease",
 	canceled:         "canceled",
@@ -306,6 +316,8 @@ func classify(err error) errorType {
 		return corruptState
 	case errors.Is(err, ratelimit.ErrInvalidConfig):
 		return invalidConfig
+	case errors.Is(err, ratelimit.ErrInvalidKey):
+		return invalidKey
 	case errors.Is(err, ratelimit.ErrLeaseExpired):
 		return leaseExpired
 	case errors.Is(err, ratelimit.ErrInvalidLease):

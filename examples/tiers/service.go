@@ -112,10 +112,12 @@ func newPlanLimiter(cfg config) (ratelimit.Limiter, error) {
 func newIPShadow(cfg config) (*ratelimit.Shadow, error) {
 	var bucket ratelimit.Limiter
 	var err error
+	// Client addresses are no secret: the log names them whole (the
+	// limiters show keys as digests by default).
 	if cfg.redis != nil {
-		bucket, err = ratelimit.NewRedisTokenBucket(cfg.redis, ipBurst, ipRate)
+		bucket, err = ratelimit.NewRedisTokenBucket(cfg.redis, ipBurst, ipRate, ratelimit.WithKeysShown())
 	} else {
-		var opts []ratelimit.Option
+		opts := []ratelimit.Option{ratelimit.WithKeysShown()}
 		if cfg.clock != nil {
 			opts = append(opts, ratelimit.WithClock(cfg.clock))
 		}

@@ -43,6 +43,39 @@ func StoredKey(prefix, seg, key string) string {
 	return prefix + seg + "{" + string(tag[:]) + "}#" + key
 }
 
+// KeyOf returns the key whose form in a stored name (what StoredKey
+// writes after prefix and seg) is form, as StoredKey's forms say it can be
+// read back.
+func KeyOf(form string) string {
+	if form == "" || form[0] != '{' {
+		return form
+	}
+	j := strings.IndexByte(form, '}')
+	switch {
+	case j < 0:
+		return form
+	case j == len(form)-1:
+		return form[1:j]
+	case form[j+1] == '#':
+		return form[j+2:]
+	}
+	return form
+}
+
+// FormAfter returns the form of a stored name rest, what StoredKey wrote
+// after prefix, whose seg holds colons colons: rest after its first
+// colons colons (a seg ends with one and holds no other but its fields').
+func FormAfter(rest string, colons int) string {
+	for range colons {
+		i := strings.IndexByte(rest, ':')
+		if i < 0 {
+			return rest
+		}
+		rest = rest[i+1:]
+	}
+	return rest
+}
+
 // tokenPrefix starts the name of every Redis key that remembers a token,
 // so that no limiter key (which starts with the limiter's prefix) can be
 // one.

@@ -28,22 +28,6 @@ func oddKeys(n int) []string {
 	return keys
 }
 
-// readStoredKey returns the key whose StoredKey with an empty prefix and
-// seg is name, as StoredKey's forms say it can be read back.
-func readStoredKey(name string) string {
-	if name == "" || name[0] != '{' {
-		return name
-	}
-	j := strings.IndexByte(name, '}')
-	switch {
-	case j == len(name)-1:
-		return name[1:j]
-	case name[j+1] == '#':
-		return name[j+2:]
-	}
-	return name
-}
-
 func TestStoredKeysOfTwoKeysNeverMeet(t *testing.T) {
 	seen := map[string]string{}
 	for _, key := range oddKeys(20000) {
@@ -52,7 +36,7 @@ func TestStoredKeysOfTwoKeysNeverMeet(t *testing.T) {
 			t.Fatalf("keys %q and %q are both stored at %q", other, key, name)
 		}
 		seen[name] = key
-		if got := readStoredKey(name); got != key {
+		if got := KeyOf(name); got != key {
 			t.Fatalf("the name %q of %q reads back as %q", name, key, got)
 		}
 	}
