@@ -549,3 +549,28 @@ func TestFallbackStaysUsableAndFaithfulToItsBackend(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, debtCap(0), (*schedule)(fs.(*GCRA)).debt, "the backend's bound on debt")
 }
+
+// A fallback keeps its backend's key rules: a key longer than the backend
+// takes is refused by the fallback too (ErrInvalidKey, nothing counted),
+// and a backend that shows keys whole has a fallback that does.
+func TestFallbackKeepsTheBackendsKeyRules(t *testing.T) {
+	m, client, _ := miniredisClock(t)
+	ctx := context.Background()
+	f := newTestFleet(t, m, "a")
+	calendar, err := NewRedisCalendarWindow(client, 10, Calendar{Period: CalendarDay}, WithMaxKeyLength(8), WithKeysShown())
+	require.NoError(t, err)
+	concurrency, err := NewRedisConcurrency(client, 10, time.Minute, WithMaxKeyLength(8), WithKeysShown())
+	require.NoError(t, err)
+	gcra, err := NewRedisGCRA(client, 10, time.Second, WithMaxKeyLength(8), WithKeysShown())
+	require.NoError(t, err)
+	for _, backend := range []Limiter{gcra, calendar, concurrency} {
+		fb, err := f.Fallback(backend, WithClock(NewFakeClock(epoch)))
+		require.NoError(t, err)
+		_, err = fb.Allow(ctx, "a-key-of-19-bytes!!", 1)
+		require.ErrorIs(t, err, ErrInvalidKey, "%T", backend)
+		assert.True(t, keyRulesOf(fb).shown, "%T", backend)
+		res, err := fb.Allow(ctx, "short", 1)
+		require.NoError(t, err)
+		assert.True(t, res.Allowed, "%T", backend)
+	}
+}

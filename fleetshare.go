@@ -261,8 +261,9 @@ func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, er
 	if r.policyFunc != nil {
 		pf = r.policyFunc.f
 	}
-	// The backend's bounds on debt and on a Settle, unless opts give others.
-	opts = append([]Option{WithMaxDebt(int(r.debt)), WithMaxSettle(int(r.obs.maxSettle))}, opts...)
+	// The backend's bounds on debt and on a Settle, and its key rules,
+	// unless opts give others.
+	opts = append(append(keyOptions(r.obs.keys), WithMaxDebt(int(r.debt)), WithMaxSettle(int(r.obs.maxSettle))), opts...)
 	opts = append(opts, WithPolicyFunc(f.ShareFunc(def, pf)))
 	switch backend.(type) {
 	case *RedisTokenBucket:
@@ -288,7 +289,7 @@ func (f *Fleet) mirrorCalendar(kind string, backend *RedisCalendarWindow, opts [
 	if !backend.built() {
 		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
 	}
-	opts = append([]Option{WithMaxDebt(int(backend.r.debt)), WithMaxSettle(int(backend.r.obs.maxSettle))}, opts...)
+	opts = append(append(keyOptions(backend.r.obs.keys), WithMaxDebt(int(backend.r.debt)), WithMaxSettle(int(backend.r.obs.maxSettle))), opts...)
 	opts = append(opts, WithPolicyFunc(f.limitShare(&backend.r)))
 	return NewCalendarWindow(backend.r.limit, backend.cal, opts...)
 }
@@ -311,6 +312,6 @@ func (f *Fleet) mirrorInFlight(kind string, backend *RedisConcurrency, opts []Op
 		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
 	}
 	def := backend.r.obs.policy
-	opts = append(opts[:len(opts):len(opts)], WithPolicyFunc(f.limitShare(&backend.r)))
+	opts = append(append(keyOptions(backend.r.obs.keys), opts...), WithPolicyFunc(f.limitShare(&backend.r)))
 	return NewConcurrency(def.Limit, def.Window, opts...)
 }

@@ -55,6 +55,19 @@ func WithKeysShown() Option {
 	}
 }
 
+// keyOptions returns the options that give a limiter the key rules k: a
+// Fleet's mirror takes its backend's.
+func keyOptions(k keyRules) []Option {
+	opts := []Option{WithMaxKeyLength(k.max)}
+	if k.max <= 0 {
+		opts = opts[:0]
+	}
+	if k.shown {
+		opts = append(opts, WithKeysShown())
+	}
+	return opts
+}
+
 // KeyDigest returns the form a key takes in errors and hook events by
 // default (see WithKeysShown): "sha256:" and the first 16 hexadecimal
 // digits (64 bits) of the SHA-256 of the key's bytes. It is the same for
