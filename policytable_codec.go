@@ -98,7 +98,11 @@ func checkTablePolicy(what string, p Policy) error {
 // plan, empty.
 func checkTableName(what, name string) error {
 	if len(name) > MaxPolicyTableName {
-		return fmt.Errorf("%s of %d bytes %q... is longer than MaxPolicyTableName (%d)", what, len(name), clip(name), MaxPolicyTableName)
+		shown := strconv.Quote(clip(name)) + "..."
+		if what == "key" {
+			shown = KeyDigest(name)
+		}
+		return fmt.Errorf("%s of %d bytes %s is longer than MaxPolicyTableName (%d)", what, len(name), shown, MaxPolicyTableName)
 	}
 	if name == "" && what == "plan" {
 		return fmt.Errorf("empty plan name")
@@ -112,6 +116,16 @@ func checkTablePart(part string) error {
 		return nil
 	}
 	return checkPartName(part)
+}
+
+// fieldName returns a field of the table's HASH as an error names it:
+// quoted, but for a key's entry, whose key shows as its digest (see
+// KeyDigest), as limiters' errors show keys.
+func fieldName(field string) string {
+	if key, ok := strings.CutPrefix(field, tableEntryField); ok {
+		return strconv.Quote(tableEntryField) + "+" + KeyDigest(key)
+	}
+	return strconv.Quote(clip(field))
 }
 
 // clip returns s cut to 64 bytes, for an error message.
@@ -315,17 +329,17 @@ func decodeTableField(field, value string, gone bool, check func(part string, p 
 	case field == tableSeq || strings.HasPrefix(field, tableLogField) || strings.HasPrefix(field, tableCountField):
 		return f, nil
 	default:
-		return f, fmt.Errorf("field %q is not one a table writes", clip(field))
+		return f, fmt.Errorf("field %s is not one a table writes", fieldName(field))
 	}
 	if err := checkTableName(f.what(), f.name); err != nil {
-		return f, fmt.Errorf("field %q...: %w", clip(field), err)
+		return f, fmt.Errorf("field %s: %w", fieldName(field), err)
 	}
 	if gone {
 		f.del = true
 		return f, nil
 	}
 	if len(value) > maxTableValueLen {
-		return f, fmt.Errorf("field %q: a value of %d bytes, above %d", clip(field), len(value), maxTableValueLen)
+		return f, fmt.Errorf("field %s: a value of %d bytes, above %d", fieldName(field), len(value), maxTableValueLen)
 	}
 	var err error
 	switch f.kind {
@@ -344,7 +358,7 @@ func decodeTableField(field, value string, gone bool, check func(part string, p 
 		f.on = value == "1"
 	}
 	if err != nil {
-		return f, fmt.Errorf("field %q: %w", clip(field), err)
+		return f, fmt.Errorf("field %s: %w", fieldName(field), err)
 	}
 	return f, nil
 }

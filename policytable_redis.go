@@ -331,13 +331,13 @@ func (t *PolicyTable) replace(ctx context.Context, op string, e PolicyTableEntri
 	}
 	for key, plan := range e.Keys {
 		if _, both := e.Policies[key]; both {
-			return false, fmt.Errorf("%w: PolicyTable %q: key %q is in both Keys and Policies", ErrInvalidConfig, t.name, clip(key))
+			return false, fmt.Errorf("%w: PolicyTable %q: key %s is in both Keys and Policies", ErrInvalidConfig, t.name, KeyDigest(key))
 		}
 		if err := t.checkEntry(key, tableEntry{plan: plan}); err != nil {
 			return false, err
 		}
 		if _, ok := e.Plans[plan]; !ok {
-			return false, fmt.Errorf("%w: PolicyTable %q: key %q follows plan %q, which Plans does not hold", ErrInvalidConfig, t.name, clip(key), clip(plan))
+			return false, fmt.Errorf("%w: PolicyTable %q: key %s follows plan %q, which Plans does not hold", ErrInvalidConfig, t.name, KeyDigest(key), clip(plan))
 		}
 		pairs = append(pairs, tableEntryField+key, encodeTableEntry(tableEntry{plan: plan}))
 	}
@@ -366,7 +366,7 @@ func (t *PolicyTable) checkEntry(key string, e tableEntry) error {
 		err = checkTablePolicyFor(t.check, "", e.own)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: PolicyTable %q: key %q: %w", ErrInvalidConfig, t.name, clip(key), err)
+		return fmt.Errorf("%w: PolicyTable %q: key %s: %w", ErrInvalidConfig, t.name, KeyDigest(key), err)
 	}
 	return nil
 }
@@ -409,8 +409,8 @@ func (t *PolicyTable) write(ctx context.Context, op string, args ...string) (boo
 		case strings.Contains(msg, "PTMISSING"):
 			return false, fmt.Errorf("ratelimit: PolicyTable %q: %w (key %q): seed it with Replace or Seed", t.name, ErrTableMissing, t.key)
 		case strings.Contains(msg, "PTNOPLAN"):
-			return false, fmt.Errorf("%w: PolicyTable %q: key %q: the table does not hold plan %q (see SetPlan)",
-				ErrInvalidConfig, t.name, clip(strings.TrimPrefix(args[0], tableEntryField)), clip(strings.TrimPrefix(args[1], tablePlanRef)))
+			return false, fmt.Errorf("%w: PolicyTable %q: key %s: the table does not hold plan %q (see SetPlan)",
+				ErrInvalidConfig, t.name, KeyDigest(strings.TrimPrefix(args[0], tableEntryField)), clip(strings.TrimPrefix(args[1], tablePlanRef)))
 		case strings.Contains(msg, "PTINUSE"):
 			return false, fmt.Errorf("%w: PolicyTable %q: plan %q: keys follow it (move them with Assign first)",
 				ErrInvalidConfig, t.name, clip(strings.TrimPrefix(args[0], tablePlanField)))

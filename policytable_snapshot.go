@@ -69,7 +69,7 @@ func snapshotOf(m map[string]string, prev *tableSnapshot, check func(string, Pol
 	}
 	for key, e := range s.keys {
 		if _, ok := s.plans[e.plan]; e.plan != "" && !ok {
-			bad = append(bad, fmt.Errorf("key %q follows plan %q, which the table does not hold: it has no policy", clip(key), clip(e.plan)))
+			bad = append(bad, fmt.Errorf("key %s follows plan %q, which the table does not hold: it has no policy", KeyDigest(key), clip(e.plan)))
 		}
 	}
 	return s, bad, nil
