@@ -182,9 +182,12 @@ func notBuilt(typ string) error {
 }
 
 // Option configures a limiter at construction. Each limiter accepts only the
-// options that apply to it; any other makes its constructor fail with an error
-// wrapping ErrInvalidConfig. Beside those its constructor lists, every
-// limiter accepts WithMaxKeyLength and WithKeysShown.
+// options that apply to it, which its constructor's doc lists; any other
+// makes its constructor fail with an error wrapping ErrInvalidConfig. Every
+// limiter accepts WithPolicyFunc, WithMaxKeyLength, WithKeysShown,
+// WithHooks and WithName; the twelve rate limiters WithMaxDebt and
+// WithMaxSettle; the in-process ones and RedisCalendarWindow WithClock;
+// the Redis ones WithKeyPrefix, WithoutCoalescing and WithCallerClock.
 type Option func(*config) error
 
 // config collects what the options set.
