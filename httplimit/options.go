@@ -323,7 +323,7 @@ func WithRefund(refund func(r *http.Request, status int) bool) Option {
 //
 // Each request that ran is adjusted for itself, once. The call carries a
 // token the Middleware makes for that request (ratelimit.WithToken): a
-// random prefix drawn by NewMiddleware and the request's number, about 30
+// random prefix drawn by NewMiddleware and the request's number, at most 30
 // bytes, never anything the client sends, so that no header (an
 // Idempotency-Key, say) can make two requests that each ran share one
 // adjustment, and a client is charged the true cost of every request its
