@@ -42,12 +42,13 @@ func (f *Fleet) Share(p Policy) Policy {
 // is nil or gives the zero Policy. An error of pf is returned as it is.
 // Each call reads Live, so that the share follows the fleet; a limiter
 // built WithPolicyFunc(ShareFunc(...)) keeps what each key has used when
-// the share changes (see WithPolicyFunc). Use it for a fallback that
-// Fallback does not build; def is the fallback's constructor policy as
-// the fleet shares it, and the fallback is built with def's numbers. Its
-// shares are rates' (see Share), whose Window is scaled with the share:
-// it is not for a Concurrency, whose share Fallback builds with its lease
-// TTL kept.
+// the share changes (see WithPolicyFunc), but for a sliding counter, which
+// counts apart in each Window and so starts a key afresh when the share's
+// Window changes with Live. Use it for a fallback that Fallback does not
+// build; def is the fallback's constructor policy as the fleet shares it,
+// and the fallback is built with def's numbers. Its shares are rates' (see
+// Share), whose Window is scaled with the share: it is not for a
+// Concurrency, whose share Fallback builds with its lease TTL kept.
 func (f *Fleet) ShareFunc(def Policy, pf PolicyFunc) PolicyFunc {
 	return f.shareFunc(def, pf, sharePolicy)
 }
@@ -141,23 +142,24 @@ func sharePolicy(p Policy, live int) Policy {
 //     RedisConcurrency part gives its Concurrency part).
 //
 // Each call reads Live, so the share follows the fleet as it grows or
-// shrinks, and keeps what each key has used (see WithPolicyFunc); while
-// Redis is away Live, and so the share, stays as the latest heartbeat left
-// it. The Guard that fails over to it brings each key down, at its first
-// failed-over call, to its share of what Redis last told this replica was
-// left, rounded down (see Guard, Fallbacks start from the backend's state),
-// so that a quota Redis had spent is not refilled by every replica's share.
-// opts go to each in-process limiter: WithClock, WithHooks, WithName,
-// WithMaxDebt, WithMaxSettle, WithMaxKeyLength and WithKeysShown apply (the
-// bounds on debt, on one Settle and on a key's length, and whether keys are
-// shown, are the backend's unless they say otherwise; a concurrency mirror
-// has no debt and no Settle, so those two are refused for a
-// RedisConcurrency backend and left out of a Composite's concurrency part);
-// WithPolicyFunc is refused, since the share is the policy. Parts of a
-// Composite on one Redis limiter share one in-process mirror, as they share
-// that limiter's keys. It returns an error wrapping ErrInvalidConfig for a
-// backend of another type, a nil or zero-value one, or an option that does
-// not apply.
+// shrinks, and keeps what each key has used (see WithPolicyFunc; a
+// SlidingCounter's key starts afresh when its share's Window changes);
+// while Redis is away Live, and so the share, stays as the latest heartbeat
+// left it. The Guard that fails over to it brings each key down, at its
+// first failed-over call, to its share of what Redis last told this replica
+// was left, rounded down (see Guard, Fallbacks start from the backend's
+// state), so that a quota Redis had spent is not refilled by every
+// replica's share. opts go to each in-process limiter: WithClock,
+// WithHooks, WithName, WithMaxDebt, WithMaxSettle, WithMaxKeyLength and
+// WithKeysShown apply (the bounds on debt, on one Settle and on a key's
+// length, and whether keys are shown, are the backend's unless they say
+// otherwise; a concurrency mirror has no debt and no Settle, so those two
+// are refused for a RedisConcurrency backend and left out of a Composite's
+// concurrency part); WithPolicyFunc is refused, since the share is the
+// policy. Parts of a Composite on one Redis limiter share one in-process
+// mirror, as they share that limiter's keys. It returns an error wrapping
+// ErrInvalidConfig for a backend of another type, a nil or zero-value one,
+// or an option that does not apply.
 //
 // The leases a concurrency mirror grants are the fallback's: the backend
 // never counts them, and they hold their units on the fallback until they
