@@ -87,19 +87,22 @@ func WithToken(token string) AdjustOption {
 
 // TakenAt says when the units being refunded or settled were taken: a time
 // read just after the Allow call that took them returned. A FixedWindow
-// gives units back only when the window open now had opened by t, so that
-// a refund never lands in a later window (one that opened after t); the
-// units of the call that opened the window are given back to it. Without
-// TakenAt, it gives them back to the window open now. Token buckets and
-// GCRA ignore it. t must be a reading of the clock the limiter measures
-// ages on: an in-process limiter's clock (WithClock; the system clock by
-// default); on Redis, the system clock, or the caller's clock of a limiter
-// built WithCallerClock, and for a RedisCalendarWindow the clock its
-// windows' bounds come from (WithClock, else the caller's clock, else the
-// system clock). On Redis, t is turned into an age on that clock (the
-// system clock's monotonic reading), so client and server clocks need not
-// agree, and a window counts as open by t when it opened no more than 1 ms
-// after it, as Redis keeps a window's end in whole milliseconds.
+// gives units back only when the window open now had opened by t, so that a
+// refund never lands in a later window (one that opened after t); the units
+// of the call that opened the window are given back to it. Without TakenAt,
+// it gives them back to the window open now. A CalendarWindow does the same
+// with its calendar windows; a SlidingCounter gives them back to the window
+// that holds t, the one open now or the previous one, and to none that
+// ended before; a SlidingLog to its newest entries taken at or before t.
+// Token buckets and GCRA ignore it. t must be a reading of the clock the
+// limiter measures ages on: an in-process limiter's clock (WithClock; the
+// system clock by default); on Redis, the system clock, or the caller's
+// clock of a limiter built WithCallerClock, and for a RedisCalendarWindow
+// the clock its windows' bounds come from (WithClock, else the caller's
+// clock, else the system clock). On Redis, t is turned into an age on that
+// clock (the system clock's monotonic reading), so client and server clocks
+// need not agree, and a window counts as open by t when it opened no more
+// than 1 ms after it, as Redis keeps a window's end in whole milliseconds.
 func TakenAt(t time.Time) AdjustOption {
 	return func(a *adjustment) { a.takenAt, a.hasTaken = t, true }
 }

@@ -93,7 +93,8 @@ type AdjustEvent struct {
 	Op AdjustOp
 	// Key is the call's key; for a part of a Composite, the part's key:
 	// as KeyDigest gives it, unless the reporter shows keys whole (see
-	// WithKeysShown).
+	// WithKeysShown), and "" for Hooks that never read keys (see
+	// KeylessHooks).
 	Key string
 	// Taken and Cost are the units the call replaced and those it charged
 	// instead: a Settle's taken and cost, a Refund's n and 0, and 0 and 0

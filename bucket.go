@@ -26,10 +26,11 @@ type TokenBucket schedule
 //
 // The time per token, 1e9/refillRate nanoseconds, is rounded to the nearest
 // whole nanosecond; when it is a whole number already, every decision is
-// exact. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
-// for a capacity <= 0, a refillRate that is <= 0, NaN, infinite or above 1e9
-// (less than 1 ns per token), a capacity whose fill time overflows, or an
-// option that does not apply.
+// exact. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
+// WithMaxKeyLength, WithKeysShown, WithHooks and WithName. It returns an
+// error wrapping ErrInvalidConfig for a capacity <= 0, a refillRate that is
+// <= 0, NaN, infinite or above 1e9 (less than 1 ns per token), a capacity
+// whose fill time overflows, or an option that does not apply.
 func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBucket, error) {
 	const kind = "NewTokenBucket"
 	cfg, err := applyOptions(kind, inProcess, opts)

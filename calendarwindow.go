@@ -61,10 +61,11 @@ type calendarSpan struct {
 const calendarMaxNow = math.MaxInt64 - 2*maxSpan
 
 // NewCalendarWindow returns an in-process calendar window of limit per
-// window of cal per key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
-// WithHooks and WithName. Its Policy is limit per the period's nominal
-// length (see CalendarPeriod.Nominal); each Decision carries the length of
-// the window it was decided in.
+// window of cal per key. It accepts WithClock, WithPolicyFunc, WithMaxDebt,
+// WithMaxSettle, WithMaxKeyLength, WithKeysShown, WithHooks and WithName.
+// Its Policy is limit per the period's nominal length (see
+// CalendarPeriod.Nominal); each Decision carries the length of the window
+// it was decided in.
 //
 // It returns an error wrapping ErrInvalidConfig for a limit <= 0, a
 // Calendar whose Period is not one of the constants or whose FirstWeekday

@@ -45,9 +45,9 @@ const UnboundedDebt = -1
 //     debt included, ends with the window: at most W after the Settle,
 //     whatever d.
 //   - CalendarWindow: as a fixed window, until the calendar window open
-//     now ends: up to a day, a week, a month or a year, whatever d (a
-//     monthly quota spent by a Settle on the 3rd stays spent until the
-//     month ends; see WithMaxSettle).
+//     now ends: up to a minute, an hour, a day, a week or a month,
+//     whatever d (a monthly quota spent by a Settle on the 3rd stays spent
+//     until the month ends; see WithMaxSettle).
 //   - SlidingLog: the units in the window are at most (1 + d) × L; a
 //     Settle's units are an entry of the log at the time of the Settle,
 //     which leaves it W later, so the key is full at most W after it.

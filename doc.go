@@ -119,7 +119,10 @@
 //
 // WithPolicyFunc makes any of the fourteen limiters choose each call's Policy
 // from its key and context: plans and per-customer overrides, changed live.
-// A key keeps what it has used across a change; nothing is kept per policy.
+// A key keeps what it has used across a change of its limit; a sliding
+// counter or calendar window counts apart in each window (period and zone)
+// its policy gives it, since a count means nothing in another. Nothing is
+// kept per policy.
 // A Composite's parts may be built with it, each deciding by its key's
 // policy (docs/composite.md). A PolicyTable shares such policies, plans
 // that keys follow (one write moves a key), and the flags Shadows follow,

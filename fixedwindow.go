@@ -45,9 +45,10 @@ type openWindow struct {
 }
 
 // NewFixedWindow returns an in-process fixed window of limit per window per
-// key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig
-// for a limit <= 0, a window <= 0 or beyond about 73 years, or an option that
-// does not apply.
+// key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
+// WithMaxKeyLength, WithKeysShown, WithHooks and WithName. It returns an
+// error wrapping ErrInvalidConfig for a limit <= 0, a window <= 0 or beyond
+// about 73 years, or an option that does not apply.
 func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWindow, error) {
 	const kind = "NewFixedWindow"
 	cfg, err := applyOptions(kind, inProcess, opts)

@@ -18,10 +18,15 @@ import (
 // So, for capacity and rate alike, the shares of the live replicas add up
 // to no more than p: the capacity is rounded down so that the bursts of
 // every replica together never exceed p.Limit, and the window is
-// stretched by as much, so that the fleet's sustained rate is p's rate,
+// shortened by as much, so that the fleet's sustained rate is p's rate,
 // not less (a Limit of 4 over 3 replicas is 1 per Window × 3/4 each,
-// rather than 1 per Window, which would lose a quarter of the rate). With
-// fewer units than replicas, each keeps 1 at p's rate / Live: the fleet's
+// rather than 1 per Window, which would lose a quarter of the rate). The
+// rounding thus costs the fleet units, never gives it any: the shares'
+// Limits add up to p.Limit less p.Limit mod Live (less than one unit per
+// replica: 9 of 10 over 3 replicas) that no replica may take in a burst,
+// and the Window's rounding up makes each share's rate slower by at most
+// a nanosecond per Window. With fewer units than replicas, each keeps 1
+// at p's rate / Live (its Window then longer than p's): the fleet's
 // bursts may then reach Live units. With one replica, or a p whose Limit
 // or Window is not positive, it returns p.
 //
@@ -37,12 +42,13 @@ func (f *Fleet) Share(p Policy) Policy {
 // is nil or gives the zero Policy. An error of pf is returned as it is.
 // Each call reads Live, so that the share follows the fleet; a limiter
 // built WithPolicyFunc(ShareFunc(...)) keeps what each key has used when
-// the share changes (see WithPolicyFunc). Use it for a fallback that
-// Fallback does not build; def is the fallback's constructor policy as
-// the fleet shares it, and the fallback is built with def's numbers. Its
-// shares are rates' (see Share), whose Window stretches with the share:
-// it is not for a Concurrency, whose share Fallback builds with its lease
-// TTL kept.
+// the share changes (see WithPolicyFunc), but for a sliding counter, which
+// counts apart in each Window and so starts a key afresh when the share's
+// Window changes with Live. Use it for a fallback that Fallback does not
+// build; def is the fallback's constructor policy as the fleet shares it,
+// and the fallback is built with def's numbers. Its shares are rates' (see
+// Share), whose Window is scaled with the share: it is not for a
+// Concurrency, whose share Fallback builds with its lease TTL kept.
 func (f *Fleet) ShareFunc(def Policy, pf PolicyFunc) PolicyFunc {
 	return f.shareFunc(def, pf, sharePolicy)
 }
@@ -122,32 +128,38 @@ func sharePolicy(p Policy, live int) Policy {
 //     backend's policy, backend's PolicyFunc if it was built with one));
 //   - a RedisCalendarWindow gives a CalendarWindow of the same calendar
 //     whose limit for each key is the key's limit on the backend ÷ Live,
-//     rounded down, at least 1, in the same windows of the wall clock;
+//     rounded down, at least 1, in the same windows of the wall clock
+//     (which no shorter window gives back: the fleet's fallbacks together
+//     have limit mod Live units fewer per window than the backend, less
+//     than one per replica: 99 of a monthly 100 over 3 replicas);
 //   - a RedisConcurrency gives a Concurrency whose limit for each key is
 //     the key's limit on the backend ÷ Live, rounded down, at least 1,
-//     with the same lease TTL (not stretched as a rate's Window is: a
-//     lease holds its units until it is released or its TTL passes);
+//     with the same lease TTL (not scaled as a rate's Window is: a lease
+//     holds its units until it is released or its TTL passes), so limit
+//     mod Live units fewer in flight, as for a calendar window;
 //   - a Composite of Redis limiters gives a Composite of such in-process
 //     limiters, one per part, with the same Names, Keys and PerCall (a
 //     RedisConcurrency part gives its Concurrency part).
 //
 // Each call reads Live, so the share follows the fleet as it grows or
-// shrinks, and keeps what each key has used (see WithPolicyFunc); while
-// Redis is away Live, and so the share, stays as the latest heartbeat
+// shrinks, and keeps what each key has used (see WithPolicyFunc; a
+// SlidingCounter's key starts afresh when its share's Window changes);
+// while Redis is away Live, and so the share, stays as the latest heartbeat
 // left it. The Guard that fails over to it brings each key down, at its
-// first failed-over call, to its share of what Redis last told this
-// replica was left (see Guard, Fallbacks start from the backend's state),
-// so that a quota Redis had spent is not refilled by every replica's
-// share. opts go to each in-process limiter: WithClock, WithHooks,
-// WithName, WithMaxDebt and WithMaxSettle apply (the bounds on debt and
-// on one Settle are the backend's unless they say otherwise; a
-// concurrency mirror has no debt and no Settle, so they are refused for a
-// RedisConcurrency backend and left out of a Composite's concurrency
-// part); WithPolicyFunc is refused, since the
-// share is the policy. Parts of a Composite on one Redis limiter share
-// one in-process mirror, as they share that limiter's keys. It returns an
-// error wrapping ErrInvalidConfig for a backend of another type, a nil or
-// zero-value one, or an option that does not apply.
+// first failed-over call, to its share of what Redis last told this replica
+// was left, rounded down (see Guard, Fallbacks start from the backend's
+// state), so that a quota Redis had spent is not refilled by every
+// replica's share. opts go to each in-process limiter: WithClock,
+// WithHooks, WithName, WithMaxDebt, WithMaxSettle, WithMaxKeyLength and
+// WithKeysShown apply (the bounds on debt, on one Settle and on a key's
+// length, and whether keys are shown, are the backend's unless they say
+// otherwise; a concurrency mirror has no debt and no Settle, so those two
+// are refused for a RedisConcurrency backend and left out of a Composite's
+// concurrency part); WithPolicyFunc is refused, since the share is the
+// policy. Parts of a Composite on one Redis limiter share one in-process
+// mirror, as they share that limiter's keys. It returns an error wrapping
+// ErrInvalidConfig for a backend of another type, a nil or zero-value one,
+// or an option that does not apply.
 //
 // The leases a concurrency mirror grants are the fallback's: the backend
 // never counts them, and they hold their units on the fallback until they
@@ -284,7 +296,7 @@ func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, er
 // mirrorCalendar returns the CalendarWindow that mirrors backend: its
 // calendar, and this replica's share of the limit of backend's policy of
 // each key (÷ Live, rounded down, at least 1) in the same windows, which
-// are the wall clock's and are not stretched as a rate's Window is.
+// are the wall clock's and are not scaled as a rate's Window is.
 func (f *Fleet) mirrorCalendar(kind string, backend *RedisCalendarWindow, opts []Option) (Limiter, error) {
 	if !backend.built() {
 		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)

@@ -20,10 +20,11 @@ type GCRA schedule
 
 // NewGCRA returns an in-process GCRA allowing limit per period per key.
 //
-// The emission interval period/limit is rounded to the nearest nanosecond. It
-// accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithHooks and WithName. It returns an error wrapping ErrInvalidConfig for a limit
-// <= 0, a period <= 0, a period/limit under 1 ns, or an option that does not
-// apply.
+// The emission interval period/limit is rounded to the nearest nanosecond.
+// It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
+// WithMaxKeyLength, WithKeysShown, WithHooks and WithName. It returns an
+// error wrapping ErrInvalidConfig for a limit <= 0, a period <= 0, a
+// period/limit under 1 ns, or an option that does not apply.
 func NewGCRA(limit int, period time.Duration, opts ...Option) (*GCRA, error) {
 	const kind = "NewGCRA"
 	cfg, err := applyOptions(kind, inProcess, opts)

@@ -132,10 +132,11 @@ type GuardConfig struct {
 // about the backend's health, and pass through to the caller as they are,
 // without a policy answer and without counting toward the breaker or
 // closing it: those of class ErrCaller (ErrInvalidCost and
-// ErrCostExceedsLimit, the caller's cost; ErrPolicy and ErrInvalidConfig, a
-// key's policy that could not be read or is refused, see WithPolicyFunc,
-// or a backend that is not built; ErrKeysApart, keys one store cannot
-// serve together), ErrCorruptState (one key's data in Redis is not the
+// ErrCostExceedsLimit, the caller's cost, or a Settle above WithMaxSettle;
+// ErrPolicy and ErrInvalidConfig, a key's policy that could not be read or
+// is refused, see WithPolicyFunc, or a backend that is not built;
+// ErrKeysApart, keys one store cannot serve together; ErrInvalidKey, a key
+// longer than WithMaxKeyLength), ErrCorruptState (one key's data in Redis is not the
 // limiter's own: that call returns the error with Allowed false, and every
 // other key is decided as before), and the error of a call whose caller
 // gave up (its own ctx is done). A nil ctx is an error too, and the
@@ -161,33 +162,36 @@ type GuardConfig struct {
 // answered while that many are held is not remembered). The first call it
 // fails over for a key after such an answer brings the fallback's state of
 // the key down to its share of what was left: a fallback policy of limit F
-// for a backend policy of limit L that had R left keeps at most
-// ⌊R × F / L⌋ (for a token bucket or GCRA, R grown back at the policy's
-// rate since the answer), and calls after it find the fallback as it left
-// it. A Settle through the Guard that takes more than the call's estimate
-// lowers what is remembered by as much (a Refund leaves it lower than the
-// backend's, which only makes the fallback start lower), and a Reset
-// forgets the key, which is full; adjustments made around the Guard are
-// not seen. So while the backend is away, a fallback admits on a key its share
-// of what the backend had left, plus what its own policy gives back in
-// that time (a token bucket's, a GCRA's or a sliding window's rate; a
-// fixed window's next window, the one it seeds ending when the backend's
-// does; nothing more in a calendar window, whose windows are the
-// backend's). A sliding window's seed counts the units the backend had
-// spent as taken at the seeding, so that they come back a window later,
-// not bit by bit as the backend's would. With Fleet.Fallback's shares over N replicas (F = ⌊L/N⌋),
-// the fallbacks together admit in one calendar window at most the sum
-// over replicas of ⌊Rᵢ / N⌋, where Rᵢ is what the backend said was left
-// in its latest answer on the key to replica i (L for a replica that
-// remembers none): no more than what the backend had left when it went
-// away plus what it admitted through the other replicas after the oldest
-// of those answers. The backend does not learn what the fallbacks
-// admitted: once it is back it admits what it had left, so a window may
-// admit its limit plus what the fallbacks admitted while it was away. A
-// policy of units in flight (a Concurrency part) is not brought down: its
-// units come back by their leases. The seeding is a peek and, when the
-// fallback has more left than its share, a Settle of the difference, which
-// a fallback built WithHooks reports.
+// for a backend policy of limit L that had R left keeps at most ⌊R × F / L⌋
+// (for a token bucket or GCRA, R grown back at the policy's rate since the
+// answer), and calls after it find the fallback as it left it. A Settle
+// through the Guard that takes more than the call's estimate lowers what is
+// remembered by as much (a Refund leaves it lower than the backend's, which
+// only makes the fallback start lower), and a Reset forgets the key, which
+// is full; adjustments made around the Guard are not seen. So while the
+// backend is away, a fallback admits on a key its share of what the backend
+// had left, plus what its own policy gives back in that time (a token
+// bucket's, a GCRA's or a sliding window's rate; a fixed window's next
+// window, the one it seeds ending when the backend's does; nothing more in
+// a calendar window, whose windows are the backend's). A sliding window's
+// seed counts the units the backend had spent as taken at the seeding, so
+// that they come back a window later, not bit by bit as the backend's
+// would. With Fleet.Fallback's shares over N replicas (F = ⌊L/N⌋), the
+// fallbacks together admit in one calendar window at most the sum over
+// replicas of ⌊Rᵢ × F / L⌋ (at most ⌊Rᵢ / N⌋), where Rᵢ is what the backend
+// said was left in its latest answer on the key to replica i (L for a
+// replica that remembers none): no more than what the backend had left when
+// it went away plus what it admitted through the other replicas after the
+// oldest of those answers. Both roundings are down, so they cost units,
+// never give any: each replica's fallback may start below its exact share
+// Rᵢ / N by less than 1 + (L mod N)/N units, under two (20 left of 100 over
+// 3 replicas: ⌊20 × 33 / 100⌋ = 6 each, 18 in all). The backend does not
+// learn what the fallbacks admitted: once it is back it admits what it had
+// left, so a window may admit its limit plus what the fallbacks admitted
+// while it was away. A policy of units in flight (a Concurrency part) is
+// not brought down: its units come back by their leases. The seeding is a
+// peek and, when the fallback has more left than its share, a Settle of the
+// difference, which a fallback built WithHooks reports.
 //
 // A policy per part. GuardConfig.PartFailure gives parts of a Composite
 // backend failure policies of their own, such as a monthly quota that

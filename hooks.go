@@ -34,7 +34,8 @@ type Event struct {
 	// ("TokenBucket", "RedisGCRA", "Guard", ...), or a decorator's Name.
 	Limiter string
 	// Key and Cost are the call's key and n: the key as KeyDigest gives
-	// it, unless the reporter shows keys whole (see WithKeysShown).
+	// it, unless the reporter shows keys whole (see WithKeysShown), and ""
+	// for Hooks that never read keys (see KeylessHooks).
 	Key  string
 	Cost int
 	// Decision is the call's, as Decide returned it: its Result is what

@@ -103,8 +103,9 @@ var (
 	ErrPolicy error = &classed{"ratelimit: the key's policy could not be read", ErrCaller}
 	// ErrKeysApart is wrapped by the error of a call whose keys one store
 	// cannot serve together: a Composite whose parts' Redis keys fall in
-	// different hash slots of a Redis Cluster (or shards of a Ring). It is
-	// of class ErrCaller: the keys must change, not the backend.
+	// different hash slots of a Redis Cluster (or shards of a Ring), or
+	// are one Redis key for two parts (see NewComposite). It is of class
+	// ErrCaller: the keys must change, not the backend.
 	ErrKeysApart error = &classed{"ratelimit: keys the store cannot serve together", ErrCaller}
 	// errNilContext is returned by the calls that need a context and were
 	// given a nil one.
@@ -182,9 +183,12 @@ func notBuilt(typ string) error {
 }
 
 // Option configures a limiter at construction. Each limiter accepts only the
-// options that apply to it; any other makes its constructor fail with an error
-// wrapping ErrInvalidConfig. Beside those its constructor lists, every
-// limiter accepts WithMaxKeyLength and WithKeysShown.
+// options that apply to it, which its constructor's doc lists; any other
+// makes its constructor fail with an error wrapping ErrInvalidConfig. Every
+// limiter accepts WithPolicyFunc, WithMaxKeyLength, WithKeysShown,
+// WithHooks and WithName; the twelve rate limiters WithMaxDebt and
+// WithMaxSettle; the in-process ones and RedisCalendarWindow WithClock;
+// the Redis ones WithKeyPrefix, WithoutCoalescing and WithCallerClock.
 type Option func(*config) error
 
 // config collects what the options set.

@@ -99,7 +99,9 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 // nor those of another limiter of its kind and another policy of its own
 // (a per-second and a per-minute bucket by plan, a daily and a monthly
 // quota). Memory does not grow with the number of distinct policies:
-// nothing is kept per policy.
+// nothing is kept per policy (a sliding counter's or calendar window's key
+// keeps a count in each window its policy gave it, until that count
+// expires).
 //
 // A Composite takes parts built WithPolicyFunc, so that a plan sets
 // requests and tokens per minute in one decision: each such part resolves

@@ -54,14 +54,15 @@ type RedisTokenBucket struct {
 // refilling at refillRate tokens per second, kept in Redis through client:
 // a *redis.Client, *redis.ClusterClient, *redis.Ring or failover client.
 //
-// The time per token, 1e6/refillRate microseconds, is rounded to the nearest
-// whole microsecond. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
-// WithHooks and WithName; by default the key prefix is
-// DefaultTokenBucketPrefix + "<capacity>:<interval>:" (see KeyPrefix). It
-// returns an error wrapping ErrInvalidConfig for a nil client, a capacity <= 0
-// or above 2^52, a refillRate that is <= 0, NaN, infinite or above 1e6 (less
-// than 1 µs per token), a fill time beyond 2^52 µs, or an option that does
-// not apply.
+// The time per token, 1e6/refillRate microseconds, is rounded to the
+// nearest whole microsecond. It accepts WithKeyPrefix, WithoutCoalescing,
+// WithCallerClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
+// WithMaxKeyLength, WithKeysShown, WithHooks and WithName; by default the
+// key prefix is DefaultTokenBucketPrefix + "<capacity>:<interval>:" (see
+// KeyPrefix). It returns an error wrapping ErrInvalidConfig for a nil
+// client, a capacity <= 0 or above 2^52, a refillRate that is <= 0, NaN,
+// infinite or above 1e6 (less than 1 µs per token), a fill time beyond 2^52
+// µs, or an option that does not apply.
 func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64, opts ...Option) (*RedisTokenBucket, error) {
 	const kind = "NewRedisTokenBucket"
 	if err := checkLimit(kind, "capacity", capacity, maxRedisLimit); err != nil {

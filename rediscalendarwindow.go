@@ -78,19 +78,20 @@ type redisCalendarSpan struct {
 // cal per key kept in Redis through client: a *redis.Client,
 // *redis.ClusterClient, *redis.Ring or failover client.
 //
-// It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc,
-// WithMaxDebt, WithMaxSettle, WithHooks, WithName, and WithClock, which gives the clock
+// It accepts WithKeyPrefix, WithoutCoalescing, WithCallerClock,
+// WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithMaxKeyLength,
+// WithKeysShown, WithHooks, WithName, and WithClock, which gives the clock
 // the windows' bounds are computed from (the system clock by default; the
 // decision itself uses the server's TIME). By default the key prefix is
 // DefaultCalendarPrefix + "<limit>:<period>:<zone>:" (see KeyPrefix). Its
 // Policy is limit per the period's nominal length (see
-// CalendarPeriod.Nominal). Built WithPolicyFunc, each key's policy may
-// give it a zone of its own (Policy.Zone), in which its windows are cut.
-// It returns an error wrapping ErrInvalidConfig for a nil client, a limit
-// <= 0 or above 2^52 (beyond which the script cannot count exactly), a
-// Calendar whose Period is not one of the constants or whose FirstWeekday
-// is not a weekday, or whose Location its keys cannot name surely (see
-// Calendar; the error names the zone, and for time.Local says to pass
+// CalendarPeriod.Nominal). Built WithPolicyFunc, each key's policy may give
+// it a zone of its own (Policy.Zone), in which its windows are cut. It
+// returns an error wrapping ErrInvalidConfig for a nil client, a limit <= 0
+// or above 2^52 (beyond which the script cannot count exactly), a Calendar
+// whose Period is not one of the constants or whose FirstWeekday is not a
+// weekday, or whose Location its keys cannot name surely (see Calendar; the
+// error names the zone, and for time.Local says to pass
 // time.LoadLocation("Area/City")), or an option that does not apply.
 func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts ...Option) (*RedisCalendarWindow, error) {
 	const kind = "NewRedisCalendarWindow"

@@ -96,10 +96,11 @@ type RedisConcurrency struct {
 // flight per key, kept in Redis through client (a *redis.Client,
 // *redis.ClusterClient, *redis.Ring or failover client), whose leases last
 // ttl unless extended. Its Policy is {limit, ttl}, reported with InFlight
-// set. It takes WithKeyPrefix, WithoutCoalescing, WithPolicyFunc (a key's
-// Policy{Limit, Window} is its limit and TTL), WithHooks and WithName; by
-// default the key prefix is DefaultConcurrencyPrefix + "<limit>:<ttl>:"
-// (see KeyPrefix). It returns an error wrapping ErrInvalidConfig for a nil
+// set. It takes WithKeyPrefix, WithoutCoalescing, WithCallerClock,
+// WithPolicyFunc (a key's Policy{Limit, Window} is its limit and TTL),
+// WithMaxKeyLength, WithKeysShown, WithHooks and WithName; by default the
+// key prefix is DefaultConcurrencyPrefix + "<limit>:<ttl>:" (see
+// KeyPrefix). It returns an error wrapping ErrInvalidConfig for a nil
 // client, a limit <= 0 or above MaxInFlight, a ttl below 1 ms, not a whole
 // number of microseconds, or above about 73 years, or an option that does
 // not apply (WithClock, WithMaxDebt, WithMaxSettle).

@@ -50,12 +50,14 @@ type RedisFixedWindow struct {
 // *redis.Ring or failover client.
 //
 // Redis keeps expiry in milliseconds, so window must be a whole number of
-// them. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
-// WithHooks and WithName; by default the key prefix is
-// DefaultFixedWindowPrefix + "<limit>:<window>:" (see KeyPrefix). It returns
-// an error wrapping ErrInvalidConfig for a nil client, a limit <= 0 or above
-// 2^52 (beyond which the script cannot count exactly), a window <= 0, not
-// whole milliseconds or beyond 2^52 µs, or an option that does not apply.
+// them. It accepts WithKeyPrefix, WithoutCoalescing, WithCallerClock,
+// WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithMaxKeyLength,
+// WithKeysShown, WithHooks and WithName; by default the key prefix is
+// DefaultFixedWindowPrefix + "<limit>:<window>:" (see KeyPrefix). It
+// returns an error wrapping ErrInvalidConfig for a nil client, a limit <= 0
+// or above 2^52 (beyond which the script cannot count exactly), a window <=
+// 0, not whole milliseconds or beyond 2^52 µs, or an option that does not
+// apply.
 func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration, opts ...Option) (*RedisFixedWindow, error) {
 	const kind = "NewRedisFixedWindow"
 	_, ms, err := checkRedisWindow(kind, Policy{Limit: limit, Window: window})

@@ -46,12 +46,13 @@ type RedisGCRA struct {
 // failover client.
 //
 // The emission interval period/limit is rounded to the nearest microsecond.
-// It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
-// WithHooks and WithName; by default the key prefix is DefaultGCRAPrefix +
-// "<limit>:<interval>:" (see KeyPrefix). It returns an error wrapping
-// ErrInvalidConfig for a nil client, a limit <= 0 or above 2^52, a period
-// <= 0, a period/limit under 1 µs, a limit × interval beyond 2^52 µs, or an
-// option that does not apply.
+// It accepts WithKeyPrefix, WithoutCoalescing, WithCallerClock,
+// WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithMaxKeyLength,
+// WithKeysShown, WithHooks and WithName; by default the key prefix is
+// DefaultGCRAPrefix + "<limit>:<interval>:" (see KeyPrefix). It returns an
+// error wrapping ErrInvalidConfig for a nil client, a limit <= 0 or above
+// 2^52, a period <= 0, a period/limit under 1 µs, a limit × interval beyond
+// 2^52 µs, or an option that does not apply.
 func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts ...Option) (*RedisGCRA, error) {
 	const kind = "NewRedisGCRA"
 	_, interval, err := checkRedisRate(kind, Policy{Limit: limit, Window: period})

@@ -58,11 +58,12 @@ type RedisSlidingCounter struct {
 // *redis.ClusterClient, *redis.Ring or failover client.
 //
 // Redis keeps expiry in milliseconds, so window must be a whole number of
-// them. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc,
-// WithMaxDebt, WithMaxSettle, WithHooks and WithName; by default the key prefix is
+// them. It accepts WithKeyPrefix, WithoutCoalescing, WithCallerClock,
+// WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithMaxKeyLength,
+// WithKeysShown, WithHooks and WithName; by default the key prefix is
 // DefaultSlidingCounterPrefix + "<limit>:<window>:" (see KeyPrefix). Built
-// WithPolicyFunc, a key counts apart in each window its policy gives it,
-// as SlidingCounter's do (see WithPolicyFunc). It returns an error wrapping
+// WithPolicyFunc, a key counts apart in each window its policy gives it, as
+// SlidingCounter's do (see WithPolicyFunc). It returns an error wrapping
 // ErrInvalidConfig for a nil client, a limit <= 0 or above 2^52 (beyond
 // which the script cannot count exactly), a window <= 0, not whole
 // milliseconds or beyond 2^51 µs (about 71 years), or an option that does

@@ -56,12 +56,13 @@ type RedisSlidingLog struct {
 // *redis.Ring or failover client.
 //
 // Redis keeps expiry in milliseconds, so window must be a whole number of
-// them. It accepts WithKeyPrefix, WithoutCoalescing, WithPolicyFunc,
-// WithMaxDebt, WithMaxSettle, WithHooks and WithName; by default the key prefix is
-// DefaultSlidingLogPrefix + "<limit>:<window>:" (see KeyPrefix). It
-// returns an error wrapping ErrInvalidConfig for a nil client, a limit <=
-// 0 or above MaxSlidingLogLimit, a window <= 0, not whole milliseconds or
-// beyond 2^52 µs, or an option that does not apply.
+// them. It accepts WithKeyPrefix, WithoutCoalescing, WithCallerClock,
+// WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithMaxKeyLength,
+// WithKeysShown, WithHooks and WithName; by default the key prefix is
+// DefaultSlidingLogPrefix + "<limit>:<window>:" (see KeyPrefix). It returns
+// an error wrapping ErrInvalidConfig for a nil client, a limit <= 0 or
+// above MaxSlidingLogLimit, a window <= 0, not whole milliseconds or beyond
+// 2^52 µs, or an option that does not apply.
 func NewRedisSlidingLog(client redis.Scripter, limit int, window time.Duration, opts ...Option) (*RedisSlidingLog, error) {
 	const kind = "NewRedisSlidingLog"
 	_, ms, err := checkRedisLog(kind, Policy{Limit: limit, Window: window})

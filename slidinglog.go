@@ -62,10 +62,11 @@ type logRate struct {
 }
 
 // NewSlidingLog returns an in-process sliding log of limit per window per
-// key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithHooks and
-// WithName. It returns an error wrapping ErrInvalidConfig for a limit <= 0
-// or above MaxSlidingLogLimit, a window <= 0 or beyond about 73 years, or
-// an option that does not apply.
+// key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
+// WithMaxKeyLength, WithKeysShown, WithHooks and WithName. It returns an
+// error wrapping ErrInvalidConfig for a limit <= 0 or above
+// MaxSlidingLogLimit, a window <= 0 or beyond about 73 years, or an option
+// that does not apply.
 func NewSlidingLog(limit int, window time.Duration, opts ...Option) (*SlidingLog, error) {
 	const kind = "NewSlidingLog"
 	cfg, err := applyOptions(kind, inProcess, opts)

@@ -96,11 +96,14 @@ func SkipHealthAndReflection(_ context.Context, fullMethod string) bool {
 }
 
 // WithOnError sets a hook called with every error the limiter returns,
-// other than those wrapping ratelimit.ErrCostExceedsLimit, before the call
-// is let through (or answered codes.Unavailable: with WithFailClosed, and
-// for a policy that could not be read, see WithPolicyErrorsPass).
-// There is no hook and no logging by default. f must be safe for
-// concurrent use. A nil f is an error.
+// other than those wrapping ratelimit.ErrCostExceedsLimit or
+// ratelimit.ErrInvalidKey (the call's own, answered ResourceExhausted and
+// InvalidArgument), before the call is let through (or answered
+// codes.Unavailable: with WithFailClosed, and for a policy that could not
+// be read, see WithPolicyErrorsPass), and with a lease's failed extension
+// or release, which wraps ErrLease (see WithLeases). There is no hook and
+// no logging by default. f must be safe for concurrent use. A nil f is an
+// error.
 func WithOnError(f func(ctx context.Context, fullMethod string, err error)) Option {
 	return func(s *settings) error {
 		if f == nil {

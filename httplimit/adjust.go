@@ -17,8 +17,10 @@ import (
 
 // ErrAdjustment is wrapped, with the limiter's error, by the errors the
 // WithOnError hook gets when a Refund or Settle after a handler fails (see
-// WithRefund and WithSettle). The request has been served by then; the
-// error only says that its units were not adjusted.
+// WithRefund and WithSettle): the request has been served by then, and the
+// error says that its units were not adjusted. It is also wrapped, with no
+// limiter's error, by the report of a cost the handler gave above
+// WithMaxSettle's bound: that request is settled at the bound.
 var ErrAdjustment = errors.New("httplimit: adjusting the units of a served request failed")
 
 // SetCost reports the true cost of the request whose context is ctx (or one

@@ -26,8 +26,11 @@ type Option func(*settings) error
 // ErrInvalidRequest or ratelimit.ErrInvalidCost, 500 for any other.
 type CostFunc func(*http.Request) (int, error)
 
-// ErrorHandler answers a request whose key or cost could not be found; err is
-// the KeyFunc's or CostFunc's error. It must be safe for concurrent use.
+// ErrorHandler answers a request whose key or cost could not be found, or
+// whose key the limiter refused as too long; err is the KeyFunc's or
+// CostFunc's error (for a negative cost, one wrapping
+// ratelimit.ErrInvalidCost), or the limiter's, wrapping
+// ratelimit.ErrInvalidKey. It must be safe for concurrent use.
 type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 
 // DeniedHandler answers a request the limiter denied. It is called with the
@@ -153,13 +156,16 @@ func WithSkip(f func(*http.Request) bool) Option {
 }
 
 // WithOnError sets a hook called with every error the limiter returns, other
-// than those wrapping ratelimit.ErrCostExceedsLimit, before the request is
-// let through or answered 503 (see WithFailClosed and
-// WithPolicyErrorsPass), and with the error of
-// every Refund or Settle that fails after a handler has returned (see
-// WithRefund and WithSettle), which wraps ErrAdjustment: the request has
-// been served by then. There is no hook and no logging by default. f must
-// be safe for concurrent use. A nil f is an error.
+// than those wrapping ratelimit.ErrCostExceedsLimit or
+// ratelimit.ErrInvalidKey (the request's own, answered 413 and 400), before
+// the request is let through or answered 503 (see WithFailClosed and
+// WithPolicyErrorsPass); with the error of every Refund or Settle that
+// fails after a handler has returned (see WithRefund and WithSettle), and
+// the report of a cost settled at WithMaxSettle's bound, which wrap
+// ErrAdjustment: the request has been served by then; and with a lease's
+// failed extension or release, which wraps ErrLease (see WithLeases).
+// There is no hook and no logging by default. f must be safe for
+// concurrent use. A nil f is an error.
 func WithOnError(f func(*http.Request, error)) Option {
 	return func(s *settings) error {
 		if f == nil {
@@ -317,7 +323,7 @@ func WithRefund(refund func(r *http.Request, status int) bool) Option {
 //
 // Each request that ran is adjusted for itself, once. The call carries a
 // token the Middleware makes for that request (ratelimit.WithToken): a
-// random prefix drawn by NewMiddleware and the request's number, about 30
+// random prefix drawn by NewMiddleware and the request's number, at most 30
 // bytes, never anything the client sends, so that no header (an
 // Idempotency-Key, say) can make two requests that each ran share one
 // adjustment, and a client is charged the true cost of every request its

@@ -58,7 +58,7 @@ func run() error {
 		return err
 	}
 	cfg := config{store: st, logf: log.Printf}
-	where := "in this process"
+	where := "this process"
 	if os.Getenv("REDIS_ADDR") != "" {
 		rdb, err := demoredis.Open()
 		if err != nil {
@@ -77,7 +77,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	log.Printf("plans from %s: %s (default %s); limits kept %s", source, st.describe(), st.defaultPlan, where)
+	log.Printf("plans from %s: %s (default %s); limits kept in %s", source, st.describe(), st.defaultPlan, where)
 	log.Printf("listening on http://%s/v1/hello (admin: POST /admin/customers/{key}/plan)", ln.Addr())
 
 	return demoserve.Serve(srv, ln)
