@@ -283,6 +283,14 @@ func checkAKeyOverTheBoundIsRefused(t *testing.T, s keyRuleSubject, real bool) {
 			assert.Contains(t, err.Error(), fmt.Sprintf("a key of %d bytes; at most %d", len(c.key), c.bound), "%s: %s", c.name, call)
 			assert.NotContains(t, err.Error(), c.key[:16], "%s: %s: the key is not in the error", c.name, call)
 		}
+		if pl, ok := l.(interface {
+			Policies(context.Context, string) ([]NamedPolicy, error)
+		}); ok && len(c.opts) > 0 && c.key == huge {
+			// Policies asks a PolicyFunc of the key's policy: not of
+			// one the limiter refuses.
+			_, err := pl.Policies(ctx, c.key)
+			assert.ErrorIs(t, err, ErrInvalidKey, "%s: Policies", c.name)
+		}
 		assert.Zero(t, asked.Load(), "%s: no PolicyFunc asked", c.name)
 		assert.Zero(t, storedKeys(l), "%s: nothing stored in process", c.name)
 		if e.client != nil {

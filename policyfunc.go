@@ -154,7 +154,12 @@ func newPolicyFunc(cfg config, name string, def Policy, check func(string, Polic
 }
 
 // resolve returns the policy of a call for key, and its limit and param.
+// A key longer than the limiter takes (see WithMaxKeyLength) is refused
+// before the PolicyFunc is called, whoever asks: a call, or Policies.
 func (t *policyFunc) resolve(ctx context.Context, key string) (Policy, int64, int64, error) {
+	if t.keys.tooLong(key) {
+		return t.def, t.defLimit, t.defParam, t.keys.refusal(t.name, key)
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -173,7 +178,7 @@ func (t *policyFunc) resolveOther(key string, p Policy, err error) (_ Policy, li
 	}
 	if p.Zone != "" {
 		if err := t.checkZone(p.Zone); err != nil {
-			return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: key %q: %w", t.name, key, err)
+			return t.def, t.defLimit, t.defParam, fmt.Errorf("ratelimit: %s: key %s: %w", t.name, t.keys.quote(key), err)
 		}
 	}
 	if limit, param, ok := t.checked.get(p); ok {
