@@ -1,0 +1,320 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// nextPlace is where a NextUnit test of the sliding kinds runs: in process
+// on a fake clock, on miniredis whose TIME follows it, or on a real
+// redis-server deciding on it (WithCallerClock). client is nil in process.
+type nextPlace struct {
+	name    string
+	client  redis.Scripter
+	opts    func(clock *FakeClock) []Option // the options that put a limiter on the clock
+	advance func(clock *FakeClock, d time.Duration)
+}
+
+// nextPlaces returns the three places, the real server started for t
+// (skipped without redis-server, as redistest does).
+func nextPlaces(t *testing.T) []nextPlace {
+	t.Helper()
+	_, mini, move := miniredisClock(t)
+	places := []nextPlace{
+		{"in process", nil, func(c *FakeClock) []Option { return []Option{WithClock(c)} }, func(c *FakeClock, d time.Duration) { c.Advance(d) }},
+		{"miniredis", mini, func(*FakeClock) []Option { return nil }, func(c *FakeClock, d time.Duration) { c.Advance(d); move(d) }},
+	}
+	if real := startRealOrSkip(t); real != nil {
+		places = append(places, nextPlace{"real server", real, func(c *FakeClock) []Option { return []Option{WithCallerClock(c)} },
+			func(c *FakeClock, d time.Duration) { c.Advance(d) }})
+	}
+	return places
+}
+
+// startRealOrSkip returns a client of a real redis-server started for t,
+// or nil, with a log line, when redis-server is not installed: the places
+// in process and on miniredis still run.
+func startRealOrSkip(t *testing.T) redis.Scripter {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Log("redis-server not installed: the real server's rows are skipped")
+		return nil
+	}
+	return redistest.Start(t).Client(t)
+}
+
+// nextCase is one step of a NextUnit scenario: the clock moves by advance,
+// a Settle of 0 taken at settle (when > 0) puts the key in debt, and then
+// n is decided: allowed or not, with remaining left, and NextUnit(0) of the
+// Decision is want.
+type nextCase struct {
+	advance   time.Duration
+	settle    int
+	n         int
+	allowed   bool
+	remaining int
+	want      time.Duration
+}
+
+// runNextCases runs steps on the limiter build makes at place, on key "k".
+func runNextCases(t *testing.T, place nextPlace, build func(client redis.Scripter, opts []Option) Decider, steps []nextCase) {
+	t.Helper()
+	clock := NewFakeClock(epoch)
+	l := build(place.client, place.opts(clock))
+	ctx := context.Background()
+	for j, st := range steps {
+		place.advance(clock, st.advance)
+		if st.settle > 0 {
+			_, err := l.(Adjuster).Settle(ctx, "k", 0, st.settle)
+			require.NoError(t, err, "step %d", j)
+		}
+		d, err := l.Decide(ctx, "k", st.n)
+		require.NoError(t, err, "step %d", j)
+		assert.Equal(t, st.allowed, d.Allowed, "step %d", j)
+		assert.Equal(t, st.remaining, d.Remaining, "step %d", j)
+		got, ok := d.NextUnit(0)
+		assert.True(t, ok, "step %d: told", j)
+		assert.Equal(t, st.want, got, "step %d", j)
+	}
+}
+
+// A sliding log of 5 per 10 s with units taken at 0, 2 s and 5 s holds its
+// key to what it has left until the first of them leaves, at 10 s; then
+// until the one of 2 s leaves; in debt, until the units beyond the limit
+// and one more have left. In process, on miniredis and on a real server.
+func TestSlidingLogNextUnitIsWhenItsOldestEntryLeaves(t *testing.T) {
+	steps := []nextCase{
+		{n: 1, allowed: true, remaining: 4, want: 10 * time.Second},
+		{advance: 2 * time.Second, n: 1, allowed: true, remaining: 3, want: 8 * time.Second},
+		{advance: 3 * time.Second, n: 1, allowed: true, remaining: 2, want: 5 * time.Second},
+		{advance: time.Second, n: 0, allowed: true, remaining: 2, want: 4 * time.Second},
+		{n: 3, allowed: false, remaining: 2, want: 4 * time.Second}, // a denial: the log as it is
+		{n: 2, allowed: true, remaining: 0, want: 4 * time.Second},
+		{advance: 4 * time.Second, n: 0, allowed: true, remaining: 1, want: 2 * time.Second}, // 10 s: the first has left
+		// Settled into debt at 10 s: entries of 2 s, 5 s, 6 s (2 units)
+		// and 10 s (5 units), 9 units of 5: one fits once 5 have left,
+		// the 5th in the entry of 10 s, at 20 s.
+		{settle: 5, n: 0, allowed: true, remaining: 0, want: 10 * time.Second},
+		{advance: 7 * time.Second, n: 1, allowed: false, remaining: 0, want: 3 * time.Second}, // 17 s: 4 units of 10 s left
+	}
+	for _, place := range nextPlaces(t) {
+		t.Run(place.name, func(t *testing.T) {
+			runNextCases(t, place, func(client redis.Scripter, opts []Option) Decider {
+				opts = append(opts, WithMaxDebt(UnboundedDebt))
+				if client != nil {
+					return must(NewRedisSlidingLog(client, 5, 10*time.Second, opts...))
+				}
+				return must(NewSlidingLog(5, 10*time.Second, opts...))
+			}, steps)
+		})
+	}
+}
+
+// A sliding counter of 5 per 10 s tells the earliest time a client can
+// have taken one unit more than it has left: 3 taken at 0 leave 2, which
+// taken at once count in the previous window after the roll at 10 s, 5
+// there, so that one more fits once ⌈5 × (10 s − e) / 10 s⌉ <= 4, at e =
+// 2 s: 12 s, not the 14 s at which 3 fit with none taken. After the roll,
+// the previous window's share falls in the window open now. In process,
+// on miniredis and on a real server.
+func TestSlidingCounterNextUnitCountsTheUnitsLeftTakenBeforeTheRoll(t *testing.T) {
+	steps := []nextCase{
+		{n: 3, allowed: true, remaining: 2, want: 12 * time.Second},
+		{advance: 4 * time.Second, n: 0, allowed: true, remaining: 2, want: 8 * time.Second},
+		{n: 1, allowed: true, remaining: 1, want: 8 * time.Second}, // taking one of them changes nothing
+		// 11 s: the window of 10 s is open, prev 4 weighs ⌈4 × 9/10⌉ = 4,
+		// 1 left; 2 fit once ⌈4 × (10 s − e) / 10 s⌉ <= 3, at e = 2.5 s.
+		{advance: 7 * time.Second, n: 0, allowed: true, remaining: 1, want: 1500 * time.Millisecond},
+		{n: 1, allowed: true, remaining: 0, want: 1500 * time.Millisecond},
+		{n: 2, allowed: false, remaining: 0, want: 1500 * time.Millisecond}, // a denial: as it is
+		// 13 s: prev weighs ⌈4 × 7/10⌉ = 3, cur 1: 1 left; 2 fit once
+		// prev weighs 2, at e = 5 s.
+		{advance: 2 * time.Second, n: 0, allowed: true, remaining: 1, want: 2 * time.Second},
+		// In debt at 13 s: cur 9, prev 4. Nothing fits in this window;
+		// after the roll at 20 s, 9 weigh ⌈9 × (10 s − e) / 10 s⌉ <= 4
+		// from e = ⌈50/9⌉ s, at 20 s + 10 s − ⌊40 s / 9⌋.
+		{settle: 8, n: 0, allowed: true, remaining: 0, want: 17*time.Second - 40*time.Second/9},
+	}
+	for _, place := range nextPlaces(t) {
+		t.Run(place.name, func(t *testing.T) {
+			want := steps
+			if place.client != nil {
+				// On Redis, times are whole µs: ⌊40 s / 9⌋ in µs.
+				want = append([]nextCase(nil), steps...)
+				want[len(want)-1].want = 17*time.Second - (40 * time.Second / 9).Truncate(time.Microsecond)
+			}
+			runNextCases(t, place, func(client redis.Scripter, opts []Option) Decider {
+				opts = append(opts, WithMaxDebt(UnboundedDebt))
+				if client != nil {
+					return must(NewRedisSlidingCounter(client, 5, 10*time.Second, opts...))
+				}
+				return must(NewSlidingCounter(5, 10*time.Second, opts...))
+			}, want)
+		})
+	}
+}
+
+// nextUnitByCounterSearch returns the earliest time at which some schedule
+// of calls, one call a tick at most from now on, has taken one unit more
+// than left on st (the state at now) at the rate r, by trying every
+// schedule: the truth NextUnit must tell.
+func nextUnitByCounterSearch(r counterRate, st counterState, left, now int64) int64 {
+	type node struct {
+		st    counterState
+		taken int64
+	}
+	frontier := map[node]bool{{st, 0}: true}
+	for t := now; ; t++ {
+		next := map[node]bool{}
+		for nd := range frontier {
+			_, _, free, _ := r.take(nd.st, t, 0)
+			for k := int64(0); k <= free; k++ {
+				_, after, _, allowed := r.take(nd.st, t, int(k))
+				if !allowed {
+					continue
+				}
+				if nd.taken+k > left {
+					return t
+				}
+				next[node{after, nd.taken + k}] = true
+			}
+		}
+		frontier = next
+	}
+}
+
+// The sliding counter's next unit is the earliest time any schedule of
+// calls takes one unit more than it has left, found by trying every
+// schedule on small counters from every state they reach.
+func TestSlidingCounterNextUnitIsTheEarliestAnyScheduleTakesOneMore(t *testing.T) {
+	checked := 0
+	for limit := int64(1); limit <= 4; limit++ {
+		for w := int64(1); w <= 6; w++ {
+			r := counterRate{limit: limit, window: w}
+			// Every state: a window open at 0 (or rolled from one open at
+			// −w), with prev and cur up to one beyond the limit (a debt),
+			// seen at every time e within it.
+			for prev := int64(0); prev <= limit+1; prev++ {
+				for cur := int64(0); cur <= limit+1; cur++ {
+					if prev+cur == 0 {
+						continue
+					}
+					for e := int64(0); e < w; e++ {
+						st := counterState{start: 0, expiry: 2 * w, prev: prev, cur: cur}
+						if cur == 0 {
+							st.expiry = w // a rolled window, nothing counted in it yet
+						}
+						left := r.left(st, e)
+						want := nextUnitByCounterSearch(r, st, left, e)
+						assert.Equal(t, want, r.nextUnitAt(st, left), "limit %d, W %d, prev %d, cur %d, e %d", limit, w, prev, cur, e)
+						checked++
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d states checked", checked)
+}
+
+// The sliding log's next unit is likewise the earliest any schedule takes
+// one unit more than it has left: units taken meanwhile leave after those
+// in the log. Every log of entries of 1 or 2 units at distinct times
+// within a small window is tried.
+func TestSlidingLogNextUnitIsTheEarliestAnyScheduleTakesOneMore(t *testing.T) {
+	checked := 0
+	for limit := int64(1); limit <= 3; limit++ {
+		for w := int64(1); w <= 5; w++ {
+			r := logRate{limit: limit, window: w}
+			// Entries at times 0 to w−1 of 0, 1 or 2 units each, seen at
+			// w−1 (every entry still in the window).
+			for code := 1; code < pow3(int(w)); code++ {
+				var lg entryLog
+				c := code
+				for at := int64(0); at < w; at++ {
+					if units := int64(c % 3); units > 0 {
+						lg.add(at, units, 100)
+					}
+					c /= 3
+				}
+				now := w - 1
+				left := max(limit-lg.sum, 0)
+				want := nextUnitByLogSearch(r, lg, left, now)
+				assert.Equal(t, time.Duration(want-now), r.nextUnit(&lg, now, 0), "limit %d, W %d, log %v", limit, w, lg.ring[:lg.n])
+				checked++
+			}
+		}
+	}
+	t.Logf("%d logs checked", checked)
+}
+
+// pow3 returns 3^n.
+func pow3(n int) int {
+	p := 1
+	for range n {
+		p *= 3
+	}
+	return p
+}
+
+// nextUnitByLogSearch is nextUnitByCounterSearch for a sliding log: the
+// earliest tick from now at which some schedule has taken one unit more
+// than left on lg, every schedule tried.
+func nextUnitByLogSearch(r logRate, lg entryLog, left, now int64) int64 {
+	type node struct {
+		entries string // the entries in the window, "at:units " each, oldest first
+		taken   int64
+	}
+	parse := func(s string) []logEntry {
+		var out []logEntry
+		for _, f := range strings.Fields(s) {
+			var e logEntry
+			_, _ = fmt.Sscanf(f, "%d:%d", &e.at, &e.units)
+			out = append(out, e)
+		}
+		return out
+	}
+	format := func(es []logEntry) string {
+		var b strings.Builder
+		for _, e := range es {
+			fmt.Fprintf(&b, "%d:%d ", e.at, e.units)
+		}
+		return b.String()
+	}
+	var first []logEntry
+	for i := 0; i < lg.n; i++ {
+		first = append(first, *lg.entry(i))
+	}
+	frontier := map[node]bool{{format(first), 0}: true}
+	for t := now; ; t++ {
+		next := map[node]bool{}
+		for nd := range frontier {
+			var kept []logEntry
+			sum := int64(0)
+			for _, e := range parse(nd.entries) {
+				if e.at > t-r.window {
+					kept = append(kept, e)
+					sum += e.units
+				}
+			}
+			for k := int64(0); k <= max(r.limit-sum, 0); k++ {
+				if nd.taken+k > left {
+					return t
+				}
+				es := kept
+				if k > 0 {
+					es = append(append([]logEntry(nil), kept...), logEntry{at: t, units: k})
+				}
+				next[node{format(es), nd.taken + k}] = true
+			}
+		}
+		frontier = next
+	}
+}
