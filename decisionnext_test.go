@@ -70,7 +70,7 @@ var nextKinds = []nextKind{
 		}
 		return must(NewCalendarWindow(4, day, WithClock(clock)))
 	}, []nextStep{
-		{advance: time.Hour, n: 0, ok: false}, // empty: the Result does not tell the day's end
+		{advance: time.Hour, n: 0, want: 23 * time.Hour, ok: true}, // empty: the limiter tells the day's end
 		{n: 1, want: 23 * time.Hour, ok: true},
 	}},
 	{"sliding log", func(t *testing.T, client redis.Scripter, clock *FakeClock) Decider {

@@ -318,3 +318,142 @@ func nextUnitByLogSearch(r logRate, lg entryLog, left, now int64) int64 {
 		frontier = next
 	}
 }
+
+// A Composite tells each sliding part's next unit: after the units are
+// taken when it allows, and each part as it is when it denies, a part
+// that would have allowed untouched. A log of 10 and a counter of 5, per
+// 10 s: 3 at 0 and 2 at 4 s. In process, on miniredis and on a real server.
+func TestCompositeTellsEachSlidingPartsNextUnit(t *testing.T) {
+	steps := []struct {
+		advance time.Duration
+		n       int
+		allowed bool
+		want    [2]time.Duration
+	}{
+		{n: 3, allowed: true, want: [2]time.Duration{10 * time.Second, 12 * time.Second}},
+		{advance: 4 * time.Second, n: 2, allowed: true, want: [2]time.Duration{6 * time.Second, 8 * time.Second}},
+		// The counter denies; the log, which would have allowed, as it is.
+		{advance: time.Second, n: 1, allowed: false, want: [2]time.Duration{5 * time.Second, 7 * time.Second}},
+		{n: 0, allowed: true, want: [2]time.Duration{5 * time.Second, 7 * time.Second}},
+	}
+	for _, place := range nextPlaces(t) {
+		t.Run(place.name, func(t *testing.T) {
+			clock := NewFakeClock(epoch)
+			opts := place.opts(clock)
+			var log, counter Limiter
+			if place.client != nil {
+				log = must(NewRedisSlidingLog(place.client, 10, 10*time.Second, opts...))
+				counter = must(NewRedisSlidingCounter(place.client, 5, 10*time.Second, opts...))
+			} else {
+				log = must(NewSlidingLog(10, 10*time.Second, opts...))
+				counter = must(NewSlidingCounter(5, 10*time.Second, opts...))
+			}
+			c := must(NewComposite(Part{Name: "log", Limiter: log}, Part{Name: "counter", Limiter: counter}))
+			ctx := context.Background()
+			for j, st := range steps {
+				place.advance(clock, st.advance)
+				d, err := c.Decide(ctx, "k", st.n)
+				require.NoError(t, err, "step %d", j)
+				assert.Equal(t, st.allowed, d.Allowed, "step %d", j)
+				for i, want := range st.want {
+					got, ok := d.NextUnit(i)
+					assert.True(t, ok, "step %d part %d: told", j, i)
+					assert.Equal(t, want, got, "step %d part %d", j, i)
+				}
+			}
+		})
+	}
+}
+
+// An empty calendar window tells when it ends, alone and as a Composite's
+// part: the next unit taken counts until then. A day in UTC, an hour in.
+// In process, on miniredis and on a real server.
+func TestEmptyCalendarWindowTellsWhenItEnds(t *testing.T) {
+	day := Calendar{Period: CalendarDay, Location: time.UTC}
+	for _, place := range nextPlaces(t) {
+		t.Run(place.name, func(t *testing.T) {
+			clock := NewFakeClock(epoch)
+			opts := place.opts(clock)
+			var cal, bucket Limiter
+			if place.client != nil {
+				// Its windows' bounds on the clock too.
+				cal = must(NewRedisCalendarWindow(place.client, 100, day, append(opts, WithClock(clock))...))
+				bucket = must(NewRedisTokenBucket(place.client, 4, 2, opts...))
+			} else {
+				cal = must(NewCalendarWindow(100, day, opts...))
+				bucket = must(NewTokenBucket(4, 2, opts...))
+			}
+			c := must(NewComposite(Part{Name: "burst", Limiter: bucket}, Part{Name: "day", Limiter: cal}))
+			ctx := context.Background()
+			place.advance(clock, time.Hour)
+			for _, l := range []Decider{cal.(Decider), c} {
+				d, err := l.Decide(ctx, "k", 0)
+				require.NoError(t, err)
+				got, ok := d.NextUnit(len(d.Policies) - 1)
+				assert.True(t, ok, "%T: told", l)
+				assert.Equal(t, 23*time.Hour, got, "%T", l)
+			}
+			// Once the window counts units, its Result tells its end.
+			d, err := c.Decide(ctx, "k", 1)
+			require.NoError(t, err)
+			got, ok := d.NextUnit(1)
+			assert.True(t, ok)
+			assert.Equal(t, 23*time.Hour, got)
+		})
+	}
+}
+
+// Built WithPolicyFunc, a sliding log's and a sliding counter's next unit
+// is that of the key's policy, alone and as a Composite's parts: a free
+// key of 5 per 10 s and a pro key of 10 per 20 s, 3 units taken each. In
+// process, on miniredis and on a real server.
+func TestSlidingNextUnitFollowsTheKeysPolicy(t *testing.T) {
+	plans := newPlanMap()
+	for _, k := range []string{"free", "free-c"} {
+		plans.set(k, Policy{Limit: 5, Window: 10 * time.Second})
+	}
+	for _, k := range []string{"pro", "pro-c"} {
+		plans.set(k, Policy{Limit: 10, Window: 20 * time.Second})
+	}
+	// The log: until the units taken now leave. The counter: the units
+	// left taken at once count with the 3 after the roll, limit of them
+	// weighing limit − 1 after (limit − 1) / limit of the window:
+	// 2W − ⌊(limit − 1) × W / limit⌋.
+	want := map[string][2]time.Duration{
+		"free": {10 * time.Second, 12 * time.Second},
+		"pro":  {20 * time.Second, 22 * time.Second},
+	}
+	for _, place := range nextPlaces(t) {
+		t.Run(place.name, func(t *testing.T) {
+			clock := NewFakeClock(epoch)
+			opts := append(place.opts(clock), WithPolicyFunc(plans.f))
+			var log, counter Limiter
+			if place.client != nil {
+				log = must(NewRedisSlidingLog(place.client, 1, time.Second, opts...))
+				counter = must(NewRedisSlidingCounter(place.client, 1, time.Second, opts...))
+			} else {
+				log = must(NewSlidingLog(1, time.Second, opts...))
+				counter = must(NewSlidingCounter(1, time.Second, opts...))
+			}
+			c := must(NewComposite(Part{Name: "log", Limiter: log}, Part{Name: "counter", Limiter: counter}))
+			ctx := context.Background()
+			for _, key := range []string{"free", "pro"} {
+				for i, l := range []Decider{log.(Decider), counter.(Decider)} {
+					d, err := l.Decide(ctx, key, 3)
+					require.NoError(t, err)
+					got, ok := d.NextUnit(0)
+					assert.True(t, ok, "%s %T", key, l)
+					assert.Equal(t, want[key][i], got, "%s %T", key, l)
+				}
+				// The Composite's parts, on keys of their own.
+				d, err := c.Decide(ctx, key+"-c", 3)
+				require.NoError(t, err)
+				for i := range 2 {
+					got, ok := d.NextUnit(i)
+					assert.True(t, ok, "%s part %d", key, i)
+					assert.Equal(t, want[key][i], got, "%s part %d", key, i)
+				}
+			}
+		})
+	}
+}
