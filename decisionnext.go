@@ -125,3 +125,23 @@ func withNext(d Decision, next time.Duration) Decision {
 	}
 	return d
 }
+
+// ageNext makes the next units d's limiters told (next, partNext) those
+// of elapsed later, were nothing else done: each less elapsed, and no
+// longer told once it has passed. The units a key takes meanwhile never
+// bring its next unit sooner, so each stays true for the Remaining d
+// shows. partNext is replaced, not changed, as it may be shared.
+func (d *Decision) ageNext(elapsed time.Duration) {
+	if d.nextSet {
+		d.next -= elapsed
+		d.nextSet = d.next > 0
+		d.next = max(d.next, 0)
+	}
+	if d.partNext != nil {
+		aged := make([]time.Duration, len(d.partNext))
+		for i, next := range d.partNext {
+			aged[i] = max(next-elapsed, 0)
+		}
+		d.partNext = aged
+	}
+}

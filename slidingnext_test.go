@@ -457,3 +457,75 @@ func TestSlidingNextUnitFollowsTheKeysPolicy(t *testing.T) {
 		})
 	}
 }
+
+// The decorators pass on the sliding kinds' next units: a Shadow as its
+// backend tells them, also for a denial it lets through; a DenyCache's
+// remembered denial aged, until one unit more than it shows is there; a
+// Guard's fallback, a single limiter or a Composite's mirror, each part
+// its own, also when only some parts fail over.
+func TestSlidingNextUnitThroughDecorators(t *testing.T) {
+	ctx := context.Background()
+	clock := NewFakeClock(epoch)
+	log := must(NewSlidingLog(2, 10*time.Second, WithClock(clock)))
+	shadow := must(NewShadow(log, ShadowConfig{}))
+	cache := must(NewDenyCache(log, DenyCacheConfig{MaxAge: time.Minute, Clock: clock}))
+	next := func(d Decision, i int) time.Duration {
+		t.Helper()
+		got, ok := d.NextUnit(i)
+		assert.True(t, ok, "told")
+		return got
+	}
+
+	d, err := shadow.Decide(ctx, "a", 2)
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Second, next(d, 0))
+	clock.Advance(3 * time.Second)
+	d, err = shadow.Decide(ctx, "a", 1)
+	require.NoError(t, err)
+	require.True(t, d.WouldDeny)
+	assert.Equal(t, 7*time.Second, next(d, 0), "a denial let through: the log as it is")
+
+	d, err = cache.Decide(ctx, "a", 1)
+	require.NoError(t, err)
+	require.Equal(t, FromBackend, d.Source)
+	assert.Equal(t, 7*time.Second, next(d, 0))
+	clock.Advance(2 * time.Second)
+	d, err = cache.Decide(ctx, "a", 1)
+	require.NoError(t, err)
+	require.Equal(t, FromDenyCache, d.Source)
+	assert.Equal(t, 5*time.Second, next(d, 0), "the remembered denial's, aged")
+
+	// A Guard over Redis parts that are down, whose fallback answers.
+	m, client, _ := miniredisClock(t)
+	backend := must(NewComposite(
+		Part{Name: "log", Limiter: must(NewRedisSlidingLog(client, 10, 10*time.Second))},
+		Part{Name: "counter", Limiter: must(NewRedisSlidingCounter(client, 5, 10*time.Second))},
+	))
+	mirror := func() *Composite {
+		return must(NewComposite(
+			Part{Name: "log", Limiter: must(NewSlidingLog(10, 10*time.Second, WithClock(clock)))},
+			Part{Name: "counter", Limiter: must(NewSlidingCounter(5, 10*time.Second, WithClock(clock)))},
+		))
+	}
+	m.Close()
+	whole := must(NewGuard(backend, GuardConfig{OnFailure: FailOver, Fallback: mirror(), Clock: clock}))
+	d, err = whole.Decide(ctx, "b", 3)
+	require.NoError(t, err)
+	require.Equal(t, FromFallback, d.Source)
+	assert.Equal(t, 10*time.Second, next(d, 0), "the fallback's log")
+	assert.Equal(t, 12*time.Second, next(d, 1), "the fallback's counter")
+
+	parts := must(NewGuard(backend, GuardConfig{OnFailure: FailOver, PartFailure: map[string]FailurePolicy{"log": FailOpen}, Fallback: mirror(), Clock: clock}))
+	d, err = parts.Decide(ctx, "b", 3)
+	require.NoError(t, err)
+	require.Equal(t, FromFallback, d.Source)
+	_, ok := d.NextUnit(0)
+	assert.False(t, ok, "a part that fails open knows nothing of the key")
+	assert.Equal(t, 12*time.Second, next(d, 1), "the fallback's counter")
+
+	single := must(NewGuard(must(NewRedisSlidingLog(client, 10, 10*time.Second)), GuardConfig{OnFailure: FailOver, Fallback: must(NewSlidingLog(10, 10*time.Second, WithClock(clock))), Clock: clock}))
+	d, err = single.Decide(ctx, "b", 3)
+	require.NoError(t, err)
+	require.Equal(t, FromFallback, d.Source)
+	assert.Equal(t, 10*time.Second, next(d, 0))
+}
