@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os/exec"
 	"strings"
 	"testing"
@@ -528,4 +529,80 @@ func TestSlidingNextUnitThroughDecorators(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, FromFallback, d.Source)
 	assert.Equal(t, 10*time.Second, next(d, 0))
+}
+
+// On random schedules (calls of every cost, debts settled, refunds,
+// resets, time in whole µs), the Redis sliding log, sliding counter and a
+// Composite of both tell the next unit the in-process ones tell, rounded
+// up to a whole µs (the script's time unit; a log's is exact), on
+// miniredis and on a real server deciding on the same clock.
+func TestSlidingNextUnitOnRedisAgreesWithInProcess(t *testing.T) {
+	for _, place := range nextPlaces(t)[1:] {
+		t.Run(place.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(33, 8))
+			for round := range sized(12, 40) {
+				limit := 1 + r.IntN(8)
+				window := time.Duration(1+r.Int64N(5000)) * time.Millisecond
+				debt := []int{0, 2, UnboundedDebt}[r.IntN(3)]
+				clock := NewFakeClock(epoch)
+				prefix := fmt.Sprintf("diff%d:", round)
+				remoteOpts := append(place.opts(clock), WithMaxDebt(debt), WithKeyPrefix(prefix))
+				localOpts := []Option{WithClock(clock), WithMaxDebt(debt)}
+				type pair struct {
+					name          string
+					local, remote stackLimiter
+				}
+				log := pair{"log", must(NewSlidingLog(limit, window, localOpts...)), must(NewRedisSlidingLog(place.client, limit, window, remoteOpts...))}
+				counter := pair{"counter", must(NewSlidingCounter(limit, window, localOpts...)), must(NewRedisSlidingCounter(place.client, limit, window, remoteOpts...))}
+				composite := pair{"composite",
+					must(NewComposite(Part{Name: "log", Limiter: must(NewSlidingLog(limit, window, localOpts...))}, Part{Name: "counter", Limiter: must(NewSlidingCounter(limit, window, localOpts...))})),
+					must(NewComposite(
+						Part{Name: "log", Limiter: must(NewRedisSlidingLog(place.client, limit, window, append(place.opts(clock), WithMaxDebt(debt), WithKeyPrefix(prefix+"c:"))...))},
+						Part{Name: "counter", Limiter: must(NewRedisSlidingCounter(place.client, limit, window, append(place.opts(clock), WithMaxDebt(debt), WithKeyPrefix(prefix+"c:"))...))})),
+				}
+				ctx := context.Background()
+				for step := range 200 {
+					d := time.Duration(r.Int64N(int64(window)/int64(limit)*2 + 1)).Truncate(time.Microsecond)
+					if r.IntN(4) == 0 {
+						d = 0
+					}
+					place.advance(clock, d)
+					key := []string{"a", "b"}[r.IntN(2)]
+					n := r.IntN(limit + 1)
+					what := r.IntN(20)
+					for _, p := range []pair{log, counter, composite} {
+						msg := fmt.Sprintf("round %d step %d %s: %d per %v, debt %d, key %s, n %d, op %d", round, step, p.name, limit, window, debt, key, n, what)
+						switch {
+						case what < 3:
+							_, errL := p.local.Settle(ctx, key, 0, n+limit)
+							_, errR := p.remote.Settle(ctx, key, 0, n+limit)
+							require.Equal(t, errL == nil, errR == nil, "%s: %v / %v", msg, errL, errR)
+							continue
+						case what < 5:
+							_, errL := p.local.Refund(ctx, key, n)
+							_, errR := p.remote.Refund(ctx, key, n)
+							require.Equal(t, errL == nil, errR == nil, "%s: %v / %v", msg, errL, errR)
+							continue
+						case what < 6:
+							require.NoError(t, p.local.Reset(ctx, key), msg)
+							require.NoError(t, p.remote.Reset(ctx, key), msg)
+							continue
+						}
+						want, err := p.local.Decide(ctx, key, n)
+						require.NoError(t, err, msg)
+						got, err := p.remote.Decide(ctx, key, n)
+						require.NoError(t, err, msg)
+						require.Equal(t, want.Allowed, got.Allowed, msg)
+						require.Equal(t, want.Remaining, got.Remaining, msg)
+						for i := range want.Policies {
+							wn, wok := want.NextUnit(i)
+							gn, gok := got.NextUnit(i)
+							require.Equal(t, wok, gok, "%s: policy %d told", msg, i)
+							require.Equal(t, (wn + time.Microsecond - 1).Truncate(time.Microsecond), gn, "%s: policy %d", msg, i)
+						}
+					}
+				}
+			}
+		})
+	}
 }
