@@ -200,8 +200,9 @@ type GuardConfig struct {
 // backend's state, as above), while the parts that fail open allow the
 // call, and the Source is FromFallback. The Decision lists every part in
 // Policies and in Parts: a part that failed over shows the fallback's
-// Result under the backend's Limit, a part that failed open or closed its
-// Limit alone (and RetryAfter and ResetAfter, when it denied). Bound names
+// Result under the backend's Limit (and tells the fallback's next unit,
+// see Decision.NextUnit), a part that failed open or closed its Limit
+// alone (and RetryAfter and ResetAfter, when it denied). Bound names
 // the part that decided: the denying part, or, for an allowed call, the
 // part that failed over with the smallest share of its limit left; the
 // Result is that part's, with the longest RetryAfter and ResetAfter of
