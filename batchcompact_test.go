@@ -2,8 +2,10 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,21 +17,27 @@ import (
 // batches of Allows in the compact form (which opens absent keys on a path
 // of its own) and in the general form, to two mirrored sets of keys, and
 // checks that every reply and every key's state and TTL are the same: for a
-// token bucket, a GCRA and a fixed window, with keys that are absent,
+// token bucket, a GCRA, a fixed window, a sliding log, a sliding counter
+// and a calendar window (whose replies tell next_unit), with keys that are absent,
 // expired, existing or foreign (for the token bucket, a HASH of credit and
 // last_refill among them), costs from 0 to above the limit, and batches of
 // one cost or of several.
 func TestBatchScriptCompactFormDecidesAsTheGeneralForm(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	hour := time.Hour.Microseconds()
+	bounds := fmt.Sprintf("%d:%d:%d:%d", epoch.UnixMicro()-hour, epoch.UnixMicro(), epoch.UnixMicro()+hour, epoch.UnixMicro()+2*hour)
 	for _, kind := range []struct {
 		name  string
 		kind  string
-		param int // µs per unit, or the window in ms
+		param any // µs per unit, the window in ms, or a calendar's windows
 	}{
 		{"TokenBucket", "t", 250_000},
 		{"GCRA", "g", 250_000},
 		{"FixedWindow", "w", 1_000},
+		{"SlidingLog", "l", 1_000},
+		{"SlidingCounter", "s", 1_000},
+		{"CalendarWindow", "k", bounds},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
 			m, client, advance := miniredisClock(t)
@@ -45,10 +53,16 @@ func TestBatchScriptCompactFormDecidesAsTheGeneralForm(t *testing.T) {
 					m.SetTTL(set+"d", time.Second)
 				}
 			}
+			// A cost above the limit, which the limiters never send, for
+			// the kinds whose script reads it as a cost like any other.
+			costSpan := limit + 2
+			if strings.Contains("lsk", kind.kind) {
+				costSpan = limit + 1
+			}
 			for step := range 300 {
 				size := 1 + r.IntN(6)
 				same := r.IntN(2) == 0
-				cost := r.IntN(limit + 2)
+				cost := r.IntN(costSpan)
 				var compactKeys, generalKeys []string
 				compact := []any{-size, 1, kind.kind, limit, kind.param}
 				general := []any{size, 1, kind.kind, limit, kind.param}
@@ -58,7 +72,7 @@ func TestBatchScriptCompactFormDecidesAsTheGeneralForm(t *testing.T) {
 					compactKeys = append(compactKeys, "compact:"+key)
 					generalKeys = append(generalKeys, "general:"+key)
 					if !same {
-						cost = r.IntN(limit + 2)
+						cost = r.IntN(costSpan)
 					}
 					costs = append(costs, cost)
 					general = append(general, 1, 1, cost)

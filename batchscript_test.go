@@ -75,14 +75,22 @@ func TestRealRedisBatchScriptRequestOfTwoChecksTakesFromBothOrNeither(t *testing
 
 // renderReply writes the batch script's binary reply as text, a line per
 // request: "!i reason" for a refusal, and "allowed remaining retry reset"
-// for each check of an answered one, checks[j] of them for request j. It
-// fails the test on a reply that is not one record per request.
+// for each check of an answered one, then "next=" and its next_unit when
+// it tells one, checks[j] of them for request j. It fails the test on a
+// reply that is not one record per request.
 func renderReply(t *testing.T, reply string, checks ...int) string {
 	t.Helper()
 	lines := make([]string, len(checks))
 	off := 0
 	for j, c := range checks {
-		end := off + c*redisbatch.CheckSize
+		end := off
+		for range c {
+			// Each check's size is in its first byte.
+			if end < len(reply) && reply[end]&redisbatch.NextMark != 0 {
+				end += redisbatch.NextSize
+			}
+			end += redisbatch.CheckSize
+		}
 		if off+4 <= len(reply) && reply[off] == 0xFF { // a refusal: its reason's length in two bytes
 			end = off + 4 + (int(reply[off+2])<<8 | int(reply[off+3]))
 		}
@@ -100,6 +108,9 @@ func renderReply(t *testing.T, reply string, checks ...int) string {
 			v := record.Check(i)
 			fields = append(fields, strconv.FormatInt(v.Allowed, 10),
 				strconv.FormatInt(v.Remaining, 10), strconv.FormatInt(v.RetryAfter, 10), strconv.FormatInt(v.ResetAfter, 10))
+			if v.HasNext {
+				fields = append(fields, "next="+strconv.FormatInt(v.Next, 10))
+			}
 		}
 		lines[j] = strings.Join(fields, " ")
 	}

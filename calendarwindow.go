@@ -137,7 +137,7 @@ func checkCalendarPolicy(kind string, p Policy, most int64) (int64, int64, error
 // it within the limit. See Limiter for the contract. ctx goes to the
 // PolicyFunc, if any (WithPolicyFunc); the decision never blocks.
 func (w *CalendarWindow) Allow(ctx context.Context, key string, n int) (Result, error) {
-	res, _, err := w.decide(ctx, key, n)
+	res, _, _, err := w.decide(ctx, key, n)
 	return res, err
 }
 
@@ -149,11 +149,11 @@ func (w *CalendarWindow) Allow(ctx context.Context, key string, n int) (Result, 
 // the policy and ResetAfter a client is told are those of the window
 // open now.
 func (w *CalendarWindow) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	res, policies, err := w.decide(ctx, key, n)
+	res, policies, next, err := w.decide(ctx, key, n)
 	if err == errCalendarNotBuilt {
 		return Decision{}, err
 	}
-	return oneDecision(res, policies, w.obs.rules), err
+	return withNext(oneDecision(res, policies, w.obs.rules), next), err
 }
 
 // Policies returns the one policy of key's calls, named "default": the
@@ -242,10 +242,11 @@ func (w *CalendarWindow) newSpan(slot *atomic.Pointer[calendarSpan], period Cale
 }
 
 // decide is Allow, which also returns the policies of the call's
-// Decision. It reports the call to the hooks, if any.
-func (w *CalendarWindow) decide(ctx context.Context, key string, n int) (Result, []NamedPolicy, error) {
+// Decision and, for a window that counts nothing, the time until it ends
+// (0 otherwise). It reports the call to the hooks, if any.
+func (w *CalendarWindow) decide(ctx context.Context, key string, n int) (Result, []NamedPolicy, time.Duration, error) {
 	if w == nil || w.windows == nil {
-		return Result{}, nil, errCalendarNotBuilt
+		return Result{}, nil, 0, errCalendarNotBuilt
 	}
 	limit, period, z := w.limit, w.cal.Period, w.zones.own
 	err := w.obs.keys.check("CalendarWindow", key)
@@ -264,7 +265,7 @@ func (w *CalendarWindow) decide(ctx context.Context, key string, n int) (Result,
 		if w.obs.hooks != nil {
 			w.obs.report(key, n, oneDecision(res, policies, w.obs.rules), err, 0)
 		}
-		return res, policies, err
+		return res, policies, 0, err
 	}
 	reading := w.base.elapsed()
 	tk := w.tableKey(key, period, z)
@@ -283,17 +284,20 @@ func (w *CalendarWindow) decide(ctx context.Context, key string, n int) (Result,
 	sh.mu.Unlock()
 	lag := lagBehind(now, reading)
 	res := Result{Allowed: allowed, Limit: int(limit), Remaining: int(max(limit-win.count, 0))}
+	var next time.Duration
 	if win.count > 0 {
 		res.ResetAfter = time.Duration(win.end - now + lag)
+	} else {
+		next = time.Duration(sp.end - now + lag) // an empty window: until it ends
 	}
 	if !allowed {
 		res.RetryAfter = res.ResetAfter
 	}
 	policies := w.policiesOf(limit, sp, z)
 	if w.obs.hooks != nil {
-		w.obs.report(key, n, oneDecision(res, policies, w.obs.rules), nil, time.Duration(w.base.elapsed()-reading))
+		w.obs.report(key, n, withNext(oneDecision(res, policies, w.obs.rules), next), nil, time.Duration(w.base.elapsed()-reading))
 	}
-	return res, policies, nil
+	return res, policies, next, nil
 }
 
 // policyFuncRate returns the limit, period and zone of a call for key,

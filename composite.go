@@ -104,6 +104,7 @@ type Composite struct {
 	// part is.
 	windowsNow []func(Policy) time.Duration
 	rules      []rule      // how each part's state moves
+	tells      bool        // a part's limiter tells its next unit where its Result does not (see partsOut)
 	tight      int         // the part with the smallest limit among those that count units
 	perCall    bool        // every part counts calls
 	shared     bool        // two parts have the same Limiter
@@ -193,6 +194,9 @@ func NewComposite(parts ...Part) (*Composite, error) {
 		return nil, err
 	}
 	c.tight, c.perCall = tightest(c.policies)
+	for _, rl := range c.rules {
+		c.tells = c.tells || rl.gradual || rl.calendar
+	}
 	var localErr, remoteErr error
 	if c.local, localErr = newLocalParts(limiters); localErr == nil {
 		if err := c.checkApart(kind, limiters, nil); err != nil {
@@ -299,6 +303,7 @@ type partsBuffer struct {
 	results  [4]Result
 	policies [4]NamedPolicy
 	rates    [4]partRate
+	nexts    [4]time.Duration
 }
 
 // slices returns keys, costs and results of length n, in b when they fit.
@@ -321,6 +326,14 @@ func (c *Composite) Allow(ctx context.Context, key string, n int) (Result, error
 	}
 	var buf partsBuffer
 	call := c.newCall(&buf)
+	if c.tells && c.observers != nil {
+		// For the hooks' Decisions.
+		if n := len(c.parts); n <= len(buf.nexts) {
+			call.nexts = buf.nexts[:n:n]
+		} else {
+			call.nexts = make([]time.Duration, n)
+		}
+	}
 	bound, err := c.decide(ctx, key, n, &call)
 	if err != nil {
 		return call.results[bound], err
@@ -345,7 +358,7 @@ func (c *Composite) call(ctx context.Context, key string, n int, leased bool) (L
 	var buf partsBuffer
 	call := c.newCall(&buf)
 	call.leased = leased
-	call.results = make([]Result, len(c.parts)) // the Decision's Parts
+	call.results, call.nexts = c.partsOut() // the Decision's Parts, and their next units
 	bound, err := c.decide(ctx, key, n, &call)
 	policies, rules := c.policies, c.rules
 	if c.keyed != nil {
@@ -356,10 +369,36 @@ func (c *Composite) call(ctx context.Context, key string, n int, leased bool) (L
 	if err != nil {
 		d.Result = call.results[bound]
 	} else {
-		d.Result, d.Parts = combine(call.results, bound), call.results
+		d.Result, d.Parts, d.partNext = combine(call.results, bound), call.results, call.nexts
 	}
 	d.Enforced = d.Result
 	return call.lease, d, err
+}
+
+// partsOut returns the Parts of a Decision of c and, when a part's
+// limiter tells its next unit where its Result does not (a sliding
+// window, a calendar window), a slice of their next units beside them
+// (see Decision.partNext): both in one allocation for up to four parts,
+// so that telling them costs no allocation more.
+func (c *Composite) partsOut() ([]Result, []time.Duration) {
+	n := len(c.parts)
+	switch {
+	case !c.tells:
+		return make([]Result, n), nil
+	case n <= 2:
+		b := new(struct {
+			results [2]Result
+			nexts   [2]time.Duration
+		})
+		return b.results[:n:n], b.nexts[:n:n]
+	case n <= 4:
+		b := new(struct {
+			results [4]Result
+			nexts   [4]time.Duration
+		})
+		return b.results[:n:n], b.nexts[:n:n]
+	}
+	return make([]Result, n), make([]time.Duration, n)
 }
 
 // Policies returns the parts' policies for key, named, in order (see
@@ -403,6 +442,9 @@ type partsCall struct {
 	tight    int           // the part with the smallest limit among those that count units
 	leased   bool          // the call is an Acquire
 	lease    Lease         // the lease an Acquire granted
+	// nexts, when not nil, gets each part's next unit where its limiter
+	// tells it (see Decision.partNext), 0 elsewhere.
+	nexts []time.Duration
 }
 
 // newCall returns the partsCall of a call of c, in buf.
@@ -451,7 +493,11 @@ func (c *Composite) observed(ctx context.Context, key string, n int, call *parts
 			if i == c.inFlight {
 				lease = call.lease
 			}
-			o.reportLease(k, cost, o.decision(call.results[i], call.policies[i].Policy, nil), lease, err, latency)
+			d := o.decision(call.results[i], call.policies[i].Policy, nil)
+			if call.nexts != nil {
+				d = withNext(d, call.nexts[i])
+			}
+			o.reportLease(k, cost, d, lease, err, latency)
 		}
 	}
 	return bound, err
@@ -484,10 +530,10 @@ func (c *Composite) decideParts(ctx context.Context, key string, n int, call *pa
 		}
 	}
 	if c.local != nil {
-		call.lease = c.local.allow(c.local.tableKeys(call.keys, call.rates), call.costs, call.rates, call.results, call.leased)
+		call.lease = c.local.allow(c.local.tableKeys(call.keys, call.rates), call.costs, call.rates, call.results, call.nexts, call.leased)
 		return bound(call.results), nil
 	}
-	lease, err := c.remote.allow(ctx, call.keys, call.costs, call.rates, call.results, call.leased)
+	lease, err := c.remote.allow(ctx, call.keys, call.costs, call.rates, call.results, call.nexts, call.leased)
 	if err != nil {
 		c.failed(call)
 		return 0, err
@@ -526,6 +572,7 @@ func (c *Composite) failed(call *partsCall) {
 	for i := range call.results {
 		call.results[i] = Result{Limit: call.policies[i].Limit}
 	}
+	clear(call.nexts)
 }
 
 // tightest returns the index of the policy with the smallest limit among

@@ -60,10 +60,17 @@ type Decision struct {
 	rules []rule
 	// next is, when nextSet, the bound policy's wait until its next unit
 	// as the limiter tells it (see NextUnit), in place of what its rule
-	// and Result tell: a Leasing's answer from a block sets it, and a
-	// Guard's from its fallback.
+	// and Result tell: a sliding window with units taken sets it, a
+	// Leasing's answer from a block, and a Guard's from its fallback.
 	next    time.Duration
 	nextSet bool
+	// partNext holds, beside Parts, each part's wait until its next unit
+	// as its limiter tells it, in the order of Parts: > 0 where told (a
+	// sliding window with units taken, whose Result does not tell it),
+	// 0 where the part's rule and Result tell it instead. nil when no part
+	// tells one; it may be shared between copies of the Decision and must
+	// not be modified.
+	partNext []time.Duration
 }
 
 // rule is how the state of one policy of a call moves while nothing else

@@ -70,7 +70,7 @@ var nextKinds = []nextKind{
 		}
 		return must(NewCalendarWindow(4, day, WithClock(clock)))
 	}, []nextStep{
-		{advance: time.Hour, n: 0, ok: false}, // empty: the Result does not tell the day's end
+		{advance: time.Hour, n: 0, want: 23 * time.Hour, ok: true}, // empty: the limiter tells the day's end
 		{n: 1, want: 23 * time.Hour, ok: true},
 	}},
 	{"sliding log", func(t *testing.T, client redis.Scripter, clock *FakeClock) Decider {
@@ -80,7 +80,7 @@ var nextKinds = []nextKind{
 		return must(NewSlidingLog(4, 10*time.Second, WithClock(clock)))
 	}, []nextStep{
 		{n: 0, want: 10 * time.Second, ok: true}, // empty: a unit taken now counts for 10 s
-		{n: 1, ok: false},
+		{n: 1, want: 10 * time.Second, ok: true}, // until the unit taken now leaves
 	}},
 	{"sliding counter", func(t *testing.T, client redis.Scripter, clock *FakeClock) Decider {
 		if client != nil {
@@ -89,7 +89,10 @@ var nextKinds = []nextKind{
 		return must(NewSlidingCounter(4, 10*time.Second, WithClock(clock)))
 	}, []nextStep{
 		{n: 0, want: 10 * time.Second, ok: true},
-		{n: 1, ok: false},
+		// 3 left, which taken at once count with the first in the
+		// previous window after the roll: one more once ⌈4 × (10 s − e)
+		// / 10 s⌉ <= 3, at 12.5 s.
+		{n: 1, want: 12500 * time.Millisecond, ok: true},
 	}},
 	{"concurrency", func(t *testing.T, client redis.Scripter, clock *FakeClock) Decider {
 		if client != nil {

@@ -353,6 +353,7 @@ func TestDecoratorsAnswerAsTheNewLimitersOnTheSameSchedule(t *testing.T) {
 				decName := dec.name
 				want := stackAllowed[algorithm(kind.name)]
 				var local []int
+				told := 0 // the next units a DenyCache's local answers told
 				for i, st := range stackSchedule {
 					bare.advance(st.at)
 					env.advance(st.at)
@@ -379,13 +380,18 @@ func TestDecoratorsAnswerAsTheNewLimitersOnTheSameSchedule(t *testing.T) {
 					default:
 						assert.Equal(t, bd, d, "step %d: the backend's Decision", i)
 					}
-					if d.Source != FromDenyCache {
-						// The effective window the middlewares send is the
-						// backend's, policy by policy.
-						for p := range bd.Policies {
-							bn, bok := bd.NextUnit(p)
-							dn, dok := d.NextUnit(p)
+					// The effective window the middlewares send is the
+					// backend's, policy by policy; a DenyCache's remembered
+					// denial tells it aged, while the key is as it was (and
+					// nothing once one unit more than it shows is there).
+					for p := range bd.Policies {
+						bn, bok := bd.NextUnit(p)
+						dn, dok := d.NextUnit(p)
+						if d.Source != FromDenyCache || dok {
 							assert.Equal(t, [2]any{bn, bok}, [2]any{dn, dok}, "step %d: policy %d's NextUnit", i, p)
+						}
+						if d.Source == FromDenyCache && dok {
+							told++
 						}
 					}
 
@@ -412,6 +418,9 @@ func TestDecoratorsAnswerAsTheNewLimitersOnTheSameSchedule(t *testing.T) {
 				}
 				if dec.name == "DenyCache" {
 					assert.Equal(t, stackLocal[algorithm(kind.name)], local, "the steps answered from memory")
+					if len(local) > 0 {
+						assert.Positive(t, told, "a remembered denial tells the next unit, aged")
+					}
 				}
 
 				// Adjustments pass through to the same Results, once per call

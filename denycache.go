@@ -344,6 +344,7 @@ func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, n
 	elapsed := now - rec.at
 	d := rec.d
 	d.Source, d.nextSet = FromDenyCache, false // its Results are aged, not a block's
+	d.ageNext(time.Duration(elapsed))          // a part's told as the window it ends ages
 	if d.Parts == nil {
 		res, denied := aged(d.Result, d.rules[0], d.Policy.PerCall, elapsed, n)
 		d.Result, d.Enforced = res, res
@@ -381,7 +382,8 @@ func lagging(d *Decision) bool {
 
 // localSameCost is local for a denial of a backend that does not say how
 // its state moves: a denial of n with n-1 left answers calls of n alone,
-// until its RetryAfter, as the backend's denial aged.
+// until its RetryAfter, as the backend's denial aged (each part's waits
+// too, so that none tells a wait already passed).
 func (c *DenyCache) localSameCost(n int, rec *denial, now int64) (Decision, bool) {
 	elapsed := time.Duration(now - rec.at)
 	if n != rec.n || rec.d.RetryAfter <= elapsed {
@@ -391,6 +393,15 @@ func (c *DenyCache) localSameCost(n int, rec *denial, now int64) (Decision, bool
 	d.RetryAfter -= elapsed
 	d.ResetAfter = max(d.ResetAfter-elapsed, d.RetryAfter)
 	d.Enforced, d.Source = d.Result, FromDenyCache
+	if d.Parts != nil {
+		parts := make([]Result, len(d.Parts))
+		for i, r := range d.Parts {
+			r.RetryAfter, r.ResetAfter = max(r.RetryAfter-elapsed, 0), max(r.ResetAfter-elapsed, 0)
+			parts[i] = r
+		}
+		d.Parts = parts
+	}
+	d.ageNext(elapsed)
 	return d, true
 }
 

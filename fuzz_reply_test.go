@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// fuzzVerdict is one check's part of a batch script record: allowed, then
-// remaining, retry_after and reset_after (µs), big-endian.
+// fuzzVerdict is one check's part of a batch script record: allowed (plus
+// 2 when a next unit follows, which the caller appends), then remaining,
+// retry_after and reset_after (µs), big-endian.
 func fuzzVerdict(allowed byte, remaining, retry, reset uint64) []byte {
 	b := []byte{allowed}
 	for _, n := range []uint64{remaining, retry, reset} {
@@ -31,6 +32,8 @@ func FuzzRedisReply(f *testing.F) {
 	f.Add(fuzzVerdict(0, 0, 500000, 1000000), byte(1), byte(0))
 	f.Add(append(fuzzVerdict(1, 2, 0, 1000), fuzzVerdict(1, 9, 0, 1)...), byte(3), byte(0))
 	f.Add(fuzzVerdict(1, 4, 0, 1<<63), byte(2), byte(1))
+	f.Add(binary.BigEndian.AppendUint64(fuzzVerdict(3, 2, 0, 1000), 500), byte(3), byte(0)) // a next unit
+	f.Add(binary.BigEndian.AppendUint64(fuzzVerdict(2, 0, 0, 1000), 0), byte(3), byte(0))
 	f.Add([]byte{0xff, 1, 0, 9, 'n', 'o', 't', ' ', 'a', ' ', 'H', 'A', 'S'}, byte(4), byte(0))
 	f.Add([]byte{0xff, 3, 0, 2, 'x', 'y'}, byte(3), byte(0))
 	f.Fuzz(func(t *testing.T, reply []byte, which, op byte) {
@@ -64,7 +67,14 @@ func FuzzRedisReply(f *testing.F) {
 		var res Result
 		switch op % 3 {
 		case 0:
-			res, err = l.Allow(ctx, "k", 1)
+			var d Decision
+			d, err = l.(Decider).Decide(ctx, "k", 1)
+			res = d.Result
+			for i := range d.Policies {
+				if next, ok := d.NextUnit(i); ok && next <= 0 {
+					t.Fatalf("reply %q believed: a next unit %v of policy %d", reply, next, i)
+				}
+			}
 		case 1:
 			if a, ok := l.(Adjuster); ok {
 				res, err = a.Settle(ctx, "k", 1, 2)

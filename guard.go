@@ -204,8 +204,9 @@ type GuardConfig struct {
 // backend's state, as above), while the parts that fail open allow the
 // call, and the Source is FromFallback. The Decision lists every part in
 // Policies and in Parts: a part that failed over shows the fallback's
-// Result under the backend's Limit, a part that failed open or closed its
-// Limit alone (and RetryAfter and ResetAfter, when it denied). Bound names
+// Result under the backend's Limit (and tells the fallback's next unit,
+// see Decision.NextUnit), a part that failed open or closed its Limit
+// alone (and RetryAfter and ResetAfter, when it denied). Bound names
 // the part that decided: the denying part, or, for an allowed call, the
 // part that failed over with the smallest share of its limit left; the
 // Result is that part's, with the longest RetryAfter and ResetAfter of
@@ -669,47 +670,65 @@ func (g *Guard) wholeByPolicy(ctx context.Context, key string, n int, leased boo
 // of the name of each of the backend's policies (a Composite's mirror),
 // each part's Result in Parts, shown alike; or, when the backend has no
 // policy of that name, fd's own policies, so that the policy named is
-// always the one whose numbers are shown.
+// always the one whose numbers are shown. Each policy shown tells the
+// fallback's next unit (see Decision.NextUnit), but where the Remaining
+// shown is less than the fallback's: one unit more than it is there now.
 func (g *Guard) overFallback(d, fd Decision) Decision {
 	for i, p := range d.Policies {
 		if p.Name == fd.Policy.Name {
 			d.Result, d.Bound, d.Policy = fd.Result, i, p
 			d.next, d.nextSet = fd.NextUnit(fd.Bound) // the fallback's, which the Result is
-			if p.Limit > 0 {
+			if p.Limit > 0 && d.Remaining > p.Limit {
 				// A fallback larger than the shared policy shows no more
 				// than its limit left.
-				d.Limit, d.Remaining = p.Limit, min(d.Remaining, p.Limit)
+				d.Limit, d.Remaining = p.Limit, p.Limit
+				d.next, d.nextSet = 0, false
+			} else if p.Limit > 0 {
+				d.Limit = p.Limit
 			}
-			d.Parts = partsOver(d.Policies, fd)
+			d.Parts, d.partNext = partsOver(d.Policies, fd)
 			d.Enforced = d.Result
 			return d
 		}
 	}
 	fd.next, fd.nextSet = fd.NextUnit(fd.Bound)
+	if fd.Parts != nil {
+		// Told before the rules go: the fallback's, part by part.
+		fd.partNext = make([]time.Duration, len(fd.Parts))
+		for j := range fd.Parts {
+			fd.partNext[j], _ = fd.NextUnit(j)
+		}
+	}
 	fd.Source, fd.WouldDeny, fd.Enforced, fd.rules = FromFallback, false, fd.Result, nil
 	return fd
 }
 
 // partsOver returns the Results of the fallback's Decision fd's parts in
 // the order of the backend's policies, each under its policy's Limit (and
-// a Remaining of at most that Limit); nil unless fd has parts and a part of
-// the name of each policy.
-func partsOver(policies []NamedPolicy, fd Decision) []Result {
+// a Remaining of at most that Limit), and each one's next unit as fd tells
+// it (0 where it does not, or where the Remaining shown is less than the
+// fallback's); nil, nil unless fd has parts and a part of the name of
+// each policy.
+func partsOver(policies []NamedPolicy, fd Decision) ([]Result, []time.Duration) {
 	if fd.Parts == nil || len(policies) < 2 {
-		return nil
+		return nil, nil
 	}
-	parts := make([]Result, len(policies))
+	parts, nexts := make([]Result, len(policies)), make([]time.Duration, len(policies))
 	for i, p := range policies {
 		j := slices.IndexFunc(fd.Policies, func(q NamedPolicy) bool { return q.Name == p.Name })
 		if j < 0 || j >= len(fd.Parts) {
-			return nil
+			return nil, nil
 		}
 		parts[i] = fd.Parts[j]
+		nexts[i], _ = fd.NextUnit(j)
 		if p.Limit > 0 {
-			parts[i].Limit, parts[i].Remaining = p.Limit, min(parts[i].Remaining, p.Limit)
+			parts[i].Limit = p.Limit
+			if parts[i].Remaining > p.Limit {
+				parts[i].Remaining, nexts[i] = p.Limit, 0
+			}
 		}
 	}
-	return parts
+	return parts, nexts
 }
 
 // policySource is the Source of each policy's answers.

@@ -199,14 +199,21 @@ func (g *Guard) byParts(ctx context.Context, key string, n int, leased bool, pol
 			return lease, d, err
 		}
 		allowed := fd.Allowed
+		d.partNext = make([]time.Duration, len(policies))
 		for j, i := range gp.fallbackPart {
-			r := fd.Result
+			r, k := fd.Result, fd.Bound
 			if j < len(fd.Parts) {
-				r = fd.Parts[j]
+				r, k = fd.Parts[j], j
 			}
+			d.partNext[i], _ = fd.NextUnit(k) // the fallback's, which the Result is
 			if limit := policies[i].Limit; limit > 0 {
-				// Shown under the backend's policy, whose Limit it has.
-				r.Limit, r.Remaining = limit, min(r.Remaining, limit)
+				// Shown under the backend's policy, whose Limit it has
+				// (with less left than the fallback has, one unit more is
+				// there now: no next unit).
+				r.Limit = limit
+				if r.Remaining > limit {
+					r.Remaining, d.partNext[i] = limit, 0
+				}
 			}
 			results[i] = r
 		}

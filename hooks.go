@@ -180,3 +180,10 @@ func (o *observer) report(key string, n int, d Decision, err error, latency time
 func (o *observer) reportPolicy(p Policy, key string, n int, res Result, err error, latency time.Duration) {
 	o.report(key, n, o.decision(res, p, nil), err, latency)
 }
+
+// reportNext is reportPolicy for a decision whose policy's wait until its
+// next unit is next, as the limiter tells it (0: as its rule and Result
+// tell, see withNext).
+func (o *observer) reportNext(p Policy, key string, n int, res Result, next time.Duration, err error, latency time.Duration) {
+	o.report(key, n, withNext(o.decision(res, p, nil), next), err, latency)
+}

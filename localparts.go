@@ -321,8 +321,11 @@ func (b *callBuffer) slices(n int) ([]partCall, []int) {
 // is written converted to its policy's, whatever the call decides, as its
 // own Allow would. A Concurrency part's units, when taken, are held for
 // its TTL; allow returns the Lease that holds them when leased, and a
-// Lease that holds nothing otherwise.
-func (l *localParts) allow(keys []string, costs []int, rates []partRate, results []Result, leased bool) Lease {
+// Lease that holds nothing otherwise. nexts, when not nil, gets each
+// part's next unit where its Result does not tell it (see
+// Decision.partNext): a sliding window's with units counted, an empty
+// calendar window's end; 0 for the others.
+func (l *localParts) allow(keys []string, costs []int, rates []partRate, results []Result, nexts []time.Duration, leased bool) Lease {
 	var buf callBuffer
 	parts := l.parts
 	calls, order := buf.slices(len(parts))
@@ -380,8 +383,13 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 			// Under the lock: a denial's wait reads the key's leases.
 			lease, results[i] = l.hold(i, c, keys[i], costs[i], rates, allowed, leased)
 		case p.g != nil:
-			// Under the lock: a denial's wait reads the key's log.
-			results[i] = l.takeLog(i, c, keys[i], costs[i], rates, allowed)
+			// Under the lock: a denial's wait, and the next unit, read the
+			// key's log.
+			var next time.Duration
+			results[i], next = l.takeLog(i, c, keys[i], costs[i], rates, allowed, nexts != nil)
+			if nexts != nil {
+				nexts[i] = next
+			}
 		case p.k != nil:
 			tat := c.cur // a peek or a denial keeps the key, converted
 			if allowed {
@@ -437,24 +445,37 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 		}
 		if p.n != nil {
 			r := l.counterRateOf(i, rates)
+			st, left := c.ncur, c.nleft
 			switch {
 			case allowed:
-				results[i] = r.resultLeft(true, c.nnx, c.nleft-int64(costs[i]), c.now, lag)
+				st, left = c.nnx, c.nleft-int64(costs[i])
+				results[i] = r.resultLeft(true, st, left, c.now, lag)
 			case c.allowed:
-				results[i] = r.resultLeft(false, c.ncur, c.nleft, c.now, lag)
+				results[i] = r.resultLeft(false, st, left, c.now, lag)
 			default:
-				results[i] = r.denial(c.ncur, c.nleft, c.now, int64(costs[i]), lag)
+				results[i] = r.denial(st, left, c.now, int64(costs[i]), lag)
+			}
+			if nexts != nil && left < r.limit {
+				nexts[i] = r.nextUnit(st, left, c.now, lag)
 			}
 			continue
 		}
 		wr := l.windowRateOf(i, rates)
+		win := c.win
 		switch {
 		case allowed:
-			results[i] = wr.result(true, c.nwin, c.now, lag)
+			win = c.nwin
+			results[i] = wr.result(true, win, c.now, lag)
 		case c.allowed:
-			results[i] = wr.result(false, c.win, c.now, lag)
+			results[i] = wr.result(false, win, c.now, lag)
 		default:
-			results[i] = wr.denial(c.win, c.now, lag)
+			results[i] = wr.denial(win, c.now, lag)
+		}
+		if nexts != nil && p.cw != nil && win.count <= 0 {
+			// An empty calendar window: the next unit taken counts until
+			// the window open now ends.
+			r := l.calendarRateOf(i, rates)
+			nexts[i] = time.Duration(p.cw.span(CalendarPeriod(r.param), r.zone, c.now).end - c.now + lag)
 		}
 	}
 	return lease
@@ -622,10 +643,12 @@ func lockAddr(mu *sync.Mutex) uintptr { return uintptr(unsafe.Pointer(mu)) }
 // takeLog takes cost for key on part i, a sliding log whose key's log c
 // holds swept, when the call is allowed, and returns the part's Result,
 // under the lock: a part that would have allowed a denied call reports its
-// log untouched, with nothing to wait for.
-func (l *localParts) takeLog(i int, c *partCall, key string, cost int, rates []partRate, allowed bool) Result {
+// log untouched, with nothing to wait for. With wantNext, it also returns
+// the part's next unit when its log holds units (see logRate.nextUnit).
+func (l *localParts) takeLog(i int, c *partCall, key string, cost int, rates []partRate, allowed, wantNext bool) (Result, time.Duration) {
 	r := l.logRateOf(i, rates)
 	lag := lagBehind(c.now, c.reading)
+	var res Result
 	switch {
 	case allowed && cost > 0:
 		c.log.add(c.now, int64(cost), r.limit)
@@ -634,11 +657,16 @@ func (l *localParts) takeLog(i int, c *partCall, key string, cost int, rates []p
 			_, c.where = c.gsh.lookup(key)
 		}
 		c.gsh.write(key, c.where, c.log, c.log.end)
-		return r.result(true, &c.log, c.now, lag)
+		res = r.result(true, &c.log, c.now, lag)
 	case allowed:
-		return r.result(true, &c.log, c.now, lag)
+		res = r.result(true, &c.log, c.now, lag)
 	case c.allowed:
-		return r.result(false, &c.log, c.now, lag)
+		res = r.result(false, &c.log, c.now, lag)
+	default:
+		res = r.denial(&c.log, int64(cost), c.now, lag)
 	}
-	return r.denial(&c.log, int64(cost), c.now, lag)
+	if !wantNext || c.log.sum <= 0 {
+		return res, 0
+	}
+	return res, r.nextUnit(&c.log, c.now, lag)
 }

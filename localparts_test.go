@@ -280,7 +280,7 @@ func TestLocalPartsReadEachClockOnce(t *testing.T) {
 
 	counting.calls.Store(0)
 	results := make([]Result, 4)
-	l.allow([]string{"k", "k", "k", "k"}, []int{1, 1, 1, 1}, nil, results, false)
+	l.allow([]string{"k", "k", "k", "k"}, []int{1, 1, 1, 1}, nil, results, nil, false)
 	assert.Equal(t, int64(1), counting.calls.Load(), "one reading for parts 0 and 2")
 	var calls [4]partCall
 	var order [4]int

@@ -239,13 +239,15 @@ func (w *RedisCalendarWindow) redisKey(key string, period CalendarPeriod, z *cal
 	return redisbatch.StoredKey(w.r.prefix, seg, key)
 }
 
-// decide decides n for key and returns the policies of its Decision.
-func (w *RedisCalendarWindow) decide(ctx context.Context, key string, n int) (Result, []NamedPolicy, error) {
+// decide decides n for key and returns the policies of its Decision and,
+// for a window that counts nothing, the time until it ends, as the script
+// tells it (0 otherwise).
+func (w *RedisCalendarWindow) decide(ctx context.Context, key string, n int) (Result, []NamedPolicy, time.Duration, error) {
 	if ctx == nil {
-		return Result{Limit: w.r.limit}, w.r.obs.own, fmt.Errorf("ratelimit: %s: %w", w.r.name, errNilContext)
+		return Result{Limit: w.r.limit}, w.r.obs.own, 0, fmt.Errorf("ratelimit: %s: %w", w.r.name, errNilContext)
 	}
 	if err := w.r.obs.keys.check(w.r.name, key); err != nil {
-		return Result{Limit: w.r.limit}, w.r.obs.own, err
+		return Result{Limit: w.r.limit}, w.r.obs.own, 0, err
 	}
 	limit, period, z, err := w.rate(ctx, key)
 	if err == nil {
@@ -256,11 +258,11 @@ func (w *RedisCalendarWindow) decide(ctx context.Context, key string, n int) (Re
 		if w.r.policyFunc != nil {
 			policies = policyList(Policy{Limit: limit, Window: period.Nominal(), Zone: w.reported(z)}, w.r.obs.own)
 		}
-		return Result{Limit: limit}, policies, err
+		return Result{Limit: limit}, policies, 0, err
 	}
 	sp := w.span(period, z)
-	res, err := w.r.request(&redisbatch.Request{Ctx: ctx, Key: w.redisKey(key, period, z), N: n, Limit: w.limitOf(sp, limit, period)}, limit)
-	return res, w.policiesOf(sp, limit, z), err
+	res, next, err := w.r.requestNext(&redisbatch.Request{Ctx: ctx, Key: w.redisKey(key, period, z), N: n, Limit: w.limitOf(sp, limit, period)}, limit)
+	return res, w.policiesOf(sp, limit, z), next, err
 }
 
 // Allow counts n against key's count in the window open now in Redis if
@@ -284,8 +286,8 @@ func (w *RedisCalendarWindow) Decide(ctx context.Context, key string, n int) (De
 	if w.r.obs.hooks != nil {
 		start = time.Now()
 	}
-	res, policies, err := w.decide(ctx, key, n)
-	d := oneDecision(res, policies, w.r.obs.rules)
+	res, policies, next, err := w.decide(ctx, key, n)
+	d := withNext(oneDecision(res, policies, w.r.obs.rules), next)
 	if w.r.obs.hooks != nil {
 		w.r.obs.report(key, n, d, err, time.Since(start))
 	}

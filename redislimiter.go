@@ -302,11 +302,11 @@ func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, er
 	}
 	if r.obs.hooks != nil {
 		start := time.Now()
-		res, p, _, err := r.decide(ctx, key, n)
-		r.obs.reportPolicy(p, key, n, res, err, time.Since(start))
+		res, p, _, next, err := r.decide(ctx, key, n)
+		r.obs.reportNext(p, key, n, res, next, err, time.Since(start))
 		return res, err
 	}
-	res, _, _, err := r.decide(ctx, key, n)
+	res, _, _, _, err := r.decide(ctx, key, n)
 	return res, err
 }
 
@@ -320,12 +320,12 @@ func (r *redisLimiter) decideAll(ctx context.Context, key string, n int) (Decisi
 	if r.obs.hooks != nil {
 		start = time.Now()
 	}
-	res, p, param, err := r.decide(ctx, key, n)
+	res, p, param, next, err := r.decide(ctx, key, n)
 	rl := r.obs.rules
 	if param != 0 && r.policyFunc != nil && param != r.policyFunc.defParam {
 		rl = []rule{redisRule(r.own.Kind, param)}
 	}
-	d := r.obs.decision(res, p, rl)
+	d := withNext(r.obs.decision(res, p, rl), next)
 	if r.obs.hooks != nil {
 		r.obs.report(key, n, d, err, time.Since(start))
 	}
@@ -358,20 +358,22 @@ func redisRule(kind redisbatch.Kind, param int64) rule {
 }
 
 // decide decides n for key, after allow's checks, and also returns the
-// policy of the call and its param (0 for the limiter's own).
-func (r *redisLimiter) decide(ctx context.Context, key string, n int) (Result, Policy, int64, error) {
+// policy of the call, its param (0 for the limiter's own), and the wait
+// until its next unit when the script tells it (a sliding window with
+// units taken; 0 otherwise).
+func (r *redisLimiter) decide(ctx context.Context, key string, n int) (Result, Policy, int64, time.Duration, error) {
 	if err := r.obs.keys.check(r.name, key); err != nil {
-		return Result{Limit: r.limit}, r.obs.policy, 0, err
+		return Result{Limit: r.limit}, r.obs.policy, 0, 0, err
 	}
 	limit, own, policy, param, err := r.policyOf(ctx, key)
 	if err == nil {
 		err = checkCost(n, limit)
 	}
 	if err != nil {
-		return Result{Limit: limit}, policy, param, err
+		return Result{Limit: limit}, policy, param, 0, err
 	}
-	res, err := r.request(&redisbatch.Request{Ctx: ctx, Key: r.redisKey(key, param), N: n, Limit: own}, limit)
-	return res, policy, param, err
+	res, next, err := r.requestNext(&redisbatch.Request{Ctx: ctx, Key: r.redisKey(key, param), N: n, Limit: own}, limit)
+	return res, policy, param, next, err
 }
 
 // policyOf returns the limit of a call for key, the script's limit it is
@@ -395,15 +397,26 @@ const policyFuncPrefix = "keyed:"
 // request sends p and turns its record of the reply into its answer, for
 // a call whose limit is limit.
 func (r *redisLimiter) request(p *redisbatch.Request, limit int) (Result, error) {
+	res, _, err := r.requestNext(p, limit)
+	return res, err
+}
+
+// requestNext is request, which also returns the wait until the next unit
+// the record tells (see nextOf).
+func (r *redisLimiter) requestNext(p *redisbatch.Request, limit int) (Result, time.Duration, error) {
 	v, err := r.verdict(p)
 	if err != nil {
-		return Result{Limit: limit}, err
+		return Result{Limit: limit}, 0, err
 	}
 	res, err := resultOf(v, limit, false)
-	if err != nil {
-		return Result{Limit: limit}, fmt.Errorf("ratelimit: %s %s: %w: %w: %q", r.name, r.keyName(p), ErrBackend, err, p.Record)
+	var next time.Duration
+	if err == nil {
+		next, err = nextOf(v)
 	}
-	return res, nil
+	if err != nil {
+		return Result{Limit: limit}, 0, fmt.Errorf("ratelimit: %s %s: %w: %w: %q", r.name, r.keyName(p), ErrBackend, err, p.Record)
+	}
+	return res, next, nil
 }
 
 // verdict sends p, a request of one check, and returns the check's
@@ -534,4 +547,19 @@ func resultOf(v redisbatch.Verdict, limit int, part bool) (Result, error) {
 		RetryAfter: time.Duration(v.RetryAfter) * time.Microsecond,
 		ResetAfter: time.Duration(v.ResetAfter) * time.Microsecond,
 	}, nil
+}
+
+// nextOf returns the wait until the next unit a check's verdict v tells
+// (see Decision.NextUnit): 0 when it tells none, and an error, as
+// resultOf's, for one out of range (below 1 µs or beyond what a Duration
+// holds).
+func nextOf(v redisbatch.Verdict) (time.Duration, error) {
+	const maxMicros = math.MaxInt64 / int64(time.Microsecond)
+	if !v.HasNext {
+		return 0, nil
+	}
+	if v.Next < 1 || v.Next > maxMicros {
+		return 0, errOutOfRange
+	}
+	return time.Duration(v.Next) * time.Microsecond, nil
 }

@@ -315,8 +315,10 @@ func (rp *redisParts) keyName(p *redisbatch.Request, i int) string {
 // A part of units in flight takes its units, when the request is allowed,
 // under a lease of its limiter's naming for its TTL; allow returns the
 // Lease that holds them when leased, and a Lease that holds nothing
-// otherwise (its units then come back at the TTL).
-func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, rates []partRate, results []Result, leased bool) (Lease, error) {
+// otherwise (its units then come back at the TTL). nexts, when not nil,
+// gets each part's next unit where the script tells it (see
+// Decision.partNext), 0 elsewhere.
+func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, rates []partRate, results []Result, nexts []time.Duration, leased bool) (Lease, error) {
 	p, err := rp.request(ctx, keys, rates)
 	if err != nil {
 		return Lease{}, fmt.Errorf("ratelimit: Composite: %w", err)
@@ -325,11 +327,11 @@ func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, rat
 	rp.setLimits(p, rates)
 	i := rp.inFlight
 	if i < 0 || costs[i] == 0 {
-		return Lease{}, rp.do(p, rates, results)
+		return Lease{}, rp.do(p, rates, results, nexts)
 	}
 	id := rp.holder.seq.Add(1)
 	p.Lease = rp.holder.leaseName(id)
-	if err := rp.do(p, rates, results); err != nil || !results[i].Allowed || !leased {
+	if err := rp.do(p, rates, results, nexts); err != nil || !results[i].Allowed || !leased {
 		return Lease{}, err
 	}
 	micros := rp.parts[i].own.Param
@@ -367,7 +369,7 @@ func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, 
 		}
 	}
 	p.Settlement.MaxDebts = rp.maxDebts(rates)
-	return rp.do(p, rates, results)
+	return rp.do(p, rates, results, nil)
 }
 
 // reset empties every part's key, or none, for a call whose parts'
@@ -389,14 +391,15 @@ func (rp *redisParts) reset(ctx context.Context, keys []string, rates []partRate
 	}
 	var buf partsBuffer
 	_, _, results := buf.slices(len(keys))
-	return rp.do(p, nil, results)
+	return rp.do(p, nil, results, nil)
 }
 
 // do sends p and sets results from its record of the reply: one check's
 // verdict per part, all with the same verdict, of the part's limit in
 // rates (nil: its own); or a refusal naming part i when its key does not
-// hold its limiter's state.
-func (rp *redisParts) do(p *redisbatch.Request, rates []partRate, results []Result) error {
+// hold its limiter's state. nexts, when not nil, gets each part's next
+// unit where its verdict tells it, 0 elsewhere.
+func (rp *redisParts) do(p *redisbatch.Request, rates []partRate, results []Result, nexts []time.Duration) error {
 	if !rp.send.Do(p) {
 		return fmt.Errorf("ratelimit: Composite %s: %w: %w", rp.keyName(p, 0), ErrBackend, p.Ctx.Err())
 	}
@@ -419,11 +422,19 @@ func (rp *redisParts) do(p *redisbatch.Request, rates []partRate, results []Resu
 		if rates != nil {
 			limit = int(rates[i].limit)
 		}
-		res, err := resultOf(record.Check(i), limit, true)
+		v := record.Check(i)
+		res, err := resultOf(v, limit, true)
+		var next time.Duration
+		if err == nil {
+			next, err = nextOf(v)
+		}
 		if err != nil || i > 0 && res.Allowed != results[0].Allowed {
 			return fmt.Errorf("ratelimit: Composite %s: %w: unexpected reply from Redis script: %q", rp.keyName(p, 0), ErrBackend, record)
 		}
 		results[i] = res
+		if nexts != nil {
+			nexts[i] = next
+		}
 	}
 	return nil
 }

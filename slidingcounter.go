@@ -102,7 +102,7 @@ func NewSlidingCounter(limit int, window time.Duration, opts ...Option) (*Slidin
 // within the limit. See Limiter for the contract. ctx goes to the
 // PolicyFunc, if any (WithPolicyFunc); the decision never blocks.
 func (c *SlidingCounter) Allow(ctx context.Context, key string, n int) (Result, error) {
-	res, _, err := c.decide(ctx, key, n)
+	res, _, _, err := c.decide(ctx, key, n, false)
 	return res, err
 }
 
@@ -110,11 +110,11 @@ func (c *SlidingCounter) Allow(ctx context.Context, key string, n int) (Result, 
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (c *SlidingCounter) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	res, r, err := c.decide(ctx, key, n)
+	res, r, next, err := c.decide(ctx, key, n, true)
 	if err == errCounterNotBuilt {
 		return Decision{}, err
 	}
-	return c.obs.decision(res, c.policyAt(r), nil), err
+	return withNext(c.obs.decision(res, c.policyAt(r), nil), next), err
 }
 
 // Policies returns the one policy of key's calls, named "default": the
@@ -136,11 +136,13 @@ func (c *SlidingCounter) Policies(ctx context.Context, key string) ([]NamedPolic
 // *SlidingCounter: one value, so that Allow stays small enough to inline.
 var errCounterNotBuilt = notBuilt("SlidingCounter")
 
-// decide is Allow, which also returns the rate of the call. It refuses a
-// nil or zero-value c itself, so that Allow stays small enough to inline.
-func (c *SlidingCounter) decide(ctx context.Context, key string, n int) (Result, counterRate, error) {
+// decide is Allow, which also returns the rate of the call and, when
+// wantNext or the limiter has hooks, the wait until its next unit with
+// units counted (see counterRate.nextUnit); 0 otherwise. It refuses a nil
+// or zero-value c itself, so that Allow stays small enough to inline.
+func (c *SlidingCounter) decide(ctx context.Context, key string, n int, wantNext bool) (Result, counterRate, time.Duration, error) {
 	if c == nil || c.keys == nil {
-		return Result{}, counterRate{}, errCounterNotBuilt
+		return Result{}, counterRate{}, 0, errCounterNotBuilt
 	}
 	r := c.counterRate
 	err := c.obs.keys.check("SlidingCounter", key)
@@ -154,7 +156,7 @@ func (c *SlidingCounter) decide(ctx context.Context, key string, n int) (Result,
 		if c.obs.hooks != nil {
 			c.obs.reportPolicy(c.policyAt(r), key, n, Result{Limit: int(r.limit)}, err, 0)
 		}
-		return Result{Limit: int(r.limit)}, r, err
+		return Result{Limit: int(r.limit)}, r, 0, err
 	}
 	reading := c.base.elapsed()
 	tk := c.tableKey(key, r.window)
@@ -169,14 +171,19 @@ func (c *SlidingCounter) decide(ctx context.Context, key string, n int) (Result,
 	var res Result
 	if allowed {
 		// n took its units off what was left: no second estimate.
-		res = r.resultLeft(true, next, left-int64(n), now, lag)
+		cur, left = next, left-int64(n)
+		res = r.resultLeft(true, cur, left, now, lag)
 	} else {
 		res = r.denial(cur, left, now, int64(n), lag)
 	}
-	if c.obs.hooks != nil {
-		c.obs.reportPolicy(c.policyAt(r), key, n, res, nil, time.Duration(c.base.elapsed()-reading))
+	var wait time.Duration
+	if (wantNext || c.obs.hooks != nil) && left < r.limit {
+		wait = r.nextUnit(cur, left, now, lag)
 	}
-	return res, r, nil
+	if c.obs.hooks != nil {
+		c.obs.reportNext(c.policyAt(r), key, n, res, wait, nil, time.Duration(c.base.elapsed()-reading))
+	}
+	return res, r, wait, nil
 }
 
 // tableKey returns the key of key's state in the table for a call of the

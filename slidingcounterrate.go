@@ -157,6 +157,39 @@ func (r counterRate) allowedAt(st counterState, n int64) int64 {
 	return min(at, st.expiry)
 }
 
+// nextUnitAt returns the earliest time at which one unit more than left
+// can have been taken on st, the state at now (holding units), left
+// (below the limit) being its units left at now, whatever the calls made
+// from now on. Within the window open now, units taken count in full: one
+// more fits once ⌈prev × (W − e) / W⌉ <= rest with rest = limit − cur −
+// left − 1, that is e >= W − ⌊rest × W / prev⌋, as allowedAt finds. Past
+// the roll, the units counted now and the left taken before it are the
+// previous window's, held = cur + left, and one more fits in the next
+// window once ⌈held × (W − e) / W⌉ <= limit − 1: at its start when held <
+// limit, else at e = W − ⌊(limit − 1) × W / held⌋. Taking the units left
+// before the roll never delays that (each weighs at most one), so no
+// schedule does better; by start + 2W every unit counted now has gone.
+func (r counterRate) nextUnitAt(st counterState, left int64) int64 {
+	w := r.window
+	if rest := r.limit - st.cur - left - 1; rest >= 0 && rest < st.prev {
+		if x := mulDivFloor(w, rest, st.prev); x >= 1 {
+			return st.start + w - x
+		}
+	}
+	held := st.cur + left
+	if held < r.limit {
+		return st.start + w
+	}
+	return st.start + 2*w - mulDivFloor(w, r.limit-1, held)
+}
+
+// nextUnit returns the wait, from now read from a clock lag behind it,
+// until one unit more than left can have been taken on st (see
+// nextUnitAt).
+func (r counterRate) nextUnit(st counterState, left, now, lag int64) time.Duration {
+	return time.Duration(r.nextUnitAt(st, left) - now + lag)
+}
+
 // mulDivFloor returns ⌊a × b / d⌋ for 0 <= b < d, a >= 0: below a.
 func mulDivFloor(a, b, d int64) int64 {
 	hi, lo := bits.Mul64(uint64(a), uint64(b))

@@ -120,7 +120,7 @@ func checkLogLimit(kind string, limit int) error {
 // most the limit. See Limiter for the contract. ctx goes to the
 // PolicyFunc, if any (WithPolicyFunc); the decision never blocks.
 func (l *SlidingLog) Allow(ctx context.Context, key string, n int) (Result, error) {
-	res, _, err := l.decide(ctx, key, n)
+	res, _, _, err := l.decide(ctx, key, n, false)
 	return res, err
 }
 
@@ -128,11 +128,11 @@ func (l *SlidingLog) Allow(ctx context.Context, key string, n int) (Result, erro
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (l *SlidingLog) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	res, r, err := l.decide(ctx, key, n)
+	res, r, next, err := l.decide(ctx, key, n, true)
 	if err == errLogNotBuilt {
 		return Decision{}, err
 	}
-	return l.obs.decision(res, l.policyAt(r), nil), err
+	return withNext(l.obs.decision(res, l.policyAt(r), nil), next), err
 }
 
 // Policies returns the one policy of key's calls, named "default": the
@@ -154,10 +154,12 @@ func (l *SlidingLog) Policies(ctx context.Context, key string) ([]NamedPolicy, e
 // *SlidingLog.
 var errLogNotBuilt = notBuilt("SlidingLog")
 
-// decide is Allow, which also returns the rate of the call.
-func (l *SlidingLog) decide(ctx context.Context, key string, n int) (Result, logRate, error) {
+// decide is Allow, which also returns the rate of the call and, when
+// wantNext or the limiter has hooks, the wait until its next unit with
+// units in the log (see logRate.nextUnit); 0 otherwise.
+func (l *SlidingLog) decide(ctx context.Context, key string, n int, wantNext bool) (Result, logRate, time.Duration, error) {
 	if l == nil || l.logs == nil {
-		return Result{}, logRate{}, errLogNotBuilt
+		return Result{}, logRate{}, 0, errLogNotBuilt
 	}
 	r := l.logRate
 	err := l.obs.keys.check("SlidingLog", key)
@@ -171,7 +173,7 @@ func (l *SlidingLog) decide(ctx context.Context, key string, n int) (Result, log
 		if l.obs.hooks != nil {
 			l.obs.reportPolicy(l.policyAt(r), key, n, Result{Limit: int(r.limit)}, err, 0)
 		}
-		return Result{Limit: int(r.limit)}, r, err
+		return Result{Limit: int(r.limit)}, r, 0, err
 	}
 	reading := l.base.elapsed()
 	sh, now := l.logs.lock(key, reading, l.maxNow)
@@ -181,21 +183,26 @@ func (l *SlidingLog) decide(ctx context.Context, key string, n int) (Result, log
 	// peek is.
 	allowed := int64(n) <= max(r.limit-lg.sum, 0)
 	var res Result
+	lag := lagBehind(now, reading)
 	if allowed {
 		if n > 0 {
 			lg.add(now, int64(n), r.limit)
 			lg.end = now + r.window
 			sh.write(key, at, lg, lg.end)
 		}
-		res = r.result(true, &lg, now, lagBehind(now, reading))
+		res = r.result(true, &lg, now, lag)
 	} else {
-		res = r.denial(&lg, int64(n), now, lagBehind(now, reading))
+		res = r.denial(&lg, int64(n), now, lag)
+	}
+	var next time.Duration
+	if (wantNext || l.obs.hooks != nil) && lg.sum > 0 {
+		next = r.nextUnit(&lg, now, lag) // under the lock: it reads the log
 	}
 	sh.mu.Unlock()
 	if l.obs.hooks != nil {
-		l.obs.reportPolicy(l.policyAt(r), key, n, res, nil, time.Duration(l.base.elapsed()-reading))
+		l.obs.reportNext(l.policyAt(r), key, n, res, next, nil, time.Duration(l.base.elapsed()-reading))
 	}
-	return res, r, nil
+	return res, r, next, nil
 }
 
 // policyFuncRate returns the logRate of a call for key, for a SlidingLog
@@ -222,6 +229,15 @@ func (r logRate) result(allowed bool, lg *entryLog, now, lag int64) Result {
 		res.ResetAfter = time.Duration(lg.newest() + r.window - now + lag)
 	}
 	return res
+}
+
+// nextUnit returns the wait until one unit more than the log lg, swept at
+// now (read from a clock lag behind it) and holding units, has left can
+// be taken: until its oldest entry leaves, or, in debt, the oldest entries
+// that hold the units beyond the limit and one more. Units taken before
+// then leave after those, so no schedule of calls takes more sooner.
+func (r logRate) nextUnit(lg *entryLog, now, lag int64) time.Duration {
+	return time.Duration(lg.leaves(max(lg.sum-r.limit, 0)+1, r.window) - now + lag)
 }
 
 // denial is the Result of a denial of n on the log lg: n fits once the

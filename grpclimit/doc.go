@@ -31,10 +31,10 @@
 // window as the draft draft-ietf-httpapi-ratelimit-headers-11 defines it
 // (section 4.1.2): the seconds within which the client can use no more
 // than r, ratelimit.Decision's NextUnit rounded up (a token bucket's or
-// GCRA's next unit, a fixed or calendar window's end), left out where the
-// Decision does not tell it (a sliding window with units taken, a policy
-// of calls in flight, an empty calendar window, a limiter of another
-// package). On a denial, t is the retry-after. ratelimit-reset keeps the
+// GCRA's next unit, a fixed or calendar window's end, a sliding log's
+// oldest entry leaving, a sliding counter's next unit with the units left
+// taken at once), left out where the Decision does not tell it (a policy
+// of calls in flight, a limiter of another package). On a denial, t is the retry-after. ratelimit-reset keeps the
 // meaning of the draft's versions up to -06: the seconds until the key is
 // back to its full limit on an allowed call, or the retry-after on a
 // denial. All are rounded up. A denial adds retry-after, in whole

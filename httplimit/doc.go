@@ -21,12 +21,13 @@
 // more than r, ratelimit.Decision's NextUnit rounded up. For a token bucket
 // or GCRA that is the time until its next unit comes back (so a bucket of
 // 10 refilling 2 a second sends t=1, not the 5 s it takes to fill); for a
-// fixed or calendar window, the time until the window ends. t is left out
-// where the Decision does not tell it: for a sliding log or counter with
-// units taken, whose units come back one by one at times the limiter does
-// not report; for a policy of requests in flight, which a release may free
-// at any moment; for an empty calendar window; and for a limiter of
-// another package. On a denial, t is the Retry-After: the seconds until
+// fixed or calendar window, the time until the window ends (the window
+// open now, for an empty one); for a sliding log, the time until its
+// oldest entry leaves; for a sliding counter, the time until one unit more
+// than r can have been taken, the units left taken at once. t is left out
+// where the Decision does not tell it: for a policy of requests in flight,
+// which a release may free at any moment, and for a limiter of another
+// package. On a denial, t is the Retry-After: the seconds until
 // the request can succeed, so that Retry-After is never earlier than the
 // end of the effective window (section 6). A policy of requests in flight
 // has qu="concurrent-requests" in place of w (see Limits on requests in

@@ -155,10 +155,11 @@ func TestFailOverWithACompositeFallbackSendsOnePolicysNumbers(t *testing.T) {
 	w := httptest.NewRecorder()
 	mw.Handler(okHandler(&calls)).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
 	assert.Equal(t, http.StatusOK, w.Code)
-	// Every part's remaining, the bound one first; the tokens part's
-	// fallback answers in its share of a limit (10000) other than the
-	// backend's (20000) it is shown under, whose t it cannot tell.
-	assert.Equal(t, `"requests";r=14;t=4, "tokens";r=9900`, w.Header().Get("RateLimit"))
+	// Every part's remaining, the bound one first, each with its
+	// fallback's t, as the bound one's is: the tokens part's fallback
+	// answers in its share (10000) of the limit it is shown under (20000),
+	// and its next unit is 6 ms away.
+	assert.Equal(t, `"requests";r=14;t=4, "tokens";r=9900;t=1`, w.Header().Get("RateLimit"))
 	assert.Equal(t, "30", w.Header().Get("RateLimit-Limit"))
 	assert.Equal(t, "14", w.Header().Get("RateLimit-Remaining"))
 	assert.Equal(t, `"requests";q=30;w=60, "tokens";q=20000;w=60`, w.Header().Get("RateLimit-Policy"))

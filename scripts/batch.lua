@@ -89,12 +89,18 @@
 --
 -- Returns one binary string: a record per request, in order, with nothing
 -- between them, so that no number is formatted as text. An answered
--- request's record is, for each of its checks in order, 25 bytes: allowed
--- (one byte, 1 or 0: the request's, the same for all its checks), then
--- remaining (whole units), retry_after and reset_after (µs), each a
--- big-endian signed 64-bit integer. A check that allows on its own reports
--- 0 for retry_after; when the request is denied it reports what it holds,
--- since nothing was taken from it. A request with a key that does not hold
+-- request's record is, for each of its checks in order, 25 bytes, or 33
+-- with next_unit: a first byte, allowed (1 or 0: the request's, the same
+-- for all its checks) plus 2 when next_unit follows; then remaining (whole
+-- units), retry_after and reset_after (µs) and, when the first byte says
+-- so, next_unit (µs), each a big-endian signed 64-bit integer. A check
+-- that allows on its own reports 0 for retry_after; when the request is
+-- denied it reports what it holds, since nothing was taken from it.
+-- next_unit, the time until one unit more than remaining can have been
+-- taken whatever the calls made meanwhile, is told by an Allow's check of
+-- kind 'l' or 's' on a key that holds units, and of kind 'k' on a window
+-- that counts none (the time until the window open now ends); no other
+-- record carries it (see each kind's state for its value). A request with a key that does not hold
 -- the state its check writes gets a refusal instead: the byte 255, the
 -- number of that check from 1 (one byte), the length of the reason (two
 -- bytes, big-endian) and the reason's text; it changes nothing, and the
@@ -135,7 +141,9 @@
 --        window open now is of a window that has ended: it counts 0, also
 --        during the millisecond in which Redis still keeps its key. A
 --        Settle gives back only when the units were taken (now - age) at
---        or after the start of the window open now.
+--        or after the start of the window open now. A check on a window
+--        that counts nothing (a peek) tells next_unit: the time until the
+--        window open now ends.
 --   'c'  the leases of a key, each named by its lease (no ':' in a name)
 --        with a value: its expiry (the server time in integer µs at which
 --        it ends) for a lease of one unit, "units:expiry" for more (units
@@ -173,6 +181,10 @@
 --        A denial reads the entries from the oldest on (HMGET, in chunks
 --        that double) until it has those whose units must go for n to
 --        fit: its retry_after is the time until the last of them leaves.
+--        Its next_unit is the time until the oldest entry leaves (a +
+--        window − now), or, in debt, until the entries that hold the
+--        units beyond the limit and one more have left, read as a
+--        denial's are; units taken meanwhile leave after them.
 --        A Refund reads them from the newest back, skipping those taken
 --        after now - age, until it has given its units back; the entries
 --        it empties go, and the newer ones move down to close the gap. A
@@ -194,7 +206,13 @@
 --        request opens a window at its now. With e = now − start, the
 --        estimate is cur + ⌈prev × (W − e) / W⌉, n is allowed iff estimate
 --        + n <= limit, and a denial's retry_after is the least wait after
---        which n is allowed, in the window open now or the next one. The
+--        which n is allowed, in the window open now or the next one. Its
+--        next_unit, with left = limit − estimate after the call, is the
+--        least wait after which left + 1 can have been taken: in the
+--        window open now, when ⌈prev × (W − e) / W⌉ <= limit − cur − left
+--        − 1; else in the next one, whose prev is cur + left (the units
+--        left taken before the roll), when ⌈(cur + left) × (W − e) / W⌉
+--        <= limit − 1. The
 --        products are exact (see muldiv): below 2^53 the product itself,
 --        else a long division by shift and subtract whose every value
 --        stays below 2^53. A Settle's d > 0 counts in the window open now;
@@ -859,6 +877,9 @@ local function calendar(c, n, stored)
     return false, max(0, limit - count), left, left
   end
   if n == 0 then
+    if count == 0 then
+      c.next = c.param[2] - now -- an empty window: until it ends
+    end
     return true, max(0, limit - count), 0, left
   end
   if count == 0 then
@@ -1388,9 +1409,24 @@ local function log_wait(c, need, w)
   return nil, log_bad -- fewer units than n says
 end
 
+-- log_next returns the µs until one unit more than check c's key, as
+-- log_state read it, holding sum units (>= 1) in the window, has left can
+-- be taken: until its oldest entry leaves, or, in debt, until the oldest
+-- entries that hold the units beyond the limit and one more have left
+-- (read as log_wait reads them); or nil and the reason the key is
+-- refused.
+local function log_next(c, sum, w)
+  local need = max(sum - c.limit, 0) + 1
+  if need == 1 then
+    return c.a + w - now
+  end
+  return log_wait(c, need, w)
+end
+
 -- log decides an 'l' check; it sets c.add to the units to append, nil
--- when none, and c.sum, the units in the window before them.
-local function log(c, n, stored)
+-- when none, and c.sum, the units in the window before them; with tell,
+-- c.next to its next_unit when the key holds units after the call.
+local function log(c, n, stored, tell)
   local sum, reason = log_state(c, stored)
   if not sum then
     return nil, reason
@@ -1400,6 +1436,15 @@ local function log(c, n, stored)
   local reset = 0
   if sum > 0 then
     reset = c.z + w - now
+    if tell then
+      -- The log as it is: a peek's, a denial's, and an allowed call's,
+      -- whose entry is the newest.
+      local next, bad = log_next(c, sum, w)
+      if not next then
+        return nil, bad
+      end
+      c.next = next
+    end
   end
   if n == 0 then
     return true, max(0, limit - sum), 0, reset
@@ -1408,6 +1453,9 @@ local function log(c, n, stored)
     c.add = n
     if sum > 0 then
       return true, limit - sum - n, 0, max(now, c.z) + w - now
+    end
+    if tell then
+      c.next = w -- its own entry, taken now
     end
     return true, limit - n, 0, w
   end
@@ -1458,11 +1506,13 @@ local function write_log(c)
   redis.call('PEXPIRE', key, ms(at + w - now))
 end
 
--- log_open opens an absent 'l' key with the compact form's cost c.cost.
+-- log_open opens an absent 'l' key with the compact form's cost c.cost;
+-- it sets c.next, the entry's time in the window.
 local function log_open(c, write)
   c.sum, c.n0, c.add = 0, 0, c.cost
   write(c)
-  return c.param * 1000
+  c.next = c.param * 1000
+  return c.next
 end
 
 -- log_check reads, for a Settle of check c (decided with n 0, so c.sum is
@@ -1755,13 +1805,35 @@ local function counter_allowed_at(limit, w, s, x, prev, cur, n)
   return min(at, x)
 end
 
+-- counter_next returns the earliest time at which left + 1 can have been
+-- taken on a key as counter_at returns it (holding units), left (below the
+-- limit) being its units left: in the window open now when ⌈prev × (W −
+-- e) / W⌉ <= rest = limit − cur − left − 1; else in the next, whose prev
+-- is held = cur + left (the units left, taken before the roll), at its
+-- start when held < limit, else at e = W − ⌊(limit − 1) × W / held⌋.
+local function counter_next(limit, w, s, prev, cur, left)
+  local rest = limit - cur - left - 1
+  if rest >= 0 and rest < prev then
+    local f = muldiv(w, rest, prev)
+    if f >= 1 then
+      return s + w - f
+    end
+  end
+  local held = cur + left
+  if held < limit then
+    return s + w
+  end
+  return s + 2 * w - muldiv(w, limit - 1, held)
+end
+
 -- counter_value returns an 's' key's value.
 local function counter_value(s, x, prev, cur)
   return string.format('%.0f:%.0f:%.0f:%.0f', s, x, prev, cur)
 end
 
 -- counter decides an 's' check; it sets c.value, the key's new value, and
--- c.ttl, or c.value to nil when there is nothing to write. A clock behind
+-- c.ttl, or c.value to nil when there is nothing to write, and c.next to
+-- its next_unit when the key holds units after the call. A clock behind
 -- the key's start stands still at it: t is the time of the decision, and
 -- every wait counts from now.
 local function counter(c, n, stored)
@@ -1776,9 +1848,13 @@ local function counter(c, n, stored)
   local left = counter_left(limit, w, s, prev, cur, t)
   if n > left then
     local at = counter_allowed_at(limit, w, s, x, prev, cur, n)
+    c.next = counter_next(limit, w, s, prev, cur, left) - now
     return false, left, at - now, counter_reset(w, s, x, prev, cur)
   end
   if n == 0 then
+    if prev + cur > 0 then
+      c.next = counter_next(limit, w, s, prev, cur, left) - now
+    end
     return true, left, 0, counter_reset(w, s, x, prev, cur)
   end
   if prev + cur == 0 then
@@ -1786,6 +1862,7 @@ local function counter(c, n, stored)
   end
   cur, x = cur + n, s + 2 * w
   c.value, c.ttl = counter_value(s, x, prev, cur), ms(x - now)
+  c.next = counter_next(limit, w, s, prev, cur, left - n) - now
   return true, left - n, 0, x - now
 end
 
@@ -1797,11 +1874,13 @@ local function write_counter(c)
   end
 end
 
--- counter_open opens an 's' key's window with the cost c.cost.
+-- counter_open opens an 's' key's window with the cost c.cost; it sets
+-- c.next.
 local function counter_open(c, write)
-  local w = c.param * 1000
-  c.value, c.ttl = counter_value(now, now + 2 * w, 0, c.cost), ms(2 * w)
+  local w, n = c.param * 1000, c.cost
+  c.value, c.ttl = counter_value(now, now + 2 * w, 0, n), ms(2 * w)
   write(c)
+  c.next = counter_next(c.limit, w, now, 0, n, c.limit - n) - now
   return 2 * w
 end
 
@@ -1883,13 +1962,21 @@ if not pack then
     end
     return string.char(b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8])
   end
-  pack = function(_, allowed, remaining, retry, reset)
-    return string.char(allowed) .. be8(remaining) .. be8(retry) .. be8(reset)
+  pack = function(_, allowed, remaining, retry, reset, next)
+    local out = string.char(allowed) .. be8(remaining) .. be8(retry) .. be8(reset)
+    if next then
+      out = out .. be8(next)
+    end
+    return out
   end
 end
 
--- line returns an answered check's record.
-local function line(allowed, remaining, retry, reset)
+-- line returns an answered check's record, with next_unit when next is
+-- not nil.
+local function line(allowed, remaining, retry, reset, next)
+  if next then
+    return pack('>Bi8i8i8i8', allowed + 2, remaining, retry, reset, next)
+  end
   return pack('>Bi8i8i8', allowed, remaining, retry, reset)
 end
 
@@ -1923,12 +2010,13 @@ end
 -- denial writes too. stored as the decide functions'.
 local function allow_one(c, stored)
   local impl = c.impl
-  local allowed, remaining, retry, reset = impl.decide(c, c.cost, stored)
+  c.next = nil
+  local allowed, remaining, retry, reset = impl.decide(c, c.cost, stored, true)
   if allowed == nil then
     return refusal(1, remaining)
   end
   impl.write(c)
-  return line(allowed and 1 or 0, remaining, retry, reset)
+  return line(allowed and 1 or 0, remaining, retry, reset, c.next)
 end
 
 -- allow decides an Allow of several checks: all of them allow, and then
@@ -1940,7 +2028,8 @@ local function allow(checks, count)
   local all, refused = true, nil
   for i = 1, count do
     local c = checks[i]
-    local allowed, remaining, retry, reset = c.impl.decide(c, c.cost)
+    c.next = nil
+    local allowed, remaining, retry, reset = c.impl.decide(c, c.cost, nil, true)
     if allowed == nil then
       if not refused then
         refused = refusal(i, remaining)
@@ -1959,17 +2048,19 @@ local function allow(checks, count)
     local text
     if all then
       c.impl.write(c)
-      text = line(1, c.remaining, 0, c.reset)
+      text = line(1, c.remaining, 0, c.reset, c.next)
     elseif c.allowed then
       -- It would allow, but the request is denied: report it untouched,
-      -- but for its conversion, which a peek writes.
-      local _, remaining, _, reset = c.impl.decide(c, 0)
+      -- but for its conversion, which a peek writes. (Its key reads as it
+      -- did: a peek tells what the first decision read.)
+      c.next = nil
+      local _, remaining, _, reset = c.impl.decide(c, 0, nil, true)
       c.impl.write(c)
-      text = line(0, remaining, 0, reset)
+      text = line(0, remaining, 0, reset, c.next)
     else
       -- A denial sets nothing to write but a conversion.
       c.impl.write(c)
-      text = line(0, c.remaining, c.retry, c.reset)
+      text = line(0, c.remaining, c.retry, c.reset, c.next)
     end
     out = out .. text
   end
@@ -2209,16 +2300,20 @@ local function compact(nreq, spec, a)
   end
   for r = fast_next, nreq do
     local key, n = KEYS[r], same or tonumber(ARGV[a + r - 1])
-    c.key, c.cost = key, n
+    c.key, c.cost, c.next = key, n, nil
     local stored = read(key)
     -- An absent key is full (no window open): a cost n from 1 to the limit
     -- opens it.
     if stored or n > limit then
       lines[r] = allow_one(c, stored)
     elseif n == 0 then
-      lines[r] = line(1, limit, 0, 0) -- full
+      if c.kind == 'k' then
+        c.next = c.param[2] - now -- an empty window: until it ends
+      end
+      lines[r] = line(1, limit, 0, 0, c.next) -- full
     else
-      lines[r] = line(1, limit - n, 0, open(c, write))
+      local reset = open(c, write)
+      lines[r] = line(1, limit - n, 0, reset, c.next)
     end
   end
   return table.concat(lines)

@@ -8,11 +8,18 @@ import (
 )
 
 // encodeCheck appends one check's part of an answered record, as the batch
-// script writes it (see record.go): allowed, then remaining, retry_after
-// and reset_after, big-endian.
+// script writes it (see record.go): allowed, plus NextMark with a next
+// unit, then remaining, retry_after, reset_after and the next unit, if
+// any, big-endian.
 func encodeCheck(b []byte, v Verdict) []byte {
-	b = append(b, byte(v.Allowed))
-	for _, n := range []int64{v.Remaining, v.RetryAfter, v.ResetAfter} {
+	first := byte(v.Allowed)
+	numbers := []int64{v.Remaining, v.RetryAfter, v.ResetAfter}
+	if v.HasNext {
+		first |= NextMark
+		numbers = append(numbers, v.Next)
+	}
+	b = append(b, first)
+	for _, n := range numbers {
 		b = binary.BigEndian.AppendUint64(b, uint64(n))
 	}
 	return b
@@ -57,8 +64,12 @@ func checkRecords(t *testing.T, reply string, batch []*Request) {
 		if !ok || n != p.checks() {
 			t.Fatalf("request %d of %d checks: record %q holds %d (%v)", i, p.checks(), r, n, ok)
 		}
+		var again []byte
 		for c := range n {
-			_ = r.Check(c)
+			again = encodeCheck(again, r.Check(c))
+		}
+		if string(again) != string(r) {
+			t.Fatalf("request %d: record %q reads back as %q", i, r, again)
 		}
 	}
 	if joined.String() != reply {
@@ -101,7 +112,11 @@ func FuzzSplitReply(f *testing.F) {
 				continue
 			}
 			for range p.checks() {
-				reply = encodeCheck(reply, Verdict{Allowed: next() % 2, Remaining: next() << 40, RetryAfter: next(), ResetAfter: next() << 20})
+				v := Verdict{Allowed: next() % 2, Remaining: next() << 40, RetryAfter: next(), ResetAfter: next() << 20}
+				if next()%3 == 0 {
+					v.Next, v.HasNext = next()<<30, true
+				}
+				reply = encodeCheck(reply, v)
 			}
 		}
 		if err := splitReply(string(reply), batch); err != nil {

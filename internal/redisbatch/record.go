@@ -4,14 +4,23 @@ import "fmt"
 
 // The batch script's reply is binary, so that the server formats no number
 // as text (see scripts/batch.lua, Returns): a record per request, in
-// order. An answered request's record holds CheckSize bytes per check:
-// allowed (0 or 1), then remaining, retry_after and reset_after (µs) as
-// big-endian 64-bit integers. A refused request's record is refusedMark,
-// the number of the refused check from 1, the length of the reason (two
-// bytes, big-endian) and the reason.
+// order. An answered request's record holds, per check, CheckSize bytes,
+// or CheckSize + NextSize when its first byte has the bit NextMark: that
+// byte, allowed (0 or 1) plus NextMark when the check tells its next
+// unit, then remaining, retry_after and reset_after (µs) and, with
+// NextMark, next_unit (µs), as big-endian 64-bit integers. A refused
+// request's record is refusedMark, the number of the refused check from
+// 1, the length of the reason (two bytes, big-endian) and the reason.
 const (
-	// CheckSize is the size in bytes of one check's part of a record.
-	CheckSize   = 25
+	// CheckSize is the size in bytes of one check's part of a record
+	// without a next unit.
+	CheckSize = 25
+	// NextSize is the size in bytes of the next unit that follows a
+	// check's part whose first byte has NextMark.
+	NextSize = 8
+	// NextMark is the bit of a check's first byte that says its next
+	// unit follows.
+	NextMark    = 2
 	refusedMark = 0xFF
 )
 
@@ -29,33 +38,60 @@ func (r Record) Refusal() (check int, reason string, ok bool) {
 	return int(r[1]), string(r[4:]), true
 }
 
-// Checks returns how many checks an answered record holds: its length over
-// CheckSize; ok is false when that is not whole, or r is a refusal.
+// Checks returns how many checks an answered record holds, each of the
+// size its first byte tells; ok is false when they do not fill r exactly,
+// or r is a refusal.
 func (r Record) Checks() (n int, ok bool) {
-	if len(r) == 0 || len(r)%CheckSize != 0 || r[0] == refusedMark {
+	if len(r) == 0 || r[0] == refusedMark {
 		return 0, false
 	}
-	return len(r) / CheckSize, true
+	off := 0
+	for off < len(r) {
+		off += checkSize(r[off])
+		n++
+	}
+	return n, off == len(r)
+}
+
+// checkSize returns the size of a check's part of a record whose first
+// byte is first.
+func checkSize(first byte) int {
+	if first&NextMark != 0 {
+		return CheckSize + NextSize
+	}
+	return CheckSize
 }
 
 // Verdict is one check's part of an answered record, as the script wrote
 // it, unchecked: Allowed should be 0 or 1, the others ≥ 0; the times are
-// in µs.
+// in µs. HasNext reports that the check told Next, the wait until one
+// unit more than Remaining can be taken (0 when it did not).
 type Verdict struct {
 	Allowed                           int64
 	Remaining, RetryAfter, ResetAfter int64
+	Next                              int64
+	HasNext                           bool
 }
 
 // Check returns check i (from 0) of an answered record; the caller has
 // checked that r holds it (Checks).
 func (r Record) Check(i int) Verdict {
-	c := r[i*CheckSize : (i+1)*CheckSize]
-	return Verdict{
-		Allowed:    int64(c[0]),
+	off := 0
+	for range i {
+		off += checkSize(r[off])
+	}
+	first := r[off]
+	c := r[off : off+checkSize(first)]
+	v := Verdict{
+		Allowed:    int64(first &^ NextMark),
 		Remaining:  be64(c[1:9]),
 		RetryAfter: be64(c[9:17]),
 		ResetAfter: be64(c[17:25]),
 	}
+	if first&NextMark != 0 {
+		v.Next, v.HasNext = be64(c[25:33]), true
+	}
+	return v
 }
 
 // be64 reads the big-endian 64-bit integer in the 8 bytes of b.
@@ -78,7 +114,14 @@ func splitReply(reply string, batch []*Request) error {
 		case reply[off] == refusedMark && off+4 <= len(reply):
 			end = off + 4 + (int(reply[off+2])<<8 | int(reply[off+3]))
 		case reply[off] != refusedMark:
-			end = off + CheckSize*p.checks()
+			end = off
+			for range p.checks() {
+				if end >= len(reply) {
+					end = len(reply) + 1 // cut short
+					break
+				}
+				end += checkSize(reply[end])
+			}
 		}
 		if end > len(reply) || end == off+1 {
 			return fmt.Errorf("unexpected reply from Redis script: %d bytes for %d requests", len(reply), len(batch))
