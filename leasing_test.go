@@ -215,10 +215,7 @@ func TestLeasingFleetNeverExceedsSharedBound(t *testing.T) {
 	for _, withRedis := range []bool{false, true} {
 		probe := &leaseLog{}
 		for i := range leaseBackends(t, probe, withRedis) {
-			seeds := uint64(1) // three at full size (-soak)
-			if *soak {
-				seeds = 3
-			}
+			seeds := uint64(sized(1, 3))
 			for seed := uint64(1); seed <= seeds; seed++ {
 				log := &leaseLog{}
 				sh := leaseBackends(t, log, withRedis)[i]
@@ -233,9 +230,9 @@ func TestLeasingFleetNeverExceedsSharedBound(t *testing.T) {
 					replicas[r] = newLeasingOver(t, sh, cfg)
 				}
 				ctx := context.Background()
-				steps := 6000
+				steps := sized(3000, 6000)
 				if sh.redis != nil {
-					steps = 2000
+					steps = sized(1000, 2000)
 				}
 				// Phases of random length, each with its own total rate
 				// and its own share per replica, so that some replicas
