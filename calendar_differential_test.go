@@ -54,6 +54,7 @@ func calendarOp(ctx context.Context, l interface {
 }
 
 func TestCalendarWindowInProcessAndOnMiniredisDecideAlike(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	berlin := zone(t, "Europe/Berlin")
 	sydney := zone(t, "Australia/Sydney")

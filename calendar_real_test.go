@@ -108,6 +108,7 @@ func TestRealRedisCalendarWindowFailsOnClockSkewAndWritesNothing(t *testing.T) {
 }
 
 func TestRealRedisCalendarWindowOnACluster(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
 	ctx := context.Background()

@@ -244,6 +244,7 @@ func TestCallerClockSkewBehindNeverCreatesUnitsAndAheadTakesAtMostTheBound(t *te
 }
 
 func TestCallerClockSkewDoesNotMoveAFixedWindow(t *testing.T) {
+	t.Parallel()
 	kind := skewKind{"RedisFixedWindow 10 per 20 s", func(c redis.Scripter, o ...Option) (Limiter, error) {
 		return NewRedisFixedWindow(c, 10, 20*time.Second, o...)
 	}, time.Second, 2, nil}

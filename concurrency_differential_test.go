@@ -120,6 +120,7 @@ func (s heldStep) String() string {
 }
 
 func TestConcurrencyDecidesAsTheModelInProcessAndOnRedis(t *testing.T) {
+	t.Parallel()
 	// Plans of 2, 5 and 20 in flight, each with a TTL of its own, and the
 	// zero Policy: the limiter's own, 5 with leases of 3 s.
 	plans := []Policy{{}, {Limit: 2, Window: 2 * time.Second}, {Limit: 5, Window: 700 * time.Millisecond}, {Limit: 20, Window: 5 * time.Second}}

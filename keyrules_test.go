@@ -233,6 +233,7 @@ func keyCalls(ctx context.Context, l Limiter, key string) map[string]error {
 }
 
 func TestAKeyOverTheBoundIsRefusedAndNothingIsWritten(t *testing.T) {
+	t.Parallel()
 	for _, real := range []bool{false, true} {
 		for _, s := range keyStacks() {
 			if real && !s.redis {

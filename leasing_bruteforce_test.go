@@ -443,6 +443,7 @@ func bfMinimise(t *testing.T, s bfSchedule, slack int64) bfSchedule {
 // The schedules that exceed the bound, within that slack, are counted in
 // the log.
 func TestLeasingBruteForceNeverExceedsTheSharedBound(t *testing.T) {
+	t.Parallel()
 	schedules, steps := sized(150, 1500), 60
 	modes := []struct {
 		name          string
@@ -554,6 +555,7 @@ func TestLeasingCallersRefundWhileABlockIsHeldExceedsTheBoundByTheUnitsHeld(t *t
 // clock, which is also the Leasings' Clock, on a miniredis whose TIME
 // stays at epoch: the fleet keeps within C + ⌊(b − a)/T⌋.
 func TestLeasingOverARedisLimiterOnTheCallersClockKeepsTheBound(t *testing.T) {
+	t.Parallel()
 	schedules := sized(5, 25) // a miniredis each: about 40 ms
 	for _, kind := range []bfKind{bfBucket, bfGCRA} {
 		t.Run(kind.String(), func(t *testing.T) {

@@ -212,6 +212,7 @@ func leaseCheck(t *testing.T, sh leaseShared, log *leaseLog) {
 // of random costs, bursts and pauses on several replicas, some of which
 // close (giving back) and are replaced, and checks every span.
 func TestLeasingFleetNeverExceedsSharedBound(t *testing.T) {
+	t.Parallel()
 	for _, withRedis := range []bool{false, true} {
 		probe := &leaseLog{}
 		for i := range leaseBackends(t, probe, withRedis) {
@@ -350,6 +351,7 @@ func TestLeasingRefusesBackendsItCannotFollow(t *testing.T) {
 // the others once the block's life has passed: they then admit the
 // bucket's whole capacity at once, and the window's limit in a new window.
 func TestLeasingDeadReplicaUnitsComeBack(t *testing.T) {
+	t.Parallel()
 	for _, sh := range leaseBackends(t, &leaseLog{}, true) {
 		log := &leaseLog{clock: sh.clock}
 		sh.backend = rehook(t, sh, log)
@@ -412,6 +414,7 @@ func rehook(t *testing.T, sh leaseShared, log *leaseLog) Limiter {
 // that the fleet admits at least 95% of what the shared limiter allows in
 // that time (its capacity plus its rate times the span), and never more.
 func TestLeasingFullLoadUnderAdmitsLittle(t *testing.T) {
+	t.Parallel()
 	for _, replicas := range []int{2, 10} {
 		for _, sh := range leaseBackends(t, &leaseLog{}, false) {
 			log := &leaseLog{clock: sh.clock}
@@ -623,6 +626,7 @@ func newTestClient(t *testing.T, m *miniredis.Miniredis) *redis.Client {
 // must have decayed (token bucket, GCRA) or expired with their window
 // (fixed window) by then, so the span bound holds.
 func TestLeasingHeldBlockCannotOutliveTheRefill(t *testing.T) {
+	t.Parallel()
 	for _, sh := range leaseBackends(t, &leaseLog{}, true) {
 		log := &leaseLog{clock: sh.clock}
 		sh.backend = rehook(t, sh, log)

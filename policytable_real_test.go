@@ -155,6 +155,7 @@ func TestRealRedisPolicyTableFlushallKeepsCopies(t *testing.T) {
 // TestRealRedisPolicyTableOnACluster: the table is one key, written by one
 // script, and its notifications reach a replica subscribed to any node.
 func TestRealRedisPolicyTableOnACluster(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	var tables []*PolicyTable
 	for range 2 {

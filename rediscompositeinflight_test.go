@@ -61,6 +61,7 @@ var inFlightOwn = Policy{Limit: 4, Window: 3 * time.Second}
 var inFlightPlans = []Policy{{}, {Limit: 2, Window: 2 * time.Second}, {Limit: 5, Window: 700 * time.Millisecond}, {Limit: 20, Window: 5 * time.Second}}
 
 func TestCompositeWithUnitsInFlightDecidesAlikeInProcessAndOnRedis(t *testing.T) {
+	t.Parallel()
 	for _, tw := range []inFlightTwin{
 		{name: "token bucket"},
 		{name: "fixed window", window: true},

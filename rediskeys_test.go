@@ -426,6 +426,7 @@ func checkCompositeOfOneKeyNeedsNoBraces(t *testing.T, client *redis.ClusterClie
 }
 
 func TestCompositeOfOneKeyNeedsNoBracesOnAClusterClientOfMiniredis(t *testing.T) {
+	t.Parallel()
 	m, _, _ := miniredisClock(t)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})
 	t.Cleanup(func() { _ = client.Close() })

@@ -57,6 +57,7 @@ func TestRedisSlidingLogDecidesAsInProcessOnMiniredis(t *testing.T) {
 }
 
 func TestRedisSlidingLogDecidesAsInProcessOnARealServer(t *testing.T) {
+	t.Parallel()
 	t.Run("server", func(t *testing.T) {
 		checkLogAsInProcess(t, redistest.Start(t).Client(t), "k")
 	})

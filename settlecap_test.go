@@ -66,6 +66,7 @@ func settleCapSubjects() []subject {
 // as the debt bound allows); WithMaxSettle(2) refuses above two limits,
 // and UnboundedSettle refuses nothing up to 2^52.
 func TestASettleAboveItsBoundIsRefusedAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, sub := range settleCapSubjects() {
 		t.Run(sub.name, func(t *testing.T) {
