@@ -139,10 +139,10 @@ func TestCompositeAdjustmentsDecideAlikeInProcessAndOnMiniredis(t *testing.T) {
 func TestRealRedisCompositeAdjustmentsDecideAsInProcess(t *testing.T) {
 	t.Parallel()
 	t.Run("server", func(t *testing.T) {
-		checkCompositeAdjustmentsAsInProcess(t, redistest.Start(t).Client(t))
+		checkCompositeAdjustmentsAsInProcess(t, redistest.Shared(t).Client(t))
 	})
 	t.Run("cluster", func(t *testing.T) {
-		client := redistest.StartCluster(t, 3).Client(t)
+		client := redistest.SharedCluster(t).Client(t)
 		checkCompositeAdjustmentsAsInProcess(t, client)
 		for _, n := range masterSizes(t, client) {
 			assert.Positive(t, n, "every master holds keys")

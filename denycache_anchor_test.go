@@ -51,7 +51,7 @@ func anchorBackends(t *testing.T) []anchorBackend {
 		require.NoError(t, err)
 		out = append(out, anchorBackend{"miniredis/" + k.name, l, step})
 	}
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	for _, k := range redisKinds {
 		l, err := k.build(client)
 		require.NoError(t, err)

@@ -165,7 +165,7 @@ func newKeyEnv(t *testing.T, real bool) *keyEnv {
 	e := &keyEnv{clock: NewFakeClock(epoch)}
 	if real {
 		e.clock = NewFakeClock(time.Now())
-		e.client = redistest.Start(t).Client(t)
+		e.client = redistest.Shared(t).Client(t)
 		return e
 	}
 	e.m, _, _ = miniredisClock(t)

@@ -440,7 +440,7 @@ func TestPolicyFuncRedisLimitersDecideAsInProcessOnMiniredis(t *testing.T) {
 // limiter, whose time stands still.
 func TestRealRedisPolicyFuncLimitersDecideAsInProcess(t *testing.T) {
 	t.Parallel()
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	ctx := context.Background()
 	slow := opStream{
 		mix:      policyFuncMix,

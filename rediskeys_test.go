@@ -209,7 +209,7 @@ func TestRedisLimitersNeverShareAKeyUnlessGivenOnePrefixOnMiniredis(t *testing.T
 
 func TestRealRedisLimitersNeverShareAKeyUnlessGivenOnePrefix(t *testing.T) {
 	t.Parallel()
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	checkLimitersNeverShareAKey(t, client, nil)
 }
 
@@ -282,7 +282,7 @@ func TestKeyedDailyAndMonthlyQuotasKeepApartOnMiniredis(t *testing.T) {
 func TestRealRedisKeyedDailyAndMonthlyQuotasDecideInOneComposite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	daily, monthly := trialQuotas(t, client)
 	c, err := NewComposite(Part{Name: "day", Limiter: daily}, Part{Name: "month", Limiter: monthly})
 	require.NoError(t, err)
@@ -435,7 +435,7 @@ func TestCompositeOfOneKeyNeedsNoBracesOnAClusterClientOfMiniredis(t *testing.T)
 
 func TestRealRedisClusterCompositeOfOneKeyNeedsNoBraces(t *testing.T) {
 	t.Parallel()
-	client := redistest.StartCluster(t, 3).Client(t)
+	client := redistest.SharedCluster(t).Client(t)
 	checkCompositeOfOneKeyNeedsNoBraces(t, client)
 	for i, n := range masterSizes(t, client) {
 		assert.Positive(t, n, "master %d holds keys: the keys spread over the slots", i)
@@ -472,5 +472,5 @@ func TestSettleTokensOfTwoPairsApplyOnMiniredis(t *testing.T) {
 
 func TestRealRedisSettleTokensOfTwoPairsApply(t *testing.T) {
 	t.Parallel()
-	checkSettleTokensOfTwoPairsApply(t, redistest.Start(t).Client(t))
+	checkSettleTokensOfTwoPairsApply(t, redistest.Shared(t).Client(t))
 }

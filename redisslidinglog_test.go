@@ -59,10 +59,10 @@ func TestRedisSlidingLogDecidesAsInProcessOnMiniredis(t *testing.T) {
 func TestRedisSlidingLogDecidesAsInProcessOnARealServer(t *testing.T) {
 	t.Parallel()
 	t.Run("server", func(t *testing.T) {
-		checkLogAsInProcess(t, redistest.Start(t).Client(t), "k")
+		checkLogAsInProcess(t, redistest.Shared(t).Client(t), "k")
 	})
 	t.Run("cluster", func(t *testing.T) {
-		client := redistest.StartCluster(t, 3).Client(t)
+		client := redistest.SharedCluster(t).Client(t)
 		checkLogAsInProcess(t, client, "{a}1", "{b}2", "{c}3", "{d}4", "{e}5", "{f}6")
 		for _, n := range masterSizes(t, client) {
 			assert.Positive(t, n, "every master holds keys")

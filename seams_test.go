@@ -58,7 +58,7 @@ func TestEveryErrorIsOfOneClass(t *testing.T) {
 // well-formed key is still decided by the backend.
 func TestOneClientsKeysOnAClusterDoNotOpenTheBreakerForEveryone(t *testing.T) {
 	t.Parallel()
-	client := redistest.StartCluster(t, 3).Client(t)
+	client := redistest.SharedCluster(t).Client(t)
 	ctx := context.Background()
 	users, err := NewRedisGCRA(client, 50, time.Minute)
 	require.NoError(t, err)

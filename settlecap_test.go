@@ -212,7 +212,7 @@ func TestABogusSettleOnACompositeWithAMonthlyPartLeavesRetryAfterWithinTheBound(
 					_, client, _ := redistest.Miniredis(t, start)
 					return monthlyComposite(t, client, NewFakeClock(start), opts...)
 				}
-				return monthlyComposite(t, redistest.Start(t).Client(t), nil, opts...)
+				return monthlyComposite(t, redistest.Shared(t).Client(t), nil, opts...)
 			}
 			c := build()
 			d, err := c.Decide(ctx, "k", 1)
