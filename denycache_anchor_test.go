@@ -221,7 +221,7 @@ func TestDenyCacheLocalAnswersKeepTheGodocsPromise(t *testing.T) {
 				cache, err := NewDenyCache(backend, DenyCacheConfig{Clock: clock, MaxAge: maxAge})
 				require.NoError(t, err)
 				denials := map[string]denialSeen{}
-				for step := range 400 {
+				for step := range sized(200, 400) {
 					// Whole ms keep miniredis and the fake clocks together.
 					d := time.Duration(r.IntN(120)) * time.Millisecond
 					clock.Advance(d)
