@@ -415,7 +415,7 @@ func TestPolicyFuncRedisLimitersDecideAsInProcessOnMiniredis(t *testing.T) {
 				opts = append(opts, settleOpts...)
 				local, advanceLocal := pair.local.newLimiter(t, pair.own, plans.f, opts...)
 				remote, advanceRemote := pair.redis.newLimiter(t, pair.own, plans.f, opts...)
-				for i, op := range pair.stream.ops(r, 300, "a", "b", "c") {
+				for i, op := range pair.stream.ops(r, sized(150, 300), "a", "b", "c") {
 					advanceLocal(op.advance)
 					advanceRemote(op.advance)
 					if op.change {
