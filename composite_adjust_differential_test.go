@@ -117,7 +117,7 @@ func TestCompositeAdjustmentsDecideAlikeInProcessAndOnMiniredis(t *testing.T) {
 		local := compositeOf(t, period, inProcessLimiters(clock))
 		_, client, advance := miniredisClock(t)
 		remote := compositeOf(t, period, redisLimiters(client))
-		for i, op := range compositeStream(true).ops(r, 300, "a1", "a2", "b1") {
+		for i, op := range compositeStream(true).ops(r, sized(150, 300), "a1", "a2", "b1") {
 			clock.Advance(op.advance)
 			advance(op.advance)
 			want, wantParts, wantErr := applyParts(ctx, op, local)

@@ -368,7 +368,7 @@ func TestCompositeOfKeyedPartsOnMiniredisDecidesAsInProcess(t *testing.T) {
 				local := setup.build(t, nil, WithClock(clock))
 				_, client, advance := miniredisClock(t)
 				remote := setup.build(t, client)
-				for i, o := range diffConvert.ops(r, 300, "a1", "a2", "b1") {
+				for i, o := range diffConvert.ops(r, sized(150, 300), "a1", "a2", "b1") {
 					clock.Advance(o.advance)
 					advance(o.advance)
 					step := ""

@@ -49,7 +49,7 @@ func TestRedisSlidingCounterMatchesTheModelAndTheInProcessCounter(t *testing.T) 
 
 func TestRedisSlidingCounterStaysWithinItsErrorBound(t *testing.T) {
 	t.Parallel()
-	checkCounterBound(t, rand.New(rand.NewPCG(24, 5)), sized(8, 40), time.Microsecond, func(t *testing.T, limit int, window time.Duration) (Limiter, func(time.Duration)) {
+	checkCounterBound(t, rand.New(rand.NewPCG(24, 5)), sized(4, 40), time.Microsecond, func(t *testing.T, limit int, window time.Duration) (Limiter, func(time.Duration)) {
 		_, client, advance := miniredisClock(t)
 		l, err := NewRedisSlidingCounter(client, limit, window)
 		require.NoError(t, err)
