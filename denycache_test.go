@@ -91,6 +91,7 @@ func TestDenyCacheNeverDeniesWhatTheBackendWouldAllow(t *testing.T) {
 }
 
 func TestDenyCacheAnswersAFloodLocally(t *testing.T) {
+	t.Parallel()
 	// Around a backend that passes its Decision on, and around one that
 	// hides it (the same-cost rule): a flood of cost 1 is answered locally.
 	for _, hides := range []bool{false, true} {

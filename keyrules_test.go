@@ -483,6 +483,7 @@ func prefixOf(l Limiter) string {
 }
 
 func TestNoErrorOrHookEventCarriesASecretKeyByDefault(t *testing.T) {
+	t.Parallel()
 	for _, s := range keyStacks() {
 		t.Run(s.name, func(t *testing.T) {
 			e := newKeyEnv(t, false)
@@ -506,6 +507,7 @@ func TestNoErrorOrHookEventCarriesASecretKeyByDefault(t *testing.T) {
 }
 
 func TestWithKeysShownShowsKeysInErrorsAndReports(t *testing.T) {
+	t.Parallel()
 	for _, s := range keyStacks() {
 		t.Run(s.name, func(t *testing.T) {
 			e := newKeyEnv(t, false)
