@@ -447,6 +447,7 @@ func BenchmarkTokenBucketSettle(b *testing.B) {
 // A keyed Composite part's report of a failed adjustment names its key's
 // limit, as its report of a failed decision does.
 func TestCompositeKeyedPartReportsItsKeysLimitOnAFailedAdjustment(t *testing.T) {
+	t.Parallel()
 	mr, client, _ := miniredisClock(t)
 	ctx := context.Background()
 	h := &adjustRecorder{}

@@ -23,7 +23,7 @@ import (
 func TestBatchScriptCompactFastPathHandsOverToTheGeneralPathOnARealServer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	for _, kind := range []struct {
 		kind, refusal string
 		param         int64 // µs per unit, or the window in ms
@@ -102,7 +102,7 @@ func TestBatchScriptCompactFastPathHandsOverToTheGeneralPathOnARealServer(t *tes
 func TestBatchScriptFastPathNeverLeavesATokenBucketWithoutATTLOnARealServer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	const calls = 4000
 	keys := make([]string, calls)
 	pipe := client.Pipeline()

@@ -87,6 +87,7 @@ func TestCompositeCalendarPartWithPolicyFunc(t *testing.T) {
 }
 
 func TestRedisCompositeWithACalendarPartDecidesAsInProcess(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	berlin := zone(t, "Europe/Berlin")
 	at := utc(2026, 10, 25, 20, 0) // an hour before the 25-hour day ends

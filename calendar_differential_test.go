@@ -54,6 +54,7 @@ func calendarOp(ctx context.Context, l interface {
 }
 
 func TestCalendarWindowInProcessAndOnMiniredisDecideAlike(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	berlin := zone(t, "Europe/Berlin")
 	sydney := zone(t, "Australia/Sydney")
@@ -75,7 +76,7 @@ func TestCalendarWindowInProcessAndOnMiniredisDecideAlike(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(tc.at.Unix()), 7))
 			now := tc.at
 			seen := map[bool]int{}
-			for i := range 300 {
+			for i := range sized(150, 300) {
 				// Whole milliseconds, the unit of Redis expiry.
 				d := time.Duration(rng.Int64N(int64(tc.step/time.Millisecond))) * time.Millisecond
 				p.advance(d)

@@ -36,7 +36,7 @@ func withinOneWindow(t *testing.T, cal Calendar, f func(t *testing.T, run int) b
 }
 
 func TestRealRedisCalendarWindowDecidesAsInProcess(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	client := server.Client(t)
 	ctx := context.Background()
 	cal := realCalendar(t)
@@ -91,7 +91,7 @@ func TestRealRedisCalendarWindowDecidesAsInProcess(t *testing.T) {
 }
 
 func TestRealRedisCalendarWindowFailsOnClockSkewAndWritesNothing(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	client := server.Client(t)
 	ctx := context.Background()
 	cal := Calendar{Period: CalendarHour}
@@ -108,7 +108,8 @@ func TestRealRedisCalendarWindowFailsOnClockSkewAndWritesNothing(t *testing.T) {
 }
 
 func TestRealRedisCalendarWindowOnACluster(t *testing.T) {
-	cluster := redistest.StartCluster(t, 3)
+	t.Parallel()
+	cluster := redistest.SharedCluster(t)
 	client := cluster.Client(t)
 	ctx := context.Background()
 	cal := Calendar{Period: CalendarDay}

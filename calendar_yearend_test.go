@@ -8,6 +8,7 @@ import (
 )
 
 func TestCalendarWindowAtTheEndOfALeapYearPastTheZonesTable(t *testing.T) {
+	t.Parallel()
 	// Past the last offset change a zone lists, its changes follow a
 	// yearly rule, and time.ZoneBounds ends a leap year's last period a day
 	// early: every window open then must still be the one the wall clock

@@ -277,7 +277,7 @@ func TestCalendarWindowCutsEachKeysWindowsInItsPolicysZone(t *testing.T) {
 func TestRealRedisCalendarWindowCutsEachKeysWindowsInItsPolicysZone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	plans := &zonedPlans{}
 	l, err := NewRedisCalendarWindow(client, 5, Calendar{Period: CalendarDay}, WithPolicyFunc(plans.policy))
 	require.NoError(t, err)

@@ -76,6 +76,7 @@ func twins(client redis.Scripter) []twin {
 }
 
 func TestRealRedisWithoutTIMEFailsOnTheServersClockAndDecidesOnTheCallersAsInProcess(t *testing.T) {
+	t.Parallel()
 	server := startServerWithoutTIME(t)
 	client := server.Client(t)
 	ctx := context.Background()

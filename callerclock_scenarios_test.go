@@ -96,6 +96,7 @@ func TestCallerClockBucketScenarios(t *testing.T) {
 }
 
 func TestCallerClockWindowScenarios(t *testing.T) {
+	t.Parallel()
 	runScenarios(t, callerClockWindowSubjects, windowScenarios)
 	runScenarios(t, compositeOfOne(callerClockWindowSubjects), windowScenarios)
 	runAdjustScenarios(t, callerClockWindowSubjects, windowAdjustScenarios)

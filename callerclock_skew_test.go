@@ -222,11 +222,7 @@ var skewBounds = map[string]int{
 
 func TestCallerClockSkewBehindNeverCreatesUnitsAndAheadTakesAtMostTheBound(t *testing.T) {
 	t.Parallel()
-	const steps = 150
-	seeds := 3 // eight at full size (-soak)
-	if *soak {
-		seeds = 8
-	}
+	steps, seeds := sized(75, 150), sized(2, 8)
 	for _, kind := range skewKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			worst, oneClock := 0, 0
@@ -247,10 +243,11 @@ func TestCallerClockSkewBehindNeverCreatesUnitsAndAheadTakesAtMostTheBound(t *te
 }
 
 func TestCallerClockSkewDoesNotMoveAFixedWindow(t *testing.T) {
+	t.Parallel()
 	kind := skewKind{"RedisFixedWindow 10 per 20 s", func(c redis.Scripter, o ...Option) (Limiter, error) {
 		return NewRedisFixedWindow(c, 10, 20*time.Second, o...)
 	}, time.Second, 2, nil}
-	for seed := range uint64(6) {
+	for seed := range uint64(sized(2, 6)) {
 		skewed := runSkew(t, kind, skewOffsets, seed, 150)
 		oneClock := runSkew(t, kind, []time.Duration{0, 0}, seed, 150)
 		require.Equal(t, oneClock, skewed, fmt.Sprintf("seed %d: the window runs on the server's key expiry", seed))

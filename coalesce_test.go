@@ -63,7 +63,7 @@ func evalshaCallsOn(t *testing.T, client redis.Scripter) int64 {
 
 func TestRealRedisCoalescedCallsStayExact(t *testing.T) {
 	t.Parallel()
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	testCoalescedCallsStayExact(t, server.Client(t, func(o *redis.Options) { o.PoolSize = 64 }))
 }
 
@@ -114,7 +114,7 @@ func TestRealRedisClusterCoalescedCallsStayExact(t *testing.T) {
 
 func TestRealRedisRingCoalescedCallsStayExact(t *testing.T) {
 	t.Parallel()
-	one, two := redistest.Start(t), redistest.Start(t)
+	one, two := redistest.Shared(t), redistest.Shared(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": one.Addr, "two": two.Addr}, PoolSize: 64})
 	t.Cleanup(func() { _ = ring.Close() })
 	testCoalescedCallsStayExact(t, ring)
@@ -179,7 +179,7 @@ func testCoalescedCallsStayExact(t *testing.T, client redis.Scripter) {
 }
 
 func TestRedisLimitersWithoutCoalescingSendOneCallPerDecision(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	client := server.Client(t, func(o *redis.Options) { o.PoolSize = 16 })
 	l, err := NewRedisTokenBucket(client, 1000, 1, WithoutCoalescing())
 	require.NoError(t, err)
@@ -206,7 +206,7 @@ func TestRealRedisLimitersWorkThroughAnAutoPipeliner(t *testing.T) {
 	// An AutoPipeliner reads a command's arguments to size its batches
 	// before it writes them: a call through it is sent as go-redis sends
 	// any command.
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	auto, err := server.Client(t).AutoPipeline()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = auto.Close() })

@@ -117,7 +117,7 @@ func TestCompositeAdjustmentsDecideAlikeInProcessAndOnMiniredis(t *testing.T) {
 		local := compositeOf(t, period, inProcessLimiters(clock))
 		_, client, advance := miniredisClock(t)
 		remote := compositeOf(t, period, redisLimiters(client))
-		for i, op := range compositeStream(true).ops(r, 300, "a1", "a2", "b1") {
+		for i, op := range compositeStream(true).ops(r, sized(150, 300), "a1", "a2", "b1") {
 			clock.Advance(op.advance)
 			advance(op.advance)
 			want, wantParts, wantErr := applyParts(ctx, op, local)
@@ -139,10 +139,10 @@ func TestCompositeAdjustmentsDecideAlikeInProcessAndOnMiniredis(t *testing.T) {
 func TestRealRedisCompositeAdjustmentsDecideAsInProcess(t *testing.T) {
 	t.Parallel()
 	t.Run("server", func(t *testing.T) {
-		checkCompositeAdjustmentsAsInProcess(t, redistest.Start(t).Client(t))
+		checkCompositeAdjustmentsAsInProcess(t, redistest.Shared(t).Client(t))
 	})
 	t.Run("cluster", func(t *testing.T) {
-		client := redistest.StartCluster(t, 3).Client(t)
+		client := redistest.SharedCluster(t).Client(t)
 		checkCompositeAdjustmentsAsInProcess(t, client)
 		for _, n := range masterSizes(t, client) {
 			assert.Positive(t, n, "every master holds keys")

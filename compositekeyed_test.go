@@ -368,7 +368,7 @@ func TestCompositeOfKeyedPartsOnMiniredisDecidesAsInProcess(t *testing.T) {
 				local := setup.build(t, nil, WithClock(clock))
 				_, client, advance := miniredisClock(t)
 				remote := setup.build(t, client)
-				for i, o := range diffConvert.ops(r, 300, "a1", "a2", "b1") {
+				for i, o := range diffConvert.ops(r, sized(150, 300), "a1", "a2", "b1") {
 					clock.Advance(o.advance)
 					advance(o.advance)
 					step := ""
@@ -401,7 +401,7 @@ func TestCompositeOfKeyedPartsOnMiniredisDecidesAsInProcess(t *testing.T) {
 // still.
 func TestRealRedisCompositeOfKeyedPartsDecidesAsInProcess(t *testing.T) {
 	t.Parallel()
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	ctx := context.Background()
 	slow := []Policy{{}, {Limit: 3, Window: time.Minute}, {Limit: 6, Window: 240 * time.Second}, {Limit: 2, Window: 160 * time.Second}, {Limit: 10, Window: 400 * time.Second}}
 	slowWindows := []Policy{{}, {Limit: 5, Window: 20 * time.Minute}, {Limit: 2, Window: 10 * time.Minute}, {Limit: 10, Window: time.Hour}}

@@ -120,6 +120,7 @@ func (s heldStep) String() string {
 }
 
 func TestConcurrencyDecidesAsTheModelInProcessAndOnRedis(t *testing.T) {
+	t.Parallel()
 	// Plans of 2, 5 and 20 in flight, each with a TTL of its own, and the
 	// zero Policy: the limiter's own, 5 with leases of 3 s.
 	plans := []Policy{{}, {Limit: 2, Window: 2 * time.Second}, {Limit: 5, Window: 700 * time.Millisecond}, {Limit: 20, Window: 5 * time.Second}}
@@ -128,10 +129,10 @@ func TestConcurrencyDecidesAsTheModelInProcessAndOnRedis(t *testing.T) {
 		plans []Policy
 	}{{"one policy", nil}, {"plans", plans}} {
 		t.Run(tc.name, func(t *testing.T) {
-			// 2 runs of 800 steps (5 of 3000 under -soak).
+			// 2 runs of 400 steps (5 of 3000 under -soak).
 			for seed := range uint64(sized(2, 5)) {
 				t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
-					runHeldDifferential(t, rand.New(rand.NewPCG(seed, 23)), sized(800, 3000), tc.plans)
+					runHeldDifferential(t, rand.New(rand.NewPCG(seed, 23)), sized(400, 3000), tc.plans)
 				})
 			}
 		})

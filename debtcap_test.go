@@ -159,7 +159,7 @@ func TestTheDebtBoundFollowsTheKeysPolicy(t *testing.T) {
 // it owes what it used to.
 func TestRealRedisABogusUsageCostsAMinuteNotDays(t *testing.T) {
 	t.Parallel()
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	ctx := context.Background()
 	builds := map[string]func(opts ...Option) (Adjuster, error){
 		"RedisTokenBucket": func(opts ...Option) (Adjuster, error) {

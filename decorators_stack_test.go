@@ -339,6 +339,7 @@ func algorithm(kind string) string {
 // report every call once (each part of a Composite its share), under
 // their names.
 func TestDecoratorsAnswerAsTheNewLimitersOnTheSameSchedule(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, kind := range stackKinds() {
 		for _, dec := range stackDecorators() {
@@ -583,6 +584,7 @@ func TestGuardAnswersForTheNewRedisLimitersWhileRedisIsDown(t *testing.T) {
 // answers), reports each call once to the Leasing's hooks, and passes
 // Refund, Settle and Reset through.
 func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	type subject struct {
 		name  string

@@ -51,7 +51,7 @@ func anchorBackends(t *testing.T) []anchorBackend {
 		require.NoError(t, err)
 		out = append(out, anchorBackend{"miniredis/" + k.name, l, step})
 	}
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	for _, k := range redisKinds {
 		l, err := k.build(client)
 		require.NoError(t, err)
@@ -221,7 +221,7 @@ func TestDenyCacheLocalAnswersKeepTheGodocsPromise(t *testing.T) {
 				cache, err := NewDenyCache(backend, DenyCacheConfig{Clock: clock, MaxAge: maxAge})
 				require.NoError(t, err)
 				denials := map[string]denialSeen{}
-				for step := range 400 {
+				for step := range sized(200, 400) {
 					// Whole ms keep miniredis and the fake clocks together.
 					d := time.Duration(r.IntN(120)) * time.Millisecond
 					clock.Advance(d)

@@ -113,7 +113,7 @@ func TestDenyCacheKeepsProtectingTheHotKeyAfterAFloodOfDeniedKeys(t *testing.T) 
 		// The server's time is its own: the hot key (1 a second) and the
 		// flood keys stay denied through the few seconds the trial takes
 		// there, while the DenyCache's fake clock follows the schedule.
-		redisTrial(t, redistest.Start(t).Client(t), nil, 10_000)
+		redisTrial(t, redistest.Shared(t).Client(t), nil, 10_000)
 	})
 }
 

@@ -95,7 +95,7 @@ func floodBackends(t *testing.T) []floodBackend {
 		require.NoError(t, err)
 		out = append(out, floodBackend{"miniredis/" + k.name, l, func(d time.Duration) { clock.Advance(d); step(d) }, clock, true})
 	}
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	for _, k := range kinds {
 		l, err := k.build(false, server.Client(t), nil)
 		require.NoError(t, err)

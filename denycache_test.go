@@ -60,7 +60,7 @@ func TestDenyCacheNeverDeniesWhatTheBackendWouldAllow(t *testing.T) {
 				cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, MaxAge: time.Duration(r.Int64N(int64(2 * period)))})
 				require.NoError(t, err)
 				ctx := context.Background()
-				for i, c := range randomSchedule(r, 300, limit, period/time.Duration(limit), false, "a", "b") {
+				for i, c := range randomSchedule(r, sized(150, 300), limit, period/time.Duration(limit), false, "a", "b") {
 					c.advance = c.advance.Truncate(time.Millisecond)
 					clock.Advance(c.advance)
 					advanceBackend(c.advance)
@@ -91,6 +91,7 @@ func TestDenyCacheNeverDeniesWhatTheBackendWouldAllow(t *testing.T) {
 }
 
 func TestDenyCacheAnswersAFloodLocally(t *testing.T) {
+	t.Parallel()
 	// Around a backend that passes its Decision on, and around one that
 	// hides it (the same-cost rule): a flood of cost 1 is answered locally.
 	for _, hides := range []bool{false, true} {

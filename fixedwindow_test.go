@@ -61,7 +61,7 @@ func (m *windowModel) allow(key string, n int) Result {
 func TestFixedWindowsMatchTheModel(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 8))
-	for round := 0; round < sized(10, 40); round++ {
+	for round := 0; round < sized(5, 40); round++ {
 		limit := 1 + r.IntN(10)
 		window := time.Duration(1+r.Int64N(5000)) * time.Millisecond
 		// The clock may step back only in runs on one key (see

@@ -171,7 +171,7 @@ func TestRealRedisFleetFallbacksKeepTheSharedLimitWhileRedisIsDown(t *testing.T)
 func TestRealRedisFleetResizesWhenAReplicaJoinsOrLeaves(t *testing.T) {
 	const heartbeat, ttl = 50 * time.Millisecond, 200 * time.Millisecond
 	const slack = 250 * time.Millisecond // scheduling on a loaded machine; fake time checks the exact bounds
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()

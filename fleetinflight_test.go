@@ -124,6 +124,7 @@ func TestFallbackOfACompositeWithARedisConcurrencyPartHoldsTheShare(t *testing.T
 }
 
 func TestGuardFailsOverARedisCompositeWithUnitsInFlightToTheFleetsShare(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	fleet, _ := threeReplicas(t)
 	m, client, _ := miniredisClock(t)

@@ -55,6 +55,6 @@ func TestGuardOneBadKeyLeavesOtherKeysAloneOnMiniredis(t *testing.T) {
 }
 
 func TestGuardOneBadKeyLeavesOtherKeysAloneOnRealRedis(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	checkOneBadKeyLeavesOtherKeysAlone(t, server.Client(t))
 }

@@ -165,7 +165,7 @@ func newKeyEnv(t *testing.T, real bool) *keyEnv {
 	e := &keyEnv{clock: NewFakeClock(epoch)}
 	if real {
 		e.clock = NewFakeClock(time.Now())
-		e.client = redistest.Start(t).Client(t)
+		e.client = redistest.Shared(t).Client(t)
 		return e
 	}
 	e.m, _, _ = miniredisClock(t)
@@ -233,6 +233,7 @@ func keyCalls(ctx context.Context, l Limiter, key string) map[string]error {
 }
 
 func TestAKeyOverTheBoundIsRefusedAndNothingIsWritten(t *testing.T) {
+	t.Parallel()
 	for _, real := range []bool{false, true} {
 		for _, s := range keyStacks() {
 			if real && !s.redis {
@@ -482,6 +483,7 @@ func prefixOf(l Limiter) string {
 }
 
 func TestNoErrorOrHookEventCarriesASecretKeyByDefault(t *testing.T) {
+	t.Parallel()
 	for _, s := range keyStacks() {
 		t.Run(s.name, func(t *testing.T) {
 			e := newKeyEnv(t, false)
@@ -505,6 +507,7 @@ func TestNoErrorOrHookEventCarriesASecretKeyByDefault(t *testing.T) {
 }
 
 func TestWithKeysShownShowsKeysInErrorsAndReports(t *testing.T) {
+	t.Parallel()
 	for _, s := range keyStacks() {
 		t.Run(s.name, func(t *testing.T) {
 			e := newKeyEnv(t, false)

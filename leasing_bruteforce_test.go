@@ -443,10 +443,8 @@ func bfMinimise(t *testing.T, s bfSchedule, slack int64) bfSchedule {
 // The schedules that exceed the bound, within that slack, are counted in
 // the log.
 func TestLeasingBruteForceNeverExceedsTheSharedBound(t *testing.T) {
-	schedules, steps := 1500, 60
-	if testing.Short() {
-		schedules = 150
-	}
+	t.Parallel()
+	schedules, steps := sized(150, 1500), 60
 	modes := []struct {
 		name          string
 		adjust, allAt bool
@@ -557,10 +555,8 @@ func TestLeasingCallersRefundWhileABlockIsHeldExceedsTheBoundByTheUnitsHeld(t *t
 // clock, which is also the Leasings' Clock, on a miniredis whose TIME
 // stays at epoch: the fleet keeps within C + ⌊(b − a)/T⌋.
 func TestLeasingOverARedisLimiterOnTheCallersClockKeepsTheBound(t *testing.T) {
-	schedules := 25 // a miniredis each: about 40 ms
-	if testing.Short() {
-		schedules = 5
-	}
+	t.Parallel()
+	schedules := sized(5, 25) // a miniredis each: about 40 ms
 	for _, kind := range []bfKind{bfBucket, bfGCRA} {
 		t.Run(kind.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(kind)+1, 9))

@@ -212,13 +212,11 @@ func leaseCheck(t *testing.T, sh leaseShared, log *leaseLog) {
 // of random costs, bursts and pauses on several replicas, some of which
 // close (giving back) and are replaced, and checks every span.
 func TestLeasingFleetNeverExceedsSharedBound(t *testing.T) {
+	t.Parallel()
 	for _, withRedis := range []bool{false, true} {
 		probe := &leaseLog{}
 		for i := range leaseBackends(t, probe, withRedis) {
-			seeds := uint64(1) // three at full size (-soak)
-			if *soak {
-				seeds = 3
-			}
+			seeds := uint64(sized(1, 3))
 			for seed := uint64(1); seed <= seeds; seed++ {
 				log := &leaseLog{}
 				sh := leaseBackends(t, log, withRedis)[i]
@@ -233,9 +231,9 @@ func TestLeasingFleetNeverExceedsSharedBound(t *testing.T) {
 					replicas[r] = newLeasingOver(t, sh, cfg)
 				}
 				ctx := context.Background()
-				steps := 6000
+				steps := sized(1500, 6000)
 				if sh.redis != nil {
-					steps = 2000
+					steps = sized(500, 2000)
 				}
 				// Phases of random length, each with its own total rate
 				// and its own share per replica, so that some replicas
@@ -353,6 +351,7 @@ func TestLeasingRefusesBackendsItCannotFollow(t *testing.T) {
 // the others once the block's life has passed: they then admit the
 // bucket's whole capacity at once, and the window's limit in a new window.
 func TestLeasingDeadReplicaUnitsComeBack(t *testing.T) {
+	t.Parallel()
 	for _, sh := range leaseBackends(t, &leaseLog{}, true) {
 		log := &leaseLog{clock: sh.clock}
 		sh.backend = rehook(t, sh, log)
@@ -411,10 +410,12 @@ func rehook(t *testing.T, sh leaseShared, log *leaseLog) Limiter {
 }
 
 // TestLeasingFullLoadUnderAdmitsLittle offers twice the limit's rate,
-// spread over 2 and over 10 replicas, for 200 s of fake time, and checks
-// that the fleet admits at least 95% of what the shared limiter allows in
-// that time (its capacity plus its rate times the span), and never more.
+// spread over 2 and over 10 replicas, for 100 s of fake time (200 s under
+// -soak), and checks that the fleet admits at least 95% of what the shared
+// limiter allows in that time (its capacity plus its rate times the span),
+// and never more.
 func TestLeasingFullLoadUnderAdmitsLittle(t *testing.T) {
+	t.Parallel()
 	for _, replicas := range []int{2, 10} {
 		for _, sh := range leaseBackends(t, &leaseLog{}, false) {
 			log := &leaseLog{clock: sh.clock}
@@ -425,7 +426,7 @@ func TestLeasingFullLoadUnderAdmitsLittle(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(uint64(replicas), 3))
 			ctx := context.Background()
-			const span = 200 * time.Second
+			span := time.Duration(sized(100, 200)) * time.Second
 			// 200 calls per second offered against 100 allowed, at
 			// random moments.
 			var elapsed time.Duration
@@ -626,6 +627,7 @@ func newTestClient(t *testing.T, m *miniredis.Miniredis) *redis.Client {
 // must have decayed (token bucket, GCRA) or expired with their window
 // (fixed window) by then, so the span bound holds.
 func TestLeasingHeldBlockCannotOutliveTheRefill(t *testing.T) {
+	t.Parallel()
 	for _, sh := range leaseBackends(t, &leaseLog{}, true) {
 		log := &leaseLog{clock: sh.clock}
 		sh.backend = rehook(t, sh, log)

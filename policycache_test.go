@@ -48,3 +48,24 @@ func TestCheckedPoliciesNeverTearUnderConcurrentWrites(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A writer that finds the slot being written by another call (its
+// sequence odd) skips it, so the policy stays unremembered and the other
+// call's write stands; once that write ends, a put takes the slot. The
+// concurrent test reaches the skip only when two writers happen to meet.
+func TestCheckedPoliciesPutSkipsASlotAnotherCallIsWriting(t *testing.T) {
+	var c checkedPolicies
+	p := Policy{Limit: 10, Window: time.Minute}
+	e := c.slot(p)
+	e.seq.Store(1) // another call is writing
+	c.put(p, 10, int64(6*time.Second))
+	assert.Equal(t, uint64(1), e.seq.Load(), "the slot is left to the other call")
+	_, _, ok := c.get(p)
+	assert.False(t, ok, "not remembered")
+
+	e.seq.Store(2) // the other call is done
+	c.put(p, 10, int64(6*time.Second))
+	limit, param, ok := c.get(p)
+	assert.True(t, ok)
+	assert.Equal(t, [2]int64{10, int64(6 * time.Second)}, [2]int64{limit, param})
+}

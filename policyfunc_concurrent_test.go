@@ -29,13 +29,13 @@ func planOfKey(_ context.Context, key string) (Policy, error) {
 
 func TestRealRedisPolicyFuncBatchesMixingPoliciesStayExact(t *testing.T) {
 	t.Parallel()
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	testPolicyFuncBatchesStayExact(t, server.Client(t, func(o *redis.Options) { o.PoolSize = 64 }))
 }
 
 func TestRealRedisClusterPolicyFuncBatchesMixingPoliciesStayExact(t *testing.T) {
 	t.Parallel()
-	cluster := redistest.StartCluster(t, 3)
+	cluster := redistest.SharedCluster(t)
 	testPolicyFuncBatchesStayExact(t, cluster.Client(t, func(o *redis.ClusterOptions) { o.PoolSize = 64 }))
 }
 

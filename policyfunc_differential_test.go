@@ -415,7 +415,7 @@ func TestPolicyFuncRedisLimitersDecideAsInProcessOnMiniredis(t *testing.T) {
 				opts = append(opts, settleOpts...)
 				local, advanceLocal := pair.local.newLimiter(t, pair.own, plans.f, opts...)
 				remote, advanceRemote := pair.redis.newLimiter(t, pair.own, plans.f, opts...)
-				for i, op := range pair.stream.ops(r, 300, "a", "b", "c") {
+				for i, op := range pair.stream.ops(r, sized(150, 300), "a", "b", "c") {
 					advanceLocal(op.advance)
 					advanceRemote(op.advance)
 					if op.change {
@@ -440,7 +440,7 @@ func TestPolicyFuncRedisLimitersDecideAsInProcessOnMiniredis(t *testing.T) {
 // limiter, whose time stands still.
 func TestRealRedisPolicyFuncLimitersDecideAsInProcess(t *testing.T) {
 	t.Parallel()
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	ctx := context.Background()
 	slow := opStream{
 		mix:      policyFuncMix,

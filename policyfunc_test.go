@@ -119,6 +119,7 @@ func (c policyFuncCalls) settle(key string, taken, cost int) Result {
 // (10 units) is kept; 90 more calls are allowed, the 91st denied. From that
 // call on, the key refills at the new rate.
 func TestRaisedLimitGivesTheNewUnitsAtOnce(t *testing.T) {
+	t.Parallel()
 	for _, sub := range policyFuncRateSubjects {
 		t.Run(sub.name, func(t *testing.T) {
 			plans := newPlanMap()

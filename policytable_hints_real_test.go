@@ -62,7 +62,7 @@ func realTableReplicas(t *testing.T, server *redistest.Server, n int, cfg Policy
 // that publishes on the table's channel changes nothing any of 3 replicas
 // holds, and a real change after its notices reaches all of them.
 func TestRealRedisPolicyTableForgedNoticesChangeNoReplica(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	replicas, shadows := realTableReplicas(t, server, 3, PolicyTableConfig{Refresh: time.Hour, MinSync: time.Millisecond})
 	writer, err := NewPolicyTable(productionClient(t, server), PolicyTableConfig{Name: "plans"})
 	require.NoError(t, err)
@@ -88,7 +88,7 @@ func TestRealRedisPolicyTableForgedNoticesChangeNoReplica(t *testing.T) {
 // replica read the whole table, and each calls the read script at most
 // once per MinSync (plus one), as the server counts them.
 func TestRealRedisPolicyTableGarbageNoticesCostBoundedReads(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	const minSync = 20 * time.Millisecond
 	replicas, _ := realTableReplicas(t, server, 3, PolicyTableConfig{Refresh: time.Hour, MinSync: minSync})
 	admin := server.Client(t, func(o *redis.Options) { o.ReadTimeout = 10 * time.Second })

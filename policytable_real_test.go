@@ -39,7 +39,7 @@ func seenByAll(t *testing.T, tables []*PolicyTable, within time.Duration, key st
 // seen by 3 replicas with their own connections; the time until the last
 // of them sees it has a p99 under 1 s (in practice about a millisecond).
 func TestRealRedisPolicyTableChangeReachesThreeReplicasFast(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	tables, _ := realReplicas(t, server, 3, 10*time.Second) // notifications alone
 	writer, err := NewPolicyTable(productionClient(t, server), PolicyTableConfig{Name: "plans"})
 	require.NoError(t, err)
@@ -64,7 +64,7 @@ func TestRealRedisPolicyTableChangeReachesThreeReplicasFast(t *testing.T) {
 // TestRealRedisPolicyTableRefreshCatchesALostNotification: a change written
 // without its notification is seen at the next refresh.
 func TestRealRedisPolicyTableRefreshCatchesALostNotification(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	tables, _ := realReplicas(t, server, 2, 50*time.Millisecond)
 	ctx := context.Background()
 	require.NoError(t, tables[0].Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"acme": planFree}}))
@@ -155,7 +155,8 @@ func TestRealRedisPolicyTableFlushallKeepsCopies(t *testing.T) {
 // TestRealRedisPolicyTableOnACluster: the table is one key, written by one
 // script, and its notifications reach a replica subscribed to any node.
 func TestRealRedisPolicyTableOnACluster(t *testing.T) {
-	cluster := redistest.StartCluster(t, 3)
+	t.Parallel()
+	cluster := redistest.SharedCluster(t)
 	var tables []*PolicyTable
 	for range 2 {
 		table, _ := runTable(t, cluster.Client(t), 100*time.Millisecond)

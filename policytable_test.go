@@ -324,6 +324,7 @@ func TestNilPolicyTableAnswersWithoutPanicking(t *testing.T) {
 // version than the copy: its replicas read it all the same, and the
 // changes after it.
 func TestPolicyTableFollowsAReseedWithALowerVersion(t *testing.T) {
+	t.Parallel()
 	m, client, ctx := miniredisAt(t)
 	m.SetTime(time.Now())
 	table, _ := runTable(t, client, time.Hour)

@@ -19,7 +19,7 @@ func TestRedisTokenBucketMatchesInProcessOnRandomSchedules(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
 	steps := 0
-	for round := 0; round < sized(6, 24); round++ {
+	for round := 0; round < sized(3, 24); round++ {
 		capacity := 1 + r.IntN(20)
 		interval := time.Duration(1+r.Int64N(2_000_000)) * time.Microsecond // whole µs
 		rate := float64(time.Second) / float64(interval)

@@ -61,6 +61,7 @@ var inFlightOwn = Policy{Limit: 4, Window: 3 * time.Second}
 var inFlightPlans = []Policy{{}, {Limit: 2, Window: 2 * time.Second}, {Limit: 5, Window: 700 * time.Millisecond}, {Limit: 20, Window: 5 * time.Second}}
 
 func TestCompositeWithUnitsInFlightDecidesAlikeInProcessAndOnRedis(t *testing.T) {
+	t.Parallel()
 	for _, tw := range []inFlightTwin{
 		{name: "token bucket"},
 		{name: "fixed window", window: true},
@@ -69,9 +70,9 @@ func TestCompositeWithUnitsInFlightDecidesAlikeInProcessAndOnRedis(t *testing.T)
 		{name: "per call", perCall: true},
 	} {
 		t.Run(tw.name, func(t *testing.T) {
-			for seed := range uint64(3) {
+			for seed := range uint64(sized(1, 3)) {
 				t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
-					runInFlightTwins(t, tw, rand.New(rand.NewPCG(seed, 2323)), 1000)
+					runInFlightTwins(t, tw, rand.New(rand.NewPCG(seed, 2323)), sized(600, 1000))
 				})
 			}
 		})

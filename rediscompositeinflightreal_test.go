@@ -21,13 +21,13 @@ import (
 // are in different hash slots.
 
 func TestRealRedisCompositeHoldsUnitsInFlightAndTheRateWith64Goroutines(t *testing.T) {
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	checkCompositeInFlight(t, client)
 }
 
 func TestRealRedisClusterCompositeHoldsUnitsInFlightAndTheRateWith64Goroutines(t *testing.T) {
 	t.Parallel()
-	cluster := redistest.StartCluster(t, 3)
+	cluster := redistest.SharedCluster(t)
 	client := cluster.Client(t)
 	checkCompositeInFlight(t, client)
 	sizes := masterSizes(t, client)
@@ -122,7 +122,7 @@ func checkCompositeInFlight(t *testing.T, client redis.Scripter) {
 // nothing is held or spent.
 func TestRealRedisClusterCompositeWithUnitsInFlightRefusesPartsInDifferentSlots(t *testing.T) {
 	t.Parallel()
-	cluster := redistest.StartCluster(t, 3)
+	cluster := redistest.SharedCluster(t)
 	client := cluster.Client(t)
 	ctx := context.Background()
 	slots, err := NewRedisConcurrency(client, 5, time.Minute)

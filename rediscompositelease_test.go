@@ -78,6 +78,7 @@ func TestRedisCompositeAcquireIsOneScriptRequestThatTakesNoRateUnitsWithoutASlot
 }
 
 func TestRedisCompositeAcquireTakesNoSlotWhenTheRateDenies(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, client, advance := miniredisClock(t)
 	c, slots, rate := redisFiveInFlightAndHundredAMinute(t, client)

@@ -57,7 +57,7 @@ func TestRealRedisSettleWithATokenAppliesOnceAfterALostReply(t *testing.T) {
 // TestRealRedisCompositeNeverLeaksUnderConcurrency: 64 goroutines on
 // composites whose parts share keys; the totals equal the strictest bound.
 func TestRealRedisCompositeNeverLeaksUnderConcurrency(t *testing.T) {
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	checkCompositeNeverLeaks(t, client)
 }
 
@@ -65,7 +65,7 @@ func TestRealRedisCompositeNeverLeaksUnderConcurrency(t *testing.T) {
 // with the parts' keys under one hash tag.
 func TestRealRedisClusterCompositeNeverLeaks(t *testing.T) {
 	t.Parallel()
-	cluster := redistest.StartCluster(t, 3)
+	cluster := redistest.SharedCluster(t)
 	client := cluster.Client(t)
 	checkCompositeNeverLeaks(t, client)
 	sizes := masterSizes(t, client)
@@ -137,7 +137,7 @@ func twoDigits(i int) string {
 // hash tag is refused with an error, and nothing is spent.
 func TestRealRedisClusterCompositeRefusesPartsInDifferentSlots(t *testing.T) {
 	t.Parallel()
-	cluster := redistest.StartCluster(t, 3)
+	cluster := redistest.SharedCluster(t)
 	client := cluster.Client(t)
 	ctx := context.Background()
 	user, err := NewRedisTokenBucket(client, 5, 1)

@@ -28,12 +28,12 @@ import (
 // real time where the server's clock is the subject.
 
 func TestRealRedisConcurrencyReleasesTwiceAfterExpiryAndOfAnotherLimiter(t *testing.T) {
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	checkReleases(t, client, time.Sleep)
 }
 
 func TestRealRedisConcurrencyHoldsAtMostItsLimitWith64Goroutines(t *testing.T) {
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	checkHeldNeverExceeds(t, client)
 	n, err := client.DBSize(context.Background()).Result()
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ func TestRealRedisConcurrencyHoldsAtMostItsLimitWith64Goroutines(t *testing.T) {
 
 func TestRealRedisClusterConcurrencyHoldsAtMostItsLimitWith64Goroutines(t *testing.T) {
 	t.Parallel()
-	cluster := redistest.StartCluster(t, 3)
+	cluster := redistest.SharedCluster(t)
 	client := cluster.Client(t)
 	checkHeldNeverExceeds(t, client)
 	assert.Equal(t, []int64{0, 0, 0}, masterSizes(t, client), "every key is deleted with its last lease")
@@ -150,7 +150,7 @@ func TestRealRedisConcurrencyHolderProcess(t *testing.T) {
 }
 
 func TestRealRedisConcurrencyUnitsOfAKilledProcessComeBackAtTheTTL(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	client := server.Client(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRealRedisConcurrencyHolderProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), holderAddrEnv+"="+server.Addr)
@@ -171,7 +171,7 @@ func TestRealRedisConcurrencyUnitsOfAKilledProcessComeBackAtTheTTL(t *testing.T)
 }
 
 func TestRealRedisConcurrencyUnitsOfAClosedClientComeBackAtTheTTL(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	client := server.Client(t)
 	holder := redis.NewClient(&redis.Options{Addr: server.Addr})
 	h, err := NewRedisConcurrency(holder, 1, holderTTL)

@@ -207,6 +207,7 @@ func TestRedisConcurrencyRefusesAForeignKeyAndLeavesIt(t *testing.T) {
 }
 
 func TestRedisConcurrencyReleaseThatFailsIsABackendError(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	m, client, _ := miniredisClock(t)
 	c, err := NewRedisConcurrency(client, 1, time.Minute)

@@ -17,7 +17,7 @@ func TestRedisGCRAMatchesTheTokenBucketOnRandomSchedules(t *testing.T) {
 	// capacity L refilling L/P: in process and on Redis, step by step.
 	t.Parallel()
 	r := rand.New(rand.NewPCG(5, 6))
-	for round := 0; round < sized(4, 16); round++ {
+	for round := 0; round < sized(2, 16); round++ {
 		limit := 1 + r.IntN(15)
 		interval := time.Duration(1+r.Int64N(1_500_000)) * time.Microsecond
 		period := interval * time.Duration(limit)

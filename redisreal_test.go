@@ -23,7 +23,7 @@ import (
 // timeouts and a real cluster.
 
 func TestRealRedisSharesOneBudgetAcrossClients(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	const (
 		limit   = 10
 		clients = 3
@@ -75,7 +75,7 @@ func TestRealRedisSharesOneBudgetAcrossClients(t *testing.T) {
 }
 
 func TestRealRedisKeepsEveryDigitAndSetsTheTTL(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	client := server.Client(t)
 	ctx := context.Background()
 	serverMicros := func() int64 {
@@ -161,12 +161,12 @@ func TestRealRedisSurvivesScriptFlush(t *testing.T) {
 }
 
 func TestRealRedisDefaultPrefixesTellConfigurationsApart(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	checkDefaultPrefixesTellConfigurationsApart(t, server.Client(t))
 }
 
 func TestRealRedisLimitersLeaveForeignStateAlone(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	checkForeignStateIsLeftAlone(t, server.Client(t))
 }
 
@@ -177,7 +177,7 @@ func TestRealRedisLimitersLeaveForeignStateAlone(t *testing.T) {
 // limit, and the next opens no sooner than a window later (less the expiry
 // millisecond, and a millisecond for the two clocks).
 func TestRealRedisFixedWindowNeverErrsAtAWindowsEnd(t *testing.T) {
-	server := redistest.Start(t)
+	server := redistest.Shared(t)
 	const (
 		limit  = 5
 		window = 10 * time.Millisecond
@@ -262,7 +262,7 @@ func TestRealRedisStoppedServer(t *testing.T) {
 
 func TestRealRedisClusterAcrossSlots(t *testing.T) {
 	t.Parallel()
-	cluster := redistest.StartCluster(t, 3)
+	cluster := redistest.SharedCluster(t)
 	client := cluster.Client(t)
 	ctx := context.Background()
 	const keys = 200

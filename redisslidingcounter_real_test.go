@@ -21,7 +21,7 @@ import (
 // state, known, less now), and the in-process counter decides at that µs. The
 // Results are equal, the in-process RetryAfter rounded up to a whole µs.
 func TestRealRedisSlidingCounterDecidesAsInProcess(t *testing.T) {
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(24, 7))
 	for round := 0; round < sized(200, 2000); round++ {
@@ -73,7 +73,7 @@ func TestRealRedisSlidingCounterDecidesAsInProcess(t *testing.T) {
 }
 
 func TestRealRedisSlidingCounterKeepsEveryDigit(t *testing.T) {
-	client := redistest.Start(t).Client(t)
+	client := redistest.Shared(t).Client(t)
 	ctx := context.Background()
 	l, err := NewRedisSlidingCounter(client, 5, 5*time.Second)
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 func TestRedisSlidingCounterMatchesTheModelAndTheInProcessCounter(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(24, 4))
-	for round := 0; round < sized(10, 40); round++ {
+	for round := 0; round < sized(5, 40); round++ {
 		limit := 1 + r.IntN(10)
 		window := time.Duration(1+r.Int64N(5000)) * time.Millisecond
 		clock := NewFakeClock(epoch)
@@ -49,7 +49,7 @@ func TestRedisSlidingCounterMatchesTheModelAndTheInProcessCounter(t *testing.T) 
 
 func TestRedisSlidingCounterStaysWithinItsErrorBound(t *testing.T) {
 	t.Parallel()
-	checkCounterBound(t, rand.New(rand.NewPCG(24, 5)), sized(8, 40), time.Microsecond, func(t *testing.T, limit int, window time.Duration) (Limiter, func(time.Duration)) {
+	checkCounterBound(t, rand.New(rand.NewPCG(24, 5)), sized(4, 40), time.Microsecond, func(t *testing.T, limit int, window time.Duration) (Limiter, func(time.Duration)) {
 		_, client, advance := miniredisClock(t)
 		l, err := NewRedisSlidingCounter(client, limit, window)
 		require.NoError(t, err)

@@ -32,7 +32,7 @@ func TestRedisSlidingLogDecidesAsInProcessOnMiniredis(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(24, 3))
-	for round := 0; round < sized(8, 24); round++ {
+	for round := 0; round < sized(4, 24); round++ {
 		limit := 1 + r.IntN(12)
 		window := time.Duration(1+r.Int64N(3000)) * time.Millisecond
 		debt := []int{0, 1, 3, UnboundedDebt}[r.IntN(4)]
@@ -57,11 +57,12 @@ func TestRedisSlidingLogDecidesAsInProcessOnMiniredis(t *testing.T) {
 }
 
 func TestRedisSlidingLogDecidesAsInProcessOnARealServer(t *testing.T) {
+	t.Parallel()
 	t.Run("server", func(t *testing.T) {
-		checkLogAsInProcess(t, redistest.Start(t).Client(t), "k")
+		checkLogAsInProcess(t, redistest.Shared(t).Client(t), "k")
 	})
 	t.Run("cluster", func(t *testing.T) {
-		client := redistest.StartCluster(t, 3).Client(t)
+		client := redistest.SharedCluster(t).Client(t)
 		checkLogAsInProcess(t, client, "{a}1", "{b}2", "{c}3", "{d}4", "{e}5", "{f}6")
 		for _, n := range masterSizes(t, client) {
 			assert.Positive(t, n, "every master holds keys")
@@ -254,7 +255,7 @@ func TestRedisSlidingLogRefundsWithTakenAtAsInProcess(t *testing.T) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(24, 6))
 	const limit, window = 20, time.Minute
-	for round := 0; round < 60; round++ {
+	for round := 0; round < sized(30, 60); round++ {
 		clock := NewFakeClock(epoch)
 		local, err := NewSlidingLog(limit, window, WithClock(clock))
 		require.NoError(t, err)

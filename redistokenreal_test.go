@@ -47,7 +47,7 @@ func ptr[T any](v T) *T { return &v }
 // AutoPipeliner, whose routing the limiters do not know.
 func TestRealRedisClusterWithTokenWorksForKeysWithAnUnmatchedBrace(t *testing.T) {
 	t.Parallel()
-	client := redistest.StartCluster(t, 3).Client(t)
+	client := redistest.SharedCluster(t).Client(t)
 	inSlot := func(ctx context.Context, key string) ([]string, error) {
 		var mu sync.Mutex
 		var keys []string
@@ -75,7 +75,7 @@ func TestRealRedisClusterWithTokenWorksForKeysWithAnUnmatchedBrace(t *testing.T)
 // Ring of two servers, which sends a script call to its first key's shard,
 // where the token is remembered.
 func TestRealRedisRingWithTokenWorksForKeysWithAnUnmatchedBrace(t *testing.T) {
-	one, two := redistest.Start(t), redistest.Start(t)
+	one, two := redistest.Shared(t), redistest.Shared(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": one.Addr, "two": two.Addr}})
 	t.Cleanup(func() { _ = ring.Close() })
 	nodes := []*redis.Client{one.Client(t), two.Client(t)}

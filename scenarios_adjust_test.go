@@ -310,6 +310,7 @@ func TestBucketAdjustScenarios(t *testing.T) {
 }
 
 func TestWindowAdjustScenarios(t *testing.T) {
+	t.Parallel()
 	runAdjustScenarios(t, windowSubjects, windowAdjustScenarios)
 }
 

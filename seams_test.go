@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -58,7 +59,7 @@ func TestEveryErrorIsOfOneClass(t *testing.T) {
 // well-formed key is still decided by the backend.
 func TestOneClientsKeysOnAClusterDoNotOpenTheBreakerForEveryone(t *testing.T) {
 	t.Parallel()
-	client := redistest.StartCluster(t, 3).Client(t)
+	client := redistest.SharedCluster(t).Client(t)
 	ctx := context.Background()
 	users, err := NewRedisGCRA(client, 50, time.Minute)
 	require.NoError(t, err)
@@ -99,7 +100,10 @@ func TestOneClientsKeysOnAClusterDoNotOpenTheBreakerForEveryone(t *testing.T) {
 // and "tokens" (20 000 a minute) on a Redis that is down.
 func downComposite(t *testing.T) *Composite {
 	t.Helper()
-	m, client, _ := redistest.Miniredis(t, time.Unix(1_700_000_000, 0))
+	m, _, _ := redistest.Miniredis(t, time.Unix(1_700_000_000, 0))
+	// No retries: each call fails at once, not after go-redis's backoff.
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = client.Close() })
 	requests, err := NewRedisGCRA(client, 30, time.Minute)
 	require.NoError(t, err)
 	tokens, err := NewRedisGCRA(client, 20000, time.Minute)

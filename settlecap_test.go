@@ -66,6 +66,7 @@ func settleCapSubjects() []subject {
 // as the debt bound allows); WithMaxSettle(2) refuses above two limits,
 // and UnboundedSettle refuses nothing up to 2^52.
 func TestASettleAboveItsBoundIsRefusedAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, sub := range settleCapSubjects() {
 		t.Run(sub.name, func(t *testing.T) {
@@ -211,7 +212,7 @@ func TestABogusSettleOnACompositeWithAMonthlyPartLeavesRetryAfterWithinTheBound(
 					_, client, _ := redistest.Miniredis(t, start)
 					return monthlyComposite(t, client, NewFakeClock(start), opts...)
 				}
-				return monthlyComposite(t, redistest.Start(t).Client(t), nil, opts...)
+				return monthlyComposite(t, redistest.Shared(t).Client(t), nil, opts...)
 			}
 			c := build()
 			d, err := c.Decide(ctx, "k", 1)

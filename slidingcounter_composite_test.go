@@ -21,7 +21,7 @@ func TestCompositeOfSlidingCountersDecidesAsItsParts(t *testing.T) {
 	r := rand.New(rand.NewPCG(24, 8))
 	ctx := context.Background()
 	tenant := func(key string) string { return key[:1] }
-	for round := 0; round < sized(6, 30); round++ {
+	for round := 0; round < sized(3, 30); round++ {
 		userLimit, tenantLimit := 1+r.IntN(6), 2+r.IntN(10)
 		userWindow := time.Duration(1+r.Int64N(3000)) * time.Millisecond
 		tenantWindow := time.Duration(1+r.Int64N(3000)) * time.Millisecond

@@ -20,7 +20,7 @@ func TestSlidingCountersAcrossAChangeOfWindowDecideAlike(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(24, 9))
 	ctx := context.Background()
-	for round := 0; round < sized(6, 30); round++ {
+	for round := 0; round < sized(3, 30); round++ {
 		policy := Policy{Limit: 5, Window: time.Second}
 		byKey := PolicyFunc(func(context.Context, string) (Policy, error) { return policy, nil })
 		clock := NewFakeClock(epoch)

@@ -55,7 +55,7 @@ func checkLogPart(t *testing.T, build logAndWindow, advance func(time.Duration))
 	r := rand.New(rand.NewPCG(24, 5))
 	stream := logStream(5, time.Second)
 	stream.mix.allow = 6 // never above either limit
-	for i, op := range stream.ops(r, 400, "a", "b") {
+	for i, op := range stream.ops(r, sized(200, 400), "a", "b") {
 		advance(op.advance)
 		msg := fmt.Sprintf("step %d: %v", i, op)
 		if op.kind != "allow" {

@@ -196,7 +196,7 @@ func checkSlidingProperty(t *testing.T, r *rand.Rand, l Limiter, advance func(ti
 func TestSlidingLogNeverAllowsMoreThanTheLimitInAnyWindow(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(24, 2))
-	for round := 0; round < sized(4, 12); round++ {
+	for round := 0; round < sized(2, 12); round++ {
 		limit := 1 + r.IntN(8)
 		window := time.Duration(1+r.Int64N(2000)) * time.Millisecond
 		for _, sub := range logSubjects {

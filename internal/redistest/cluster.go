@@ -46,32 +46,51 @@ func StartCluster(tb testing.TB, masters int) *Cluster {
 	if masters < 1 || masters > clusterSlots {
 		tb.Fatalf("redistest: StartCluster needs between 1 and %d masters, got %d", clusterSlots, masters)
 	}
+	binary := lookPath(tb)
+	c, err := startCluster(binary, masters, func() (string, error) { return tb.TempDir(), nil })
+	// Cleanups run last-registered first, so the directories TempDir made
+	// are removed after this stop.
+	tb.Cleanup(c.Stop)
+	if err != nil {
+		tb.Fatalf("redistest: %v\n%s", err, c.logTails())
+	}
+	return c
+}
+
+// startCluster starts masters nodes of binary, each in a directory dir
+// returns, and forms them into a cluster. On error it returns the nodes it
+// started, for their log tails and to be stopped.
+func startCluster(binary string, masters int, dir func() (string, error)) (*Cluster, error) {
 	c := &Cluster{}
+	cfg := serverConfig{
+		needBus: true,
+		extra: func(port int, dir string) []string {
+			return []string{
+				"--cluster-enabled", "yes",
+				"--cluster-config-file", filepath.Join(dir, "nodes-"+strconv.Itoa(port)+".conf"),
+				"--cluster-node-timeout", "5000",
+				// Make every node advertise 127.0.0.1 in MOVED replies and
+				// CLUSTER SLOTS, never an address it guessed.
+				"--cluster-announce-ip", "127.0.0.1",
+			}
+		},
+	}
 	for range masters {
-		s := start(tb, serverConfig{
-			needBus: true,
-			extra: func(port int, dir string) []string {
-				return []string{
-					"--cluster-enabled", "yes",
-					"--cluster-config-file", filepath.Join(dir, "nodes-"+strconv.Itoa(port)+".conf"),
-					"--cluster-node-timeout", "5000",
-					// Make every node advertise 127.0.0.1 in MOVED replies and
-					// CLUSTER SLOTS, never an address it guessed.
-					"--cluster-announce-ip", "127.0.0.1",
-				}
-			},
-		})
+		d, err := dir()
+		if err != nil {
+			return c, fmt.Errorf("start a cluster node: %w", err)
+		}
+		s, err := launchIn(binary, d, cfg)
+		if err != nil {
+			return c, fmt.Errorf("start a cluster node: %w\nredis-server log tail:\n%s", err, s.LogTail())
+		}
 		c.Servers = append(c.Servers, s)
 		c.Addrs = append(c.Addrs, s.Addr)
 	}
-	// Cleanups run last-registered first, so this parallel stop runs before
-	// the servers' own (then no-op) cleanups.
-	tb.Cleanup(c.Stop)
-
 	if err := c.form(); err != nil {
-		tb.Fatalf("redistest: form cluster of %d masters at %v: %v\n%s", masters, c.Addrs, err, c.logTails())
+		return c, fmt.Errorf("form cluster of %d masters at %v: %w", masters, c.Addrs, err)
 	}
-	return c
+	return c, nil
 }
 
 // form assigns the slots, introduces the nodes to each other and waits until
@@ -80,20 +99,8 @@ func (c *Cluster) form() error {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterReadyTimeout)
 	defer cancel()
 
-	admins := make([]*redis.Client, len(c.Servers))
-	for i, s := range c.Servers {
-		admins[i] = redis.NewClient(&redis.Options{
-			Addr:        s.Addr,
-			DialTimeout: time.Second,
-			ReadTimeout: time.Second,
-			MaxRetries:  -1,
-		})
-	}
-	defer func() {
-		for _, a := range admins {
-			_ = a.Close()
-		}
-	}()
+	admins := c.admins()
+	defer closeAll(admins)
 
 	n := len(c.Servers)
 	for i, a := range admins {
@@ -108,23 +115,8 @@ func (c *Cluster) form() error {
 		}
 	}
 
-	want := strconv.Itoa(n)
 	for {
-		var notReady error
-		for i, a := range admins {
-			info, err := a.ClusterInfo(ctx).Result()
-			if err != nil {
-				notReady = fmt.Errorf("CLUSTER INFO on %s: %w", c.Addrs[i], err)
-				break
-			}
-			state, _ := infoField(info, "cluster_state")
-			known, _ := infoField(info, "cluster_known_nodes")
-			if state != "ok" || known != want {
-				notReady = fmt.Errorf("%s reports cluster_state:%s and cluster_known_nodes:%s, want ok and %s",
-					c.Addrs[i], state, known, want)
-				break
-			}
-		}
+		notReady := c.state(ctx, admins)
 		if notReady == nil {
 			return nil
 		}
@@ -133,6 +125,58 @@ func (c *Cluster) form() error {
 			return fmt.Errorf("cluster not ready within %v: %w", clusterReadyTimeout, notReady)
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// state returns nil if every node, asked through admins (one client per
+// node, in the order of c.Servers), reports cluster_state:ok and knows all
+// the others, and otherwise what the first node that does not says.
+func (c *Cluster) state(ctx context.Context, admins []*redis.Client) error {
+	want := strconv.Itoa(len(c.Servers))
+	for i, a := range admins {
+		info, err := a.ClusterInfo(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("CLUSTER INFO on %s: %w", c.Addrs[i], err)
+		}
+		state, _ := infoField(info, "cluster_state")
+		known, _ := infoField(info, "cluster_known_nodes")
+		if state != "ok" || known != want {
+			return fmt.Errorf("%s reports cluster_state:%s and cluster_known_nodes:%s, want ok and %s",
+				c.Addrs[i], state, known, want)
+		}
+	}
+	return nil
+}
+
+// healthy reports, as an error, whether every node of c answers and
+// reports a healthy cluster of all of them now.
+func (c *Cluster) healthy() error {
+	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
+	defer cancel()
+	admins := c.admins()
+	defer closeAll(admins)
+	return c.state(ctx, admins)
+}
+
+// admins returns a client for each node, in the order of c.Servers, that
+// fails fast: one dial of at most a second, no retries.
+func (c *Cluster) admins() []*redis.Client {
+	admins := make([]*redis.Client, len(c.Servers))
+	for i, s := range c.Servers {
+		admins[i] = redis.NewClient(&redis.Options{
+			Addr:        s.Addr,
+			DialTimeout: time.Second,
+			ReadTimeout: time.Second,
+			MaxRetries:  -1,
+		})
+	}
+	return admins
+}
+
+// closeAll closes every client.
+func closeAll(clients []*redis.Client) {
+	for _, a := range clients {
+		_ = a.Close()
 	}
 }
 

@@ -1,10 +1,13 @@
 // Package redistest starts throwaway, real redis-server processes for tests.
 //
-// Every server listens only on 127.0.0.1, persists nothing, keeps its data
-// directory and log in a per-test temporary directory and is stopped by
-// process id when the test finishes (also when it fails or panics). If
-// redis-server is not installed, the helpers skip the calling test instead of
-// failing it.
+// Every server listens only on 127.0.0.1 and persists nothing. Start and
+// StartCluster give a test servers of its own, which keep their data
+// directory and log in a per-test temporary directory and are stopped by
+// process id when the test finishes (also when it fails or panics). Shared
+// and SharedCluster hand a test a server or cluster kept for the whole test
+// binary, emptied between tests, which saves a start per test; StopShared,
+// called from TestMain, stops them. If redis-server is not installed, the
+// helpers skip the calling test instead of failing it.
 //
 // The helpers call tb.Fatalf and tb.Skip, so they must be called from the
 // goroutine running the test, like any other testing.TB method that stops the
@@ -122,24 +125,40 @@ func Start(tb testing.TB, extraArgs ...string) *Server {
 // start finds redis-server, then starts it on fresh ports until one binds.
 func start(tb testing.TB, cfg serverConfig) *Server {
 	tb.Helper()
+	binary := lookPath(tb)
+	s, err := launchIn(binary, tb.TempDir(), cfg)
+	if err != nil {
+		tb.Fatalf("redistest: start redis-server: %v\nredis-server log tail:\n%s", err, s.LogTail())
+	}
+	// Registered after TempDir, so it runs before the directory is removed.
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// lookPath returns the absolute path of redis-server, or skips the test.
+func lookPath(tb testing.TB) string {
+	tb.Helper()
 	binary, err := exec.LookPath("redis-server")
 	if err != nil {
 		tb.Skip(skipMessage)
 	}
-	dir := tb.TempDir()
+	return binary
+}
+
+// launchIn starts binary with its data directory and log in dir, on fresh
+// ports until one binds, and waits until it answers PING. It returns the
+// Server also on error, for its LogTail; no process runs then.
+func launchIn(binary, dir string, cfg serverConfig) (*Server, error) {
 	s := &Server{
 		binary:  binary,
 		dir:     dir,
 		logPath: filepath.Join(dir, "redis-server.log"),
 	}
-	// Registered after TempDir, so it runs before the directory is removed.
-	tb.Cleanup(s.Stop)
-
 	var lastErr error
 	for range bindAttempts {
 		port, err := freePort(cfg.needBus)
 		if err != nil {
-			tb.Fatalf("redistest: find a free port: %v", err)
+			return s, fmt.Errorf("find a free port: %w", err)
 		}
 		s.Port = port
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -154,15 +173,14 @@ func start(tb testing.TB, cfg serverConfig) *Server {
 
 		err = s.launch()
 		if err == nil {
-			return s
+			return s, nil
 		}
 		lastErr = err
 		if !isPortInUse(err) {
 			break
 		}
 	}
-	tb.Fatalf("redistest: start redis-server: %v\nredis-server log tail:\n%s", lastErr, s.LogTail())
-	return nil
+	return s, lastErr
 }
 
 // portInUseError reports a start that failed because a port was already
