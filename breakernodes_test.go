@@ -189,7 +189,7 @@ func TestRealRedisClusterBreakerPerMasterKeepsHealthyMastersOnRedis(t *testing.T
 				require.NoError(t, err)
 				if m == 0 {
 					assert.Equal(t, FromFailOpen, d.Source, "key %q of the dead master", k)
-					assert.Less(t, time.Since(callStart), 50*time.Millisecond, "the open breaker answers at once")
+					assert.Less(t, time.Since(callStart), 150*time.Millisecond, "the open breaker answers at once, not after the 200 ms Timeout")
 					continue
 				}
 				if !assert.Equal(t, FromBackend, d.Source, "master %d, key %q", m, k) {
