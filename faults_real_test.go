@@ -35,7 +35,7 @@ func productionClient(t *testing.T, server *redistest.Server) *redis.Client {
 // go-redis's own timeouts, which a call that hangs would take.
 const (
 	guardTimeout = 50 * time.Millisecond
-	callSlack    = 150 * time.Millisecond
+	callSlack    = 400 * time.Millisecond
 )
 
 // guardedBucket is a Redis token bucket behind a fail-closed Guard with a
@@ -98,7 +98,7 @@ func TestRealRedisKilledMidRun(t *testing.T) {
 	assert.Equal(t, BreakerOpen, g.BreakerState())
 
 	server.Restart(t)
-	recoversWithin(t, g, hooks, coolDown+200*time.Millisecond)
+	recoversWithin(t, g, hooks, coolDown+700*time.Millisecond)
 }
 
 func TestRealRedisStalledWithSIGSTOP(t *testing.T) {
@@ -121,7 +121,7 @@ func TestRealRedisStalledWithSIGSTOP(t *testing.T) {
 	}
 
 	server.Resume()
-	recoversWithin(t, g, hooks, coolDown+200*time.Millisecond)
+	recoversWithin(t, g, hooks, coolDown+700*time.Millisecond)
 }
 
 func TestRealRedisFlushAndRestartLoseState(t *testing.T) {
