@@ -145,23 +145,26 @@ type fieldBlock struct {
 // retry-after (d's RetryAfter in whole seconds, rounded up, at least 1)
 // when deny is true. pk is the partition key's parameter (";pk=:...:"), or
 // "". These are the rules of package httplimit's header fields, and
-// ratefields.Format formats their values: ratelimit lists each policy's
-// service limit on an allowed call, the bound one first, each with its own
-// r and t, its effective window (ratelimit.Decision's NextUnit in whole
-// seconds, rounded up, left out when the Decision does not tell it), and
-// the bound one alone on a denial, whose t is the retry-after value
-// (draft-ietf-httpapi-ratelimit-headers-11, sections 4.1.2 and 6);
-// ratelimit-limit and ratelimit-remaining are the bound policy's, and
-// ratelimit-reset the seconds until the key is full again (d's
-// ResetAfter), or retry-after on a denial; ratelimit-limit and
+// ratefields.AppendValues formats their values: ratelimit lists each
+// policy's service limit on an allowed call, the bound one first, each
+// with its own r and t, its effective window (ratelimit.Decision's
+// NextUnit in whole seconds, rounded up, left out when the Decision does
+// not tell it), and the bound one alone on a denial, whose t is the
+// retry-after value (draft-ietf-httpapi-ratelimit-headers-11, sections
+// 4.1.2 and 6); ratelimit-limit and ratelimit-remaining are the bound
+// policy's, and ratelimit-reset the seconds until the key is full again
+// (d's ResetAfter), or retry-after on a denial; ratelimit-limit and
 // ratelimit-policy are left out while the limit is unknown (<= 0).
 //
-// The values that change with each call are one string that backs them
-// all; the value slices share one backing array, each capped at length 1
-// so that an append copies instead of overwriting a neighbour.
+// The values that change with each call are formatted into one buffer
+// and made one string that backs them all; the value slices share one
+// backing array, each capped at length 1 so that an append copies instead
+// of overwriting a neighbour.
 func (f *fields) metadata(vals []ratefields.Policy, bound int, d *ratelimit.Decision, deny bool, pk string) metadata.MD {
 	p := &vals[bound]
-	v := ratefields.Format(vals, bound, d, deny, f.style.ietf(), pk)
+	var buf [ratefields.BufSize]byte
+	b, rem, rst := ratefields.AppendValues(buf[:0], vals, bound, d, deny, f.style.ietf(), pk)
+	s := string(b)
 	blk := new(fieldBlock)
 	md := make(metadata.MD, 6)
 	i := 0
@@ -170,17 +173,17 @@ func (f *fields) metadata(vals []ratefields.Policy, bound int, d *ratelimit.Deci
 		if known {
 			i = set(md, &blk.vals, i, keyLimit, p.Q)
 		}
-		i = set(md, &blk.vals, i, keyRemaining, v.Remaining())
-		i = set(md, &blk.vals, i, keyReset, v.Reset())
+		i = set(md, &blk.vals, i, keyRemaining, s[:rem])
+		i = set(md, &blk.vals, i, keyReset, s[rem:rst])
 	}
 	if f.style.ietf() {
 		if known {
 			i = set(md, &blk.vals, i, keyPolicy, p.List)
 		}
-		i = set(md, &blk.vals, i, keyRateLimit, v.RateLimit())
+		i = set(md, &blk.vals, i, keyRateLimit, s[rst:])
 	}
 	if deny {
-		set(md, &blk.vals, i, keyRetryAfter, v.Reset())
+		set(md, &blk.vals, i, keyRetryAfter, s[rem:rst])
 	}
 	return md
 }

@@ -85,7 +85,9 @@ func (f *fieldWriter) write(h http.Header, ft *format, d *ratelimit.Decision, re
 		}
 	}
 
-	v := ratefields.Format(ft.parts, bound, d, retry, ietf, pk)
+	var buf [ratefields.BufSize]byte
+	b, rem, rst := ratefields.AppendValues(buf[:0], ft.parts, bound, d, retry, ietf, pk)
+	s := string(b)
 	blk := new(fieldBlock)
 	i := 0
 	known := p.Limit > 0
@@ -95,8 +97,8 @@ func (f *fieldWriter) write(h http.Header, ft *format, d *ratelimit.Decision, re
 		} else {
 			delete(h, fieldLimit) // an enclosing Middleware's
 		}
-		i = set(h, &blk.vals, i, fieldRemaining, v.Remaining())
-		i = set(h, &blk.vals, i, fieldReset, v.Reset())
+		i = set(h, &blk.vals, i, fieldRemaining, s[:rem])
+		i = set(h, &blk.vals, i, fieldReset, s[rem:rst])
 	}
 	if ietf {
 		if known {
@@ -105,10 +107,10 @@ func (f *fieldWriter) write(h http.Header, ft *format, d *ratelimit.Decision, re
 			// Another Middleware's policies stay listed.
 			i = set(h, &blk.vals, i, fieldPolicy, mergeList("", earlierPolicy))
 		}
-		i = set(h, &blk.vals, i, fieldRateLimit, mergeList(v.RateLimit(), earlierRL))
+		i = set(h, &blk.vals, i, fieldRateLimit, mergeList(s[rst:], earlierRL))
 	}
 	if retry {
-		set(h, &blk.vals, i, fieldRetryAfter, v.Reset())
+		set(h, &blk.vals, i, fieldRetryAfter, s[rem:rst])
 	}
 }
 

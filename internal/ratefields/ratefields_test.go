@@ -117,7 +117,15 @@ func TestAPolicySentAloneListsItselfAndAnUnknownLimitIsZero(t *testing.T) {
 	assert.Equal(t, `"default";q=0`, unknown.Item)
 }
 
-func TestFormatSendsTheDecisionsFields(t *testing.T) {
+// values returns AppendValues' three values as strings.
+func values(ps []ratefields.Policy, bound int, d *ratelimit.Decision, deny, items bool, pk string) (remaining, reset, rateLimit string) {
+	var buf [ratefields.BufSize]byte
+	b, rem, rst := ratefields.AppendValues(buf[:0], ps, bound, d, deny, items, pk)
+	s := string(b)
+	return s[:rem], s[rem:rst], s[rst:]
+}
+
+func TestValuesAreTheDecisionsFields(t *testing.T) {
 	one := ratefields.NewPolicies([]ratelimit.NamedPolicy{{Name: "default", Policy: ratelimit.Policy{Limit: 10}}}, "")
 	two := ratefields.NewPolicies([]ratelimit.NamedPolicy{
 		{Name: "per-second", Policy: ratelimit.Policy{Limit: 10}},
@@ -157,14 +165,14 @@ func TestFormatSendsTheDecisionsFields(t *testing.T) {
 		{"a denial of a Composite lists the bound part alone", two, 1, composite, true, true, "", "990", "1", `"per-hour";r=990;t=1`},
 	}
 	for _, tt := range tests {
-		v := ratefields.Format(tt.ps, tt.bound, tt.d, tt.deny, tt.items, tt.pk)
-		assert.Equal(t, tt.remaining, v.Remaining(), tt.what)
-		assert.Equal(t, tt.reset, v.Reset(), tt.what)
-		assert.Equal(t, tt.rateLimit, v.RateLimit(), tt.what)
+		remaining, reset, rateLimit := values(tt.ps, tt.bound, tt.d, tt.deny, tt.items, tt.pk)
+		assert.Equal(t, tt.remaining, remaining, tt.what)
+		assert.Equal(t, tt.reset, reset, tt.what)
+		assert.Equal(t, tt.rateLimit, rateLimit, tt.what)
 	}
 }
 
-func TestFormatGivesEachItemItsEffectiveWindowInWholeSeconds(t *testing.T) {
+func TestValuesGiveEachItemItsEffectiveWindowInWholeSeconds(t *testing.T) {
 	// A bucket of 10 refilling 10 a second has its next unit within 100 ms
 	// of a take (t=1); one of 1000 refilling 1000 an hour, within 3.6 s
 	// (t=4 unless the test is 0.6 s late between the take and Format).
@@ -179,14 +187,14 @@ func TestFormatGivesEachItemItsEffectiveWindowInWholeSeconds(t *testing.T) {
 	require.True(t, d.Allowed)
 
 	ps := ratefields.NewPolicies(d.Policies, "")
-	v := ratefields.Format(ps, d.Bound, &d, false, true, "")
+	_, _, rateLimit := values(ps, d.Bound, &d, false, true, "")
 	items := map[string]string{}
-	for _, item := range strings.Split(v.RateLimit(), ", ") {
+	for _, item := range strings.Split(rateLimit, ", ") {
 		name, rest, _ := strings.Cut(item, ";")
 		items[name] = rest
 	}
 	assert.Equal(t, map[string]string{`"per-second"`: "r=9;t=1", `"per-hour"`: "r=999;t=4"}, items)
-	assert.True(t, strings.HasPrefix(v.RateLimit(), ps[d.Bound].BeforeR), "the bound policy's item comes first: %s", v.RateLimit())
+	assert.True(t, strings.HasPrefix(rateLimit, ps[d.Bound].BeforeR), "the bound policy's item comes first: %s", rateLimit)
 	assert.Equal(t, int64(1), ratefields.EffectiveWindow(&d, 0))
 	assert.Equal(t, int64(-1), ratefields.EffectiveWindow(&d, 2), "no such policy")
 }

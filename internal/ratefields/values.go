@@ -6,81 +6,63 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// Values are the field values of one decision that change with each
-// decision, backed by one string: Remaining, Reset and RateLimit. The zero
-// Values are all "".
-type Values struct {
-	s        string
-	rem, rst int // s[:rem] is Remaining, s[rem:rst] Reset, s[rst:] RateLimit
-}
+// BufSize is the room a caller of AppendValues keeps on its stack for the
+// values: enough for one policy of a name of 40 bytes with numbers of up
+// to 10 digits. Longer values, and several policies, grow the buffer on
+// the heap.
+const BufSize = 96
 
-// Remaining returns the RateLimit-Remaining value: the bound policy's
-// units remaining, at least 0.
-func (v Values) Remaining() string { return v.s[:v.rem] }
-
-// Reset returns the RateLimit-Reset value, which is also Retry-After's on
-// a denial.
-func (v Values) Reset() string { return v.s[v.rem:v.rst] }
-
-// RateLimit returns the RateLimit value, or "" when Format was not asked
-// for its items.
-func (v Values) RateLimit() string { return v.s[v.rst:] }
-
-// bufSize is the room on the stack for the bytes of Values: enough for
-// one policy of a name of 40 bytes with numbers of up to 10 digits. Longer
-// values, and several policies, grow the buffer on the heap.
-const bufSize = 96
-
-// Format returns the values of the fields of d, a decision whose policies
-// are ps (ps[bound] the one that bound it, which must exist), a denial
-// when deny is true. pk is the partition key's parameter (see
-// PartitionKey), or "".
+// AppendValues appends to b the values of the fields of d that change with
+// each decision, and returns the extended slice with the ends of the first
+// two in it: with b empty, out[:rem] is RateLimit-Remaining, out[rem:rst]
+// RateLimit-Reset (also Retry-After's value on a denial) and out[rst:]
+// RateLimit. d is a decision whose policies are ps (ps[bound] the one that
+// bound it, which must exist), a denial when deny is true; pk is the
+// partition key's parameter (see PartitionKey), or "". The caller makes
+// one string of out, which backs all three values: one allocation for a
+// decision of one policy when b is a buffer of BufSize on its stack.
 //
-// Remaining is d's Remaining, at least 0. Reset is the seconds until the
-// key is back to its full limit (every policy's, d's ResetAfter), rounded
-// up; on a denial it is the Retry-After value instead: d's RetryAfter in
-// whole seconds, rounded up, at least 1.
+// RateLimit-Remaining is d's Remaining, at least 0. RateLimit-Reset is the
+// seconds until the key is back to its full limit (every policy's, d's
+// ResetAfter), rounded up; on a denial it is the Retry-After value
+// instead: d's RetryAfter in whole seconds, rounded up, at least 1.
 //
-// RateLimit, made only when items is true, lists the service limit of
+// RateLimit, appended only when items is true, lists the service limit of
 // each policy (draft-ietf-httpapi-ratelimit-headers-11, section 4): the
-// bound policy's first, with r the Remaining, and then, when d is allowed
+// bound policy's first, with r its Remaining, and then, when d is allowed
 // and holds each policy's Result (a Composite's Parts), every other
 // policy's, in order, with its own units remaining. Each item's t is that
 // policy's effective window (see EffectiveWindow), left out when d does
 // not tell it; on a denial, the one item is the bound policy's, whose t is
 // the Retry-After value, as section 6 asks (Retry-After not before the end
 // of the effective window). Each item ends with pk.
-//
-// The values are formatted into one buffer and made one string: one
-// allocation for a decision of one policy.
-func Format(ps []Policy, bound int, d *ratelimit.Decision, deny, items bool, pk string) Values {
+func AppendValues(b []byte, ps []Policy, bound int, d *ratelimit.Decision, deny, items bool, pk string) (out []byte, rem, rst int) {
 	remaining := int64(max(d.Remaining, 0))
 	reset := CeilSeconds(d.ResetAfter)
 	if deny {
 		reset = max(CeilSeconds(d.RetryAfter), 1)
 	}
-	var buf [bufSize]byte
-	b := strconv.AppendInt(buf[:0], remaining, 10)
-	rem := len(b)
+	b = strconv.AppendInt(b, remaining, 10)
+	rem = len(b)
 	b = strconv.AppendInt(b, reset, 10)
-	rst := len(b)
-	if items {
-		// `"per-second";r=3;t=1, "per-hour";r=998;t=3600`
-		if deny {
-			b = AppendItem(b, ps[bound].BeforeR, remaining, reset, pk)
-		} else {
-			b = AppendItem(b, ps[bound].BeforeR, remaining, EffectiveWindow(d, bound), pk)
-			if d.Parts != nil && len(d.Parts) == len(ps) {
-				for i := range ps {
-					if i != bound {
-						b = append(b, ", "...)
-						b = AppendItem(b, ps[i].BeforeR, int64(max(d.Parts[i].Remaining, 0)), EffectiveWindow(d, i), pk)
-					}
-				}
+	rst = len(b)
+	if !items {
+		return b, rem, rst
+	}
+	// `"per-second";r=3;t=1, "per-hour";r=998;t=3600`
+	if deny {
+		return AppendItem(b, ps[bound].BeforeR, remaining, reset, pk), rem, rst
+	}
+	b = AppendItem(b, ps[bound].BeforeR, remaining, EffectiveWindow(d, bound), pk)
+	if d.Parts != nil && len(d.Parts) == len(ps) {
+		for i := range ps {
+			if i != bound {
+				b = append(b, ", "...)
+				b = AppendItem(b, ps[i].BeforeR, int64(max(d.Parts[i].Remaining, 0)), EffectiveWindow(d, i), pk)
 			}
 		}
 	}
-	return Values{s: string(b), rem: rem, rst: rst}
+	return b, rem, rst
 }
 
 // AppendItem appends to b one service limit item of RateLimit: beforeR
