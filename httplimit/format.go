@@ -11,9 +11,10 @@ import (
 
 // format is what a Middleware sends for one list of policies, as a
 // Decision lists them: each policy's formatted values (its limit-only
-// field values and the start of its RateLimit item), and its 429 and 413
-// answers, made when first needed. It is immutable but for those answers,
-// and safe for concurrent use.
+// field values and the start of its RateLimit item, formatted whatever the
+// style: a Middleware of legacy fields inside one of IETF fields sets them
+// too), and its 429 and 413 answers, made when first needed. It is
+// immutable but for those answers, and safe for concurrent use.
 type format struct {
 	policies []ratelimit.NamedPolicy // as the Decision listed them
 	parts    []ratefields.Policy     // one per policy; one of limit 0 when none is known
