@@ -4,24 +4,17 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 	"google.golang.org/grpc/metadata"
 )
 
 // The response metadata keys: gRPC metadata keys are lower case, and these
-// are the HTTP field names of package httplimit in that form.
-//
-// This file repeats, on purpose, what httplimit does for headers: the
-// HeaderStyle values, the policy-name check, the structured-field quoting,
-// the policy items and the rounding of seconds. httplimit keeps those
-// unexported and writes an http.Header; sharing them would mean exporting
-// formatting helpers from httplimit (an API its users would then depend
-// on) or a third package both import, for about 60 lines. Each package's
-// tests check its own fields.
+// are the HTTP field names of package httplimit in that form. Their values
+// are formatted by internal/ratefields, as httplimit's are, so that a call
+// and a request of the same decision carry the same bytes.
 const (
 	keyLimit      = "ratelimit-limit"
 	keyRemaining  = "ratelimit-remaining"
@@ -52,25 +45,11 @@ func (s HeaderStyle) legacy() bool { return s != IETFHeaders }
 // ietf reports whether s includes the IETF structured fields.
 func (s HeaderStyle) ietf() bool { return s != LegacyHeaders }
 
-// policyValues are the constant values of one policy: its name, limit, the
-// ratelimit-limit value, the ratelimit-policy value (every policy of the
-// decision, listed) and the start of its ratelimit item.
-type policyValues struct {
-	name    string
-	limit   int
-	q       string // "10"
-	item    string // `"default";q=10;w=5`: this policy's own
-	list    string // item, or every policy's, comma-separated
-	beforeR string // `"default";r=`
-	// inFlight says the policy limits calls in flight.
-	inFlight bool
-}
-
 // policySet is the formatted values of one list of policies, as a
 // Decision lists them. It is immutable.
 type policySet struct {
 	policies []ratelimit.NamedPolicy // a copy of the Decision's
-	vals     []policyValues
+	vals     []ratefields.Policy
 }
 
 // newPolicySet formats the values of policies, those of a Decision, the
@@ -79,30 +58,15 @@ type policySet struct {
 // sent: a name that is not a non-empty string of printable ASCII, or, in a
 // list of several, a limit <= 0.
 func newPolicySet(policies []ratelimit.NamedPolicy, unit string) (*policySet, error) {
-	items := make([]string, len(policies))
 	for i, p := range policies {
-		if !checkPolicyName(p.Name) {
+		if !ratefields.ValidName(p.Name) {
 			return nil, fmt.Errorf("%w: grpclimit: the limiter's policy %d is named %q; a structured-field string is non-empty printable ASCII", ratelimit.ErrInvalidConfig, i, p.Name)
 		}
 		if p.Limit <= 0 && len(policies) > 1 {
 			return nil, fmt.Errorf("%w: grpclimit: the limiter's policy %d (%q) has limit %d; every policy of a decision with several must have a limit > 0", ratelimit.ErrInvalidConfig, i, p.Name, p.Limit)
 		}
-		items[i] = policyItem(p.Name, p.Limit, p.Window, p.InFlight, unitOf(p, unit))
 	}
-	list := strings.Join(items, ", ")
-	s := &policySet{policies: slices.Clone(policies), vals: make([]policyValues, len(policies))}
-	for i, p := range policies {
-		s.vals[i] = policyValues{
-			name:     p.Name,
-			limit:    p.Limit,
-			q:        strconv.Itoa(p.Limit),
-			item:     items[i],
-			list:     list,
-			beforeR:  quoteSFString(p.Name) + ";r=",
-			inFlight: p.InFlight,
-		}
-	}
-	return s, nil
+	return &policySet{policies: slices.Clone(policies), vals: ratefields.NewPolicies(policies, unit)}, nil
 }
 
 // lists reports whether s holds the values of policies.
@@ -135,17 +99,17 @@ const policySets = 4
 // "default" or the policy's. It returns an error wrapping
 // ratelimit.ErrInvalidConfig when d's policies cannot be sent (see
 // newPolicySet) or its Bound names none of them.
-func (f *fields) policy(d *ratelimit.Decision) ([]policyValues, int, error) {
+func (f *fields) policy(d *ratelimit.Decision) ([]ratefields.Policy, int, error) {
 	switch n := len(d.Policies); {
 	case n == 0:
-		return []policyValues{dynamicValues(defaultPolicyName, d.Limit)}, 0, nil
+		return []ratefields.Policy{dynamicValues(defaultPolicyName, d.Limit)}, 0, nil
 	case d.Bound < 0 || d.Bound >= n:
 		return nil, 0, fmt.Errorf("%w: grpclimit: the limiter's Decision is bound by policy %d of %d", ratelimit.ErrInvalidConfig, d.Bound, n)
 	case n == 1 && d.Policies[0].Limit <= 0:
-		if !checkPolicyName(d.Policies[0].Name) {
+		if !ratefields.ValidName(d.Policies[0].Name) {
 			return nil, 0, fmt.Errorf("%w: grpclimit: the limiter's policy is named %q; a structured-field string is non-empty printable ASCII", ratelimit.ErrInvalidConfig, d.Policies[0].Name)
 		}
-		return []policyValues{dynamicValues(d.Policies[0].Name, d.Limit)}, 0, nil
+		return []ratefields.Policy{dynamicValues(d.Policies[0].Name, d.Limit)}, 0, nil
 	}
 	for i := range f.sets {
 		if s := f.sets[i].Load(); s != nil && s.lists(d.Policies) {
@@ -166,18 +130,9 @@ const defaultPolicyName = "default"
 // dynamicValues returns the values of a policy named name whose limit is
 // known only from a Result of limit: its limit-only values, formatted for
 // each call.
-func dynamicValues(name string, limit int) policyValues {
-	q := strconv.Itoa(max(limit, 0))
-	quoted := quoteSFString(name)
-	item := quoted + ";q=" + q
-	return policyValues{name: name, limit: limit, q: q, item: item, list: item, beforeR: quoted + ";r="}
+func dynamicValues(name string, limit int) ratefields.Policy {
+	return ratefields.NewPolicy(ratelimit.NamedPolicy{Name: name, Policy: ratelimit.Policy{Limit: limit}}, "")
 }
-
-// fieldBufSize is the room on the stack for the values that change with
-// each call: enough for one policy of a name of 40 bytes with numbers of
-// up to 10 digits. Longer values, and several policies, grow the buffer on
-// the heap.
-const fieldBufSize = 96
 
 // fieldBlock holds the value slices of one response's metadata in one
 // allocation.
@@ -189,112 +144,63 @@ type fieldBlock struct {
 // whose policies' values are vals (vals[bound] the bound policy's), with
 // retry-after (d's RetryAfter in whole seconds, rounded up, at least 1)
 // when deny is true. pk is the partition key's parameter (";pk=:...:"), or
-// "". These are the rules of package httplimit's header fields:
-// ratelimit lists each policy's service limit on an allowed call, the
-// bound one first, each with its own r and t, its effective window
-// (ratelimit.Decision's NextUnit in whole seconds, rounded up, left out
-// when the Decision does not tell it), and the bound one alone on a
-// denial, whose t is the retry-after value
-// (draft-ietf-httpapi-ratelimit-headers-11, sections 4.1.2 and 6);
-// ratelimit-limit and ratelimit-remaining are the bound policy's, and
-// ratelimit-reset the seconds until the key is full again (d's
-// ResetAfter), or retry-after on a denial; ratelimit-limit and
+// "". These are the rules of package httplimit's header fields, and
+// ratefields.AppendValues formats their values: ratelimit lists each
+// policy's service limit on an allowed call, the bound one first, each
+// with its own r and t, its effective window (ratelimit.Decision's
+// NextUnit in whole seconds, rounded up, left out when the Decision does
+// not tell it), and the bound one alone on a denial, whose t is the
+// retry-after value (draft-ietf-httpapi-ratelimit-headers-11, sections
+// 4.1.2 and 6); ratelimit-limit and ratelimit-remaining are the bound
+// policy's, and ratelimit-reset the seconds until the key is full again
+// (d's ResetAfter), or retry-after on a denial; ratelimit-limit and
 // ratelimit-policy are left out while the limit is unknown (<= 0).
 //
-// The values that change with each call are formatted into one buffer and
-// made one string that backs them all; the value slices share one backing
-// array, each capped at length 1 so that an append copies instead of
-// overwriting a neighbour.
-func (f *fields) metadata(vals []policyValues, bound int, d *ratelimit.Decision, deny bool, pk string) metadata.MD {
+// The values that change with each call are formatted into one buffer
+// and made one string that backs them all; the value slices share one
+// backing array, each capped at length 1 so that an append copies instead
+// of overwriting a neighbour.
+func (f *fields) metadata(vals []ratefields.Policy, bound int, d *ratelimit.Decision, deny bool, pk string) metadata.MD {
 	p := &vals[bound]
-	remaining := int64(max(d.Remaining, 0))
-	reset := ceilSeconds(d.ResetAfter)
-	if deny {
-		reset = max(ceilSeconds(d.RetryAfter), 1)
-	}
-
-	var buf [fieldBufSize]byte
-	b := buf[:0]
-	b = strconv.AppendInt(b, remaining, 10)
-	remTo, rstFrom := len(b), len(b)
-	b = strconv.AppendInt(b, reset, 10)
-	rstTo, rlFrom := len(b), len(b)
-	if f.style.ietf() {
-		// `"per-second";r=3;t=1, "per-hour";r=998;t=4`
-		if deny {
-			b = appendItem(b, p.beforeR, remaining, reset, pk)
-		} else {
-			b = appendItem(b, p.beforeR, remaining, effectiveWindow(d, bound), pk)
-			if d.Parts != nil && len(d.Parts) == len(vals) {
-				for i := range vals {
-					if i != bound {
-						b = append(b, ", "...)
-						b = appendItem(b, vals[i].beforeR, int64(max(d.Parts[i].Remaining, 0)), effectiveWindow(d, i), pk)
-					}
-				}
-			}
-		}
-	}
-	rlTo := len(b)
+	var buf [ratefields.BufSize]byte
+	b, rem, rst := ratefields.AppendValues(buf[:0], vals, bound, d, deny, f.style.ietf(), pk)
 	s := string(b)
 	blk := new(fieldBlock)
 	md := make(metadata.MD, 6)
 	i := 0
-	known := p.limit > 0
+	known := p.Limit > 0
 	if f.style.legacy() {
 		if known {
-			i = set(md, &blk.vals, i, keyLimit, p.q)
+			i = set(md, &blk.vals, i, keyLimit, p.Q)
 		}
-		i = set(md, &blk.vals, i, keyRemaining, s[:remTo])
-		i = set(md, &blk.vals, i, keyReset, s[rstFrom:rstTo])
+		i = set(md, &blk.vals, i, keyRemaining, s[:rem])
+		i = set(md, &blk.vals, i, keyReset, s[rem:rst])
 	}
 	if f.style.ietf() {
 		if known {
-			i = set(md, &blk.vals, i, keyPolicy, p.list)
+			i = set(md, &blk.vals, i, keyPolicy, p.List)
 		}
-		i = set(md, &blk.vals, i, keyRateLimit, s[rlFrom:rlTo])
+		i = set(md, &blk.vals, i, keyRateLimit, s[rst:])
 	}
 	if deny {
-		set(md, &blk.vals, i, keyRetryAfter, s[rstFrom:rstTo])
+		set(md, &blk.vals, i, keyRetryAfter, s[rem:rst])
 	}
 	return md
-}
-
-// effectiveWindow returns policy i's effective window in d, d.NextUnit in
-// whole seconds rounded up, or -1 when d does not tell it.
-func effectiveWindow(d *ratelimit.Decision, i int) int64 {
-	next, ok := d.NextUnit(i)
-	if !ok {
-		return -1
-	}
-	return max(ceilSeconds(next), 1)
-}
-
-// appendItem appends to b one service limit item of ratelimit: beforeR
-// (`"default";r=`), r, ";t=" and t unless t < 0, and pk.
-func appendItem(b []byte, beforeR string, r, t int64, pk string) []byte {
-	b = append(b, beforeR...)
-	b = strconv.AppendInt(b, r, 10)
-	if t >= 0 {
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, t, 10)
-	}
-	return append(b, pk...)
 }
 
 // limitOnly returns the metadata that does not depend on a key's state,
 // for a call whose cost exceeds the limit: ratelimit-limit and
 // ratelimit-policy, as the style allows; nil when the limit is unknown.
-func (f *fields) limitOnly(p *policyValues) metadata.MD {
-	if p.limit <= 0 {
+func (f *fields) limitOnly(p *ratefields.Policy) metadata.MD {
+	if p.Limit <= 0 {
 		return nil
 	}
 	md := make(metadata.MD, 2)
 	if f.style.legacy() {
-		md[keyLimit] = []string{p.q}
+		md[keyLimit] = []string{p.Q}
 	}
 	if f.style.ietf() {
-		md[keyPolicy] = []string{p.list}
+		md[keyPolicy] = []string{p.List}
 	}
 	return md
 }
@@ -310,81 +216,4 @@ func set(md metadata.MD, vals *[6]string, i int, key, v string) int {
 	vals[i] = v
 	md[key] = vals[i : i+1 : i+1]
 	return i + 1
-}
-
-// checkPolicyName rejects a name that cannot be a structured-field string:
-// empty, or with a byte outside printable ASCII.
-func checkPolicyName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c < 0x20 || c > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
-// quoteSFString returns name as a structured-field string (RFC 9651
-// §4.1.6): in double quotes, with '"' and '\' escaped by a backslash. name
-// has passed checkPolicyName.
-func quoteSFString(name string) string {
-	b := make([]byte, 0, len(name)+2)
-	b = append(b, '"')
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c == '"' || c == '\\' {
-			b = append(b, '\\')
-		}
-		b = append(b, name[i])
-	}
-	return string(append(b, '"'))
-}
-
-// inFlightUnit is the qu parameter of a policy that limits calls in
-// flight (ratelimit.NamedPolicy's InFlight): the quota unit
-// "concurrent-requests" of draft-ietf-httpapi-ratelimit-headers-11
-// (section 3.1.2). Rate policies count the draft's default unit,
-// "requests", and are sent without qu unless WithQuotaUnit names theirs.
-const inFlightUnit = `;qu="concurrent-requests"`
-
-// policyItem returns one policy as a member of ratelimit-policy:
-// `"per-hour";q=1000;w=3600`, without w when window <= 0, and with
-// `;qu="unit"` when unit is not empty. A policy of calls in flight names
-// its quota unit and has no w, whatever its window (its leases' TTL), as
-// package httplimit sends it: `"default";q=5;qu="concurrent-requests"`.
-func policyItem(name string, limit int, window time.Duration, inFlight bool, unit string) string {
-	item := quoteSFString(name) + ";q=" + strconv.Itoa(limit)
-	switch {
-	case inFlight:
-		return item + inFlightUnit
-	case window > 0:
-		item += ";w=" + strconv.FormatInt(ceilSeconds(window), 10)
-	}
-	if unit != "" {
-		item += `;qu="` + unit + `"`
-	}
-	return item
-}
-
-// unitOf returns the quota unit of p for its qu parameter: unit for a
-// policy that counts units, "" for one that counts calls (PerCall) or
-// units in flight.
-func unitOf(p ratelimit.NamedPolicy, unit string) string {
-	if p.PerCall || p.InFlight {
-		return ""
-	}
-	return unit
-}
-
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
 }

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/leasehold"
+	"github.com/ratelimit-go/ratelimit/internal/nilcheck"
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -70,7 +71,7 @@ type Interceptor struct {
 // an option given a value it cannot use, or an l of calls in flight
 // without WithLeases.
 func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Interceptor, error) {
-	if isNil(l) {
+	if nilcheck.IsNil(l) {
 		return nil, fmt.Errorf("%w: grpclimit: nil limiter", ratelimit.ErrInvalidConfig)
 	}
 	if key == nil {
@@ -311,7 +312,7 @@ func (i *Interceptor) failed(ctx context.Context, method string, err error, shad
 	}
 	st := withDetails(status.New(codes.Unavailable, msg),
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(i.closedRetry)})
-	return retryAfterOnly(ceilSeconds(i.closedRetry)), st.Err()
+	return retryAfterOnly(ratefields.CeilSeconds(i.closedRetry)), st.Err()
 }
 
 // keyStatus returns the answer to a call whose key or cost could not be
@@ -333,18 +334,18 @@ func keyStatus(err error) error {
 // denied returns the answer to a call res denied under policy p:
 // codes.ResourceExhausted with RetryInfo (res's RetryAfter, exactly) and a
 // QuotaFailure naming p.
-func denied(p *policyValues, res ratelimit.Result) error {
-	msg := fmt.Sprintf("grpclimit: rate limit exceeded (policy %q); retry after %v", p.name, res.RetryAfter)
-	desc := "the call exceeds the rate limit policy " + p.list1()
-	if p.inFlight {
-		msg = fmt.Sprintf("grpclimit: as many calls as the limit allows are in flight (policy %q); retry after %v, or sooner once one ends", p.name, res.RetryAfter)
-		desc = "the calls in flight are at the limit of the policy " + p.list1()
+func denied(p *ratefields.Policy, res ratelimit.Result) error {
+	msg := fmt.Sprintf("grpclimit: rate limit exceeded (policy %q); retry after %v", p.Name, res.RetryAfter)
+	desc := "the call exceeds the rate limit policy " + list1(p)
+	if p.InFlight {
+		msg = fmt.Sprintf("grpclimit: as many calls as the limit allows are in flight (policy %q); retry after %v, or sooner once one ends", p.Name, res.RetryAfter)
+		desc = "the calls in flight are at the limit of the policy " + list1(p)
 	}
 	return withDetails(status.New(codes.ResourceExhausted, msg),
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(res.RetryAfter)},
 		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
-			Subject:     "policy:" + p.name,
-			QuotaId:     p.name,
+			Subject:     "policy:" + p.Name,
+			QuotaId:     p.Name,
 			Description: desc,
 		}}},
 	).Err()
@@ -354,24 +355,24 @@ func denied(p *policyValues, res ratelimit.Result) error {
 // limit, which can never succeed: codes.ResourceExhausted, as gRPC answers
 // a message larger than the largest it accepts, with a QuotaFailure and no
 // RetryInfo, since no wait will help.
-func tooLarge(p *policyValues, cost int) error {
-	msg := fmt.Sprintf("grpclimit: the call's cost %d exceeds the limit %d of policy %q and can never succeed", cost, p.limit, p.name)
+func tooLarge(p *ratefields.Policy, cost int) error {
+	msg := fmt.Sprintf("grpclimit: the call's cost %d exceeds the limit %d of policy %q and can never succeed", cost, p.Limit, p.Name)
 	return withDetails(status.New(codes.ResourceExhausted, msg),
 		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
-			Subject:     "policy:" + p.name,
-			QuotaId:     p.name,
-			Description: fmt.Sprintf("the call's cost %d exceeds the limit of the policy %s", cost, p.list1()),
+			Subject:     "policy:" + p.Name,
+			QuotaId:     p.Name,
+			Description: fmt.Sprintf("the call's cost %d exceeds the limit of the policy %s", cost, list1(p)),
 		}}},
 	).Err()
 }
 
 // list1 returns p's own item of ratelimit-policy, `"default";q=10;w=5`,
 // or its quoted name when its limit is unknown.
-func (p *policyValues) list1() string {
-	if p.limit <= 0 {
-		return quoteSFString(p.name)
+func list1(p *ratefields.Policy) string {
+	if p.Limit <= 0 {
+		return ratefields.Quote(p.Name)
 	}
-	return p.item
+	return p.Item
 }
 
 // withDetails returns st with details, or st alone should they fail to
@@ -381,20 +382,6 @@ func withDetails(st *status.Status, details ...protoadapt.MessageV1) *status.Sta
 		return d
 	}
 	return st
-}
-
-// isNil reports whether v is nil or an interface holding a nil pointer, map,
-// slice, channel or func. (The root module's copy is internal to it, and
-// this module may be built against another version of it.)
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // backendFailure reports whether err, a limiter's error, is a failure of

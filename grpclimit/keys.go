@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -75,14 +76,6 @@ type PeerConfig struct {
 	IPv6Prefix int
 }
 
-// defaultIPv6Prefix is PeerConfig.IPv6Prefix's meaning of 0.
-//
-// The masking below repeats httplimit's KeyByIP on purpose: httplimit
-// reads an *http.Request and keeps its masking unexported; this module
-// keys by a gRPC peer, and exporting the masking from httplimit only for it
-// would widen httplimit's API.
-const defaultIPv6Prefix = 64
-
 // KeyByPeer returns a KeyFunc that keys a call by the IP address of its
 // connection's peer (peer.FromContext), without the port: the address in
 // its usual text form for IPv4 (and for the IPv6 forms of IPv4 addresses:
@@ -101,11 +94,8 @@ const defaultIPv6Prefix = 64
 // The KeyFunc is safe for concurrent use. KeyByPeer returns an error
 // wrapping ratelimit.ErrInvalidConfig for an IPv6Prefix outside 0 to 128.
 func KeyByPeer(cfg PeerConfig) (KeyFunc, error) {
-	bits := cfg.IPv6Prefix
-	switch {
-	case bits == 0:
-		bits = defaultIPv6Prefix
-	case bits < 0 || bits > 128:
+	bits, ok := ratefields.IPv6Bits(cfg.IPv6Prefix)
+	if !ok {
 		return nil, fmt.Errorf("%w: grpclimit: KeyByPeer: IPv6Prefix %d must be 0 to 128", ratelimit.ErrInvalidConfig, cfg.IPv6Prefix)
 	}
 	return func(ctx context.Context, _ string) (string, error) {
@@ -117,14 +107,7 @@ func KeyByPeer(cfg PeerConfig) (KeyFunc, error) {
 		if !ok {
 			return "", fmt.Errorf("%w: peer %q is not an IP address", ErrNoKey, p.Addr.String())
 		}
-		if a.Is4() || bits >= 128 {
-			return a.String(), nil
-		}
-		prefix, err := a.Prefix(bits)
-		if err != nil {
-			return a.String(), nil // cannot happen: a is IPv6 and 0 < bits < 128
-		}
-		return prefix.String(), nil
+		return ratefields.AddrKey(a, bits), nil
 	}, nil
 }
 
@@ -146,18 +129,5 @@ func peerIP(addr net.Addr) (netip.Addr, bool) {
 		}
 		a = ap.Addr()
 	}
-	a = a.WithZone("").Unmap()
-	if nat64Prefix.Contains(a) || siitPrefix.Contains(a) {
-		b := a.As16()
-		a = netip.AddrFrom4([4]byte(b[12:]))
-	}
-	return a, true
+	return ratefields.Normalize(a), true
 }
-
-// The prefixes of IPv4 clients translated into IPv6 (see KeyByPeer): the
-// NAT64 well-known prefix (RFC 6052) and SIIT's IPv4-translated addresses
-// (RFC 2765).
-var (
-	nat64Prefix = netip.MustParsePrefix("64:ff9b::/96")
-	siitPrefix  = netip.MustParsePrefix("::ffff:0:0:0/96")
-)

@@ -1,16 +1,14 @@
 package grpclimit
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 )
 
 // minPartitionSecret is the shortest secret WithPartitionKey takes.
-const minPartitionSecret = 16
+const minPartitionSecret = ratefields.MinSecret
 
 // WithPartitionKey makes every item of the ratelimit metadata carry the
 // draft's partition key, pk (draft-ietf-httpapi-ratelimit-headers-11,
@@ -42,8 +40,8 @@ func WithPartitionKey(secret []byte) Option {
 	}
 }
 
-// partitioner makes the pk parameter of an Interceptor's items. It
-// repeats httplimit's on purpose (see fields.go). It is
+// partitioner makes the pk parameter of an Interceptor's items, as
+// httplimit's makes a Middleware's (see ratefields.PartitionKey). It is
 // immutable.
 type partitioner struct {
 	secret []byte
@@ -54,8 +52,5 @@ func (p *partitioner) param(key string) string {
 	if p == nil {
 		return ""
 	}
-	mac := hmac.New(sha256.New, p.secret)
-	mac.Write([]byte(key))
-	var sum [sha256.Size]byte
-	return ";pk=:" + base64.StdEncoding.EncodeToString(mac.Sum(sum[:0])[:16]) + ":"
+	return ratefields.PartitionKey(p.secret, key)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 )
 
 // The header field names in Go's canonical form, so that they can be set in
@@ -26,15 +27,6 @@ const (
 type fieldWriter struct {
 	style HeaderStyle
 }
-
-// span is where one field value lies in a buffer: b[from:to].
-type span struct{ from, to int }
-
-// fieldBufSize is the room on the stack for the bytes of the values that
-// change with each response: enough for one policy of a name of 40 bytes
-// with numbers of up to 10 digits. Longer values, and several policies,
-// grow the buffer on the heap.
-const fieldBufSize = 96
 
 // fieldBlock holds the value slices of a response's fields in one
 // allocation.
@@ -80,11 +72,6 @@ type fieldBlock struct {
 func (f *fieldWriter) write(h http.Header, ft *format, d *ratelimit.Decision, retry bool, pk string) {
 	bound := d.Bound
 	p := &ft.parts[bound]
-	remaining := int64(max(d.Remaining, 0))
-	reset := ceilSeconds(d.ResetAfter)
-	if retry {
-		reset = max(ceilSeconds(d.RetryAfter), 1)
-	}
 	// An enclosing Middleware's fields, if any: it sets RateLimit or
 	// RateLimit-Remaining, so RateLimit-Policy is looked up only then.
 	var earlierPolicy, earlierRL []string
@@ -98,77 +85,33 @@ func (f *fieldWriter) write(h http.Header, ft *format, d *ratelimit.Decision, re
 		}
 	}
 
-	var buf [fieldBufSize]byte
-	b := buf[:0]
-	var rem, rst, rl span
-	b = strconv.AppendInt(b, remaining, 10)
-	rem.to, rst.from = len(b), len(b)
-	b = strconv.AppendInt(b, reset, 10)
-	rst.to, rl.from = len(b), len(b)
-	if ietf {
-		// `"per-second";r=3;t=1, "per-hour";r=998;t=3600`
-		if retry {
-			b = appendItem(b, p.beforeR, remaining, reset, pk)
-		} else {
-			b = appendItem(b, p.beforeR, remaining, effectiveWindow(d, bound), pk)
-			if d.Parts != nil && len(d.Parts) == len(ft.parts) {
-				for i := range ft.parts {
-					if i != bound {
-						b = append(b, ", "...)
-						b = appendItem(b, ft.parts[i].beforeR, int64(max(d.Parts[i].Remaining, 0)), effectiveWindow(d, i), pk)
-					}
-				}
-			}
-		}
-		rl.to = len(b)
-	}
+	var buf [ratefields.BufSize]byte
+	b, rem, rst := ratefields.AppendValues(buf[:0], ft.parts, bound, d, retry, ietf, pk)
 	s := string(b)
 	blk := new(fieldBlock)
 	i := 0
-	known := p.limit > 0
+	known := p.Limit > 0
 	if legacy {
 		if known {
-			i = set(h, &blk.vals, i, fieldLimit, p.q)
+			i = set(h, &blk.vals, i, fieldLimit, p.Q)
 		} else {
 			delete(h, fieldLimit) // an enclosing Middleware's
 		}
-		i = set(h, &blk.vals, i, fieldRemaining, s[rem.from:rem.to])
-		i = set(h, &blk.vals, i, fieldReset, s[rst.from:rst.to])
+		i = set(h, &blk.vals, i, fieldRemaining, s[:rem])
+		i = set(h, &blk.vals, i, fieldReset, s[rem:rst])
 	}
 	if ietf {
 		if known {
-			i = set(h, &blk.vals, i, fieldPolicy, mergeList(p.policy, earlierPolicy))
+			i = set(h, &blk.vals, i, fieldPolicy, mergeList(p.List, earlierPolicy))
 		} else if earlierPolicy != nil {
 			// Another Middleware's policies stay listed.
 			i = set(h, &blk.vals, i, fieldPolicy, mergeList("", earlierPolicy))
 		}
-		i = set(h, &blk.vals, i, fieldRateLimit, mergeList(s[rl.from:rl.to], earlierRL))
+		i = set(h, &blk.vals, i, fieldRateLimit, mergeList(s[rst:], earlierRL))
 	}
 	if retry {
-		set(h, &blk.vals, i, fieldRetryAfter, s[rst.from:rst.to])
+		set(h, &blk.vals, i, fieldRetryAfter, s[rem:rst])
 	}
-}
-
-// effectiveWindow returns policy i's effective window in d, d.NextUnit in
-// whole seconds rounded up, or -1 when d does not tell it.
-func effectiveWindow(d *ratelimit.Decision, i int) int64 {
-	next, ok := d.NextUnit(i)
-	if !ok {
-		return -1
-	}
-	return max(ceilSeconds(next), 1)
-}
-
-// appendItem appends to b one service limit item of RateLimit: beforeR
-// (`"default";r=`), r, ";t=" and t unless t < 0, and pk.
-func appendItem(b []byte, beforeR string, r, t int64, pk string) []byte {
-	b = append(b, beforeR...)
-	b = strconv.AppendInt(b, r, 10)
-	if t >= 0 {
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, t, 10)
-	}
-	return append(b, pk...)
 }
 
 // writeLimitOnly sets the fields that do not depend on a key's state, for a
@@ -178,8 +121,8 @@ func appendItem(b []byte, beforeR string, r, t int64, pk string) []byte {
 // Under an enclosing Middleware that set its fields already (RateLimit or
 // RateLimit-Remaining), the legacy fields are left to describe its
 // decision, and this limiter's policies are added to RateLimit-Policy.
-func (f *fieldWriter) writeLimitOnly(h http.Header, lv *limitValues) {
-	if lv.limit <= 0 {
+func (f *fieldWriter) writeLimitOnly(h http.Header, p *ratefields.Policy) {
+	if p.Limit <= 0 {
 		return
 	}
 	_, stacked := h[fieldRateLimit]
@@ -187,10 +130,10 @@ func (f *fieldWriter) writeLimitOnly(h http.Header, lv *limitValues) {
 		stacked = true
 	}
 	if f.style.legacy() && !stacked {
-		h[fieldLimit] = []string{lv.q}
+		h[fieldLimit] = []string{p.Q}
 	}
 	if f.style.ietf() {
-		h[fieldPolicy] = []string{mergeList(lv.policy, h[fieldPolicy])}
+		h[fieldPolicy] = []string{mergeList(p.List, h[fieldPolicy])}
 	}
 }
 
@@ -213,7 +156,7 @@ func setRetryAfter(h http.Header, seconds int64) {
 // Middleware set.
 func writeShadow(h http.Header, beforeR string, res ratelimit.Result, pk string) {
 	b := make([]byte, 0, len(beforeR)+24+len(pk))
-	b = appendItem(b, beforeR, int64(max(res.Remaining, 0)), max(ceilSeconds(res.RetryAfter), 1), pk)
+	b = ratefields.AppendItem(b, beforeR, int64(max(res.Remaining, 0)), max(ratefields.CeilSeconds(res.RetryAfter), 1), pk)
 	h[fieldShadow] = []string{mergeList(string(b), h[fieldShadow])}
 }
 

@@ -3,39 +3,23 @@ package httplimit
 import (
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 )
 
 // format is what a Middleware sends for one list of policies, as a
-// Decision lists them: each policy's limit-only field values, the start of
-// its RateLimit item, and its 429 and 413 answers, made when first needed.
-// It is immutable but for those answers, and safe for concurrent use.
+// Decision lists them: each policy's formatted values (its limit-only
+// field values and the start of its RateLimit item, formatted whatever the
+// style: a Middleware of legacy fields inside one of IETF fields sets them
+// too), and its 429 and 413 answers, made when first needed. It is
+// immutable but for those answers, and safe for concurrent use.
 type format struct {
 	policies []ratelimit.NamedPolicy // as the Decision listed them
-	parts    []partValues            // one per policy; one of limit 0 when none is known
+	parts    []ratefields.Policy     // one per policy; one of limit 0 when none is known
 	denied   []atomic.Pointer[reply]
 	tooLarge []atomic.Pointer[reply]
-}
-
-// partValues are the values of the fields when one policy bound a
-// decision: its limit, the whole policy list, and the start of its
-// RateLimit item.
-type partValues struct {
-	limitValues        // limit and q are the policy's; policy is the list of all
-	beforeR     string // `"per-hour";r=`
-	name        string // the policy's name, in problem documents
-	inFlight    bool   // the policy limits requests in flight
-}
-
-// limitValues are the field values that depend on the policies only.
-type limitValues struct {
-	limit  int
-	q      string // RateLimit-Limit: "10"
-	policy string // RateLimit-Policy: `"default";q=10;w=5`
 }
 
 // formats is how many formats a Middleware keeps, for limiters whose
@@ -85,9 +69,8 @@ func (m *Middleware) newFormat(policies []ratelimit.NamedPolicy) (*format, error
 		if m.windowSet {
 			p.Window = m.window
 		}
-		f.parts = []partValues{m.partValues(p, "")}
+		f.parts = []ratefields.Policy{ratefields.NewPolicy(p, m.quotaUnit)}
 	} else {
-		items := make([]string, len(policies))
 		for i, p := range policies {
 			if err := checkPolicyName(p.Name); err != nil {
 				return nil, fmt.Errorf("%w (the limiter's policy %d)", err, i)
@@ -95,47 +78,17 @@ func (m *Middleware) newFormat(policies []ratelimit.NamedPolicy) (*format, error
 			if p.Limit <= 0 {
 				return nil, fmt.Errorf("%w: httplimit: the limiter's policy %d (%q) has limit %d; every policy of a limiter with several must have a limit > 0", ratelimit.ErrInvalidConfig, i, p.Name, p.Limit)
 			}
-			items[i] = policyItem(p.Name, p.Limit, p.Window, p.InFlight, m.unitOf(p))
 		}
-		list := strings.Join(items, ", ")
-		f.parts = make([]partValues, len(policies))
-		for i, p := range policies {
-			f.parts[i] = m.partValues(p, list)
-		}
+		f.parts = ratefields.NewPolicies(policies, m.quotaUnit)
 	}
 	f.denied = make([]atomic.Pointer[reply], len(f.parts))
 	f.tooLarge = make([]atomic.Pointer[reply], len(f.parts))
 	return f, nil
 }
 
-// partValues returns the values of policy p, whose RateLimit-Policy value
-// is list, or p's own item when list is empty.
-func (m *Middleware) partValues(p ratelimit.NamedPolicy, list string) partValues {
-	limit := max(p.Limit, 0)
-	v := partValues{limitValues: limitValues{limit: limit, q: strconv.Itoa(limit)}, name: p.Name, inFlight: p.InFlight}
-	v.beforeR = quoteSFString(p.Name) + ";r="
-	// Formatted whatever the style: a Middleware of legacy fields inside
-	// one of IETF fields sets them too.
-	v.policy = list
-	if list == "" {
-		v.policy = policyItem(p.Name, limit, p.Window, p.InFlight, m.unitOf(p))
-	}
-	return v
-}
-
-// unitOf returns the quota unit of p for its qu parameter: WithQuotaUnit's
-// for a policy that counts units, "" for one that counts calls (PerCall)
-// or units in flight, or without the option.
-func (m *Middleware) unitOf(p ratelimit.NamedPolicy) string {
-	if p.PerCall || p.InFlight {
-		return ""
-	}
-	return m.quotaUnit
-}
-
 // part returns the values of policy i, or nil when there is no such
 // policy.
-func (f *format) part(i int) *partValues {
+func (f *format) part(i int) *ratefields.Policy {
 	if i < 0 || i >= len(f.parts) {
 		return nil
 	}
@@ -147,7 +100,7 @@ func (f *format) deniedBy(i int) *reply {
 	if r := f.denied[i].Load(); r != nil {
 		return r
 	}
-	r := newDenied(f.parts[i].name, f.parts[i].inFlight)
+	r := newDenied(f.parts[i].Name, f.parts[i].InFlight)
 	f.denied[i].Store(&r)
 	return &r
 }
@@ -157,7 +110,7 @@ func (f *format) tooLargeBy(i int) *reply {
 	if r := f.tooLarge[i].Load(); r != nil {
 		return r
 	}
-	r := newTooLarge(f.parts[i].name)
+	r := newTooLarge(f.parts[i].Name)
 	f.tooLarge[i].Store(&r)
 	return &r
 }

@@ -3,6 +3,8 @@ package httplimit
 import (
 	"net/netip"
 	"strings"
+
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 )
 
 // maxHops is how many of the rightmost forwarding entries KeyByIP considers,
@@ -244,10 +246,10 @@ func parseHop(s string) (netip.Addr, bool) {
 		if err != nil || !a.Is6() {
 			return netip.Addr{}, false
 		}
-		return normalize(a), true
+		return ratefields.Normalize(a), true
 	}
 	if a, err := netip.ParseAddr(s); err == nil {
-		return normalize(a), true
+		return ratefields.Normalize(a), true
 	}
 	// An IPv4 address with a port: exactly one colon.
 	host, port, ok := strings.Cut(s, ":")

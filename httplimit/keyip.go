@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 )
 
 // ProxyHeader names the header field that trusted proxies use to tell the
@@ -44,9 +45,6 @@ type IPConfig struct {
 	Header ProxyHeader
 }
 
-// defaultIPv6Prefix is IPConfig.IPv6Prefix's meaning of 0.
-const defaultIPv6Prefix = 64
-
 // KeyByIP returns a KeyFunc that keys a request by its client's IP address.
 //
 // The client is the connection's peer (r.RemoteAddr) unless the peer is a
@@ -83,11 +81,8 @@ const defaultIPv6Prefix = 64
 // IPConfig.TrustedProxies), and for an IPv6Prefix outside 0 to 128 or an
 // unknown Header.
 func KeyByIP(cfg IPConfig) (KeyFunc, error) {
-	bits := cfg.IPv6Prefix
-	switch {
-	case bits == 0:
-		bits = defaultIPv6Prefix
-	case bits < 0 || bits > 128:
+	bits, ok := ratefields.IPv6Bits(cfg.IPv6Prefix)
+	if !ok {
 		return nil, fmt.Errorf("%w: httplimit: KeyByIP: IPv6Prefix %d must be 0 to 128", ratelimit.ErrInvalidConfig, cfg.IPv6Prefix)
 	}
 	if cfg.Header != XForwardedFor && cfg.Header != Forwarded {
@@ -122,7 +117,7 @@ func (k *ipKeyer) key(r *http.Request) (string, error) {
 	if k.isTrusted(peer) {
 		client = k.walk(r.Header, peer)
 	}
-	return k.format(client), nil
+	return ratefields.AddrKey(client, k.v6Bits), nil
 }
 
 // isTrusted reports whether a is a trusted proxy's address.
@@ -173,18 +168,6 @@ func (w *hopWalk) visit(entry string) bool {
 	return w.k.isTrusted(a) && w.hops < maxHops
 }
 
-// format returns the key for client address a.
-func (k *ipKeyer) format(a netip.Addr) string {
-	if a.Is4() || k.v6Bits >= 128 {
-		return a.String()
-	}
-	p, err := a.Prefix(k.v6Bits)
-	if err != nil {
-		return a.String() // cannot happen: a is IPv6 and 0 < v6Bits < 128
-	}
-	return p.String()
-}
-
 // The widest prefixes KeyByIP trusts: no organisation's proxies need more
 // than a /8 of IPv4 (the largest block ever assigned to one holder, and
 // 10.0.0.0/8, the largest private range) or a /16 of global IPv6 (larger
@@ -202,7 +185,8 @@ var globalIPv6 = netip.MustParsePrefix("2000::/3")
 
 // parseTrusted parses a trusted proxy, a prefix or a single address, into a
 // masked prefix with IPv4-mapped and translated IPv6 forms turned into IPv4
-// (see normalize), and refuses one wider than the widest KeyByIP trusts.
+// (see ratefields.Normalize), and refuses one wider than the widest KeyByIP
+// trusts.
 func parseTrusted(s string) (netip.Prefix, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("%w: httplimit: KeyByIP: trusted proxy %q: %s", ratelimit.ErrInvalidConfig, s, why)
@@ -213,8 +197,8 @@ func parseTrusted(s string) (netip.Prefix, error) {
 		if err != nil {
 			return netip.Prefix{}, bad("not a CIDR prefix")
 		}
-		if a := p.Addr(); p.Bits() >= 96 && isIPv4In6(a) {
-			p = netip.PrefixFrom(normalize(a), p.Bits()-96)
+		if a := p.Addr(); p.Bits() >= 96 && ratefields.IsIPv4In6(a) {
+			p = netip.PrefixFrom(ratefields.Normalize(a), p.Bits()-96)
 		}
 		p = p.Masked()
 		switch {
@@ -232,45 +216,15 @@ func parseTrusted(s string) (netip.Prefix, error) {
 	if a.Zone() != "" {
 		return netip.Prefix{}, bad("zones are not allowed")
 	}
-	a = normalize(a)
+	a = ratefields.Normalize(a)
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // parseRemoteAddr parses a connection's address, "host:port" as net/http sets
-// it, or a bare address, as normalize leaves it.
+// it, or a bare address, as ratefields.Normalize leaves it.
 func parseRemoteAddr(s string) (netip.Addr, bool) {
 	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return normalize(ap.Addr()), true
+		return ratefields.Normalize(ap.Addr()), true
 	}
 	return parseHop(s)
-}
-
-// The IPv6 forms of IPv4 addresses that KeyByIP takes as IPv4, the IPv4
-// address in their last 32 bits: IPv4-mapped addresses (::ffff:0:0/96, a
-// dual-stack socket's view of an IPv4 peer), the well-known prefix of
-// NAT64 and of IPv4 clients translated into an IPv6 network (64:ff9b::/96,
-// RFC 6052) and SIIT's IPv4-translated addresses (::ffff:0:0:0/96, RFC
-// 2765).
-var (
-	nat64Prefix = netip.MustParsePrefix("64:ff9b::/96")
-	siitPrefix  = netip.MustParsePrefix("::ffff:0:0:0/96")
-)
-
-// isIPv4In6 reports whether a is one of the IPv6 forms of an IPv4 address
-// that KeyByIP takes as IPv4.
-func isIPv4In6(a netip.Addr) bool {
-	a = a.WithZone("")
-	return a.Is4In6() || nat64Prefix.Contains(a) || siitPrefix.Contains(a)
-}
-
-// normalize drops a's zone and turns an IPv6 form of an IPv4 address (see
-// isIPv4In6) into that IPv4 address, so that clients behind NAT64 or SIIT
-// are keyed and trusted as the IPv4 addresses they are.
-func normalize(a netip.Addr) netip.Addr {
-	a = a.WithZone("")
-	if !isIPv4In6(a) {
-		return a
-	}
-	b := a.As16()
-	return netip.AddrFrom4([4]byte(b[12:]))
 }

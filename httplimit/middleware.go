@@ -10,6 +10,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/leasehold"
 	"github.com/ratelimit-go/ratelimit/internal/nilcheck"
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 )
 
 // Middleware rate-limits the requests of the handlers it wraps with one
@@ -124,7 +125,7 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		skip:          s.skip,
 		onError:       s.onError,
 		failClosed:    s.failClosed,
-		closedRetry:   max(ceilSeconds(s.closedRetry), 1),
+		closedRetry:   max(ratefields.CeilSeconds(s.closedRetry), 1),
 		passUnknown:   s.passUnknown,
 		keyError:      s.keyError,
 		denied:        s.denied,

@@ -3,6 +3,8 @@ package httplimit
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 )
 
 // QuotaExceededType is the problem type of the draft
@@ -115,7 +117,7 @@ func newTooLarge(policy string) reply {
 		Type:   "about:blank",
 		Title:  "Content Too Large",
 		Status: http.StatusRequestEntityTooLarge,
-		Detail: "The request costs more than the rate limit policy " + quoteSFString(policy) + " allows at once, so it can never succeed; that policy's q in RateLimit-Policy (or RateLimit-Limit) gives the most a request may cost.",
+		Detail: "The request costs more than the rate limit policy " + ratefields.Quote(policy) + " allows at once, so it can never succeed; that policy's q in RateLimit-Policy (or RateLimit-Limit) gives the most a request may cost.",
 	})
 }
 

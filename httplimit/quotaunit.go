@@ -4,10 +4,11 @@ import (
 	"fmt"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 )
 
 // maxQuotaUnit bounds the name WithQuotaUnit takes.
-const maxQuotaUnit = 64
+const maxQuotaUnit = ratefields.MaxQuotaUnit
 
 // WithQuotaUnit names the unit the limiter's policies count, sent as the
 // qu parameter of their RateLimit-Policy items
@@ -37,12 +38,7 @@ func WithQuotaUnit(unit string) Option {
 
 // checkQuotaUnit returns an error for a unit WithQuotaUnit does not take.
 func checkQuotaUnit(unit string) error {
-	ok := unit != "" && len(unit) <= maxQuotaUnit && unit[0] >= 'a' && unit[0] <= 'z'
-	for i := 0; ok && i < len(unit); i++ {
-		c := unit[i]
-		ok = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-'
-	}
-	if !ok {
+	if !ratefields.ValidQuotaUnit(unit) {
 		return fmt.Errorf("%w: httplimit: WithQuotaUnit: %q is not 1 to %d lower-case letters, digits and hyphens starting with a letter", ratelimit.ErrInvalidConfig, unit, maxQuotaUnit)
 	}
 	return nil

@@ -142,13 +142,13 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 	case err != nil: // ErrCostExceedsLimit
 		// The limiter says nothing about the key's state on this path, so
 		// only the fields that do not depend on it are set.
-		m.fields.writeLimitOnly(w.Header(), &p.limitValues)
+		m.fields.writeLimitOnly(w.Header(), p)
 		refused(w, r)
 		f.tooLargeBy(bound).write(w, r)
 	case d.WouldDeny:
 		m.fields.write(w.Header(), f, &d, false, pk)
 		if m.shadowHeader {
-			writeShadow(w.Header(), p.beforeR, d.Enforced, pk)
+			writeShadow(w.Header(), p.BeforeR, d.Enforced, pk)
 		}
 		h.next.ServeHTTP(w, m.withDecision(r, d))
 	case d.Allowed:

@@ -1,5 +1,6 @@
 // Package nilcheck tells whether an interface value is nil or holds a nil
-// pointer, for the constructors of ratelimit and httplimit, which reject both.
+// pointer, for the constructors of ratelimit, httplimit and grpclimit, which
+// reject both.
 package nilcheck
 
 import "reflect"
