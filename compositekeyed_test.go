@@ -273,8 +273,8 @@ func checkDecision(t *testing.T, want []NamedPolicy, parts []Result, d Decision,
 	t.Helper()
 	require.Equal(t, parts, d.Parts, msg)
 	require.Equal(t, want, d.Policies, msg)
-	require.Equal(t, d.Policies[d.Bound], d.Policy, msg)
-	require.Equal(t, d.Parts[d.Bound].Limit, d.Limit, msg)
+	require.Equal(t, d.Policies[d.PolicyIndex], d.Policy, msg)
+	require.Equal(t, d.Parts[d.PolicyIndex].Limit, d.Limit, msg)
 	requireCombined(t, parts, d.Result, msg)
 }
 
@@ -433,7 +433,7 @@ func TestRealRedisCompositeOfKeyedPartsDecidesAsInProcess(t *testing.T) {
 				got, err := remote.Decide(ctx, o.key, o.n)
 				requireSameError(t, wantErr, err, msg)
 				assert.Equal(t, want.Policies, got.Policies, msg)
-				assert.Equal(t, want.Bound, got.Bound, msg)
+				assert.Equal(t, want.PolicyIndex, got.PolicyIndex, msg)
 				assert.Equal(t, want.Allowed, got.Allowed, msg)
 				require.Equal(t, len(want.Parts), len(got.Parts), msg)
 				for j := range want.Parts {

@@ -25,15 +25,16 @@ type Decision struct {
 	// before any policy was known). For a Composite, the part that bound
 	// it (see Composite); for a limiter built WithPolicyFunc, the key's
 	// policy for this call. A limiter of one policy names it "default".
-	// It is Policies[Bound], or the zero NamedPolicy when Policies is
+	// It is Policies[PolicyIndex], or the zero NamedPolicy when Policies is
 	// empty.
 	Policy NamedPolicy
 	// Policies lists every policy that applied to the call, in order:
 	// one for a single limiter, a Composite's parts. It may be shared
 	// between calls and must not be modified.
 	Policies []NamedPolicy
-	// Bound is the index of Policy in Policies.
-	Bound int
+	// PolicyIndex is the index of Policy in Policies: Policy is
+	// Policies[PolicyIndex]. It is 0 when Policies is empty.
+	PolicyIndex int
 	// Parts holds, for a Composite's own answer, each part's Result, in
 	// the order of Policies: a part that would have allowed a denied call
 	// reports its state untouched, with RetryAfter 0. It is nil for every

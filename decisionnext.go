@@ -62,7 +62,7 @@ func (d *Decision) NextUnit(i int) (time.Duration, bool) {
 	if i < 0 || i >= len(d.Policies) {
 		return 0, false
 	}
-	if d.nextSet && i == d.Bound {
+	if d.nextSet && i == d.PolicyIndex {
 		return d.next, true
 	}
 	var res Result
@@ -72,7 +72,7 @@ func (d *Decision) NextUnit(i int) (time.Duration, bool) {
 			return d.partNext[i], true
 		}
 		res = d.Parts[i]
-	case d.Parts == nil && i == d.Bound:
+	case d.Parts == nil && i == d.PolicyIndex:
 		res = d.Result
 	default:
 		return 0, false

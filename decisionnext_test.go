@@ -193,7 +193,7 @@ func TestNextUnitThroughDecorators(t *testing.T) {
 	d, err = failover.Decide(ctx, "a", 2)
 	require.NoError(t, err)
 	require.Equal(t, FromFallback, d.Source)
-	got, ok = d.NextUnit(d.Bound)
+	got, ok = d.NextUnit(d.PolicyIndex)
 	assert.True(t, ok, "a fallback's answer tells the fallback's")
 	assert.Equal(t, 500*time.Millisecond, got)
 

@@ -546,9 +546,9 @@ func TestGuardAnswersForTheNewRedisLimitersWhileRedisIsDown(t *testing.T) {
 					require.NoError(t, err, "step %d", i)
 					assert.Equal(t, rd.Policies, policies, "step %d: the backend's policy is the in-process one's, the window open now", i)
 					assert.Equal(t, policies, d.Policies, "step %d: the backend's policies", i)
-					assert.Equal(t, policies[d.Bound], d.Policy, "step %d", i)
+					assert.Equal(t, policies[d.PolicyIndex], d.Policy, "step %d", i)
 					if policy == FailOver {
-						assert.Equal(t, rd.Bound, d.Bound, "step %d: the part that bound the fallback's decision", i)
+						assert.Equal(t, rd.PolicyIndex, d.PolicyIndex, "step %d: the part that bound the fallback's decision", i)
 						assert.Equal(t, want[i], d.Allowed, "step %d: the scenario, on the fallback", i)
 						assert.Equal(t, FromFallback, d.Source, "step %d", i)
 						assert.Equal(t, rd.Result, d.Result, "step %d: the fallback answers as the in-process limiter", i)

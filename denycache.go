@@ -356,9 +356,9 @@ func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, n
 		parts[i], deny = aged(r, d.rules[i], d.Policies[i].PerCall, elapsed, n)
 		denied = denied || deny
 	}
-	d.Bound = bound(parts)
-	d.Policy, d.Parts = d.Policies[d.Bound], parts
-	d.Result = combine(parts, d.Bound)
+	d.PolicyIndex = bound(parts)
+	d.Policy, d.Parts = d.Policies[d.PolicyIndex], parts
+	d.Result = combine(parts, d.PolicyIndex)
 	d.Enforced = d.Result
 	return d, denied
 }

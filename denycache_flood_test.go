@@ -167,7 +167,7 @@ func TestDenyCacheAnswersAFloodOfAnyCostLocally(t *testing.T) {
 						if b.exact {
 							assert.Equal(t, direct.Result, d.Result, "cost %d", n)
 							assert.Equal(t, direct.Parts, d.Parts, "cost %d", n)
-							assert.Equal(t, direct.Bound, d.Bound, "cost %d", n)
+							assert.Equal(t, direct.PolicyIndex, d.PolicyIndex, "cost %d", n)
 						}
 					}
 					assert.GreaterOrEqual(t, local, calls*9/10, "calls answered locally")

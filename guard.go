@@ -206,7 +206,7 @@ type GuardConfig struct {
 // Policies and in Parts: a part that failed over shows the fallback's
 // Result under the backend's Limit (and tells the fallback's next unit,
 // see Decision.NextUnit), a part that failed open or closed its Limit
-// alone (and RetryAfter and ResetAfter, when it denied). Bound names
+// alone (and RetryAfter and ResetAfter, when it denied). PolicyIndex names
 // the part that decided: the denying part, or, for an allowed call, the
 // part that failed over with the smallest share of its limit left; the
 // Result is that part's, with the longest RetryAfter and ResetAfter of
@@ -610,8 +610,8 @@ func (g *Guard) byPolicy(ctx context.Context, key string, n int, leased bool, po
 	d := Decision{Policies: policies, Source: policySource[g.cfg.OnFailure]}
 	perCall := true // no policy of units limits n
 	if len(policies) > 0 {
-		d.Bound, perCall = tightest(policies)
-		d.Policy = policies[d.Bound]
+		d.PolicyIndex, perCall = tightest(policies)
+		d.Policy = policies[d.PolicyIndex]
 	}
 	limit := d.Policy.Limit
 	d.Limit = limit
@@ -676,8 +676,8 @@ func (g *Guard) wholeByPolicy(ctx context.Context, key string, n int, leased boo
 func (g *Guard) overFallback(d, fd Decision) Decision {
 	for i, p := range d.Policies {
 		if p.Name == fd.Policy.Name {
-			d.Result, d.Bound, d.Policy = fd.Result, i, p
-			d.next, d.nextSet = fd.NextUnit(fd.Bound) // the fallback's, which the Result is
+			d.Result, d.PolicyIndex, d.Policy = fd.Result, i, p
+			d.next, d.nextSet = fd.NextUnit(fd.PolicyIndex) // the fallback's, which the Result is
 			if p.Limit > 0 && d.Remaining > p.Limit {
 				// A fallback larger than the shared policy shows no more
 				// than its limit left.
@@ -691,7 +691,7 @@ func (g *Guard) overFallback(d, fd Decision) Decision {
 			return d
 		}
 	}
-	fd.next, fd.nextSet = fd.NextUnit(fd.Bound)
+	fd.next, fd.nextSet = fd.NextUnit(fd.PolicyIndex)
 	if fd.Parts != nil {
 		// Told before the rules go: the fallback's, part by part.
 		fd.partNext = make([]time.Duration, len(fd.Parts))

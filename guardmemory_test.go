@@ -128,7 +128,7 @@ func TestGuardFallbackStartsFromWhatTheBackendHadLeft(t *testing.T) {
 			allowed++
 		} else {
 			assert.Equal(t, "month", d.Policy.Name, "the quota bounds the denials")
-			assert.Equal(t, 1, d.Bound)
+			assert.Equal(t, 1, d.PolicyIndex)
 		}
 		q.step(100 * time.Millisecond)
 	}

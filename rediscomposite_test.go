@@ -35,7 +35,7 @@ func TestRedisCompositeTakesFromEveryPartOrNone(t *testing.T) {
 	}
 	d, err := c.Decide(ctx, "alice", 1)
 	require.NoError(t, err)
-	assert.Equal(t, 1, d.Bound, "the window denies")
+	assert.Equal(t, 1, d.PolicyIndex, "the window denies")
 	assert.Equal(t, "per-minute", d.Policy.Name)
 	assert.Equal(t, Result{Limit: 3, Remaining: 0, RetryAfter: time.Minute, ResetAfter: time.Minute}, d.Result)
 	_, parts, err := decideParts(ctx, c, "alice", 0)

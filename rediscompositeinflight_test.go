@@ -163,7 +163,7 @@ func runInFlightTwins(t *testing.T, tw inFlightTwin, r *rand.Rand, steps int) {
 			assert.Equal(t, dl.Result, dr.Result, where)
 			assert.Equal(t, dl.Parts, dr.Parts, where)
 			assert.Equal(t, dl.Policies, dr.Policies, where)
-			assert.Equal(t, dl.Bound, dr.Bound, where)
+			assert.Equal(t, dl.PolicyIndex, dr.PolicyIndex, where)
 			require.True(t, dr.Policies[0].InFlight, where)
 			sameLease(t, ll, lr, where)
 			if el == nil && dl.Allowed && n > 0 {

@@ -137,7 +137,7 @@ func TestFailOverWithACompositeFallbackNamesThePolicyWhoseNumbersItShows(t *test
 	assert.Equal(t, 30, d.Policy.Limit, "the backend's shared policy of that name")
 	assert.Equal(t, d.Policy.Limit, d.Limit, "the limit shown is the named policy's")
 	assert.Equal(t, 14, d.Remaining)
-	assert.Equal(t, d.Policies[d.Bound], d.Policy)
+	assert.Equal(t, d.Policies[d.PolicyIndex], d.Policy)
 
 	// A fallback whose policy the backend does not have answers as itself.
 	other, err := NewTokenBucket(7, 1, WithClock(clock))

@@ -70,7 +70,7 @@ func TestShadowSpendsExactlyAsEnforced(t *testing.T) {
 		assert.Equal(t, want.Limit, d.Limit, "call %d", i)
 		assert.Equal(t, want.Remaining, d.Remaining, "call %d", i)
 		assert.Equal(t, want.ResetAfter, d.ResetAfter, "call %d", i)
-		assert.Zero(t, d.Bound, "call %d", i)
+		assert.Zero(t, d.PolicyIndex, "call %d", i)
 		wantSource := FromBackend
 		if !want.Allowed {
 			denials++
@@ -116,7 +116,7 @@ func TestShadowEnforcingAnswersAsTheBackend(t *testing.T) {
 		assert.Equal(t, want, d.Enforced, "call %d", i)
 		assert.False(t, d.WouldDeny, "call %d", i)
 		assert.Equal(t, FromBackend, d.Source, "call %d", i)
-		assert.Zero(t, d.Bound, "call %d", i)
+		assert.Zero(t, d.PolicyIndex, "call %d", i)
 	}
 }
 
@@ -335,7 +335,7 @@ func TestShadowAroundACompositeKeepsItsPolicies(t *testing.T) {
 		require.NoError(t, err)
 		d, err := s.Decide(ctx, "k", 1)
 		require.NoError(t, err)
-		assert.Equal(t, want.Bound, d.Bound, "call %d", i)
+		assert.Equal(t, want.PolicyIndex, d.PolicyIndex, "call %d", i)
 		assert.Equal(t, want.Policy, d.Policy, "call %d", i)
 		assert.Equal(t, want.Policies, d.Policies, "call %d", i)
 		assert.Equal(t, want.Parts, d.Parts, "call %d", i)
@@ -347,15 +347,15 @@ func TestShadowAroundACompositeKeepsItsPolicies(t *testing.T) {
 		}
 		assert.Equal(t, res, d.Result, "call %d: a denial let through", i)
 		wantBounds := []int{0, 0, 0, 1, 1, 1} // denied: the third by per-second, the fifth and sixth by per-minute
-		assert.Equal(t, wantBounds[i], d.Bound, "call %d", i)
+		assert.Equal(t, wantBounds[i], d.PolicyIndex, "call %d", i)
 	}
 
 	d, err := s.Decide(ctx, "k", 1)
 	require.NoError(t, err)
 	assert.True(t, d.WouldDeny)
-	assert.Equal(t, 1, d.Bound)
+	assert.Equal(t, 1, d.PolicyIndex)
 	assert.Equal(t, "per-minute", d.Policy.Name)
-	assert.Equal(t, d.Policy, d.Policies[d.Bound])
+	assert.Equal(t, d.Policy, d.Policies[d.PolicyIndex])
 }
 
 func TestShadowForwardsAdjustments(t *testing.T) {

@@ -86,10 +86,10 @@ func wantFields(d ratelimit.Decision) map[string][]string {
 			}
 			return v
 		}
-		rl = item(d.Bound, d.Remaining)
+		rl = item(d.PolicyIndex, d.Remaining)
 		if len(d.Parts) == len(d.Policies) {
 			for i := range d.Policies {
-				if i != d.Bound {
+				if i != d.PolicyIndex {
 					rl += ", " + item(i, d.Parts[i].Remaining)
 				}
 			}

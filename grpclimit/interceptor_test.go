@@ -490,9 +490,9 @@ func TestDecisionWhosePoliciesCannotBeSentIsALimiterError(t *testing.T) {
 			Policies: []ratelimit.NamedPolicy{{Name: "plan\n", Policy: ratelimit.Policy{Limit: 5}}},
 		},
 		"bound out of range": {
-			Result:   ratelimit.Result{Allowed: true, Limit: 5, Remaining: 4},
-			Policies: []ratelimit.NamedPolicy{{Name: "a", Policy: ratelimit.Policy{Limit: 5}}},
-			Bound:    1,
+			Result:      ratelimit.Result{Allowed: true, Limit: 5, Remaining: 4},
+			Policies:    []ratelimit.NamedPolicy{{Name: "a", Policy: ratelimit.Policy{Limit: 5}}},
+			PolicyIndex: 1,
 		},
 		"no limit among several": {
 			Result:   ratelimit.Result{Allowed: true, Limit: 5, Remaining: 4},
@@ -528,11 +528,11 @@ func TestMetadataComesFromTheDecisionAlone(t *testing.T) {
 		{Name: "tokens", Policy: ratelimit.Policy{Limit: 20000, Window: time.Minute}},
 	}
 	d := ratelimit.Decision{
-		Result:   ratelimit.Result{Limit: 20000, Remaining: 7, RetryAfter: 1200 * time.Millisecond, ResetAfter: time.Minute},
-		Policy:   policies[1],
-		Policies: policies,
-		Bound:    1,
-		Source:   ratelimit.FromFallback,
+		Result:      ratelimit.Result{Limit: 20000, Remaining: 7, RetryAfter: 1200 * time.Millisecond, ResetAfter: time.Minute},
+		Policy:      policies[1],
+		Policies:    policies,
+		PolicyIndex: 1,
+		Source:      ratelimit.FromFallback,
 	}
 	d.Enforced = d.Result
 	in, err := grpclimit.NewInterceptor(&decisionStub{d: d}, byPlan)

@@ -375,7 +375,7 @@ func TestPolicyListNamesTheQuotaUnitOfThePolicyInFlight(t *testing.T) {
 		{Name: "per-minute", Policy: ratelimit.Policy{Limit: 100, Window: time.Minute}},
 	}
 	res := ratelimit.Result{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: time.Second}
-	stub := &decisionStub{d: ratelimit.Decision{Result: res, Policy: policies[1], Policies: policies, Bound: 1, Enforced: res}}
+	stub := &decisionStub{d: ratelimit.Decision{Result: res, Policy: policies[1], Policies: policies, PolicyIndex: 1, Enforced: res}}
 	_, err := grpclimit.NewInterceptor(stub, grpclimit.KeyByMetadata("x-api-key"))
 	require.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
 

@@ -188,7 +188,7 @@ func (s *stubMulti) Allow(ctx context.Context, key string, n int) (ratelimit.Res
 }
 
 func (s *stubMulti) Decide(context.Context, string, int) (ratelimit.Decision, error) {
-	d := ratelimit.Decision{Result: s.res, Policies: s.policies, Bound: s.bound, Enforced: s.res}
+	d := ratelimit.Decision{Result: s.res, Policies: s.policies, PolicyIndex: s.bound, Enforced: s.res}
 	if s.bound >= 0 && s.bound < len(s.policies) {
 		d.Policy = s.policies[s.bound]
 	}

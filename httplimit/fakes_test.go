@@ -215,7 +215,7 @@ func (c *fakeComposite) Decide(ctx context.Context, key string, n int) (ratelimi
 	policies, _ := c.Policies(ctx, key)
 	res, b, parts, err := c.decide(key, n)
 	return ratelimit.Decision{
-		Result: res, Policy: policies[b], Policies: policies, Bound: b, Parts: parts, Enforced: res,
+		Result: res, Policy: policies[b], Policies: policies, PolicyIndex: b, Parts: parts, Enforced: res,
 	}, err
 }
 

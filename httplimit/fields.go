@@ -43,7 +43,7 @@ type fieldBlock struct {
 }
 
 // write sets the rate-limit fields for d, the request's Decision, whose
-// policies ft formatted (d.Bound names one of them), and Retry-After when
+// policies ft formatted (d.PolicyIndex names one of them), and Retry-After when
 // retry is true, that is for a denial: d's RetryAfter in whole seconds,
 // rounded up, at least 1. pk is the partition key's parameter
 // (";pk=:...:"), or "" (see WithPartitionKey).
@@ -78,7 +78,7 @@ type fieldBlock struct {
 // policies, then the earlier ones of other names; and the legacy fields,
 // which are this decision's, describe the first RateLimit item.
 func (f *fieldWriter) write(h http.Header, ft *format, d *ratelimit.Decision, retry bool, pk string) {
-	bound := d.Bound
+	bound := d.PolicyIndex
 	p := &ft.parts[bound]
 	remaining := int64(max(d.Remaining, 0))
 	reset := ceilSeconds(d.ResetAfter)

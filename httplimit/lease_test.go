@@ -352,7 +352,7 @@ func (inFlightAndRate) Allow(ctx context.Context, key string, n int) (ratelimit.
 
 func (inFlightAndRate) Decide(context.Context, string, int) (ratelimit.Decision, error) {
 	res := ratelimit.Result{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: time.Second}
-	return ratelimit.Decision{Result: res, Policy: inFlightAndRatePolicies[1], Policies: inFlightAndRatePolicies, Bound: 1, Enforced: res}, nil
+	return ratelimit.Decision{Result: res, Policy: inFlightAndRatePolicies[1], Policies: inFlightAndRatePolicies, PolicyIndex: 1, Enforced: res}, nil
 }
 
 func (inFlightAndRate) Policies(context.Context, string) ([]ratelimit.NamedPolicy, error) {

@@ -110,7 +110,7 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		h.failed(w, r, err, d.Source == ratelimit.FromShadow)
 		return
 	}
-	policies, bound := d.Policies, d.Bound
+	policies, bound := d.Policies, d.PolicyIndex
 	if d.Limit > 0 && (len(policies) == 0 || len(policies) == 1 && bound == 0 && policies[0].Limit <= 0) {
 		// A Decider that names no policy with a limit: its Result's Limit,
 		// as ratelimit.Decide tells a limiter of another package, under

@@ -322,7 +322,7 @@ func checkSent(t *testing.T, d ratelimit.Decision, err error, w *httptest.Respon
 		return
 	}
 	require.NotEmpty(t, d.Policies, msgAndArgs...)
-	assert.Equal(t, d.Policies[d.Bound], d.Policy, msgAndArgs...)
+	assert.Equal(t, d.Policies[d.PolicyIndex], d.Policy, msgAndArgs...)
 	assert.Equal(t, d.Policy.Limit, d.Limit, "the limit shown is the bound policy's")
 	assert.Equal(t, strconv.Itoa(d.Limit), h.Get("RateLimit-Limit"), msgAndArgs...)
 	assert.Equal(t, strconv.Itoa(d.Remaining), h.Get("RateLimit-Remaining"), msgAndArgs...)
@@ -335,10 +335,10 @@ func checkSent(t *testing.T, d ratelimit.Decision, err error, w *httptest.Respon
 		assert.Equal(t, strconv.FormatInt(ceilSeconds(d.ResetAfter), 10), h.Get("RateLimit-Reset"), "RateLimit-Reset is ResetAfter in whole seconds, rounded up: %v", msgAndArgs)
 		// Every policy whose Result the Decision holds, the bound one
 		// first, each with its own r and its effective window as t.
-		order := []int{d.Bound}
+		order := []int{d.PolicyIndex}
 		if len(d.Parts) == len(d.Policies) {
 			for i := range d.Policies {
-				if i != d.Bound {
+				if i != d.PolicyIndex {
 					order = append(order, i)
 				}
 			}
@@ -347,7 +347,7 @@ func checkSent(t *testing.T, d ratelimit.Decision, err error, w *httptest.Respon
 		for _, i := range order {
 			wantNames = append(wantNames, strconv.Quote(d.Policies[i].Name))
 			r := d.Remaining
-			if i != d.Bound {
+			if i != d.PolicyIndex {
 				r = d.Parts[i].Remaining
 			}
 			wantR = append(wantR, strconv.Itoa(r))
