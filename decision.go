@@ -62,7 +62,7 @@ type Decision struct {
 	// next is, when nextSet, the bound policy's wait until its next unit
 	// as the limiter tells it (see NextUnit), in place of what its rule
 	// and Result tell: a sliding window with units taken sets it, a
-	// Leasing's answer from a block, and a Guard's from its fallback.
+	// Prefetch's answer from a block, and a Guard's from its fallback.
 	next    time.Duration
 	nextSet bool
 	// partNext holds, beside Parts, each part's wait until its next unit

@@ -36,7 +36,7 @@ import "time"
 // calls takes one unit more before it, and one can at it. httplimit and
 // grpclimit round them up to whole seconds, as every kind's.
 //
-// A Leasing's answer from a block tells the time until the block's window
+// A Prefetch's answer from a block tells the time until the block's window
 // ends, or, for a token bucket or GCRA, one unit's time: its key's next
 // unit is never further away while the key is not in debt. A Guard's
 // answer from its fallback tells the fallback's, for each policy whose

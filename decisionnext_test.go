@@ -165,7 +165,7 @@ func TestNextUnitOfEveryKind(t *testing.T) {
 }
 
 // The decorators tell what their backend's Decision tells; an answer made
-// without the backend tells nothing, and a Leasing's block tells one unit's
+// without the backend tells nothing, and a Prefetch's block tells one unit's
 // time.
 func TestNextUnitThroughDecorators(t *testing.T) {
 	ctx := context.Background()
@@ -202,13 +202,13 @@ func TestNextUnitThroughDecorators(t *testing.T) {
 	_, ok = d.NextUnit(0)
 	assert.False(t, ok, "a Limiter of another package")
 
-	leasing := must(NewLeasing(must(NewTokenBucket(100, 10, WithClock(clock))), LeasingConfig{HotCalls: 1}))
+	prefetch := must(NewPrefetch(must(NewTokenBucket(100, 10, WithClock(clock))), PrefetchConfig{HotCalls: 1}))
 	for range 20 {
-		d, err = leasing.Decide(ctx, "hot", 1)
+		d, err = prefetch.Decide(ctx, "hot", 1)
 		require.NoError(t, err)
 	}
 	clock.Advance(30 * time.Millisecond) // the bare bucket's next unit: 70 ms away
-	d, err = leasing.Decide(ctx, "hot", 1)
+	d, err = prefetch.Decide(ctx, "hot", 1)
 	require.NoError(t, err)
 	got, ok = d.NextUnit(0)
 	assert.True(t, ok)

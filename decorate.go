@@ -57,7 +57,7 @@ func keysOf(l Limiter) func(key string) []string {
 		if v != nil {
 			return v.backend.keysOf
 		}
-	case *Leasing:
+	case *Prefetch:
 		if v != nil {
 			return v.backend.keysOf
 		}
@@ -94,7 +94,7 @@ func nodesOf(l Limiter) func(key string) string {
 			return v.backend.nodeOf
 		}
 		return nil
-	case *Leasing:
+	case *Prefetch:
 		if v != nil {
 			return v.backend.nodeOf
 		}

@@ -575,15 +575,15 @@ func TestGuardAnswersForTheNewRedisLimitersWhileRedisIsDown(t *testing.T) {
 	}
 }
 
-// TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife runs the token bucket, GCRA
+// TestPrefetchInStacksAdmitsAsTheBareLimiterWithinABlocksLife runs the token bucket, GCRA
 // and fixed window, in process and on miniredis, bare and as
-// Leasing(limiter) inside a Guard, a DenyCache and a Shadow: on one
+// Prefetch(limiter) inside a Guard, a DenyCache and a Shadow: on one
 // schedule (limit 10, calls of 1 a millisecond apart), the leased stack
 // allows exactly the calls the bare limiter allows, answers Source
 // FromBackend (or the outer decorator's own Source for a denial it
-// answers), reports each call once to the Leasing's hooks, and passes
+// answers), reports each call once to the Prefetch's hooks, and passes
 // Refund, Settle and Reset through.
-func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
+func TestPrefetchInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	type subject struct {
@@ -614,19 +614,19 @@ func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 		{"RedisGCRA", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisGCRA(c, 10, 10*time.Second) })},
 		{"RedisFixedWindow", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisFixedWindow(c, 10, 10*time.Second) })},
 	}
-	wraps := map[string]func(t *testing.T, l *Leasing, clock Clock) stackLimiter{
-		"Leasing": func(_ *testing.T, l *Leasing, _ Clock) stackLimiter { return l },
-		"Guard(Leasing)": func(t *testing.T, l *Leasing, clock Clock) stackLimiter {
+	wraps := map[string]func(t *testing.T, l *Prefetch, clock Clock) stackLimiter{
+		"Prefetch": func(_ *testing.T, l *Prefetch, _ Clock) stackLimiter { return l },
+		"Guard(Prefetch)": func(t *testing.T, l *Prefetch, clock Clock) stackLimiter {
 			g, err := NewGuard(l, GuardConfig{OnFailure: FailClosed, Clock: clock})
 			require.NoError(t, err)
 			return g
 		},
-		"DenyCache(Leasing)": func(t *testing.T, l *Leasing, clock Clock) stackLimiter {
+		"DenyCache(Prefetch)": func(t *testing.T, l *Prefetch, clock Clock) stackLimiter {
 			c, err := NewDenyCache(l, DenyCacheConfig{Clock: clock})
 			require.NoError(t, err)
 			return c
 		},
-		"Shadow(Leasing)": func(t *testing.T, l *Leasing, clock Clock) stackLimiter {
+		"Shadow(Prefetch)": func(t *testing.T, l *Prefetch, clock Clock) stackLimiter {
 			s, err := NewShadow(l, ShadowConfig{Clock: clock, Enforce: true})
 			require.NoError(t, err)
 			return s
@@ -641,7 +641,7 @@ func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 				bare := sub.build(t, bareClock, bm)
 				backend := sub.build(t, clock, m)
 				hooks := &stackHooks{}
-				cfg := LeasingConfig{HotCalls: 2, MinBlock: 3, MaxShare: 2, Hooks: hooks}
+				cfg := PrefetchConfig{HotCalls: 2, MinBlock: 3, MaxShare: 2, Hooks: hooks}
 				if _, local := backend.(*TokenBucket); !local {
 					if _, gcra := backend.(*GCRA); !gcra {
 						if _, fw := backend.(*FixedWindow); !fw {
@@ -649,7 +649,7 @@ func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 						}
 					}
 				}
-				l, err := NewLeasing(backend, cfg)
+				l, err := NewPrefetch(backend, cfg)
 				require.NoError(t, err)
 				stack := wrap(t, l, clock)
 				for i := range 30 {
@@ -674,14 +674,14 @@ func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 				evs, _, _, _ := hooks.since(0, 0)
 				local := 0
 				for _, ev := range evs {
-					if ev.Limiter == "Leasing" {
+					if ev.Limiter == "Prefetch" {
 						local++
 					}
 				}
-				if wname == "DenyCache(Leasing)" {
-					assert.LessOrEqual(t, local, 30, "the Leasing reports the calls that reach it")
+				if wname == "DenyCache(Prefetch)" {
+					assert.LessOrEqual(t, local, 30, "the Prefetch reports the calls that reach it")
 				} else {
-					assert.Equal(t, 30, local, "the Leasing reports each call once")
+					assert.Equal(t, 30, local, "the Prefetch reports each call once")
 				}
 				_, err = stack.Refund(ctx, "k", 1)
 				require.NoError(t, err)

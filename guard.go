@@ -67,7 +67,7 @@ type GuardConfig struct {
 	// answer.
 	Fallback Limiter
 	// PartFailure gives parts of a Composite backend (found through a
-	// DenyCache, Shadow or Leasing) a failure policy of their own, by part
+	// DenyCache, Shadow or Prefetch) a failure policy of their own, by part
 	// Name; the parts it does not name follow OnFailure. A call the
 	// backend fails is then answered part by part (see Guard, A policy
 	// per part): denied when a part that fails closed has its say,
@@ -87,7 +87,7 @@ type GuardConfig struct {
 	FailClosedRetryAfter time.Duration
 	// BreakerFailures is how many consecutive backend failures open the
 	// circuit breaker; 0 means no breaker. In front of a Redis limiter (or
-	// a Composite of Redis parts, through DenyCache, Shadow and Leasing)
+	// a Composite of Redis parts, through DenyCache, Shadow and Prefetch)
 	// on a *redis.ClusterClient or *redis.Ring, the breaker is one per
 	// node: the failures of the calls whose key the client routes to one
 	// master (of its hash slot, in the client's latest view of the

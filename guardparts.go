@@ -48,7 +48,7 @@ func compositeIn(l Limiter) *Composite {
 		if v != nil {
 			return compositeIn(v.backend.Limiter)
 		}
-	case *Leasing:
+	case *Prefetch:
 		if v != nil {
 			return compositeIn(v.backend.Limiter)
 		}

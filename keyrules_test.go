@@ -107,7 +107,7 @@ func keyRuleSubjects() []keyRuleSubject {
 
 // keyStacks are the subjects and, around a token bucket in process and on
 // Redis, a Composite of two parts (one keyed by Part.Key), a Guard, a
-// DenyCache, a Shadow and a Leasing, each layer built with opts (a
+// DenyCache, a Shadow and a Prefetch, each layer built with opts (a
 // decorator with h as its hooks).
 func keyStacks() []keyRuleSubject {
 	subjects := keyRuleSubjects()
@@ -146,8 +146,8 @@ func keyStacks() []keyRuleSubject {
 				require.NoError(t, err)
 				return s
 			}},
-			{"Leasing{" + base.name + "}", base.redis, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
-				l, err := NewLeasing(base.build(t, e, o...), LeasingConfig{HotCalls: 1, Hooks: hooksOf(o)})
+			{"Prefetch{" + base.name + "}", base.redis, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
+				l, err := NewPrefetch(base.build(t, e, o...), PrefetchConfig{HotCalls: 1, Hooks: hooksOf(o)})
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = l.Close(context.Background()) })
 				return l
@@ -205,7 +205,7 @@ func storedKeys(l Limiter) int {
 		return v.denials.len() + storedKeys(v.backend.Limiter)
 	case *Shadow:
 		return storedKeys(v.backend.Limiter)
-	case *Leasing:
+	case *Prefetch:
 		return int(v.count.Load()) + storedKeys(v.backend.Limiter)
 	}
 	return 0
@@ -476,7 +476,7 @@ func prefixOf(l Limiter) string {
 		return prefixOf(v.backend.Limiter)
 	case *Shadow:
 		return prefixOf(v.backend.Limiter)
-	case *Leasing:
+	case *Prefetch:
 		return prefixOf(v.backend.Limiter)
 	}
 	return ""

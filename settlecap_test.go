@@ -254,18 +254,18 @@ func TestABogusSettleOnACompositeWithAMonthlyPartLeavesRetryAfterWithinTheBound(
 	}
 }
 
-// TestLeasingSendsASettleAboveTheLimitToItsBackend: a Leasing whose key
+// TestPrefetchSendsASettleAboveTheLimitToItsBackend: a Prefetch whose key
 // holds a block spends a Settle's extra cost from the block when it holds
 // enough, but a cost above the key's limit goes to the backend, which
 // bounds it: over a bucket built WithMaxSettle(1), a Settle of 10 units
 // taken an earlier second and a cost of 10 plus what the block holds is
 // refused there, and the block is untouched.
-func TestLeasingSendsASettleAboveTheLimitToItsBackend(t *testing.T) {
+func TestPrefetchSendsASettleAboveTheLimitToItsBackend(t *testing.T) {
 	ctx := context.Background()
 	clock := NewFakeClock(epoch)
 	backend, err := NewTokenBucket(10, 10, WithClock(clock), WithMaxSettle(1))
 	require.NoError(t, err)
-	l, err := NewLeasing(backend, LeasingConfig{HotCalls: 2, MinBlock: 8, MaxShare: 1})
+	l, err := NewPrefetch(backend, PrefetchConfig{HotCalls: 2, MinBlock: 8, MaxShare: 1})
 	require.NoError(t, err)
 	d, err := l.Decide(ctx, "k", 10) // cold: the backend's
 	require.NoError(t, err)

@@ -63,12 +63,12 @@
 // A Limiter of another package, which is not a ratelimit.Decider, has one
 // policy, "default", whose q is each Result's Limit, with no w and no t.
 //
-// A ratelimit.Leasing (alone or inside a Guard, DenyCache or Shadow) tells
+// A ratelimit.Prefetch (alone or inside a Guard, DenyCache or Shadow) tells
 // its backend's policy too; a call it spends from a block tells, in
 // ratelimit-remaining and r, the units left in this replica's block (a
 // lower bound of what the shared key holds), in ratelimit-reset, the
 // block's ResetAfter, and in t, one unit's time (or a fixed window's end)
-// (see ratelimit.Leasing's Decisions and ratelimit.Decision's NextUnit).
+// (see ratelimit.Prefetch's Decisions and ratelimit.Decision's NextUnit).
 //
 // # Answers
 //

@@ -132,7 +132,7 @@ func TestWithMaxSettleSetsTheBound(t *testing.T) {
 // table's limiters in each of its wrappings, on miniredis, behind a
 // Middleware WithSettle whose handler reports a cost of 100,000,000: each
 // is settled at ten limits of the smallest policy that counts units (50;
-// 40 for the key's plan of 4), which every stack accepts (a Leasing sends
+// 40 for the key's plan of 4), which every stack accepts (a Prefetch sends
 // it to its backend), and the WithOnError hook hears only that the cost
 // was bounded; the key is then in debt (a Shadow that does not enforce
 // lets the next request through all the same).

@@ -193,15 +193,15 @@ func stackWraps() []stackWrap {
 		require.NoError(t, err)
 		return c
 	}
-	// leasing leases every key from its first call, in blocks of 2 (a
-	// Leasing takes only a token bucket, GCRA or fixed window).
-	leasing := func(t *testing.T, l ratelimit.Decider) ratelimit.Decider {
+	// prefetch leases every key from its first call, in blocks of 2 (a
+	// Prefetch takes only a token bucket, GCRA or fixed window).
+	prefetch := func(t *testing.T, l ratelimit.Decider) ratelimit.Decider {
 		switch l.(type) {
 		case *ratelimit.RedisTokenBucket, *ratelimit.RedisGCRA, *ratelimit.RedisFixedWindow:
 		default:
-			t.Skipf("a Leasing does not take a %T", l)
+			t.Skipf("a Prefetch does not take a %T", l)
 		}
-		c, err := ratelimit.NewLeasing(l, ratelimit.LeasingConfig{HotCalls: 1, MinBlock: 2, MaxShare: 2})
+		c, err := ratelimit.NewPrefetch(l, ratelimit.PrefetchConfig{HotCalls: 1, MinBlock: 2, MaxShare: 2})
 		require.NoError(t, err)
 		return c
 	}
@@ -229,9 +229,9 @@ func stackWraps() []stackWrap {
 			require.NoError(t, err)
 			return g
 		}},
-		{"Leasing", leasing},
-		{"Guard(Leasing)", func(t *testing.T, l ratelimit.Decider) ratelimit.Decider {
-			g, err := ratelimit.NewGuard(leasing(t, l), ratelimit.GuardConfig{OnFailure: ratelimit.FailClosed})
+		{"Prefetch", prefetch},
+		{"Guard(Prefetch)", func(t *testing.T, l ratelimit.Decider) ratelimit.Decider {
+			g, err := ratelimit.NewGuard(prefetch(t, l), ratelimit.GuardConfig{OnFailure: ratelimit.FailClosed})
 			require.NoError(t, err)
 			return g
 		}},
