@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -34,7 +35,7 @@ func peek(t *testing.T, l Decider, key string) Result {
 
 func TestCompositeAcquireTakesNoRateUnitsWithoutASlot(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	c, slots, rate := fiveInFlightAndHundredAMinute(t, clock)
 
 	var leases []Lease
@@ -70,7 +71,7 @@ func TestCompositeAcquireTakesNoRateUnitsWithoutASlot(t *testing.T) {
 
 func TestCompositeAcquireTakesNoSlotWhenTheRateDenies(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	c, slots, rate := fiveInFlightAndHundredAMinute(t, clock)
 
 	for i := range 100 {
@@ -99,7 +100,7 @@ func (r Result) withoutAllowed() Result {
 
 func TestCompositeAllowHoldsItsSlotUntilTheTTL(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	c, slots, rate := fiveInFlightAndHundredAMinute(t, clock)
 
 	res, err := c.Allow(ctx, "k", 2)
@@ -112,7 +113,7 @@ func TestCompositeAllowHoldsItsSlotUntilTheTTL(t *testing.T) {
 }
 
 func TestCompositeRefundAndSettleLeaveUnitsInFlight(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	h := &adjustRecorder{}
 	slots, err := NewConcurrency(5, time.Minute, WithClock(clock), WithHooks(h), WithName("slots"))
 	require.NoError(t, err)
@@ -126,7 +127,7 @@ func TestCompositeRefundAndSettleLeaveUnitsInFlight(t *testing.T) {
 
 func TestCompositeConcurrencyPartKeyedPerPlan(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	plans := map[string]int{"free": 2, "pro": 5, "team": 20}
 	planOf := func(_ context.Context, key string) (Policy, error) {
 		limit, ok := plans[key[:len(key)-2]]
@@ -195,7 +196,7 @@ func TestCompositeRefusesASecondConcurrencyOrRedisParts(t *testing.T) {
 
 func TestCompositeReleasesOnlyItsConcurrencyPartsLeases(t *testing.T) {
 	ctx := context.Background()
-	c, slots, _ := fiveInFlightAndHundredAMinute(t, NewFakeClock(epoch))
+	c, slots, _ := fiveInFlightAndHundredAMinute(t, ratelimittest.NewClock(epoch))
 	other, err := NewConcurrency(1, time.Second)
 	require.NoError(t, err)
 	foreign, _, err := other.Acquire(ctx, "k", 1)
@@ -222,7 +223,7 @@ func TestCompositeReleasesOnlyItsConcurrencyPartsLeases(t *testing.T) {
 
 func TestCompositePerCallConcurrencyPartHoldsOneUnitPerCall(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	slots, err := NewConcurrency(2, time.Minute, WithClock(clock))
 	require.NoError(t, err)
 	tokens, err := NewTokenBucket(1000, 1000.0/60, WithClock(clock))
@@ -239,7 +240,7 @@ func TestCompositePerCallConcurrencyPartHoldsOneUnitPerCall(t *testing.T) {
 
 func TestCompositeAcquireErrorsTakeNothing(t *testing.T) {
 	ctx := context.Background()
-	c, slots, rate := fiveInFlightAndHundredAMinute(t, NewFakeClock(epoch))
+	c, slots, rate := fiveInFlightAndHundredAMinute(t, ratelimittest.NewClock(epoch))
 	lease, d, err := c.Acquire(ctx, "k", 6)
 	require.ErrorIs(t, err, ErrCostExceedsLimit)
 	assert.False(t, lease.Held())

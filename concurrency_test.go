@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestConcurrencyHoldsAtMostItsLimitUntilReleased(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	c, err := NewConcurrency(2, 10*time.Second, WithClock(clock))
 	require.NoError(t, err)
 
@@ -77,7 +78,7 @@ func TestConcurrencyRefusesAnotherLimitersLease(t *testing.T) {
 
 func TestConcurrencyAllowHoldsUntilTheTTL(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	c, err := NewConcurrency(1, time.Second, WithClock(clock))
 	require.NoError(t, err)
 	res, err := c.Allow(ctx, "k", 1)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // The decorators over the sliding log, the sliding counter and the
@@ -64,7 +65,7 @@ type stackLimiter interface {
 // stackEnv is one subject limiter and its clocks.
 type stackEnv struct {
 	l      stackLimiter
-	clock  *FakeClock
+	clock  *ratelimittest.Clock
 	m      *miniredis.Miniredis // nil in process
 	client *redis.Client        // to m
 	move   func(time.Duration)  // miniredis's time; nil in process
@@ -135,7 +136,7 @@ func stackKinds() []stackKind {
 	}
 	inProcess := func(build func(*testing.T, Clock, []Option) stackLimiter, local func(*testing.T, Clock) stackLimiter) func(*testing.T, Hooks) *stackEnv {
 		return func(t *testing.T, h Hooks) *stackEnv {
-			clock := NewFakeClock(stackStart)
+			clock := ratelimittest.NewClock(stackStart)
 			return &stackEnv{l: build(t, clock, opts(clock, h)), clock: clock, local: local}
 		}
 	}
@@ -145,7 +146,7 @@ func stackKinds() []stackKind {
 			// No retries: a closed miniredis fails each call at once.
 			client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
 			t.Cleanup(func() { _ = client.Close() })
-			e := &stackEnv{clock: NewFakeClock(stackStart), m: m, client: client, move: move, local: local}
+			e := &stackEnv{clock: ratelimittest.NewClock(stackStart), m: m, client: client, move: move, local: local}
 			f, err := NewFleet(client, FleetConfig{Name: "fleet", ID: "a"})
 			require.NoError(t, err)
 			require.NoError(t, f.Beat(context.Background()))
@@ -530,7 +531,7 @@ func TestGuardAnswersForTheNewRedisLimitersWhileRedisIsDown(t *testing.T) {
 				env.m.Close()
 				env.down = true
 				env.advance(time.Minute)
-				refClock := NewFakeClock(env.clock.Now())
+				refClock := ratelimittest.NewClock(env.clock.Now())
 				ref := env.local(t, refClock)
 				want := stackAllowed[algorithm(kind.name)]
 				for i, st := range stackSchedule {
@@ -588,17 +589,17 @@ func TestPrefetchInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 	ctx := context.Background()
 	type subject struct {
 		name  string
-		build func(t *testing.T, clock *FakeClock, m *miniredis.Miniredis) Limiter
+		build func(t *testing.T, clock *ratelimittest.Clock, m *miniredis.Miniredis) Limiter
 	}
-	inProc := func(f func(c *FakeClock) (Limiter, error)) func(*testing.T, *FakeClock, *miniredis.Miniredis) Limiter {
-		return func(t *testing.T, c *FakeClock, _ *miniredis.Miniredis) Limiter {
+	inProc := func(f func(c *ratelimittest.Clock) (Limiter, error)) func(*testing.T, *ratelimittest.Clock, *miniredis.Miniredis) Limiter {
+		return func(t *testing.T, c *ratelimittest.Clock, _ *miniredis.Miniredis) Limiter {
 			l, err := f(c)
 			require.NoError(t, err)
 			return l
 		}
 	}
-	onRedis := func(f func(c redis.Scripter) (Limiter, error)) func(*testing.T, *FakeClock, *miniredis.Miniredis) Limiter {
-		return func(t *testing.T, _ *FakeClock, m *miniredis.Miniredis) Limiter {
+	onRedis := func(f func(c redis.Scripter) (Limiter, error)) func(*testing.T, *ratelimittest.Clock, *miniredis.Miniredis) Limiter {
+		return func(t *testing.T, _ *ratelimittest.Clock, m *miniredis.Miniredis) Limiter {
 			c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 			t.Cleanup(func() { _ = c.Close() })
 			l, err := f(c)
@@ -607,9 +608,9 @@ func TestPrefetchInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 		}
 	}
 	subjects := []subject{
-		{"TokenBucket", inProc(func(c *FakeClock) (Limiter, error) { return NewTokenBucket(10, 1, WithClock(c)) })},
-		{"GCRA", inProc(func(c *FakeClock) (Limiter, error) { return NewGCRA(10, 10*time.Second, WithClock(c)) })},
-		{"FixedWindow", inProc(func(c *FakeClock) (Limiter, error) { return NewFixedWindow(10, 10*time.Second, WithClock(c)) })},
+		{"TokenBucket", inProc(func(c *ratelimittest.Clock) (Limiter, error) { return NewTokenBucket(10, 1, WithClock(c)) })},
+		{"GCRA", inProc(func(c *ratelimittest.Clock) (Limiter, error) { return NewGCRA(10, 10*time.Second, WithClock(c)) })},
+		{"FixedWindow", inProc(func(c *ratelimittest.Clock) (Limiter, error) { return NewFixedWindow(10, 10*time.Second, WithClock(c)) })},
 		{"RedisTokenBucket", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisTokenBucket(c, 10, 1) })},
 		{"RedisGCRA", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisGCRA(c, 10, 10*time.Second) })},
 		{"RedisFixedWindow", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisFixedWindow(c, 10, 10*time.Second) })},
@@ -635,7 +636,7 @@ func TestPrefetchInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 	for _, sub := range subjects {
 		for wname, wrap := range wraps {
 			t.Run(sub.name+"/"+wname, func(t *testing.T) {
-				bareClock, clock := NewFakeClock(stackStart), NewFakeClock(stackStart)
+				bareClock, clock := ratelimittest.NewClock(stackStart), ratelimittest.NewClock(stackStart)
 				bm, _, bmove := redistest.Miniredis(t, stackStart)
 				m, _, move := redistest.Miniredis(t, stackStart)
 				bare := sub.build(t, bareClock, bm)
@@ -665,7 +666,7 @@ func TestPrefetchInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 					if !d.Allowed && d.Source == FromBackend {
 						assert.Equal(t, bd.RetryAfter, d.RetryAfter, "call %d: a denial is the shared key's own", i)
 					}
-					for _, c := range []*FakeClock{bareClock, clock} {
+					for _, c := range []*ratelimittest.Clock{bareClock, clock} {
 						c.Advance(time.Millisecond)
 					}
 					bmove(time.Millisecond)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -93,7 +94,7 @@ func (f *flakyConcurrency) extendLease(ctx context.Context, l Lease) (Lease, err
 
 func TestGuardFailsOverLeasesToAnInProcessFallbackAndBack(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	inner, err := NewConcurrency(2, 10*time.Second, WithClock(clock))
 	require.NoError(t, err)
 	backend := &flakyConcurrency{c: inner}
@@ -189,7 +190,7 @@ func TestGuardFailsOpenAndClosedWithoutLeases(t *testing.T) {
 
 func TestGuardReleaseErrorsDoNotCountTowardTheBreaker(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	inner, err := NewConcurrency(2, 10*time.Second, WithClock(clock))
 	require.NoError(t, err)
 	backend := &flakyConcurrency{c: inner}
@@ -207,7 +208,7 @@ func TestGuardReleaseErrorsDoNotCountTowardTheBreaker(t *testing.T) {
 
 func TestDecoratorsOverRateLimitersAcquireAsTheyDecide(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	bucket, err := NewTokenBucket(1, 1, WithClock(clock))
 	require.NoError(t, err)
 	cache, err := NewDenyCache(bucket, DenyCacheConfig{Clock: clock})

@@ -17,12 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // keyEnv is where a subject of the key tests keeps its state: a fake
 // clock, and, on Redis, a client of miniredis or of a real server.
 type keyEnv struct {
-	clock  *FakeClock
+	clock  *ratelimittest.Clock
 	m      *miniredis.Miniredis // nil in process and on a real server
 	client *redis.Client
 }
@@ -162,9 +163,9 @@ func keyStacks() []keyRuleSubject {
 // newKeyEnv returns an env on miniredis, or on a real redis-server when
 // real is set (skipping the test without one).
 func newKeyEnv(t *testing.T, real bool) *keyEnv {
-	e := &keyEnv{clock: NewFakeClock(epoch)}
+	e := &keyEnv{clock: ratelimittest.NewClock(epoch)}
 	if real {
-		e.clock = NewFakeClock(time.Now())
+		e.clock = ratelimittest.NewClock(time.Now())
 		e.client = redistest.Shared(t).Client(t)
 		return e
 	}
@@ -349,7 +350,7 @@ func TestACompositePartsKeyIsBoundedByItsOwnLimiter(t *testing.T) {
 	// Part.Key makes a long key of a short one: the part's limiter's
 	// bound refuses it, naming the part, and no part is touched.
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	user, err := NewTokenBucket(3, 1, WithClock(clock))
 	require.NoError(t, err)
 	tenant, err := NewTokenBucket(3, 1, WithClock(clock), WithMaxKeyLength(8))

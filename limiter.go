@@ -218,7 +218,8 @@ type config struct {
 // WithClock makes an in-process limiter read time from c instead of the system
 // clock. It does not apply to the Redis limiters, which use the server's TIME,
 // but for RedisCalendarWindow, which computes its windows' bounds from c (the
-// server's TIME still picks the window). A nil c is an error.
+// server's TIME still picks the window). A nil c is an error. In tests, c is
+// typically a ratelimittest.Clock, which moves only when told to.
 func WithClock(c Clock) Option {
 	return func(cfg *config) error {
 		if isNil(c) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -70,7 +71,7 @@ type bfSchedule struct {
 	ops    []bfOp
 	// shared, when set, builds the shared limiter instead (a Redis one,
 	// deciding on clock); the Prefetches then take clock as their Clock.
-	shared func(t *testing.T, clock *FakeClock, h Hooks) bfReplica
+	shared func(t *testing.T, clock *ratelimittest.Clock, h Hooks) bfReplica
 }
 
 func (s bfSchedule) String() string {
@@ -138,7 +139,7 @@ func bfRandomSchedule(rng *rand.Rand, kind bfKind, steps int, adjust, allAt bool
 // bfLog records what the shared limiter's hooks heard (for the windows it
 // opened) and what the callers were answered, in order.
 type bfLog struct {
-	clock   *FakeClock
+	clock   *ratelimittest.Clock
 	events  []bfEvent
 	calls   int // the callers' calls
 	decided int // the shared limiter's decisions
@@ -187,7 +188,7 @@ type bfCall struct {
 func bfRun(t *testing.T, s bfSchedule, leased bool) *bfLog {
 	t.Helper()
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	log := &bfLog{clock: clock}
 	var shared bfReplica
 	var err error
@@ -491,7 +492,7 @@ func TestPrefetchBruteForceNeverExceedsTheSharedBound(t *testing.T) {
 // took it into the block, and admitted limit + 1).
 func TestPrefetchWindowBlockTakesBackOnlyItsWindowsUnits(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	fw, err := NewFixedWindow(4, 10*time.Millisecond, WithClock(clock))
 	require.NoError(t, err)
 	l, err := NewPrefetch(fw, PrefetchConfig{HotCalls: 1, MinBlock: 2, MaxShare: 1})
@@ -562,7 +563,7 @@ func TestPrefetchOverARedisLimiterOnTheCallersClockKeepsTheBound(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(kind)+1, 9))
 			for i := range schedules {
 				s := bfRandomSchedule(rng, kind, 60, false, false)
-				s.shared = func(t *testing.T, clock *FakeClock, h Hooks) bfReplica {
+				s.shared = func(t *testing.T, clock *ratelimittest.Clock, h Hooks) bfReplica {
 					_, client, _ := miniredisClock(t)
 					var l bfReplica
 					var err error
@@ -594,7 +595,7 @@ func TestPrefetchOverARedisLimiterOnTheCallersClockKeepsTheBound(t *testing.T) {
 func TestPrefetchReadsTakenAtOnTheRedisBackendsCallerClock(t *testing.T) {
 	ctx := context.Background()
 	m, client, _ := miniredisClock(t)
-	c := NewFakeClock(time.Now().AddDate(1, 0, 0))
+	c := ratelimittest.NewClock(time.Now().AddDate(1, 0, 0))
 	fw, err := NewRedisFixedWindow(client, 4, 10*time.Millisecond, WithCallerClock(c))
 	require.NoError(t, err)
 	l, err := NewPrefetch(fw, PrefetchConfig{HotCalls: 1, MinBlock: 2, MaxShare: 1, Clock: c})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ import (
 // backend answered (heard through its hooks).
 type leaseLog struct {
 	mu     sync.Mutex
-	clock  *FakeClock
+	clock  *ratelimittest.Clock
 	admits []leaseAdmit
 	// backend events, for a fixed window's model
 	events []leaseEvent
@@ -131,7 +132,7 @@ type leaseShared struct {
 	window   bool
 	capacity int64
 	unit     int64 // ns per unit (bucket), or the window
-	clock    *FakeClock
+	clock    *ratelimittest.Clock
 	redis    *miniredis.Miniredis
 	advance  func(time.Duration)
 }
@@ -142,8 +143,8 @@ type leaseShared struct {
 func leaseBackends(t *testing.T, log *leaseLog, withRedis bool) []leaseShared {
 	t.Helper()
 	var out []leaseShared
-	mk := func(name string, window bool, build func(clock *FakeClock) (Limiter, error)) {
-		clock := NewFakeClock(epoch)
+	mk := func(name string, window bool, build func(clock *ratelimittest.Clock) (Limiter, error)) {
+		clock := ratelimittest.NewClock(epoch)
 		l, err := build(clock)
 		require.NoError(t, err)
 		unit := int64(10 * time.Millisecond)
@@ -153,15 +154,17 @@ func leaseBackends(t *testing.T, log *leaseLog, withRedis bool) []leaseShared {
 		out = append(out, leaseShared{name: name, backend: l, window: window, capacity: 100, unit: unit, clock: clock, advance: clock.Advance})
 	}
 	hooks := WithHooks(log)
-	mk("TokenBucket", false, func(c *FakeClock) (Limiter, error) { return NewTokenBucket(100, 100, WithClock(c), hooks) })
-	mk("GCRA", false, func(c *FakeClock) (Limiter, error) { return NewGCRA(100, time.Second, WithClock(c), hooks) })
-	mk("FixedWindow", true, func(c *FakeClock) (Limiter, error) { return NewFixedWindow(100, time.Second, WithClock(c), hooks) })
+	mk("TokenBucket", false, func(c *ratelimittest.Clock) (Limiter, error) { return NewTokenBucket(100, 100, WithClock(c), hooks) })
+	mk("GCRA", false, func(c *ratelimittest.Clock) (Limiter, error) { return NewGCRA(100, time.Second, WithClock(c), hooks) })
+	mk("FixedWindow", true, func(c *ratelimittest.Clock) (Limiter, error) {
+		return NewFixedWindow(100, time.Second, WithClock(c), hooks)
+	})
 	if !withRedis {
 		return out
 	}
 	mkRedis := func(name string, window bool, build func(*miniredis.Miniredis) (Limiter, error)) {
 		m, _, move := miniredisClock(t)
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := build(m)
 		require.NoError(t, err)
 		unit := int64(10 * time.Millisecond)
@@ -297,7 +300,7 @@ func TestPrefetchFleetNeverExceedsSharedBound(t *testing.T) {
 // FromBackend, and Remaining what the block has left.
 func TestPrefetchDecidesHotKeyWithoutBackend(t *testing.T) {
 	log := &leaseLog{}
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	log.clock = clock
 	tb, err := NewTokenBucket(1_000_000, 1000, WithClock(clock), WithHooks(log))
 	require.NoError(t, err)
@@ -337,7 +340,7 @@ func TestPrefetchRefusesBackendsItCannotFollow(t *testing.T) {
 		_, err := NewPrefetch(backend, PrefetchConfig{})
 		require.ErrorIs(t, err, ErrInvalidConfig, name)
 	}
-	_, err = NewPrefetch(tb, PrefetchConfig{Clock: NewFakeClock(epoch)})
+	_, err = NewPrefetch(tb, PrefetchConfig{Clock: ratelimittest.NewClock(epoch)})
 	require.ErrorIs(t, err, ErrInvalidConfig, "a Clock with an in-process backend")
 	_, err = NewPrefetch(tb, PrefetchConfig{MaxShare: -1})
 	require.ErrorIs(t, err, ErrInvalidConfig)
@@ -464,7 +467,7 @@ func TestPrefetchFullLoadUnderAdmitsLittle(t *testing.T) {
 func TestPrefetchGuardAnswersWhenRedisFailsWhileBlocksAreHeld(t *testing.T) {
 	for _, policy := range []FailurePolicy{FailClosed, FailOver} {
 		m, client, move := miniredisClock(t)
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		rb, err := NewRedisTokenBucket(client, 1000, 100)
 		require.NoError(t, err)
 		l, err := NewPrefetch(rb, PrefetchConfig{HotCalls: 2, MinBlock: 50, Clock: clock})
@@ -511,7 +514,7 @@ func TestPrefetchGuardAnswersWhenRedisFailsWhileBlocksAreHeld(t *testing.T) {
 // backend call; one without a block goes to the backend.
 func TestPrefetchRefundAndSettleGoToTheBlock(t *testing.T) {
 	log := &leaseLog{}
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	log.clock = clock
 	tb, err := NewTokenBucket(1000, 10, WithClock(clock), WithHooks(log))
 	require.NoError(t, err)
@@ -666,7 +669,7 @@ func TestPrefetchHeldBlockCannotOutliveTheRefill(t *testing.T) {
 // key's admissions keep within its own policy's bound, and the blocks are
 // sized by it.
 func TestPrefetchFollowsEachKeysPolicy(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	policies := map[string]Policy{
 		"big":   {Limit: 200, Window: time.Second},    // a unit every 5 ms
 		"small": {Limit: 40, Window: 2 * time.Second}, // a unit every 50 ms

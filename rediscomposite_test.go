@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -158,7 +159,7 @@ func TestFixedWindowsRefuseARefundTakenLongAgoAlike(t *testing.T) {
 	_, client, _ := miniredisClock(t)
 	onRedis, err := NewRedisFixedWindow(client, 10, time.Minute)
 	require.NoError(t, err)
-	inProcess, err := NewFixedWindow(10, time.Minute, WithClock(NewFakeClock(epoch)))
+	inProcess, err := NewFixedWindow(10, time.Minute, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	for _, w := range []Adjuster{onRedis, inProcess} {
 		_, err := w.Allow(ctx, "k", 5)

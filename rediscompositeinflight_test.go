@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -89,7 +90,7 @@ type inFlightGrant struct {
 // compares their answers after each.
 func runInFlightTwins(t *testing.T, tw inFlightTwin, r *rand.Rand, steps int) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	table := newPlanMap()
 	_, client, advance := miniredisClock(t)
 	local, remote := tw.buildOn(t, clock, table, client)

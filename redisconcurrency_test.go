@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -270,7 +271,7 @@ func TestRedisConcurrencyRefusesBadConfiguration(t *testing.T) {
 		"ttl not whole µs": func() (*RedisConcurrency, error) { return NewRedisConcurrency(client, 1, time.Second+1) },
 		"max debt":         func() (*RedisConcurrency, error) { return NewRedisConcurrency(client, 1, time.Second, WithMaxDebt(1)) },
 		"clock": func() (*RedisConcurrency, error) {
-			return NewRedisConcurrency(client, 1, time.Second, WithClock(NewFakeClock(epoch)))
+			return NewRedisConcurrency(client, 1, time.Second, WithClock(ratelimittest.NewClock(epoch)))
 		},
 	} {
 		_, err := build()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -258,7 +259,7 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 		for _, sc := range stacks {
 			for _, bc := range backends {
 				t.Run(lc.name+"/"+sc.name+"/"+bc.name, func(t *testing.T) {
-					clock := ratelimit.NewFakeClock(epoch)
+					clock := ratelimittest.NewClock(epoch)
 					b := lc.build(t, clock)
 					stack, more := sc.wrap(t, clock, &failing{Decider: b.l, err: bc.err})
 					rec := &recorder{Decider: stack}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -21,9 +22,9 @@ import (
 // bucket returns a token bucket of capacity 3 refilling 2 a second on a
 // fake clock: w = 1.5 s, sent as 2; a denial right after three calls waits
 // 500 ms exactly.
-func bucket(t *testing.T) (*ratelimit.TokenBucket, *ratelimit.FakeClock) {
+func bucket(t *testing.T) (*ratelimit.TokenBucket, *ratelimittest.Clock) {
 	t.Helper()
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	b, err := ratelimit.NewTokenBucket(3, 2, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	return b, clock
@@ -105,7 +106,7 @@ func TestStreamDecidedOnceWhenItOpens(t *testing.T) {
 }
 
 func TestCompositeSendsEveryPolicyAndTheBoundOne(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	perSecond, err := ratelimit.NewTokenBucket(2, 2, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	perMinute, err := ratelimit.NewFixedWindow(5, time.Minute, ratelimit.WithClock(clock))

@@ -393,7 +393,7 @@ func WithAdjustTimeout(d time.Duration) Option {
 // the clock the limiter measures a TakenAt on (see ratelimit.TakenAt): the
 // default, the system clock, is right for in-process limiters on the
 // system clock and for Redis limiters on the server's TIME; give here an
-// in-process limiter's other clock (a ratelimit.FakeClock in tests), a
+// in-process limiter's other clock (a ratelimittest.Clock in tests), a
 // Redis limiter's caller's clock (ratelimit.WithCallerClock), or a
 // RedisCalendarWindow's WithClock clock.
 // A nil c is an error.

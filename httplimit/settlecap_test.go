@@ -13,6 +13,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // all returns what the hook was given so far.
@@ -58,7 +59,7 @@ func TestABogusCostIsSettledAtTheBound(t *testing.T) {
 	start := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
 	for _, where := range []string{"in process", "miniredis"} {
 		t.Run(where, func(t *testing.T) {
-			clock := ratelimit.NewFakeClock(start)
+			clock := ratelimittest.NewClock(start)
 			var l ratelimit.Decider
 			if where == "in process" {
 				l = monthlyQuota(t, nil, clock)

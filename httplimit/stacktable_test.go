@@ -18,6 +18,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // recorder is a Decider that passes every call to its limiter and keeps
@@ -139,7 +140,7 @@ var stackEpoch = time.Unix(1_700_000_000, 0)
 func redisCalendarDay(t *testing.T, c redis.Scripter, limit int) *ratelimit.RedisCalendarWindow {
 	t.Helper()
 	l, err := ratelimit.NewRedisCalendarWindow(c, limit, ratelimit.Calendar{Period: ratelimit.CalendarDay},
-		ratelimit.WithClock(ratelimit.NewFakeClock(stackEpoch)))
+		ratelimit.WithClock(ratelimittest.NewClock(stackEpoch)))
 	require.NoError(t, err)
 	return l
 }

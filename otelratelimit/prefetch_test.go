@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/otelratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // TestAPrefetchRecordsEachCallOnceAndItsBackendRecordsTheTakes gives one
@@ -46,7 +47,7 @@ func TestAPrefetchRecordsEachCallOnceAndItsBackendRecordsTheTakes(t *testing.T) 
 		t.Run(c.name, func(t *testing.T) {
 			h, reader := newHooks(t)
 			ctx := context.Background()
-			backend, err := c.build(ratelimit.NewFakeClock(epoch), h)
+			backend, err := c.build(ratelimittest.NewClock(epoch), h)
 			require.NoError(t, err)
 			l, err := ratelimit.NewPrefetch(backend, ratelimit.PrefetchConfig{
 				HotCalls: 1, MinBlock: 4, MaxShare: 2, Hooks: h, Name: "prefetch",
@@ -104,7 +105,7 @@ func TestAPrefetchRecordsEachCallOnceAndItsBackendRecordsTheTakes(t *testing.T) 
 func TestADeniedTakeIsADenialOfTheBackendOnly(t *testing.T) {
 	h, reader := newHooks(t)
 	ctx := context.Background()
-	backend, err := ratelimit.NewTokenBucket(4, 1, ratelimit.WithClock(ratelimit.NewFakeClock(epoch)),
+	backend, err := ratelimit.NewTokenBucket(4, 1, ratelimit.WithClock(ratelimittest.NewClock(epoch)),
 		ratelimit.WithHooks(h), ratelimit.WithName("shared"))
 	require.NoError(t, err)
 	l, err := ratelimit.NewPrefetch(backend, ratelimit.PrefetchConfig{HotCalls: 1, MinBlock: 2, MaxShare: 2, Hooks: h, Name: "prefetch"})
