@@ -174,12 +174,12 @@ func TestAcquireThroughEveryLayerHoldsReleasesAndReports(t *testing.T) {
 			if s.layer != nil {
 				s.layer.take(t, nil)
 			}
-			require.NoError(t, s.a.Release(ctx, a))
+			require.NoError(t, a.Release(ctx))
 			assert.Equal(t, []AdjustEvent{{Limiter: "conc", Op: AdjustRelease, Key: KeyDigest(key), Taken: 1, Result: Result{Allowed: true}}}, s.conc.take(t, nil))
 			if s.layer != nil && s.layer != s.conc {
 				assert.Empty(t, s.layer.take(t, nil), "a layer leaves a lease's release to the limiter that granted it")
 			}
-			require.NoError(t, s.a.Release(ctx, a), "a second release changes nothing")
+			require.NoError(t, a.Release(ctx), "a second release changes nothing")
 			c, d, err := s.a.Acquire(ctx, "k", 1)
 			require.NoError(t, err)
 			assert.True(t, d.Allowed)
@@ -193,21 +193,21 @@ func TestAcquireThroughEveryLayerHoldsReleasesAndReports(t *testing.T) {
 			if s.layer != nil {
 				s.layer.take(t, nil)
 			}
-			b, err = s.a.Extend(ctx, b)
+			b, err = b.Extend(ctx)
 			require.NoError(t, err)
 			assert.Equal(t, []AdjustEvent{{Limiter: "conc", Op: AdjustExtend, Key: KeyDigest(key), Taken: 1, Cost: 1, Result: Result{Allowed: true, Limit: 2}}}, s.conc.take(t, nil))
 			if s.layer != nil && s.layer != s.conc {
 				assert.Empty(t, s.layer.take(t, nil), "a layer leaves a lease's extension to the limiter that granted it")
 			}
 			clock.Advance(9500 * time.Millisecond) // 11.5 s
-			require.NoError(t, s.a.Release(ctx, c))
-			_, err = s.a.Extend(ctx, c)
+			require.NoError(t, c.Release(ctx))
+			_, err = c.Extend(ctx)
 			require.ErrorIs(t, err, ErrLeaseExpired, "a released lease cannot be renewed")
 			_, d, err = s.a.Acquire(ctx, "k", 0)
 			require.NoError(t, err)
 			assert.Equal(t, ok(2, 1, 500*time.Millisecond), inFlightResult(t, d), "b, extended at 2 s, holds past 11 s")
 			clock.Advance(500 * time.Millisecond)
-			_, err = s.a.Extend(ctx, b)
+			_, err = b.Extend(ctx)
 			require.ErrorIs(t, err, ErrLeaseExpired, "b expired at 12 s")
 			_, d, err = s.a.Acquire(ctx, "k", 0)
 			require.NoError(t, err)
@@ -282,7 +282,7 @@ func BenchmarkAcquireReleaseThroughLayers(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := s.a.Release(ctx, lease); err != nil {
+				if err := lease.Release(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -77,8 +77,7 @@ type Part struct {
 // only when the slot is, and the slot only when every rate part allows the
 // call; a denial takes nothing anywhere. It returns the concurrency part's
 // Lease, whose key is the part's key (after Part.Key) and which that part
-// releases and extends: releasing it (Lease.Release, the Composite's
-// Release or the part's own) gives back the units in flight alone, as the
+// releases and extends: releasing it (Lease.Release) gives back the units in flight alone, as the
 // rate parts' units stay taken, counting work started. Allow and Decide
 // take the concurrency part's units until its TTL has passed, as
 // Concurrency.Allow and RedisConcurrency.Allow do: nobody can release them.

@@ -49,7 +49,7 @@ func TestGuardedCompositeNeverExceedsItsLimitInFlight(t *testing.T) {
 				allowed.Add(1)
 				runtime.Gosched()
 				inFlight.Add(-1)
-				assert.NoError(t, g.Release(ctx, lease))
+				assert.NoError(t, lease.Release(ctx))
 			}
 		})
 	}

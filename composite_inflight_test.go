@@ -65,7 +65,7 @@ func TestCompositeAcquireTakesNoRateUnitsWithoutASlot(t *testing.T) {
 	assert.True(t, d.Allowed)
 	assert.Equal(t, 94, peek(t, rate, "k").Remaining)
 	assert.Equal(t, 0, peek(t, slots, "k").Remaining)
-	require.NoError(t, c.Release(ctx, lease))
+	require.NoError(t, lease.Release(ctx))
 	assert.Equal(t, 1, peek(t, slots, "k").Remaining)
 }
 
@@ -170,7 +170,7 @@ func TestCompositeConcurrencyPartKeyedPerPlan(t *testing.T) {
 		_, err = leases[0].Extend(ctx)
 		require.NoError(t, err)
 		for _, l := range leases {
-			require.NoError(t, c.Release(ctx, l))
+			require.NoError(t, l.Release(ctx))
 		}
 	}
 	_, _, err = c.Acquire(ctx, "unknown-1", 1)
@@ -194,21 +194,20 @@ func TestCompositeRefusesASecondConcurrencyOrRedisParts(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidConfig, "an in-process Concurrency among Redis parts")
 }
 
-func TestCompositeReleasesOnlyItsConcurrencyPartsLeases(t *testing.T) {
+func TestACompositesLeaseIsReleasedThroughItsConcurrencyPart(t *testing.T) {
 	ctx := context.Background()
-	c, slots, _ := fiveInFlightAndHundredAMinute(t, ratelimittest.NewClock(epoch))
-	other, err := NewConcurrency(1, time.Second)
-	require.NoError(t, err)
-	foreign, _, err := other.Acquire(ctx, "k", 1)
-	require.NoError(t, err)
-	require.ErrorIs(t, c.Release(ctx, foreign), ErrInvalidLease)
-	_, err = c.Extend(ctx, foreign)
-	require.ErrorIs(t, err, ErrInvalidLease)
-	require.NoError(t, c.Release(ctx, Lease{}))
+	c, _, _ := fiveInFlightAndHundredAMinute(t, ratelimittest.NewClock(epoch))
+	require.NoError(t, (Lease{}).Release(ctx))
 
-	own, _, err := c.Acquire(ctx, "k", 1)
+	own, _, err := c.Acquire(ctx, "k", 5)
 	require.NoError(t, err)
-	require.NoError(t, slots.Release(ctx, own), "the part granted it")
+	_, d, err := c.Acquire(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "the five slots are held")
+	require.NoError(t, own.Release(ctx), "the part granted it")
+	_, d, err = c.Acquire(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed, "the release gave the slots back")
 
 	rate, err := NewTokenBucket(2, 1)
 	require.NoError(t, err)
@@ -218,7 +217,7 @@ func TestCompositeReleasesOnlyItsConcurrencyPartsLeases(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)
 	assert.False(t, lease.Held(), "no part holds units in flight")
-	require.ErrorIs(t, plain.Release(ctx, foreign), ErrInvalidLease)
+	require.NoError(t, lease.Release(ctx))
 }
 
 func TestCompositePerCallConcurrencyPartHoldsOneUnitPerCall(t *testing.T) {

@@ -155,16 +155,3 @@ func (d *decorated) adjuster(kind string) (Adjuster, error) {
 	}
 	return d.adjust, nil
 }
-
-// forwardLease releases (op AdjustRelease) or extends (op AdjustExtend)
-// lease through the limiter that granted it, for a decorator, which does
-// not report it: a lease's life (its grant, Release and Extend) is
-// reported by that limiter alone, as its hooks are the only ones that hear
-// of every release, lease.Release included. It returns the renewed lease
-// of an extend, and lease itself otherwise.
-func forwardLease(ctx context.Context, op AdjustOp, lease Lease) (Lease, error) {
-	if op == AdjustRelease {
-		return lease, lease.Release(ctx)
-	}
-	return lease.Extend(ctx)
-}

@@ -161,6 +161,6 @@ func TestGuardFailsOverARedisCompositeWithUnitsInFlightToTheFleetsShare(t *testi
 
 	m.SetError("")
 	require.NoError(t, leases[0].Release(ctx), "the fallback's lease, released by the fallback")
-	require.NoError(t, g.Release(ctx, held), "the backend's lease, released by the backend")
+	require.NoError(t, held.Release(ctx), "the backend's lease, released by the backend")
 	assert.Equal(t, 6, peek(t, slots, "k").Remaining)
 }

@@ -220,12 +220,11 @@ type GuardConfig struct {
 // lease is released and extended by the limiter that granted it, whether
 // or not the backend is up, and Release and Extend are never answered by
 // the failure policy: a backend error is returned to the caller, and the
-// lease then holds its units until its TTL passes. Guard.Release and
-// Guard.Extend bound them by the Timeout; Lease.Release and Lease.Extend
-// go to the granting limiter directly, bounded by their ctx alone. A
-// backend Acquire that
-// timed out may have been granted all the same: its units come back at
-// its TTL.
+// lease then holds its units until its TTL passes. Lease.Release and
+// Lease.Extend go to the granting limiter directly, bounded by their ctx
+// alone, not by the Guard's Timeout: give them a ctx with a deadline. A
+// backend Acquire that timed out may have been granted all the same: its
+// units come back at its TTL.
 //
 // A fallback's lease stays the fallback's when the backend comes back: the
 // backend never counts it, and the fallback counts it until it is released
@@ -512,37 +511,6 @@ func (g *Guard) Settle(ctx context.Context, key string, taken, cost int, opts ..
 func (g *Guard) Reset(ctx context.Context, key string) error {
 	_, err := g.adjustReported(ctx, AdjustReset, key, 0, 0, nil)
 	return err
-}
-
-// Release gives lease's units back through the limiter that granted it
-// (see Lease.Release): the backend, or, for a lease acquired under
-// FailOver, the Fallback. It runs within the Guard's Timeout and, like
-// Refund and Settle, bypasses the breaker and the failure policy: a
-// backend error is returned (the lease then holds its units until its TTL
-// passes), never answered by the policy. The Guard does not report it:
-// the limiter that granted the lease does (see Event.Lease).
-func (g *Guard) Release(ctx context.Context, lease Lease) error {
-	if g == nil || !g.backend.built() {
-		return notBuilt("Guard")
-	}
-	ctx, cancel := g.adjustContext(ctx)
-	defer cancel()
-	_, err := forwardLease(ctx, AdjustRelease, lease)
-	return err
-}
-
-// Extend renews lease through the limiter that granted it (see
-// Lease.Extend), within the Guard's Timeout and bypassing the breaker and
-// the failure policy, as Release does: a lease of the Fallback is renewed
-// by the Fallback, whether or not the backend is back (see Guard, Leases).
-// The Guard does not report it: the limiter that granted the lease does.
-func (g *Guard) Extend(ctx context.Context, lease Lease) (Lease, error) {
-	if g == nil || !g.backend.built() {
-		return lease, notBuilt("Guard")
-	}
-	ctx, cancel := g.adjustContext(ctx)
-	defer cancel()
-	return forwardLease(ctx, AdjustExtend, lease)
 }
 
 // adjustReported forwards the adjustment op of taken and cost to the

@@ -60,8 +60,8 @@ type Result struct {
 var (
 	// ErrCaller is the class of the caller's mistakes: every error wrapping
 	// ErrInvalidConfig, ErrInvalidCost, ErrCostExceedsLimit, ErrPolicy,
-	// ErrKeysApart, ErrInvalidKey, ErrLeaseExpired or ErrInvalidLease wraps
-	// it, as does a nil context.
+	// ErrKeysApart, ErrInvalidKey or ErrLeaseExpired wraps it, as does a
+	// nil context.
 	ErrCaller = errors.New("ratelimit: the caller's mistake")
 	// ErrBackend is the class of backend failures: every error a Redis
 	// limiter returns because Redis could not be reached, did not answer

@@ -425,25 +425,6 @@ func (l *Prefetch) Acquire(ctx context.Context, key string, n int) (Lease, Decis
 	return Lease{}, d, err
 }
 
-// Release gives lease's units back through the limiter that granted it
-// (see Lease.Release); a Prefetch grants none of its own.
-func (l *Prefetch) Release(ctx context.Context, lease Lease) error {
-	if l == nil || !l.backend.built() {
-		return notBuilt("Prefetch")
-	}
-	_, err := forwardLease(ctx, AdjustRelease, lease)
-	return err
-}
-
-// Extend renews lease through the limiter that granted it (see
-// Lease.Extend).
-func (l *Prefetch) Extend(ctx context.Context, lease Lease) (Lease, error) {
-	if l == nil || !l.backend.built() {
-		return lease, notBuilt("Prefetch")
-	}
-	return forwardLease(ctx, AdjustExtend, lease)
-}
-
 // Policies returns the backend's policies for key (see Decider).
 func (l *Prefetch) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
 	if l == nil || !l.backend.built() {

@@ -180,11 +180,11 @@ func runInFlightTwins(t *testing.T, tw inFlightTwin, r *rand.Rand, steps int) {
 		case "release":
 			gr := grants[g]
 			assert.Equal(t, gr.local.Held(), gr.remote.Held(), where)
-			require.NoError(t, local.Release(ctx, gr.local), where)
+			require.NoError(t, gr.local.Release(ctx), where)
 			require.NoError(t, gr.remote.Release(ctx), where)
 		case "extend":
 			gr := grants[g]
-			nl, el := local.Extend(ctx, gr.local)
+			nl, el := gr.local.Extend(ctx)
 			nr, er := gr.remote.Extend(ctx)
 			sameErr(t, el, er, where)
 			if errors.Is(el, ErrLeaseExpired) {

@@ -296,28 +296,6 @@ func (c *RedisConcurrency) take(ctx context.Context, key string, n int, leased b
 	return Lease{holder: c, key: key, id: id, units: n, ttl: time.Duration(micros) * time.Microsecond}, res, p, nil
 }
 
-// Release gives lease's units back (see Lease.Release). A lease another
-// limiter granted is an error wrapping ErrInvalidLease that changes
-// nothing. A Redis failure is an error wrapping ErrBackend, and the lease
-// is then still held until it is released or expires.
-func (c *RedisConcurrency) Release(ctx context.Context, lease Lease) error {
-	if !c.built() {
-		return errRedisConcurrencyNotBuilt
-	}
-	return releaseOwn(ctx, c, "RedisConcurrency", lease)
-}
-
-// Extend renews lease for the TTL of its key's policy now (see
-// Lease.Extend). A lease another limiter granted is an error wrapping
-// ErrInvalidLease that changes nothing. A Redis failure is an error
-// wrapping ErrBackend, and the lease may or may not have been renewed.
-func (c *RedisConcurrency) Extend(ctx context.Context, lease Lease) (Lease, error) {
-	if !c.built() {
-		return lease, errRedisConcurrencyNotBuilt
-	}
-	return extendOwn(ctx, c, "RedisConcurrency", lease)
-}
-
 // releaseLease releases l, one of c's leases.
 func (c *RedisConcurrency) releaseLease(ctx context.Context, l Lease) error {
 	var start time.Time

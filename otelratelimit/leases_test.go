@@ -75,8 +75,8 @@ func TestLeasesHeldCountsTheLeasesAcquiredAndNotReleased(t *testing.T) {
 	require.NoError(t, a.Release(ctx))
 	assert.Equal(t, map[string]int64{"ratelimit.limiter=jobs": 2}, held(t, collect(t, reader)),
 		"an Extend changes nothing; a Release ends a lease")
-	require.NoError(t, c.Release(ctx, b))
-	require.NoError(t, c.Release(ctx, ratelimit.Lease{}))
+	require.NoError(t, b.Release(ctx))
+	require.NoError(t, (ratelimit.Lease{}).Release(ctx))
 	got := collect(t, reader)
 	assert.Equal(t, map[string]int64{"ratelimit.limiter=jobs": 1}, held(t, got),
 		"the limiter's Release counts as the Lease's; the zero Lease is nothing to release")
@@ -175,7 +175,7 @@ func attributeSets(t *testing.T, m metricdata.Metrics) []attribute.Set {
 	return sets
 }
 
-func TestAReleaseThatFailedOnTheBackendEndsTheLeaseButAForeignOneDoesNot(t *testing.T) {
+func TestAReleaseThatFailedOnTheBackendEndsTheLeaseButACallersMistakeDoesNot(t *testing.T) {
 	h, reader := newHooks(t)
 	c := newConcurrency(t, h, "redis-jobs", 5, ratelimittest.NewClock(epoch))
 	for range 3 {
@@ -185,17 +185,17 @@ func TestAReleaseThatFailedOnTheBackendEndsTheLeaseButAForeignOneDoesNot(t *test
 	h.Adjusted(ratelimit.AdjustEvent{Limiter: "redis-jobs", Op: ratelimit.AdjustRelease, Key: "key:a", Taken: 1,
 		Err: fmt.Errorf("ratelimit: %w: connection refused", ratelimit.ErrBackend)})
 	h.Adjusted(ratelimit.AdjustEvent{Limiter: "redis-jobs", Op: ratelimit.AdjustRelease, Key: "key:a", Taken: 1,
-		Err: fmt.Errorf("%w: a lease another limiter granted", ratelimit.ErrInvalidLease)})
+		Err: fmt.Errorf("%w: refused", ratelimit.ErrCaller)})
 	h.Adjusted(ratelimit.AdjustEvent{Limiter: "redis-jobs", Op: ratelimit.AdjustRelease, Key: "key:a"})
 
 	got := collect(t, reader)
 	assert.Equal(t, map[string]int64{"ratelimit.limiter=redis-jobs": 2}, held(t, got),
 		"the process holds a lease it failed to release no more (its TTL ends it); "+
-			"a lease the limiter did not grant, or one that held nothing, was never counted")
+			"a release refused as the caller's mistake, or one that held nothing, ends nothing counted")
 	assert.Equal(t, map[string]int64{
-		"ratelimit.limiter=redis-jobs,ratelimit.operation=release,ratelimit.outcome=ok":                             1,
-		"error.type=backend,ratelimit.limiter=redis-jobs,ratelimit.operation=release,ratelimit.outcome=error":       1,
-		"error.type=invalid_lease,ratelimit.limiter=redis-jobs,ratelimit.operation=release,ratelimit.outcome=error": 1,
+		"ratelimit.limiter=redis-jobs,ratelimit.operation=release,ratelimit.outcome=ok":                       1,
+		"error.type=backend,ratelimit.limiter=redis-jobs,ratelimit.operation=release,ratelimit.outcome=error": 1,
+		"error.type=_OTHER,ratelimit.limiter=redis-jobs,ratelimit.operation=release,ratelimit.outcome=error":  1,
 	}, sums(t, got[otelratelimit.AdjustmentsName]))
 }
 
