@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -198,22 +197,6 @@ type Decider interface {
 	Limiter
 	Decide(ctx context.Context, key string, n int) (Decision, error)
 	Policies(ctx context.Context, key string) ([]NamedPolicy, error)
-}
-
-// Decide decides n for key through l and returns the whole Decision: l's
-// own when l is a Decider, and otherwise one built from Allow's Result,
-// with Source FromBackend and, when the Result's Limit is > 0, one policy
-// named "default" of that Limit (its Window unknown, 0). A nil l is an
-// error wrapping ErrInvalidConfig.
-func Decide(ctx context.Context, l Limiter, key string, n int) (Decision, error) {
-	if d, ok := l.(Decider); ok && !isNil(d) {
-		return d.Decide(ctx, key, n)
-	}
-	if isNil(l) {
-		return Decision{}, fmt.Errorf("%w: Decide: nil limiter", ErrInvalidConfig)
-	}
-	res, err := l.Allow(ctx, key, n)
-	return foreignDecision(res), err
 }
 
 // foreignDecision returns the Decision of a Limiter that is not a Decider,

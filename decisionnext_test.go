@@ -198,7 +198,7 @@ func TestNextUnitThroughDecorators(t *testing.T) {
 	assert.True(t, ok, "a fallback's answer tells the fallback's")
 	assert.Equal(t, 500*time.Millisecond, got)
 
-	d, err = Decide(ctx, &stubBackend{}, "a", 1)
+	d, err = decideAny(ctx, &stubBackend{}, "a", 1)
 	require.NoError(t, err)
 	_, ok = d.NextUnit(0)
 	assert.False(t, ok, "a Limiter of another package")

@@ -654,7 +654,7 @@ func TestPrefetchInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 				require.NoError(t, err)
 				stack := wrap(t, l, clock)
 				for i := range 30 {
-					bd, err := Decide(ctx, bare, "k", 1)
+					bd, err := decideAny(ctx, bare, "k", 1)
 					require.NoError(t, err)
 					d, err := stack.Decide(ctx, "k", 1)
 					require.NoError(t, err)

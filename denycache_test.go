@@ -29,7 +29,7 @@ func (c *countingLimiter) Allow(ctx context.Context, key string, n int) (Result,
 // DenyCache around c answer locally.
 func (c *countingLimiter) Decide(ctx context.Context, key string, n int) (Decision, error) {
 	c.calls.Add(1)
-	return Decide(ctx, c.l, key, n)
+	return decideAny(ctx, c.l, key, n)
 }
 
 // Policies asks l: no call is counted.

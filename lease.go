@@ -36,17 +36,6 @@ type Acquirer interface {
 	Acquire(ctx context.Context, key string, n int) (Lease, Decision, error)
 }
 
-// Acquire takes n units for key through l: l.Acquire when l is an
-// Acquirer, and otherwise Decide(ctx, l, key, n) with a Lease that holds
-// nothing. A nil l is an error wrapping ErrInvalidConfig.
-func Acquire(ctx context.Context, l Limiter, key string, n int) (Lease, Decision, error) {
-	if a, ok := l.(Acquirer); ok && !isNil(a) {
-		return a.Acquire(ctx, key, n)
-	}
-	d, err := Decide(ctx, l, key, n)
-	return Lease{}, d, err
-}
-
 // ErrLeaseExpired is wrapped by the error of Extend on a lease that is no
 // longer held: it expired, was released, or its key was Reset (or, on
 // Redis, lost with the server's data). The work it covered is no longer

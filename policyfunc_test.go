@@ -465,7 +465,7 @@ func TestPoliciesAnswerEachKeysPolicy(t *testing.T) {
 			assert.Equal(t, []NamedPolicy{{Name: "default", Policy: own}}, policies, "%T: one policy for every key", l)
 		}
 	}
-	_, err = Decide(ctx, nil, "k", 1)
+	_, err = decideAny(ctx, nil, "k", 1)
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	policies, err := (*GCRA)(nil).Policies(ctx, "k")
 	require.ErrorIs(t, err, ErrInvalidConfig)

@@ -44,7 +44,7 @@
 // partition key to each item (pk, section 4.1.3).
 //
 // Every field comes from the one value the limiter returns for the call,
-// its ratelimit.Decision (ratelimit.Decide): ratelimit-policy lists the
+// its ratelimit.Decision (the limiter's Decide): ratelimit-policy lists the
 // Decision's Policies, in order, and ratelimit-limit and
 // ratelimit-remaining are those of the policy that bound it
 // (Decision.Policy) with the Result's numbers. So a Guard, DenyCache or
@@ -131,7 +131,7 @@
 // once: a ratelimit.Concurrency or RedisConcurrency, or a Composite with
 // such a part) needs WithLeases, and NewInterceptor refuses such a limiter
 // without it. Unary and Stream then decide each call by
-// ratelimit.Acquire, and the ratelimit.Lease that holds an allowed call's
+// the limiter's Acquire, and the ratelimit.Lease that holds an allowed call's
 // units is held for its handler's whole life (a stream's, until it ends):
 // released once the handler has returned or panicked (the panic then goes
 // on), under the call's context without its cancellation and bounded by

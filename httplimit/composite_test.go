@@ -338,7 +338,7 @@ func TestMultiPolicyOfOnePolicy(t *testing.T) {
 	}
 
 	// A policy with no limit is no policy: the limit is learned from each
-	// Result, as ratelimit.Decide learns a foreign limiter's, and there is
+	// Result, as the middleware learns a foreign limiter's, and there is
 	// no w.
 	stub.policies[0].Limit = 0
 	h, _ := limited(t, stub)

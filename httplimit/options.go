@@ -114,7 +114,7 @@ func WithHeaderStyle(style HeaderStyle) Option {
 // to whole seconds, in place of the Window of the policy the request's
 // Decision names; a d of 0 leaves w out. A negative d is an error. Use it
 // for a limiter that reports no Window, such as a limiter of another
-// package, which ratelimit.Decide gives a policy of Window 0 (sent without
+// package, which is given a policy of Window 0 (sent without
 // w).
 //
 // Like WithPolicyName, it applies to a limiter with one policy: a limiter
