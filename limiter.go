@@ -252,7 +252,7 @@ func WithClock(c Clock) Option {
 // WithKeyPrefix sets the string that starts every Redis key of a Redis
 // limiter, in place of its default prefix. It applies to the Redis limiters
 // only. Without it, each Redis limiter uses a default prefix naming its
-// algorithm and configuration (DefaultTokenBucketPrefix and the others,
+// algorithm and configuration (DefaultKeyPrefix, the state's name and ":",
 // followed by "<limit>:<param>:", or "keyed:<limit>:<param>:" of its own
 // policy when built WithPolicyFunc), so limiters that decide differently
 // never share a key by accident.

@@ -13,14 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultConcurrencyPrefix starts the key prefix RedisConcurrency uses
-// unless WithKeyPrefix gives one: the default prefix is
-// DefaultConcurrencyPrefix + "<limit>:<ttl>:", the lease TTL in whole
-// microseconds, for example "ratelimit:inflight:5:30000000:" for 5 in
-// flight with leases of 30 s. Limiters that decide differently thus never
-// share a key by accident; see KeyPrefix.
-const DefaultConcurrencyPrefix = "ratelimit:inflight:"
-
 // RedisConcurrency is a concurrency limiter kept in Redis: at most limit
 // units in flight per key, shared by every process using the same Redis,
 // each held by a Lease from Acquire until Release gives it back or its TTL
@@ -99,7 +91,7 @@ type RedisConcurrency struct {
 // set. It takes WithKeyPrefix, WithoutCoalescing, WithCallerClock,
 // WithPolicyFunc (a key's Policy{Limit, Window} is its limit and TTL),
 // WithMaxKeyLength, WithKeysShown, WithHooks and WithName; by default the
-// key prefix is DefaultConcurrencyPrefix + "<limit>:<ttl>:" (see
+// key prefix is DefaultKeyPrefix + "inflight:<limit>:<ttl>:" (see
 // KeyPrefix). It returns an error wrapping ErrInvalidConfig for a nil
 // client, a limit <= 0 or above MaxInFlight, a ttl below 1 ms, not a whole
 // number of microseconds, or above about 73 years, or an option that does
@@ -123,7 +115,7 @@ func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, op
 		name: "RedisConcurrency", client: client, limit: limit, own: own,
 		prefix: redisPrefix(redisParams{
 			kind: redisbatch.Concurrency, policyFuncKind: redisbatch.Concurrency,
-			defaultPrefix: DefaultConcurrencyPrefix, limit: limit, param: micros,
+			defaultPrefix: concurrencyPrefix, limit: limit, param: micros,
 		}, cfg),
 		obs:   newInFlightObserver(cfg, kind, policy),
 		clock: cfg.callerClock,
@@ -216,9 +208,9 @@ func (c *RedisConcurrency) Policy() Policy {
 
 // KeyPrefix returns what every Redis key of c starts with: the Redis key
 // of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
-// keys). It is DefaultConcurrencyPrefix + "<limit>:<ttl>:", the TTL in
-// whole microseconds; built WithPolicyFunc, DefaultConcurrencyPrefix +
-// "keyed:<limit>:<ttl>:" of the constructor's parameters; given
+// keys). It is DefaultKeyPrefix + "inflight:<limit>:<ttl>:", the TTL in
+// whole microseconds; built WithPolicyFunc, DefaultKeyPrefix +
+// "inflight:keyed:<limit>:<ttl>:" of the constructor's parameters; given
 // WithKeyPrefix(p), p + "inflight:". It is "" for a nil
 // *RedisConcurrency.
 func (c *RedisConcurrency) KeyPrefix() string {

@@ -244,7 +244,7 @@ func TestRedisSlidingLogRefusesLimitsAboveTheBound(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.Allow(context.Background(), "k", 1)
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	assert.Equal(t, DefaultSlidingLogPrefix+"keyed:10:60000:", l.KeyPrefix(), "built WithPolicyFunc: its constructor's policy")
+	assert.Equal(t, slidingLogPrefix+"keyed:10:60000:", l.KeyPrefix(), "built WithPolicyFunc: its constructor's policy")
 	l, err = NewRedisSlidingLog(client, 100, time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, "ratelimit:sl:100:60000:", l.KeyPrefix())

@@ -89,7 +89,7 @@ func stackRows() []stackRow {
 			require.NoError(t, err)
 			return l
 		}, func(_ ratelimit.Decider, key string) string {
-			return redisbatch.StoredKey(ratelimit.DefaultTokenBucketPrefix+"5:1000000:", "", key)
+			return redisbatch.StoredKey(ratelimit.DefaultKeyPrefix+"tb:5:1000000:", "", key)
 		}},
 		{"SlidingLog", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
 			l, err := ratelimit.NewRedisSlidingLog(c, 5, 10*time.Second)
@@ -114,7 +114,7 @@ func stackRows() []stackRow {
 			require.NoError(t, err)
 			return l
 		}, func(_ ratelimit.Decider, key string) string {
-			return redisbatch.StoredKey(ratelimit.DefaultCalendarPrefix+"5:day:UTC:", "", key)
+			return redisbatch.StoredKey(ratelimit.DefaultKeyPrefix+"cal:5:day:UTC:", "", key)
 		}},
 		{"PolicyFunc", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
 			plans := func(_ context.Context, key string) (ratelimit.Policy, error) {
