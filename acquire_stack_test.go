@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -30,8 +31,8 @@ type acquireStack struct {
 }
 
 // acquireStacks returns the stacks the table test walks, each on clock.
-func acquireStacks() map[string]func(t *testing.T, clock *FakeClock) acquireStack {
-	conc := func(t *testing.T, clock *FakeClock) (*Concurrency, *adjustRecorder) {
+func acquireStacks() map[string]func(t *testing.T, clock *ratelimittest.Clock) acquireStack {
+	conc := func(t *testing.T, clock *ratelimittest.Clock) (*Concurrency, *adjustRecorder) {
 		h := &adjustRecorder{}
 		c, err := NewConcurrency(2, 10*time.Second, WithClock(clock), WithHooks(h), WithName("conc"))
 		require.NoError(t, err)
@@ -39,7 +40,7 @@ func acquireStacks() map[string]func(t *testing.T, clock *FakeClock) acquireStac
 	}
 	same := func(k string) string { return k }
 	slot := func(k string) string { return "slot:" + k }
-	composite := func(t *testing.T, clock *FakeClock) (*Composite, *adjustRecorder) {
+	composite := func(t *testing.T, clock *ratelimittest.Clock) (*Composite, *adjustRecorder) {
 		c, h := conc(t, clock)
 		rate, err := NewTokenBucket(100, 100.0/60, WithClock(clock))
 		require.NoError(t, err)
@@ -47,44 +48,44 @@ func acquireStacks() map[string]func(t *testing.T, clock *FakeClock) acquireStac
 		require.NoError(t, err)
 		return comp, h
 	}
-	return map[string]func(t *testing.T, clock *FakeClock) acquireStack{
-		"Concurrency": func(t *testing.T, clock *FakeClock) acquireStack {
+	return map[string]func(t *testing.T, clock *ratelimittest.Clock) acquireStack{
+		"Concurrency": func(t *testing.T, clock *ratelimittest.Clock) acquireStack {
 			c, h := conc(t, clock)
 			return acquireStack{a: c, conc: h, layer: h, layerName: "conc", layerDecides: true, partKey: same}
 		},
-		"Guard{Concurrency}": func(t *testing.T, clock *FakeClock) acquireStack {
+		"Guard{Concurrency}": func(t *testing.T, clock *ratelimittest.Clock) acquireStack {
 			c, h := conc(t, clock)
 			lh := &adjustRecorder{}
 			g, err := NewGuard(c, GuardConfig{Hooks: lh, Clock: clock})
 			require.NoError(t, err)
 			return acquireStack{a: g, conc: h, layer: lh, layerName: "Guard", layerDecides: true, partKey: same}
 		},
-		"Shadow{Concurrency} enforcing": func(t *testing.T, clock *FakeClock) acquireStack {
+		"Shadow{Concurrency} enforcing": func(t *testing.T, clock *ratelimittest.Clock) acquireStack {
 			c, h := conc(t, clock)
 			lh := &adjustRecorder{}
 			s, err := NewShadow(c, ShadowConfig{Enforce: true, Hooks: lh, Clock: clock})
 			require.NoError(t, err)
 			return acquireStack{a: s, conc: h, layer: lh, layerName: "Shadow", layerDecides: true, partKey: same}
 		},
-		"Shadow{Concurrency} shadowing": func(t *testing.T, clock *FakeClock) acquireStack {
+		"Shadow{Concurrency} shadowing": func(t *testing.T, clock *ratelimittest.Clock) acquireStack {
 			c, h := conc(t, clock)
 			lh := &adjustRecorder{}
 			s, err := NewShadow(c, ShadowConfig{Hooks: lh, Clock: clock})
 			require.NoError(t, err)
 			return acquireStack{a: s, conc: h, layer: lh, layerName: "Shadow", layerDecides: true, shadowOff: true, partKey: same}
 		},
-		"DenyCache{Concurrency}": func(t *testing.T, clock *FakeClock) acquireStack {
+		"DenyCache{Concurrency}": func(t *testing.T, clock *ratelimittest.Clock) acquireStack {
 			c, h := conc(t, clock)
 			lh := &adjustRecorder{}
 			d, err := NewDenyCache(c, DenyCacheConfig{Hooks: lh, Clock: clock})
 			require.NoError(t, err)
 			return acquireStack{a: d, conc: h, layer: lh, layerName: "DenyCache", partKey: same}
 		},
-		"Composite{Concurrency, TokenBucket}": func(t *testing.T, clock *FakeClock) acquireStack {
+		"Composite{Concurrency, TokenBucket}": func(t *testing.T, clock *ratelimittest.Clock) acquireStack {
 			comp, h := composite(t, clock)
 			return acquireStack{a: comp, conc: h, partKey: slot}
 		},
-		"Guard{DenyCache{Composite}}": func(t *testing.T, clock *FakeClock) acquireStack {
+		"Guard{DenyCache{Composite}}": func(t *testing.T, clock *ratelimittest.Clock) acquireStack {
 			comp, h := composite(t, clock)
 			d, err := NewDenyCache(comp, DenyCacheConfig{Clock: clock})
 			require.NoError(t, err)
@@ -112,7 +113,7 @@ func TestAcquireThroughEveryLayerHoldsReleasesAndReports(t *testing.T) {
 	ctx := context.Background()
 	for name, build := range acquireStacks() {
 		t.Run(name, func(t *testing.T) {
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			s := build(t, clock)
 			key := s.partKey("k")
 
@@ -173,12 +174,12 @@ func TestAcquireThroughEveryLayerHoldsReleasesAndReports(t *testing.T) {
 			if s.layer != nil {
 				s.layer.take(t, nil)
 			}
-			require.NoError(t, s.a.Release(ctx, a))
+			require.NoError(t, a.Release(ctx))
 			assert.Equal(t, []AdjustEvent{{Limiter: "conc", Op: AdjustRelease, Key: KeyDigest(key), Taken: 1, Result: Result{Allowed: true}}}, s.conc.take(t, nil))
 			if s.layer != nil && s.layer != s.conc {
 				assert.Empty(t, s.layer.take(t, nil), "a layer leaves a lease's release to the limiter that granted it")
 			}
-			require.NoError(t, s.a.Release(ctx, a), "a second release changes nothing")
+			require.NoError(t, a.Release(ctx), "a second release changes nothing")
 			c, d, err := s.a.Acquire(ctx, "k", 1)
 			require.NoError(t, err)
 			assert.True(t, d.Allowed)
@@ -192,21 +193,21 @@ func TestAcquireThroughEveryLayerHoldsReleasesAndReports(t *testing.T) {
 			if s.layer != nil {
 				s.layer.take(t, nil)
 			}
-			b, err = s.a.Extend(ctx, b)
+			b, err = b.Extend(ctx)
 			require.NoError(t, err)
 			assert.Equal(t, []AdjustEvent{{Limiter: "conc", Op: AdjustExtend, Key: KeyDigest(key), Taken: 1, Cost: 1, Result: Result{Allowed: true, Limit: 2}}}, s.conc.take(t, nil))
 			if s.layer != nil && s.layer != s.conc {
 				assert.Empty(t, s.layer.take(t, nil), "a layer leaves a lease's extension to the limiter that granted it")
 			}
 			clock.Advance(9500 * time.Millisecond) // 11.5 s
-			require.NoError(t, s.a.Release(ctx, c))
-			_, err = s.a.Extend(ctx, c)
+			require.NoError(t, c.Release(ctx))
+			_, err = c.Extend(ctx)
 			require.ErrorIs(t, err, ErrLeaseExpired, "a released lease cannot be renewed")
 			_, d, err = s.a.Acquire(ctx, "k", 0)
 			require.NoError(t, err)
 			assert.Equal(t, ok(2, 1, 500*time.Millisecond), inFlightResult(t, d), "b, extended at 2 s, holds past 11 s")
 			clock.Advance(500 * time.Millisecond)
-			_, err = s.a.Extend(ctx, b)
+			_, err = b.Extend(ctx)
 			require.ErrorIs(t, err, ErrLeaseExpired, "b expired at 12 s")
 			_, d, err = s.a.Acquire(ctx, "k", 0)
 			require.NoError(t, err)
@@ -243,7 +244,7 @@ func (s acquireStack) checkReported(t *testing.T, lease Lease, d Decision) {
 
 func BenchmarkAcquireReleaseThroughLayers(b *testing.B) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	must := func(a Acquirer, err error) Acquirer {
 		if err != nil {
 			b.Fatal(err)
@@ -281,7 +282,7 @@ func BenchmarkAcquireReleaseThroughLayers(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := s.a.Release(ctx, lease); err != nil {
+				if err := lease.Release(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -70,7 +71,7 @@ func resetStep(advance time.Duration, key string) adjustStep {
 }
 
 // runAdjustSteps runs steps on a, moving clock.
-func runAdjustSteps(t *testing.T, a Adjuster, clock *FakeClock, steps []adjustStep) {
+func runAdjustSteps(t *testing.T, a Adjuster, clock *ratelimittest.Clock, steps []adjustStep) {
 	t.Helper()
 	for i, st := range steps {
 		clock.Advance(st.advance)
@@ -84,7 +85,7 @@ func TestScheduleRefundSettleAndReset(t *testing.T) {
 	const q = 250 * ms // 4 tokens, one every 250 ms: full in 1 s
 	for _, sa := range scheduleAdjusters {
 		t.Run(sa.name, func(t *testing.T) {
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			// Debts of more than the limit: without a bound (see
 			// TestDebtCap for the bounds).
 			a, s := sa.new(t, 4, q, clock, WithMaxDebt(UnboundedDebt))
@@ -132,7 +133,7 @@ func TestScheduleRefundSettleAndReset(t *testing.T) {
 func TestScheduleAdjustmentsCountTheClockLag(t *testing.T) {
 	for _, sa := range scheduleAdjusters {
 		t.Run(sa.name, func(t *testing.T) {
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			a, _ := sa.new(t, 4, 250*ms, clock)
 			runAdjustSteps(t, a, clock, []adjustStep{
 				allowStep(0, "k", 4, ok(4, 0, time.Second)),
@@ -153,7 +154,7 @@ func TestScheduleDebtSaturates(t *testing.T) {
 	for _, sa := range scheduleAdjusters {
 		t.Run(sa.name, func(t *testing.T) {
 			ctx := context.Background()
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			a, s := sa.new(t, 4, time.Second, clock, WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle))
 			res, err := a.Settle(ctx, "k", 0, maxSettleCost)
 			require.NoError(t, err)
@@ -188,7 +189,7 @@ func TestScheduleDebtSaturates(t *testing.T) {
 // and forgotten once paid.
 func TestAScheduleKeyInDebtOutlivesItsGenerations(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	b, err := NewTokenBucket(2, 100, WithClock(clock), WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle)) // 10 ms a token, full in 20 ms
 	require.NoError(t, err)
 	_, err = b.Settle(ctx, "debtor", 0, 100) // 1 s of debt: 50 fill times
@@ -261,7 +262,7 @@ func TestKeyTableKeepsStatesThatOutliveTheirSpan(t *testing.T) {
 
 func TestAdjustmentErrorsChangeNothing(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	tb, err := NewTokenBucket(4, 4, WithClock(clock))
 	require.NoError(t, err)
 	gcra, err := NewGCRA(4, time.Second, WithClock(clock))
@@ -308,7 +309,7 @@ func TestAdjustmentErrorsChangeNothing(t *testing.T) {
 
 func TestFixedWindowRefundSettleAndReset(t *testing.T) {
 	const w = 10 * time.Second
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	fw, err := NewFixedWindow(3, w, WithClock(clock), WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle))
 	require.NoError(t, err)
 	at := func(d time.Duration) time.Time { return epoch.Add(d) }
@@ -360,7 +361,7 @@ func TestFixedWindowRefundSettleAndReset(t *testing.T) {
 }
 
 func TestFixedWindowAdjustmentsCountTheClockLag(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	fw, err := NewFixedWindow(3, 10*time.Second, WithClock(clock))
 	require.NoError(t, err)
 	runAdjustSteps(t, fw, clock, []adjustStep{
@@ -373,7 +374,7 @@ func TestFixedWindowAdjustmentsCountTheClockLag(t *testing.T) {
 
 func TestFixedWindowDebtSaturates(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	fw, err := NewFixedWindow(3, time.Minute, WithClock(clock), WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle))
 	require.NoError(t, err)
 	count := func(key string) int64 {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // adjustRecorder is a Hooks that also keeps the adjustments it is told of.
@@ -66,7 +67,7 @@ type adjustSubject struct {
 // adjustSubjects are every limiter of the package, built WithHooks, and
 // each decorator with the Hooks in its config around a limiter without.
 func adjustSubjects() []adjustSubject {
-	clock := func() Option { return WithClock(NewFakeClock(epoch)) }
+	clock := func() Option { return WithClock(ratelimittest.NewClock(epoch)) }
 	must := func(t *testing.T, l Adjuster, err error) Adjuster {
 		t.Helper()
 		require.NoError(t, err)
@@ -115,7 +116,7 @@ func adjustSubjects() []adjustSubject {
 			return must(t, l, err)
 		}, true, "sliding"},
 		{"Guard", func(t *testing.T, h Hooks, _ *redis.Client) Adjuster {
-			l, err := NewGuard(bucket(t), GuardConfig{Hooks: h, Clock: NewFakeClock(epoch)})
+			l, err := NewGuard(bucket(t), GuardConfig{Hooks: h, Clock: ratelimittest.NewClock(epoch)})
 			return must(t, l, err)
 		}, false, "Guard"},
 		{"GuardOnRedis", func(t *testing.T, h Hooks, c *redis.Client) Adjuster {
@@ -274,9 +275,9 @@ func compositeSubjects() map[string]func(t *testing.T, h Hooks, client *redis.Cl
 	}
 	return map[string]func(t *testing.T, h Hooks, client *redis.Client) *Composite{
 		"InProcess": func(t *testing.T, h Hooks, _ *redis.Client) *Composite {
-			units, err := NewTokenBucket(3, 1, WithClock(NewFakeClock(epoch)), WithHooks(h), WithName("units"))
+			units, err := NewTokenBucket(3, 1, WithClock(ratelimittest.NewClock(epoch)), WithHooks(h), WithName("units"))
 			require.NoError(t, err)
-			calls, err := NewFixedWindow(10, time.Minute, WithClock(NewFakeClock(epoch)), WithHooks(h), WithName("calls"))
+			calls, err := NewFixedWindow(10, time.Minute, WithClock(ratelimittest.NewClock(epoch)), WithHooks(h), WithName("calls"))
 			require.NoError(t, err)
 			return build(t, units, calls)
 		},

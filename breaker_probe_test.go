@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -81,7 +82,7 @@ func (b *heldBackend) held(t *testing.T, g *Guard) <-chan Decision {
 // returns while a probe is out does not close it either; only the probe's
 // own answer, sent once the cool-down has passed, closes or reopens it.
 func TestBreakerClosesOnlyOnAProbeAfterTheCoolDown(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend := newHeldBackend()
 	hooks := &recordingHooks{}
 	g, err := NewGuard(backend, GuardConfig{
@@ -146,7 +147,7 @@ func TestBreakerClosesOnlyOnAProbeAfterTheCoolDown(t *testing.T) {
 // breaker was closed returns, with a success, while the probe is out: the
 // breaker stays half-open, and the probe's failure reopens it.
 func TestBreakerIgnoresALateAnswerWhileItsProbeIsOut(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend := newHeldBackend()
 	hooks := &recordingHooks{}
 	g, err := NewGuard(backend, GuardConfig{

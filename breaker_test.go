@@ -12,10 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 func TestGuardsSharingABreakerNoticeAnOutageOnce(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	breakerHooks := &recordingHooks{}
 	shared, err := NewBreaker(BreakerConfig{Failures: 2, CoolDown: time.Second, Hooks: breakerHooks})
 	require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // nodesBackend serves each key on the node its first letter names, and
@@ -52,7 +53,7 @@ func (b *nodesBackend) Allow(_ context.Context, key string, _ int) (Result, erro
 func TestBreakerPerNodeKeepsHealthyNodesOnTheBackend(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		t.Run(fmt.Sprint("shared=", shared), func(t *testing.T) {
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			backend := &nodesBackend{down: map[string]bool{"a": true}, calls: map[string]int{}}
 			hooks := &recordingHooks{}
 			cfg := GuardConfig{Clock: clock, Hooks: hooks}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -34,7 +35,7 @@ func TestNewTokenBucketRejectsBadConfig(t *testing.T) {
 		{"fill time overflows", 1 << 62, 1, nil, "overflows"},
 		{"one token overflows", 1, 1e-12, nil, "overflows"},
 		{"nil clock", 1, 1, []Option{WithClock(nil)}, "nil clock"},
-		{"typed nil clock", 1, 1, []Option{WithClock((*FakeClock)(nil))}, "nil clock"},
+		{"typed nil clock", 1, 1, []Option{WithClock((*ratelimittest.Clock)(nil))}, "nil clock"},
 		{"nil option", 1, 1, []Option{nil}, "option 0 is nil"},
 		{"key prefix", 1, 1, []Option{WithKeyPrefix("x:")}, "WithKeyPrefix"},
 	}
@@ -72,7 +73,7 @@ func TestNewGCRARejectsBadConfig(t *testing.T) {
 }
 
 func TestTokenBucketRoundsRateToWholeNanoseconds(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	// 3 tokens/s is 333333333.3 ns per token, rounded to 333333333 ns.
 	l, err := NewTokenBucket(1, 3, WithClock(clock))
 	require.NoError(t, err)
@@ -86,7 +87,7 @@ func TestTokenBucketRoundsRateToWholeNanoseconds(t *testing.T) {
 
 func TestRetryAfterIsExactToTheNanosecond(t *testing.T) {
 	// 7 tokens/s is 142857142.86 ns per token, rounded to 142857143 ns.
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := NewTokenBucket(4, 7, WithClock(clock))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -127,7 +128,7 @@ func TestTokenBucketRequestEvery300msStaysExactOverLongRuns(t *testing.T) {
 	// however long it runs: a million requests under -soak, 200,000
 	// without.
 	t.Parallel()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := NewTokenBucket(5, 2, WithClock(clock))
 	require.NoError(t, err)
 	var allowed int
@@ -147,7 +148,7 @@ func TestTokenBucketRequestEvery300msStaysExactOverLongRuns(t *testing.T) {
 }
 
 func TestConcurrentCallersOnOneKeyGetExactlyCapacity(t *testing.T) {
-	clock := NewFakeClock(epoch) // frozen: no refill during the test
+	clock := ratelimittest.NewClock(epoch) // frozen: no refill during the test
 	const capacity = 1000
 	l, err := NewTokenBucket(capacity, 1, WithClock(clock))
 	require.NoError(t, err)
@@ -172,7 +173,7 @@ func TestConcurrentCallersOnOneKeyGetExactlyCapacity(t *testing.T) {
 func TestMemoryIsBoundedByActiveKeys(t *testing.T) {
 	t.Parallel()
 	perPhase := sized(100_000, 1_000_000) // over 1500 keys a shard, 15000 under -soak
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := NewTokenBucket(10, 10, WithClock(clock)) // full again 1 s after use
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -204,7 +205,7 @@ func TestMemoryIsBoundedByActiveKeys(t *testing.T) {
 }
 
 func TestPeekCreatesNoKey(t *testing.T) {
-	l, err := NewTokenBucket(3, 1, WithClock(NewFakeClock(epoch)))
+	l, err := NewTokenBucket(3, 1, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	for i := 0; i < 100; i++ {
 		_, err := l.Allow(context.Background(), strconv.Itoa(i), 0)
@@ -233,28 +234,9 @@ func TestClockBaseOnTheSystemClock(t *testing.T) {
 	assert.LessOrEqual(t, before, got)
 	assert.LessOrEqual(t, got, after)
 
-	fake := NewFakeClock(epoch)
+	fake := ratelimittest.NewClock(epoch)
 	fb := newClockBase(fake)
 	assert.False(t, fb.system)
 	fake.Advance(1500 * time.Millisecond)
 	assert.Equal(t, int64(1500*time.Millisecond), fb.elapsed())
-}
-
-func TestFakeClockIsSafeForConcurrentUse(t *testing.T) {
-	clock := NewFakeClock(epoch)
-	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 1000; i++ {
-				clock.Advance(time.Millisecond)
-				_ = clock.Now()
-			}
-		}()
-	}
-	wg.Wait()
-	assert.Equal(t, epoch.Add(8*time.Second), clock.Now())
-	clock.Set(epoch)
-	assert.Equal(t, epoch, clock.Now())
 }

@@ -8,16 +8,17 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // perMinuteAndPerDay is a Composite of 3 a minute (a token bucket) and 5
-// a day of Berlin's wall clock, on one FakeClock reading at.
-func perMinuteAndPerDay(t *testing.T, at time.Time, opts ...Option) (*Composite, *CalendarWindow, *FakeClock) {
+// a day of Berlin's wall clock, on one ratelimittest.Clock reading at.
+func perMinuteAndPerDay(t *testing.T, at time.Time, opts ...Option) (*Composite, *CalendarWindow, *ratelimittest.Clock) {
 	t.Helper()
-	clock := NewFakeClock(at)
+	clock := ratelimittest.NewClock(at)
 	minute, err := NewGCRA(3, time.Minute, WithClock(clock))
 	require.NoError(t, err)
 	day, err := NewCalendarWindow(5, Calendar{Period: CalendarDay, Location: zone(t, "Europe/Berlin")}, append(opts, WithClock(clock))...)
@@ -91,7 +92,7 @@ func TestRedisCompositeWithACalendarPartDecidesAsInProcess(t *testing.T) {
 	ctx := context.Background()
 	berlin := zone(t, "Europe/Berlin")
 	at := utc(2026, 10, 25, 20, 0) // an hour before the 25-hour day ends
-	clock := NewFakeClock(at)
+	clock := ratelimittest.NewClock(at)
 	_, client, move := redistest.Miniredis(t, at)
 	plans := WithPolicyFunc(func(_ context.Context, key string) (Policy, error) {
 		if key == "pro" {
@@ -143,9 +144,9 @@ func TestFleetFallbackOfACalendarWindowSharesItsLimitInTheSameWindows(t *testing
 		require.NoError(t, f.Beat(ctx))
 	}
 	cal := Calendar{Period: CalendarDay, Location: zone(t, "Europe/Berlin")}
-	backend, err := NewRedisCalendarWindow(client, 10, cal, WithClock(NewFakeClock(epoch)))
+	backend, err := NewRedisCalendarWindow(client, 10, cal, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
-	clock := NewFakeClock(epoch) // midnight UTC: 01:00 in Berlin
+	clock := ratelimittest.NewClock(epoch) // midnight UTC: 01:00 in Berlin
 	fb, err := a.Fallback(backend, WithClock(clock))
 	require.NoError(t, err)
 	require.IsType(t, &CalendarWindow{}, fb)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,7 +24,7 @@ type calendarPair struct {
 
 func newCalendarPair(t *testing.T, limit int, cal Calendar, at time.Time, opts ...Option) calendarPair {
 	t.Helper()
-	clock := NewFakeClock(at)
+	clock := ratelimittest.NewClock(at)
 	_, client, move := redistest.Miniredis(t, at)
 	local, err := NewCalendarWindow(limit, cal, append(opts[:len(opts):len(opts)], WithClock(clock))...)
 	require.NoError(t, err)
@@ -107,7 +108,7 @@ func TestCalendarWindowInProcessAndOnMiniredisDecideAlike(t *testing.T) {
 func TestRedisCalendarWindowFailsOnClockSkew(t *testing.T) {
 	ctx := context.Background()
 	_, client, _ := redistest.Miniredis(t, epoch)
-	clock := NewFakeClock(epoch.Add(-2 * time.Hour))
+	clock := ratelimittest.NewClock(epoch.Add(-2 * time.Hour))
 	w, err := NewRedisCalendarWindow(client, 3, Calendar{Period: CalendarHour}, WithClock(clock))
 	require.NoError(t, err)
 	_, err = w.Allow(ctx, "k", 1)
@@ -122,7 +123,7 @@ func TestRedisCalendarWindowFailsOnClockSkew(t *testing.T) {
 func TestRedisCalendarWindowRefusesOtherState(t *testing.T) {
 	ctx := context.Background()
 	m, client, _ := redistest.Miniredis(t, epoch)
-	w, err := NewRedisCalendarWindow(client, 3, Calendar{Period: CalendarHour}, WithClock(NewFakeClock(epoch)))
+	w, err := NewRedisCalendarWindow(client, 3, Calendar{Period: CalendarHour}, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	assert.Equal(t, "ratelimit:cal:3:hour:UTC:", w.KeyPrefix())
 	for name, set := range map[string]func(key string){
@@ -148,7 +149,7 @@ func TestRedisCalendarWindowRefusesOtherState(t *testing.T) {
 func TestRedisCalendarWindowKeepsStartAndCountUntilTheWindowEnds(t *testing.T) {
 	ctx := context.Background()
 	m, client, _ := redistest.Miniredis(t, epoch.Add(30*time.Minute+time.Microsecond))
-	w, err := NewRedisCalendarWindow(client, 3, Calendar{Period: CalendarHour}, WithClock(NewFakeClock(epoch.Add(30*time.Minute))))
+	w, err := NewRedisCalendarWindow(client, 3, Calendar{Period: CalendarHour}, WithClock(ratelimittest.NewClock(epoch.Add(30*time.Minute))))
 	require.NoError(t, err)
 	_, err = w.Allow(ctx, "k", 2)
 	require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -24,13 +25,13 @@ func TestCalendarWindowsReportDecisionsAndAdjustmentsToTheirHooks(t *testing.T) 
 			Decider
 			Adjuster
 		}, error) {
-			return NewCalendarWindow(2, cal, WithHooks(h), WithClock(NewFakeClock(at)))
+			return NewCalendarWindow(2, cal, WithHooks(h), WithClock(ratelimittest.NewClock(at)))
 		},
 		"RedisCalendarWindow": func(h Hooks) (interface {
 			Decider
 			Adjuster
 		}, error) {
-			return NewRedisCalendarWindow(client, 2, cal, WithHooks(h), WithClock(NewFakeClock(at)))
+			return NewRedisCalendarWindow(client, 2, cal, WithHooks(h), WithClock(ratelimittest.NewClock(at)))
 		},
 	}
 	for name, newLimiter := range build {
@@ -62,7 +63,7 @@ func TestCalendarWindowsReportDecisionsAndAdjustmentsToTheirHooks(t *testing.T) 
 
 func TestDenyCacheAnswersACalendarWindowsDenialUntilTheWindowEnds(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch.Add(23 * time.Hour))
+	clock := ratelimittest.NewClock(epoch.Add(23 * time.Hour))
 	w, err := NewCalendarWindow(1, Calendar{Period: CalendarDay}, WithClock(clock))
 	require.NoError(t, err)
 	cache, err := NewDenyCache(w, DenyCacheConfig{Clock: clock, MaxAge: time.Hour})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -95,7 +96,7 @@ func TestRealRedisCalendarWindowFailsOnClockSkewAndWritesNothing(t *testing.T) {
 	client := server.Client(t)
 	ctx := context.Background()
 	cal := Calendar{Period: CalendarHour}
-	w, err := NewRedisCalendarWindow(client, 3, cal, WithClock(NewFakeClock(time.Now().Add(-3*time.Hour))))
+	w, err := NewRedisCalendarWindow(client, 3, cal, WithClock(ratelimittest.NewClock(time.Now().Add(-3*time.Hour))))
 	require.NoError(t, err)
 	_, err = w.Allow(ctx, "k", 1)
 	require.ErrorIs(t, err, ErrBackend)

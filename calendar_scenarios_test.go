@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -23,7 +24,7 @@ func calendarSubject(name string, newLimiter func(limit int, cal Calendar, opts 
 func redisCalendarSubject(name string, newLimiter func(client *redis.Client, limit int, cal Calendar, opts ...Option) (Limiter, error)) subject {
 	return subject{name + "/miniredis", func(t *testing.T, limit int, period time.Duration, opts ...Option) (Limiter, func(time.Duration)) {
 		_, client, advance := redistest.Miniredis(t, epoch)
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := newLimiter(client, limit, Calendar{Period: periodOfNominal(period)}, append(opts[:len(opts):len(opts)], WithClock(clock))...)
 		require.NoError(t, err)
 		return l, func(d time.Duration) {

@@ -5,15 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// newCalendarAt returns a CalendarWindow of limit per cal on a FakeClock
+// newCalendarAt returns a CalendarWindow of limit per cal on a ratelimittest.Clock
 // reading at.
-func newCalendarAt(t *testing.T, limit int, cal Calendar, at time.Time, opts ...Option) (*CalendarWindow, *FakeClock) {
+func newCalendarAt(t *testing.T, limit int, cal Calendar, at time.Time, opts ...Option) (*CalendarWindow, *ratelimittest.Clock) {
 	t.Helper()
-	clock := NewFakeClock(at)
+	clock := ratelimittest.NewClock(at)
 	w, err := NewCalendarWindow(limit, cal, append(opts, WithClock(clock))...)
 	require.NoError(t, err)
 	return w, clock

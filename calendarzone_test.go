@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // mustZone loads an IANA zone, or fails the test.
@@ -102,7 +103,7 @@ func TestRedisCalendarWindowRefusesAZoneItCannotName(t *testing.T) {
 func TestZonesThatPrintAlikeNeverShareAQuota(t *testing.T) {
 	ctx := context.Background()
 	_, client, _ := miniredisClock(t)
-	clock := WithClock(NewFakeClock(epoch))
+	clock := WithClock(ratelimittest.NewClock(epoch))
 	utc, err := NewRedisCalendarWindow(client, 5, Calendar{Period: CalendarDay, Location: time.UTC}, clock)
 	require.NoError(t, err)
 	tokyo, err := NewRedisCalendarWindow(client, 5, Calendar{Period: CalendarDay, Location: time.FixedZone("UTC", 9*3600)}, clock)
@@ -255,14 +256,14 @@ func checkZonePerKey(t *testing.T, l interface {
 func TestCalendarWindowCutsEachKeysWindowsInItsPolicysZone(t *testing.T) {
 	t.Run("CalendarWindow", func(t *testing.T) {
 		plans := &zonedPlans{}
-		l, err := NewCalendarWindow(5, Calendar{Period: CalendarDay}, WithClock(NewFakeClock(epoch)), WithPolicyFunc(plans.policy))
+		l, err := NewCalendarWindow(5, Calendar{Period: CalendarDay}, WithClock(ratelimittest.NewClock(epoch)), WithPolicyFunc(plans.policy))
 		require.NoError(t, err)
 		checkZonePerKey(t, l, plans)
 	})
 	t.Run("RedisCalendarWindow", func(t *testing.T) {
 		plans := &zonedPlans{}
 		_, client, _ := miniredisClock(t)
-		l, err := NewRedisCalendarWindow(client, 5, Calendar{Period: CalendarDay}, WithClock(NewFakeClock(epoch)), WithPolicyFunc(plans.policy))
+		l, err := NewRedisCalendarWindow(client, 5, Calendar{Period: CalendarDay}, WithClock(ratelimittest.NewClock(epoch)), WithPolicyFunc(plans.policy))
 		require.NoError(t, err)
 		checkZonePerKey(t, l, plans)
 		keys := client.Keys(context.Background(), "*").Val()
@@ -316,7 +317,7 @@ func TestFleetFallbackOfACalendarWindowKeepsEachKeysZone(t *testing.T) {
 	ctx := context.Background()
 	_, client, _ := miniredisClock(t)
 	plans := &zonedPlans{}
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend, err := NewRedisCalendarWindow(client, 5, Calendar{Period: CalendarDay}, WithClock(clock), WithPolicyFunc(plans.policy))
 	require.NoError(t, err)
 	fleet, err := NewFleet(client, FleetConfig{Name: "fleet", ID: "a"})

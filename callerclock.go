@@ -9,8 +9,8 @@ import "fmt"
 // call (once per coalesced batch, when the batch is sent), in whole
 // microseconds of Unix time rounded down, and the limiter runs a variant
 // of the batch script, with its own SHA1, that never calls TIME. A nil c
-// is the system clock (time.Now); a typed nil such as (*FakeClock)(nil) is
-// an error wrapping ErrInvalidConfig. c must read Unix time (a FakeClock
+// is the system clock (time.Now); a typed nil such as (*ratelimittest.Clock)(nil) is
+// an error wrapping ErrInvalidConfig. c must read Unix time (a ratelimittest.Clock
 // set to a date, not one started at the zero time.Time) and be safe for
 // concurrent use.
 //
@@ -22,7 +22,7 @@ import "fmt"
 // windows' bounds come from WithClock's clock when it is given and from c
 // otherwise. A Composite's Redis parts are decided in one script call on
 // one time, so they must all decide on the server's TIME, or all on the
-// same c (equal values of one comparable type, such as one *FakeClock):
+// same c (equal values of one comparable type, such as one *ratelimittest.Clock):
 // NewComposite fails with ErrInvalidConfig naming the two parts' clocks
 // otherwise. A Settle's TakenAt becomes an age on c. Fleet and PolicyTable
 // take a clock of their own in their configs (FleetConfig.CallerClock,

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // startServerWithoutTIME starts a real redis-server whose TIME command is
@@ -93,7 +94,7 @@ func TestRealRedisWithoutTIMEFailsOnTheServersClockAndDecidesOnTheCallersAsInPro
 			// From 50 s into a minute, so that the calendar window crosses
 			// into the next.
 			start := epoch.Add(50 * time.Second)
-			clock := NewFakeClock(start)
+			clock := ratelimittest.NewClock(start)
 			onRedis, err := tw.redis(clock)
 			require.NoError(t, err)
 			inProc, err := tw.process(clock)
@@ -134,7 +135,7 @@ func TestRealRedisWithoutTIMECoalescesSettlesAndLeasesOnTheCallersClock(t *testi
 	server := startServerWithoutTIME(t)
 	client := server.Client(t)
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 
 	// 64 goroutines share 10 tokens that do not refill while the clock
 	// stands still: exactly 10 pass, in coalesced batches.
@@ -206,9 +207,9 @@ func TestRealRedisWithoutTIMEKeepsAFleetAndAPolicyTableOnTheCallersClock(t *test
 	server := startServerWithoutTIME(t)
 	client := server.Client(t)
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 
-	_, err := NewFleet(client, FleetConfig{Name: "fleet", CallerClock: (*FakeClock)(nil)})
+	_, err := NewFleet(client, FleetConfig{Name: "fleet", CallerClock: (*ratelimittest.Clock)(nil)})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	onServer, err := NewFleet(client, FleetConfig{Name: "fleet", ID: "server"})
 	require.NoError(t, err)
@@ -228,7 +229,7 @@ func TestRealRedisWithoutTIMEKeepsAFleetAndAPolicyTableOnTheCallersClock(t *test
 	score, err := client.ZScore(ctx, "fleet", "a").Result()
 	require.NoError(t, err)
 	assert.Equal(t, float64(clock.Now().Add(3*time.Second).UnixMilli()), score)
-	bad, err := NewFleet(client, FleetConfig{Name: "fleet", ID: "c", CallerClock: NewFakeClock(time.Unix(-1, 0))})
+	bad, err := NewFleet(client, FleetConfig{Name: "fleet", ID: "c", CallerClock: ratelimittest.NewClock(time.Unix(-1, 0))})
 	require.NoError(t, err)
 	require.ErrorIs(t, bad.Beat(ctx), ErrInvalidConfig)
 
@@ -244,7 +245,7 @@ func TestRealRedisWithoutTIMEKeepsAFleetAndAPolicyTableOnTheCallersClock(t *test
 	p, ok := table.Lookup("j")
 	assert.True(t, ok)
 	assert.Equal(t, Policy{Limit: 2, Window: time.Second}, p)
-	badTable, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans", CallerClock: NewFakeClock(time.UnixMicro(1 << 52))})
+	badTable, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans", CallerClock: ratelimittest.NewClock(time.UnixMicro(1 << 52))})
 	require.NoError(t, err)
 	require.ErrorIs(t, badTable.Set(ctx, "j", Policy{Limit: 3, Window: time.Second}), ErrInvalidConfig)
 }

@@ -8,17 +8,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // callerClockSubject makes a subject of a Redis limiter built
-// WithCallerClock of a FakeClock that starts at epoch, on a miniredis whose
+// WithCallerClock of a ratelimittest.Clock that starts at epoch, on a miniredis whose
 // TIME reads farFromEpoch and never moves: only the caller's clock and the
 // keys' TTLs (FastForward) follow the scenario, so a decision that read
 // TIME would be decades off. newLimiter builds it with opts.
 func callerClockSubject(name string, newLimiter func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error)) subject {
 	return subject{name + "/callerclock", func(t *testing.T, limit int, period time.Duration, opts ...Option) (Limiter, func(time.Duration)) {
 		m, client, _ := redistest.Miniredis(t, farFromEpoch)
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := newLimiter(client, limit, period, append(opts[:len(opts):len(opts)], WithCallerClock(clock))...)
 		require.NoError(t, err)
 		return l, func(d time.Duration) {

@@ -12,12 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // offsetClock reads a reference clock moved by a fixed offset: a client
 // whose clock is ahead (offset > 0) or behind (offset < 0) of the others.
 type offsetClock struct {
-	ref    *FakeClock
+	ref    *ratelimittest.Clock
 	offset time.Duration
 }
 
@@ -59,7 +60,7 @@ func runSkew(t *testing.T, kind skewKind, offsets []time.Duration, seed uint64, 
 	m, client, _ := redistest.Miniredis(t, farFromEpoch)
 	ctx := context.Background()
 	start := epoch.Add(30 * time.Second)
-	ref := NewFakeClock(start)
+	ref := ratelimittest.NewClock(start)
 	limiters := make([]Limiter, len(offsets))
 	ahead := 0
 	for i, off := range offsets {
@@ -267,7 +268,7 @@ func TestCallerClockAheadOfAnEmptiedKeyTakesDTimesRateCappedAtTheLimit(t *testin
 		{"RedisGCRA 4 per 2 s", func(c redis.Scripter, o ...Option) (Limiter, error) { return NewRedisGCRA(c, 4, 2*time.Second, o...) }, 4, 4},
 	} {
 		_, client, _ := redistest.Miniredis(t, farFromEpoch)
-		ref := NewFakeClock(epoch)
+		ref := ratelimittest.NewClock(epoch)
 		behind, err := tc.new(client, WithCallerClock(&offsetClock{ref, -5 * time.Second}), WithKeyPrefix("k:"))
 		require.NoError(t, err)
 		ahead, err := tc.new(client, WithCallerClock(&offsetClock{ref, 5 * time.Second}), WithKeyPrefix("k:"))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // callerClockKind is one Redis limiter of this package, built by new on a
@@ -66,15 +67,15 @@ func TestTheCallerClockScriptNeverCallsTIME(t *testing.T) {
 
 func TestWithCallerClockAppliesToEveryRedisLimiterOnly(t *testing.T) {
 	_, client, _ := redistest.Miniredis(t, epoch)
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	for _, kind := range callerClockKinds {
 		for _, c := range []Clock{clock, nil} {
 			_, err := kind.new(client, 5, time.Minute, WithCallerClock(c))
 			assert.NoError(t, err, kind.name)
 		}
-		_, err := kind.new(client, 5, time.Minute, WithCallerClock((*FakeClock)(nil)))
+		_, err := kind.new(client, 5, time.Minute, WithCallerClock((*ratelimittest.Clock)(nil)))
 		assert.ErrorIs(t, err, ErrInvalidConfig, kind.name)
-		assert.ErrorContains(t, err, "nil *ratelimit.FakeClock", kind.name)
+		assert.ErrorContains(t, err, "nil *ratelimittest.Clock", kind.name)
 		if kind.name != "RedisCalendarWindow" {
 			// WithClock keeps its contract: in process only.
 			_, err = kind.new(client, 5, time.Minute, WithCallerClock(clock), WithClock(clock))
@@ -102,17 +103,17 @@ func TestWithCallerClockAppliesToEveryRedisLimiterOnly(t *testing.T) {
 
 func TestACompositeRefusesRedisPartsOnDifferentClocks(t *testing.T) {
 	_, client, _ := redistest.Miniredis(t, epoch)
-	a, b := NewFakeClock(epoch), NewFakeClock(epoch)
+	a, b := ratelimittest.NewClock(epoch), ratelimittest.NewClock(epoch)
 	part := func(name string, opts ...Option) Part {
 		l, err := NewRedisGCRA(client, 5, time.Second, append(opts, WithKeyPrefix(name+":"))...)
 		require.NoError(t, err)
 		return Part{Name: name, Limiter: l}
 	}
 	for name, parts := range map[string][]Part{
-		"the server's TIME and a caller's clock": {part("x"), part("y", WithCallerClock(a))},
-		"a caller's clock and the server's TIME": {part("x", WithCallerClock(a)), part("y")},
-		"two caller's clocks":                    {part("x", WithCallerClock(a)), part("y", WithCallerClock(b))},
-		"the system clock and a FakeClock":       {part("x", WithCallerClock(nil)), part("y", WithCallerClock(a))},
+		"the server's TIME and a caller's clock":     {part("x"), part("y", WithCallerClock(a))},
+		"a caller's clock and the server's TIME":     {part("x", WithCallerClock(a)), part("y")},
+		"two caller's clocks":                        {part("x", WithCallerClock(a)), part("y", WithCallerClock(b))},
+		"the system clock and a ratelimittest.Clock": {part("x", WithCallerClock(nil)), part("y", WithCallerClock(a))},
 	} {
 		_, err := NewComposite(parts...)
 		assert.ErrorIs(t, err, ErrInvalidConfig, name)
@@ -148,7 +149,7 @@ func TestACallerClockOutOfRangeFailsTheCallAndWritesNothing(t *testing.T) {
 		time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC),
 		{}, // the zero time.Time, year 1
 	} {
-		clock := NewFakeClock(at)
+		clock := ratelimittest.NewClock(at)
 		for _, kind := range callerClockKinds {
 			for _, opts := range [][]Option{{WithCallerClock(clock)}, {WithCallerClock(clock), WithoutCoalescing()}} {
 				l, err := kind.new(client, 5, time.Minute, opts...)
@@ -164,7 +165,7 @@ func TestACallerClockOutOfRangeFailsTheCallAndWritesNothing(t *testing.T) {
 		}
 	}
 	// The last reading the script takes: 2^52 - 1 µs.
-	l, err := NewRedisGCRA(client, 5, time.Minute, WithCallerClock(NewFakeClock(time.UnixMicro(redisbatch.MaxNow-1))))
+	l, err := NewRedisGCRA(client, 5, time.Minute, WithCallerClock(ratelimittest.NewClock(time.UnixMicro(redisbatch.MaxNow-1))))
 	require.NoError(t, err)
 	res, err := l.Allow(context.Background(), "k", 1)
 	require.NoError(t, err)
@@ -192,7 +193,7 @@ func TestTheCallerClockScriptRefusesATimeOutOfRange(t *testing.T) {
 func TestARedisCalendarWindowTakesItsBoundsFromWithClockAndItsTimeFromTheCallersClock(t *testing.T) {
 	_, client, _ := redistest.Miniredis(t, farFromEpoch)
 	ctx := context.Background()
-	bounds, caller := NewFakeClock(epoch.Add(10*time.Second)), NewFakeClock(epoch.Add(30*time.Second))
+	bounds, caller := ratelimittest.NewClock(epoch.Add(10*time.Second)), ratelimittest.NewClock(epoch.Add(30*time.Second))
 	both, err := NewRedisCalendarWindow(client, 3, Calendar{Period: CalendarMinute}, WithClock(bounds), WithCallerClock(caller), WithKeyPrefix("both:"))
 	require.NoError(t, err)
 	res, err := both.Allow(ctx, "k", 1)

@@ -1,9 +1,6 @@
 package ratelimit
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // Clock tells the in-process limiters the current time.
 //
@@ -45,41 +42,4 @@ func (e *clockBase) elapsed() int64 {
 		return int64(time.Since(e.start))
 	}
 	return int64(e.clock.Now().Sub(e.start))
-}
-
-// FakeClock is a Clock that only moves when told to, for tests.
-//
-// Its methods are safe for concurrent use. The zero value is not usable; create
-// one with NewFakeClock.
-type FakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// NewFakeClock returns a FakeClock that reads start until it is advanced or
-// set. Any monotonic clock reading in start is dropped.
-func NewFakeClock(start time.Time) *FakeClock {
-	return &FakeClock{now: start.Round(0)}
-}
-
-// Now returns the clock's current time.
-func (c *FakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d; a negative d moves it backwards.
-func (c *FakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// Set moves the clock to t, forwards or backwards. Any monotonic clock reading
-// in t is dropped.
-func (c *FakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t.Round(0)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,7 +25,7 @@ func TestAClockSetBackByCenturiesSaturatesTheCatchUp(t *testing.T) {
 	}
 	for _, sub := range subjects {
 		for _, back := range []int{100, 500, 5000} {
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			l, err := sub.new(clock)
 			require.NoError(t, err)
 			ctx := context.Background()
@@ -107,7 +108,7 @@ func TestARedisKeyOwesAServerClockStepBackWhereInProcessTimeStandsStill(t *testi
 		{"GCRA", func(c Clock) (Limiter, error) { return NewGCRA(10, 10*time.Second, WithClock(c)) }},
 	} {
 		t.Run(sub.name, func(t *testing.T) {
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			l, err := sub.new(clock)
 			require.NoError(t, err)
 			res, err := l.Allow(ctx, "k", 5)

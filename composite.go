@@ -77,8 +77,7 @@ type Part struct {
 // only when the slot is, and the slot only when every rate part allows the
 // call; a denial takes nothing anywhere. It returns the concurrency part's
 // Lease, whose key is the part's key (after Part.Key) and which that part
-// releases and extends: releasing it (Lease.Release, the Composite's
-// Release or the part's own) gives back the units in flight alone, as the
+// releases and extends: releasing it (Lease.Release) gives back the units in flight alone, as the
 // rate parts' units stay taken, counting work started. Allow and Decide
 // take the concurrency part's units until its TTL has passed, as
 // Concurrency.Allow and RedisConcurrency.Allow do: nobody can release them.
@@ -343,7 +342,7 @@ func (c *Composite) Allow(ctx context.Context, key string, n int) (Result, error
 
 // Decide decides as Allow does and returns the whole Decision (see
 // Decider): Policies are the parts', in order, each the part's key's for a
-// part built WithPolicyFunc, Policy and Bound the part that bound the
+// part built WithPolicyFunc, Policy and PolicyIndex the part that bound the
 // decision (see Composite), and Parts each part's own Result.
 func (c *Composite) Decide(ctx context.Context, key string, n int) (Decision, error) {
 	_, d, err := c.call(ctx, key, n, false)
@@ -365,7 +364,7 @@ func (c *Composite) call(ctx context.Context, key string, n int, leased bool) (L
 		policies, rules = c.keyed.decided(c.policies, c.rules, call.policies, call.rates)
 	}
 	policies = c.windowsOpenNow(policies)
-	d := Decision{Policy: policies[bound], Policies: policies, Bound: bound, rules: rules}
+	d := Decision{Policy: policies[bound], Policies: policies, PolicyIndex: bound, rules: rules}
 	if err != nil {
 		d.Result = call.results[bound]
 	} else {

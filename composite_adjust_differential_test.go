@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // compositeStream is the random stream of the Composites below: small
@@ -113,7 +114,7 @@ func TestCompositeAdjustmentsDecideAlikeInProcessAndOnMiniredis(t *testing.T) {
 	r := rand.New(rand.NewPCG(12, 13))
 	for round := range sized(2, 8) {
 		period := time.Duration(1+r.IntN(10)) * time.Second
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		local := compositeOf(t, period, inProcessLimiters(clock))
 		_, client, advance := miniredisClock(t)
 		remote := compositeOf(t, period, redisLimiters(client))
@@ -155,7 +156,7 @@ func checkCompositeAdjustmentsAsInProcess(t *testing.T, client redis.Scripter) {
 	r := rand.New(rand.NewPCG(14, 15))
 	const period = 10 * 24 * time.Hour
 	for round := range 6 {
-		local := compositeOf(t, period, inProcessLimiters(NewFakeClock(epoch)))
+		local := compositeOf(t, period, inProcessLimiters(ratelimittest.NewClock(epoch)))
 		remote := compositeOf(t, period, redisLimiters(client))
 		users := []string{fmt.Sprint("{a", round, "}x"), fmt.Sprint("{a", round, "}y"), fmt.Sprint("{b", round, "}x")}
 		for i, op := range compositeStream(false).ops(r, 150, users...) {

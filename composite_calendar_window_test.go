@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // TestACompositeCalendarPartReportsTheLengthOfItsWindowOpenNow: a
@@ -23,7 +24,7 @@ func TestACompositeCalendarPartReportsTheLengthOfItsWindowOpenNow(t *testing.T) 
 	day := Calendar{Period: CalendarDay, Location: berlin}
 	ctx := context.Background()
 
-	clock := NewFakeClock(fallBack)
+	clock := ratelimittest.NewClock(fallBack)
 	perMinute, err := NewFixedWindow(3, time.Minute, WithClock(clock))
 	require.NoError(t, err)
 	daily, err := NewCalendarWindow(100, day, WithClock(clock))
@@ -34,7 +35,7 @@ func TestACompositeCalendarPartReportsTheLengthOfItsWindowOpenNow(t *testing.T) 
 	_, client, _ := redistest.Miniredis(t, fallBack)
 	redisMinute, err := NewRedisFixedWindow(client, 3, time.Minute)
 	require.NoError(t, err)
-	redisDaily, err := NewRedisCalendarWindow(client, 100, day, WithClock(NewFakeClock(fallBack)))
+	redisDaily, err := NewRedisCalendarWindow(client, 100, day, WithClock(ratelimittest.NewClock(fallBack)))
 	require.NoError(t, err)
 	remote, err := NewComposite(Part{Name: "minute", Limiter: redisMinute}, Part{Name: "day", Limiter: redisDaily})
 	require.NoError(t, err)

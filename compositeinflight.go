@@ -8,7 +8,7 @@ import (
 
 // This file holds what a Composite does with a part that limits units in
 // flight (a Concurrency, or a RedisConcurrency among Redis parts): its
-// Acquire, Release and Extend, and the in-process engine's share of such a
+// Acquire, and the in-process engine's share of such a
 // part (redisParts decides the Redis one as one check of its request).
 
 var (
@@ -29,28 +29,6 @@ var (
 // Composite's other calls. See Composite.
 func (c *Composite) Acquire(ctx context.Context, key string, n int) (Lease, Decision, error) {
 	return c.call(ctx, key, n, true)
-}
-
-// Release gives lease's units in flight back to the concurrency part that
-// granted it (see Lease.Release); the rate parts' units stay taken. A
-// lease another limiter granted is an error wrapping ErrInvalidLease that
-// changes nothing; a lease that holds nothing is nil.
-func (c *Composite) Release(ctx context.Context, lease Lease) error {
-	if c == nil || len(c.parts) == 0 {
-		return notBuilt("Composite")
-	}
-	return releaseOwn(ctx, c.holder, "Composite", lease)
-}
-
-// Extend renews lease for its key's TTL now, through the concurrency part
-// that granted it (see Lease.Extend); the rate parts are not touched. A
-// lease another limiter granted is an error wrapping ErrInvalidLease that
-// changes nothing.
-func (c *Composite) Extend(ctx context.Context, lease Lease) (Lease, error) {
-	if c == nil || len(c.parts) == 0 {
-		return lease, notBuilt("Composite")
-	}
-	return extendOwn(ctx, c.holder, "Composite", lease)
 }
 
 // findInFlight finds the part of c that limits units in flight, if any,

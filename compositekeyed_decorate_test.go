@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +18,7 @@ func TestDenyCacheAroundACompositeOfKeyedPartsAgesByTheKeysPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	setup := newKeyedSetup(diffCompositeShapes[0]...)
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	c := setup.build(t, nil, WithClock(clock))
 	cache, err := NewDenyCache(c, DenyCacheConfig{Clock: clock, MaxAge: time.Minute})
 	require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // keyedPart is one part of a Composite of the tests of per-key policies:
@@ -273,8 +274,8 @@ func checkDecision(t *testing.T, want []NamedPolicy, parts []Result, d Decision,
 	t.Helper()
 	require.Equal(t, parts, d.Parts, msg)
 	require.Equal(t, want, d.Policies, msg)
-	require.Equal(t, d.Policies[d.Bound], d.Policy, msg)
-	require.Equal(t, d.Parts[d.Bound].Limit, d.Limit, msg)
+	require.Equal(t, d.Policies[d.PolicyIndex], d.Policy, msg)
+	require.Equal(t, d.Parts[d.PolicyIndex].Limit, d.Limit, msg)
 	requireCombined(t, parts, d.Result, msg)
 }
 
@@ -295,7 +296,7 @@ func TestCompositeOfKeyedPartsMatchesTheModelAsPlansChange(t *testing.T) {
 		t.Run(fmt.Sprint(len(shape), "parts"), func(t *testing.T) {
 			for round := range sized(6, 30) {
 				setup := newKeyedSetup(shape...)
-				clock := NewFakeClock(epoch)
+				clock := ratelimittest.NewClock(epoch)
 				c := setup.build(t, nil, WithClock(clock))
 				model := newKeyedModel(setup)
 				var now int64
@@ -364,7 +365,7 @@ func TestCompositeOfKeyedPartsOnMiniredisDecidesAsInProcess(t *testing.T) {
 		t.Run(fmt.Sprint(len(shape), "parts"), func(t *testing.T) {
 			for round := range sized(2, 8) {
 				setup := newKeyedSetup(shape...)
-				clock := NewFakeClock(epoch)
+				clock := ratelimittest.NewClock(epoch)
 				local := setup.build(t, nil, WithClock(clock))
 				_, client, advance := miniredisClock(t)
 				remote := setup.build(t, client)
@@ -412,7 +413,7 @@ func TestRealRedisCompositeOfKeyedPartsDecidesAsInProcess(t *testing.T) {
 	for s, shape := range shapes {
 		for round := range 3 {
 			setup := newKeyedSetup(shape...)
-			local := setup.build(t, nil, WithClock(NewFakeClock(epoch)))
+			local := setup.build(t, nil, WithClock(ratelimittest.NewClock(epoch)))
 			setup.prefix = fmt.Sprintf("real-keyed-%d-%d-", s, round)
 			remote := setup.build(t, client)
 			for i, o := range stream.ops(r, 150, "a1", "a2", "b1") {
@@ -433,7 +434,7 @@ func TestRealRedisCompositeOfKeyedPartsDecidesAsInProcess(t *testing.T) {
 				got, err := remote.Decide(ctx, o.key, o.n)
 				requireSameError(t, wantErr, err, msg)
 				assert.Equal(t, want.Policies, got.Policies, msg)
-				assert.Equal(t, want.Bound, got.Bound, msg)
+				assert.Equal(t, want.PolicyIndex, got.PolicyIndex, msg)
 				assert.Equal(t, want.Allowed, got.Allowed, msg)
 				require.Equal(t, len(want.Parts), len(got.Parts), msg)
 				for j := range want.Parts {
@@ -452,7 +453,7 @@ func keyedSubjects(t *testing.T) (*keyedSetup, map[string]*Composite) {
 	setup := newKeyedSetup(diffCompositeShapes[0]...)
 	_, client, _ := miniredisClock(t)
 	return setup, map[string]*Composite{
-		"in process": setup.build(t, nil, WithClock(NewFakeClock(epoch))),
+		"in process": setup.build(t, nil, WithClock(ratelimittest.NewClock(epoch))),
 		"miniredis":  setup.build(t, client),
 	}
 }
@@ -568,7 +569,7 @@ func TestCompositeOfKeyedPartsNeverAllowsMoreThanThePlansWhileTheyChange(t *test
 	t.Parallel()
 	ctx := context.Background()
 	plans := newPlanMap()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	tokens, err := NewTokenBucket(10, 10.0/3600, WithClock(clock), WithPolicyFunc(plans.f))
 	require.NoError(t, err)
 	requests, err := NewGCRA(1000, time.Hour, WithClock(clock), WithPolicyFunc(plans.f))
@@ -605,7 +606,7 @@ func TestCompositeOfKeyedPartsDeniedStillConvertsOnRedis(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	setup := newKeyedSetup(diffCompositeShapes[0]...)
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	local := setup.build(t, nil, WithClock(clock))
 	_, client, advance := miniredisClock(t)
 	remote := setup.build(t, client)

@@ -303,26 +303,6 @@ func keep(sh *tableShard[*heldUnits], key string, at where, h *heldUnits, now in
 	sh.write(key, at, h, max(h.latest, now))
 }
 
-// Release gives lease's units back (see Lease.Release). A lease another
-// limiter granted is an error wrapping ErrInvalidLease that changes
-// nothing.
-func (c *Concurrency) Release(ctx context.Context, lease Lease) error {
-	if !c.built() {
-		return errConcurrencyNotBuilt
-	}
-	return releaseOwn(ctx, c, "Concurrency", lease)
-}
-
-// Extend renews lease for the TTL of its key's policy now (see
-// Lease.Extend). A lease another limiter granted is an error wrapping
-// ErrInvalidLease that changes nothing.
-func (c *Concurrency) Extend(ctx context.Context, lease Lease) (Lease, error) {
-	if !c.built() {
-		return lease, errConcurrencyNotBuilt
-	}
-	return extendOwn(ctx, c, "Concurrency", lease)
-}
-
 // releaseLease releases l, one of c's leases.
 func (c *Concurrency) releaseLease(_ context.Context, l Lease) error {
 	var start int64

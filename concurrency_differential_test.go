@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -150,7 +151,7 @@ func runHeldDifferential(t *testing.T, r *rand.Rand, steps int, plans []Policy) 
 	if plans != nil {
 		opts = append(opts, WithPolicyFunc(table.f))
 	}
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	local, err := NewConcurrency(own.Limit, own.Window, append([]Option{WithClock(clock)}, opts...)...)
 	require.NoError(t, err)
 	m, client, advance := miniredisClock(t)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -96,7 +97,7 @@ func TestConcurrencyDecidesAsTheModelOnRandomSchedules(t *testing.T) {
 		limit := 1 + rng.IntN(5)
 		ttl := time.Duration(1+rng.IntN(5)) * time.Second
 		start := epoch
-		clock := NewFakeClock(start)
+		clock := ratelimittest.NewClock(start)
 		c, err := NewConcurrency(limit, ttl, WithClock(clock))
 		require.NoError(t, err)
 		m := &plainLeases{limit: int64(limit), ttl: ttl, held: map[string][]plainLease{}}
@@ -178,7 +179,7 @@ func TestConcurrencyNeverHoldsMoreThanItsLimitUnderContention(t *testing.T) {
 
 func TestConcurrencyForgetsKeysWhoseLeasesEnded(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	c, err := NewConcurrency(2, time.Second, WithClock(clock))
 	require.NoError(t, err)
 	for i := range 5000 {

@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -25,15 +24,16 @@ type Decision struct {
 	// before any policy was known). For a Composite, the part that bound
 	// it (see Composite); for a limiter built WithPolicyFunc, the key's
 	// policy for this call. A limiter of one policy names it "default".
-	// It is Policies[Bound], or the zero NamedPolicy when Policies is
+	// It is Policies[PolicyIndex], or the zero NamedPolicy when Policies is
 	// empty.
 	Policy NamedPolicy
 	// Policies lists every policy that applied to the call, in order:
 	// one for a single limiter, a Composite's parts. It may be shared
 	// between calls and must not be modified.
 	Policies []NamedPolicy
-	// Bound is the index of Policy in Policies.
-	Bound int
+	// PolicyIndex is the index of Policy in Policies: Policy is
+	// Policies[PolicyIndex]. It is 0 when Policies is empty.
+	PolicyIndex int
 	// Parts holds, for a Composite's own answer, each part's Result, in
 	// the order of Policies: a part that would have allowed a denied call
 	// reports its state untouched, with RetryAfter 0. It is nil for every
@@ -61,7 +61,7 @@ type Decision struct {
 	// next is, when nextSet, the bound policy's wait until its next unit
 	// as the limiter tells it (see NextUnit), in place of what its rule
 	// and Result tell: a sliding window with units taken sets it, a
-	// Leasing's answer from a block, and a Guard's from its fallback.
+	// Prefetch's answer from a block, and a Guard's from its fallback.
 	next    time.Duration
 	nextSet bool
 	// partNext holds, beside Parts, each part's wait until its next unit
@@ -197,22 +197,6 @@ type Decider interface {
 	Limiter
 	Decide(ctx context.Context, key string, n int) (Decision, error)
 	Policies(ctx context.Context, key string) ([]NamedPolicy, error)
-}
-
-// Decide decides n for key through l and returns the whole Decision: l's
-// own when l is a Decider, and otherwise one built from Allow's Result,
-// with Source FromBackend and, when the Result's Limit is > 0, one policy
-// named "default" of that Limit (its Window unknown, 0). A nil l is an
-// error wrapping ErrInvalidConfig.
-func Decide(ctx context.Context, l Limiter, key string, n int) (Decision, error) {
-	if d, ok := l.(Decider); ok && !isNil(d) {
-		return d.Decide(ctx, key, n)
-	}
-	if isNil(l) {
-		return Decision{}, fmt.Errorf("%w: Decide: nil limiter", ErrInvalidConfig)
-	}
-	res, err := l.Allow(ctx, key, n)
-	return foreignDecision(res), err
 }
 
 // foreignDecision returns the Decision of a Limiter that is not a Decider,

@@ -36,7 +36,7 @@ import "time"
 // calls takes one unit more before it, and one can at it. httplimit and
 // grpclimit round them up to whole seconds, as every kind's.
 //
-// A Leasing's answer from a block tells the time until the block's window
+// A Prefetch's answer from a block tells the time until the block's window
 // ends, or, for a token bucket or GCRA, one unit's time: its key's next
 // unit is never further away while the key is not in debt. A Guard's
 // answer from its fallback tells the fallback's, for each policy whose
@@ -62,7 +62,7 @@ func (d *Decision) NextUnit(i int) (time.Duration, bool) {
 	if i < 0 || i >= len(d.Policies) {
 		return 0, false
 	}
-	if d.nextSet && i == d.Bound {
+	if d.nextSet && i == d.PolicyIndex {
 		return d.next, true
 	}
 	var res Result
@@ -72,7 +72,7 @@ func (d *Decision) NextUnit(i int) (time.Duration, bool) {
 			return d.partNext[i], true
 		}
 		res = d.Parts[i]
-	case d.Parts == nil && i == d.Bound:
+	case d.Parts == nil && i == d.PolicyIndex:
 		res = d.Result
 	default:
 		return 0, false

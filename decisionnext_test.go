@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,12 +27,12 @@ type nextStep struct {
 // or on Redis through client (nil in process).
 type nextKind struct {
 	name  string
-	build func(t *testing.T, client redis.Scripter, clock *FakeClock) Decider
+	build func(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock) Decider
 	steps []nextStep
 }
 
 var nextKinds = []nextKind{
-	{"token bucket", func(t *testing.T, client redis.Scripter, clock *FakeClock) Decider {
+	{"token bucket", func(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock) Decider {
 		if client != nil {
 			return must(NewRedisTokenBucket(client, 4, 2))
 		}
@@ -42,7 +43,7 @@ var nextKinds = []nextKind{
 		{advance: 200 * time.Millisecond, n: 2, want: 300 * time.Millisecond, ok: true}, // 3.4 − 2 = 1.4: 2 at 0.3 s
 		{settle: 10, n: 0, want: 2500 * time.Millisecond, ok: true},                     // −4, the debt's cap: 1 after 5 units' refill
 	}},
-	{"GCRA", func(t *testing.T, client redis.Scripter, clock *FakeClock) Decider {
+	{"GCRA", func(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock) Decider {
 		if client != nil {
 			return must(NewRedisGCRA(client, 4, 2*time.Second))
 		}
@@ -52,7 +53,7 @@ var nextKinds = []nextKind{
 		{n: 1, want: 500 * time.Millisecond, ok: true},
 		{advance: 200 * time.Millisecond, n: 2, want: 300 * time.Millisecond, ok: true},
 	}},
-	{"fixed window", func(t *testing.T, client redis.Scripter, clock *FakeClock) Decider {
+	{"fixed window", func(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock) Decider {
 		if client != nil {
 			return must(NewRedisFixedWindow(client, 4, 10*time.Second))
 		}
@@ -63,7 +64,7 @@ var nextKinds = []nextKind{
 		{advance: 3 * time.Second, n: 3, want: 7 * time.Second, ok: true},
 		{advance: time.Second, settle: 5, n: 0, want: 6 * time.Second, ok: true}, // in debt until the window ends
 	}},
-	{"calendar window", func(t *testing.T, client redis.Scripter, clock *FakeClock) Decider {
+	{"calendar window", func(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock) Decider {
 		day := Calendar{Period: CalendarDay, Location: time.UTC}
 		if client != nil {
 			return must(NewRedisCalendarWindow(client, 4, day, WithClock(clock)))
@@ -73,7 +74,7 @@ var nextKinds = []nextKind{
 		{advance: time.Hour, n: 0, want: 23 * time.Hour, ok: true}, // empty: the limiter tells the day's end
 		{n: 1, want: 23 * time.Hour, ok: true},
 	}},
-	{"sliding log", func(t *testing.T, client redis.Scripter, clock *FakeClock) Decider {
+	{"sliding log", func(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock) Decider {
 		if client != nil {
 			return must(NewRedisSlidingLog(client, 4, 10*time.Second))
 		}
@@ -82,7 +83,7 @@ var nextKinds = []nextKind{
 		{n: 0, want: 10 * time.Second, ok: true}, // empty: a unit taken now counts for 10 s
 		{n: 1, want: 10 * time.Second, ok: true}, // until the unit taken now leaves
 	}},
-	{"sliding counter", func(t *testing.T, client redis.Scripter, clock *FakeClock) Decider {
+	{"sliding counter", func(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock) Decider {
 		if client != nil {
 			return must(NewRedisSlidingCounter(client, 4, 10*time.Second))
 		}
@@ -94,7 +95,7 @@ var nextKinds = []nextKind{
 		// / 10 s⌉ <= 3, at 12.5 s.
 		{n: 1, want: 12500 * time.Millisecond, ok: true},
 	}},
-	{"concurrency", func(t *testing.T, client redis.Scripter, clock *FakeClock) Decider {
+	{"concurrency", func(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock) Decider {
 		if client != nil {
 			return must(NewRedisConcurrency(client, 4, 10*time.Second))
 		}
@@ -103,7 +104,7 @@ var nextKinds = []nextKind{
 		{n: 0, ok: false}, // a release may free units at any moment
 		{n: 1, ok: false},
 	}},
-	{"composite", func(t *testing.T, client redis.Scripter, clock *FakeClock) Decider {
+	{"composite", func(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock) Decider {
 		var bucket, window Limiter
 		if client != nil {
 			bucket, window = must(NewRedisTokenBucket(client, 4, 2)), must(NewRedisFixedWindow(client, 100, time.Minute))
@@ -137,7 +138,7 @@ func TestNextUnitOfEveryKind(t *testing.T) {
 	for _, kind := range nextKinds {
 		for _, where := range []string{"in process", "miniredis"} {
 			t.Run(kind.name+" "+where, func(t *testing.T) {
-				clock := NewFakeClock(epoch)
+				clock := ratelimittest.NewClock(epoch)
 				var client redis.Scripter
 				advance := clock.Advance
 				if where == "miniredis" {
@@ -165,11 +166,11 @@ func TestNextUnitOfEveryKind(t *testing.T) {
 }
 
 // The decorators tell what their backend's Decision tells; an answer made
-// without the backend tells nothing, and a Leasing's block tells one unit's
+// without the backend tells nothing, and a Prefetch's block tells one unit's
 // time.
 func TestNextUnitThroughDecorators(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	bucket := must(NewTokenBucket(4, 2, WithClock(clock)))
 
 	cache := must(NewDenyCache(bucket, DenyCacheConfig{Clock: clock}))
@@ -193,22 +194,22 @@ func TestNextUnitThroughDecorators(t *testing.T) {
 	d, err = failover.Decide(ctx, "a", 2)
 	require.NoError(t, err)
 	require.Equal(t, FromFallback, d.Source)
-	got, ok = d.NextUnit(d.Bound)
+	got, ok = d.NextUnit(d.PolicyIndex)
 	assert.True(t, ok, "a fallback's answer tells the fallback's")
 	assert.Equal(t, 500*time.Millisecond, got)
 
-	d, err = Decide(ctx, &stubBackend{}, "a", 1)
+	d, err = decideAny(ctx, &stubBackend{}, "a", 1)
 	require.NoError(t, err)
 	_, ok = d.NextUnit(0)
 	assert.False(t, ok, "a Limiter of another package")
 
-	leasing := must(NewLeasing(must(NewTokenBucket(100, 10, WithClock(clock))), LeasingConfig{HotCalls: 1}))
+	prefetch := must(NewPrefetch(must(NewTokenBucket(100, 10, WithClock(clock))), PrefetchConfig{HotCalls: 1}))
 	for range 20 {
-		d, err = leasing.Decide(ctx, "hot", 1)
+		d, err = prefetch.Decide(ctx, "hot", 1)
 		require.NoError(t, err)
 	}
 	clock.Advance(30 * time.Millisecond) // the bare bucket's next unit: 70 ms away
-	d, err = leasing.Decide(ctx, "hot", 1)
+	d, err = prefetch.Decide(ctx, "hot", 1)
 	require.NoError(t, err)
 	got, ok = d.NextUnit(0)
 	assert.True(t, ok)

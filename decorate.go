@@ -57,7 +57,7 @@ func keysOf(l Limiter) func(key string) []string {
 		if v != nil {
 			return v.backend.keysOf
 		}
-	case *Leasing:
+	case *Prefetch:
 		if v != nil {
 			return v.backend.keysOf
 		}
@@ -94,7 +94,7 @@ func nodesOf(l Limiter) func(key string) string {
 			return v.backend.nodeOf
 		}
 		return nil
-	case *Leasing:
+	case *Prefetch:
 		if v != nil {
 			return v.backend.nodeOf
 		}
@@ -154,17 +154,4 @@ func (d *decorated) adjuster(kind string) (Adjuster, error) {
 		return nil, callerErr(fmt.Errorf("ratelimit: %s: the backend, a %T, cannot refund, settle or reset", kind, d.Limiter))
 	}
 	return d.adjust, nil
-}
-
-// forwardLease releases (op AdjustRelease) or extends (op AdjustExtend)
-// lease through the limiter that granted it, for a decorator, which does
-// not report it: a lease's life (its grant, Release and Extend) is
-// reported by that limiter alone, as its hooks are the only ones that hear
-// of every release, lease.Release included. It returns the renewed lease
-// of an extend, and lease itself otherwise.
-func forwardLease(ctx context.Context, op AdjustOp, lease Lease) (Lease, error) {
-	if op == AdjustRelease {
-		return lease, lease.Release(ctx)
-	}
-	return lease.Extend(ctx)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // The decorators over the sliding log, the sliding counter and the
@@ -64,7 +65,7 @@ type stackLimiter interface {
 // stackEnv is one subject limiter and its clocks.
 type stackEnv struct {
 	l      stackLimiter
-	clock  *FakeClock
+	clock  *ratelimittest.Clock
 	m      *miniredis.Miniredis // nil in process
 	client *redis.Client        // to m
 	move   func(time.Duration)  // miniredis's time; nil in process
@@ -135,7 +136,7 @@ func stackKinds() []stackKind {
 	}
 	inProcess := func(build func(*testing.T, Clock, []Option) stackLimiter, local func(*testing.T, Clock) stackLimiter) func(*testing.T, Hooks) *stackEnv {
 		return func(t *testing.T, h Hooks) *stackEnv {
-			clock := NewFakeClock(stackStart)
+			clock := ratelimittest.NewClock(stackStart)
 			return &stackEnv{l: build(t, clock, opts(clock, h)), clock: clock, local: local}
 		}
 	}
@@ -145,7 +146,7 @@ func stackKinds() []stackKind {
 			// No retries: a closed miniredis fails each call at once.
 			client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
 			t.Cleanup(func() { _ = client.Close() })
-			e := &stackEnv{clock: NewFakeClock(stackStart), m: m, client: client, move: move, local: local}
+			e := &stackEnv{clock: ratelimittest.NewClock(stackStart), m: m, client: client, move: move, local: local}
 			f, err := NewFleet(client, FleetConfig{Name: "fleet", ID: "a"})
 			require.NoError(t, err)
 			require.NoError(t, f.Beat(context.Background()))
@@ -530,7 +531,7 @@ func TestGuardAnswersForTheNewRedisLimitersWhileRedisIsDown(t *testing.T) {
 				env.m.Close()
 				env.down = true
 				env.advance(time.Minute)
-				refClock := NewFakeClock(env.clock.Now())
+				refClock := ratelimittest.NewClock(env.clock.Now())
 				ref := env.local(t, refClock)
 				want := stackAllowed[algorithm(kind.name)]
 				for i, st := range stackSchedule {
@@ -546,9 +547,9 @@ func TestGuardAnswersForTheNewRedisLimitersWhileRedisIsDown(t *testing.T) {
 					require.NoError(t, err, "step %d", i)
 					assert.Equal(t, rd.Policies, policies, "step %d: the backend's policy is the in-process one's, the window open now", i)
 					assert.Equal(t, policies, d.Policies, "step %d: the backend's policies", i)
-					assert.Equal(t, policies[d.Bound], d.Policy, "step %d", i)
+					assert.Equal(t, policies[d.PolicyIndex], d.Policy, "step %d", i)
 					if policy == FailOver {
-						assert.Equal(t, rd.Bound, d.Bound, "step %d: the part that bound the fallback's decision", i)
+						assert.Equal(t, rd.PolicyIndex, d.PolicyIndex, "step %d: the part that bound the fallback's decision", i)
 						assert.Equal(t, want[i], d.Allowed, "step %d: the scenario, on the fallback", i)
 						assert.Equal(t, FromFallback, d.Source, "step %d", i)
 						assert.Equal(t, rd.Result, d.Result, "step %d: the fallback answers as the in-process limiter", i)
@@ -575,30 +576,30 @@ func TestGuardAnswersForTheNewRedisLimitersWhileRedisIsDown(t *testing.T) {
 	}
 }
 
-// TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife runs the token bucket, GCRA
+// TestPrefetchInStacksAdmitsAsTheBareLimiterWithinABlocksLife runs the token bucket, GCRA
 // and fixed window, in process and on miniredis, bare and as
-// Leasing(limiter) inside a Guard, a DenyCache and a Shadow: on one
+// Prefetch(limiter) inside a Guard, a DenyCache and a Shadow: on one
 // schedule (limit 10, calls of 1 a millisecond apart), the leased stack
 // allows exactly the calls the bare limiter allows, answers Source
 // FromBackend (or the outer decorator's own Source for a denial it
-// answers), reports each call once to the Leasing's hooks, and passes
+// answers), reports each call once to the Prefetch's hooks, and passes
 // Refund, Settle and Reset through.
-func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
+func TestPrefetchInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	type subject struct {
 		name  string
-		build func(t *testing.T, clock *FakeClock, m *miniredis.Miniredis) Limiter
+		build func(t *testing.T, clock *ratelimittest.Clock, m *miniredis.Miniredis) Limiter
 	}
-	inProc := func(f func(c *FakeClock) (Limiter, error)) func(*testing.T, *FakeClock, *miniredis.Miniredis) Limiter {
-		return func(t *testing.T, c *FakeClock, _ *miniredis.Miniredis) Limiter {
+	inProc := func(f func(c *ratelimittest.Clock) (Limiter, error)) func(*testing.T, *ratelimittest.Clock, *miniredis.Miniredis) Limiter {
+		return func(t *testing.T, c *ratelimittest.Clock, _ *miniredis.Miniredis) Limiter {
 			l, err := f(c)
 			require.NoError(t, err)
 			return l
 		}
 	}
-	onRedis := func(f func(c redis.Scripter) (Limiter, error)) func(*testing.T, *FakeClock, *miniredis.Miniredis) Limiter {
-		return func(t *testing.T, _ *FakeClock, m *miniredis.Miniredis) Limiter {
+	onRedis := func(f func(c redis.Scripter) (Limiter, error)) func(*testing.T, *ratelimittest.Clock, *miniredis.Miniredis) Limiter {
+		return func(t *testing.T, _ *ratelimittest.Clock, m *miniredis.Miniredis) Limiter {
 			c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 			t.Cleanup(func() { _ = c.Close() })
 			l, err := f(c)
@@ -607,26 +608,26 @@ func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 		}
 	}
 	subjects := []subject{
-		{"TokenBucket", inProc(func(c *FakeClock) (Limiter, error) { return NewTokenBucket(10, 1, WithClock(c)) })},
-		{"GCRA", inProc(func(c *FakeClock) (Limiter, error) { return NewGCRA(10, 10*time.Second, WithClock(c)) })},
-		{"FixedWindow", inProc(func(c *FakeClock) (Limiter, error) { return NewFixedWindow(10, 10*time.Second, WithClock(c)) })},
+		{"TokenBucket", inProc(func(c *ratelimittest.Clock) (Limiter, error) { return NewTokenBucket(10, 1, WithClock(c)) })},
+		{"GCRA", inProc(func(c *ratelimittest.Clock) (Limiter, error) { return NewGCRA(10, 10*time.Second, WithClock(c)) })},
+		{"FixedWindow", inProc(func(c *ratelimittest.Clock) (Limiter, error) { return NewFixedWindow(10, 10*time.Second, WithClock(c)) })},
 		{"RedisTokenBucket", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisTokenBucket(c, 10, 1) })},
 		{"RedisGCRA", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisGCRA(c, 10, 10*time.Second) })},
 		{"RedisFixedWindow", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisFixedWindow(c, 10, 10*time.Second) })},
 	}
-	wraps := map[string]func(t *testing.T, l *Leasing, clock Clock) stackLimiter{
-		"Leasing": func(_ *testing.T, l *Leasing, _ Clock) stackLimiter { return l },
-		"Guard(Leasing)": func(t *testing.T, l *Leasing, clock Clock) stackLimiter {
+	wraps := map[string]func(t *testing.T, l *Prefetch, clock Clock) stackLimiter{
+		"Prefetch": func(_ *testing.T, l *Prefetch, _ Clock) stackLimiter { return l },
+		"Guard(Prefetch)": func(t *testing.T, l *Prefetch, clock Clock) stackLimiter {
 			g, err := NewGuard(l, GuardConfig{OnFailure: FailClosed, Clock: clock})
 			require.NoError(t, err)
 			return g
 		},
-		"DenyCache(Leasing)": func(t *testing.T, l *Leasing, clock Clock) stackLimiter {
+		"DenyCache(Prefetch)": func(t *testing.T, l *Prefetch, clock Clock) stackLimiter {
 			c, err := NewDenyCache(l, DenyCacheConfig{Clock: clock})
 			require.NoError(t, err)
 			return c
 		},
-		"Shadow(Leasing)": func(t *testing.T, l *Leasing, clock Clock) stackLimiter {
+		"Shadow(Prefetch)": func(t *testing.T, l *Prefetch, clock Clock) stackLimiter {
 			s, err := NewShadow(l, ShadowConfig{Clock: clock, Enforce: true})
 			require.NoError(t, err)
 			return s
@@ -635,13 +636,13 @@ func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 	for _, sub := range subjects {
 		for wname, wrap := range wraps {
 			t.Run(sub.name+"/"+wname, func(t *testing.T) {
-				bareClock, clock := NewFakeClock(stackStart), NewFakeClock(stackStart)
+				bareClock, clock := ratelimittest.NewClock(stackStart), ratelimittest.NewClock(stackStart)
 				bm, _, bmove := redistest.Miniredis(t, stackStart)
 				m, _, move := redistest.Miniredis(t, stackStart)
 				bare := sub.build(t, bareClock, bm)
 				backend := sub.build(t, clock, m)
 				hooks := &stackHooks{}
-				cfg := LeasingConfig{HotCalls: 2, MinBlock: 3, MaxShare: 2, Hooks: hooks}
+				cfg := PrefetchConfig{HotCalls: 2, MinBlock: 3, MaxShare: 2, Hooks: hooks}
 				if _, local := backend.(*TokenBucket); !local {
 					if _, gcra := backend.(*GCRA); !gcra {
 						if _, fw := backend.(*FixedWindow); !fw {
@@ -649,11 +650,11 @@ func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 						}
 					}
 				}
-				l, err := NewLeasing(backend, cfg)
+				l, err := NewPrefetch(backend, cfg)
 				require.NoError(t, err)
 				stack := wrap(t, l, clock)
 				for i := range 30 {
-					bd, err := Decide(ctx, bare, "k", 1)
+					bd, err := decideAny(ctx, bare, "k", 1)
 					require.NoError(t, err)
 					d, err := stack.Decide(ctx, "k", 1)
 					require.NoError(t, err)
@@ -665,7 +666,7 @@ func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 					if !d.Allowed && d.Source == FromBackend {
 						assert.Equal(t, bd.RetryAfter, d.RetryAfter, "call %d: a denial is the shared key's own", i)
 					}
-					for _, c := range []*FakeClock{bareClock, clock} {
+					for _, c := range []*ratelimittest.Clock{bareClock, clock} {
 						c.Advance(time.Millisecond)
 					}
 					bmove(time.Millisecond)
@@ -674,14 +675,14 @@ func TestLeasingInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 				evs, _, _, _ := hooks.since(0, 0)
 				local := 0
 				for _, ev := range evs {
-					if ev.Limiter == "Leasing" {
+					if ev.Limiter == "Prefetch" {
 						local++
 					}
 				}
-				if wname == "DenyCache(Leasing)" {
-					assert.LessOrEqual(t, local, 30, "the Leasing reports the calls that reach it")
+				if wname == "DenyCache(Prefetch)" {
+					assert.LessOrEqual(t, local, 30, "the Prefetch reports the calls that reach it")
 				} else {
-					assert.Equal(t, 30, local, "the Leasing reports each call once")
+					assert.Equal(t, 30, local, "the Prefetch reports each call once")
 				}
 				_, err = stack.Refund(ctx, "k", 1)
 				require.NoError(t, err)

@@ -42,7 +42,8 @@ import (
 // Acquirer): a denial of such a policy is never remembered, on Allow,
 // Decide or Acquire alike, since a release may free units at any moment;
 // every such call goes to the backend, and Acquire returns the backend's
-// Lease. Release and Extend go to the limiter that granted the lease.
+// Lease, which its own Release and Extend give back to the limiter that
+// granted it.
 //
 // Give-backs: a Refund, a Settle whose cost differs from taken, or a Reset
 // made through the DenyCache forgets every remembered denial it can
@@ -356,9 +357,9 @@ func (c *DenyCache) local(ctx context.Context, key string, n int, rec *denial, n
 		parts[i], deny = aged(r, d.rules[i], d.Policies[i].PerCall, elapsed, n)
 		denied = denied || deny
 	}
-	d.Bound = bound(parts)
-	d.Policy, d.Parts = d.Policies[d.Bound], parts
-	d.Result = combine(parts, d.Bound)
+	d.PolicyIndex = bound(parts)
+	d.Policy, d.Parts = d.Policies[d.PolicyIndex], parts
+	d.Result = combine(parts, d.PolicyIndex)
 	d.Enforced = d.Result
 	return d, denied
 }
@@ -535,28 +536,6 @@ func (c *DenyCache) forward(ctx context.Context, op AdjustOp, key string, taken,
 		c.gaveBack(key)
 	}
 	return res, err
-}
-
-// Release gives lease's units back through the limiter that granted it
-// (see Lease.Release). The DenyCache does not report it: the limiter
-// that granted the lease does (see Event.Lease). It forgets nothing: no denial of a policy of units
-// in flight is remembered.
-func (c *DenyCache) Release(ctx context.Context, lease Lease) error {
-	if c == nil || !c.backend.built() {
-		return notBuilt("DenyCache")
-	}
-	_, err := forwardLease(ctx, AdjustRelease, lease)
-	return err
-}
-
-// Extend renews lease through the limiter that granted it (see
-// Lease.Extend). The DenyCache does not report it: the limiter that
-// granted the lease does.
-func (c *DenyCache) Extend(ctx context.Context, lease Lease) (Lease, error) {
-	if c == nil || !c.backend.built() {
-		return lease, notBuilt("DenyCache")
-	}
-	return forwardLease(ctx, AdjustExtend, lease)
 }
 
 // Reset forwards to the backend, which must be an Adjuster, and forgets

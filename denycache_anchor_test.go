@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // anchorBackend is a backend of the anchor tests: a limiter whose key can
@@ -29,11 +30,11 @@ type anchorBackend struct {
 func anchorBackends(t *testing.T) []anchorBackend {
 	t.Helper()
 	var out []anchorBackend
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	bucket, err := NewTokenBucket(10, 1.0/60, WithClock(clock))
 	require.NoError(t, err)
 	out = append(out, anchorBackend{"in process/TokenBucket", bucket, clock.Advance})
-	clock = NewFakeClock(epoch)
+	clock = ratelimittest.NewClock(epoch)
 	window, err := NewFixedWindow(10, time.Minute, WithClock(clock))
 	require.NoError(t, err)
 	out = append(out, anchorBackend{"in process/FixedWindow", window, clock.Advance})
@@ -70,7 +71,7 @@ func TestDenyCacheAsksTheBackendOnceMaxAgeHasPassedSinceTheDenial(t *testing.T) 
 	ctx := context.Background()
 	for _, b := range anchorBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			advance := func(d time.Duration) {
 				clock.Advance(d)
 				if b.step != nil {
@@ -145,7 +146,7 @@ func TestDenyCacheDoesNotDenyUnderAPolicyThatNeverDenied(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			plans := newPlanMap()
 			plans.set("k", free)
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			cache, err := NewDenyCache(build(t, plans, clock), DenyCacheConfig{Clock: clock, MaxAge: time.Minute})
 			require.NoError(t, err)
 			for _, want := range []bool{true, true, false} {
@@ -216,7 +217,7 @@ func TestDenyCacheLocalAnswersKeepTheGodocsPromise(t *testing.T) {
 					plans.set(k, plansOf[0])
 				}
 				backend, advanceBackend := sub.newLimiter(t, 0, 0, WithPolicyFunc(plans.f))
-				clock := NewFakeClock(epoch)
+				clock := ratelimittest.NewClock(epoch)
 				maxAge := time.Duration(200+r.IntN(1300)) * time.Millisecond
 				cache, err := NewDenyCache(backend, DenyCacheConfig{Clock: clock, MaxAge: maxAge})
 				require.NoError(t, err)

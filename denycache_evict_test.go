@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // hotKeyTrial runs the flood trial through cache around counted, whose
@@ -74,7 +75,7 @@ func hotKeyTrial(t *testing.T, cache *DenyCache, counted *adjustingCounter, floo
 func TestDenyCacheKeepsProtectingTheHotKeyAfterAFloodOfDeniedKeys(t *testing.T) {
 	t.Run("in process", func(t *testing.T) {
 		t.Parallel()
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		backend, err := NewTokenBucket(10, 0.01, WithClock(clock))
 		require.NoError(t, err)
 		counted := &adjustingCounter{countingLimiter{l: backend}}
@@ -87,7 +88,7 @@ func TestDenyCacheKeepsProtectingTheHotKeyAfterAFloodOfDeniedKeys(t *testing.T) 
 		assert.LessOrEqual(t, cache.denials.len(), 100_000)
 	})
 	redisTrial := func(t *testing.T, client redis.Scripter, step func(time.Duration), keys int) {
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		backend, err := NewRedisTokenBucket(client, 10, 0.01)
 		require.NoError(t, err)
 		counted := &adjustingCounter{countingLimiter{l: backend}}
@@ -124,7 +125,7 @@ func TestDenyCacheKeepsProtectingTheHotKeyAfterAFloodOfDeniedKeys(t *testing.T) 
 // remembered. MaxKeys stays a hard bound throughout.
 func TestDenyCacheEvictsOnlyDenialsWorthNoMoreThanTheNewOne(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend, err := NewTokenBucket(1, 1e-3, WithClock(clock))
 	require.NoError(t, err)
 	counted := &adjustingCounter{countingLimiter{l: backend}}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // floodBackend is one backend of the DenyCache flood tests: a limiter, and
@@ -84,12 +85,12 @@ func floodBackends(t *testing.T) []floodBackend {
 	var out []floodBackend
 	start := time.Unix(1_700_000_000, 0)
 	for _, k := range kinds {
-		clock := NewFakeClock(start)
+		clock := ratelimittest.NewClock(start)
 		l, err := k.build(true, nil, clock)
 		require.NoError(t, err)
 		out = append(out, floodBackend{"in process/" + k.name, l, clock.Advance, clock, true})
 
-		clock = NewFakeClock(start)
+		clock = ratelimittest.NewClock(start)
 		_, client, step := redistest.Miniredis(t, start)
 		l, err = k.build(false, client, nil)
 		require.NoError(t, err)
@@ -167,7 +168,7 @@ func TestDenyCacheAnswersAFloodOfAnyCostLocally(t *testing.T) {
 						if b.exact {
 							assert.Equal(t, direct.Result, d.Result, "cost %d", n)
 							assert.Equal(t, direct.Parts, d.Parts, "cost %d", n)
-							assert.Equal(t, direct.Bound, d.Bound, "cost %d", n)
+							assert.Equal(t, direct.PolicyIndex, d.PolicyIndex, "cost %d", n)
 						}
 					}
 					assert.GreaterOrEqual(t, local, calls*9/10, "calls answered locally")
@@ -201,7 +202,7 @@ func (g *gatedLimiter) Decide(ctx context.Context, key string, n int) (Decision,
 // that denial from answering later calls.
 func TestDenyCacheForgetsADenialARefundOvertook(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(time.Unix(0, 0))
+	clock := ratelimittest.NewClock(time.Unix(0, 0))
 	b, err := NewTokenBucket(3, 0.001, WithClock(clock))
 	require.NoError(t, err)
 	g := &gatedLimiter{TokenBucket: b, decided: make(chan struct{}), release: make(chan struct{})}
@@ -237,7 +238,7 @@ func TestDenyCacheForgetsADenialARefundOvertook(t *testing.T) {
 // part are forgotten.
 func TestDenyCacheForgetsOtherKeysDenialsOnASharedPartGivenBack(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(time.Unix(0, 0))
+	clock := ratelimittest.NewClock(time.Unix(0, 0))
 	users, err := NewGCRA(1000, time.Hour, WithClock(clock))
 	require.NoError(t, err)
 	tenants, err := NewGCRA(100, 24*time.Hour, WithClock(clock))
@@ -272,7 +273,7 @@ func TestDenyCacheForgetsOtherKeysDenialsOnASharedPartGivenBack(t *testing.T) {
 // cache (another replica's) is seen once MaxAge has passed.
 func TestDenyCacheBoundsWhatItCannotSeeByMaxAge(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(time.Unix(0, 0))
+	clock := ratelimittest.NewClock(time.Unix(0, 0))
 	b, err := NewTokenBucket(2, 0.001, WithClock(clock))
 	require.NoError(t, err)
 	cache, err := NewDenyCache(b, DenyCacheConfig{Clock: clock})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -12,7 +13,7 @@ import (
 func TestDenyCacheForgetsADenialOnceTheKeysPolicyChanges(t *testing.T) {
 	plans := newPlanMap()
 	plans.set("k", Policy{Limit: 2, Window: time.Minute})
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backendHooks := &recordingHooks{}
 	l, err := NewGCRA(2, time.Minute, WithClock(clock), WithPolicyFunc(plans.f), WithHooks(backendHooks))
 	require.NoError(t, err)

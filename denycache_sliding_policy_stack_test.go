@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -45,7 +46,7 @@ func TestDenyCacheForgetsASlidingDenialOnceTheKeysPolicyChanges(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			plans := newPlanMap()
 			plans.set("k", Policy{Limit: 2, Window: time.Minute})
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			cache, err := NewDenyCache(c.build(t, plans, clock), DenyCacheConfig{Clock: clock, MaxAge: time.Minute})
 			require.NoError(t, err)
 			ctx := context.Background()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,7 +29,7 @@ func (c *countingLimiter) Allow(ctx context.Context, key string, n int) (Result,
 // DenyCache around c answer locally.
 func (c *countingLimiter) Decide(ctx context.Context, key string, n int) (Decision, error) {
 	c.calls.Add(1)
-	return Decide(ctx, c.l, key, n)
+	return decideAny(ctx, c.l, key, n)
 }
 
 // Policies asks l: no call is counted.
@@ -55,7 +56,7 @@ func TestDenyCacheNeverDeniesWhatTheBackendWouldAllow(t *testing.T) {
 				limit := 1 + r.IntN(8)
 				period := time.Duration(1+r.Int64N(4000)) * time.Millisecond
 				backend, advanceBackend := sub.newLimiter(t, limit, period)
-				clock := NewFakeClock(epoch)
+				clock := ratelimittest.NewClock(epoch)
 				counted := &countingLimiter{l: backend}
 				cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, MaxAge: time.Duration(r.Int64N(int64(2 * period)))})
 				require.NoError(t, err)
@@ -95,7 +96,7 @@ func TestDenyCacheAnswersAFloodLocally(t *testing.T) {
 	// Around a backend that passes its Decision on, and around one that
 	// hides it (the same-cost rule): a flood of cost 1 is answered locally.
 	for _, hides := range []bool{false, true} {
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		backend, err := NewTokenBucket(10, 1, WithClock(clock))
 		require.NoError(t, err)
 		var wrapped Limiter
@@ -148,7 +149,7 @@ func (c *plainCounter) Allow(ctx context.Context, key string, n int) (Result, er
 // and answers from it calls of that same n until its RetryAfter, with the
 // backend's answer aged; every other call goes to the backend.
 func TestDenyCacheKeepsTheSameCostRuleForABackendThatHidesItsState(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend, err := NewTokenBucket(5, 1, WithClock(clock))
 	require.NoError(t, err)
 	counted := &plainCounter{l: backend}
@@ -194,7 +195,7 @@ func TestDenyCacheKeepsTheSameCostRuleForABackendThatHidesItsState(t *testing.T)
 }
 
 func TestDenyCacheLetsSmallerRequestsThrough(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend, err := NewTokenBucket(5, 1, WithClock(clock))
 	require.NoError(t, err)
 	counted := &countingLimiter{l: backend}
@@ -229,7 +230,7 @@ func TestDenyCacheLetsSmallerRequestsThrough(t *testing.T) {
 
 func TestDenyCacheMemoryIsBounded(t *testing.T) {
 	t.Parallel()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend, err := NewTokenBucket(1, 1, WithClock(clock))
 	require.NoError(t, err)
 	cache, err := NewDenyCache(backend, DenyCacheConfig{Clock: clock, MaxKeys: 6400})
@@ -284,7 +285,7 @@ func TestDenyCacheReportsTheBackendsRetryAfterLessTheTimePassed(t *testing.T) {
 	// One token a minute: the backend's denial says 60 s, far beyond the
 	// default MaxAge of 1 s, which must bound only how long the denial is
 	// remembered.
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend, err := NewTokenBucket(1, 1.0/60, WithClock(clock))
 	require.NoError(t, err)
 	counted := &countingLimiter{l: backend}
@@ -314,7 +315,7 @@ func TestDenyCacheReportsTheBackendsRetryAfterLessTheTimePassed(t *testing.T) {
 }
 
 func TestWaitThroughADenyCacheFailsAtOnceWhenTheDeadlineIsTooNear(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend, err := NewTokenBucket(1, 1.0/60, WithClock(clock))
 	require.NoError(t, err)
 	cache, err := NewDenyCache(backend, DenyCacheConfig{Clock: clock})
@@ -335,7 +336,7 @@ func TestWaitThroughADenyCacheFailsAtOnceWhenTheDeadlineIsTooNear(t *testing.T) 
 
 func TestDenyCacheHoldsAtMostMaxKeys(t *testing.T) {
 	for _, maxKeys := range []int{1, 3, 63, 65} {
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		backend, err := NewTokenBucket(1, 1, WithClock(clock))
 		require.NoError(t, err)
 		counted := &countingLimiter{l: backend}
@@ -418,7 +419,7 @@ func TestDenyCacheLocalAnswersEqualTheBackendsForCostsAboveOne(t *testing.T) {
 	// 10 at 10/s, drained, asked for 5, 9 and 1 as it refills: every
 	// denial, of any cost, is remembered, and every answer, local or not,
 	// matches the backend's own.
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend, err := NewTokenBucket(10, 10, WithClock(clock))
 	require.NoError(t, err)
 	bare, err := NewTokenBucket(10, 10, WithClock(clock))

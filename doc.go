@@ -55,8 +55,8 @@
 //     ErrKeysApart (a Composite's Redis keys in different hash slots),
 //     ErrPolicy or ErrInvalidConfig (a policy unread or refused, a limiter
 //     never built), ErrLeaseExpired (an Extend of a lease no longer held),
-//     ErrInvalidLease (a lease another limiter granted), ErrInvalidKey (a
-//     key longer than WithMaxKeyLength allows), a nil ctx.
+//     ErrInvalidKey (a key longer than WithMaxKeyLength allows), a nil
+//     ctx.
 //   - ErrCorruptState: one key's data in Redis is not the limiter's own;
 //     every other key is decided as before.
 //   - ErrBackend: Redis unreachable, a timeout (the call's ctx ended first),

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // Three replicas share 30 requests per second on one Redis. Each sizes its
@@ -20,7 +21,7 @@ func ExampleFleet_Fallback() {
 	}
 	defer m.Close()
 	ctx := context.Background()
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // time stands still here
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // time stands still here
 
 	var guards []*ratelimit.Guard
 	var fleets []*ratelimit.Fleet

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // shadowLog prints the decisions a Shadow let through against a denial.
@@ -22,7 +23,7 @@ func (shadowLog) Decided(ev ratelimit.Event) {
 // the would-be denials go to the hooks and to Decide's callers. Once
 // the numbers look right, SetEnforce(true) turns it on, from the next call.
 func ExampleShadow() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	// User ids are no secret: the hooks may see them whole (without
 	// WithKeysShown, they see each key's digest).
 	bucket, err := ratelimit.NewTokenBucket(3, 2, ratelimit.WithClock(clock), ratelimit.WithKeysShown())

@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // A sliding log of 3 per 10 s: a call is let through again exactly when
 // the unit 10 s before it leaves the span, never at a window's boundary.
 func ExampleSlidingLog() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	limiter, err := ratelimit.NewSlidingLog(3, 10*time.Second, ratelimit.WithClock(clock))
 	if err != nil {
 		panic(err)
@@ -37,7 +38,7 @@ func ExampleSlidingLog() {
 // the share of it still in the span: half way into a window, 2 counted
 // before weigh 1.
 func ExampleSlidingCounter() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	limiter, err := ratelimit.NewSlidingCounter(4, 10*time.Second, ratelimit.WithClock(clock))
 	if err != nil {
 		panic(err)
@@ -68,7 +69,7 @@ func ExampleCalendarWindow() {
 	if err != nil {
 		panic(err)
 	}
-	clock := ratelimit.NewFakeClock(time.Date(2026, time.November, 1, 22, 0, 0, 0, newYork))
+	clock := ratelimittest.NewClock(time.Date(2026, time.November, 1, 22, 0, 0, 0, newYork))
 	limiter, err := ratelimit.NewCalendarWindow(2, ratelimit.Calendar{Period: ratelimit.CalendarDay, Location: newYork},
 		ratelimit.WithClock(clock))
 	if err != nil {

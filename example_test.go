@@ -11,13 +11,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // A bucket of 5 tokens refilling at 2 per second, asked for one token every
 // 0.3 s. Eleven requests pass on the initial burst plus the refill, then the
 // bucket alternates between empty and one token.
 func ExampleTokenBucket() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	limiter, err := ratelimit.NewTokenBucket(5, 2, ratelimit.WithClock(clock))
 	if err != nil {
 		panic(err)
@@ -51,7 +52,7 @@ func ExampleTokenBucket() {
 // A GCRA of 10 requests a minute lets a burst of 10 through, then one every
 // 6 seconds.
 func ExampleGCRA() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	limiter, err := ratelimit.NewGCRA(10, time.Minute, ratelimit.WithClock(clock))
 	if err != nil {
 		panic(err)
@@ -92,7 +93,7 @@ func ExampleLimiter_errors() {
 // A fixed window of 20 requests per 30 s, asked for 25 at once: the first 20
 // pass, the rest wait for the window to end, and then the key has 20 again.
 func ExampleFixedWindow() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	limiter, err := ratelimit.NewFixedWindow(20, 30*time.Second, ratelimit.WithClock(clock))
 	if err != nil {
 		panic(err)
@@ -141,7 +142,7 @@ func ExampleWait() {
 	}
 
 	// One token a minute, already taken: a 1 s deadline cannot be met.
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	slow, err := ratelimit.NewTokenBucket(1, 1.0/60, ratelimit.WithClock(clock))
 	if err != nil {
 		panic(err)
@@ -168,7 +169,7 @@ func ExampleWait() {
 // in production it is a Redis limiter, and each local answer saves a round
 // trip.
 func ExampleDenyCache() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	backend, err := ratelimit.NewTokenBucket(2, 1, ratelimit.WithClock(clock)) // 2 tokens, 1 per second
 	if err != nil {
 		panic(err)
@@ -207,7 +208,7 @@ func ExampleDenyCache() {
 // answered by the policy with a nil error: the caller sees a denial, and
 // Hooks see the backend's error.
 func ExampleGuard() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	bucket, err := ratelimit.NewTokenBucket(10, 5, ratelimit.WithClock(clock))
 	if err != nil {
 		panic(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -71,7 +72,7 @@ func TestFixedWindowsMatchTheModel(t *testing.T) {
 		if back {
 			keys = keys[:1]
 		}
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		local, err := NewFixedWindow(limit, window, WithClock(clock))
 		require.NoError(t, err)
 		_, client, advance := miniredisClock(t)
@@ -102,7 +103,7 @@ func TestFixedWindowsMatchTheModel(t *testing.T) {
 
 func TestFixedWindowMemoryIsBoundedByOpenWindows(t *testing.T) {
 	t.Parallel()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := NewFixedWindow(5, time.Second, WithClock(clock))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -150,7 +151,7 @@ func TestNewFixedWindowRejectsBadConfig(t *testing.T) {
 
 func TestFixedWindowWithTheLargestLimitNeverOverflows(t *testing.T) {
 	// count + n would wrap around past MaxInt64 and allow.
-	l, err := NewFixedWindow(math.MaxInt, time.Second, WithClock(NewFakeClock(epoch)))
+	l, err := NewFixedWindow(math.MaxInt, time.Second, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	ctx := context.Background()
 	res, err := l.Allow(ctx, "k", math.MaxInt)

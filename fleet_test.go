@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -326,7 +327,7 @@ func TestFallbackMirrorsEachRedisLimiterOnTheShare(t *testing.T) {
 		{window, &FixedWindow{}},
 		{log, &SlidingLog{}},
 	} {
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		fb, err := fleet.Fallback(c.backend, WithClock(clock))
 		require.NoError(t, err)
 		assert.IsType(t, c.want, fb)
@@ -372,7 +373,7 @@ func TestFallbackFollowsTheBackendsPolicyFunc(t *testing.T) {
 	}
 	backend, err := NewRedisGCRA(client, 10, time.Second, WithPolicyFunc(plans))
 	require.NoError(t, err)
-	fb, err := a.Fallback(backend, WithClock(NewFakeClock(epoch)))
+	fb, err := a.Fallback(backend, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	for key, want := range map[string]int{"pro": 50, "free": 5} {
 		res, err := fb.Allow(ctx, key, want)
@@ -401,7 +402,7 @@ func TestFallbackResizesAndKeepsWhatEachKeyUsed(t *testing.T) {
 	} {
 		backend, err := newBackend()
 		require.NoError(t, err)
-		fb, err := a.Fallback(backend, WithClock(NewFakeClock(epoch)))
+		fb, err := a.Fallback(backend, WithClock(ratelimittest.NewClock(epoch)))
 		require.NoError(t, err)
 		allow := func(n int) Result {
 			t.Helper()
@@ -486,7 +487,7 @@ func TestFallbackOfACompositeSharesEveryPart(t *testing.T) {
 	)
 	require.NoError(t, err)
 
-	fb, err := a.Fallback(backend, WithClock(NewFakeClock(epoch)))
+	fb, err := a.Fallback(backend, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	c, ok := fb.(*Composite)
 	require.True(t, ok, "%T", fb)
@@ -535,7 +536,7 @@ func TestFallbackStaysUsableAndFaithfulToItsBackend(t *testing.T) {
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "user", Limiter: shared}, Part{Name: "global", Limiter: shared, Key: func(string) string { return "global" }})
 	require.NoError(t, err)
-	fc, err := f.Fallback(c, WithClock(NewFakeClock(epoch)))
+	fc, err := f.Fallback(c, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	_, berr := c.Allow(ctx, "global", 1)
 	_, ferr := fc.Allow(ctx, "global", 1)
@@ -564,7 +565,7 @@ func TestFallbackKeepsTheBackendsKeyRules(t *testing.T) {
 	gcra, err := NewRedisGCRA(client, 10, time.Second, WithMaxKeyLength(8), WithKeysShown())
 	require.NoError(t, err)
 	for _, backend := range []Limiter{gcra, calendar, concurrency} {
-		fb, err := f.Fallback(backend, WithClock(NewFakeClock(epoch)))
+		fb, err := f.Fallback(backend, WithClock(ratelimittest.NewClock(epoch)))
 		require.NoError(t, err)
 		_, err = fb.Allow(ctx, "a-key-of-19-bytes!!", 1)
 		require.ErrorIs(t, err, ErrInvalidKey, "%T", backend)

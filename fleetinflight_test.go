@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -42,7 +43,7 @@ func TestFallbackOfARedisConcurrencyHoldsTheShareWithTheSameTTL(t *testing.T) {
 	}
 	backend, err := NewRedisConcurrency(client, 10, 30*time.Second, WithPolicyFunc(plans))
 	require.NoError(t, err)
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	h := &recordingHooks{}
 	fb, err := fleet.Fallback(backend, WithClock(clock), WithHooks(h), WithName("fallback"))
 	require.NoError(t, err)
@@ -88,7 +89,7 @@ func TestFallbackOfACompositeWithARedisConcurrencyPartHoldsTheShare(t *testing.T
 	backend, err := NewComposite(Part{Name: "inflight", Limiter: slots}, Part{Name: "rpm", Limiter: rate})
 	require.NoError(t, err)
 
-	fb, err := fleet.Fallback(backend, WithClock(NewFakeClock(epoch)), WithMaxDebt(2))
+	fb, err := fleet.Fallback(backend, WithClock(ratelimittest.NewClock(epoch)), WithMaxDebt(2))
 	require.NoError(t, err, "WithMaxDebt applies to the rate parts, not to the concurrency part")
 	c, ok := fb.(*Composite)
 	require.True(t, ok, "%T", fb)
@@ -134,7 +135,7 @@ func TestGuardFailsOverARedisCompositeWithUnitsInFlightToTheFleetsShare(t *testi
 	require.NoError(t, err)
 	backend, err := NewComposite(Part{Name: "inflight", Limiter: slots}, Part{Name: "rpm", Limiter: rate})
 	require.NoError(t, err)
-	fb, err := fleet.Fallback(backend, WithClock(NewFakeClock(epoch)))
+	fb, err := fleet.Fallback(backend, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	g, err := NewGuard(backend, GuardConfig{OnFailure: FailOver, Fallback: fb})
 	require.NoError(t, err)
@@ -160,6 +161,6 @@ func TestGuardFailsOverARedisCompositeWithUnitsInFlightToTheFleetsShare(t *testi
 
 	m.SetError("")
 	require.NoError(t, leases[0].Release(ctx), "the fallback's lease, released by the fallback")
-	require.NoError(t, g.Release(ctx, held), "the backend's lease, released by the backend")
+	require.NoError(t, held.Release(ctx), "the backend's lease, released by the backend")
 	assert.Equal(t, 6, peek(t, slots, "k").Remaining)
 }

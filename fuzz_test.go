@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // FuzzTokenBucket drives a TokenBucket with arbitrary schedules and checks
@@ -21,7 +23,7 @@ func FuzzTokenBucket(f *testing.F) {
 		}
 		c := int(capacity)
 		interval := time.Duration(intervalMs) * time.Millisecond
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := NewTokenBucket(c, float64(time.Second)/float64(interval), WithClock(clock))
 		if err != nil {
 			t.Fatalf("NewTokenBucket(%d, 1/%v): %v", c, interval, err)
@@ -89,7 +91,7 @@ func FuzzGCRA(f *testing.F) {
 			return
 		}
 		interval := time.Duration(intervalMs) * time.Millisecond
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := NewGCRA(int(limit), interval*time.Duration(limit), WithClock(clock))
 		if err != nil {
 			t.Fatalf("NewGCRA(%d, %v): %v", limit, interval*time.Duration(limit), err)
@@ -124,7 +126,7 @@ func FuzzFixedWindow(f *testing.F) {
 			return
 		}
 		window := time.Duration(windowMs) * time.Millisecond
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := NewFixedWindow(int(limit), window, WithClock(clock))
 		if err != nil {
 			t.Fatalf("NewFixedWindow(%d, %v): %v", limit, window, err)
@@ -161,7 +163,7 @@ func FuzzSlidingCounter(f *testing.F) {
 			return
 		}
 		window := time.Duration(windowMs) * time.Millisecond
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := NewSlidingCounter(int(limit), window, WithClock(clock))
 		if err != nil {
 			t.Fatalf("NewSlidingCounter(%d, %v): %v", limit, window, err)
@@ -243,7 +245,7 @@ func FuzzSettleBoundsDebt(f *testing.F) {
 		if bound&4 != 0 {
 			most = UnboundedSettle
 		}
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		opts := []Option{WithClock(clock), WithMaxDebt(debt), WithMaxSettle(most)}
 		var a Adjuster
 		var m *partModel
@@ -336,7 +338,7 @@ func FuzzCalendarWindow(f *testing.F) {
 		}
 		cal := Calendar{Period: CalendarPeriod(1 + int(period)%5), Location: loc, FirstWeekday: time.Weekday(int(period) / 5 % 7)}
 		start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(day%1100) * 24 * time.Hour).Add(time.Duration(int(period)*7) * time.Minute)
-		clock := NewFakeClock(start)
+		clock := ratelimittest.NewClock(start)
 		l, err := NewCalendarWindow(int(limit), cal, WithClock(clock))
 		if err != nil {
 			t.Fatalf("NewCalendarWindow(%d, %+v): %v", limit, cal, err)

@@ -67,7 +67,7 @@ type GuardConfig struct {
 	// answer.
 	Fallback Limiter
 	// PartFailure gives parts of a Composite backend (found through a
-	// DenyCache, Shadow or Leasing) a failure policy of their own, by part
+	// DenyCache, Shadow or Prefetch) a failure policy of their own, by part
 	// Name; the parts it does not name follow OnFailure. A call the
 	// backend fails is then answered part by part (see Guard, A policy
 	// per part): denied when a part that fails closed has its say,
@@ -87,7 +87,7 @@ type GuardConfig struct {
 	FailClosedRetryAfter time.Duration
 	// BreakerFailures is how many consecutive backend failures open the
 	// circuit breaker; 0 means no breaker. In front of a Redis limiter (or
-	// a Composite of Redis parts, through DenyCache, Shadow and Leasing)
+	// a Composite of Redis parts, through DenyCache, Shadow and Prefetch)
 	// on a *redis.ClusterClient or *redis.Ring, the breaker is one per
 	// node: the failures of the calls whose key the client routes to one
 	// master (of its hash slot, in the client's latest view of the
@@ -206,7 +206,7 @@ type GuardConfig struct {
 // Policies and in Parts: a part that failed over shows the fallback's
 // Result under the backend's Limit (and tells the fallback's next unit,
 // see Decision.NextUnit), a part that failed open or closed its Limit
-// alone (and RetryAfter and ResetAfter, when it denied). Bound names
+// alone (and RetryAfter and ResetAfter, when it denied). PolicyIndex names
 // the part that decided: the denying part, or, for an allowed call, the
 // part that failed over with the smallest share of its limit left; the
 // Result is that part's, with the longest RetryAfter and ResetAfter of
@@ -220,12 +220,11 @@ type GuardConfig struct {
 // lease is released and extended by the limiter that granted it, whether
 // or not the backend is up, and Release and Extend are never answered by
 // the failure policy: a backend error is returned to the caller, and the
-// lease then holds its units until its TTL passes. Guard.Release and
-// Guard.Extend bound them by the Timeout; Lease.Release and Lease.Extend
-// go to the granting limiter directly, bounded by their ctx alone. A
-// backend Acquire that
-// timed out may have been granted all the same: its units come back at
-// its TTL.
+// lease then holds its units until its TTL passes. Lease.Release and
+// Lease.Extend go to the granting limiter directly, bounded by their ctx
+// alone, not by the Guard's Timeout: give them a ctx with a deadline. A
+// backend Acquire that timed out may have been granted all the same: its
+// units come back at its TTL.
 //
 // A fallback's lease stays the fallback's when the backend comes back: the
 // backend never counts it, and the fallback counts it until it is released
@@ -514,37 +513,6 @@ func (g *Guard) Reset(ctx context.Context, key string) error {
 	return err
 }
 
-// Release gives lease's units back through the limiter that granted it
-// (see Lease.Release): the backend, or, for a lease acquired under
-// FailOver, the Fallback. It runs within the Guard's Timeout and, like
-// Refund and Settle, bypasses the breaker and the failure policy: a
-// backend error is returned (the lease then holds its units until its TTL
-// passes), never answered by the policy. The Guard does not report it:
-// the limiter that granted the lease does (see Event.Lease).
-func (g *Guard) Release(ctx context.Context, lease Lease) error {
-	if g == nil || !g.backend.built() {
-		return notBuilt("Guard")
-	}
-	ctx, cancel := g.adjustContext(ctx)
-	defer cancel()
-	_, err := forwardLease(ctx, AdjustRelease, lease)
-	return err
-}
-
-// Extend renews lease through the limiter that granted it (see
-// Lease.Extend), within the Guard's Timeout and bypassing the breaker and
-// the failure policy, as Release does: a lease of the Fallback is renewed
-// by the Fallback, whether or not the backend is back (see Guard, Leases).
-// The Guard does not report it: the limiter that granted the lease does.
-func (g *Guard) Extend(ctx context.Context, lease Lease) (Lease, error) {
-	if g == nil || !g.backend.built() {
-		return lease, notBuilt("Guard")
-	}
-	ctx, cancel := g.adjustContext(ctx)
-	defer cancel()
-	return forwardLease(ctx, AdjustExtend, lease)
-}
-
 // adjustReported forwards the adjustment op of taken and cost to the
 // backend, and reports it to the adjust hooks, if any.
 func (g *Guard) adjustReported(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
@@ -610,8 +578,8 @@ func (g *Guard) byPolicy(ctx context.Context, key string, n int, leased bool, po
 	d := Decision{Policies: policies, Source: policySource[g.cfg.OnFailure]}
 	perCall := true // no policy of units limits n
 	if len(policies) > 0 {
-		d.Bound, perCall = tightest(policies)
-		d.Policy = policies[d.Bound]
+		d.PolicyIndex, perCall = tightest(policies)
+		d.Policy = policies[d.PolicyIndex]
 	}
 	limit := d.Policy.Limit
 	d.Limit = limit
@@ -676,8 +644,8 @@ func (g *Guard) wholeByPolicy(ctx context.Context, key string, n int, leased boo
 func (g *Guard) overFallback(d, fd Decision) Decision {
 	for i, p := range d.Policies {
 		if p.Name == fd.Policy.Name {
-			d.Result, d.Bound, d.Policy = fd.Result, i, p
-			d.next, d.nextSet = fd.NextUnit(fd.Bound) // the fallback's, which the Result is
+			d.Result, d.PolicyIndex, d.Policy = fd.Result, i, p
+			d.next, d.nextSet = fd.NextUnit(fd.PolicyIndex) // the fallback's, which the Result is
 			if p.Limit > 0 && d.Remaining > p.Limit {
 				// A fallback larger than the shared policy shows no more
 				// than its limit left.
@@ -691,7 +659,7 @@ func (g *Guard) overFallback(d, fd Decision) Decision {
 			return d
 		}
 	}
-	fd.next, fd.nextSet = fd.NextUnit(fd.Bound)
+	fd.next, fd.nextSet = fd.NextUnit(fd.PolicyIndex)
 	if fd.Parts != nil {
 		// Told before the rules go: the fallback's, part by part.
 		fd.partNext = make([]time.Duration, len(fd.Parts))

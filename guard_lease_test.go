@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -68,14 +69,6 @@ func (f *flakyConcurrency) Acquire(ctx context.Context, key string, n int) (Leas
 	return f.own(l), d, err
 }
 
-func (f *flakyConcurrency) Release(ctx context.Context, l Lease) error {
-	return releaseOwn(ctx, f, "flakyConcurrency", l)
-}
-
-func (f *flakyConcurrency) Extend(ctx context.Context, l Lease) (Lease, error) {
-	return extendOwn(ctx, f, "flakyConcurrency", l)
-}
-
 func (f *flakyConcurrency) releaseLease(ctx context.Context, l Lease) error {
 	if err := f.fail(); err != nil {
 		return err
@@ -93,7 +86,7 @@ func (f *flakyConcurrency) extendLease(ctx context.Context, l Lease) (Lease, err
 
 func TestGuardFailsOverLeasesToAnInProcessFallbackAndBack(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	inner, err := NewConcurrency(2, 10*time.Second, WithClock(clock))
 	require.NoError(t, err)
 	backend := &flakyConcurrency{c: inner}
@@ -128,11 +121,11 @@ func TestGuardFailsOverLeasesToAnInProcessFallbackAndBack(t *testing.T) {
 	// Releases and extends are never answered by the policy: a backend
 	// lease's fail while the backend is down, and a fallback lease's go
 	// to the fallback.
-	err = g.Release(ctx, before)
+	err = before.Release(ctx)
 	require.ErrorIs(t, err, ErrBackend)
-	_, err = g.Extend(ctx, before)
+	_, err = before.Extend(ctx)
 	require.ErrorIs(t, err, ErrBackend)
-	over, err = g.Extend(ctx, over)
+	over, err = over.Extend(ctx)
 	require.NoError(t, err)
 
 	// Back up: the backend, which still counts the lease it granted,
@@ -149,15 +142,15 @@ func TestGuardFailsOverLeasesToAnInProcessFallbackAndBack(t *testing.T) {
 	assert.False(t, d.Allowed, "the backend's limit: its own two leases")
 	held := (2 - peek(t, inner, "k").Remaining) + (1 - peek(t, fallback, "k").Remaining)
 	assert.Equal(t, 3, held, "in flight: the backend's limit plus the fallback's lease")
-	over, err = g.Extend(ctx, over)
+	over, err = over.Extend(ctx)
 	require.NoError(t, err, "the fallback renews its own lease after recovery")
 	clock.Advance(10*time.Second - 1) // just before 12 s, the renewed lease's expiry
 	assert.Equal(t, 0, peek(t, fallback, "k").Remaining)
 	clock.Advance(1)
 	assert.Equal(t, 1, peek(t, fallback, "k").Remaining, "one TTL after its last extend, the fallback holds nothing")
-	require.NoError(t, g.Release(ctx, over), "releasing an expired lease changes nothing")
-	require.NoError(t, g.Release(ctx, after))
-	require.NoError(t, g.Release(ctx, before), "expired at 10 s")
+	require.NoError(t, over.Release(ctx), "releasing an expired lease changes nothing")
+	require.NoError(t, after.Release(ctx))
+	require.NoError(t, before.Release(ctx), "expired at 10 s")
 	assert.Equal(t, 2, peek(t, inner, "k").Remaining)
 }
 
@@ -189,7 +182,7 @@ func TestGuardFailsOpenAndClosedWithoutLeases(t *testing.T) {
 
 func TestGuardReleaseErrorsDoNotCountTowardTheBreaker(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	inner, err := NewConcurrency(2, 10*time.Second, WithClock(clock))
 	require.NoError(t, err)
 	backend := &flakyConcurrency{c: inner}
@@ -198,16 +191,16 @@ func TestGuardReleaseErrorsDoNotCountTowardTheBreaker(t *testing.T) {
 	lease, _, err := g.Acquire(ctx, "k", 1)
 	require.NoError(t, err)
 	backend.down.Store(true)
-	require.ErrorIs(t, g.Release(ctx, lease), ErrBackend)
+	require.ErrorIs(t, lease.Release(ctx), ErrBackend)
 	assert.Equal(t, BreakerClosed, g.BreakerState())
 	backend.down.Store(false)
-	require.NoError(t, g.Release(ctx, lease))
+	require.NoError(t, lease.Release(ctx))
 	assert.Equal(t, 2, peek(t, inner, "k").Remaining)
 }
 
 func TestDecoratorsOverRateLimitersAcquireAsTheyDecide(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	bucket, err := NewTokenBucket(1, 1, WithClock(clock))
 	require.NoError(t, err)
 	cache, err := NewDenyCache(bucket, DenyCacheConfig{Clock: clock})
@@ -229,7 +222,7 @@ func TestDecoratorsOverRateLimitersAcquireAsTheyDecide(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, FromDenyCache, d.Source, "a rate limiter's denial is remembered, Acquire or not")
 	assert.Equal(t, time.Second, d.RetryAfter)
-	require.NoError(t, g.Release(ctx, lease))
-	_, err = g.Extend(ctx, lease)
+	require.NoError(t, lease.Release(ctx))
+	_, err = lease.Extend(ctx)
 	require.NoError(t, err)
 }

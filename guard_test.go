@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -14,7 +15,7 @@ func TestGuardFailurePolicies(t *testing.T) {
 	ok := Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}
 	// A fallback of the backend's size, which starts from the backend's 9
 	// left (see TestGuardFallbackStartsFromWhatTheBackendHadLeft).
-	fallback, err := NewTokenBucket(10, 1, WithClock(NewFakeClock(epoch)))
+	fallback, err := NewTokenBucket(10, 1, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	cases := []struct {
 		name   string
@@ -53,7 +54,7 @@ func TestGuardFailurePolicies(t *testing.T) {
 }
 
 func TestGuardPassesCallerMistakesThrough(t *testing.T) {
-	backend, err := NewTokenBucket(3, 1, WithClock(NewFakeClock(epoch)))
+	backend, err := NewTokenBucket(3, 1, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	g, err := NewGuard(backend, GuardConfig{OnFailure: FailClosed, BreakerFailures: 1, BreakerCoolDown: time.Minute})
 	require.NoError(t, err)
@@ -67,7 +68,7 @@ func TestGuardPassesCallerMistakesThrough(t *testing.T) {
 }
 
 func TestGuardBreakerOpensProbesAndCloses(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend := &stubBackend{err: errDown}
 	hooks := &recordingHooks{}
 	g, err := NewGuard(backend, GuardConfig{
@@ -121,7 +122,7 @@ func TestGuardBreakerOpensProbesAndCloses(t *testing.T) {
 }
 
 func TestGuardHalfOpenLetsOneProbeThrough(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend := &stubBackend{err: errDown}
 	g, err := NewGuard(backend, GuardConfig{BreakerFailures: 1, BreakerCoolDown: time.Second, Clock: clock})
 	require.NoError(t, err)
@@ -218,7 +219,7 @@ func TestNewGuardRejectsBadConfig(t *testing.T) {
 
 func TestGuardPassesCorruptStateThroughWithoutMovingTheBreaker(t *testing.T) {
 	for _, policy := range []FailurePolicy{FailOpen, FailClosed} {
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		bad := fmt.Errorf("ratelimit: Redis token bucket \"k\": %w", ErrCorruptState)
 		backend := &stubBackend{res: Result{Limit: 2}, err: bad}
 		hooks := &recordingHooks{}
@@ -262,7 +263,7 @@ func TestGuardFailOverDeniesACostOnlyTheFallbackCannotTake(t *testing.T) {
 	down := &policyStub{stubBackend: stubBackend{err: errDown}, policy: backend.Policy()}
 	fallback, err := NewTokenBucket(25, 2.5)
 	require.NoError(t, err)
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	g, err := NewGuard(down, GuardConfig{OnFailure: FailOver, Fallback: fallback, BreakerFailures: 1, BreakerCoolDown: 10 * time.Second, Clock: clock})
 	require.NoError(t, err)
 	ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,7 +21,7 @@ import (
 // failures and an hour's cool-down, all on one fake clock that the server's TIME follows.
 type quotaFleet struct {
 	m       *miniredis.Miniredis
-	clock   *FakeClock
+	clock   *ratelimittest.Clock
 	advance func(time.Duration) // moves the server's TIME and TTLs
 	guards  []*Guard
 }
@@ -28,7 +29,7 @@ type quotaFleet struct {
 func newQuotaFleet(t *testing.T, replicas int, cfg GuardConfig) *quotaFleet {
 	t.Helper()
 	m, _, advance := miniredisClock(t)
-	q := &quotaFleet{m: m, clock: NewFakeClock(epoch), advance: advance}
+	q := &quotaFleet{m: m, clock: ratelimittest.NewClock(epoch), advance: advance}
 	ctx := context.Background()
 	var fleets []*Fleet
 	for i := range replicas {
@@ -128,7 +129,7 @@ func TestGuardFallbackStartsFromWhatTheBackendHadLeft(t *testing.T) {
 			allowed++
 		} else {
 			assert.Equal(t, "month", d.Policy.Name, "the quota bounds the denials")
-			assert.Equal(t, 1, d.Bound)
+			assert.Equal(t, 1, d.PolicyIndex)
 		}
 		q.step(100 * time.Millisecond)
 	}
@@ -142,7 +143,7 @@ func TestGuardFallbackStartsFromWhatTheBackendHadLeft(t *testing.T) {
 // what the backend said was left of the key, and a key the backend never
 // answered starts full; the memory of a key ends when its window does.
 func TestGuardFallbackOfOnePolicyStartsFromTheBackendsState(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend := &stubBackend{res: Result{Allowed: true, Limit: 10, Remaining: 3, ResetAfter: time.Minute}}
 	fallback, err := NewFixedWindow(10, time.Hour, WithClock(clock))
 	require.NoError(t, err)
@@ -181,7 +182,7 @@ func TestGuardFallbackOfOnePolicyStartsFromTheBackendsState(t *testing.T) {
 // refills at its rate: a fallback asked half the way to the key's ResetAfter
 // starts from half of what was missing given back.
 func TestGuardFallbackSeedsARateAsItRefilled(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	m, _, advance := miniredisClock(t)
 	backend, err := NewRedisTokenBucket(failFastClient(t, m), 100, 10) // 10 a second
 	require.NoError(t, err)
@@ -258,7 +259,7 @@ func benchGuard(b *testing.B, policy FailurePolicy) *Guard {
 // that took more than the call's estimate lowers what the fallback starts
 // from; a Reset makes it start full.
 func TestGuardFallbackStartsFromWhatASettleLeft(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend, err := NewFixedWindow(10, time.Hour, WithClock(clock))
 	require.NoError(t, err)
 	flaky := &flakyBackend{FixedWindow: backend}
@@ -309,7 +310,7 @@ func (f *flakyBackend) Allow(ctx context.Context, key string, n int) (Result, er
 // is not remembered (its fallback starts full) until memories of keys that
 // are full again are forgotten.
 func TestGuardRemembersAtMostRememberKeys(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend := &stubBackend{res: Result{Allowed: true, Limit: 10, Remaining: 0, ResetAfter: time.Minute}}
 	fallback, err := NewFixedWindow(10, time.Hour, WithClock(clock))
 	require.NoError(t, err)

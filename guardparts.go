@@ -48,7 +48,7 @@ func compositeIn(l Limiter) *Composite {
 		if v != nil {
 			return compositeIn(v.backend.Limiter)
 		}
-	case *Leasing:
+	case *Prefetch:
 		if v != nil {
 			return compositeIn(v.backend.Limiter)
 		}
@@ -154,7 +154,7 @@ func pick(names []string, at []int) []string {
 // open allow it. The Decision lists every part: Parts holds each part's
 // Result (the fallback's for a part that failed over, shown under the
 // backend's policy and Limit; the Limit alone, and RetryAfter for a denial
-// by a part that fails closed, for the others), Bound the part that bound
+// by a part that fails closed, for the others), PolicyIndex the part that bound
 // the answer, and Source who gave it: FromFailClosed for a part that
 // fails closed, FromFallback for the fallback.
 func (g *Guard) byParts(ctx context.Context, key string, n int, leased bool, policies []NamedPolicy, retryAfter time.Duration, d Decision) (Lease, Decision, error) {
@@ -201,7 +201,7 @@ func (g *Guard) byParts(ctx context.Context, key string, n int, leased bool, pol
 		allowed := fd.Allowed
 		d.partNext = make([]time.Duration, len(policies))
 		for j, i := range gp.fallbackPart {
-			r, k := fd.Result, fd.Bound
+			r, k := fd.Result, fd.PolicyIndex
 			if j < len(fd.Parts) {
 				r, k = fd.Parts[j], j
 			}
@@ -231,11 +231,11 @@ func (g *Guard) byParts(ctx context.Context, key string, n int, leased bool, pol
 }
 
 // partsAnswer completes d, whose Parts are set, as a Composite's answer is
-// made (see Composite): Bound is the part that bound it, Result that
+// made (see Composite): PolicyIndex is the part that bound it, Result that
 // part's with the longest RetryAfter and ResetAfter of all, Source source.
 func (g *Guard) partsAnswer(d Decision, source Source) Decision {
-	d.Bound = bound(d.Parts)
-	if source == FromFallback && d.Parts[d.Bound].RetryAfter == 0 {
+	d.PolicyIndex = bound(d.Parts)
+	if source == FromFallback && d.Parts[d.PolicyIndex].RetryAfter == 0 {
 		// An allowed answer is bound by a part whose numbers are known: a
 		// part that failed over, not one that failed open, which knows
 		// nothing of the key.
@@ -245,10 +245,10 @@ func (g *Guard) partsAnswer(d Decision, source Source) Decision {
 				b = i
 			}
 		}
-		d.Bound = b
+		d.PolicyIndex = b
 	}
-	d.Policy = d.Policies[d.Bound]
-	d.Result = combine(d.Parts, d.Bound)
+	d.Policy = d.Policies[d.PolicyIndex]
+	d.Result = combine(d.Parts, d.PolicyIndex)
 	d.Source = source
 	d.Enforced = d.Result
 	return d

@@ -32,7 +32,7 @@ func TestGuardQuotaFailsClosedWhileThePerSecondPartFailsOver(t *testing.T) {
 		assert.False(t, d.Allowed)
 		assert.Equal(t, FromFailClosed, d.Source)
 		assert.Equal(t, "month", d.Policy.Name)
-		assert.Equal(t, 1, d.Bound)
+		assert.Equal(t, 1, d.PolicyIndex)
 		assert.Equal(t, []Result{{Limit: 30}, {Limit: 120, RetryAfter: wait, ResetAfter: wait}}, d.Parts)
 		assert.Equal(t, Result{Limit: 120, RetryAfter: wait, ResetAfter: wait}, d.Result)
 	}

@@ -301,3 +301,18 @@ func scheduleStep(capacity int, interval time.Duration, back bool) func(r *rand.
 // storedKey returns the Redis key of key under prefix, for a limiter
 // whose keys have no seg of their own (see redisbatch.StoredKey).
 func storedKey(prefix, key string) string { return redisbatch.StoredKey(prefix, "", key) }
+
+// decideAny decides n for key through l, as internal/adapt.Decide does for
+// the middleware: l's own Decision when l is a Decider, and otherwise one
+// made of Allow's Result (see foreignDecision). A nil l is an error wrapping
+// ErrInvalidConfig.
+func decideAny(ctx context.Context, l Limiter, key string, n int) (Decision, error) {
+	if d, ok := l.(Decider); ok && !isNil(d) {
+		return d.Decide(ctx, key, n)
+	}
+	if isNil(l) {
+		return Decision{}, fmt.Errorf("%w: Decide: nil limiter", ErrInvalidConfig)
+	}
+	res, err := l.Allow(ctx, key, n)
+	return foreignDecision(res), err
+}

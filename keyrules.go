@@ -25,7 +25,7 @@ var ErrInvalidKey error = &classed{"ratelimit: invalid key", ErrCaller}
 // included) fails with an error wrapping ErrInvalidKey that gives its
 // length, not the key. Without it, the bound is DefaultMaxKeyLength. The
 // bound is on the caller's key; a Redis limiter's key prefix comes on top.
-// It applies to every limiter of this package; a Leasing refuses such keys
+// It applies to every limiter of this package; a Prefetch refuses such keys
 // as its backend does, before it keeps anything of them, and a Guard,
 // DenyCache or Shadow returns its backend's error. An n below 1 is an
 // error wrapping ErrInvalidConfig.
@@ -46,7 +46,7 @@ func WithMaxKeyLength(n int) Option {
 // Give it when keys are not secrets (user ids, addresses) and logs should
 // name them. It applies to every limiter of this package. A Composite
 // shows keys when all its parts were built with it (each part reports as
-// it was built); a Guard, DenyCache, Shadow or Leasing shows them as its
+// it was built); a Guard, DenyCache, Shadow or Prefetch shows them as its
 // backend does, and never does over a Limiter of another package.
 func WithKeysShown() Option {
 	return func(cfg *config) error {
@@ -179,7 +179,7 @@ func keyRulesOf(l Limiter) keyRules {
 		if v != nil {
 			return v.backend.keys
 		}
-	case *Leasing:
+	case *Prefetch:
 		if v != nil {
 			return v.backend.keys
 		}

@@ -17,12 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // keyEnv is where a subject of the key tests keeps its state: a fake
 // clock, and, on Redis, a client of miniredis or of a real server.
 type keyEnv struct {
-	clock  *FakeClock
+	clock  *ratelimittest.Clock
 	m      *miniredis.Miniredis // nil in process and on a real server
 	client *redis.Client
 }
@@ -107,7 +108,7 @@ func keyRuleSubjects() []keyRuleSubject {
 
 // keyStacks are the subjects and, around a token bucket in process and on
 // Redis, a Composite of two parts (one keyed by Part.Key), a Guard, a
-// DenyCache, a Shadow and a Leasing, each layer built with opts (a
+// DenyCache, a Shadow and a Prefetch, each layer built with opts (a
 // decorator with h as its hooks).
 func keyStacks() []keyRuleSubject {
 	subjects := keyRuleSubjects()
@@ -146,8 +147,8 @@ func keyStacks() []keyRuleSubject {
 				require.NoError(t, err)
 				return s
 			}},
-			{"Leasing{" + base.name + "}", base.redis, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
-				l, err := NewLeasing(base.build(t, e, o...), LeasingConfig{HotCalls: 1, Hooks: hooksOf(o)})
+			{"Prefetch{" + base.name + "}", base.redis, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
+				l, err := NewPrefetch(base.build(t, e, o...), PrefetchConfig{HotCalls: 1, Hooks: hooksOf(o)})
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = l.Close(context.Background()) })
 				return l
@@ -162,9 +163,9 @@ func keyStacks() []keyRuleSubject {
 // newKeyEnv returns an env on miniredis, or on a real redis-server when
 // real is set (skipping the test without one).
 func newKeyEnv(t *testing.T, real bool) *keyEnv {
-	e := &keyEnv{clock: NewFakeClock(epoch)}
+	e := &keyEnv{clock: ratelimittest.NewClock(epoch)}
 	if real {
-		e.clock = NewFakeClock(time.Now())
+		e.clock = ratelimittest.NewClock(time.Now())
 		e.client = redistest.Shared(t).Client(t)
 		return e
 	}
@@ -205,7 +206,7 @@ func storedKeys(l Limiter) int {
 		return v.denials.len() + storedKeys(v.backend.Limiter)
 	case *Shadow:
 		return storedKeys(v.backend.Limiter)
-	case *Leasing:
+	case *Prefetch:
 		return int(v.count.Load()) + storedKeys(v.backend.Limiter)
 	}
 	return 0
@@ -349,7 +350,7 @@ func TestACompositePartsKeyIsBoundedByItsOwnLimiter(t *testing.T) {
 	// Part.Key makes a long key of a short one: the part's limiter's
 	// bound refuses it, naming the part, and no part is touched.
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	user, err := NewTokenBucket(3, 1, WithClock(clock))
 	require.NoError(t, err)
 	tenant, err := NewTokenBucket(3, 1, WithClock(clock), WithMaxKeyLength(8))
@@ -476,7 +477,7 @@ func prefixOf(l Limiter) string {
 		return prefixOf(v.backend.Limiter)
 	case *Shadow:
 		return prefixOf(v.backend.Limiter)
-	case *Leasing:
+	case *Prefetch:
 		return prefixOf(v.backend.Limiter)
 	}
 	return ""

@@ -34,21 +34,6 @@ type Acquirer interface {
 	// holds nothing, n < 0 fails with ErrInvalidCost, and n above the
 	// limit with ErrCostExceedsLimit.
 	Acquire(ctx context.Context, key string, n int) (Lease, Decision, error)
-	// Release gives lease's units back (see Lease.Release).
-	Release(ctx context.Context, lease Lease) error
-	// Extend renews lease (see Lease.Extend).
-	Extend(ctx context.Context, lease Lease) (Lease, error)
-}
-
-// Acquire takes n units for key through l: l.Acquire when l is an
-// Acquirer, and otherwise Decide(ctx, l, key, n) with a Lease that holds
-// nothing. A nil l is an error wrapping ErrInvalidConfig.
-func Acquire(ctx context.Context, l Limiter, key string, n int) (Lease, Decision, error) {
-	if a, ok := l.(Acquirer); ok && !isNil(a) {
-		return a.Acquire(ctx, key, n)
-	}
-	d, err := Decide(ctx, l, key, n)
-	return Lease{}, d, err
 }
 
 // ErrLeaseExpired is wrapped by the error of Extend on a lease that is no
@@ -69,9 +54,11 @@ var ErrLeaseExpired error = &classed{"ratelimit: the lease is no longer held", E
 // A Lease is a small value; copies are the same lease. The zero Lease,
 // which a denial, a peek and every limiter that holds nothing in flight
 // return, holds nothing: Held is false, and Release and Extend do nothing.
-// A Lease is released by the limiter that granted it, whatever layer
-// (Composite, Guard, Shadow) returned it: a Guard's fallback's lease by the
-// fallback.
+// A Lease is released and extended by its own methods, which go to the
+// limiter that granted it, whatever layer (Composite, Guard, Shadow)
+// returned it: a Guard's fallback's lease to the fallback. No limiter has
+// Release or Extend methods of its own, so a lease cannot be handed to a
+// limiter that did not grant it.
 type Lease struct {
 	holder leaseHolder // who granted it; nil when it holds nothing
 	key    string      // the key as holder knows it (a Composite part's)
@@ -148,41 +135,6 @@ func (l Lease) Extend(ctx context.Context) (Lease, error) {
 	}
 	return l.holder.extendLease(ctx, l)
 }
-
-// releaseOwn releases l through its holder when it is h's own, and
-// otherwise returns the error of a lease of another limiter, named kind.
-func releaseOwn(ctx context.Context, h leaseHolder, kind string, l Lease) error {
-	if l.holder == nil {
-		return nil
-	}
-	if l.holder != h {
-		return foreignLease(kind)
-	}
-	return l.Release(ctx)
-}
-
-// extendOwn extends l through its holder when it is h's own (see
-// releaseOwn).
-func extendOwn(ctx context.Context, h leaseHolder, kind string, l Lease) (Lease, error) {
-	if l.holder == nil {
-		return l, nil
-	}
-	if l.holder != h {
-		return l, foreignLease(kind)
-	}
-	return l.Extend(ctx)
-}
-
-// foreignLease is the error of a Release or Extend, on a limiter named
-// kind, of a lease another limiter granted.
-func foreignLease(kind string) error {
-	return fmt.Errorf("%w: %s: a lease another limiter granted; release it with Lease.Release", ErrInvalidLease, kind)
-}
-
-// ErrInvalidLease is wrapped by the error of a concurrency limiter's
-// Release or Extend given a lease that another limiter granted. Nothing
-// changes. It is of class ErrCaller.
-var ErrInvalidLease error = &classed{"ratelimit: a lease this limiter did not grant", ErrCaller}
 
 // inFlightPolicies returns p as the one in-flight policy of a concurrency
 // limiter, named "default": own (shared) when p is its own policy.

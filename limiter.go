@@ -23,19 +23,38 @@ type Limiter interface {
 	Allow(ctx context.Context, key string, n int) (Result, error)
 }
 
-// Result is the outcome of one Allow call.
+// Result is the outcome of one Allow call, in the units of the limiter's
+// kind: tokens of a token bucket or GCRA, calls counted in a fixed, sliding
+// or calendar window or in a sliding log, units held by a concurrency
+// limiter's leases. For a Composite it is the Result of the part that bound
+// the call (see Decision). A wait that does not apply is 0.
 type Result struct {
-	// Allowed reports whether the n tokens were taken.
+	// Allowed reports whether the n units were taken: from a bucket,
+	// counted in a window, added to a log, or held by a lease. A denial
+	// takes nothing.
 	Allowed bool
-	// Limit is the most that can ever be taken at once: the capacity of a
-	// token bucket, the burst of a GCRA, the limit of a fixed window.
+	// Limit is the most one call may take: the capacity of a token
+	// bucket, the burst of a GCRA, the limit of a fixed, sliding or
+	// calendar window or of a sliding log, the units a concurrency
+	// limiter lets be in flight at once.
 	Limit int
-	// Remaining is the number of whole tokens left after this decision.
+	// Remaining is what is left now, after this decision: the whole
+	// tokens in the bucket, the units the window or log can still count
+	// (0 in debt), the units free to be held.
 	Remaining int
-	// RetryAfter is, for a denial, the wait until this same request can
-	// succeed; it is 0 when the request was allowed.
+	// RetryAfter is, for a denial, the least wait after which this same
+	// call can be allowed were no other call made: until enough tokens
+	// come back, until the window ends (for a sliding counter, until its
+	// estimate leaves room), until enough of a log's oldest units leave,
+	// until enough leases expire, were none released or extended (a
+	// release may free units sooner). It is 0 when the call was allowed.
 	RetryAfter time.Duration
-	// ResetAfter is the wait until the key is back to its full limit.
+	// ResetAfter is the wait until the key is back to its full limit,
+	// were no other call made: the bucket full again, the window open now
+	// ended (for a sliding counter, its estimate back to 0), the log's
+	// newest unit gone, every lease now held expired, were none released.
+	// It is 0 for a key already at its full limit, but for a calendar
+	// window, which tells the time until its window ends.
 	ResetAfter time.Duration
 }
 
@@ -60,8 +79,8 @@ type Result struct {
 var (
 	// ErrCaller is the class of the caller's mistakes: every error wrapping
 	// ErrInvalidConfig, ErrInvalidCost, ErrCostExceedsLimit, ErrPolicy,
-	// ErrKeysApart, ErrInvalidKey, ErrLeaseExpired or ErrInvalidLease wraps
-	// it, as does a nil context.
+	// ErrKeysApart, ErrInvalidKey or ErrLeaseExpired wraps it, as does a
+	// nil context.
 	ErrCaller = errors.New("ratelimit: the caller's mistake")
 	// ErrBackend is the class of backend failures: every error a Redis
 	// limiter returns because Redis could not be reached, did not answer
@@ -218,7 +237,8 @@ type config struct {
 // WithClock makes an in-process limiter read time from c instead of the system
 // clock. It does not apply to the Redis limiters, which use the server's TIME,
 // but for RedisCalendarWindow, which computes its windows' bounds from c (the
-// server's TIME still picks the window). A nil c is an error.
+// server's TIME still picks the window). A nil c is an error. In tests, c is
+// typically a ratelimittest.Clock, which moves only when told to.
 func WithClock(c Clock) Option {
 	return func(cfg *config) error {
 		if isNil(c) {
@@ -232,7 +252,7 @@ func WithClock(c Clock) Option {
 // WithKeyPrefix sets the string that starts every Redis key of a Redis
 // limiter, in place of its default prefix. It applies to the Redis limiters
 // only. Without it, each Redis limiter uses a default prefix naming its
-// algorithm and configuration (DefaultTokenBucketPrefix and the others,
+// algorithm and configuration (DefaultKeyPrefix, the state's name and ":",
 // followed by "<limit>:<param>:", or "keyed:<limit>:<param>:" of its own
 // policy when built WithPolicyFunc), so limiters that decide differently
 // never share a key by accident.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -43,7 +44,7 @@ func TestNewLocalPartsTakesOnlyInProcessLimiters(t *testing.T) {
 
 func TestLocalCompositeTakesFromEveryPartOrNone(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	bucket, err := NewTokenBucket(2, 1, WithClock(clock))
 	require.NoError(t, err)
 	window, err := NewFixedWindow(3, time.Hour, WithClock(clock))
@@ -142,7 +143,7 @@ func within(t *testing.T, f func()) {
 // key where the other part's write left it.
 func TestLocalCompositeOfOneLimiterOnTwoKeysOfOneShard(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	bucket, err := NewTokenBucket(3, 1, WithClock(clock))
 	require.NoError(t, err)
 	window, err := NewFixedWindow(3, time.Minute, WithClock(clock))
@@ -196,7 +197,7 @@ func TestLocalCompositeOfOneLimiterOnTwoKeysOfOneShard(t *testing.T) {
 func TestLocalCompositesSharingLimitersUnderLoad(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	bucket, err := NewTokenBucket(10, 10, WithClock(clock))
 	require.NoError(t, err)
 	window, err := NewFixedWindow(100, time.Hour, WithClock(clock))
@@ -264,10 +265,10 @@ func TestLocalCompositesSharingLimitersUnderLoad(t *testing.T) {
 // reading, which is exactly what each would have read, and that parts on
 // other clocks read their own.
 func TestLocalPartsReadEachClockOnce(t *testing.T) {
-	counting := &countingClock{FakeClock: NewFakeClock(epoch)}
-	other := NewFakeClock(epoch.Add(time.Hour))
+	counting := &countingClock{Clock: ratelimittest.NewClock(epoch)}
+	other := ratelimittest.NewClock(epoch.Add(time.Hour))
 	var limiters []Limiter
-	for _, c := range []Clock{counting, other, counting, valueClock{counting.FakeClock}} {
+	for _, c := range []Clock{counting, other, counting, valueClock{counting.Clock}} {
 		l, err := NewGCRA(2, time.Second, WithClock(c))
 		require.NoError(t, err)
 		limiters = append(limiters, l)
@@ -318,23 +319,23 @@ func TestLocalPartsReadEachClockOnce(t *testing.T) {
 	}
 }
 
-// countingClock is a FakeClock that counts its readings.
+// countingClock is a ratelimittest.Clock that counts its readings.
 type countingClock struct {
-	*FakeClock
+	*ratelimittest.Clock
 	calls atomic.Int64
 }
 
-// Now counts the reading and returns the FakeClock's.
+// Now counts the reading and returns the ratelimittest.Clock's.
 func (c *countingClock) Now() time.Time {
 	c.calls.Add(1)
-	return c.FakeClock.Now()
+	return c.Clock.Now()
 }
 
 // valueClock is a Clock that is not a pointer, so never found equal to
 // another.
-type valueClock struct{ c *FakeClock }
+type valueClock struct{ c *ratelimittest.Clock }
 
-// Now returns the FakeClock's reading.
+// Now returns the ratelimittest.Clock's reading.
 func (v valueClock) Now() time.Time { return v.c.Now() }
 
 // partModel is the reference model of one in-process limiter: a token bucket
@@ -589,7 +590,7 @@ func TestLocalCompositeMatchesTheModel(t *testing.T) {
 	tenant := func(key string) string { return "tenant-" + key[:1] }
 	other := func(key string) string { return "other-" + key }
 	for round := range 60 {
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		bucketLimit, bucketInterval := 1+r.IntN(5), exactIntervals[r.IntN(len(exactIntervals))]
 		gcraLimit, gcraInterval := 2+r.IntN(6), time.Duration(1+r.Int64N(int64(time.Second)))
 		windowLimit, windowLength := 2+r.IntN(5), time.Duration(1+r.Int64N(int64(3*time.Second)))
@@ -698,7 +699,7 @@ func TestInProcessAdjustersMatchTheModel(t *testing.T) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(23, 24))
 	for round := range 60 {
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		limit := 1 + r.IntN(6)
 		var a Adjuster
 		var m *partModel

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -113,16 +114,16 @@ func TestInProcessLimitersMatchTheModel(t *testing.T) {
 		calls := randomSchedule(r, 300, capacity, interval, back, keys...)
 		for _, mk := range []struct {
 			name string
-			new  func(*FakeClock) (Limiter, error)
+			new  func(*ratelimittest.Clock) (Limiter, error)
 		}{
-			{"TokenBucket", func(c *FakeClock) (Limiter, error) {
+			{"TokenBucket", func(c *ratelimittest.Clock) (Limiter, error) {
 				return NewTokenBucket(capacity, float64(time.Second)/float64(interval), WithClock(c))
 			}},
-			{"GCRA", func(c *FakeClock) (Limiter, error) {
+			{"GCRA", func(c *ratelimittest.Clock) (Limiter, error) {
 				return NewGCRA(capacity, interval*time.Duration(capacity), WithClock(c))
 			}},
 		} {
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			l, err := mk.new(clock)
 			require.NoError(t, err)
 			model := newBucketModel(capacity, interval)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -13,7 +14,7 @@ import (
 // opts, the Redis ones on a miniredis.
 func observedLimiters(t *testing.T, opts ...Option) map[string]Limiter {
 	t.Helper()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	_, client, _ := miniredisClock(t)
 	local := append([]Option{WithClock(clock)}, opts...)
 	made := map[string]func() (Limiter, error){
@@ -96,7 +97,7 @@ func TestCompositePartsReportTheirOwnDecisions(t *testing.T) {
 	ctx := context.Background()
 	_, client, _ := miniredisClock(t)
 	for name, build := range map[string]limiters{
-		"in process": inProcessLimiters(NewFakeClock(epoch)),
+		"in process": inProcessLimiters(ratelimittest.NewClock(epoch)),
 		"on Redis":   redisLimiters(client),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -105,7 +106,7 @@ func TestCompositePartsReportTheirOwnDecisions(t *testing.T) {
 			tenantHooks := &recordingHooks{}
 			var tenant Limiter
 			if name == "in process" {
-				tenant, err = NewGCRA(5, time.Second, WithClock(NewFakeClock(epoch)), WithHooks(tenantHooks), WithName("tenant"))
+				tenant, err = NewGCRA(5, time.Second, WithClock(ratelimittest.NewClock(epoch)), WithHooks(tenantHooks), WithName("tenant"))
 			} else {
 				tenant, err = NewRedisGCRA(client, 5, time.Second, WithHooks(tenantHooks), WithName("tenant"))
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,10 +29,10 @@ type policyFuncSubject struct {
 func perSecond(p Policy) float64 { return float64(p.Limit) / p.Window.Seconds() }
 
 // inProcessPolicyFunc makes a policyFuncSubject of an in-process limiter on a
-// FakeClock.
+// ratelimittest.Clock.
 func inProcessPolicyFunc(name string, window bool, build func(own Policy, opts ...Option) (Adjuster, error)) policyFuncSubject {
 	return policyFuncSubject{name, window, false, func(t *testing.T, own Policy, f PolicyFunc, opts ...Option) (Adjuster, func(time.Duration)) {
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := build(own, append([]Option{WithClock(clock), WithPolicyFunc(f)}, opts...)...)
 		require.NoError(t, err)
 		return l, clock.Advance
@@ -464,7 +465,7 @@ func TestPoliciesAnswerEachKeysPolicy(t *testing.T) {
 			assert.Equal(t, []NamedPolicy{{Name: "default", Policy: own}}, policies, "%T: one policy for every key", l)
 		}
 	}
-	_, err = Decide(ctx, nil, "k", 1)
+	_, err = decideAny(ctx, nil, "k", 1)
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	policies, err := (*GCRA)(nil).Policies(ctx, "k")
 	require.ErrorIs(t, err, ErrInvalidConfig)
@@ -627,7 +628,7 @@ func TestManyPoliciesHoldNoStateOnceEveryKeyIsFull(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			var phase atomic.Int32
 			l, held, err := tc.build(clock, manyPolicies(tc.window, &phase))
 			require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -81,7 +82,7 @@ func TestPolicyTablePartsDriveACompositesParts(t *testing.T) {
 		Keys:  map[string]string{"acme": "free"},
 	}))
 	require.NoError(t, table.Load(ctx))
-	clock := NewFakeClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
 	rps, err := NewTokenBucket(1, 1, WithClock(clock), WithPolicyFunc(table.PartPolicyFunc("rps")))
 	require.NoError(t, err)
 	day, err := NewCalendarWindow(1, Calendar{Period: CalendarDay}, WithClock(clock), WithPolicyFunc(table.PartPolicyFunc("day")))

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -65,7 +66,7 @@ func TestPolicyTableGivesEachKeyItsCalendarZone(t *testing.T) {
 		Keys: map[string]string{"jp": "tokyo", "us": "new-york"},
 	}))
 	require.NoError(t, table.Load(ctx))
-	clock := NewFakeClock(start)
+	clock := ratelimittest.NewClock(start)
 	days, err := NewRedisCalendarWindow(client, 3, Calendar{Period: CalendarDay}, WithPolicyFunc(table.PolicyFunc()), WithClock(clock))
 	require.NoError(t, err)
 	d, err := days.Decide(ctx, "jp", 3)

@@ -8,14 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultTokenBucketPrefix starts the key prefix RedisTokenBucket uses unless
-// WithKeyPrefix gives one: the default prefix is DefaultTokenBucketPrefix +
-// "<capacity>:<interval>:", the interval being the time per token in whole
-// microseconds, for example "ratelimit:tb:10:100000:" for a capacity of 10
-// refilling 10 per second. Buckets that decide differently thus never share a
-// key by accident; see KeyPrefix.
-const DefaultTokenBucketPrefix = "ratelimit:tb:"
-
 // RedisTokenBucket is a token bucket per key kept in Redis, so that every
 // process using the same Redis shares one bucket per key.
 //
@@ -58,7 +50,7 @@ type RedisTokenBucket struct {
 // nearest whole microsecond. It accepts WithKeyPrefix, WithoutCoalescing,
 // WithCallerClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
 // WithMaxKeyLength, WithKeysShown, WithHooks and WithName; by default the
-// key prefix is DefaultTokenBucketPrefix + "<capacity>:<interval>:" (see
+// key prefix is DefaultKeyPrefix + "tb:<capacity>:<interval>:" (see
 // KeyPrefix). It returns an error wrapping ErrInvalidConfig for a nil
 // client, a capacity <= 0 or above 2^52, a refillRate that is <= 0, NaN,
 // infinite or above 1e6 (less than 1 µs per token), a fill time beyond 2^52
@@ -81,7 +73,7 @@ func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64
 		kind:           redisbatch.TokenBucket,
 		policyFuncKind: redisbatch.TokenBucketWithInterval,
 		check:          checkRedisRate,
-		defaultPrefix:  DefaultTokenBucketPrefix,
+		defaultPrefix:  tokenBucketPrefix,
 		limit:          capacity,
 		param:          interval,
 	}, opts)
@@ -125,9 +117,9 @@ func (b *RedisTokenBucket) Policies(ctx context.Context, key string) ([]NamedPol
 
 // KeyPrefix returns what every Redis key of b starts with: the Redis key
 // of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
-// keys). It is DefaultTokenBucketPrefix + "<capacity>:<interval>:", with
+// keys). It is DefaultKeyPrefix + "tb:<capacity>:<interval>:", with
 // the time per token in whole microseconds; built WithPolicyFunc,
-// DefaultTokenBucketPrefix + "keyed:<capacity>:<interval>:" of the
+// DefaultKeyPrefix + "tb:keyed:<capacity>:<interval>:" of the
 // constructor's parameters, its keys keeping their own policy's numbers;
 // given WithKeyPrefix(p), p + "tb:" (p + "tb-i:" built WithPolicyFunc).
 // It is "" for a nil *RedisTokenBucket.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,7 +27,7 @@ func TestRedisTokenBucketMatchesInProcessOnRandomSchedules(t *testing.T) {
 		_, client, advance := miniredisClock(t)
 		remote, err := NewRedisTokenBucket(client, capacity, rate)
 		require.NoError(t, err)
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		local, err := NewTokenBucket(capacity, rate, WithClock(clock))
 		require.NoError(t, err)
 
@@ -222,7 +223,7 @@ func TestNewRedisTokenBucketRejectsBadConfig(t *testing.T) {
 		{"zero rate", client, 1, 0, nil, "refill rate 0"},
 		{"faster than 1 µs per token", client, 1, 2e6, nil, "less than one clock unit"},
 		{"fill time beyond 2^52 µs", client, 1 << 40, 1e-3, nil, "2^52"},
-		{"WithClock", client, 1, 1, []Option{WithClock(NewFakeClock(epoch))}, "WithClock does not apply"},
+		{"WithClock", client, 1, 1, []Option{WithClock(ratelimittest.NewClock(epoch))}, "WithClock does not apply"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,16 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultCalendarPrefix starts the key prefix RedisCalendarWindow uses
-// unless WithKeyPrefix gives one: the default prefix is
-// DefaultCalendarPrefix + "<limit>:<period>:<zone>:", for example
-// "ratelimit:cal:1000:day:Europe/Berlin:", with the first weekday after
-// the period for weeks ("ratelimit:cal:10:week-monday:UTC:") and the zone
-// by its name in keys (see Calendar: "UTC+0900" for a zone of that one
-// offset). Calendars that decide differently thus never share a key by
-// accident; see KeyPrefix.
-const DefaultCalendarPrefix = "ratelimit:cal:"
-
 // RedisCalendarWindow is a counter per key in windows aligned to the wall
 // clock, kept in Redis: at most limit units of work per minute, hour, day,
 // week or month of a time zone (see Calendar), shared by every process
@@ -83,7 +73,7 @@ type redisCalendarSpan struct {
 // WithKeysShown, WithHooks, WithName, and WithClock, which gives the clock
 // the windows' bounds are computed from (the system clock by default; the
 // decision itself uses the server's TIME). By default the key prefix is
-// DefaultCalendarPrefix + "<limit>:<period>:<zone>:" (see KeyPrefix). Its
+// DefaultKeyPrefix + "cal:<limit>:<period>:<zone>:" (see KeyPrefix). Its
 // Policy is limit per the period's nominal length (see
 // CalendarPeriod.Nominal). Built WithPolicyFunc, each key's policy may give
 // it a zone of its own (Policy.Zone), in which its windows are cut. It
@@ -113,7 +103,7 @@ func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts
 		kind:           redisbatch.CalendarWindow,
 		policyFuncKind: redisbatch.CalendarWindow,
 		check:          checkRedisCalendar,
-		defaultPrefix:  DefaultCalendarPrefix,
+		defaultPrefix:  calendarPrefix,
 		limit:          limit,
 		param:          int64(cal.Period),
 		window:         policy.Window,
@@ -314,9 +304,9 @@ func (w *RedisCalendarWindow) Policies(ctx context.Context, key string) ([]Named
 // nothing in another window. The period is "minute", "hour", "day",
 // "week-<first weekday>" or "month", and the zone its name in keys (see
 // Calendar): "UTC", an offset such as "UTC+0900", or an IANA name such as
-// "Europe/Berlin". It is DefaultCalendarPrefix +
-// "<limit>:<period>:<zone>:"; built WithPolicyFunc, DefaultCalendarPrefix
-// + "keyed:<limit>:<period>:" of the constructor's limit and period
+// "Europe/Berlin". It is DefaultKeyPrefix + "cal:<limit>:<period>:<zone>:";
+// built WithPolicyFunc, DefaultKeyPrefix + "cal:keyed:<limit>:<period>:" of
+// the constructor's limit and period
 // (without its weekday); given WithKeyPrefix(p), p + "cal:" and, but for a
 // limiter built WithPolicyFunc, "<period>:<zone>:". It is "" for a nil
 // *RedisCalendarWindow.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -35,7 +36,7 @@ func TestRedisCompositeTakesFromEveryPartOrNone(t *testing.T) {
 	}
 	d, err := c.Decide(ctx, "alice", 1)
 	require.NoError(t, err)
-	assert.Equal(t, 1, d.Bound, "the window denies")
+	assert.Equal(t, 1, d.PolicyIndex, "the window denies")
 	assert.Equal(t, "per-minute", d.Policy.Name)
 	assert.Equal(t, Result{Limit: 3, Remaining: 0, RetryAfter: time.Minute, ResetAfter: time.Minute}, d.Result)
 	_, parts, err := decideParts(ctx, c, "alice", 0)
@@ -158,7 +159,7 @@ func TestFixedWindowsRefuseARefundTakenLongAgoAlike(t *testing.T) {
 	_, client, _ := miniredisClock(t)
 	onRedis, err := NewRedisFixedWindow(client, 10, time.Minute)
 	require.NoError(t, err)
-	inProcess, err := NewFixedWindow(10, time.Minute, WithClock(NewFakeClock(epoch)))
+	inProcess, err := NewFixedWindow(10, time.Minute, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	for _, w := range []Adjuster{onRedis, inProcess} {
 		_, err := w.Allow(ctx, "k", 5)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -89,7 +90,7 @@ type inFlightGrant struct {
 // compares their answers after each.
 func runInFlightTwins(t *testing.T, tw inFlightTwin, r *rand.Rand, steps int) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	table := newPlanMap()
 	_, client, advance := miniredisClock(t)
 	local, remote := tw.buildOn(t, clock, table, client)
@@ -163,7 +164,7 @@ func runInFlightTwins(t *testing.T, tw inFlightTwin, r *rand.Rand, steps int) {
 			assert.Equal(t, dl.Result, dr.Result, where)
 			assert.Equal(t, dl.Parts, dr.Parts, where)
 			assert.Equal(t, dl.Policies, dr.Policies, where)
-			assert.Equal(t, dl.Bound, dr.Bound, where)
+			assert.Equal(t, dl.PolicyIndex, dr.PolicyIndex, where)
 			require.True(t, dr.Policies[0].InFlight, where)
 			sameLease(t, ll, lr, where)
 			if el == nil && dl.Allowed && n > 0 {
@@ -179,11 +180,11 @@ func runInFlightTwins(t *testing.T, tw inFlightTwin, r *rand.Rand, steps int) {
 		case "release":
 			gr := grants[g]
 			assert.Equal(t, gr.local.Held(), gr.remote.Held(), where)
-			require.NoError(t, local.Release(ctx, gr.local), where)
+			require.NoError(t, gr.local.Release(ctx), where)
 			require.NoError(t, gr.remote.Release(ctx), where)
 		case "extend":
 			gr := grants[g]
-			nl, el := local.Extend(ctx, gr.local)
+			nl, el := gr.local.Extend(ctx)
 			nr, er := gr.remote.Extend(ctx)
 			sameErr(t, el, er, where)
 			if errors.Is(el, ErrLeaseExpired) {

@@ -13,14 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultConcurrencyPrefix starts the key prefix RedisConcurrency uses
-// unless WithKeyPrefix gives one: the default prefix is
-// DefaultConcurrencyPrefix + "<limit>:<ttl>:", the lease TTL in whole
-// microseconds, for example "ratelimit:inflight:5:30000000:" for 5 in
-// flight with leases of 30 s. Limiters that decide differently thus never
-// share a key by accident; see KeyPrefix.
-const DefaultConcurrencyPrefix = "ratelimit:inflight:"
-
 // RedisConcurrency is a concurrency limiter kept in Redis: at most limit
 // units in flight per key, shared by every process using the same Redis,
 // each held by a Lease from Acquire until Release gives it back or its TTL
@@ -99,7 +91,7 @@ type RedisConcurrency struct {
 // set. It takes WithKeyPrefix, WithoutCoalescing, WithCallerClock,
 // WithPolicyFunc (a key's Policy{Limit, Window} is its limit and TTL),
 // WithMaxKeyLength, WithKeysShown, WithHooks and WithName; by default the
-// key prefix is DefaultConcurrencyPrefix + "<limit>:<ttl>:" (see
+// key prefix is DefaultKeyPrefix + "inflight:<limit>:<ttl>:" (see
 // KeyPrefix). It returns an error wrapping ErrInvalidConfig for a nil
 // client, a limit <= 0 or above MaxInFlight, a ttl below 1 ms, not a whole
 // number of microseconds, or above about 73 years, or an option that does
@@ -123,7 +115,7 @@ func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, op
 		name: "RedisConcurrency", client: client, limit: limit, own: own,
 		prefix: redisPrefix(redisParams{
 			kind: redisbatch.Concurrency, policyFuncKind: redisbatch.Concurrency,
-			defaultPrefix: DefaultConcurrencyPrefix, limit: limit, param: micros,
+			defaultPrefix: concurrencyPrefix, limit: limit, param: micros,
 		}, cfg),
 		obs:   newInFlightObserver(cfg, kind, policy),
 		clock: cfg.callerClock,
@@ -216,9 +208,9 @@ func (c *RedisConcurrency) Policy() Policy {
 
 // KeyPrefix returns what every Redis key of c starts with: the Redis key
 // of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
-// keys). It is DefaultConcurrencyPrefix + "<limit>:<ttl>:", the TTL in
-// whole microseconds; built WithPolicyFunc, DefaultConcurrencyPrefix +
-// "keyed:<limit>:<ttl>:" of the constructor's parameters; given
+// keys). It is DefaultKeyPrefix + "inflight:<limit>:<ttl>:", the TTL in
+// whole microseconds; built WithPolicyFunc, DefaultKeyPrefix +
+// "inflight:keyed:<limit>:<ttl>:" of the constructor's parameters; given
 // WithKeyPrefix(p), p + "inflight:". It is "" for a nil
 // *RedisConcurrency.
 func (c *RedisConcurrency) KeyPrefix() string {
@@ -294,28 +286,6 @@ func (c *RedisConcurrency) take(ctx context.Context, key string, n int, leased b
 		return Lease{}, res, p, err
 	}
 	return Lease{holder: c, key: key, id: id, units: n, ttl: time.Duration(micros) * time.Microsecond}, res, p, nil
-}
-
-// Release gives lease's units back (see Lease.Release). A lease another
-// limiter granted is an error wrapping ErrInvalidLease that changes
-// nothing. A Redis failure is an error wrapping ErrBackend, and the lease
-// is then still held until it is released or expires.
-func (c *RedisConcurrency) Release(ctx context.Context, lease Lease) error {
-	if !c.built() {
-		return errRedisConcurrencyNotBuilt
-	}
-	return releaseOwn(ctx, c, "RedisConcurrency", lease)
-}
-
-// Extend renews lease for the TTL of its key's policy now (see
-// Lease.Extend). A lease another limiter granted is an error wrapping
-// ErrInvalidLease that changes nothing. A Redis failure is an error
-// wrapping ErrBackend, and the lease may or may not have been renewed.
-func (c *RedisConcurrency) Extend(ctx context.Context, lease Lease) (Lease, error) {
-	if !c.built() {
-		return lease, errRedisConcurrencyNotBuilt
-	}
-	return extendOwn(ctx, c, "RedisConcurrency", lease)
 }
 
 // releaseLease releases l, one of c's leases.

@@ -8,13 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultFixedWindowPrefix starts the key prefix RedisFixedWindow uses unless
-// WithKeyPrefix gives one: the default prefix is DefaultFixedWindowPrefix +
-// "<limit>:<window>:", the window in whole milliseconds, for example
-// "ratelimit:fw:100:60000:" for 100 per minute. Windows that decide
-// differently thus never share a key by accident; see KeyPrefix.
-const DefaultFixedWindowPrefix = "ratelimit:fw:"
-
 // RedisFixedWindow is a fixed-window counter per key kept in Redis: at most
 // limit units of work per window, shared by every process using the same
 // Redis.
@@ -53,7 +46,7 @@ type RedisFixedWindow struct {
 // them. It accepts WithKeyPrefix, WithoutCoalescing, WithCallerClock,
 // WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithMaxKeyLength,
 // WithKeysShown, WithHooks and WithName; by default the key prefix is
-// DefaultFixedWindowPrefix + "<limit>:<window>:" (see KeyPrefix). It
+// DefaultKeyPrefix + "fw:<limit>:<window>:" (see KeyPrefix). It
 // returns an error wrapping ErrInvalidConfig for a nil client, a limit <= 0
 // or above 2^52 (beyond which the script cannot count exactly), a window <=
 // 0, not whole milliseconds or beyond 2^52 µs, or an option that does not
@@ -70,7 +63,7 @@ func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration,
 		kind:           redisbatch.FixedWindow,
 		policyFuncKind: redisbatch.FixedWindow,
 		check:          checkRedisWindow,
-		defaultPrefix:  DefaultFixedWindowPrefix,
+		defaultPrefix:  fixedWindowPrefix,
 		limit:          limit,
 		param:          ms,
 	}, opts)
@@ -114,9 +107,9 @@ func (w *RedisFixedWindow) Policies(ctx context.Context, key string) ([]NamedPol
 
 // KeyPrefix returns what every Redis key of w starts with: the Redis key
 // of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
-// keys). It is DefaultFixedWindowPrefix + "<limit>:<window>:", with the
+// keys). It is DefaultKeyPrefix + "fw:<limit>:<window>:", with the
 // window in whole milliseconds; built WithPolicyFunc,
-// DefaultFixedWindowPrefix + "keyed:<limit>:<window>:" of the
+// DefaultKeyPrefix + "fw:keyed:<limit>:<window>:" of the
 // constructor's parameters; given WithKeyPrefix(p), p + "fw:". It is ""
 // for a nil *RedisFixedWindow.
 func (w *RedisFixedWindow) KeyPrefix() string {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,7 +48,7 @@ func TestNewRedisFixedWindowRejectsBadConfig(t *testing.T) {
 		{"zero window", client, 1, 0, nil, "window 0s"},
 		{"not whole ms", client, 1, 1500 * time.Microsecond, nil, "whole number of milliseconds"},
 		{"beyond 2^52 µs", client, 1, (1 << 62) / time.Millisecond * time.Millisecond, nil, "2^52"},
-		{"WithClock", client, 1, time.Second, []Option{WithClock(NewFakeClock(epoch))}, "WithClock"},
+		{"WithClock", client, 1, time.Second, []Option{WithClock(ratelimittest.NewClock(epoch))}, "WithClock"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,13 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultGCRAPrefix starts the key prefix RedisGCRA uses unless WithKeyPrefix
-// gives one: the default prefix is DefaultGCRAPrefix + "<limit>:<interval>:",
-// the emission interval being in whole microseconds, for example
-// "ratelimit:gcra:100:600000:" for 100 per minute. Limiters that decide
-// differently thus never share a key by accident; see KeyPrefix.
-const DefaultGCRAPrefix = "ratelimit:gcra:"
-
 // RedisGCRA is a GCRA limiter per key kept in Redis: limit requests per period,
 // with bursts of up to limit, shared by every process using the same Redis.
 //
@@ -49,7 +42,7 @@ type RedisGCRA struct {
 // It accepts WithKeyPrefix, WithoutCoalescing, WithCallerClock,
 // WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithMaxKeyLength,
 // WithKeysShown, WithHooks and WithName; by default the key prefix is
-// DefaultGCRAPrefix + "<limit>:<interval>:" (see KeyPrefix). It returns an
+// DefaultKeyPrefix + "gcra:<limit>:<interval>:" (see KeyPrefix). It returns an
 // error wrapping ErrInvalidConfig for a nil client, a limit <= 0 or above
 // 2^52, a period <= 0, a period/limit under 1 µs, a limit × interval beyond
 // 2^52 µs, or an option that does not apply.
@@ -65,7 +58,7 @@ func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts .
 		kind:           redisbatch.GCRA,
 		policyFuncKind: redisbatch.GCRAWithInterval,
 		check:          checkRedisRate,
-		defaultPrefix:  DefaultGCRAPrefix,
+		defaultPrefix:  gcraPrefix,
 		limit:          limit,
 		param:          interval,
 	}, opts)
@@ -108,9 +101,9 @@ func (g *RedisGCRA) Policies(ctx context.Context, key string) ([]NamedPolicy, er
 
 // KeyPrefix returns what every Redis key of g starts with: the Redis key
 // of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
-// keys). It is DefaultGCRAPrefix + "<limit>:<interval>:", with the
+// keys). It is DefaultKeyPrefix + "gcra:<limit>:<interval>:", with the
 // emission interval in whole microseconds; built WithPolicyFunc,
-// DefaultGCRAPrefix + "keyed:<limit>:<interval>:" of the constructor's
+// DefaultKeyPrefix + "gcra:keyed:<limit>:<interval>:" of the constructor's
 // parameters, its keys keeping their own policy's numbers; given
 // WithKeyPrefix(p), p + "gcra:" (p + "gcra-i:" built WithPolicyFunc). It
 // is "" for a nil *RedisGCRA.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,7 +29,7 @@ func TestRedisGCRAMatchesTheTokenBucketOnRandomSchedules(t *testing.T) {
 		require.NoError(t, err)
 		redisBucket, err := NewRedisTokenBucket(client, limit, rate)
 		require.NoError(t, err)
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		gcra, err := NewGCRA(limit, period, WithClock(clock))
 		require.NoError(t, err)
 
@@ -84,7 +85,7 @@ func TestNewRedisGCRARejectsBadConfig(t *testing.T) {
 		{"zero period", client, 1, 0, nil, "period 0s"},
 		{"under 1 µs per request", client, 1000, time.Millisecond - 1, nil, "under one clock unit"},
 		{"beyond 2^52 µs", client, 1 << 30, 1 << 62, nil, "2^52"},
-		{"WithClock", client, 1, time.Second, []Option{WithClock(NewFakeClock(epoch))}, "WithClock"},
+		{"WithClock", client, 1, time.Second, []Option{WithClock(ratelimittest.NewClock(epoch))}, "WithClock"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // keySubject is a Redis limiter of one configuration, for the table of
@@ -216,7 +217,7 @@ func checkLimitersNeverShareAKey(t *testing.T, client *redis.Client, clock []Opt
 func TestRedisLimitersNeverShareAKeyUnlessGivenOnePrefixOnMiniredis(t *testing.T) {
 	t.Parallel()
 	_, client, _ := miniredisClock(t)
-	checkLimitersNeverShareAKey(t, client, []Option{WithClock(NewFakeClock(epoch))}, sized(8, 1))
+	checkLimitersNeverShareAKey(t, client, []Option{WithClock(ratelimittest.NewClock(epoch))}, sized(8, 1))
 }
 
 func TestRealRedisLimitersNeverShareAKeyUnlessGivenOnePrefix(t *testing.T) {
@@ -247,7 +248,7 @@ func TestKeyedDailyAndMonthlyQuotasKeepApartOnMiniredis(t *testing.T) {
 	for _, composite := range []bool{false, true} {
 		t.Run(fmt.Sprint("composite=", composite), func(t *testing.T) {
 			_, client, advance := miniredisClock(t)
-			clock := NewFakeClock(epoch.Add(-48 * time.Hour)) // two days before a month ends
+			clock := ratelimittest.NewClock(epoch.Add(-48 * time.Hour)) // two days before a month ends
 			advance(-48 * time.Hour)
 			daily, monthly := trialQuotas(t, client, WithClock(clock))
 			allow := func() bool {
@@ -328,7 +329,7 @@ func TestNewCompositeRefusesPartsThatKeepEveryKeyInOnePlace(t *testing.T) {
 	require.NoError(t, err)
 	app2, err := NewRedisFixedWindow(client, 20, time.Hour, WithKeyPrefix("app:"))
 	require.NoError(t, err)
-	daily, monthly := trialQuotas(t, client, WithClock(NewFakeClock(epoch)))
+	daily, monthly := trialQuotas(t, client, WithClock(ratelimittest.NewClock(epoch)))
 	keyed1, err := NewRedisSlidingCounter(client, 10, time.Minute, keyedTo(Policy{}))
 	require.NoError(t, err)
 	keyed2, err := NewRedisSlidingCounter(client, 10, time.Minute, keyedTo(Policy{Limit: 10, Window: time.Second}))
@@ -442,7 +443,7 @@ func TestCompositeOfOneKeyNeedsNoBracesOnAClusterClientOfMiniredis(t *testing.T)
 	m, _, _ := miniredisClock(t)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})
 	t.Cleanup(func() { _ = client.Close() })
-	checkCompositeOfOneKeyNeedsNoBraces(t, client, WithClock(NewFakeClock(epoch)))
+	checkCompositeOfOneKeyNeedsNoBraces(t, client, WithClock(ratelimittest.NewClock(epoch)))
 }
 
 func TestRealRedisClusterCompositeOfOneKeyNeedsNoBraces(t *testing.T) {

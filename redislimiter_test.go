@@ -386,7 +386,7 @@ func TestRedisLimitersRefuseNilAndZeroValues(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidConfig, name)
 		assert.Contains(t, err.Error(), "create one with New", name)
 		assert.Equal(t, Result{}, res, name)
-		d, err := Decide(ctx, l, "k", 1)
+		d, err := decideAny(ctx, l, "k", 1)
 		require.ErrorIs(t, err, ErrInvalidConfig, name)
 		assert.Zero(t, d, name)
 		policies, err := l.(Decider).Policies(ctx, "k")

@@ -9,14 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultSlidingCounterPrefix starts the key prefix RedisSlidingCounter
-// uses unless WithKeyPrefix gives one: the default prefix is
-// DefaultSlidingCounterPrefix + "<limit>:<window>:", the window in whole
-// milliseconds, for example "ratelimit:sc:100:60000:" for 100 per minute.
-// Counters that decide differently thus never share a key by accident; see
-// KeyPrefix.
-const DefaultSlidingCounterPrefix = "ratelimit:sc:"
-
 // RedisSlidingCounter is a sliding-window counter per key kept in Redis:
 // about limit units of work in any span of the window's length, shared by
 // every process using the same Redis.
@@ -61,7 +53,7 @@ type RedisSlidingCounter struct {
 // them. It accepts WithKeyPrefix, WithoutCoalescing, WithCallerClock,
 // WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithMaxKeyLength,
 // WithKeysShown, WithHooks and WithName; by default the key prefix is
-// DefaultSlidingCounterPrefix + "<limit>:<window>:" (see KeyPrefix). Built
+// DefaultKeyPrefix + "sc:<limit>:<window>:" (see KeyPrefix). Built
 // WithPolicyFunc, a key counts apart in each window its policy gives it, as
 // SlidingCounter's do (see WithPolicyFunc). It returns an error wrapping
 // ErrInvalidConfig for a nil client, a limit <= 0 or above 2^52 (beyond
@@ -80,7 +72,7 @@ func NewRedisSlidingCounter(client redis.Scripter, limit int, window time.Durati
 		kind:           redisbatch.SlidingCounter,
 		policyFuncKind: redisbatch.SlidingCounter,
 		check:          checkRedisCounter,
-		defaultPrefix:  DefaultSlidingCounterPrefix,
+		defaultPrefix:  slidingCounterPrefix,
 		limit:          limit,
 		param:          ms,
 		ownSeg:         counterSeg(ms),
@@ -147,9 +139,9 @@ func (c *RedisSlidingCounter) Policies(ctx context.Context, key string) ([]Named
 // of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
 // keys), with, built WithPolicyFunc, the window of the key's policy
 // between the two ("<window>:", in whole milliseconds), since a key's
-// counts are of windows of one length. It is DefaultSlidingCounterPrefix
-// + "<limit>:<window>:", with the window in whole milliseconds; built
-// WithPolicyFunc, DefaultSlidingCounterPrefix + "keyed:<limit>:<window>:"
+// counts are of windows of one length. It is
+// DefaultKeyPrefix + "sc:<limit>:<window>:", with the window in whole milliseconds; built
+// WithPolicyFunc, DefaultKeyPrefix + "sc:keyed:<limit>:<window>:"
 // of the constructor's parameters; given WithKeyPrefix(p), p + "sc:" and,
 // but for a limiter built WithPolicyFunc, "<window>:". It is "" for a nil
 // *RedisSlidingCounter.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -56,7 +57,7 @@ func TestRealRedisSlidingCounterDecidesAsInProcess(t *testing.T) {
 		require.GreaterOrEqual(t, decided, now.UnixMicro(), "round %d: %+v", round, got)
 		require.Less(t, decided, start+w, "round %d: decided in the window", round)
 
-		clock := NewFakeClock(time.UnixMicro(start - w))
+		clock := ratelimittest.NewClock(time.UnixMicro(start - w))
 		local, err := NewSlidingCounter(L, W, WithClock(clock), WithMaxDebt(UnboundedDebt))
 		require.NoError(t, err)
 		_, err = local.Settle(ctx, "k", 0, int(prev))

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,7 +17,7 @@ func TestRedisSlidingCounterMatchesTheModelAndTheInProcessCounter(t *testing.T) 
 	for round := 0; round < sized(5, 40); round++ {
 		limit := 1 + r.IntN(10)
 		window := time.Duration(1+r.Int64N(5000)) * time.Millisecond
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		local, err := NewSlidingCounter(limit, window, WithClock(clock))
 		require.NoError(t, err)
 		_, client, advance := miniredisClock(t)

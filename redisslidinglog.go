@@ -8,12 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultSlidingLogPrefix starts the key prefix RedisSlidingLog uses unless
-// WithKeyPrefix gives one: the default prefix is DefaultSlidingLogPrefix +
-// "<limit>:<window>:", the window in whole milliseconds, for example
-// "ratelimit:sl:100:60000:" for 100 in any minute. See KeyPrefix.
-const DefaultSlidingLogPrefix = "ratelimit:sl:"
-
 // RedisSlidingLog is a sliding log per key kept in Redis: at most limit
 // units of work in any span of the window's length, shared by every
 // process using the same Redis.
@@ -59,7 +53,7 @@ type RedisSlidingLog struct {
 // them. It accepts WithKeyPrefix, WithoutCoalescing, WithCallerClock,
 // WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithMaxKeyLength,
 // WithKeysShown, WithHooks and WithName; by default the key prefix is
-// DefaultSlidingLogPrefix + "<limit>:<window>:" (see KeyPrefix). It returns
+// DefaultKeyPrefix + "sl:<limit>:<window>:" (see KeyPrefix). It returns
 // an error wrapping ErrInvalidConfig for a nil client, a limit <= 0 or
 // above MaxSlidingLogLimit, a window <= 0, not whole milliseconds or beyond
 // 2^52 µs, or an option that does not apply.
@@ -75,7 +69,7 @@ func NewRedisSlidingLog(client redis.Scripter, limit int, window time.Duration, 
 		kind:           redisbatch.SlidingLog,
 		policyFuncKind: redisbatch.SlidingLog,
 		check:          checkRedisLog,
-		defaultPrefix:  DefaultSlidingLogPrefix,
+		defaultPrefix:  slidingLogPrefix,
 		limit:          limit,
 		param:          ms,
 	}, opts)
@@ -128,9 +122,9 @@ func (l *RedisSlidingLog) Policies(ctx context.Context, key string) ([]NamedPoli
 
 // KeyPrefix returns what every Redis key of l starts with: the Redis key
 // of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
-// keys). It is DefaultSlidingLogPrefix + "<limit>:<window>:", with the
+// keys). It is DefaultKeyPrefix + "sl:<limit>:<window>:", with the
 // window in whole milliseconds; built WithPolicyFunc,
-// DefaultSlidingLogPrefix + "keyed:<limit>:<window>:" of the
+// DefaultKeyPrefix + "sl:keyed:<limit>:<window>:" of the
 // constructor's parameters; given WithKeyPrefix(p), p + "sl:". It is ""
 // for a nil *RedisSlidingLog.
 func (l *RedisSlidingLog) KeyPrefix() string {

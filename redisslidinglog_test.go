@@ -9,6 +9,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,7 +37,7 @@ func TestRedisSlidingLogDecidesAsInProcessOnMiniredis(t *testing.T) {
 		limit := 1 + r.IntN(12)
 		window := time.Duration(1+r.Int64N(3000)) * time.Millisecond
 		debt := []int{0, 1, 3, UnboundedDebt}[r.IntN(4)]
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		local, err := NewSlidingLog(limit, window, WithClock(clock), WithMaxDebt(debt))
 		require.NoError(t, err)
 		_, client, advance := miniredisClock(t)
@@ -80,7 +81,7 @@ func checkLogAsInProcess(t *testing.T, client redis.Scripter, keys ...string) {
 	r := rand.New(rand.NewPCG(24, 4))
 	const window = 10 * 24 * time.Hour
 	for round, limit := range []int{1, 5, 40, 300} {
-		local, err := NewSlidingLog(limit, window, WithClock(NewFakeClock(epoch)))
+		local, err := NewSlidingLog(limit, window, WithClock(ratelimittest.NewClock(epoch)))
 		require.NoError(t, err)
 		remote, err := NewRedisSlidingLog(client, limit, window, WithKeyPrefix(fmt.Sprint("sl", round, ":")))
 		require.NoError(t, err)
@@ -242,13 +243,13 @@ func TestRedisSlidingLogRefusesLimitsAboveTheBound(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	_, err = NewRedisSlidingLog(nil, 10, time.Minute)
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	_, err = NewRedisSlidingLog(client, 10, time.Minute, WithClock(NewFakeClock(epoch)))
+	_, err = NewRedisSlidingLog(client, 10, time.Minute, WithClock(ratelimittest.NewClock(epoch)))
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	l, err := NewRedisSlidingLog(client, 10, time.Minute, WithPolicyFunc(everyKey(MaxSlidingLogLimit+1, time.Minute)))
 	require.NoError(t, err)
 	_, err = l.Allow(context.Background(), "k", 1)
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	assert.Equal(t, DefaultSlidingLogPrefix+"keyed:10:60000:", l.KeyPrefix(), "built WithPolicyFunc: its constructor's policy")
+	assert.Equal(t, slidingLogPrefix+"keyed:10:60000:", l.KeyPrefix(), "built WithPolicyFunc: its constructor's policy")
 	l, err = NewRedisSlidingLog(client, 100, time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, "ratelimit:sl:100:60000:", l.KeyPrefix())
@@ -261,7 +262,7 @@ func TestRedisSlidingLogRefundsWithTakenAtAsInProcess(t *testing.T) {
 	r := rand.New(rand.NewPCG(24, 6))
 	const limit, window = 20, time.Minute
 	for round := 0; round < sized(30, 60); round++ {
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		local, err := NewSlidingLog(limit, window, WithClock(clock))
 		require.NoError(t, err)
 		_, client, advance := miniredisClock(t)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // TestEveryErrorIsOfOneClass: the sentinels of the caller's mistakes are of
@@ -119,7 +120,7 @@ func downComposite(t *testing.T) *Composite {
 // policy that bound the fallback's decision, with that policy's limit.
 func TestFailOverWithACompositeFallbackNamesThePolicyWhoseNumbersItShows(t *testing.T) {
 	t.Parallel()
-	clock := NewFakeClock(time.Unix(0, 0))
+	clock := ratelimittest.NewClock(time.Unix(0, 0))
 	requests, err := NewGCRA(15, time.Minute, WithClock(clock))
 	require.NoError(t, err)
 	tokens, err := NewGCRA(10000, time.Minute, WithClock(clock))
@@ -137,7 +138,7 @@ func TestFailOverWithACompositeFallbackNamesThePolicyWhoseNumbersItShows(t *test
 	assert.Equal(t, 30, d.Policy.Limit, "the backend's shared policy of that name")
 	assert.Equal(t, d.Policy.Limit, d.Limit, "the limit shown is the named policy's")
 	assert.Equal(t, 14, d.Remaining)
-	assert.Equal(t, d.Policies[d.Bound], d.Policy)
+	assert.Equal(t, d.Policies[d.PolicyIndex], d.Policy)
 
 	// A fallback whose policy the backend does not have answers as itself.
 	other, err := NewTokenBucket(7, 1, WithClock(clock))
@@ -265,13 +266,13 @@ func TestAGuardsBreakerIsNotClosedByAnswersItsBackendDidNotGive(t *testing.T) {
 func TestDenyCacheDoesNotAgeADenialMadeBehindASteppedBackClock(t *testing.T) {
 	ctx := context.Background()
 	start := time.Unix(1_700_000_000, 0)
-	clock := NewFakeClock(start)
+	clock := ratelimittest.NewClock(start)
 	tb, err := NewTokenBucket(10, 1, WithClock(clock))
 	require.NoError(t, err)
 	_, err = tb.Allow(ctx, "k", 5)
 	require.NoError(t, err)
 	clock.Set(start.Add(-10 * time.Second))
-	cache, err := NewDenyCache(tb, DenyCacheConfig{MaxAge: time.Minute, Clock: NewFakeClock(start)})
+	cache, err := NewDenyCache(tb, DenyCacheConfig{MaxAge: time.Minute, Clock: ratelimittest.NewClock(start)})
 	require.NoError(t, err)
 	d, err := cache.Decide(ctx, "k", 6)
 	require.NoError(t, err)

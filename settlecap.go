@@ -32,8 +32,8 @@ const UnboundedSettle = -1
 //
 // The refusal is of class ErrCaller: a Guard returns it to its caller
 // untouched, never answers it by its failure policy and its breaker does
-// not count it; a DenyCache, Shadow or Leasing passes it on as the
-// backend's answer (Leasing sends every Settle of a cost above the key's
+// not count it; a DenyCache, Shadow or Prefetch passes it on as the
+// backend's answer (Prefetch sends every Settle of a cost above the key's
 // limit to its backend, which applies the bound); AdjustHooks receive it
 // in AdjustEvent.Err (otelratelimit's error.type "invalid_cost").
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // randomSettleCap returns a bound on one Settle for a limiter under test,
@@ -38,7 +39,7 @@ func calendarDaySubjects() []subject {
 			return NewCalendarWindow(limit, cal, opts...)
 		}),
 		{"RedisCalendarWindow/miniredis", func(t *testing.T, limit int, _ time.Duration, opts ...Option) (Limiter, func(time.Duration)) {
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			_, client, step := miniredisClock(t)
 			l, err := NewRedisCalendarWindow(client, limit, cal, append(opts[:len(opts):len(opts)], WithClock(clock))...)
 			require.NoError(t, err)
@@ -131,7 +132,7 @@ func TestAGiveBackIsNeverRefusedByTheBoundOnASettle(t *testing.T) {
 	ctx := context.Background()
 	plans := newPlanMap()
 	plans.set("k", Policy{Limit: 1000, Window: time.Minute})
-	l, err := NewGCRA(10, time.Minute, WithClock(NewFakeClock(epoch)), WithPolicyFunc(plans.f))
+	l, err := NewGCRA(10, time.Minute, WithClock(ratelimittest.NewClock(epoch)), WithPolicyFunc(plans.f))
 	require.NoError(t, err)
 	_, err = l.Allow(ctx, "k", 1000)
 	require.NoError(t, err)
@@ -207,10 +208,10 @@ func TestABogusSettleOnACompositeWithAMonthlyPartLeavesRetryAfterWithinTheBound(
 			build := func(opts ...Option) *Composite {
 				switch where {
 				case "in process":
-					return monthlyComposite(t, nil, NewFakeClock(start), opts...)
+					return monthlyComposite(t, nil, ratelimittest.NewClock(start), opts...)
 				case "miniredis":
 					_, client, _ := redistest.Miniredis(t, start)
-					return monthlyComposite(t, client, NewFakeClock(start), opts...)
+					return monthlyComposite(t, client, ratelimittest.NewClock(start), opts...)
 				}
 				return monthlyComposite(t, redistest.Shared(t).Client(t), nil, opts...)
 			}
@@ -254,18 +255,18 @@ func TestABogusSettleOnACompositeWithAMonthlyPartLeavesRetryAfterWithinTheBound(
 	}
 }
 
-// TestLeasingSendsASettleAboveTheLimitToItsBackend: a Leasing whose key
+// TestPrefetchSendsASettleAboveTheLimitToItsBackend: a Prefetch whose key
 // holds a block spends a Settle's extra cost from the block when it holds
 // enough, but a cost above the key's limit goes to the backend, which
 // bounds it: over a bucket built WithMaxSettle(1), a Settle of 10 units
 // taken an earlier second and a cost of 10 plus what the block holds is
 // refused there, and the block is untouched.
-func TestLeasingSendsASettleAboveTheLimitToItsBackend(t *testing.T) {
+func TestPrefetchSendsASettleAboveTheLimitToItsBackend(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend, err := NewTokenBucket(10, 10, WithClock(clock), WithMaxSettle(1))
 	require.NoError(t, err)
-	l, err := NewLeasing(backend, LeasingConfig{HotCalls: 2, MinBlock: 8, MaxShare: 1})
+	l, err := NewPrefetch(backend, PrefetchConfig{HotCalls: 2, MinBlock: 8, MaxShare: 1})
 	require.NoError(t, err)
 	d, err := l.Decide(ctx, "k", 10) // cold: the backend's
 	require.NoError(t, err)

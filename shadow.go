@@ -211,27 +211,6 @@ func (s *Shadow) Reset(ctx context.Context, key string) error {
 	return err
 }
 
-// Release gives lease's units back through the limiter that granted it
-// (see Lease.Release), whatever the mode. The Shadow does not report it:
-// the limiter that granted the lease does (see Event.Lease).
-func (s *Shadow) Release(ctx context.Context, lease Lease) error {
-	if s == nil || !s.backend.built() {
-		return notBuilt("Shadow")
-	}
-	_, err := forwardLease(ctx, AdjustRelease, lease)
-	return err
-}
-
-// Extend renews lease through the limiter that granted it (see
-// Lease.Extend), whatever the mode. The Shadow does not report it: the
-// limiter that granted the lease does.
-func (s *Shadow) Extend(ctx context.Context, lease Lease) (Lease, error) {
-	if s == nil || !s.backend.built() {
-		return lease, notBuilt("Shadow")
-	}
-	return forwardLease(ctx, AdjustExtend, lease)
-}
-
 // adjustReported forwards the adjustment op of taken and cost to the
 // backend, and reports it to the adjust hooks, if any.
 func (s *Shadow) adjustReported(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {

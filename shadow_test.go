@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -48,7 +49,7 @@ var shadowSchedule = func() []shadowStep {
 
 func TestShadowSpendsExactlyAsEnforced(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(shadowStart)
+	clock := ratelimittest.NewClock(shadowStart)
 	enforced := newShadowBucket(t, 5, 2, clock)
 	shadowed := newShadowBucket(t, 5, 2, clock)
 	s, err := NewShadow(shadowed, ShadowConfig{})
@@ -70,7 +71,7 @@ func TestShadowSpendsExactlyAsEnforced(t *testing.T) {
 		assert.Equal(t, want.Limit, d.Limit, "call %d", i)
 		assert.Equal(t, want.Remaining, d.Remaining, "call %d", i)
 		assert.Equal(t, want.ResetAfter, d.ResetAfter, "call %d", i)
-		assert.Zero(t, d.Bound, "call %d", i)
+		assert.Zero(t, d.PolicyIndex, "call %d", i)
 		wantSource := FromBackend
 		if !want.Allowed {
 			denials++
@@ -100,7 +101,7 @@ func TestShadowSpendsExactlyAsEnforced(t *testing.T) {
 
 func TestShadowEnforcingAnswersAsTheBackend(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(shadowStart)
+	clock := ratelimittest.NewClock(shadowStart)
 	bare := newShadowBucket(t, 5, 2, clock)
 	s, err := NewShadow(newShadowBucket(t, 5, 2, clock), ShadowConfig{Enforce: true})
 	require.NoError(t, err)
@@ -116,7 +117,7 @@ func TestShadowEnforcingAnswersAsTheBackend(t *testing.T) {
 		assert.Equal(t, want, d.Enforced, "call %d", i)
 		assert.False(t, d.WouldDeny, "call %d", i)
 		assert.Equal(t, FromBackend, d.Source, "call %d", i)
-		assert.Zero(t, d.Bound, "call %d", i)
+		assert.Zero(t, d.PolicyIndex, "call %d", i)
 	}
 }
 
@@ -132,7 +133,7 @@ func withoutRules(ev Event) Event {
 // FromShadow, WouldDeny, and the backend's denial in Enforced.
 func TestShadowHooksSeeWouldDenyDecisionsWithTheBackendsResult(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(shadowStart)
+	clock := ratelimittest.NewClock(shadowStart)
 	hooks := &recordingHooks{}
 	bucket := newShadowBucket(t, 2, 1, clock)
 	s, err := NewShadow(bucket, ShadowConfig{Hooks: hooks, Clock: clock})
@@ -174,7 +175,7 @@ func TestShadowHooksSeeWouldDenyDecisionsWithTheBackendsResult(t *testing.T) {
 
 func TestShadowReturnsErrorsUnchanged(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(shadowStart)
+	clock := ratelimittest.NewClock(shadowStart)
 	hooks := &recordingHooks{}
 	s, err := NewShadow(newShadowBucket(t, 3, 1, clock), ShadowConfig{Hooks: hooks, Clock: clock})
 	require.NoError(t, err)
@@ -208,7 +209,7 @@ func TestShadowReturnsErrorsUnchanged(t *testing.T) {
 func TestShadowSetEnforceIsSafeUnderConcurrency(t *testing.T) {
 	ctx := context.Background()
 	const capacity, goroutines, calls = 100, 64, 200
-	clock := NewFakeClock(shadowStart) // stands still: no refill
+	clock := ratelimittest.NewClock(shadowStart) // stands still: no refill
 	backend := &allowedCounter{Limiter: newShadowBucket(t, capacity, 1, clock)}
 	s, err := NewShadow(backend, ShadowConfig{})
 	require.NoError(t, err)
@@ -286,7 +287,7 @@ func TestShadowSetEnforceIsSafeUnderConcurrency(t *testing.T) {
 func TestShadowSpendsTheCapacityOnceUnderConcurrency(t *testing.T) {
 	ctx := context.Background()
 	const capacity, goroutines = 50, 64
-	clock := NewFakeClock(shadowStart)
+	clock := ratelimittest.NewClock(shadowStart)
 	s, err := NewShadow(newShadowBucket(t, capacity, 1, clock), ShadowConfig{})
 	require.NoError(t, err)
 	var taken atomic.Int64
@@ -309,7 +310,7 @@ func TestShadowSpendsTheCapacityOnceUnderConcurrency(t *testing.T) {
 
 func TestShadowAroundACompositeKeepsItsPolicies(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(shadowStart)
+	clock := ratelimittest.NewClock(shadowStart)
 	newComposite := func() *Composite {
 		c, err := NewComposite(
 			Part{Name: "per-second", Limiter: newShadowBucket(t, 2, 2, clock)},
@@ -335,7 +336,7 @@ func TestShadowAroundACompositeKeepsItsPolicies(t *testing.T) {
 		require.NoError(t, err)
 		d, err := s.Decide(ctx, "k", 1)
 		require.NoError(t, err)
-		assert.Equal(t, want.Bound, d.Bound, "call %d", i)
+		assert.Equal(t, want.PolicyIndex, d.PolicyIndex, "call %d", i)
 		assert.Equal(t, want.Policy, d.Policy, "call %d", i)
 		assert.Equal(t, want.Policies, d.Policies, "call %d", i)
 		assert.Equal(t, want.Parts, d.Parts, "call %d", i)
@@ -347,20 +348,20 @@ func TestShadowAroundACompositeKeepsItsPolicies(t *testing.T) {
 		}
 		assert.Equal(t, res, d.Result, "call %d: a denial let through", i)
 		wantBounds := []int{0, 0, 0, 1, 1, 1} // denied: the third by per-second, the fifth and sixth by per-minute
-		assert.Equal(t, wantBounds[i], d.Bound, "call %d", i)
+		assert.Equal(t, wantBounds[i], d.PolicyIndex, "call %d", i)
 	}
 
 	d, err := s.Decide(ctx, "k", 1)
 	require.NoError(t, err)
 	assert.True(t, d.WouldDeny)
-	assert.Equal(t, 1, d.Bound)
+	assert.Equal(t, 1, d.PolicyIndex)
 	assert.Equal(t, "per-minute", d.Policy.Name)
-	assert.Equal(t, d.Policy, d.Policies[d.Bound])
+	assert.Equal(t, d.Policy, d.Policies[d.PolicyIndex])
 }
 
 func TestShadowForwardsAdjustments(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(shadowStart)
+	clock := ratelimittest.NewClock(shadowStart)
 	bare := newShadowBucket(t, 5, 1, clock)
 	s, err := NewShadow(newShadowBucket(t, 5, 1, clock), ShadowConfig{})
 	require.NoError(t, err)
@@ -398,7 +399,7 @@ func TestShadowForwardsAdjustments(t *testing.T) {
 }
 
 func TestShadowReportsItsBackendsPolicy(t *testing.T) {
-	clock := NewFakeClock(shadowStart)
+	clock := ratelimittest.NewClock(shadowStart)
 	b := newShadowBucket(t, 10, 2, clock)
 	s, err := NewShadow(b, ShadowConfig{})
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -26,7 +27,7 @@ type counterAdjuster struct {
 // counterAdjusters returns a SlidingCounter and a RedisSlidingCounter on
 // miniredis of limit per window, built with opts, both at epoch.
 func counterAdjusters(t *testing.T, limit int, window time.Duration, opts ...Option) []counterAdjuster {
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	local, err := NewSlidingCounter(limit, window, append(opts[:len(opts):len(opts)], WithClock(clock))...)
 	require.NoError(t, err)
 	_, client, advance := miniredisClock(t)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,7 +26,7 @@ func TestCompositeOfSlidingCountersDecidesAsItsParts(t *testing.T) {
 		userLimit, tenantLimit := 1+r.IntN(6), 2+r.IntN(10)
 		userWindow := time.Duration(1+r.Int64N(3000)) * time.Millisecond
 		tenantWindow := time.Duration(1+r.Int64N(3000)) * time.Millisecond
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		user, err := NewSlidingCounter(userLimit, userWindow, WithClock(clock))
 		require.NoError(t, err)
 		ten, err := NewSlidingCounter(tenantLimit, tenantWindow, WithClock(clock))
@@ -80,7 +81,7 @@ func TestCompositeOfSlidingCountersDecidesAsItsParts(t *testing.T) {
 
 func TestCompositeOfSlidingCountersRefundsSettlesAndResets(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	a, err := NewSlidingCounter(10, 10*time.Second, WithClock(clock))
 	require.NoError(t, err)
 	b, err := NewFixedWindow(10, 10*time.Second, WithClock(clock))

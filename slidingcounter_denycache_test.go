@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestDenyCacheOverASlidingCounterAllowsWhatItsBackendAllows(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	counter, err := NewSlidingCounter(4, 10*time.Second, WithClock(clock))
 	require.NoError(t, err)
 	cache, err := NewDenyCache(counter, DenyCacheConfig{Clock: clock, MaxAge: time.Minute})

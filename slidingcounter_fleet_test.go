@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,7 @@ func TestFallbackMirrorsARedisSlidingCounterOnTheShare(t *testing.T) {
 	require.Equal(t, 2, fleets[0].Live())
 	backend, err := NewRedisSlidingCounter(client, 10, time.Second)
 	require.NoError(t, err)
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	fb, err := fleets[0].Fallback(backend, WithClock(clock))
 	require.NoError(t, err)
 	require.IsType(t, &SlidingCounter{}, fb)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,7 +24,7 @@ func TestSlidingCountersAcrossAChangeOfWindowDecideAlike(t *testing.T) {
 	for round := 0; round < sized(3, 30); round++ {
 		policy := Policy{Limit: 5, Window: time.Second}
 		byKey := PolicyFunc(func(context.Context, string) (Policy, error) { return policy, nil })
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		local, err := NewSlidingCounter(3, time.Hour, WithClock(clock), WithPolicyFunc(byKey))
 		require.NoError(t, err)
 		_, client, advance := miniredisClock(t)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -26,7 +27,7 @@ func TestSlidingCounterMatchesTheModel(t *testing.T) {
 		if back {
 			keys = keys[:1]
 		}
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := NewSlidingCounter(limit, window, WithClock(clock))
 		require.NoError(t, err)
 		model := newCounterModel(limit, window, 1)
@@ -126,7 +127,7 @@ func checkCounterBound(t *testing.T, r *rand.Rand, rounds int, unit time.Duratio
 func TestSlidingCounterStaysWithinItsErrorBound(t *testing.T) {
 	t.Parallel()
 	checkCounterBound(t, rand.New(rand.NewPCG(24, 3)), sized(20, 80), 1, func(t *testing.T, limit int, window time.Duration) (Limiter, func(time.Duration)) {
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := NewSlidingCounter(limit, window, WithClock(clock))
 		require.NoError(t, err)
 		return l, clock.Advance
@@ -135,7 +136,7 @@ func TestSlidingCounterStaysWithinItsErrorBound(t *testing.T) {
 
 func TestSlidingCounterMemoryIsBoundedByActiveKeys(t *testing.T) {
 	t.Parallel()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := NewSlidingCounter(5, time.Second, WithClock(clock))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -186,7 +187,7 @@ func TestSlidingCounterWithTheLargestNumbersDecidesExactly(t *testing.T) {
 	t.Parallel()
 	const L = math.MaxInt64
 	W := time.Duration(maxSpan)
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := NewSlidingCounter(L, W, WithClock(clock))
 	require.NoError(t, err)
 	ctx := context.Background()

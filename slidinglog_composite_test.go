@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,7 +20,7 @@ type logAndWindow func(prefix string) (Adjuster, Adjuster)
 func TestCompositeSlidingLogPartDecidesAsTheLimiterAlone(t *testing.T) {
 	t.Parallel()
 	t.Run("in process", func(t *testing.T) {
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		build := func(string) (Adjuster, Adjuster) {
 			l, err := NewSlidingLog(5, time.Second, WithClock(clock))
 			require.NoError(t, err)
@@ -117,7 +118,7 @@ func TestCompositeOfOneRedisSlidingLogLimitsUserAndTenant(t *testing.T) {
 func TestDenyCacheOverASlidingLogKeepsADenialForItsCostOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := NewSlidingLog(3, 10*time.Second, WithClock(clock))
 	require.NoError(t, err)
 	c, err := NewDenyCache(l, DenyCacheConfig{MaxAge: time.Minute, Clock: clock})
@@ -146,7 +147,7 @@ func TestSlidingLogReportsToItsHooks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	hooks := &recordingHooks{}
-	l, err := NewSlidingLog(2, time.Minute, WithClock(NewFakeClock(epoch)), WithHooks(hooks), WithName("logins"))
+	l, err := NewSlidingLog(2, time.Minute, WithClock(ratelimittest.NewClock(epoch)), WithHooks(hooks), WithName("logins"))
 	require.NoError(t, err)
 	_, err = l.Allow(ctx, "k", 2)
 	require.NoError(t, err)
@@ -164,7 +165,7 @@ func TestSlidingLogReportsToItsHooks(t *testing.T) {
 
 func TestCompositeOfKeyedSlidingLogsKeepsItsDenialsGradual(t *testing.T) {
 	t.Parallel()
-	l, err := NewSlidingLog(3, time.Minute, WithClock(NewFakeClock(epoch)), WithPolicyFunc(everyKey(2, time.Second)))
+	l, err := NewSlidingLog(3, time.Minute, WithClock(ratelimittest.NewClock(epoch)), WithPolicyFunc(everyKey(2, time.Second)))
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "log", Limiter: l})
 	require.NoError(t, err)

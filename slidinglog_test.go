@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -81,7 +82,7 @@ func TestSlidingLogsMatchTheModel(t *testing.T) {
 		if back {
 			keys = keys[:1]
 		}
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := NewSlidingLog(limit, window, WithClock(clock))
 		require.NoError(t, err)
 		model := newLogModel(limit, window)
@@ -111,7 +112,7 @@ func FuzzSlidingLog(f *testing.F) {
 			return
 		}
 		window := time.Duration(windowMs) * time.Millisecond
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := NewSlidingLog(int(limit), window, WithClock(clock))
 		if err != nil {
 			t.Fatalf("NewSlidingLog(%d, %v): %v", limit, window, err)
@@ -243,7 +244,7 @@ func TestSlidingLogRefusesBadConfigurations(t *testing.T) {
 func TestSlidingLogRefundGivesBackToTheEntriesThatTookThem(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := NewSlidingLog(5, 10*time.Second, WithClock(clock))
 	require.NoError(t, err)
 	_, err = l.Allow(ctx, "k", 2) // at 0
@@ -275,7 +276,7 @@ func TestSlidingLogRefundGivesBackToTheEntriesThatTookThem(t *testing.T) {
 func TestSlidingLogRefundNeverReachesUnitsThatLeft(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := NewSlidingLog(3, 10*time.Second, WithClock(clock))
 	require.NoError(t, err)
 	_, err = l.Allow(ctx, "k", 3)
@@ -294,7 +295,7 @@ func TestSlidingLogRefundNeverReachesUnitsThatLeft(t *testing.T) {
 func TestSlidingLogSettleTakesMoreUpToTheDebtBound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := NewSlidingLog(4, 10*time.Second, WithClock(clock), WithMaxDebt(1))
 	require.NoError(t, err)
 	_, err = l.Allow(ctx, "k", 2)
@@ -323,7 +324,7 @@ func TestSlidingLogSettleTakesMoreUpToTheDebtBound(t *testing.T) {
 func TestSlidingLogHoldsAtMostLimitEntries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := NewSlidingLog(3, 10*time.Second, WithClock(clock), WithMaxDebt(UnboundedDebt))
 	require.NoError(t, err)
 	for i := 0; i < 10; i++ {
@@ -346,7 +347,7 @@ func TestSlidingLogHoldsAtMostLimitEntries(t *testing.T) {
 func TestSlidingLogResetForgetsTheKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, err := NewSlidingLog(2, time.Minute, WithClock(NewFakeClock(epoch)))
+	l, err := NewSlidingLog(2, time.Minute, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	_, err = l.Allow(ctx, "k", 2)
 	require.NoError(t, err)
@@ -359,7 +360,7 @@ func TestSlidingLogResetForgetsTheKey(t *testing.T) {
 func TestSlidingLogForgetsKeysWhoseUnitsHaveLeft(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := NewSlidingLog(5, time.Second, WithClock(clock))
 	require.NoError(t, err)
 	for i := 0; i < 100; i++ {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,8 +22,8 @@ import (
 type nextPlace struct {
 	name    string
 	client  redis.Scripter
-	opts    func(clock *FakeClock) []Option // the options that put a limiter on the clock
-	advance func(clock *FakeClock, d time.Duration)
+	opts    func(clock *ratelimittest.Clock) []Option // the options that put a limiter on the clock
+	advance func(clock *ratelimittest.Clock, d time.Duration)
 }
 
 // nextPlaces returns the three places, the real server started for t
@@ -31,12 +32,12 @@ func nextPlaces(t *testing.T) []nextPlace {
 	t.Helper()
 	_, mini, move := miniredisClock(t)
 	places := []nextPlace{
-		{"in process", nil, func(c *FakeClock) []Option { return []Option{WithClock(c)} }, func(c *FakeClock, d time.Duration) { c.Advance(d) }},
-		{"miniredis", mini, func(*FakeClock) []Option { return nil }, func(c *FakeClock, d time.Duration) { c.Advance(d); move(d) }},
+		{"in process", nil, func(c *ratelimittest.Clock) []Option { return []Option{WithClock(c)} }, func(c *ratelimittest.Clock, d time.Duration) { c.Advance(d) }},
+		{"miniredis", mini, func(*ratelimittest.Clock) []Option { return nil }, func(c *ratelimittest.Clock, d time.Duration) { c.Advance(d); move(d) }},
 	}
 	if real := startRealOrSkip(t); real != nil {
-		places = append(places, nextPlace{"real server", real, func(c *FakeClock) []Option { return []Option{WithCallerClock(c)} },
-			func(c *FakeClock, d time.Duration) { c.Advance(d) }})
+		places = append(places, nextPlace{"real server", real, func(c *ratelimittest.Clock) []Option { return []Option{WithCallerClock(c)} },
+			func(c *ratelimittest.Clock, d time.Duration) { c.Advance(d) }})
 	}
 	return places
 }
@@ -68,7 +69,7 @@ type nextCase struct {
 // runNextCases runs steps on the limiter build makes at place, on key "k".
 func runNextCases(t *testing.T, place nextPlace, build func(client redis.Scripter, opts []Option) Decider, steps []nextCase) {
 	t.Helper()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l := build(place.client, place.opts(clock))
 	ctx := context.Background()
 	for j, st := range steps {
@@ -339,7 +340,7 @@ func TestCompositeTellsEachSlidingPartsNextUnit(t *testing.T) {
 	}
 	for _, place := range nextPlaces(t) {
 		t.Run(place.name, func(t *testing.T) {
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			opts := place.opts(clock)
 			var log, counter Limiter
 			if place.client != nil {
@@ -373,7 +374,7 @@ func TestEmptyCalendarWindowTellsWhenItEnds(t *testing.T) {
 	day := Calendar{Period: CalendarDay, Location: time.UTC}
 	for _, place := range nextPlaces(t) {
 		t.Run(place.name, func(t *testing.T) {
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			opts := place.opts(clock)
 			var cal, bucket Limiter
 			if place.client != nil {
@@ -426,7 +427,7 @@ func TestSlidingNextUnitFollowsTheKeysPolicy(t *testing.T) {
 	}
 	for _, place := range nextPlaces(t) {
 		t.Run(place.name, func(t *testing.T) {
-			clock := NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			opts := append(place.opts(clock), WithPolicyFunc(plans.f))
 			var log, counter Limiter
 			if place.client != nil {
@@ -466,7 +467,7 @@ func TestSlidingNextUnitFollowsTheKeysPolicy(t *testing.T) {
 // its own, also when only some parts fail over.
 func TestSlidingNextUnitThroughDecorators(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	log := must(NewSlidingLog(2, 10*time.Second, WithClock(clock)))
 	shadow := must(NewShadow(log, ShadowConfig{}))
 	cache := must(NewDenyCache(log, DenyCacheConfig{MaxAge: time.Minute, Clock: clock}))
@@ -544,7 +545,7 @@ func TestSlidingNextUnitOnRedisAgreesWithInProcess(t *testing.T) {
 				limit := 1 + r.IntN(8)
 				window := time.Duration(1+r.Int64N(5000)) * time.Millisecond
 				debt := []int{0, 2, UnboundedDebt}[r.IntN(3)]
-				clock := NewFakeClock(epoch)
+				clock := ratelimittest.NewClock(epoch)
 				prefix := fmt.Sprintf("diff%d:", round)
 				remoteOpts := append(place.opts(clock), WithMaxDebt(debt), WithKeyPrefix(prefix))
 				localOpts := []Option{WithClock(clock), WithMaxDebt(debt)}

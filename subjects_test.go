@@ -5,15 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
-// inProcessSubject makes a subject of an in-process limiter on a FakeClock.
+// inProcessSubject makes a subject of an in-process limiter on a ratelimittest.Clock.
 // newLimiter builds it with opts and WithClock(clock).
 func inProcessSubject(name string, newLimiter func(limit int, period time.Duration, opts ...Option) (Limiter, error)) subject {
 	return subject{name, func(t *testing.T, limit int, period time.Duration, opts ...Option) (Limiter, func(time.Duration)) {
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := newLimiter(limit, period, append(opts[:len(opts):len(opts)], WithClock(clock))...)
 		require.NoError(t, err)
 		return l, clock.Advance

@@ -19,7 +19,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// BenchmarkLeases measures ratelimit.Leasing against redis_rate on one hot
+// BenchmarkLeases measures ratelimit.Prefetch against redis_rate on one hot
 // key shared by two processes, each with its own go-redis client and 64
 // goroutines (the second process is this test binary run again, see
 // TestLeasesChild, and both start at one agreed wall-clock instant), and a
@@ -47,9 +47,9 @@ func BenchmarkLeases(b *testing.B) {
 		log      bool
 	}{
 		{"hot/2x64/under-limit/redis_rate", "redis_rate", 1_000_000_000, 1_000_000, false},
-		{"hot/2x64/under-limit/Leasing", "Leasing", 1_000_000_000, 1_000_000, false},
+		{"hot/2x64/under-limit/Prefetch", "Prefetch", 1_000_000_000, 1_000_000, false},
 		{"hot/2x64/full-load/redis_rate", "redis_rate", 1000, 5000, true},
-		{"hot/2x64/full-load/Leasing", "Leasing", 1000, 5000, true},
+		{"hot/2x64/full-load/Prefetch", "Prefetch", 1000, 5000, true},
 	} {
 		b.Run(row.name, func(b *testing.B) {
 			cfg := leasesRun{
@@ -74,7 +74,7 @@ func BenchmarkLeases(b *testing.B) {
 		// A rate the load exceeds: 500 a second.
 		{"rate-500ps", 500, 500},
 	} {
-		for _, impl := range []string{"RedisTokenBucket", "Leasing"} {
+		for _, impl := range []string{"RedisTokenBucket", "Prefetch"} {
 			b.Run("1000rps/10clients/"+row.name+"/"+impl, func(b *testing.B) {
 				cfg := leasesRun{
 					Impl: impl, Key: fmt.Sprintf("leases:%s:%d", redisRunBase, redisRun.Add(1)),
@@ -100,7 +100,7 @@ const (
 
 // leasesRun is one process's share of a row.
 type leasesRun struct {
-	Impl       string // "redis_rate", "RedisTokenBucket" or "Leasing"
+	Impl       string // "redis_rate", "RedisTokenBucket" or "Prefetch"
 	Key        string
 	Capacity   int64
 	Rate       float64 // units per second
@@ -205,7 +205,7 @@ func newDecide(c *redis.Client, cfg leasesRun) (func(context.Context) (bool, err
 			return res.Allowed, err
 		}, calls, func() {}, nil
 	}
-	l, err := ratelimit.NewLeasing(tb, ratelimit.LeasingConfig{})
+	l, err := ratelimit.NewPrefetch(tb, ratelimit.PrefetchConfig{})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -281,7 +281,7 @@ func runLoad(addr string, cfg leasesRun) leasesOut {
 }
 
 // runPacedClients runs clients clients in this process, each with its own
-// go-redis client and Leasing, each deciding one unit perClient times a
+// go-redis client and Prefetch, each deciding one unit perClient times a
 // second, evenly, from cfg.Start for cfg.Span.
 func runPacedClients(b *testing.B, addr string, cfg leasesRun, clients, perClient int) []leasesOut {
 	b.Helper()

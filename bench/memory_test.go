@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/sethvargo/go-limiter/memorystore"
 	"golang.org/x/time/rate"
 )
@@ -181,7 +182,7 @@ type fakeClocked interface {
 // the keys, so that every shard drops what has refilled.
 func ratelimitMemoryCase(ctx context.Context, newLimiter func(ratelimit.Clock) (fakeClocked, error)) memoryCase {
 	return memoryCase{func(b *testing.B) (func(string), func([]string), func()) {
-		clock := ratelimit.NewFakeClock(time.Unix(1_700_000_000, 0))
+		clock := ratelimittest.NewClock(time.Unix(1_700_000_000, 0))
 		l, err := newLimiter(clock)
 		if err != nil {
 			b.Fatal(err)

@@ -489,7 +489,7 @@ func tierRedisKeys(n int) []string {
 // three plans, through the same client and harness (runRedisRow). Each row
 // has a key set of its own, every key asked once before the timed calls.
 // The PolicyFunc limiters keep their keys under their own prefix
-// (DefaultTokenBucketPrefix + "keyed:" and their own policy, and so on).
+// (DefaultKeyPrefix + "tb:keyed:" and their own policy, and so on).
 func BenchmarkTiersRedis(b *testing.B) {
 	c := redisClient(b)
 	cfg := redisBenchConfig

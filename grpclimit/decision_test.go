@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -86,10 +87,10 @@ func wantFields(d ratelimit.Decision) map[string][]string {
 			}
 			return v
 		}
-		rl = item(d.Bound, d.Remaining)
+		rl = item(d.PolicyIndex, d.Remaining)
 		if len(d.Parts) == len(d.Policies) {
 			for i := range d.Policies {
-				if i != d.Bound {
+				if i != d.PolicyIndex {
 					rl += ", " + item(i, d.Parts[i].Remaining)
 				}
 			}
@@ -111,8 +112,8 @@ func wantFields(d ratelimit.Decision) map[string][]string {
 }
 
 // TestMetadataTellsTheDecisionThroughEveryStack runs the production stacks,
-// each of thirteen limiters (four of them a Leasing over an in-process
-// limiter, whose failures are injected around the Leasing, since it takes
+// each of thirteen limiters (four of them a Prefetch over an in-process
+// limiter, whose failures are injected around the Prefetch, since it takes
 // only the limiters themselves) on its own and inside each decorator, with
 // the backend up, down, and failing with an error of each other class, and
 // checks every call's metadata and code against the Decision the
@@ -165,28 +166,28 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 			require.NoError(t, err)
 			return built{comp, []string{"per-user", "day"}, nil}
 		}},
-		// A Leasing over each in-process limiter it takes, hot from its
+		// A Prefetch over each in-process limiter it takes, hot from its
 		// first call (HotCalls 1), in blocks of 2 of a limit of 4: of the 5
 		// calls, the first is decided by the backend, the second takes a
 		// block and the third spends it, the fourth's take is denied and it
 		// is decided by the backend, as is the fifth (denied). The stacks
-		// below put it inside each decorator: Guard(Leasing(...)) and so on.
-		{"Leasing(TokenBucket)", func(t *testing.T, c ratelimit.Clock) built {
+		// below put it inside each decorator: Guard(Prefetch(...)) and so on.
+		{"Prefetch(TokenBucket)", func(t *testing.T, c ratelimit.Clock) built {
 			return leased(t, func(h ratelimit.Hooks) (ratelimit.Limiter, error) {
 				return ratelimit.NewTokenBucket(4, 1, ratelimit.WithClock(c), ratelimit.WithHooks(h))
 			})
 		}},
-		{"Leasing(GCRA)", func(t *testing.T, c ratelimit.Clock) built {
+		{"Prefetch(GCRA)", func(t *testing.T, c ratelimit.Clock) built {
 			return leased(t, func(h ratelimit.Hooks) (ratelimit.Limiter, error) {
 				return ratelimit.NewGCRA(4, 4*time.Second, ratelimit.WithClock(c), ratelimit.WithHooks(h))
 			})
 		}},
-		{"Leasing(FixedWindow)", func(t *testing.T, c ratelimit.Clock) built {
+		{"Prefetch(FixedWindow)", func(t *testing.T, c ratelimit.Clock) built {
 			return leased(t, func(h ratelimit.Hooks) (ratelimit.Limiter, error) {
 				return ratelimit.NewFixedWindow(4, time.Minute, ratelimit.WithClock(c), ratelimit.WithHooks(h))
 			})
 		}},
-		{"Leasing(PolicyFunc TokenBucket)", func(t *testing.T, c ratelimit.Clock) built {
+		{"Prefetch(PolicyFunc TokenBucket)", func(t *testing.T, c ratelimit.Clock) built {
 			return leased(t, func(h ratelimit.Hooks) (ratelimit.Limiter, error) {
 				return ratelimit.NewTokenBucket(9, 1, ratelimit.WithClock(c), ratelimit.WithHooks(h),
 					ratelimit.WithPolicyFunc(func(context.Context, string) (ratelimit.Policy, error) {
@@ -258,7 +259,7 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 		for _, sc := range stacks {
 			for _, bc := range backends {
 				t.Run(lc.name+"/"+sc.name+"/"+bc.name, func(t *testing.T) {
-					clock := ratelimit.NewFakeClock(epoch)
+					clock := ratelimittest.NewClock(epoch)
 					b := lc.build(t, clock)
 					stack, more := sc.wrap(t, clock, &failing{Decider: b.l, err: bc.err})
 					rec := &recorder{Decider: stack}
@@ -269,7 +270,7 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 					sources := map[ratelimit.Source]int{}
 					calls := 5
 					if b.backendCalls != nil {
-						calls = 7 // a Leasing's first denial is the fifth call's
+						calls = 7 // a Prefetch's first denial is the fifth call's
 					}
 					for call := range calls {
 						md, ran, err := unary(t, in, "k")
@@ -331,14 +332,14 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 }
 
 // builtLimiter is a limiter of the table: the Decider, the policies it may
-// name and, for a Leasing, the backend's calls by cost (nil otherwise).
+// name and, for a Prefetch, the backend's calls by cost (nil otherwise).
 type builtLimiter struct {
 	l            ratelimit.Decider
 	names        []string
 	backendCalls map[int]int
 }
 
-// costCounter is the Hooks of a Leasing's backend: it counts the calls the
+// costCounter is the Hooks of a Prefetch's backend: it counts the calls the
 // backend decided, by cost. Calls are sequential.
 type costCounter struct {
 	ratelimit.NopHooks
@@ -347,7 +348,7 @@ type costCounter struct {
 
 func (c *costCounter) Decided(ev ratelimit.Event) { c.calls[ev.Cost]++ }
 
-// leased returns a Leasing, hot from a key's first call in blocks of 2
+// leased returns a Prefetch, hot from a key's first call in blocks of 2
 // (HotCalls 1, MinBlock 2, MaxShare 2), around the limiter build returns
 // with a Hooks that counts its calls.
 func leased(t *testing.T, build func(ratelimit.Hooks) (ratelimit.Limiter, error)) builtLimiter {
@@ -355,7 +356,7 @@ func leased(t *testing.T, build func(ratelimit.Hooks) (ratelimit.Limiter, error)
 	counter := &costCounter{calls: map[int]int{}}
 	backend, err := build(counter)
 	require.NoError(t, err)
-	l, err := ratelimit.NewLeasing(backend, ratelimit.LeasingConfig{HotCalls: 1, MinBlock: 2, MaxShare: 2})
+	l, err := ratelimit.NewPrefetch(backend, ratelimit.PrefetchConfig{HotCalls: 1, MinBlock: 2, MaxShare: 2})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, l.Close(context.Background())) })
 	return builtLimiter{l, []string{"default"}, counter.calls}

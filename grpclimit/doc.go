@@ -44,7 +44,7 @@
 // partition key to each item (pk, section 4.1.3).
 //
 // Every field comes from the one value the limiter returns for the call,
-// its ratelimit.Decision (ratelimit.Decide): ratelimit-policy lists the
+// its ratelimit.Decision (the limiter's Decide): ratelimit-policy lists the
 // Decision's Policies, in order, and ratelimit-limit and
 // ratelimit-remaining are those of the policy that bound it
 // (Decision.Policy) with the Result's numbers. So a Guard, DenyCache or
@@ -63,12 +63,12 @@
 // A Limiter of another package, which is not a ratelimit.Decider, has one
 // policy, "default", whose q is each Result's Limit, with no w and no t.
 //
-// A ratelimit.Leasing (alone or inside a Guard, DenyCache or Shadow) tells
+// A ratelimit.Prefetch (alone or inside a Guard, DenyCache or Shadow) tells
 // its backend's policy too; a call it spends from a block tells, in
 // ratelimit-remaining and r, the units left in this replica's block (a
 // lower bound of what the shared key holds), in ratelimit-reset, the
 // block's ResetAfter, and in t, one unit's time (or a fixed window's end)
-// (see ratelimit.Leasing's Decisions and ratelimit.Decision's NextUnit).
+// (see ratelimit.Prefetch's Decisions and ratelimit.Decision's NextUnit).
 //
 // # Answers
 //
@@ -131,7 +131,7 @@
 // once: a ratelimit.Concurrency or RedisConcurrency, or a Composite with
 // such a part) needs WithLeases, and NewInterceptor refuses such a limiter
 // without it. Unary and Stream then decide each call by
-// ratelimit.Acquire, and the ratelimit.Lease that holds an allowed call's
+// the limiter's Acquire, and the ratelimit.Lease that holds an allowed call's
 // units is held for its handler's whole life (a stream's, until it ends):
 // released once the handler has returned or panicked (the panic then goes
 // on), under the call's context without its cancellation and bounded by

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,7 @@ import (
 // the second its next unit takes at most, not the 27 days until a monthly
 // quota beside it is full again.
 func TestEachPolicyCarriesItsOwnEffectiveWindow(t *testing.T) {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC)) // 27 days before the month ends
+	clock := ratelimittest.NewClock(time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC)) // 27 days before the month ends
 	rps, err := ratelimit.NewTokenBucket(5, 5, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	monthly, err := ratelimit.NewCalendarWindow(1000, ratelimit.Calendar{Period: ratelimit.CalendarMonth, Location: time.UTC}, ratelimit.WithClock(clock))
@@ -39,7 +40,7 @@ func TestEachPolicyCarriesItsOwnEffectiveWindow(t *testing.T) {
 // WithPartitionKey, every item carries pk, a keyed hash of the call's key,
 // never the key.
 func TestQuotaUnitAndPartitionKeyInMetadata(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	requests, err := ratelimit.NewGCRA(60, time.Minute, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	tokens, err := ratelimit.NewTokenBucket(100000, 100000.0/60, ratelimit.WithClock(clock))

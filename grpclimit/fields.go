@@ -98,13 +98,13 @@ const policySets = 4
 // (<= 0), gets the values of its Result's limit, with no w, under the name
 // "default" or the policy's. It returns an error wrapping
 // ratelimit.ErrInvalidConfig when d's policies cannot be sent (see
-// newPolicySet) or its Bound names none of them.
+// newPolicySet) or its PolicyIndex names none of them.
 func (f *fields) policy(d *ratelimit.Decision) ([]ratefields.Policy, int, error) {
 	switch n := len(d.Policies); {
 	case n == 0:
 		return []ratefields.Policy{dynamicValues(defaultPolicyName, d.Limit)}, 0, nil
-	case d.Bound < 0 || d.Bound >= n:
-		return nil, 0, fmt.Errorf("%w: grpclimit: the limiter's Decision is bound by policy %d of %d", ratelimit.ErrInvalidConfig, d.Bound, n)
+	case d.PolicyIndex < 0 || d.PolicyIndex >= n:
+		return nil, 0, fmt.Errorf("%w: grpclimit: the limiter's Decision is bound by policy %d of %d", ratelimit.ErrInvalidConfig, d.PolicyIndex, n)
 	case n == 1 && d.Policies[0].Limit <= 0:
 		if !ratefields.ValidName(d.Policies[0].Name) {
 			return nil, 0, fmt.Errorf("%w: grpclimit: the limiter's policy is named %q; a structured-field string is non-empty printable ASCII", ratelimit.ErrInvalidConfig, d.Policies[0].Name)
@@ -113,7 +113,7 @@ func (f *fields) policy(d *ratelimit.Decision) ([]ratefields.Policy, int, error)
 	}
 	for i := range f.sets {
 		if s := f.sets[i].Load(); s != nil && s.lists(d.Policies) {
-			return s.vals, d.Bound, nil
+			return s.vals, d.PolicyIndex, nil
 		}
 	}
 	s, err := newPolicySet(d.Policies, f.unit)
@@ -121,7 +121,7 @@ func (f *fields) policy(d *ratelimit.Decision) ([]ratefields.Policy, int, error)
 		return nil, 0, err
 	}
 	f.sets[f.next.Add(1)%policySets].Store(s)
-	return s.vals, d.Bound, nil
+	return s.vals, d.PolicyIndex, nil
 }
 
 // defaultPolicyName names the policy of a Decision that lists none.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/adapt"
 	"github.com/ratelimit-go/ratelimit/internal/leasehold"
 	"github.com/ratelimit-go/ratelimit/internal/nilcheck"
 	"github.com/ratelimit-go/ratelimit/internal/ratefields"
@@ -39,7 +40,7 @@ type Interceptor struct {
 	fields           *fields
 	partition        *partitioner // WithPartitionKey's, or nil
 
-	// leases says each call's units are taken with ratelimit.Acquire and
+	// leases says each call's units are taken with the limiter's Acquire and
 	// held for its handler's life (WithLeases); inFlight, that the
 	// limiter limits calls in flight; after starts the timer that extends
 	// a held lease (time.AfterFunc; tests replace it).
@@ -51,7 +52,7 @@ type Interceptor struct {
 // NewInterceptor returns an Interceptor that asks l about every call,
 // under the key that key gives it.
 //
-// Each call is decided by ratelimit.Decide, and its metadata and answer
+// Each call is decided by the limiter's Decide, and its metadata and answer
 // come from the Decision alone: ratelimit-policy lists every policy of the
 // Decision (a Composite's parts, in order; a limiter built WithPolicyFunc,
 // the key's policy for the call), and the other fields are those of the
@@ -64,7 +65,7 @@ type Interceptor struct {
 // A limiter of calls in flight (a policy whose InFlight is set, such as a
 // ratelimit.Concurrency's, read once for the key "" when the Interceptor
 // is built) needs WithLeases, under which each call is decided by
-// ratelimit.Acquire and holds its units while its handler runs.
+// the limiter's Acquire and holds its units while its handler runs.
 //
 // It returns an error wrapping ratelimit.ErrInvalidConfig for a nil l
 // (including an interface holding a nil pointer), a nil key, a nil Option,
@@ -249,9 +250,9 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 	var d ratelimit.Decision
 	var lease ratelimit.Lease
 	if acquire && i.leases {
-		lease, d, err = ratelimit.Acquire(ctx, i.limiter, key, n)
+		lease, d, err = adapt.Acquire(ctx, i.limiter, key, n)
 	} else {
-		d, err = ratelimit.Decide(ctx, i.limiter, key, n)
+		d, err = adapt.Decide(ctx, i.limiter, key, n)
 	}
 	if lease.Held() && (err != nil || !d.Allowed || d.WouldDeny) {
 		// Not a lease this call may hold: only an allowed call's units

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -21,9 +22,9 @@ import (
 // bucket returns a token bucket of capacity 3 refilling 2 a second on a
 // fake clock: w = 1.5 s, sent as 2; a denial right after three calls waits
 // 500 ms exactly.
-func bucket(t *testing.T) (*ratelimit.TokenBucket, *ratelimit.FakeClock) {
+func bucket(t *testing.T) (*ratelimit.TokenBucket, *ratelimittest.Clock) {
 	t.Helper()
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	b, err := ratelimit.NewTokenBucket(3, 2, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	return b, clock
@@ -105,7 +106,7 @@ func TestStreamDecidedOnceWhenItOpens(t *testing.T) {
 }
 
 func TestCompositeSendsEveryPolicyAndTheBoundOne(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	perSecond, err := ratelimit.NewTokenBucket(2, 2, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	perMinute, err := ratelimit.NewFixedWindow(5, time.Minute, ratelimit.WithClock(clock))
@@ -490,9 +491,9 @@ func TestDecisionWhosePoliciesCannotBeSentIsALimiterError(t *testing.T) {
 			Policies: []ratelimit.NamedPolicy{{Name: "plan\n", Policy: ratelimit.Policy{Limit: 5}}},
 		},
 		"bound out of range": {
-			Result:   ratelimit.Result{Allowed: true, Limit: 5, Remaining: 4},
-			Policies: []ratelimit.NamedPolicy{{Name: "a", Policy: ratelimit.Policy{Limit: 5}}},
-			Bound:    1,
+			Result:      ratelimit.Result{Allowed: true, Limit: 5, Remaining: 4},
+			Policies:    []ratelimit.NamedPolicy{{Name: "a", Policy: ratelimit.Policy{Limit: 5}}},
+			PolicyIndex: 1,
 		},
 		"no limit among several": {
 			Result:   ratelimit.Result{Allowed: true, Limit: 5, Remaining: 4},
@@ -528,11 +529,11 @@ func TestMetadataComesFromTheDecisionAlone(t *testing.T) {
 		{Name: "tokens", Policy: ratelimit.Policy{Limit: 20000, Window: time.Minute}},
 	}
 	d := ratelimit.Decision{
-		Result:   ratelimit.Result{Limit: 20000, Remaining: 7, RetryAfter: 1200 * time.Millisecond, ResetAfter: time.Minute},
-		Policy:   policies[1],
-		Policies: policies,
-		Bound:    1,
-		Source:   ratelimit.FromFallback,
+		Result:      ratelimit.Result{Limit: 20000, Remaining: 7, RetryAfter: 1200 * time.Millisecond, ResetAfter: time.Minute},
+		Policy:      policies[1],
+		Policies:    policies,
+		PolicyIndex: 1,
+		Source:      ratelimit.FromFallback,
 	}
 	d.Enforced = d.Result
 	in, err := grpclimit.NewInterceptor(&decisionStub{d: d}, byPlan)

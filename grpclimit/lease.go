@@ -17,7 +17,7 @@ import (
 // each call would take its units with Decide and hold them for the
 // policy's whole lease TTL, as no one could give them back.
 //
-// Unary and Stream then decide each call by ratelimit.Acquire instead of
+// Unary and Stream then decide each call by the limiter's Acquire instead of
 // Decide. The ratelimit.Lease that holds an allowed call's units is
 // released once the handler has returned, and when it panics, before the
 // panic goes on up unchanged; under the call's context without its

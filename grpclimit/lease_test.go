@@ -12,6 +12,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
 	"github.com/ratelimit-go/ratelimit/internal/leasehold/leaseholdtest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -111,9 +112,9 @@ func serveBuf(t *testing.T, srv healthpb.HealthServer, in *grpclimit.Interceptor
 
 // concurrency returns an in-process concurrency limiter of limit in flight
 // per key, whose leases last ttl, on a new fake clock.
-func concurrency(t *testing.T, limit int, ttl time.Duration, opts ...ratelimit.Option) (*ratelimit.Concurrency, *ratelimit.FakeClock) {
+func concurrency(t *testing.T, limit int, ttl time.Duration, opts ...ratelimit.Option) (*ratelimit.Concurrency, *ratelimittest.Clock) {
 	t.Helper()
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := ratelimit.NewConcurrency(limit, ttl, append([]ratelimit.Option{ratelimit.WithClock(clock)}, opts...)...)
 	require.NoError(t, err)
 	return l, clock
@@ -375,7 +376,7 @@ func TestPolicyListNamesTheQuotaUnitOfThePolicyInFlight(t *testing.T) {
 		{Name: "per-minute", Policy: ratelimit.Policy{Limit: 100, Window: time.Minute}},
 	}
 	res := ratelimit.Result{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: time.Second}
-	stub := &decisionStub{d: ratelimit.Decision{Result: res, Policy: policies[1], Policies: policies, Bound: 1, Enforced: res}}
+	stub := &decisionStub{d: ratelimit.Decision{Result: res, Policy: policies[1], Policies: policies, PolicyIndex: 1, Enforced: res}}
 	_, err := grpclimit.NewInterceptor(stub, grpclimit.KeyByMetadata("x-api-key"))
 	require.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/leasehold/leaseholdtest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -25,7 +26,7 @@ type hookCall struct {
 // leaseRig is an Interceptor built WithLeases over a Concurrency of 1 in
 // flight with leases of 30 s on a fake clock, whose timers the test fires.
 type leaseRig struct {
-	clock  *ratelimit.FakeClock
+	clock  *ratelimittest.Clock
 	timers *leaseholdtest.Timers
 	in     *Interceptor
 	mu     sync.Mutex
@@ -34,7 +35,7 @@ type leaseRig struct {
 
 func newLeaseRig(t *testing.T) *leaseRig {
 	t.Helper()
-	rig := &leaseRig{clock: ratelimit.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)), timers: &leaseholdtest.Timers{}}
+	rig := &leaseRig{clock: ratelimittest.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)), timers: &leaseholdtest.Timers{}}
 	l, err := ratelimit.NewConcurrency(1, 30*time.Second, ratelimit.WithClock(rig.clock))
 	require.NoError(t, err)
 	rig.in, err = NewInterceptor(l, KeyByMetadata("x-api-key"), WithLeases(), WithOnError(func(_ context.Context, method string, err error) {

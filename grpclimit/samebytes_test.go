@@ -15,6 +15,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // TestMetadataCarriesTheBytesOfHTTPLimitsHeaderFields checks that a call
@@ -62,7 +63,7 @@ func TestMetadataCarriesTheBytesOfHTTPLimitsHeaderFields(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.what, func(t *testing.T) {
-			gl, err := tt.limiter(ratelimit.NewFakeClock(epoch))
+			gl, err := tt.limiter(ratelimittest.NewClock(epoch))
 			require.NoError(t, err)
 			in, err := grpclimit.NewInterceptor(gl, grpclimit.KeyByMetadata("x-api-key"), tt.grpc...)
 			require.NoError(t, err)
@@ -75,7 +76,7 @@ func TestMetadataCarriesTheBytesOfHTTPLimitsHeaderFields(t *testing.T) {
 				_, _ = unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/bench.Service/Call"}, handler)
 			}
 
-			hl, err := tt.limiter(ratelimit.NewFakeClock(epoch))
+			hl, err := tt.limiter(ratelimittest.NewClock(epoch))
 			require.NoError(t, err)
 			m, err := httplimit.NewMiddleware(hl, httplimit.KeyByHeader("X-Api-Key"), tt.http...)
 			require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,7 +17,7 @@ import (
 // can have been made (the one left, made at once, counts with the 4 after
 // the window's roll at 10 s, and 5 weigh 4 from 12 s).
 func TestSlidingWindowsSendTheirEffectiveWindow(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	login, err := ratelimit.NewSlidingLog(5, 10*time.Second, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	api, err := ratelimit.NewSlidingCounter(5, 10*time.Second, ratelimit.WithClock(clock))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -15,7 +16,7 @@ import (
 // A call of cost 0 never runs while its key is in debt: 100 calls of cost
 // 0 on a key three hours in debt all ran when a cost of 0 was a peek.
 func TestACostOfZeroDoesNotRunOnAKeyInDebt(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithClock(clock), ratelimit.WithMaxDebt(4*3600), ratelimit.WithMaxSettle(ratelimit.UnboundedSettle))
 	require.NoError(t, err)
 	_, err = l.Settle(context.Background(), "alice", 0, 10+3*3600)
@@ -38,7 +39,7 @@ func TestACostOfZeroDoesNotRunOnAKeyInDebt(t *testing.T) {
 
 // A call of cost 0 takes 1 unit: a key of 3 runs three of them.
 func TestACostOfZeroTakesAUnit(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := ratelimit.NewTokenBucket(3, 0.001, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	in, err := grpclimit.NewInterceptor(l, grpclimit.KeyByMetadata("x-api-key"),

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // serverErrors is the refund rule that does not count 5xx answers.
@@ -168,7 +169,7 @@ func TestRefundGetsTheFinalStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := ratelimit.NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			var got []int
 			m, err := httplimit.NewMiddleware(newFakeBucket(10, time.Second, clock), httplimit.KeyByHeader(keyHeader),
 				httplimit.WithRefund(func(_ *http.Request, status int) bool { got = append(got, status); return false }))
@@ -182,7 +183,7 @@ func TestRefundGetsTheFinalStatus(t *testing.T) {
 // io.Copy into the wrapped writer still reaches the server's ReadFrom.
 func TestRefundWrapperCopiesThroughReadFrom(t *testing.T) {
 	rf := &readFromRecorder{ResponseRecorder: httptest.NewRecorder()}
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	m, err := httplimit.NewMiddleware(newFakeBucket(10, time.Second, clock), httplimit.KeyByHeader(keyHeader), httplimit.WithRefund(serverErrors))
 	require.NoError(t, err)
 	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -212,7 +213,7 @@ func (r *readFromRecorder) ReadFrom(src io.Reader) (int64, error) {
 // The writer a handler gets under WithRefund keeps what the server's
 // offers: http.ResponseController's methods, Flusher and Hijacker.
 func TestResponseControllerThroughTheRefundWrapper(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l := newFakeBucket(10, time.Second, clock)
 	// A hijacked connection is no longer the server's: the client may have
 	// its answer, and the server be closed, before the handler returns.
@@ -300,7 +301,7 @@ func TestResponseControllerThroughTheRefundWrapper(t *testing.T) {
 // A writer that cannot hijack (HTTP/2, or a recorder) is not made to look
 // as if it could.
 func TestRefundWrapperHijacksOnlyWhenTheServerCan(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	m, err := httplimit.NewMiddleware(newFakeBucket(10, time.Second, clock), httplimit.KeyByHeader(keyHeader), httplimit.WithRefund(serverErrors))
 	require.NoError(t, err)
 	var isHijacker bool
@@ -332,7 +333,7 @@ func (p plainWriter) WriteHeader(code int)        { p.rec.WriteHeader(code) }
 
 // Without WithRefund the handler gets the server's writer itself.
 func TestNoWrapperWithoutRefund(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	for _, opts := range [][]httplimit.Option{nil, {httplimit.WithSettle()}} {
 		m, err := httplimit.NewMiddleware(newFakeBucket(10, time.Second, clock), httplimit.KeyByHeader(keyHeader), opts...)
 		require.NoError(t, err)
@@ -412,7 +413,7 @@ func TestSetCostSettlesLess(t *testing.T) {
 }
 
 func TestSetCostRules(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 
 	t.Run("without WithSettle", func(t *testing.T) {
 		l := newFakeBucket(10, time.Second, clock)
@@ -494,7 +495,7 @@ func TestSetCostRules(t *testing.T) {
 }
 
 func TestAdjustTimeout(t *testing.T) {
-	l := newFakeBucket(10, time.Second, ratelimit.NewFakeClock(epoch))
+	l := newFakeBucket(10, time.Second, ratelimittest.NewClock(epoch))
 	h, _ := adjusting(t, l, httplimit.WithRefund(serverErrors), httplimit.WithAdjustTimeout(time.Minute))
 	get(h, "k", "/?status=500")
 	calls := l.calls()
@@ -505,7 +506,7 @@ func TestAdjustTimeout(t *testing.T) {
 
 // A refund wins over a reported cost: the response does not count at all.
 func TestRefundWinsOverSetCost(t *testing.T) {
-	l := newFakeBucket(10, time.Second, ratelimit.NewFakeClock(epoch))
+	l := newFakeBucket(10, time.Second, ratelimittest.NewClock(epoch))
 	h, next := adjusting(t, l, httplimit.WithRefund(serverErrors), httplimit.WithSettle())
 	get(h, "k", "/?cost=5&status=500")
 	assert.True(t, next.recorded.Load())
@@ -524,7 +525,7 @@ func TestRefundWinsOverSetCost(t *testing.T) {
 // A request of cost 0 took 1 to run, which it gives back after its
 // handler: refunded by the refund rule, or else settled at its cost, 0.
 func TestACostOfZeroIsGivenBackAfterItsHandler(t *testing.T) {
-	l := newFakeBucket(10, time.Second, ratelimit.NewFakeClock(epoch))
+	l := newFakeBucket(10, time.Second, ratelimittest.NewClock(epoch))
 	h, _ := adjusting(t, l, httplimit.WithRefund(serverErrors), httplimit.WithCost(func(*http.Request) (int, error) { return 0, nil }))
 	get(h, "k", "/?status=500")
 	get(h, "k", "/?status=200")
@@ -537,7 +538,7 @@ func TestACostOfZeroIsGivenBackAfterItsHandler(t *testing.T) {
 // Nested middlewares built WithSettle each settle the reported cost on
 // their own limiter.
 func TestSetCostReachesNestedMiddlewares(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	outerLimiter, innerLimiter := newFakeBucket(100, time.Second, clock), newFakeBucket(10, time.Second, clock)
 	outer, err := httplimit.NewMiddleware(outerLimiter, httplimit.KeyByHeader(keyHeader), httplimit.WithSettle())
 	require.NoError(t, err)
@@ -568,7 +569,7 @@ func TestNoAdjustmentWithoutAnAllowedRequest(t *testing.T) {
 	}
 
 	t.Run("denied", func(t *testing.T) {
-		l := newFakeBucket(1, time.Minute, ratelimit.NewFakeClock(epoch))
+		l := newFakeBucket(1, time.Minute, ratelimittest.NewClock(epoch))
 		h, next := adjusting(t, l, opts()...)
 		require.Equal(t, http.StatusOK, get(h, "k", "/").Code)
 		w := get(h, "k", "/?status=500&cost=0")
@@ -577,7 +578,7 @@ func TestNoAdjustmentWithoutAnAllowedRequest(t *testing.T) {
 		assert.Empty(t, l.calls())
 	})
 	t.Run("limiter error", func(t *testing.T) {
-		l := newFakeBucket(1, time.Minute, ratelimit.NewFakeClock(epoch))
+		l := newFakeBucket(1, time.Minute, ratelimittest.NewClock(epoch))
 		l.allowErr = errBackend
 		var log errorLog
 		h, next := adjusting(t, l, opts(httplimit.WithOnError(log.hook))...)
@@ -590,14 +591,14 @@ func TestNoAdjustmentWithoutAnAllowedRequest(t *testing.T) {
 		assert.NotErrorIs(t, log.errs[0], httplimit.ErrAdjustment)
 	})
 	t.Run("cost above the limit", func(t *testing.T) {
-		l := newFakeBucket(1, time.Minute, ratelimit.NewFakeClock(epoch))
+		l := newFakeBucket(1, time.Minute, ratelimittest.NewClock(epoch))
 		h, next := adjusting(t, l, opts(httplimit.WithCost(func(*http.Request) (int, error) { return 2, nil }))...)
 		assert.Equal(t, http.StatusRequestEntityTooLarge, get(h, "k", "/?status=500").Code)
 		assert.Equal(t, int64(0), next.calls.Load())
 		assert.Empty(t, l.calls())
 	})
 	t.Run("skipped", func(t *testing.T) {
-		l := newFakeBucket(1, time.Minute, ratelimit.NewFakeClock(epoch))
+		l := newFakeBucket(1, time.Minute, ratelimittest.NewClock(epoch))
 		h, next := adjusting(t, l, opts(httplimit.WithSkip(func(*http.Request) bool { return true }))...)
 		assert.Equal(t, http.StatusInternalServerError, get(h, "k", "/?status=500&cost=0").Code)
 		assert.False(t, next.recorded.Load())
@@ -607,7 +608,7 @@ func TestNoAdjustmentWithoutAnAllowedRequest(t *testing.T) {
 
 // A failed adjustment goes to the error hook; the response is unchanged.
 func TestAdjustmentErrorsGoToTheHook(t *testing.T) {
-	l := newFakeBucket(10, time.Second, ratelimit.NewFakeClock(epoch))
+	l := newFakeBucket(10, time.Second, ratelimittest.NewClock(epoch))
 	l.adjustErr = errBackend
 	var log errorLog
 	h, next := adjusting(t, l, httplimit.WithRefund(serverErrors), httplimit.WithSettle(), httplimit.WithOnError(log.hook))
@@ -634,7 +635,7 @@ func TestAdjustmentErrorsGoToTheHook(t *testing.T) {
 
 // A handler that panics is not adjusted; the panic goes on up.
 func TestNoAdjustmentWhenTheHandlerPanics(t *testing.T) {
-	l := newFakeBucket(10, time.Second, ratelimit.NewFakeClock(epoch))
+	l := newFakeBucket(10, time.Second, ratelimittest.NewClock(epoch))
 	m, err := httplimit.NewMiddleware(l, httplimit.KeyByHeader(keyHeader), httplimit.WithRefund(serverErrors), httplimit.WithSettle())
 	require.NoError(t, err)
 	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -701,7 +702,7 @@ func TestCompositeRefund(t *testing.T) {
 // that outlives its window gives nothing back to the next one. The time of
 // the decision is read from the limiter's clock (WithClock).
 func TestRefundReachesOnlyTheWindowThatCounted(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	window, err := ratelimit.NewFixedWindow(2, time.Minute, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	m, err := httplimit.NewMiddleware(window, httplimit.KeyByHeader(keyHeader), httplimit.WithRefund(serverErrors), httplimit.WithClock(clock))
@@ -732,7 +733,7 @@ func TestRefundReachesOnlyTheWindowThatCounted(t *testing.T) {
 }
 
 func TestWithClockRejectsNil(t *testing.T) {
-	for _, c := range []ratelimit.Clock{nil, (*ratelimit.FakeClock)(nil)} {
+	for _, c := range []ratelimit.Clock{nil, (*ratelimittest.Clock)(nil)} {
 		_, err := httplimit.NewMiddleware(&stubLimiter{}, httplimit.KeyByHeader(keyHeader), httplimit.WithClock(c))
 		require.Error(t, err)
 		assert.ErrorIs(t, err, ratelimit.ErrInvalidConfig)

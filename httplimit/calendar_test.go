@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 func TestCalendarWindowHeadersTellTheWindowOpenNow(t *testing.T) {
@@ -17,7 +18,7 @@ func TestCalendarWindowHeadersTellTheWindowOpenNow(t *testing.T) {
 	require.NoError(t, err)
 	// 2026-10-25 in Berlin lasts 25 hours: from 22:00 UTC on the 24th
 	// to 23:00 UTC on the 25th.
-	clock := ratelimit.NewFakeClock(time.Date(2026, 10, 25, 22, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 10, 25, 22, 0, 0, 0, time.UTC))
 	l, err := ratelimit.NewCalendarWindow(2, ratelimit.Calendar{Period: ratelimit.CalendarDay, Location: berlin}, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	h, _ := limited(t, l)

@@ -188,7 +188,7 @@ func (s *stubMulti) Allow(ctx context.Context, key string, n int) (ratelimit.Res
 }
 
 func (s *stubMulti) Decide(context.Context, string, int) (ratelimit.Decision, error) {
-	d := ratelimit.Decision{Result: s.res, Policies: s.policies, Bound: s.bound, Enforced: s.res}
+	d := ratelimit.Decision{Result: s.res, Policies: s.policies, PolicyIndex: s.bound, Enforced: s.res}
 	if s.bound >= 0 && s.bound < len(s.policies) {
 		d.Policy = s.policies[s.bound]
 	}
@@ -338,7 +338,7 @@ func TestMultiPolicyOfOnePolicy(t *testing.T) {
 	}
 
 	// A policy with no limit is no policy: the limit is learned from each
-	// Result, as ratelimit.Decide learns a foreign limiter's, and there is
+	// Result, as the middleware learns a foreign limiter's, and there is
 	// no w.
 	stub.policies[0].Limit = 0
 	h, _ := limited(t, stub)

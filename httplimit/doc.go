@@ -39,7 +39,7 @@
 // (the Decision's ResetAfter), or the Retry-After on a denial.
 //
 // Everything comes from the request's ratelimit.Decision
-// (ratelimit.Decide): q and RateLimit-Limit are the Limit of the policy
+// (the limiter's Decide): q and RateLimit-Limit are the Limit of the policy
 // that bound the decision, w its Window, and RateLimit-Policy lists every
 // policy that applied, so a Guard, DenyCache or Shadow names the same
 // policies as the limiter it wraps, also while a Guard's backend is down
@@ -173,7 +173,7 @@
 // A limit on work in flight (at most 5 requests of a key at once: a
 // ratelimit.Concurrency or RedisConcurrency, or a Composite with such a
 // part) needs WithLeases, and NewMiddleware refuses such a limiter
-// without it. Each request is then decided by ratelimit.Acquire, and the
+// without it. Each request is then decided by the limiter's Acquire, and the
 // ratelimit.Lease that holds an allowed request's units is held for its
 // handler's whole life: released once the handler has returned (a
 // streamed response, after its last write) or panicked (the panic then

@@ -14,13 +14,14 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // WithQuotaUnit names the unit of every policy that counts units, as qu in
 // RateLimit-Policy; a policy that counts calls keeps the default unit,
 // requests, and one in flight its own.
 func TestQuotaUnitNamesThePoliciesThatCountUnits(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	requests, err := ratelimit.NewGCRA(60, time.Minute, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	tokens, err := ratelimit.NewTokenBucket(100000, 100000.0/60, ratelimit.WithClock(clock))

@@ -13,6 +13,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // monthStart is the first of a month of 30 days, at midnight UTC.
@@ -20,7 +21,7 @@ var monthStart = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 
 // rpsAndMonthly returns a Composite of "rps", 5 a second, and "monthly",
 // 1000 a month in UTC, in process (client nil) or on Redis.
-func rpsAndMonthly(t *testing.T, client redis.Scripter, clock *ratelimit.FakeClock) ratelimit.Limiter {
+func rpsAndMonthly(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock) ratelimit.Limiter {
 	t.Helper()
 	month := ratelimit.Calendar{Period: ratelimit.CalendarMonth, Location: time.UTC}
 	var rps, monthly ratelimit.Limiter
@@ -47,7 +48,7 @@ func rpsAndMonthly(t *testing.T, client redis.Scripter, clock *ratelimit.FakeClo
 // Retry-After.
 func TestEachPolicyCarriesItsOwnEffectiveWindow(t *testing.T) {
 	at := monthStart.Add(3 * 24 * time.Hour) // 27 days before the month ends
-	run := func(t *testing.T, client redis.Scripter, clock *ratelimit.FakeClock, advance func(time.Duration)) {
+	run := func(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock, advance func(time.Duration)) {
 		m, err := httplimit.NewMiddleware(rpsAndMonthly(t, client, clock), httplimit.KeyByHeader(keyHeader))
 		require.NoError(t, err)
 		h := m.Handler(&counter{})
@@ -76,17 +77,17 @@ func TestEachPolicyCarriesItsOwnEffectiveWindow(t *testing.T) {
 		assert.Equal(t, `"rps";r=4;t=1, "monthly";r=994;t=2329200`, w.Header().Get("RateLimit"))
 	}
 	t.Run("in process", func(t *testing.T) {
-		clock := ratelimit.NewFakeClock(at)
+		clock := ratelimittest.NewClock(at)
 		run(t, nil, clock, clock.Advance)
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		_, client, move := redistest.Miniredis(t, at)
-		clock := ratelimit.NewFakeClock(at)
+		clock := ratelimittest.NewClock(at)
 		run(t, client, clock, func(d time.Duration) { clock.Advance(d); move(d) })
 	})
 	t.Run("redis-server", func(t *testing.T) {
 		client := redistest.Start(t).Client(t)
-		clock := ratelimit.NewFakeClock(at)
+		clock := ratelimittest.NewClock(at)
 		run(t, client, clock, clock.Advance)
 	})
 }

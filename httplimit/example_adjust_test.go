@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // Two limits at once: 5 requests a second and 8 an hour per API key, in a
@@ -23,7 +24,7 @@ import (
 // clock stands still except where the example moves it, one second before
 // request 7.
 func ExampleNewMiddleware_composite() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	perSecond, err := ratelimit.NewTokenBucket(5, 5, ratelimit.WithClock(clock))
 	if err != nil {
 		fmt.Println(err)
@@ -85,7 +86,7 @@ func ExampleNewMiddleware_composite() {
 // backend fails the first five requests, each of which is refunded, and
 // the key still has its three requests afterwards.
 func ExampleWithRefund() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	limiter, err := ratelimit.NewTokenBucket(3, 1, ratelimit.WithClock(clock))
 	if err != nil {
 		fmt.Println(err)
@@ -125,7 +126,7 @@ func ExampleWithRefund() {
 // lock the account for a while (here a GCRA of 3 per 15 minutes forgives
 // one every 5 minutes), whatever successes come between them.
 func ExampleWithRefund_login() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	limiter, err := ratelimit.NewGCRA(3, 15*time.Minute, ratelimit.WithClock(clock))
 	if err != nil {
 		fmt.Println(err)
@@ -175,7 +176,7 @@ func ExampleWithRefund_login() {
 // settles after it returns. A search that returns more than the units left
 // puts the key in debt, and later requests wait until it is paid off.
 func ExampleSetCost() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	limiter, err := ratelimit.NewTokenBucket(10, 2, ratelimit.WithClock(clock)) // 10 results, 2 more a second
 	if err != nil {
 		fmt.Println(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // A limit of 2 requests, refilling 1 a second, rolled out in shadow mode:
@@ -15,7 +16,7 @@ import (
 // RateLimit-Shadow. Flipping the Shadow to enforce turns on 429s from the
 // next request.
 func ExampleWithShadowHeader() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	bucket, err := ratelimit.NewTokenBucket(2, 1, ratelimit.WithClock(clock))
 	if err != nil {
 		fmt.Println(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // Each API key gets a bucket of 10 requests refilling at 2 per second. The
@@ -23,7 +24,7 @@ import (
 // policy's effective window, the seconds in which the key can take no more
 // than r: the 0.5 s its next token takes to come back, rounded up.
 func ExampleNewMiddleware() {
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	limiter, err := ratelimit.NewTokenBucket(10, 2, ratelimit.WithClock(clock))
 	if err != nil {
 		fmt.Println(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // fakeBucket is a ratelimit.Decider and Adjuster that decides as a token bucket of
@@ -22,7 +23,7 @@ import (
 type fakeBucket struct {
 	limit    int
 	interval time.Duration
-	clock    *ratelimit.FakeClock
+	clock    *ratelimittest.Clock
 
 	mu        sync.Mutex
 	tat       map[string]time.Time
@@ -50,7 +51,7 @@ var (
 
 // newFakeBucket returns a fakeBucket of limit refilling one unit per
 // interval on clock.
-func newFakeBucket(limit int, interval time.Duration, clock *ratelimit.FakeClock) *fakeBucket {
+func newFakeBucket(limit int, interval time.Duration, clock *ratelimittest.Clock) *fakeBucket {
 	return &fakeBucket{limit: limit, interval: interval, clock: clock, tat: map[string]time.Time{}}
 }
 
@@ -215,7 +216,7 @@ func (c *fakeComposite) Decide(ctx context.Context, key string, n int) (ratelimi
 	policies, _ := c.Policies(ctx, key)
 	res, b, parts, err := c.decide(key, n)
 	return ratelimit.Decision{
-		Result: res, Policy: policies[b], Policies: policies, Bound: b, Parts: parts, Enforced: res,
+		Result: res, Policy: policies[b], Policies: policies, PolicyIndex: b, Parts: parts, Enforced: res,
 	}, err
 }
 
@@ -304,18 +305,18 @@ func (c *fakeComposite) Reset(ctx context.Context, key string) error {
 // adjustable is an Adjuster under test, with the clock it runs on.
 type adjustable struct {
 	name    string
-	new     func(t *testing.T, limit int, interval time.Duration) (ratelimit.Adjuster, *ratelimit.FakeClock)
+	new     func(t *testing.T, limit int, interval time.Duration) (ratelimit.Adjuster, *ratelimittest.Clock)
 	foreign bool // a Decider of another package: no t on allowed requests
 }
 
 // adjustables are the limiters the adjustment tests run on: the fake, and
 // the package's TokenBucket, which the tests skip until it is an Adjuster.
 var adjustables = []adjustable{
-	{"fake", func(_ *testing.T, limit int, interval time.Duration) (ratelimit.Adjuster, *ratelimit.FakeClock) {
-		clock := ratelimit.NewFakeClock(epoch)
+	{"fake", func(_ *testing.T, limit int, interval time.Duration) (ratelimit.Adjuster, *ratelimittest.Clock) {
+		clock := ratelimittest.NewClock(epoch)
 		return newFakeBucket(limit, interval, clock), clock
 	}, true},
-	{"TokenBucket", func(t *testing.T, limit int, interval time.Duration) (ratelimit.Adjuster, *ratelimit.FakeClock) {
+	{"TokenBucket", func(t *testing.T, limit int, interval time.Duration) (ratelimit.Adjuster, *ratelimittest.Clock) {
 		l, clock := tokenBucket(t, limit, float64(time.Second)/float64(interval))
 		a, ok := ratelimit.Limiter(l).(ratelimit.Adjuster)
 		if !ok {
@@ -351,7 +352,7 @@ var twoPolicies = []struct {
 // window (ratelimit.Decision.NextUnit): its allowed answers have no t.
 type composite struct {
 	name    string
-	new     func(t *testing.T) (ratelimit.Decider, *ratelimit.FakeClock)
+	new     func(t *testing.T) (ratelimit.Decider, *ratelimittest.Clock)
 	foreign bool
 }
 
@@ -359,8 +360,8 @@ type composite struct {
 // the fake, the package's Composite of two TokenBuckets, and that Composite
 // behind a Guard and a DenyCache.
 var composites = []composite{
-	{"fake", func(*testing.T) (ratelimit.Decider, *ratelimit.FakeClock) {
-		clock := ratelimit.NewFakeClock(epoch)
+	{"fake", func(*testing.T) (ratelimit.Decider, *ratelimittest.Clock) {
+		clock := ratelimittest.NewClock(epoch)
 		c := &fakeComposite{}
 		for _, p := range twoPolicies {
 			c.names = append(c.names, p.name)
@@ -369,7 +370,7 @@ var composites = []composite{
 		return c, clock
 	}, true},
 	{"Composite", realComposite, false},
-	{"Guard(DenyCache(Composite))", func(t *testing.T) (ratelimit.Decider, *ratelimit.FakeClock) {
+	{"Guard(DenyCache(Composite))", func(t *testing.T) (ratelimit.Decider, *ratelimittest.Clock) {
 		c, clock := realComposite(t)
 		cache, err := ratelimit.NewDenyCache(c, ratelimit.DenyCacheConfig{Clock: clock})
 		require.NoError(t, err)
@@ -390,8 +391,8 @@ var tParam = regexp.MustCompile(`;t=[0-9]+`)
 
 // realComposite returns a Composite of twoPolicies as TokenBuckets on a
 // fake clock, or skips the test while NewComposite cannot build one.
-func realComposite(t *testing.T) (ratelimit.Decider, *ratelimit.FakeClock) {
-	clock := ratelimit.NewFakeClock(epoch)
+func realComposite(t *testing.T) (ratelimit.Decider, *ratelimittest.Clock) {
+	clock := ratelimittest.NewClock(epoch)
 	var parts []ratelimit.Part
 	for _, p := range twoPolicies {
 		l, err := ratelimit.NewTokenBucket(p.limit, float64(time.Second)/float64(p.interval), ratelimit.WithClock(clock))

@@ -35,7 +35,7 @@ type fieldBlock struct {
 }
 
 // write sets the rate-limit fields for d, the request's Decision, whose
-// policies ft formatted (d.Bound names one of them), and Retry-After when
+// policies ft formatted (d.PolicyIndex names one of them), and Retry-After when
 // retry is true, that is for a denial: d's RetryAfter in whole seconds,
 // rounded up, at least 1. pk is the partition key's parameter
 // (";pk=:...:"), or "" (see WithPartitionKey).
@@ -70,7 +70,7 @@ type fieldBlock struct {
 // policies, then the earlier ones of other names; and the legacy fields,
 // which are this decision's, describe the first RateLimit item.
 func (f *fieldWriter) write(h http.Header, ft *format, d *ratelimit.Decision, retry bool, pk string) {
-	bound := d.Bound
+	bound := d.PolicyIndex
 	p := &ft.parts[bound]
 	// An enclosing Middleware's fields, if any: it sets RateLimit or
 	// RateLimit-Remaining, so RateLimit-Policy is looked up only then.

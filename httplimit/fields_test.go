@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // fields returns the rate-limit fields of h that are set, each with all its
@@ -73,7 +74,7 @@ func TestFieldsOnATokenBucketDrainingAndRefilling(t *testing.T) {
 }
 
 func TestPolicyWindowFromEachLimiter(t *testing.T) {
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	gcra, err := ratelimit.NewGCRA(10, 5*time.Second, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	window, err := ratelimit.NewFixedWindow(100, time.Minute, ratelimit.WithClock(clock))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // epoch is where every fake clock in these tests starts.
@@ -22,9 +23,9 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 const keyHeader = "X-Api-Key"
 
 // tokenBucket returns an in-process token bucket on a new fake clock.
-func tokenBucket(t testing.TB, capacity int, rate float64) (*ratelimit.TokenBucket, *ratelimit.FakeClock) {
+func tokenBucket(t testing.TB, capacity int, rate float64) (*ratelimit.TokenBucket, *ratelimittest.Clock) {
 	t.Helper()
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := ratelimit.NewTokenBucket(capacity, rate, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	return l, clock

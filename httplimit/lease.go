@@ -16,7 +16,7 @@ import (
 // would take its units with Decide and hold them for the policy's whole
 // lease TTL, as no one could give them back.
 //
-// Each request is decided by ratelimit.Acquire instead of Decide. The
+// Each request is decided by the limiter's Acquire instead of Decide. The
 // ratelimit.Lease that holds an allowed request's units is released once
 // the handler has returned, so a streamed response (a handler that writes
 // and flushes in a loop) holds them until its last write; and when the

@@ -17,13 +17,14 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/internal/leasehold/leaseholdtest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // concurrency returns an in-process concurrency limiter of limit in flight
 // per key, whose leases last ttl, on a new fake clock.
-func concurrency(t testing.TB, limit int, ttl time.Duration, opts ...ratelimit.Option) (*ratelimit.Concurrency, *ratelimit.FakeClock) {
+func concurrency(t testing.TB, limit int, ttl time.Duration, opts ...ratelimit.Option) (*ratelimit.Concurrency, *ratelimittest.Clock) {
 	t.Helper()
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := ratelimit.NewConcurrency(limit, ttl, append([]ratelimit.Option{ratelimit.WithClock(clock)}, opts...)...)
 	require.NoError(t, err)
 	return l, clock
@@ -352,7 +353,7 @@ func (inFlightAndRate) Allow(ctx context.Context, key string, n int) (ratelimit.
 
 func (inFlightAndRate) Decide(context.Context, string, int) (ratelimit.Decision, error) {
 	res := ratelimit.Result{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: time.Second}
-	return ratelimit.Decision{Result: res, Policy: inFlightAndRatePolicies[1], Policies: inFlightAndRatePolicies, Bound: 1, Enforced: res}, nil
+	return ratelimit.Decision{Result: res, Policy: inFlightAndRatePolicies[1], Policies: inFlightAndRatePolicies, PolicyIndex: 1, Enforced: res}, nil
 }
 
 func (inFlightAndRate) Policies(context.Context, string) ([]ratelimit.NamedPolicy, error) {

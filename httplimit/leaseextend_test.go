@@ -12,13 +12,14 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/leasehold/leaseholdtest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // leaseRig is a Middleware built WithLeases over a Concurrency of 1 in
 // flight with leases of 30 s on a fake clock, whose timers the test fires,
 // in front of a handler that holds each request until told.
 type leaseRig struct {
-	clock    *ratelimit.FakeClock
+	clock    *ratelimittest.Clock
 	timers   *leaseholdtest.Timers
 	errs     *leaseholdtest.Reports
 	h        http.Handler
@@ -29,7 +30,7 @@ type leaseRig struct {
 
 func newLeaseRig(t *testing.T) *leaseRig {
 	t.Helper()
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	l, err := ratelimit.NewConcurrency(1, 30*time.Second, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	rig := &leaseRig{

@@ -57,7 +57,7 @@ type Middleware struct {
 	clock       ratelimit.Clock // nil: time.Now
 	maxSettle   int             // WithMaxSettle's limits; 0: the default, < 0: unbounded
 
-	// leases says each request's units are taken with ratelimit.Acquire
+	// leases says each request's units are taken with the limiter's Acquire
 	// and held for its handler's life (WithLeases); after starts the
 	// timer that extends a held lease (time.AfterFunc; tests replace it).
 	leases bool
@@ -67,7 +67,7 @@ type Middleware struct {
 // NewMiddleware returns a Middleware that asks l about every request, under
 // the key that key gives it.
 //
-// Every request is decided through ratelimit.Decide, and the fields and
+// Every request is decided through the limiter's Decide, and the fields and
 // answers come from its Decision alone: RateLimit-Limit and q are the Limit
 // of the policy that bound the decision, w its Window rounded up to whole
 // seconds, RateLimit-Policy lists every policy that applied, and
@@ -87,7 +87,7 @@ type Middleware struct {
 //
 // A limiter of requests in flight (a policy whose InFlight is set, such
 // as a ratelimit.Concurrency's) needs WithLeases, under which each request
-// is decided by ratelimit.Acquire and holds its units while its handler
+// is decided by the limiter's Acquire and holds its units while its handler
 // runs.
 //
 // It returns an error wrapping ratelimit.ErrInvalidConfig for a nil l

@@ -114,7 +114,7 @@ func WithHeaderStyle(style HeaderStyle) Option {
 // to whole seconds, in place of the Window of the policy the request's
 // Decision names; a d of 0 leaves w out. A negative d is an error. Use it
 // for a limiter that reports no Window, such as a limiter of another
-// package, which ratelimit.Decide gives a policy of Window 0 (sent without
+// package, which is given a policy of Window 0 (sent without
 // w).
 //
 // Like WithPolicyName, it applies to a limiter with one policy: a limiter
@@ -393,7 +393,7 @@ func WithAdjustTimeout(d time.Duration) Option {
 // the clock the limiter measures a TakenAt on (see ratelimit.TakenAt): the
 // default, the system clock, is right for in-process limiters on the
 // system clock and for Redis limiters on the server's TIME; give here an
-// in-process limiter's other clock (a ratelimit.FakeClock in tests), a
+// in-process limiter's other clock (a ratelimittest.Clock in tests), a
 // Redis limiter's caller's clock (ratelimit.WithCallerClock), or a
 // RedisCalendarWindow's WithClock clock.
 // A nil c is an error.

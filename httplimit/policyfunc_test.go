@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // plans is a PolicyFunc over a map the test changes, as an admin endpoint
@@ -35,7 +36,7 @@ func (p *plans) policy(_ context.Context, key string) (ratelimit.Policy, error) 
 
 func TestHeadersShowEachKeysOwnPolicy(t *testing.T) {
 	p := &plans{per: map[string]ratelimit.Policy{"pro": {Limit: 100, Window: time.Minute}}}
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := ratelimit.NewGCRA(10, time.Minute, ratelimit.WithClock(clock), ratelimit.WithPolicyFunc(p.policy))
 	require.NoError(t, err)
 	h, _ := limited(t, l)
@@ -54,7 +55,7 @@ func TestHeadersShowEachKeysOwnPolicy(t *testing.T) {
 
 func TestAnUpgradeShowsInTheNextResponseAndKeepsWhatWasUsed(t *testing.T) {
 	p := &plans{per: map[string]ratelimit.Policy{}}
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	l, err := ratelimit.NewGCRA(10, time.Minute, ratelimit.WithClock(clock), ratelimit.WithPolicyFunc(p.policy))
 	require.NoError(t, err)
 	cache, err := ratelimit.NewDenyCache(l, ratelimit.DenyCacheConfig{Clock: clock, MaxAge: time.Minute})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // constantKey keys every request by one key.
@@ -34,7 +35,7 @@ func okHandler(calls *int) http.Handler {
 // item, whether the inner one allows, denies or refuses a request as too
 // large.
 func TestStackedMiddlewaresSendOneCoherentSetOfFields(t *testing.T) {
-	clock := ratelimit.NewFakeClock(time.Unix(0, 0))
+	clock := ratelimittest.NewClock(time.Unix(0, 0))
 	plan, err := ratelimit.NewGCRA(300, time.Minute, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	tokens, err := ratelimit.NewTokenBucket(20000, 1000, ratelimit.WithClock(clock))
@@ -86,7 +87,7 @@ func TestStackedMiddlewaresSendOneCoherentSetOfFields(t *testing.T) {
 // around an enforced plan; the policy RateLimit-Shadow names is listed in
 // RateLimit-Policy.
 func TestAShadowsPolicyIsListedBesideTheEnforcedOnes(t *testing.T) {
-	clock := ratelimit.NewFakeClock(time.Unix(0, 0))
+	clock := ratelimittest.NewClock(time.Unix(0, 0))
 	perIP, err := ratelimit.NewGCRA(1, time.Minute, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	shadow, err := ratelimit.NewShadow(perIP, ratelimit.ShadowConfig{})
@@ -168,7 +169,7 @@ func TestFailOverWithACompositeFallbackSendsOnePolicysNumbers(t *testing.T) {
 // gcraAt returns a GCRA of limit a minute on a fake clock.
 func gcraAt(t *testing.T, limit int) *ratelimit.GCRA {
 	t.Helper()
-	l, err := ratelimit.NewGCRA(limit, time.Minute, ratelimit.WithClock(ratelimit.NewFakeClock(time.Unix(0, 0))))
+	l, err := ratelimit.NewGCRA(limit, time.Minute, ratelimit.WithClock(ratelimittest.NewClock(time.Unix(0, 0))))
 	require.NoError(t, err)
 	return l
 }

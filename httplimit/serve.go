@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/adapt"
 )
 
 // limitedHandler is what Middleware.Handler returns: m's limiting in front
@@ -66,8 +67,8 @@ func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serve is ServeHTTP's decision, through the limiter's Decide (or
-// ratelimit.Decide for a limiter of another package), or, under
-// WithLeases, through ratelimit.Acquire. The fields, and the
+// a Decision of its Allow for a limiter of another package), or, under
+// WithLeases, through the limiter's Acquire. The fields, and the
 // problem document of a denial, are those of the policy that bound it,
 // with every policy that applied in RateLimit-Policy; an index that names
 // no policy is a limiter error. A request a ratelimit.Shadow let through
@@ -87,7 +88,7 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 	var lease ratelimit.Lease
 	switch {
 	case m.leases:
-		lease, d, err = ratelimit.Acquire(r.Context(), m.limiter, key, n)
+		lease, d, err = adapt.Acquire(r.Context(), m.limiter, key, n)
 		if lease.Held() && (err != nil || !d.Allowed || d.WouldDeny) {
 			// Not a lease this request may hold: only an allowed
 			// request's units are held, and no Acquirer of package
@@ -98,7 +99,7 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 	case m.decider != nil:
 		d, err = m.decider.Decide(r.Context(), key, n)
 	default:
-		d, err = ratelimit.Decide(r.Context(), m.limiter, key, n)
+		d, err = adapt.Decide(r.Context(), m.limiter, key, n)
 	}
 	if errors.Is(err, ratelimit.ErrInvalidKey) {
 		// The request's key, not the limiter, is at fault: nothing was
@@ -110,10 +111,10 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		h.failed(w, r, err, d.Source == ratelimit.FromShadow)
 		return
 	}
-	policies, bound := d.Policies, d.Bound
+	policies, bound := d.Policies, d.PolicyIndex
 	if d.Limit > 0 && (len(policies) == 0 || len(policies) == 1 && bound == 0 && policies[0].Limit <= 0) {
 		// A Decider that names no policy with a limit: its Result's Limit,
-		// as ratelimit.Decide tells a limiter of another package, under
+		// as a limiter of another package is told, under
 		// the name of the policy it names, if any, and without w.
 		var name string
 		if len(policies) == 1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // all returns what the hook was given so far.
@@ -58,7 +59,7 @@ func TestABogusCostIsSettledAtTheBound(t *testing.T) {
 	start := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
 	for _, where := range []string{"in process", "miniredis"} {
 		t.Run(where, func(t *testing.T) {
-			clock := ratelimit.NewFakeClock(start)
+			clock := ratelimittest.NewClock(start)
 			var l ratelimit.Decider
 			if where == "in process" {
 				l = monthlyQuota(t, nil, clock)
@@ -132,7 +133,7 @@ func TestWithMaxSettleSetsTheBound(t *testing.T) {
 // table's limiters in each of its wrappings, on miniredis, behind a
 // Middleware WithSettle whose handler reports a cost of 100,000,000: each
 // is settled at ten limits of the smallest policy that counts units (50;
-// 40 for the key's plan of 4), which every stack accepts (a Leasing sends
+// 40 for the key's plan of 4), which every stack accepts (a Prefetch sends
 // it to its backend), and the WithOnError hook hears only that the cost
 // was bounded; the key is then in debt (a Shadow that does not enforce
 // lets the next request through all the same).

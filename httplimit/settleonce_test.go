@@ -15,6 +15,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // trialWork sends 41 requests for one key, evenly over 3 s on the clock
@@ -59,7 +60,7 @@ const trialBound = 5 + 5*3 + 5
 // plan allows (they did 75 units when the key's settles were merged).
 func TestOneIdempotencyKeyCannotEscapeTheSettle(t *testing.T) {
 	t.Run("in process", func(t *testing.T) {
-		clock := ratelimit.NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := ratelimit.NewTokenBucket(5, 5, ratelimit.WithClock(clock))
 		require.NoError(t, err)
 		ran, work := trialWork(t, l, clock, clock.Advance)
@@ -68,7 +69,7 @@ func TestOneIdempotencyKeyCannotEscapeTheSettle(t *testing.T) {
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		_, client, advance := redistest.Miniredis(t, epoch)
-		clock := ratelimit.NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := ratelimit.NewRedisTokenBucket(client, 5, 5)
 		require.NoError(t, err)
 		ran, work := trialWork(t, l, clock, func(d time.Duration) { clock.Advance(d); advance(d) })
@@ -77,7 +78,7 @@ func TestOneIdempotencyKeyCannotEscapeTheSettle(t *testing.T) {
 	})
 	t.Run("redis-server", func(t *testing.T) {
 		client := redistest.Start(t).Client(t)
-		clock := ratelimit.NewFakeClock(time.Now())
+		clock := ratelimittest.NewClock(time.Now())
 		l, err := ratelimit.NewRedisTokenBucket(client, 5, 5, ratelimit.WithCallerClock(clock))
 		require.NoError(t, err)
 		ran, work := trialWork(t, l, clock, clock.Advance)

@@ -13,12 +13,13 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // loginAndAPI returns a Composite of "login", a sliding log of 5 per 10 s,
 // and "api", a sliding counter of 5 per 10 s, in process (client nil) or
 // on Redis deciding on clock.
-func loginAndAPI(t *testing.T, client redis.Scripter, clock *ratelimit.FakeClock) ratelimit.Limiter {
+func loginAndAPI(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock) ratelimit.Limiter {
 	t.Helper()
 	var login, api ratelimit.Limiter
 	var err error
@@ -44,7 +45,7 @@ func loginAndAPI(t *testing.T, client redis.Scripter, clock *ratelimit.FakeClock
 // roll at 10 s, weighted down). A denial's one item carries the
 // Retry-After. In process, on miniredis and on a real server.
 func TestSlidingWindowsSendTheirEffectiveWindow(t *testing.T) {
-	run := func(t *testing.T, client redis.Scripter, clock *ratelimit.FakeClock, advance func(time.Duration)) {
+	run := func(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock, advance func(time.Duration)) {
 		m, err := httplimit.NewMiddleware(loginAndAPI(t, client, clock), httplimit.KeyByHeader(keyHeader))
 		require.NoError(t, err)
 		h := m.Handler(&counter{})
@@ -80,17 +81,17 @@ func TestSlidingWindowsSendTheirEffectiveWindow(t *testing.T) {
 	}
 	at := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	t.Run("in process", func(t *testing.T) {
-		clock := ratelimit.NewFakeClock(at)
+		clock := ratelimittest.NewClock(at)
 		run(t, nil, clock, clock.Advance)
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		_, client, move := redistest.Miniredis(t, at)
-		clock := ratelimit.NewFakeClock(at)
+		clock := ratelimittest.NewClock(at)
 		run(t, client, clock, func(d time.Duration) { clock.Advance(d); move(d) })
 	})
 	t.Run("redis-server", func(t *testing.T) {
 		client := redistest.Start(t).Client(t)
-		clock := ratelimit.NewFakeClock(at)
+		clock := ratelimittest.NewClock(at)
 		run(t, client, clock, clock.Advance)
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // redisKinds builds each Redis limiter as 5 per 10 s.
@@ -51,7 +52,7 @@ func TestHeadersThroughTheProductionStackEqualTheBareLimiters(t *testing.T) {
 			require.NoError(t, err)
 			backend, err := kind.new(stackClient)
 			require.NoError(t, err)
-			clock := ratelimit.NewFakeClock(epoch)
+			clock := ratelimittest.NewClock(epoch)
 			stack := productionStack(t, backend, clock, ratelimit.FailOpen)
 			bareHandler, _ := limited(t, bare)
 			stackHandler, _ := limited(t, stack)
@@ -81,13 +82,13 @@ func TestHeadersWhileRedisIsDownFromTheStart(t *testing.T) {
 		require.NoError(t, err)
 		const policy = `"default";q=5;w=10`
 
-		open, _ := limited(t, productionStack(t, l, ratelimit.NewFakeClock(epoch), ratelimit.FailOpen))
+		open, _ := limited(t, productionStack(t, l, ratelimittest.NewClock(epoch), ratelimit.FailOpen))
 		resp := do(open, "alice", "")
 		assert.Equal(t, http.StatusOK, resp.Code, kind.name)
 		assert.Equal(t, "5", resp.Header().Get("RateLimit-Limit"), "%s: fail open never claims a limit of 0", kind.name)
 		assert.Equal(t, policy, resp.Header().Get("RateLimit-Policy"), kind.name)
 
-		closed, _ := limited(t, productionStack(t, l, ratelimit.NewFakeClock(epoch), ratelimit.FailClosed))
+		closed, _ := limited(t, productionStack(t, l, ratelimittest.NewClock(epoch), ratelimit.FailClosed))
 		resp = do(closed, "alice", "")
 		assert.Equal(t, http.StatusTooManyRequests, resp.Code, kind.name)
 		assert.Equal(t, "5", resp.Header().Get("RateLimit-Limit"), kind.name)
@@ -111,7 +112,7 @@ func TestAdjustmentsThroughTheProductionStack(t *testing.T) {
 			client.AddHook(&realTime{advance: advance, last: time.Now()})
 			backend, err := kind.new(client)
 			require.NoError(t, err)
-			stack := productionStack(t, backend, ratelimit.NewFakeClock(epoch), ratelimit.FailOpen)
+			stack := productionStack(t, backend, ratelimittest.NewClock(epoch), ratelimit.FailOpen)
 			var log errorLog
 			h, next := adjusting(t, stack, httplimit.WithRefund(serverErrors), httplimit.WithSettle(), httplimit.WithOnError(log.hook))
 

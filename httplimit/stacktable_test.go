@@ -18,6 +18,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // recorder is a Decider that passes every call to its limiter and keeps
@@ -88,7 +89,7 @@ func stackRows() []stackRow {
 			require.NoError(t, err)
 			return l
 		}, func(_ ratelimit.Decider, key string) string {
-			return redisbatch.StoredKey(ratelimit.DefaultTokenBucketPrefix+"5:1000000:", "", key)
+			return redisbatch.StoredKey(ratelimit.DefaultKeyPrefix+"tb:5:1000000:", "", key)
 		}},
 		{"SlidingLog", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
 			l, err := ratelimit.NewRedisSlidingLog(c, 5, 10*time.Second)
@@ -113,7 +114,7 @@ func stackRows() []stackRow {
 			require.NoError(t, err)
 			return l
 		}, func(_ ratelimit.Decider, key string) string {
-			return redisbatch.StoredKey(ratelimit.DefaultCalendarPrefix+"5:day:UTC:", "", key)
+			return redisbatch.StoredKey(ratelimit.DefaultKeyPrefix+"cal:5:day:UTC:", "", key)
 		}},
 		{"PolicyFunc", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
 			plans := func(_ context.Context, key string) (ratelimit.Policy, error) {
@@ -139,7 +140,7 @@ var stackEpoch = time.Unix(1_700_000_000, 0)
 func redisCalendarDay(t *testing.T, c redis.Scripter, limit int) *ratelimit.RedisCalendarWindow {
 	t.Helper()
 	l, err := ratelimit.NewRedisCalendarWindow(c, limit, ratelimit.Calendar{Period: ratelimit.CalendarDay},
-		ratelimit.WithClock(ratelimit.NewFakeClock(stackEpoch)))
+		ratelimit.WithClock(ratelimittest.NewClock(stackEpoch)))
 	require.NoError(t, err)
 	return l
 }
@@ -193,15 +194,15 @@ func stackWraps() []stackWrap {
 		require.NoError(t, err)
 		return c
 	}
-	// leasing leases every key from its first call, in blocks of 2 (a
-	// Leasing takes only a token bucket, GCRA or fixed window).
-	leasing := func(t *testing.T, l ratelimit.Decider) ratelimit.Decider {
+	// prefetch leases every key from its first call, in blocks of 2 (a
+	// Prefetch takes only a token bucket, GCRA or fixed window).
+	prefetch := func(t *testing.T, l ratelimit.Decider) ratelimit.Decider {
 		switch l.(type) {
 		case *ratelimit.RedisTokenBucket, *ratelimit.RedisGCRA, *ratelimit.RedisFixedWindow:
 		default:
-			t.Skipf("a Leasing does not take a %T", l)
+			t.Skipf("a Prefetch does not take a %T", l)
 		}
-		c, err := ratelimit.NewLeasing(l, ratelimit.LeasingConfig{HotCalls: 1, MinBlock: 2, MaxShare: 2})
+		c, err := ratelimit.NewPrefetch(l, ratelimit.PrefetchConfig{HotCalls: 1, MinBlock: 2, MaxShare: 2})
 		require.NoError(t, err)
 		return c
 	}
@@ -229,9 +230,9 @@ func stackWraps() []stackWrap {
 			require.NoError(t, err)
 			return g
 		}},
-		{"Leasing", leasing},
-		{"Guard(Leasing)", func(t *testing.T, l ratelimit.Decider) ratelimit.Decider {
-			g, err := ratelimit.NewGuard(leasing(t, l), ratelimit.GuardConfig{OnFailure: ratelimit.FailClosed})
+		{"Prefetch", prefetch},
+		{"Guard(Prefetch)", func(t *testing.T, l ratelimit.Decider) ratelimit.Decider {
+			g, err := ratelimit.NewGuard(prefetch(t, l), ratelimit.GuardConfig{OnFailure: ratelimit.FailClosed})
 			require.NoError(t, err)
 			return g
 		}},
@@ -322,7 +323,7 @@ func checkSent(t *testing.T, d ratelimit.Decision, err error, w *httptest.Respon
 		return
 	}
 	require.NotEmpty(t, d.Policies, msgAndArgs...)
-	assert.Equal(t, d.Policies[d.Bound], d.Policy, msgAndArgs...)
+	assert.Equal(t, d.Policies[d.PolicyIndex], d.Policy, msgAndArgs...)
 	assert.Equal(t, d.Policy.Limit, d.Limit, "the limit shown is the bound policy's")
 	assert.Equal(t, strconv.Itoa(d.Limit), h.Get("RateLimit-Limit"), msgAndArgs...)
 	assert.Equal(t, strconv.Itoa(d.Remaining), h.Get("RateLimit-Remaining"), msgAndArgs...)
@@ -335,10 +336,10 @@ func checkSent(t *testing.T, d ratelimit.Decision, err error, w *httptest.Respon
 		assert.Equal(t, strconv.FormatInt(ceilSeconds(d.ResetAfter), 10), h.Get("RateLimit-Reset"), "RateLimit-Reset is ResetAfter in whole seconds, rounded up: %v", msgAndArgs)
 		// Every policy whose Result the Decision holds, the bound one
 		// first, each with its own r and its effective window as t.
-		order := []int{d.Bound}
+		order := []int{d.PolicyIndex}
 		if len(d.Parts) == len(d.Policies) {
 			for i := range d.Policies {
-				if i != d.Bound {
+				if i != d.PolicyIndex {
 					order = append(order, i)
 				}
 			}
@@ -347,7 +348,7 @@ func checkSent(t *testing.T, d ratelimit.Decision, err error, w *httptest.Respon
 		for _, i := range order {
 			wantNames = append(wantNames, strconv.Quote(d.Policies[i].Name))
 			r := d.Remaining
-			if i != d.Bound {
+			if i != d.PolicyIndex {
 				r = d.Parts[i].Remaining
 			}
 			wantR = append(wantR, strconv.Itoa(r))

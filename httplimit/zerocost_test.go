@@ -13,6 +13,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // zeroCostRun puts key "alice" of l three hours in debt (a plan of 1 a
@@ -52,7 +53,7 @@ var maxDebt, unbounded = ratelimit.WithMaxDebt(4 * 3600), ratelimit.WithMaxSettl
 // when a cost of 0 was a peek.
 func TestACostOfZeroDoesNotRunOnAKeyInDebt(t *testing.T) {
 	t.Run("in process", func(t *testing.T) {
-		clock := ratelimit.NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithClock(clock), maxDebt, unbounded)
 		require.NoError(t, err)
 		assert.Equal(t, 0, zeroCostRun(t, l, clock))
@@ -61,11 +62,11 @@ func TestACostOfZeroDoesNotRunOnAKeyInDebt(t *testing.T) {
 		_, client, _ := redistest.Miniredis(t, epoch)
 		l, err := ratelimit.NewRedisTokenBucket(client, 10, 1, maxDebt, unbounded)
 		require.NoError(t, err)
-		assert.Equal(t, 0, zeroCostRun(t, l, ratelimit.NewFakeClock(epoch)))
+		assert.Equal(t, 0, zeroCostRun(t, l, ratelimittest.NewClock(epoch)))
 	})
 	t.Run("redis-server", func(t *testing.T) {
 		client := redistest.Start(t).Client(t)
-		clock := ratelimit.NewFakeClock(time.Now())
+		clock := ratelimittest.NewClock(time.Now())
 		l, err := ratelimit.NewRedisTokenBucket(client, 10, 1, ratelimit.WithCallerClock(clock), maxDebt, unbounded)
 		require.NoError(t, err)
 		assert.Equal(t, 0, zeroCostRun(t, l, clock))

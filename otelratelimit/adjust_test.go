@@ -12,13 +12,14 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/otelratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 func TestAdjustmentsAreCountedByOperationAndOutcomeWithTheirUnits(t *testing.T) {
 	h, reader := newHooks(t)
 	ctx := context.Background()
 	l, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithHooks(h), ratelimit.WithName("api"),
-		ratelimit.WithClock(ratelimit.NewFakeClock(epoch)))
+		ratelimit.WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	_, err = l.Allow(ctx, "user:1", 3)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/otelratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // A token bucket of 3 reports its decisions; 5 requests, 2 denied.
@@ -28,7 +29,7 @@ func ExampleNewHooks() {
 	}
 	limiter, err := ratelimit.NewTokenBucket(3, 1,
 		ratelimit.WithHooks(hooks), ratelimit.WithName("api"),
-		ratelimit.WithClock(ratelimit.NewFakeClock(time.Unix(0, 0))))
+		ratelimit.WithClock(ratelimittest.NewClock(time.Unix(0, 0))))
 	if err != nil {
 		panic(err)
 	}

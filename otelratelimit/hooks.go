@@ -75,9 +75,8 @@ const (
 	// classifies the error: "invalid_cost", "cost_exceeds_limit",
 	// "corrupt_state", "invalid_config", "invalid_key" (a key longer than
 	// the limiter takes), "lease_expired" (an Extend of a
-	// lease no longer held), "invalid_lease" (a lease another limiter
-	// granted), "canceled", "deadline_exceeded", "backend" (any other
-	// ratelimit.ErrBackend), or "_OTHER".
+	// lease no longer held), "canceled", "deadline_exceeded", "backend"
+	// (any other ratelimit.ErrBackend), or "_OTHER".
 	ErrorTypeKey = attribute.Key("error.type")
 	// BreakerStateKey is a breaker state's String: "closed", "open" or
 	// "half_open".
@@ -282,7 +281,6 @@ const (
 	invalidConfig
 	invalidKey
 	leaseExpired
-	invalidLease
 	canceled
 	deadlineExceeded
 	backendError
@@ -296,7 +294,6 @@ var errorTypeNames = [...]string{
 	invalidConfig:    "invalid_config",
 	invalidKey:       "invalid_key",
 	leaseExpired:     "lease_expired",
-	invalidLease:     "invalid_lease",
 	canceled:         "canceled",
 	deadlineExceeded: "deadline_exceeded",
 	backendError:     "backend",
@@ -320,8 +317,6 @@ func classify(err error) errorType {
 		return invalidKey
 	case errors.Is(err, ratelimit.ErrLeaseExpired):
 		return leaseExpired
-	case errors.Is(err, ratelimit.ErrInvalidLease):
-		return invalidLease
 	case errors.Is(err, context.Canceled):
 		return canceled
 	case errors.Is(err, context.DeadlineExceeded):

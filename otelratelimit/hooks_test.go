@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/otelratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -77,7 +78,7 @@ func counts(t *testing.T, m metricdata.Metrics) map[string]uint64 {
 
 func TestTokenBucketDecisionsByOutcome(t *testing.T) {
 	h, reader := newHooks(t)
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	tb, err := ratelimit.NewTokenBucket(2, 1, ratelimit.WithClock(clock),
 		ratelimit.WithHooks(h), ratelimit.WithName("api"))
 	require.NoError(t, err)
@@ -133,7 +134,7 @@ func (f *flaky) Allow(_ context.Context, _ string, n int) (ratelimit.Result, err
 
 func TestGuardBreakerStateAndTransitions(t *testing.T) {
 	h, reader := newHooks(t, otelratelimit.WithLimiterName("shared"))
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	backend := &flaky{}
 	backend.down.Store(true)
 	g, err := ratelimit.NewGuard(backend, ratelimit.GuardConfig{
@@ -189,7 +190,7 @@ func TestGuardBreakerStateAndTransitions(t *testing.T) {
 
 func TestShadowReportsALetThroughDenialAsShadow(t *testing.T) {
 	h, reader := newHooks(t)
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	tb, err := ratelimit.NewTokenBucket(1, 1, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	s, err := ratelimit.NewShadow(tb, ratelimit.ShadowConfig{Hooks: h, Name: "rollout", Clock: clock})

@@ -20,8 +20,7 @@ type leaseOpts struct {
 // was still held by its limiter (ev.Result.Allowed) and whether or not the
 // limiter could be reached (a backend error: the lease then expires by its
 // TTL, and the process holds it no more). A Release refused as the
-// caller's mistake (ratelimit.ErrCaller: a lease the limiter did not
-// grant) ends nothing the limiter counted.
+// caller's mistake (ratelimit.ErrCaller) ends nothing the limiter counted.
 func releasesLease(ev ratelimit.AdjustEvent) bool {
 	return ev.Op == ratelimit.AdjustRelease && ev.Taken > 0 && !errors.Is(ev.Err, ratelimit.ErrCaller)
 }

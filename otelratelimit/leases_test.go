@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/otelratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // newConcurrency returns an in-process concurrency limiter of limit per
@@ -51,7 +52,7 @@ func held(t *testing.T, got map[string]metricdata.Metrics) map[string]int64 {
 func TestLeasesHeldCountsTheLeasesAcquiredAndNotReleased(t *testing.T) {
 	h, reader := newHooks(t)
 	ctx := context.Background()
-	c := newConcurrency(t, h, "jobs", 2, ratelimit.NewFakeClock(epoch))
+	c := newConcurrency(t, h, "jobs", 2, ratelimittest.NewClock(epoch))
 
 	a := acquire(t, c, "key:a", 1)
 	b := acquire(t, c, "key:a", 1)
@@ -74,8 +75,8 @@ func TestLeasesHeldCountsTheLeasesAcquiredAndNotReleased(t *testing.T) {
 	require.NoError(t, a.Release(ctx))
 	assert.Equal(t, map[string]int64{"ratelimit.limiter=jobs": 2}, held(t, collect(t, reader)),
 		"an Extend changes nothing; a Release ends a lease")
-	require.NoError(t, c.Release(ctx, b))
-	require.NoError(t, c.Release(ctx, ratelimit.Lease{}))
+	require.NoError(t, b.Release(ctx))
+	require.NoError(t, (ratelimit.Lease{}).Release(ctx))
 	got := collect(t, reader)
 	assert.Equal(t, map[string]int64{"ratelimit.limiter=jobs": 1}, held(t, got),
 		"the limiter's Release counts as the Lease's; the zero Lease is nothing to release")
@@ -88,7 +89,7 @@ func TestLeasesHeldCountsTheLeasesAcquiredAndNotReleased(t *testing.T) {
 
 func TestALeaseCountsOnceWhateverItsUnits(t *testing.T) {
 	h, reader := newHooks(t)
-	c := newConcurrency(t, h, "exports", 10, ratelimit.NewFakeClock(epoch))
+	c := newConcurrency(t, h, "exports", 10, ratelimittest.NewClock(epoch))
 	lease := acquire(t, c, "tenant:1", 7)
 	assert.Equal(t, map[string]int64{"ratelimit.limiter=exports": 1}, held(t, collect(t, reader)))
 	require.NoError(t, lease.Release(context.Background()))
@@ -97,7 +98,7 @@ func TestALeaseCountsOnceWhateverItsUnits(t *testing.T) {
 
 func TestAnExpiredLeaseStaysCountedUntilReleased(t *testing.T) {
 	h, reader := newHooks(t)
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	c := newConcurrency(t, h, "jobs", 1, clock)
 	lease := acquire(t, c, "key:a", 1)
 
@@ -115,7 +116,7 @@ func TestAnExpiredLeaseStaysCountedUntilReleased(t *testing.T) {
 
 func TestLeasesHeldAreCountedByLimiterName(t *testing.T) {
 	h, reader := newHooks(t, otelratelimit.WithAttributes(attribute.String("region", "eu")))
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	jobs := newConcurrency(t, h, "jobs", 5, clock)
 	streams := newConcurrency(t, h, "streams", 5, clock)
 	for i := range 3 {
@@ -132,7 +133,7 @@ func TestLeasesHeldAreCountedByLimiterName(t *testing.T) {
 func TestLeasesHeldNeverCarryTheKey(t *testing.T) {
 	h, reader := newHooks(t)
 	ctx := context.Background()
-	c := newConcurrency(t, h, "jobs", 1, ratelimit.NewFakeClock(epoch))
+	c := newConcurrency(t, h, "jobs", 1, ratelimittest.NewClock(epoch))
 	const keys = 50
 	for i := range keys {
 		key := fmt.Sprintf("customer-%03d", i)
@@ -174,9 +175,9 @@ func attributeSets(t *testing.T, m metricdata.Metrics) []attribute.Set {
 	return sets
 }
 
-func TestAReleaseThatFailedOnTheBackendEndsTheLeaseButAForeignOneDoesNot(t *testing.T) {
+func TestAReleaseThatFailedOnTheBackendEndsTheLeaseButACallersMistakeDoesNot(t *testing.T) {
 	h, reader := newHooks(t)
-	c := newConcurrency(t, h, "redis-jobs", 5, ratelimit.NewFakeClock(epoch))
+	c := newConcurrency(t, h, "redis-jobs", 5, ratelimittest.NewClock(epoch))
 	for range 3 {
 		_ = acquire(t, c, "key:a", 1)
 	}
@@ -184,23 +185,23 @@ func TestAReleaseThatFailedOnTheBackendEndsTheLeaseButAForeignOneDoesNot(t *test
 	h.Adjusted(ratelimit.AdjustEvent{Limiter: "redis-jobs", Op: ratelimit.AdjustRelease, Key: "key:a", Taken: 1,
 		Err: fmt.Errorf("ratelimit: %w: connection refused", ratelimit.ErrBackend)})
 	h.Adjusted(ratelimit.AdjustEvent{Limiter: "redis-jobs", Op: ratelimit.AdjustRelease, Key: "key:a", Taken: 1,
-		Err: fmt.Errorf("%w: a lease another limiter granted", ratelimit.ErrInvalidLease)})
+		Err: fmt.Errorf("%w: refused", ratelimit.ErrCaller)})
 	h.Adjusted(ratelimit.AdjustEvent{Limiter: "redis-jobs", Op: ratelimit.AdjustRelease, Key: "key:a"})
 
 	got := collect(t, reader)
 	assert.Equal(t, map[string]int64{"ratelimit.limiter=redis-jobs": 2}, held(t, got),
 		"the process holds a lease it failed to release no more (its TTL ends it); "+
-			"a lease the limiter did not grant, or one that held nothing, was never counted")
+			"a release refused as the caller's mistake, or one that held nothing, ends nothing counted")
 	assert.Equal(t, map[string]int64{
-		"ratelimit.limiter=redis-jobs,ratelimit.operation=release,ratelimit.outcome=ok":                             1,
-		"error.type=backend,ratelimit.limiter=redis-jobs,ratelimit.operation=release,ratelimit.outcome=error":       1,
-		"error.type=invalid_lease,ratelimit.limiter=redis-jobs,ratelimit.operation=release,ratelimit.outcome=error": 1,
+		"ratelimit.limiter=redis-jobs,ratelimit.operation=release,ratelimit.outcome=ok":                       1,
+		"error.type=backend,ratelimit.limiter=redis-jobs,ratelimit.operation=release,ratelimit.outcome=error": 1,
+		"error.type=_OTHER,ratelimit.limiter=redis-jobs,ratelimit.operation=release,ratelimit.outcome=error":  1,
 	}, sums(t, got[otelratelimit.AdjustmentsName]))
 }
 
 func TestConcurrentLeasesAreAllCountedBack(t *testing.T) {
 	h, reader := newHooks(t)
-	c := newConcurrency(t, h, "jobs", 4, ratelimit.NewFakeClock(epoch))
+	c := newConcurrency(t, h, "jobs", 4, ratelimittest.NewClock(epoch))
 	ctx := context.Background()
 	const workers, each = 8, 200
 	var wg sync.WaitGroup
@@ -250,7 +251,7 @@ func TestLeaseMeasurementsDoNotAllocate(t *testing.T) {
 
 func TestAFailedExtendIsAnErrorOfTypeLeaseExpired(t *testing.T) {
 	h, reader := newHooks(t)
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	c := newConcurrency(t, h, "jobs", 1, clock)
 	lease := acquire(t, c, "key:a", 1)
 	_, err := lease.Extend(context.Background())

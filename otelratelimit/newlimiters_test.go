@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/otelratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // newLimiter is a limiter of the sliding log, the sliding counter and the
@@ -40,7 +41,7 @@ func TestTheNewLimitersDecisionsAndAdjustmentsAreCounted(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h, reader := newHooks(t)
 			ctx := context.Background()
-			l, err := c.build(ratelimit.NewFakeClock(epoch), ratelimit.WithHooks(h), ratelimit.WithName(c.name))
+			l, err := c.build(ratelimittest.NewClock(epoch), ratelimit.WithHooks(h), ratelimit.WithName(c.name))
 			require.NoError(t, err)
 			for _, want := range []bool{true, true, false} {
 				d, err := l.Decide(ctx, "user:1", 1)
@@ -88,7 +89,7 @@ func TestACalendarWindowsChangingLengthAddsNoAttributeSet(t *testing.T) {
 	ctx := context.Background()
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, berlin))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, berlin))
 	l, err := ratelimit.NewCalendarWindow(1, ratelimit.Calendar{Period: ratelimit.CalendarDay, Location: berlin},
 		ratelimit.WithClock(clock), ratelimit.WithHooks(h), ratelimit.WithName("daily"))
 	require.NoError(t, err)

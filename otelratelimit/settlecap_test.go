@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/otelratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // TestASettleAboveItsBoundIsAnErrorOfTypeInvalidCost: a Settle above the
@@ -20,7 +21,7 @@ import (
 func TestASettleAboveItsBoundIsAnErrorOfTypeInvalidCost(t *testing.T) {
 	h, reader := newHooks(t)
 	ctx := context.Background()
-	clock := ratelimit.NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	rps, err := ratelimit.NewTokenBucket(5, 5, ratelimit.WithHooks(h), ratelimit.WithName("rps"), ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	month, err := ratelimit.NewCalendarWindow(120, ratelimit.Calendar{Period: ratelimit.CalendarMonth},

@@ -4,7 +4,7 @@
 // wall clock, draws their decisions to docs/compare.svg and prints a
 // summary.
 //
-// It runs on a FakeClock, so it takes no real time and its output is the
+// It runs on a ratelimittest.Clock, so it takes no real time and its output is the
 // same on every run. Run it from this directory:
 //
 //	go run .

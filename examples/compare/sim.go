@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // Five of the limiters are configured to the same nominal rate: 10 requests
@@ -98,10 +99,10 @@ func Traffic() []time.Duration {
 // Simulate feeds reqs, which must be in order, to a token bucket, a GCRA, a
 // fixed window, a sliding log and a sliding counter, each configured to 10
 // per 10 s, and to a calendar window of 30 per minute of the wall clock in
-// UTC, all reading one FakeClock that is set to each request's time. It
+// UTC, all reading one ratelimittest.Clock that is set to each request's time. It
 // returns their outcomes in that order.
 func Simulate(reqs []time.Duration) ([]Outcome, error) {
-	clock := ratelimit.NewFakeClock(start)
+	clock := ratelimittest.NewClock(start)
 	opt := ratelimit.WithClock(clock)
 
 	tb, err := ratelimit.NewTokenBucket(limit, rate, opt)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 func TestMetricsCountWhatTheHooksReport(t *testing.T) {
@@ -53,7 +54,7 @@ func TestMetricsCountTheAdjustmentsAGuardForwards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bucket, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithClock(ratelimit.NewFakeClock(time.Unix(0, 0))))
+	bucket, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithClock(ratelimittest.NewClock(time.Unix(0, 0))))
 	if err != nil {
 		t.Fatal(err)
 	}

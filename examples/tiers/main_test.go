@@ -19,6 +19,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/examples/internal/demoredis"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // logLines collects what the service logs.
@@ -50,7 +51,7 @@ func (l *logLines) with(prefix string) []string {
 // moves it, with the built-in plans.
 type testService struct {
 	*service
-	clock *ratelimit.FakeClock
+	clock *ratelimittest.Clock
 	log   *logLines
 }
 
@@ -58,7 +59,7 @@ func newTestService(t *testing.T) *testService {
 	t.Helper()
 	st, _, err := loadPlans("")
 	require.NoError(t, err)
-	clock := ratelimit.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	log := &logLines{}
 	svc, err := newService(config{store: st, clock: clock, logf: log.logf})
 	require.NoError(t, err)
@@ -399,7 +400,7 @@ func TestLoadPlans(t *testing.T) {
 	plan, ok := st.planOf("k1")
 	assert.True(t, ok)
 	assert.Equal(t, "team", plan)
-	svc, err := newService(config{store: st, clock: ratelimit.NewFakeClock(time.Unix(0, 0)), logf: t.Logf})
+	svc, err := newService(config{store: st, clock: ratelimittest.NewClock(time.Unix(0, 0)), logf: t.Logf})
 	require.NoError(t, err)
 	n, _ := allowedInARow(t, svc, "k1")
 	assert.Equal(t, 50, n)

@@ -40,7 +40,7 @@ type config struct {
 	// every copy of the service; nil keeps it in this process.
 	redis redis.Scripter
 	// clock is the in-process limiters' clock; nil means the system
-	// clock. Tests move a ratelimit.FakeClock.
+	// clock. Tests move a ratelimittest.Clock.
 	clock ratelimit.Clock
 	// logf receives the shadow limit's would-be denials and the limiters'
 	// errors.

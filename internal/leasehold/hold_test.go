@@ -12,6 +12,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/leasehold"
 	"github.com/ratelimit-go/ratelimit/internal/leasehold/leaseholdtest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // errTest is the Err of the tests' Owner.
@@ -50,7 +51,7 @@ func free(t *testing.T, l acquirer, key string) bool {
 // holdRig is a Hold of the one slot of key "k" of a Concurrency with
 // leases of 30 s on a fake clock, whose timers the test fires.
 type holdRig struct {
-	clock  *ratelimit.FakeClock
+	clock  *ratelimittest.Clock
 	l      *ratelimit.Concurrency
 	timers *leaseholdtest.Timers
 	rep    *leaseholdtest.Reports
@@ -59,7 +60,7 @@ type holdRig struct {
 
 func newHoldRig(t *testing.T, opts ...ratelimit.Option) *holdRig {
 	t.Helper()
-	rig := &holdRig{clock: ratelimit.NewFakeClock(epoch), timers: &leaseholdtest.Timers{}, rep: &leaseholdtest.Reports{}, hold: &leasehold.Hold{}}
+	rig := &holdRig{clock: ratelimittest.NewClock(epoch), timers: &leaseholdtest.Timers{}, rep: &leaseholdtest.Reports{}, hold: &leasehold.Hold{}}
 	var err error
 	rig.l, err = ratelimit.NewConcurrency(1, 30*time.Second, append([]ratelimit.Option{ratelimit.WithClock(rig.clock)}, opts...)...)
 	require.NoError(t, err)
@@ -148,7 +149,7 @@ func TestExpiredLeaseIsReportedAndNotExtendedAgain(t *testing.T) {
 // A Hold without a Reporter fails as quietly: an expired lease is not
 // extended again, and nothing panics.
 func TestHoldWithoutAReporterFailsQuietly(t *testing.T) {
-	l, err := ratelimit.NewConcurrency(1, 30*time.Second, ratelimit.WithClock(ratelimit.NewFakeClock(epoch)))
+	l, err := ratelimit.NewConcurrency(1, 30*time.Second, ratelimit.WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	timers := &leaseholdtest.Timers{}
 	var h leasehold.Hold

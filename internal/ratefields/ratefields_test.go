@@ -141,10 +141,10 @@ func TestValuesAreTheDecisionsFields(t *testing.T) {
 	}
 	deniedNow := &ratelimit.Decision{Result: ratelimit.Result{Limit: 10}, Policies: allowed.Policies}
 	composite := &ratelimit.Decision{
-		Result:   ratelimit.Result{Allowed: true, Limit: 1000, Remaining: 990, ResetAfter: time.Hour},
-		Policies: []ratelimit.NamedPolicy{{Name: "per-second", Policy: ratelimit.Policy{Limit: 10}}, {Name: "per-hour", Policy: ratelimit.Policy{Limit: 1000}}},
-		Bound:    1,
-		Parts:    []ratelimit.Result{{Allowed: true, Limit: 10, Remaining: -1}, {Allowed: true, Limit: 1000, Remaining: 990}},
+		Result:      ratelimit.Result{Allowed: true, Limit: 1000, Remaining: 990, ResetAfter: time.Hour},
+		Policies:    []ratelimit.NamedPolicy{{Name: "per-second", Policy: ratelimit.Policy{Limit: 10}}, {Name: "per-hour", Policy: ratelimit.Policy{Limit: 1000}}},
+		PolicyIndex: 1,
+		Parts:       []ratelimit.Result{{Allowed: true, Limit: 10, Remaining: -1}, {Allowed: true, Limit: 1000, Remaining: 990}},
 	}
 	pk := ";pk=:AAAAAAAAAAAAAAAAAAAAAA==:"
 	tests := []struct {
@@ -187,14 +187,14 @@ func TestValuesGiveEachItemItsEffectiveWindowInWholeSeconds(t *testing.T) {
 	require.True(t, d.Allowed)
 
 	ps := ratefields.NewPolicies(d.Policies, "")
-	_, _, rateLimit := values(ps, d.Bound, &d, false, true, "")
+	_, _, rateLimit := values(ps, d.PolicyIndex, &d, false, true, "")
 	items := map[string]string{}
 	for _, item := range strings.Split(rateLimit, ", ") {
 		name, rest, _ := strings.Cut(item, ";")
 		items[name] = rest
 	}
 	assert.Equal(t, map[string]string{`"per-second"`: "r=9;t=1", `"per-hour"`: "r=999;t=4"}, items)
-	assert.True(t, strings.HasPrefix(rateLimit, ps[d.Bound].BeforeR), "the bound policy's item comes first: %s", rateLimit)
+	assert.True(t, strings.HasPrefix(rateLimit, ps[d.PolicyIndex].BeforeR), "the bound policy's item comes first: %s", rateLimit)
 	assert.Equal(t, int64(1), ratefields.EffectiveWindow(&d, 0))
 	assert.Equal(t, int64(-1), ratefields.EffectiveWindow(&d, 2), "no such policy")
 }

@@ -10,20 +10,21 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/otelratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
-// TestALeasingRecordsEachCallOnceAndItsBackendRecordsTheTakes gives one
-// Hooks to a Leasing (LeasingConfig.Hooks, named "leasing") and to its
+// TestAPrefetchRecordsEachCallOnceAndItsBackendRecordsTheTakes gives one
+// Hooks to a Prefetch (PrefetchConfig.Hooks, named "prefetch") and to its
 // backend (WithHooks, named "shared"), and checks what each series holds:
-// the Leasing records one decision per call, whether spent from a block or
+// the Prefetch records one decision per call, whether spent from a block or
 // forwarded, and every Refund, Settle and Reset made through it, whether
 // its block absorbed it or it forwarded it; the backend records the calls
 // it decided (the forwarded call and the take, one decision of the block's
-// size), the adjustments the Leasing forwarded, and the Leasing's
+// size), the adjustments the Prefetch forwarded, and the Prefetch's
 // give-back on Close as a Refund of the units given back, which the
-// Leasing does not record. No lease is counted held: a Leasing's Acquire
+// Prefetch does not record. No lease is counted held: a Prefetch's Acquire
 // holds nothing.
-func TestALeasingRecordsEachCallOnceAndItsBackendRecordsTheTakes(t *testing.T) {
+func TestAPrefetchRecordsEachCallOnceAndItsBackendRecordsTheTakes(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		// build returns the backend, reporting to h as "shared".
@@ -46,14 +47,14 @@ func TestALeasingRecordsEachCallOnceAndItsBackendRecordsTheTakes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h, reader := newHooks(t)
 			ctx := context.Background()
-			backend, err := c.build(ratelimit.NewFakeClock(epoch), h)
+			backend, err := c.build(ratelimittest.NewClock(epoch), h)
 			require.NoError(t, err)
-			l, err := ratelimit.NewLeasing(backend, ratelimit.LeasingConfig{
-				HotCalls: 1, MinBlock: 4, MaxShare: 2, Hooks: h, Name: "leasing",
+			l, err := ratelimit.NewPrefetch(backend, ratelimit.PrefetchConfig{
+				HotCalls: 1, MinBlock: 4, MaxShare: 2, Hooks: h, Name: "prefetch",
 			})
 			require.NoError(t, err)
 
-			// The first call is forwarded (the Leasing learns the key's
+			// The first call is forwarded (the Prefetch learns the key's
 			// policy), the second takes a block of 4 and spends 1, the
 			// next three spend the rest.
 			for range 5 {
@@ -72,27 +73,27 @@ func TestALeasingRecordsEachCallOnceAndItsBackendRecordsTheTakes(t *testing.T) {
 
 			got := collect(t, reader)
 			assert.Equal(t, map[string]int64{
-				"ratelimit.limiter=leasing,ratelimit.outcome=allowed,ratelimit.source=backend": 5,
-				"ratelimit.limiter=shared,ratelimit.outcome=allowed,ratelimit.source=backend":  2,
+				"ratelimit.limiter=prefetch,ratelimit.outcome=allowed,ratelimit.source=backend": 5,
+				"ratelimit.limiter=shared,ratelimit.outcome=allowed,ratelimit.source=backend":   2,
 			}, sums(t, got[otelratelimit.DecisionsName]), "one decision per call; the backend's: the forwarded call and the take")
 			assert.Equal(t, map[string]uint64{
-				"ratelimit.limiter=leasing,ratelimit.outcome=allowed,ratelimit.source=backend": 5,
-				"ratelimit.limiter=shared,ratelimit.outcome=allowed,ratelimit.source=backend":  2,
+				"ratelimit.limiter=prefetch,ratelimit.outcome=allowed,ratelimit.source=backend": 5,
+				"ratelimit.limiter=shared,ratelimit.outcome=allowed,ratelimit.source=backend":   2,
 			}, counts(t, got[otelratelimit.DurationName]))
 			assert.Equal(t, map[string]int64{
-				"ratelimit.limiter=leasing,ratelimit.operation=refund,ratelimit.outcome=ok": 2,
-				"ratelimit.limiter=leasing,ratelimit.operation=settle,ratelimit.outcome=ok": 1,
-				"ratelimit.limiter=leasing,ratelimit.operation=reset,ratelimit.outcome=ok":  1,
-				"ratelimit.limiter=shared,ratelimit.operation=refund,ratelimit.outcome=ok":  2,
-				"ratelimit.limiter=shared,ratelimit.operation=reset,ratelimit.outcome=ok":   1,
+				"ratelimit.limiter=prefetch,ratelimit.operation=refund,ratelimit.outcome=ok": 2,
+				"ratelimit.limiter=prefetch,ratelimit.operation=settle,ratelimit.outcome=ok": 1,
+				"ratelimit.limiter=prefetch,ratelimit.operation=reset,ratelimit.outcome=ok":  1,
+				"ratelimit.limiter=shared,ratelimit.operation=refund,ratelimit.outcome=ok":   2,
+				"ratelimit.limiter=shared,ratelimit.operation=reset,ratelimit.outcome=ok":    1,
 			}, sums(t, got[otelratelimit.AdjustmentsName]), "the backend's: the forwarded Refund, the give-back and the Reset")
 			assert.Equal(t, map[string]int64{
-				"ratelimit.limiter=leasing,ratelimit.operation=refund,ratelimit.units=taken": 1 + 10,
-				"ratelimit.limiter=leasing,ratelimit.operation=settle,ratelimit.units=taken": 1,
-				"ratelimit.limiter=leasing,ratelimit.operation=settle,ratelimit.units=cost":  2,
-				"ratelimit.limiter=shared,ratelimit.operation=refund,ratelimit.units=taken":  6 + c.givenBack,
+				"ratelimit.limiter=prefetch,ratelimit.operation=refund,ratelimit.units=taken": 1 + 10,
+				"ratelimit.limiter=prefetch,ratelimit.operation=settle,ratelimit.units=taken": 1,
+				"ratelimit.limiter=prefetch,ratelimit.operation=settle,ratelimit.units=cost":  2,
+				"ratelimit.limiter=shared,ratelimit.operation=refund,ratelimit.units=taken":   6 + c.givenBack,
 			}, sums(t, got[otelratelimit.AdjustmentUnitsName]))
-			assert.NotContains(t, got, otelratelimit.LeasesHeldName, "a Leasing's Acquire holds nothing")
+			assert.NotContains(t, got, otelratelimit.LeasesHeldName, "a Prefetch's Acquire holds nothing")
 		})
 	}
 }
@@ -100,14 +101,14 @@ func TestALeasingRecordsEachCallOnceAndItsBackendRecordsTheTakes(t *testing.T) {
 // TestADeniedTakeIsADenialOfTheBackendOnly: a take the backend denies is
 // recorded as a denial by the backend's Hooks, although the call that
 // needed the block is then decided by the backend, and allowed: the
-// callers' denials are the Leasing's series, not the backend's.
+// callers' denials are the Prefetch's series, not the backend's.
 func TestADeniedTakeIsADenialOfTheBackendOnly(t *testing.T) {
 	h, reader := newHooks(t)
 	ctx := context.Background()
-	backend, err := ratelimit.NewTokenBucket(4, 1, ratelimit.WithClock(ratelimit.NewFakeClock(epoch)),
+	backend, err := ratelimit.NewTokenBucket(4, 1, ratelimit.WithClock(ratelimittest.NewClock(epoch)),
 		ratelimit.WithHooks(h), ratelimit.WithName("shared"))
 	require.NoError(t, err)
-	l, err := ratelimit.NewLeasing(backend, ratelimit.LeasingConfig{HotCalls: 1, MinBlock: 2, MaxShare: 2, Hooks: h, Name: "leasing"})
+	l, err := ratelimit.NewPrefetch(backend, ratelimit.PrefetchConfig{HotCalls: 1, MinBlock: 2, MaxShare: 2, Hooks: h, Name: "prefetch"})
 	require.NoError(t, err)
 
 	// Forwarded (3 left); a take of 2 (1 left) spent by two calls; a take
@@ -123,9 +124,9 @@ func TestADeniedTakeIsADenialOfTheBackendOnly(t *testing.T) {
 
 	got := collect(t, reader)
 	assert.Equal(t, map[string]int64{
-		"ratelimit.limiter=leasing,ratelimit.outcome=allowed,ratelimit.source=backend": 4,
-		"ratelimit.limiter=leasing,ratelimit.outcome=denied,ratelimit.source=backend":  1,
-		"ratelimit.limiter=shared,ratelimit.outcome=allowed,ratelimit.source=backend":  3,
-		"ratelimit.limiter=shared,ratelimit.outcome=denied,ratelimit.source=backend":   2,
+		"ratelimit.limiter=prefetch,ratelimit.outcome=allowed,ratelimit.source=backend": 4,
+		"ratelimit.limiter=prefetch,ratelimit.outcome=denied,ratelimit.source=backend":  1,
+		"ratelimit.limiter=shared,ratelimit.outcome=allowed,ratelimit.source=backend":   3,
+		"ratelimit.limiter=shared,ratelimit.outcome=denied,ratelimit.source=backend":    2,
 	}, sums(t, got[otelratelimit.DecisionsName]))
 }

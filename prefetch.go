@@ -10,14 +10,14 @@ import (
 	"time"
 )
 
-// Leasing wraps a rate limiter whose state is shared by a fleet, typically
+// Prefetch wraps a rate limiter whose state is shared by a fleet, typically
 // a Redis one, and lets each replica decide a hot key's calls in process: it
 // takes a block of units from the shared key in one call, spends them
 // locally, one call after another, and gives back what it did not use. The
 // fleet never admits more than the shared key would (see Exactness below;
 // callers' own give-backs aside, see Adjustments).
 // It is opt-in: a key is leased only while it is hot on this replica, and
-// every other call goes to the backend as it would without the Leasing.
+// every other call goes to the backend as it would without the Prefetch.
 //
 // Backends: RedisTokenBucket, RedisGCRA and RedisFixedWindow, and their
 // in-process twins TokenBucket, GCRA and FixedWindow (for tests on a fake
@@ -52,7 +52,7 @@ import (
 // the call that needed the block is decided by the backend, so its
 // Decision, RetryAfter included, is the shared key's own. A direct call
 // allowed with at least a block's size left ends the back-off. The
-// Leasing never denies a call itself.
+// Prefetch never denies a call itself.
 //
 // Exactness, token bucket and GCRA (capacity C, one unit back every T ns,
 // r = 1/T): let A be the bucket's level plus the units every replica holds
@@ -81,7 +81,7 @@ import (
 // window's end are dropped; a give-back before then refunds them with
 // TakenAt the take's reply, so that it never lands in a later window.
 //
-// Clocks: the Leasing measures a block's age on its own clock (an
+// Clocks: the Prefetch measures a block's age on its own clock (an
 // in-process backend's own clock; on Redis, Clock, the system clock by
 // default, whose monotonic reading it uses). Only the rate of the clocks
 // matters, not their offset: a block is bounded by its age, which starts
@@ -91,9 +91,9 @@ import (
 // units (for e = 10^-4 and B = 10^6, 100 units). A clock that steps back
 // makes time stand still for the key until it catches up. On a token
 // bucket or GCRA built WithCallerClock(c), the server's clock of this
-// argument is c: give the Leasing c as Clock (or a clock no slower); a
+// argument is c: give the Prefetch c as Clock (or a clock no slower); a
 // RedisFixedWindow's windows run on the server's key expiry, in real time,
-// whatever its clock, so the Leasing's Clock must then run no slower than
+// whatever its clock, so the Prefetch's Clock must then run no slower than
 // real time.
 //
 // The price: units a replica holds are unavailable to the others until
@@ -143,21 +143,21 @@ import (
 // units to decay). No goroutine is started. Close gives back every key's
 // block; after it, every call goes straight to the backend.
 //
-// Stacks: put the Leasing directly around the backend, inside a Guard, a
-// DenyCache and a Shadow: Guard(Leasing(redis)). When the backend fails
+// Stacks: put the Prefetch directly around the backend, inside a Guard, a
+// DenyCache and a Shadow: Guard(Prefetch(redis)). When the backend fails
 // while blocks are held, the blocks keep being spent until they decay or
 // expire; then a take fails, its error (ErrBackend) reaches the Guard,
 // which answers by its failure policy; the key's next call goes to the
-// backend, to learn its policy again. Hooks (Hooks): the Leasing reports one event per call
+// backend, to learn its policy again. Hooks (Hooks): the Prefetch reports one event per call
 // (each call it answers from a block, each it forwards), and every
 // adjustment to AdjustHooks; the backend's own hooks see its takes (one
 // call of the block's size; a denied take is a denial there, although the
 // call that needed the block is then forwarded), the calls and
-// adjustments forwarded to it, and the Leasing's give-backs, as Refunds
-// the Leasing does not report. A nil ctx is
-// an error. A Leasing is safe for concurrent use. Create one with
-// NewLeasing.
-type Leasing struct {
+// adjustments forwarded to it, and the Prefetch's give-backs, as Refunds
+// the Prefetch does not report. A nil ctx is
+// an error. A Prefetch is safe for concurrent use. Create one with
+// NewPrefetch.
+type Prefetch struct {
 	backend  decorated
 	window   bool // the backend is a fixed window
 	redis    bool // the backend keeps its state on Redis
@@ -182,10 +182,10 @@ type Leasing struct {
 	closed    atomic.Bool
 }
 
-// LeasingConfig configures a Leasing. The zero value means 8 calls within
+// PrefetchConfig configures a Prefetch. The zero value means 8 calls within
 // 100 ms make a key hot, blocks of 16 units to Limit/16, 10 000 keys, a
 // give-back grace of 50 ms, no hooks and the backend's clock.
-type LeasingConfig struct {
+type PrefetchConfig struct {
 	// HotCalls is how many calls on a key within one HotSpan make it hot;
 	// 0 means 8. HotCalls / HotSpan is the rate from which this replica
 	// leases a key: 80 calls a second with the defaults.
@@ -207,12 +207,12 @@ type LeasingConfig struct {
 	// units may take to reach the server: the units that decay by then
 	// are not given back; 0 means 50 ms.
 	GiveBackGrace time.Duration
-	// Hooks receives every call (see Leasing); nil means NopHooks. When
+	// Hooks receives every call (see Prefetch); nil means NopHooks. When
 	// it implements AdjustHooks, it also receives every Refund, Settle
 	// and Reset.
 	Hooks Hooks
-	// Name names the Leasing in what it reports to Hooks; "" means
-	// "Leasing".
+	// Name names the Prefetch in what it reports to Hooks; "" means
+	// "Prefetch".
 	Name string
 	// Clock measures blocks' ages for a Redis backend; nil means the
 	// system clock. An in-process backend's own clock is always used, and
@@ -220,18 +220,18 @@ type LeasingConfig struct {
 	Clock Clock
 }
 
-// NewLeasing returns a Leasing around backend: a TokenBucket, GCRA,
+// NewPrefetch returns a Prefetch around backend: a TokenBucket, GCRA,
 // FixedWindow, RedisTokenBucket, RedisGCRA or RedisFixedWindow, built by
 // its constructor. It returns an error wrapping ErrInvalidConfig for a nil
 // backend, any other backend (naming its type), one not built by its
 // constructor, a negative field of cfg, or a Clock with an in-process
 // backend.
-func NewLeasing(backend Limiter, cfg LeasingConfig) (*Leasing, error) {
-	const kind = "NewLeasing"
+func NewPrefetch(backend Limiter, cfg PrefetchConfig) (*Prefetch, error) {
+	const kind = "NewPrefetch"
 	if isNil(backend) {
 		return nil, fmt.Errorf("%w: %s: nil backend", ErrInvalidConfig, kind)
 	}
-	l := &Leasing{}
+	l := &Prefetch{}
 	var clock Clock
 	switch b := backend.(type) {
 	case *TokenBucket:
@@ -293,7 +293,7 @@ func NewLeasing(backend Limiter, cfg LeasingConfig) (*Leasing, error) {
 	l.backend = decorate(backend)
 	l.hooks = activeHooks(cfg.Hooks)
 	l.adjust = activeAdjustHooks(cfg.Hooks)
-	l.name = cmp.Or(cfg.Name, "Leasing")
+	l.name = cmp.Or(cfg.Name, "Prefetch")
 	l.base = newClockBase(clock)
 	l.hotCalls = int64(cmp.Or(cfg.HotCalls, 8))
 	l.hotSpan = min(int64(cmp.Or(cfg.HotSpan, 100*time.Millisecond)), maxSpan/64)
@@ -304,7 +304,7 @@ func NewLeasing(backend Limiter, cfg LeasingConfig) (*Leasing, error) {
 	return l, nil
 }
 
-// leaseKey is what a Leasing knows of one key. Its fields are guarded by
+// leaseKey is what a Prefetch knows of one key. Its fields are guarded by
 // mu.
 type leaseKey struct {
 	mu        sync.Mutex
@@ -392,20 +392,20 @@ func (blk *block) decision(now int64) Decision {
 }
 
 // Allow allows from the key's block when it is leased and asks the backend
-// otherwise. See Leasing.
-func (l *Leasing) Allow(ctx context.Context, key string, n int) (Result, error) {
+// otherwise. See Prefetch.
+func (l *Prefetch) Allow(ctx context.Context, key string, n int) (Result, error) {
 	d, err := l.Decide(ctx, key, n)
 	return d.Result, err
 }
 
 // Decide decides as Allow does and returns the whole Decision (see
-// Decider and Leasing).
-func (l *Leasing) Decide(ctx context.Context, key string, n int) (Decision, error) {
+// Decider and Prefetch).
+func (l *Prefetch) Decide(ctx context.Context, key string, n int) (Decision, error) {
 	if l == nil || !l.backend.built() {
-		return Decision{}, notBuilt("Leasing")
+		return Decision{}, notBuilt("Prefetch")
 	}
 	if ctx == nil {
-		return Decision{}, fmt.Errorf("ratelimit: Leasing: %w", errNilContext)
+		return Decision{}, fmt.Errorf("ratelimit: Prefetch: %w", errNilContext)
 	}
 	start := l.base.elapsed()
 	d, err := l.decide(ctx, key, n, start)
@@ -419,41 +419,22 @@ func (l *Leasing) Decide(ctx context.Context, key string, n int) (Decision, erro
 }
 
 // Acquire decides as Decide does and returns a Lease that holds nothing:
-// the backends of a Leasing are rate limiters (see Acquirer).
-func (l *Leasing) Acquire(ctx context.Context, key string, n int) (Lease, Decision, error) {
+// the backends of a Prefetch are rate limiters (see Acquirer).
+func (l *Prefetch) Acquire(ctx context.Context, key string, n int) (Lease, Decision, error) {
 	d, err := l.Decide(ctx, key, n)
 	return Lease{}, d, err
 }
 
-// Release gives lease's units back through the limiter that granted it
-// (see Lease.Release); a Leasing grants none of its own.
-func (l *Leasing) Release(ctx context.Context, lease Lease) error {
-	if l == nil || !l.backend.built() {
-		return notBuilt("Leasing")
-	}
-	_, err := forwardLease(ctx, AdjustRelease, lease)
-	return err
-}
-
-// Extend renews lease through the limiter that granted it (see
-// Lease.Extend).
-func (l *Leasing) Extend(ctx context.Context, lease Lease) (Lease, error) {
-	if l == nil || !l.backend.built() {
-		return lease, notBuilt("Leasing")
-	}
-	return forwardLease(ctx, AdjustExtend, lease)
-}
-
 // Policies returns the backend's policies for key (see Decider).
-func (l *Leasing) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
+func (l *Prefetch) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
 	if l == nil || !l.backend.built() {
-		return nil, notBuilt("Leasing")
+		return nil, notBuilt("Prefetch")
 	}
 	return l.backend.policies(ctx, key)
 }
 
-// decide is Decide for a built Leasing and a context, at now.
-func (l *Leasing) decide(ctx context.Context, key string, n int, now int64) (Decision, error) {
+// decide is Decide for a built Prefetch and a context, at now.
+func (l *Prefetch) decide(ctx context.Context, key string, n int, now int64) (Decision, error) {
 	if n <= 0 || l.closed.Load() || l.backend.keys.tooLong(key) {
 		// A key the backend refuses is refused there, and never tracked.
 		return l.backend.decide(ctx, key, n)
@@ -495,7 +476,7 @@ func (l *Leasing) decide(ctx context.Context, key string, n int, now int64) (Dec
 			select {
 			case <-ch:
 			case <-ctx.Done():
-				return Decision{}, backendErr(fmt.Errorf("ratelimit: Leasing: waiting for a block of %s: %w", l.backend.keys.quote(key), ctx.Err()))
+				return Decision{}, backendErr(fmt.Errorf("ratelimit: Prefetch: waiting for a block of %s: %w", l.backend.keys.quote(key), ctx.Err()))
 			}
 			now = l.base.elapsed()
 			continue
@@ -526,7 +507,7 @@ func (k *leaseKey) counted(now, span int64) {
 	k.calls++
 }
 
-// pays reports whether leasing the key is worth its decay: a fixed
+// pays reports whether prefetching the key is worth its decay: a fixed
 // window's blocks do not decay; a token bucket's or GCRA's block loses a
 // unit every unit ns while it is held, so this replica's calls on the key
 // must come at least as fast as its units come back (over the span
@@ -569,7 +550,7 @@ func (k *leaseKey) nextSize(now, minBlock, maxBlock, span int64) int64 {
 
 // take takes a block of size units for key, on which a call of cost
 // waits, as k's taker (ch), and decides the call.
-func (l *Leasing) take(ctx context.Context, key string, cost, size int64, k *leaseKey, ch chan struct{}) (Decision, error) {
+func (l *Prefetch) take(ctx context.Context, key string, cost, size int64, k *leaseKey, ch chan struct{}) (Decision, error) {
 	t0 := l.base.elapsed()
 	td, err := l.backend.decide(ctx, key, int(size))
 	t1 := max(l.base.elapsed(), t0)
@@ -597,7 +578,7 @@ func (l *Leasing) take(ctx context.Context, key string, cost, size int64, k *lea
 	k.backoff = 0
 	blk := l.newBlock(&td, size, t0, t1)
 	if blk == nil {
-		// Not the shape the Leasing knows (cannot happen with its
+		// Not the shape the Prefetch knows (cannot happen with its
 		// backends): give the units back and decide directly.
 		k.known = false
 		k.mu.Unlock()
@@ -628,7 +609,7 @@ func (l *Leasing) take(ctx context.Context, key string, cost, size int64, k *lea
 // newBlock returns the block of a take of size units answered td, sent at
 // t0 and answered at t1; nil when td is not of the shape of the
 // backend's.
-func (l *Leasing) newBlock(td *Decision, size, t0, t1 int64) *block {
+func (l *Prefetch) newBlock(td *Decision, size, t0, t1 int64) *block {
 	if len(td.rules) != 1 || td.Policy.Limit <= 0 {
 		return nil
 	}
@@ -664,7 +645,7 @@ func (k *leaseKey) learn(d *Decision, window bool) {
 
 // direct decides n for key on the backend and notes what its answer tells
 // of the key (k, when not nil).
-func (l *Leasing) direct(ctx context.Context, key string, n int, k *leaseKey) (Decision, error) {
+func (l *Prefetch) direct(ctx context.Context, key string, n int, k *leaseKey) (Decision, error) {
 	if k == nil {
 		return l.backend.decide(ctx, key, n)
 	}
@@ -686,7 +667,7 @@ func (l *Leasing) direct(ctx context.Context, key string, n int, k *leaseKey) (D
 
 // keyOf returns the state of key, new if needed; nil when MaxKeys are
 // tracked already.
-func (l *Leasing) keyOf(key string, now int64) *leaseKey {
+func (l *Prefetch) keyOf(key string, now int64) *leaseKey {
 	if v, ok := l.keys.Load(key); ok {
 		return v.(*leaseKey)
 	}
@@ -705,7 +686,7 @@ const maxGiveBacks = 32
 
 // maybeSweep forgets, once per HotSpan, the keys not called for two
 // HotSpans, and gives back their blocks.
-func (l *Leasing) maybeSweep(ctx context.Context, now int64) {
+func (l *Prefetch) maybeSweep(ctx context.Context, now int64) {
 	next := l.nextSweep.Load()
 	if now < next || !l.nextSweep.CompareAndSwap(next, now+l.hotSpan) {
 		return
@@ -739,7 +720,7 @@ func (l *Leasing) maybeSweep(ctx context.Context, now int64) {
 // no longer spent from, that are still undecayed: those a token bucket or
 // GCRA still holds GiveBackGrace from now, those of a window that has not
 // ended. It returns the backend's error.
-func (l *Leasing) giveBack(ctx context.Context, key string, blk *block) error {
+func (l *Prefetch) giveBack(ctx context.Context, key string, blk *block) error {
 	now := l.base.elapsed()
 	var units int64
 	if blk.unit == 0 {
@@ -755,7 +736,7 @@ func (l *Leasing) giveBack(ctx context.Context, key string, blk *block) error {
 
 // refund refunds units to key on the backend, taken by a call answered at
 // taken, within GiveBackGrace.
-func (l *Leasing) refund(ctx context.Context, key string, units, taken int64) error {
+func (l *Prefetch) refund(ctx context.Context, key string, units, taken int64) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -777,9 +758,9 @@ func (l *Leasing) refund(ctx context.Context, key string, units, taken int64) er
 	return err
 }
 
-// readingOf returns t as a reading of the Leasing's clock: on Redis, by
+// readingOf returns t as a reading of the Prefetch's clock: on Redis, by
 // its age as the backend measures it (see refund).
-func (l *Leasing) readingOf(t time.Time) int64 {
+func (l *Prefetch) readingOf(t time.Time) int64 {
 	if l.redis {
 		return l.base.elapsed() - int64(l.ageNow().Sub(t))
 	}
@@ -788,7 +769,7 @@ func (l *Leasing) readingOf(t time.Time) int64 {
 
 // ageNow returns the time from which a Redis backend measures a TakenAt's
 // age.
-func (l *Leasing) ageNow() time.Time {
+func (l *Prefetch) ageNow() time.Time {
 	if l.ageClock != nil {
 		return l.ageClock.Now()
 	}
@@ -799,12 +780,12 @@ func (l *Leasing) ageNow() time.Time {
 // call go straight to the backend. It returns the backends' errors of the
 // give-backs, joined (a failed give-back leaves the units to decay). It is
 // safe to call more than once, and concurrently with calls.
-func (l *Leasing) Close(ctx context.Context) error {
+func (l *Prefetch) Close(ctx context.Context) error {
 	if l == nil || !l.backend.built() {
-		return notBuilt("Leasing")
+		return notBuilt("Prefetch")
 	}
 	if ctx == nil {
-		return fmt.Errorf("ratelimit: Leasing: %w", errNilContext)
+		return fmt.Errorf("ratelimit: Prefetch: %w", errNilContext)
 	}
 	l.closed.Store(true)
 	var errs []error
@@ -826,8 +807,8 @@ func (l *Leasing) Close(ctx context.Context) error {
 
 // Refund gives n units back to key: to this replica's live block for the
 // key, up to the units it has spent, and the rest to the backend, which
-// must be an Adjuster (see Leasing, Adjustments).
-func (l *Leasing) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
+// must be an Adjuster (see Prefetch, Adjustments).
+func (l *Prefetch) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
 	return l.adjustReported(ctx, AdjustRefund, key, n, 0, opts)
 }
 
@@ -836,22 +817,22 @@ func (l *Leasing) Refund(ctx context.Context, key string, n int, opts ...AdjustO
 // this replica's live block for the key when it holds enough and cost is
 // at most the key's limit; otherwise the backend settles (and applies its
 // bound on one Settle, see WithMaxSettle).
-func (l *Leasing) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
+func (l *Prefetch) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
 	return l.adjustReported(ctx, AdjustSettle, key, taken, cost, opts)
 }
 
 // Reset drops this replica's block for key and resets the key on the
-// backend (see Leasing for the other replicas' blocks).
-func (l *Leasing) Reset(ctx context.Context, key string) error {
+// backend (see Prefetch for the other replicas' blocks).
+func (l *Prefetch) Reset(ctx context.Context, key string) error {
 	_, err := l.adjustReported(ctx, AdjustReset, key, 0, 0, nil)
 	return err
 }
 
 // adjustReported applies the adjustment op and reports it to the adjust
 // hooks, if any.
-func (l *Leasing) adjustReported(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+func (l *Prefetch) adjustReported(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
 	if l == nil || !l.backend.built() {
-		return Result{}, notBuilt("Leasing")
+		return Result{}, notBuilt("Prefetch")
 	}
 	if l.adjust == nil {
 		return l.adjustKey(ctx, op, key, taken, cost, opts)
@@ -864,15 +845,15 @@ func (l *Leasing) adjustReported(ctx context.Context, op AdjustOp, key string, t
 
 // adjustKey applies the adjustment op to key's block when it can, and
 // forwards it to the backend otherwise.
-func (l *Leasing) adjustKey(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
-	a, err := l.backend.adjuster("Leasing")
+func (l *Prefetch) adjustKey(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	a, err := l.backend.adjuster("Prefetch")
 	if err != nil {
 		return Result{}, err
 	}
 	if ctx == nil {
-		return Result{}, fmt.Errorf("ratelimit: Leasing: %w", errNilContext)
+		return Result{}, fmt.Errorf("ratelimit: Prefetch: %w", errNilContext)
 	}
-	adj, err := adjustOptions("Leasing", opts)
+	adj, err := adjustOptions("Prefetch", opts)
 	if err != nil {
 		return Result{}, err
 	}

@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// A brute-force check of the Leasing's exactness: tiny shared limiters
+// A brute-force check of the Prefetch's exactness: tiny shared limiters
 // (capacity 2 to 6, a unit back every millisecond, windows of a few
 // milliseconds) on a fake clock, 2 or 3 replicas that lease from the first
 // calls, and many short random schedules of clock steps, calls, Refunds,
@@ -66,11 +67,11 @@ type bfSchedule struct {
 	kind   bfKind
 	c      int
 	window int64 // ms, fixed window
-	cfgs   []LeasingConfig
+	cfgs   []PrefetchConfig
 	ops    []bfOp
 	// shared, when set, builds the shared limiter instead (a Redis one,
-	// deciding on clock); the Leasings then take clock as their Clock.
-	shared func(t *testing.T, clock *FakeClock, h Hooks) bfReplica
+	// deciding on clock); the Prefetches then take clock as their Clock.
+	shared func(t *testing.T, clock *ratelimittest.Clock, h Hooks) bfReplica
 }
 
 func (s bfSchedule) String() string {
@@ -94,7 +95,7 @@ func (s bfSchedule) String() string {
 func bfRandomSchedule(rng *rand.Rand, kind bfKind, steps int, adjust, allAt bool) bfSchedule {
 	s := bfSchedule{kind: kind, c: 2 + rng.IntN(5), window: 2 + rng.Int64N(5)}
 	for range 2 + rng.IntN(2) {
-		s.cfgs = append(s.cfgs, LeasingConfig{
+		s.cfgs = append(s.cfgs, PrefetchConfig{
 			HotCalls:      1 + rng.IntN(2),
 			HotSpan:       time.Duration(1+rng.IntN(4)) * time.Millisecond,
 			MinBlock:      2 + rng.IntN(s.c-1),
@@ -138,7 +139,7 @@ func bfRandomSchedule(rng *rand.Rand, kind bfKind, steps int, adjust, allAt bool
 // bfLog records what the shared limiter's hooks heard (for the windows it
 // opened) and what the callers were answered, in order.
 type bfLog struct {
-	clock   *FakeClock
+	clock   *ratelimittest.Clock
 	events  []bfEvent
 	calls   int // the callers' calls
 	decided int // the shared limiter's decisions
@@ -170,7 +171,7 @@ func (g *bfLog) Adjusted(ev AdjustEvent) {
 	}
 }
 
-// bfReplica is what a caller calls: a Leasing, or the bare shared limiter.
+// bfReplica is what a caller calls: a Prefetch, or the bare shared limiter.
 type bfReplica interface {
 	Decider
 	Adjuster
@@ -182,12 +183,12 @@ type bfCall struct {
 	left int64
 }
 
-// bfRun runs s, through Leasings when leased and on the bare shared limiter
+// bfRun runs s, through Prefetches when leased and on the bare shared limiter
 // otherwise, and returns what was recorded.
 func bfRun(t *testing.T, s bfSchedule, leased bool) *bfLog {
 	t.Helper()
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	log := &bfLog{clock: clock}
 	var shared bfReplica
 	var err error
@@ -210,7 +211,7 @@ func bfRun(t *testing.T, s bfSchedule, leased bool) *bfLog {
 		if s.shared != nil {
 			cfg.Clock, cfg.GiveBackGrace = clock, 2*time.Millisecond
 		}
-		l, err := NewLeasing(shared, cfg)
+		l, err := NewPrefetch(shared, cfg)
 		require.NoError(t, err)
 		return l
 	}
@@ -277,7 +278,7 @@ func bfRun(t *testing.T, s bfSchedule, leased bool) *bfLog {
 			_, err := rep.Settle(ctx, "k", int(taken), int(cost), opts...)
 			require.NoError(t, err)
 		case 'x':
-			if l, ok := rep.(*Leasing); ok {
+			if l, ok := rep.(*Prefetch); ok {
 				if err := l.Close(ctx); s.shared == nil || !errors.Is(err, ErrBackend) {
 					// On Redis a give-back may outlast its grace, a real
 					// 2 ms: its units then decay.
@@ -422,11 +423,11 @@ func bfMinimise(t *testing.T, s bfSchedule, slack int64) bfSchedule {
 	return s
 }
 
-// TestLeasingBruteForceNeverExceedsTheSharedBound: for each kind, many
+// TestPrefetchBruteForceNeverExceedsTheSharedBound: for each kind, many
 // random schedules, run on the bare shared limiter, which must always keep
 // within the bound (this checks the checker: C + ⌊(b − a)/T⌋ is the bare
 // bucket's and GCRA's exact bound on a clock of whole units), and through
-// the leasing fleet:
+// the prefetch fleet:
 //
 //   - calls and replicas closing only: the fleet keeps within the bound;
 //   - with callers' Refunds and Settles that give units back, each with
@@ -442,7 +443,7 @@ func bfMinimise(t *testing.T, s bfSchedule, slack int64) bfSchedule {
 //
 // The schedules that exceed the bound, within that slack, are counted in
 // the log.
-func TestLeasingBruteForceNeverExceedsTheSharedBound(t *testing.T) {
+func TestPrefetchBruteForceNeverExceedsTheSharedBound(t *testing.T) {
 	t.Parallel()
 	schedules, steps := sized(150, 1500), 60
 	modes := []struct {
@@ -471,7 +472,7 @@ func TestLeasingBruteForceNeverExceedsTheSharedBound(t *testing.T) {
 					calls, local = calls+log.calls, local+log.local
 					if v != "" {
 						m := bfMinimise(t, s, slack)
-						t.Fatalf("schedule %d: the leasing fleet: %s\nminimised (%s):\n%s", i, v, bfViolation(t, m, true, slack), m)
+						t.Fatalf("schedule %d: the prefetch fleet: %s\nminimised (%s):\n%s", i, v, bfViolation(t, m, true, slack), m)
 					}
 					if slack > 0 && bfViolation(t, s, true, 0) != "" {
 						exceeded++
@@ -484,17 +485,17 @@ func TestLeasingBruteForceNeverExceedsTheSharedBound(t *testing.T) {
 	}
 }
 
-// TestLeasingWindowBlockTakesBackOnlyItsWindowsUnits: a Refund whose
+// TestPrefetchWindowBlockTakesBackOnlyItsWindowsUnits: a Refund whose
 // TakenAt is in an earlier window, which the bare FixedWindow ignores,
 // does not go to the block of the window open now, so that the window
-// still admits its limit and no more (the brute force found a Leasing that
+// still admits its limit and no more (the brute force found a Prefetch that
 // took it into the block, and admitted limit + 1).
-func TestLeasingWindowBlockTakesBackOnlyItsWindowsUnits(t *testing.T) {
+func TestPrefetchWindowBlockTakesBackOnlyItsWindowsUnits(t *testing.T) {
 	ctx := context.Background()
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	fw, err := NewFixedWindow(4, 10*time.Millisecond, WithClock(clock))
 	require.NoError(t, err)
-	l, err := NewLeasing(fw, LeasingConfig{HotCalls: 1, MinBlock: 2, MaxShare: 1})
+	l, err := NewPrefetch(fw, PrefetchConfig{HotCalls: 1, MinBlock: 2, MaxShare: 1})
 	require.NoError(t, err)
 
 	d, err := l.Decide(ctx, "k", 1) // the backend's: a window opens
@@ -518,19 +519,19 @@ func TestLeasingWindowBlockTakesBackOnlyItsWindowsUnits(t *testing.T) {
 	assert.Equal(t, 4, admitted, "the window's limit")
 }
 
-// TestLeasingCallersRefundWhileABlockIsHeldExceedsTheBoundByTheUnitsHeld
+// TestPrefetchCallersRefundWhileABlockIsHeldExceedsTheBoundByTheUnitsHeld
 // replays the schedule docs/leases.md gives (the brute force's, minimised):
 // r1 takes a block of 6 at 4 ms, leaving the bucket of 6 empty; at 5 ms a
 // caller of r0 refunds 3 units of its call at 0 ms, which the bucket,
 // not knowing what r1 holds, takes from 1 to 4; at 6 ms r1 spends 2 from
 // its block and r2 takes and spends 5: 7 units in one instant, 1 over the
 // bound, which the bare bucket keeps on the same schedule.
-func TestLeasingCallersRefundWhileABlockIsHeldExceedsTheBoundByTheUnitsHeld(t *testing.T) {
-	cfg := func(hot, span, minBlock int, grace time.Duration) LeasingConfig {
-		return LeasingConfig{HotCalls: hot, HotSpan: time.Duration(span) * time.Millisecond, MinBlock: minBlock, MaxShare: 1, GiveBackGrace: grace}
+func TestPrefetchCallersRefundWhileABlockIsHeldExceedsTheBoundByTheUnitsHeld(t *testing.T) {
+	cfg := func(hot, span, minBlock int, grace time.Duration) PrefetchConfig {
+		return PrefetchConfig{HotCalls: hot, HotSpan: time.Duration(span) * time.Millisecond, MinBlock: minBlock, MaxShare: 1, GiveBackGrace: grace}
 	}
 	s := bfSchedule{kind: bfBucket, c: 6,
-		cfgs: []LeasingConfig{cfg(2, 4, 3, 0), cfg(1, 2, 6, time.Millisecond), cfg(2, 4, 4, time.Millisecond)},
+		cfgs: []PrefetchConfig{cfg(2, 4, 3, 0), cfg(1, 2, 6, time.Millisecond), cfg(2, 4, 4, time.Millisecond)},
 		ops: []bfOp{
 			{step: 0, op: 'c', r: 0, n: 4},
 			{step: 1, op: 'c', r: 2, n: 3},
@@ -549,12 +550,12 @@ func TestLeasingCallersRefundWhileABlockIsHeldExceedsTheBoundByTheUnitsHeld(t *t
 	assert.Equal(t, []int64{6 * ms, 6 * ms, 1}, []int64{a, b, over}, "the fleet: 7 units at 6 ms")
 }
 
-// TestLeasingOverARedisLimiterOnTheCallersClockKeepsTheBound runs the brute
-// force's schedules (calls and replicas closing) through Leasings over a
+// TestPrefetchOverARedisLimiterOnTheCallersClockKeepsTheBound runs the brute
+// force's schedules (calls and replicas closing) through Prefetches over a
 // RedisTokenBucket and a RedisGCRA built WithCallerClock of the fake
-// clock, which is also the Leasings' Clock, on a miniredis whose TIME
+// clock, which is also the Prefetches' Clock, on a miniredis whose TIME
 // stays at epoch: the fleet keeps within C + ⌊(b − a)/T⌋.
-func TestLeasingOverARedisLimiterOnTheCallersClockKeepsTheBound(t *testing.T) {
+func TestPrefetchOverARedisLimiterOnTheCallersClockKeepsTheBound(t *testing.T) {
 	t.Parallel()
 	schedules := sized(5, 25) // a miniredis each: about 40 ms
 	for _, kind := range []bfKind{bfBucket, bfGCRA} {
@@ -562,7 +563,7 @@ func TestLeasingOverARedisLimiterOnTheCallersClockKeepsTheBound(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(kind)+1, 9))
 			for i := range schedules {
 				s := bfRandomSchedule(rng, kind, 60, false, false)
-				s.shared = func(t *testing.T, clock *FakeClock, h Hooks) bfReplica {
+				s.shared = func(t *testing.T, clock *ratelimittest.Clock, h Hooks) bfReplica {
 					_, client, _ := miniredisClock(t)
 					var l bfReplica
 					var err error
@@ -578,26 +579,26 @@ func TestLeasingOverARedisLimiterOnTheCallersClockKeepsTheBound(t *testing.T) {
 					t.Fatalf("schedule %d: the bare shared limiter: %s\n%s", i, v, s)
 				}
 				if v := bfViolation(t, s, true, 0); v != "" {
-					t.Fatalf("schedule %d: the leasing fleet: %s\n%s", i, v, s)
+					t.Fatalf("schedule %d: the prefetch fleet: %s\n%s", i, v, s)
 				}
 			}
 		})
 	}
 }
 
-// TestLeasingReadsTakenAtOnTheRedisBackendsCallerClock: over a
+// TestPrefetchReadsTakenAtOnTheRedisBackendsCallerClock: over a
 // RedisFixedWindow built WithCallerClock(c), a Refund's TakenAt is a time
-// of c, which the backend turns into an age on c; the Leasing reads it on
+// of c, which the backend turns into an age on c; the Prefetch reads it on
 // c too, so a Refund of a call of an earlier window goes to the backend,
 // which ignores it, even when c is a year ahead of the system clock (read
 // on the system clock, it was a time to come, and the block took it).
-func TestLeasingReadsTakenAtOnTheRedisBackendsCallerClock(t *testing.T) {
+func TestPrefetchReadsTakenAtOnTheRedisBackendsCallerClock(t *testing.T) {
 	ctx := context.Background()
 	m, client, _ := miniredisClock(t)
-	c := NewFakeClock(time.Now().AddDate(1, 0, 0))
+	c := ratelimittest.NewClock(time.Now().AddDate(1, 0, 0))
 	fw, err := NewRedisFixedWindow(client, 4, 10*time.Millisecond, WithCallerClock(c))
 	require.NoError(t, err)
-	l, err := NewLeasing(fw, LeasingConfig{HotCalls: 1, MinBlock: 2, MaxShare: 1, Clock: c})
+	l, err := NewPrefetch(fw, PrefetchConfig{HotCalls: 1, MinBlock: 2, MaxShare: 1, Clock: c})
 	require.NoError(t, err)
 
 	first := c.Now()

@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// The Leasing decorator: several replicas, each a Leasing over one shared
+// The Prefetch decorator: several replicas, each a Prefetch over one shared
 // limiter, on a fake clock, never admit more than the shared limiter's own
 // bound, whatever the schedule, and admit nearly all of it at full load.
 
@@ -23,7 +24,7 @@ import (
 // backend answered (heard through its hooks).
 type leaseLog struct {
 	mu     sync.Mutex
-	clock  *FakeClock
+	clock  *ratelimittest.Clock
 	admits []leaseAdmit
 	// backend events, for a fixed window's model
 	events []leaseEvent
@@ -123,7 +124,7 @@ func (g *leaseLog) overWindow(limit int64) (over, outside int64) {
 	return over, outside
 }
 
-// leaseShared is a shared limiter of one of the kinds a Leasing takes,
+// leaseShared is a shared limiter of one of the kinds a Prefetch takes,
 // with its policy.
 type leaseShared struct {
 	name     string
@@ -131,7 +132,7 @@ type leaseShared struct {
 	window   bool
 	capacity int64
 	unit     int64 // ns per unit (bucket), or the window
-	clock    *FakeClock
+	clock    *ratelimittest.Clock
 	redis    *miniredis.Miniredis
 	advance  func(time.Duration)
 }
@@ -142,8 +143,8 @@ type leaseShared struct {
 func leaseBackends(t *testing.T, log *leaseLog, withRedis bool) []leaseShared {
 	t.Helper()
 	var out []leaseShared
-	mk := func(name string, window bool, build func(clock *FakeClock) (Limiter, error)) {
-		clock := NewFakeClock(epoch)
+	mk := func(name string, window bool, build func(clock *ratelimittest.Clock) (Limiter, error)) {
+		clock := ratelimittest.NewClock(epoch)
 		l, err := build(clock)
 		require.NoError(t, err)
 		unit := int64(10 * time.Millisecond)
@@ -153,15 +154,17 @@ func leaseBackends(t *testing.T, log *leaseLog, withRedis bool) []leaseShared {
 		out = append(out, leaseShared{name: name, backend: l, window: window, capacity: 100, unit: unit, clock: clock, advance: clock.Advance})
 	}
 	hooks := WithHooks(log)
-	mk("TokenBucket", false, func(c *FakeClock) (Limiter, error) { return NewTokenBucket(100, 100, WithClock(c), hooks) })
-	mk("GCRA", false, func(c *FakeClock) (Limiter, error) { return NewGCRA(100, time.Second, WithClock(c), hooks) })
-	mk("FixedWindow", true, func(c *FakeClock) (Limiter, error) { return NewFixedWindow(100, time.Second, WithClock(c), hooks) })
+	mk("TokenBucket", false, func(c *ratelimittest.Clock) (Limiter, error) { return NewTokenBucket(100, 100, WithClock(c), hooks) })
+	mk("GCRA", false, func(c *ratelimittest.Clock) (Limiter, error) { return NewGCRA(100, time.Second, WithClock(c), hooks) })
+	mk("FixedWindow", true, func(c *ratelimittest.Clock) (Limiter, error) {
+		return NewFixedWindow(100, time.Second, WithClock(c), hooks)
+	})
 	if !withRedis {
 		return out
 	}
 	mkRedis := func(name string, window bool, build func(*miniredis.Miniredis) (Limiter, error)) {
 		m, _, move := miniredisClock(t)
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		l, err := build(m)
 		require.NoError(t, err)
 		unit := int64(10 * time.Millisecond)
@@ -184,14 +187,14 @@ func leaseBackends(t *testing.T, log *leaseLog, withRedis bool) []leaseShared {
 	return out
 }
 
-// newLeasingOver returns a Leasing over sh, with the fake clock for a
+// newPrefetchOver returns a Prefetch over sh, with the fake clock for a
 // Redis backend.
-func newLeasingOver(t *testing.T, sh leaseShared, cfg LeasingConfig) *Leasing {
+func newPrefetchOver(t *testing.T, sh leaseShared, cfg PrefetchConfig) *Prefetch {
 	t.Helper()
 	if sh.redis != nil {
 		cfg.Clock = sh.clock
 	}
-	l, err := NewLeasing(sh.backend, cfg)
+	l, err := NewPrefetch(sh.backend, cfg)
 	require.NoError(t, err)
 	return l
 }
@@ -208,10 +211,10 @@ func leaseCheck(t *testing.T, sh leaseShared, log *leaseLog) {
 	assert.Equal(t, int64(0), log.overBucket(sh.capacity, sh.unit), "%s: admissions beyond capacity + rate·span (in unit·ns)", sh.name)
 }
 
-// TestLeasingFleetNeverExceedsSharedBound runs random schedules of calls
+// TestPrefetchFleetNeverExceedsSharedBound runs random schedules of calls
 // of random costs, bursts and pauses on several replicas, some of which
 // close (giving back) and are replaced, and checks every span.
-func TestLeasingFleetNeverExceedsSharedBound(t *testing.T) {
+func TestPrefetchFleetNeverExceedsSharedBound(t *testing.T) {
 	t.Parallel()
 	for _, withRedis := range []bool{false, true} {
 		probe := &leaseLog{}
@@ -225,10 +228,10 @@ func TestLeasingFleetNeverExceedsSharedBound(t *testing.T) {
 					continue // the in-process ones ran already
 				}
 				rng := rand.New(rand.NewPCG(seed, 7))
-				cfg := LeasingConfig{HotCalls: 2, HotSpan: time.Second, MinBlock: 4, MaxShare: 4}
-				replicas := make([]*Leasing, 4)
+				cfg := PrefetchConfig{HotCalls: 2, HotSpan: time.Second, MinBlock: 4, MaxShare: 4}
+				replicas := make([]*Prefetch, 4)
 				for r := range replicas {
-					replicas[r] = newLeasingOver(t, sh, cfg)
+					replicas[r] = newPrefetchOver(t, sh, cfg)
 				}
 				ctx := context.Background()
 				steps := sized(1500, 6000)
@@ -257,7 +260,7 @@ func TestLeasingFleetNeverExceedsSharedBound(t *testing.T) {
 						case 1:
 							r := rng.IntN(len(replicas))
 							require.NoError(t, replicas[r].Close(ctx))
-							replicas[r] = newLeasingOver(t, sh, cfg)
+							replicas[r] = newPrefetchOver(t, sh, cfg)
 						}
 					}
 					d := time.Duration(rng.Int64N(int64(2 * gap)))
@@ -291,18 +294,18 @@ func TestLeasingFleetNeverExceedsSharedBound(t *testing.T) {
 	}
 }
 
-// TestLeasingDecidesHotKeyWithoutBackend checks that a hot key's calls are
+// TestPrefetchDecidesHotKeyWithoutBackend checks that a hot key's calls are
 // answered from blocks: far fewer backend calls than decisions, with the
 // Decision of a block spend telling the policy's Limit, Source
 // FromBackend, and Remaining what the block has left.
-func TestLeasingDecidesHotKeyWithoutBackend(t *testing.T) {
+func TestPrefetchDecidesHotKeyWithoutBackend(t *testing.T) {
 	log := &leaseLog{}
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	log.clock = clock
 	tb, err := NewTokenBucket(1_000_000, 1000, WithClock(clock), WithHooks(log))
 	require.NoError(t, err)
 	hooks := &recordingHooks{}
-	l, err := NewLeasing(tb, LeasingConfig{Hooks: hooks, Name: "lease"})
+	l, err := NewPrefetch(tb, PrefetchConfig{Hooks: hooks, Name: "lease"})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for range 10_000 {
@@ -321,8 +324,8 @@ func TestLeasingDecidesHotKeyWithoutBackend(t *testing.T) {
 	assert.Less(t, last.Remaining, 1_000_000/16)
 }
 
-// TestLeasingRefusesBackendsItCannotFollow checks the configuration errors.
-func TestLeasingRefusesBackendsItCannotFollow(t *testing.T) {
+// TestPrefetchRefusesBackendsItCannotFollow checks the configuration errors.
+func TestPrefetchRefusesBackendsItCannotFollow(t *testing.T) {
 	tb, err := NewTokenBucket(10, 1)
 	require.NoError(t, err)
 	dc, err := NewDenyCache(tb, DenyCacheConfig{})
@@ -334,29 +337,29 @@ func TestLeasingRefusesBackendsItCannotFollow(t *testing.T) {
 	comp, err := NewComposite(Part{Name: "a", Limiter: tb})
 	require.NoError(t, err)
 	for name, backend := range map[string]Limiter{"DenyCache": dc, "SlidingLog": sl, "Concurrency": cc, "Composite": comp, "zero TokenBucket": &TokenBucket{}, "nil": nil} {
-		_, err := NewLeasing(backend, LeasingConfig{})
+		_, err := NewPrefetch(backend, PrefetchConfig{})
 		require.ErrorIs(t, err, ErrInvalidConfig, name)
 	}
-	_, err = NewLeasing(tb, LeasingConfig{Clock: NewFakeClock(epoch)})
+	_, err = NewPrefetch(tb, PrefetchConfig{Clock: ratelimittest.NewClock(epoch)})
 	require.ErrorIs(t, err, ErrInvalidConfig, "a Clock with an in-process backend")
-	_, err = NewLeasing(tb, LeasingConfig{MaxShare: -1})
+	_, err = NewPrefetch(tb, PrefetchConfig{MaxShare: -1})
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	var zero *Leasing
+	var zero *Prefetch
 	_, err = zero.Allow(context.Background(), "k", 1)
 	require.ErrorIs(t, err, ErrInvalidConfig)
 }
 
-// TestLeasingDeadReplicaUnitsComeBack checks that a replica that stops
+// TestPrefetchDeadReplicaUnitsComeBack checks that a replica that stops
 // holding a block (it dies: no Close, no more calls) keeps nothing from
 // the others once the block's life has passed: they then admit the
 // bucket's whole capacity at once, and the window's limit in a new window.
-func TestLeasingDeadReplicaUnitsComeBack(t *testing.T) {
+func TestPrefetchDeadReplicaUnitsComeBack(t *testing.T) {
 	t.Parallel()
 	for _, sh := range leaseBackends(t, &leaseLog{}, true) {
 		log := &leaseLog{clock: sh.clock}
 		sh.backend = rehook(t, sh, log)
-		cfg := LeasingConfig{HotCalls: 2, MinBlock: 25, MaxShare: 4}
-		dead, other := newLeasingOver(t, sh, cfg), newLeasingOver(t, sh, cfg)
+		cfg := PrefetchConfig{HotCalls: 2, MinBlock: 25, MaxShare: 4}
+		dead, other := newPrefetchOver(t, sh, cfg), newPrefetchOver(t, sh, cfg)
 		ctx := context.Background()
 		for range 4 {
 			res, err := dead.Allow(ctx, "k", 1)
@@ -409,20 +412,20 @@ func rehook(t *testing.T, sh leaseShared, log *leaseLog) Limiter {
 	return l
 }
 
-// TestLeasingFullLoadUnderAdmitsLittle offers twice the limit's rate,
+// TestPrefetchFullLoadUnderAdmitsLittle offers twice the limit's rate,
 // spread over 2 and over 10 replicas, for 100 s of fake time (200 s under
 // -soak), and checks that the fleet admits at least 95% of what the shared
 // limiter allows in that time (its capacity plus its rate times the span),
 // and never more.
-func TestLeasingFullLoadUnderAdmitsLittle(t *testing.T) {
+func TestPrefetchFullLoadUnderAdmitsLittle(t *testing.T) {
 	t.Parallel()
 	for _, replicas := range []int{2, 10} {
 		for _, sh := range leaseBackends(t, &leaseLog{}, false) {
 			log := &leaseLog{clock: sh.clock}
 			sh.backend = rehook(t, sh, log)
-			fleet := make([]*Leasing, replicas)
+			fleet := make([]*Prefetch, replicas)
 			for i := range fleet {
-				fleet[i] = newLeasingOver(t, sh, LeasingConfig{})
+				fleet[i] = newPrefetchOver(t, sh, PrefetchConfig{})
 			}
 			rng := rand.New(rand.NewPCG(uint64(replicas), 3))
 			ctx := context.Background()
@@ -456,18 +459,18 @@ func TestLeasingFullLoadUnderAdmitsLittle(t *testing.T) {
 	}
 }
 
-// TestLeasingGuardAnswersWhenRedisFailsWhileBlocksAreHeld checks the
-// stack Guard(Leasing(redis)) when Redis fails (an injected error on
+// TestPrefetchGuardAnswersWhenRedisFailsWhileBlocksAreHeld checks the
+// stack Guard(Prefetch(redis)) when Redis fails (an injected error on
 // every command): the held block keeps answering until it decays, then
 // the take's error reaches the Guard, which fails closed, or over to its
-// fallback, as configured; once Redis is back, the Leasing decides again.
-func TestLeasingGuardAnswersWhenRedisFailsWhileBlocksAreHeld(t *testing.T) {
+// fallback, as configured; once Redis is back, the Prefetch decides again.
+func TestPrefetchGuardAnswersWhenRedisFailsWhileBlocksAreHeld(t *testing.T) {
 	for _, policy := range []FailurePolicy{FailClosed, FailOver} {
 		m, client, move := miniredisClock(t)
-		clock := NewFakeClock(epoch)
+		clock := ratelimittest.NewClock(epoch)
 		rb, err := NewRedisTokenBucket(client, 1000, 100)
 		require.NoError(t, err)
-		l, err := NewLeasing(rb, LeasingConfig{HotCalls: 2, MinBlock: 50, Clock: clock})
+		l, err := NewPrefetch(rb, PrefetchConfig{HotCalls: 2, MinBlock: 50, Clock: clock})
 		require.NoError(t, err)
 		cfg := GuardConfig{OnFailure: policy, Clock: clock}
 		want := FromFailClosed
@@ -506,16 +509,16 @@ func TestLeasingGuardAnswersWhenRedisFailsWhileBlocksAreHeld(t *testing.T) {
 	}
 }
 
-// TestLeasingRefundAndSettleGoToTheBlock checks the adjustments: a refund
+// TestPrefetchRefundAndSettleGoToTheBlock checks the adjustments: a refund
 // of units spent from a live block makes them spendable again without a
 // backend call; one without a block goes to the backend.
-func TestLeasingRefundAndSettleGoToTheBlock(t *testing.T) {
+func TestPrefetchRefundAndSettleGoToTheBlock(t *testing.T) {
 	log := &leaseLog{}
-	clock := NewFakeClock(epoch)
+	clock := ratelimittest.NewClock(epoch)
 	log.clock = clock
 	tb, err := NewTokenBucket(1000, 10, WithClock(clock), WithHooks(log))
 	require.NoError(t, err)
-	l, err := NewLeasing(tb, LeasingConfig{HotCalls: 1, MinBlock: 20})
+	l, err := NewPrefetch(tb, PrefetchConfig{HotCalls: 1, MinBlock: 20})
 	require.NoError(t, err)
 	ctx := context.Background()
 	d, err := l.Decide(ctx, "k", 1) // learns the policy: direct
@@ -542,11 +545,11 @@ func TestLeasingRefundAndSettleGoToTheBlock(t *testing.T) {
 	assert.Equal(t, 999, d.Remaining, "after Close, the backend answers")
 }
 
-// TestLeasingCloseGivesBackTheRemainder checks that Close gives the
+// TestPrefetchCloseGivesBackTheRemainder checks that Close gives the
 // undecayed remainder of a block back to the shared key.
-func TestLeasingCloseGivesBackTheRemainder(t *testing.T) {
+func TestPrefetchCloseGivesBackTheRemainder(t *testing.T) {
 	for _, sh := range leaseBackends(t, &leaseLog{}, true) {
-		l := newLeasingOver(t, sh, LeasingConfig{HotCalls: 1, MinBlock: 20, MaxShare: 4})
+		l := newPrefetchOver(t, sh, PrefetchConfig{HotCalls: 1, MinBlock: 20, MaxShare: 4})
 		ctx := context.Background()
 		for range 2 {
 			res, err := l.Allow(ctx, "k", 1)
@@ -554,7 +557,7 @@ func TestLeasingCloseGivesBackTheRemainder(t *testing.T) {
 			require.True(t, res.Allowed)
 		}
 		require.NoError(t, l.Close(ctx))
-		d, err := Decide(ctx, sh.backend, "k", 0)
+		d, err := decideAny(ctx, sh.backend, "k", 0)
 		require.NoError(t, err)
 		// The first call learns the policy on the backend, the second
 		// takes a block of 20 and spends 1: the 19 left come back, less
@@ -568,13 +571,13 @@ func TestLeasingCloseGivesBackTheRemainder(t *testing.T) {
 	}
 }
 
-// TestLeasingConcurrentCallersOnOneHotKey runs goroutines on one hot key
+// TestPrefetchConcurrentCallersOnOneHotKey runs goroutines on one hot key
 // of an in-process bucket on the system clock (under -race in CI): the
 // admissions stay within capacity + rate × the time the run took.
-func TestLeasingConcurrentCallersOnOneHotKey(t *testing.T) {
+func TestPrefetchConcurrentCallersOnOneHotKey(t *testing.T) {
 	tb, err := NewTokenBucket(10_000, 100_000)
 	require.NoError(t, err)
-	l, err := NewLeasing(tb, LeasingConfig{HotSpan: 10 * time.Millisecond})
+	l, err := NewPrefetch(tb, PrefetchConfig{HotSpan: 10 * time.Millisecond})
 	require.NoError(t, err)
 	ctx := context.Background()
 	start := time.Now()
@@ -622,19 +625,19 @@ func newTestClient(t *testing.T, m *miniredis.Miniredis) *redis.Client {
 	return c
 }
 
-// TestLeasingHeldBlockCannotOutliveTheRefill holds a block on one replica
+// TestPrefetchHeldBlockCannotOutliveTheRefill holds a block on one replica
 // while the key refills and another replica drains it: the held units
 // must have decayed (token bucket, GCRA) or expired with their window
 // (fixed window) by then, so the span bound holds.
-func TestLeasingHeldBlockCannotOutliveTheRefill(t *testing.T) {
+func TestPrefetchHeldBlockCannotOutliveTheRefill(t *testing.T) {
 	t.Parallel()
 	for _, sh := range leaseBackends(t, &leaseLog{}, true) {
 		log := &leaseLog{clock: sh.clock}
 		sh.backend = rehook(t, sh, log)
-		cfg := LeasingConfig{HotCalls: 1, HotSpan: time.Hour, MinBlock: 25, MaxShare: 4}
-		holder, drainer := newLeasingOver(t, sh, cfg), newLeasingOver(t, sh, cfg)
+		cfg := PrefetchConfig{HotCalls: 1, HotSpan: time.Hour, MinBlock: 25, MaxShare: 4}
+		holder, drainer := newPrefetchOver(t, sh, cfg), newPrefetchOver(t, sh, cfg)
 		ctx := context.Background()
-		spend := func(l *Leasing, calls int) int {
+		spend := func(l *Prefetch, calls int) int {
 			got := 0
 			for range calls {
 				res, err := l.Allow(ctx, "k", 1)
@@ -661,12 +664,12 @@ func TestLeasingHeldBlockCannotOutliveTheRefill(t *testing.T) {
 	}
 }
 
-// TestLeasingFollowsEachKeysPolicy runs a fleet over a GCRA built
+// TestPrefetchFollowsEachKeysPolicy runs a fleet over a GCRA built
 // WithPolicyFunc, whose keys have different limits and periods: each
 // key's admissions keep within its own policy's bound, and the blocks are
 // sized by it.
-func TestLeasingFollowsEachKeysPolicy(t *testing.T) {
-	clock := NewFakeClock(epoch)
+func TestPrefetchFollowsEachKeysPolicy(t *testing.T) {
+	clock := ratelimittest.NewClock(epoch)
 	policies := map[string]Policy{
 		"big":   {Limit: 200, Window: time.Second},    // a unit every 5 ms
 		"small": {Limit: 40, Window: 2 * time.Second}, // a unit every 50 ms
@@ -675,9 +678,9 @@ func TestLeasingFollowsEachKeysPolicy(t *testing.T) {
 		return policies[key], nil
 	}))
 	require.NoError(t, err)
-	replicas := make([]*Leasing, 3)
+	replicas := make([]*Prefetch, 3)
 	for i := range replicas {
-		replicas[i], err = NewLeasing(g, LeasingConfig{HotCalls: 2, MinBlock: 4, MaxShare: 4})
+		replicas[i], err = NewPrefetch(g, PrefetchConfig{HotCalls: 2, MinBlock: 4, MaxShare: 4})
 		require.NoError(t, err)
 	}
 	logs := map[string]*leaseLog{"big": {clock: clock}, "small": {clock: clock}}
