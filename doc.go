@@ -37,6 +37,15 @@
 // any go-redis v9 client (Cluster included). Each reports its constructor's
 // Policy. See docs/limiters.md.
 //
+// Limiters take their two or three numbers as arguments and the rare rest as
+// Options (WithKeyPrefix, WithPolicyFunc, ...), so that the usual call is
+// short; the services around them (Guard, DenyCache, Shadow, Prefetch,
+// Fleet, PolicyTable, Breaker) take a Config struct, whose zero fields are
+// the defaults and each of whose fields documents one knob. An Option that
+// does not apply to a limiter is refused by its constructor with an error
+// wrapping ErrInvalidConfig that names it. The test clock lives in package
+// ratelimittest.
+//
 // # One decision
 //
 // A Decision holds the Result, the policy that bound it (Policy), every
