@@ -58,7 +58,7 @@ type Config struct {
 	// becomes the Err of every request of the batch. It is read once per
 	// batch, when the batch is sent, and the time goes to Script as its
 	// first argument, which must then be the script of the caller's clock
-	// (see the root package's batchCallerScript). Nil: Script reads the server's TIME.
+	// (a script assembled on CallerTime). Nil: Script reads the server's TIME.
 	Now func() (int64, error)
 }
 
