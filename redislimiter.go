@@ -155,7 +155,7 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 			r.segColons = 1
 		}
 	}
-	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock)
+	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock, p.kind, p.policyFuncKind)
 	return r, nil
 }
 
@@ -234,12 +234,11 @@ func (r *redisLimiter) redisKey(key string, param int64) string {
 
 // newSender returns the Sender of the batch script through client, whose
 // requests of checks checks each check limits in order (nil: each request
-// carries its own), deciding on clock's time (nil: the server's TIME).
-func newSender(client redis.Scripter, limits []*redisbatch.Limit, checks int, coalesce bool, clock Clock) *redisbatch.Sender {
-	script := batchScript
-	if clock != nil {
-		script = batchCallerScript
-	}
+// carries its own, of one of kinds), deciding on clock's time (nil: the
+// server's TIME). Its script holds the kinds of limits and kinds only
+// (see batchScriptOf).
+func newSender(client redis.Scripter, limits []*redisbatch.Limit, checks int, coalesce bool, clock Clock, kinds ...redisbatch.Kind) *redisbatch.Sender {
+	script := batchScriptOf(limits, clock, kinds...)
 	return redisbatch.NewSender(redisbatch.Config{
 		Client: client, Script: script, Limits: limits, Checks: checks, Coalesce: coalesce, TokenTTL: SettleTokenTTL,
 		Now: callerNow(clock),

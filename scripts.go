@@ -83,3 +83,63 @@ func luaFile(name string) string {
 	src, err := fs.ReadFile(luaFiles(), name)
 	return failing(string(src), err)
 }
+
+// kindScripts holds the batch script of each kind alone, on each clock,
+// built at init and never changed: the script of a limiter of that kind,
+// under each of the kind's names (a token bucket's TokenBucket and
+// TokenBucketWithInterval share one).
+var kindScripts = newKindScripts()
+
+// clockScripts is a script on the server's clock and on the caller's.
+type clockScripts struct {
+	server, caller redisbatch.Script
+}
+
+// newKindScripts returns the scripts of kindScripts.
+func newKindScripts() map[redisbatch.Kind]clockScripts {
+	m := make(map[redisbatch.Kind]clockScripts)
+	for _, k := range redisbatch.LuaKinds() {
+		s := clockScripts{
+			server: redisbatch.NewScript(failing(redisbatch.Assemble(luaFiles(), redisbatch.ServerTime, k))),
+			caller: redisbatch.NewScript(failing(redisbatch.Assemble(luaFiles(), redisbatch.CallerTime, k))),
+		}
+		for _, kind := range k.Kinds {
+			m[kind] = s
+		}
+	}
+	return m
+}
+
+// batchScriptOf returns the batch script of a Sender whose requests are
+// on limits and on limits of the kinds more, on clock (nil: the server's
+// TIME): the script of those kinds alone, or of every kind when it knows
+// none of them (no limits and no kinds: each request carries a limit of
+// any kind). The script of one kind is kindScripts'; one of several (a
+// Composite's parts) is assembled here, once per Sender.
+func batchScriptOf(limits []*redisbatch.Limit, clock Clock, more ...redisbatch.Kind) redisbatch.Script {
+	t, all := redisbatch.ServerTime, batchScript
+	if clock != nil {
+		t, all = redisbatch.CallerTime, batchCallerScript
+	}
+	kinds := make([]redisbatch.Kind, 0, len(limits)+len(more))
+	for _, l := range limits {
+		kinds = append(kinds, l.Kind)
+	}
+	for _, k := range more {
+		if k != "" {
+			kinds = append(kinds, k)
+		}
+	}
+	lua, ok := redisbatch.LuaKindsOf(kinds...)
+	switch {
+	case !ok || len(lua) == 0:
+		return all
+	case len(lua) == 1:
+		s := kindScripts[kinds[0]]
+		if clock != nil {
+			return s.caller
+		}
+		return s.server
+	}
+	return redisbatch.NewScript(failing(redisbatch.Assemble(luaFiles(), t, lua...)))
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 )
 
@@ -54,6 +55,32 @@ func LuaKinds() []LuaKind {
 		{Kinds: []Kind{CalendarWindow}, Files: []string{"calendarwindow.lua"}},
 		{Kinds: []Kind{SlidingCounter}, Files: []string{"slidingcounter.lua"}},
 	}
+}
+
+// LuaKindsOf returns the LuaKinds, among all, that register the kinds, in
+// the order of LuaKinds and each once; false when a kind is not among
+// them.
+func LuaKindsOf(kinds ...Kind) ([]LuaKind, bool) {
+	all := LuaKinds()
+	need := make([]bool, len(all))
+	for _, k := range kinds {
+		found := false
+		for i, l := range all {
+			if slices.Contains(l.Kinds, k) {
+				need[i], found = true, true
+			}
+		}
+		if !found {
+			return nil, false
+		}
+	}
+	var out []LuaKind
+	for i, l := range all {
+		if need[i] {
+			out = append(out, l)
+		}
+	}
+	return out, true
 }
 
 // Assemble returns the batch script of kinds on the clock t, made of the

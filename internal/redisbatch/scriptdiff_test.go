@@ -23,10 +23,15 @@ import (
 //
 //	go test -soak -timeout 3h -run 'TestScriptDiff' ./internal/redisbatch
 //
-// and -diffseed N runs other batches.
+// -diffseed N runs other batches, and -diffbatches N runs N batches per
+// kind.
 
 // diffSeed varies the differential's random batches.
 var diffSeed = flag.Uint64("diffseed", 1, "the seed of the script differential's random batches")
+
+// diffBatches, when above 0, is the number of batches per kind of
+// TestScriptDiff, whatever -soak says: a run sized to the time at hand.
+var diffBatches = flag.Int("diffbatches", 0, "the batches per kind of TestScriptDiff (0: as -soak says)")
 
 // The lines of the frozen script that read the server's TIME, and the
 // lines that replaced them in the script of the caller's clock, as the
@@ -145,6 +150,9 @@ func TestScriptDiff(t *testing.T) {
 	old, new := oldScript(t), scriptUnderTest(t)
 	y := newTally(t, "per kind")
 	n := sized(2_000, 200_000)
+	if *diffBatches > 0 {
+		n = *diffBatches
+	}
 	for _, k := range diffKinds {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
@@ -153,19 +161,46 @@ func TestScriptDiff(t *testing.T) {
 	}
 }
 
+// TestScriptDiffOwnKinds does as TestScriptDiff with the script of each
+// kind alone, which a limiter of that kind sends.
+func TestScriptDiffOwnKinds(t *testing.T) {
+	t.Parallel()
+	old := oldScript(t)
+	y := newTally(t, "per kind, on its own script")
+	n := sized(1_000, 200_000)
+	if *diffBatches > 0 {
+		n = *diffBatches
+	}
+	for _, k := range diffKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			y.check(t, old, ownScript(t, k.kind), []diffKind{k}, one, n)
+		})
+	}
+}
+
+// ownScript returns the batch script of kinds alone, on both clocks.
+func ownScript(t testing.TB, kinds ...Kind) scripts {
+	t.Helper()
+	lua, ok := LuaKindsOf(kinds...)
+	require.True(t, ok, "kinds %q", kinds)
+	return assembled(t, lua...)
+}
+
 // TestScriptDiffPairs does as TestScriptDiff for every pair of kinds, a
 // kind with itself included, as requests of two checks (a Composite of two
-// parts), in either order.
+// parts), in either order, on the script of the two kinds alone, which
+// such a Composite sends.
 func TestScriptDiffPairs(t *testing.T) {
 	t.Parallel()
-	old, new := oldScript(t), scriptUnderTest(t)
+	old := oldScript(t)
 	y := newTally(t, "per pair")
 	n := sized(100, 5_000)
 	for i, a := range diffKinds {
 		for _, b := range diffKinds[i:] {
 			t.Run(string(a.kind)+string(b.kind), func(t *testing.T) {
 				t.Parallel()
-				y.check(t, old, new, []diffKind{a, b}, both, n)
+				y.check(t, old, ownScript(t, a.kind, b.kind), []diffKind{a, b}, both, n)
 			})
 		}
 	}

@@ -35,6 +35,9 @@ func NewScript(src string) Script {
 	return Script{src: src, sha: hex.EncodeToString(sum[:])}
 }
 
+// SHA returns the SHA1 by which EVALSHA names s, in lower-case hex.
+func (s Script) SHA() string { return s.sha }
+
 // Config is what a Sender is made from.
 type Config struct {
 	Client redis.Scripter
