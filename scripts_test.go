@@ -59,20 +59,27 @@ func TestARedisLimiterLoadsTheScriptOfItsKindOnly(t *testing.T) {
 		}
 	}
 
-	_, client, _ := redistest.Miniredis(t, time.Now())
-	bucket, err := NewRedisTokenBucket(client, 5, 1)
-	require.NoError(t, err)
-	window, err := NewRedisFixedWindow(client, 5, time.Minute)
-	require.NoError(t, err)
-	c, err := NewComposite(Part{Name: "bucket", Limiter: bucket}, Part{Name: "window", Limiter: window})
-	require.NoError(t, err)
-	_, err = c.Allow(ctx, "k", 1)
-	require.NoError(t, err)
 	lua, ok := redisbatch.LuaKindsOf(redisbatch.TokenBucket, redisbatch.FixedWindow)
 	require.True(t, ok)
 	src, err := redisbatch.Assemble(luaFiles(), redisbatch.ServerTime, lua...)
 	require.NoError(t, err)
-	loaded, err := client.ScriptExists(ctx, redisbatch.NewScript(src).SHA(), batchScript.SHA()).Result()
-	require.NoError(t, err)
-	assert.Equal(t, []bool{true, false}, loaded, "the Composite's script: its parts' kinds, not every kind")
+	perKey := WithPolicyFunc(func(context.Context, string) (Policy, error) { return Policy{Limit: 3, Window: time.Minute}, nil })
+	for _, keyed := range []bool{false, true} {
+		_, client, _ := redistest.Miniredis(t, time.Now())
+		var opts []Option
+		if keyed {
+			opts = append(opts, perKey) // each request carries its key's limit
+		}
+		bucket, err := NewRedisTokenBucket(client, 5, 1, opts...)
+		require.NoError(t, err)
+		window, err := NewRedisFixedWindow(client, 5, time.Minute)
+		require.NoError(t, err)
+		c, err := NewComposite(Part{Name: "bucket", Limiter: bucket}, Part{Name: "window", Limiter: window})
+		require.NoError(t, err)
+		_, err = c.Allow(ctx, "k", 1)
+		require.NoError(t, err)
+		loaded, err := client.ScriptExists(ctx, redisbatch.NewScript(src).SHA(), batchScript.SHA()).Result()
+		require.NoError(t, err)
+		assert.Equal(t, []bool{true, false}, loaded, "the Composite's script (a part with per-key policies: %v): its parts' kinds, not every kind", keyed)
+	}
 }

@@ -39,7 +39,7 @@ func BenchmarkRedisOneCall(b *testing.B) {
 	if os.Getenv(oneCallRunEnv) == "" {
 		b.Skipf("set %s=1 to run it", oneCallRunEnv)
 	}
-	const rounds, keys, calls = 3, 500, 4000
+	const rounds, keys, calls = 7, 500, 3000
 	c := redistest.Start(b).Client(b)
 	ctx := context.Background()
 	v0, err := os.ReadFile("../internal/redisbatch/testdata/batch_v0.lua")

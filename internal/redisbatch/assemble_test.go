@@ -66,3 +66,34 @@ func TestEveryKindsScriptAssemblesAndOnlyTheServersReadsTIME(t *testing.T) {
 		assert.True(t, strings.HasSuffix(s.server, "\nreturn run()\n"))
 	}
 }
+
+// TestEachKindsScriptStaysWithinItsBudget counts the top-level functions
+// and other locals of the script of each kind alone and of every kind: a
+// call's fixed cost is mostly the closures its chunk makes, and Lua 5.1
+// allows 200 locals in a chunk. The budgets are today's counts, so that an
+// edit that adds to a kind's script does it on purpose.
+func TestEachKindsScriptStaysWithinItsBudget(t *testing.T) {
+	budget := map[Kind][2]int{ // functions, other locals
+		TokenBucket: {26, 10}, GCRA: {26, 10}, FixedWindow: {23, 10}, Concurrency: {36, 13},
+		SlidingLog: {33, 11}, CalendarWindow: {25, 10}, SlidingCounter: {30, 12},
+	}
+	count := func(src string) (funcs, locals int) {
+		for _, l := range strings.Split(src, "\n") {
+			if strings.HasPrefix(l, "local function ") {
+				funcs++
+			} else if strings.HasPrefix(l, "local ") {
+				locals++
+			}
+		}
+		return funcs, locals
+	}
+	for _, k := range LuaKinds() {
+		s := assembled(t, k)
+		funcs, locals := count(s.server)
+		b := budget[k.Kinds[0]]
+		assert.LessOrEqual(t, funcs, b[0], "top-level functions of the script of %s", k.Kinds[0])
+		assert.LessOrEqual(t, locals, b[1], "other top-level locals of the script of %s", k.Kinds[0])
+	}
+	funcs, locals := count(assembled(t, LuaKinds()...).server)
+	assert.LessOrEqual(t, funcs+locals, 150, "the script of every kind stays well below Lua's 200 locals")
+}
