@@ -40,9 +40,9 @@ type FleetConfig struct {
 	// OnError, when not nil, hears every error of Run's heartbeats and of
 	// its leaving, from Run's goroutine; Run carries on after an error.
 	OnError func(error)
-	// CallerClock, when not nil, is the clock the heartbeats read (whole
-	// ms of Unix time, rounded down), sent with each heartbeat to a
-	// variant of the fleet script that never calls TIME, for servers that
+	// CallerClock, when not nil, is the clock the heartbeats read (µs of
+	// Unix time, which the script rounds down to whole ms), sent with each
+	// heartbeat to a variant of the fleet script that never calls TIME, for servers that
 	// refuse TIME in scripts (see WithCallerClock); nil: the server's
 	// TIME. Replicas whose clocks disagree by d see each other's
 	// heartbeats expire up to d early or late: keep d well under the
