@@ -7,7 +7,7 @@
 --        decisions are the same, tat being the server time in integer µs at
 --        which the bucket is full again; at now it holds (capacity ×
 --        interval − (tat − now)) / interval tokens, below 0 in debt after a
---        Settle or a clock step back (see below); PEXPIRE until tat.
+--        Settle or a clock step back (see prelude.lua); PEXPIRE until tat.
 --   'T'  a HASH of exactly tat and interval: as 't', with the interval (µs)
 --        the tat was computed with.
 

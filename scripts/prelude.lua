@@ -14,10 +14,11 @@
 -- internal/redisbatch/callformat.go; the state each kind keeps, in its own
 -- file.
 --
--- Numbers are decimal digits without sign, point, exponent or leading zero, below 2^53 in size, which Lua's doubles hold
--- exactly, and are passed to redis.call as numbers, which Redis writes as
--- plain digits below 10^20 (tostring would keep only 14 significant
--- digits), or, by 'c', as text formatted once. A debt is bounded: a
+-- Numbers are decimal digits without sign, point, exponent or leading
+-- zero, below 2^53 in size, which Lua's doubles hold exactly, and are
+-- passed to redis.call as numbers, which Redis writes as plain digits
+-- below 10^20 (tostring would keep only 14 significant digits), or, by
+-- 'c', as text formatted once. A debt is bounded: a
 -- Settle takes a key no more than 2^52 µs (or units) from full, nor beyond
 -- its m.
 -- An absent key is full (no window open, no lease), and every TTL is the
@@ -35,7 +36,6 @@
 -- the key expires.
 --
 -- A script holds the server while it runs: callers bound R.
-
 
 -- The globals read for each request or check, as locals.
 local tonumber, KEYS, ARGV, unpack = tonumber, KEYS, ARGV, unpack
@@ -58,9 +58,9 @@ end
 -- The compact form's fast paths, for a plain limiter's batch of a kind that
 -- keeps one (its own file, *_fast.lua, assembled right after this prelude),
 -- which run before the frame and the kinds are defined, so that such a
--- batch makes none of the functions below: a loop with its values hoisted
+-- batch makes none of the frame's or the kinds' functions: a loop with its values hoisted
 -- decides each request whose key is absent or holds a valid state of its
--- own, exactly as compact below does, reads and writes included, and
+-- own, exactly as the frame's compact does, reads and writes included, and
 -- keeps its record's numbers, which fast_pack packs at the end, eight
 -- records a call of struct.pack. The first request it does not take (a
 -- refusal, a cost above the limit, a window whose time is up) it leaves,
