@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"io/fs"
 	"strings"
 	"testing"
 	"time"
@@ -52,17 +53,31 @@ var callerClockKinds = []callerClockKind{
 // would, unless its TIME is not read.
 var farFromEpoch = time.Date(1999, 3, 7, 13, 14, 15, 0, time.UTC)
 
-func TestTheCallerClockScriptNeverCallsTIME(t *testing.T) {
-	src := callerClockSource(batchLua)
-	assert.Equal(t, 1, strings.Count(batchLua, "redis.call('TIME')"), "the server's script reads TIME once")
-	assert.NotContains(t, src, "'TIME'")
-	assert.NotContains(t, src, "\"TIME\"")
-	assert.Contains(t, src, batchCallerLines)
-	assert.NotEqual(t, batchLua, src)
-	// A batch script without the lines it replaces gives a script that
-	// fails every call, never one that reads TIME.
-	assert.NotContains(t, callerClockSource("local now = 0\n"), "TIME")
-	assert.Contains(t, callerClockSource("local now = 0\n"), "error_reply")
+func TestNoCallerClockScriptCallsTIME(t *testing.T) {
+	assert.Equal(t, 1, strings.Count(batchLua, "redis.call('TIME')"), "the server's batch script reads TIME once")
+	assert.NotContains(t, batchCallerLua, "'TIME'")
+	assert.NotContains(t, batchCallerLua, "\"TIME\"")
+	assert.NotEqual(t, batchLua, batchCallerLua)
+	for _, c := range []struct {
+		file, what     string
+		server, caller *redis.Script
+	}{
+		{"fleet.lua", "ratelimit fleet script", fleetScript, fleetCallerScript},
+		{"policytable.lua", "ratelimit policy table script", policyTableScript, policyTableCallerScript},
+	} {
+		server, err := redisbatch.AssembleTimed(luaFiles(), redisbatch.ServerTime, c.file, c.what)
+		require.NoError(t, err)
+		caller, err := redisbatch.AssembleTimed(luaFiles(), redisbatch.CallerTime, c.file, c.what)
+		require.NoError(t, err)
+		assert.Equal(t, redis.NewScript(server).Hash(), c.server.Hash(), "%s on the server's clock", c.file)
+		assert.Equal(t, redis.NewScript(caller).Hash(), c.caller.Hash(), "%s on the caller's clock", c.file)
+		assert.Equal(t, 1, strings.Count(server, "redis.call('TIME')"), "%s on the server's clock reads TIME once", c.file)
+		assert.NotContains(t, caller, "'TIME'", c.file)
+		assert.NotContains(t, caller, "\"TIME\"", c.file)
+	}
+	read, err := fs.ReadFile(luaFiles(), "policytable_read.lua")
+	require.NoError(t, err)
+	assert.NotContains(t, string(read), "'TIME'")
 }
 
 func TestWithCallerClockAppliesToEveryRedisLimiterOnly(t *testing.T) {
@@ -175,7 +190,7 @@ func TestACallerClockOutOfRangeFailsTheCallAndWritesNothing(t *testing.T) {
 func TestTheCallerClockScriptRefusesATimeOutOfRange(t *testing.T) {
 	m, client, _ := redistest.Miniredis(t, epoch)
 	ctx := context.Background()
-	script := redis.NewScript(callerClockSource(batchLua))
+	script := redis.NewScript(batchCallerLua)
 	// A compact call of one Allow of 1 on a GCRA of 5 per 10 s.
 	argv := func(now any) []any { return []any{now, -1, 1, "g", 5, 2000000, 1} }
 	for _, now := range []any{"", "-1", "1.5", "4503599627370496", "99999999999999999", "1e15", "abc"} {

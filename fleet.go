@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,28 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
-
-// fleetLua is the source of the fleet script, which keeps a fleet's
-// membership: one heartbeat is one call of it.
-//
-//go:embed scripts/fleet.lua
-var fleetLua string
-
-// fleetScript is fleetLua with its SHA1: go-redis sends it with EVALSHA,
-// and with EVAL when the server does not have it cached.
-var fleetScript = redis.NewScript(fleetLua)
-
-// fleetCallerScript is the fleet script of a Fleet whose FleetConfig has a
-// CallerClock: it takes now, in whole ms of Unix time, as ARGV[4] and never
-// calls TIME.
-var fleetCallerScript = redis.NewScript(callerTimeSource(fleetLua,
-	"local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n",
-	`local now = ARGV[4]
-if type(now) ~= 'string' or #now > 16 or not string.find(now, '^%d+$') or tonumber(now) >= 4503599627370 then
-  return redis.error_reply('ratelimit fleet script: the caller\'s time ' .. tostring(now) .. ' is not whole milliseconds from 0 to 2^52 microseconds')
-end
-now = tonumber(now)
-`))
 
 // FleetConfig configures a Fleet. Name is required; the zero value of every
 // other field picks its default.
@@ -63,9 +40,9 @@ type FleetConfig struct {
 	// OnError, when not nil, hears every error of Run's heartbeats and of
 	// its leaving, from Run's goroutine; Run carries on after an error.
 	OnError func(error)
-	// CallerClock, when not nil, is the clock the heartbeats read (whole
-	// ms of Unix time, rounded down), sent with each heartbeat to a
-	// variant of the fleet script that never calls TIME, for servers that
+	// CallerClock, when not nil, is the clock the heartbeats read (µs of
+	// Unix time, which the script rounds down to whole ms), sent with each
+	// heartbeat to a variant of the fleet script that never calls TIME, for servers that
 	// refuse TIME in scripts (see WithCallerClock); nil: the server's
 	// TIME. Replicas whose clocks disagree by d see each other's
 	// heartbeats expire up to d early or late: keep d well under the
@@ -277,7 +254,7 @@ func (f *Fleet) call(ctx context.Context, ttl int64) error {
 		if now, err = f.now(); err != nil {
 			return fmt.Errorf("ratelimit: Fleet %q of %q: %w", f.id, f.key, err)
 		}
-		n, err = fleetCallerScript.Run(ctx, f.client, []string{f.key}, f.id, ttl, f.beatMillis, now/1000).Int64()
+		n, err = fleetCallerScript.Run(ctx, f.client, []string{f.key}, now, f.id, ttl, f.beatMillis).Int64()
 	} else {
 		n, err = fleetScript.Run(ctx, f.client, []string{f.key}, f.id, ttl, f.beatMillis).Int64()
 	}

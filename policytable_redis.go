@@ -2,34 +2,10 @@ package ratelimit
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
-
-// policyTableLua is the source of the script every write of a PolicyTable
-// makes: it changes the table, bumps its version and publishes the change.
-//
-//go:embed scripts/policytable.lua
-var policyTableLua string
-
-// policyTableScript is policyTableLua, sent by its SHA1.
-var policyTableScript = redis.NewScript(policyTableLua)
-
-// policyTableCallerScript is the write script of a PolicyTable whose
-// PolicyTableConfig has a CallerClock: its last argument is now, in µs of
-// Unix time, which it takes off ARGV before anything else, and it never
-// calls TIME.
-var policyTableCallerScript = redis.NewScript(`local caller_now = table.remove(ARGV)
-if type(caller_now) ~= 'string' or #caller_now > 16 or not string.find(caller_now, '^%d+$') or tonumber(caller_now) >= 4503599627370496 then
-  return redis.error_reply('ratelimit policy table script: the caller\'s time ' .. tostring(caller_now) .. ' is not whole microseconds from 0 to 2^52')
-end
-` + callerTimeSource(policyTableLua,
-	"local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n",
-	"local now = tonumber(caller_now)\n"))
 
 // ErrTableMissing is wrapped by the error of a PolicyTable's Load, Set,
 // Delete and SetFlag, and reported by its Run, when the table's key does
@@ -37,15 +13,6 @@ end
 // lost (FLUSHALL, a restart without persistence). The replica's copy is
 // left as it was. It is of class ErrBackend.
 var ErrTableMissing error = &classed{"ratelimit: policy table missing from Redis", ErrBackend}
-
-// policyTableReadLua is the source of the script with which a replica
-// reads what changed in the table since its version.
-//
-//go:embed scripts/policytable_read.lua
-var policyTableReadLua string
-
-// policyTableReadScript is policyTableReadLua, sent by its SHA1.
-var policyTableReadScript = redis.NewScript(policyTableReadLua)
 
 // Load reads the whole table from Redis (one HGETALL) and makes it the
 // replica's copy, so that a replica can be ready before it serves. It
@@ -401,7 +368,7 @@ func (t *PolicyTable) write(ctx context.Context, op string, args ...string) (boo
 		if err != nil {
 			return false, fmt.Errorf("ratelimit: PolicyTable %q: %w", t.name, err)
 		}
-		script, argv = policyTableCallerScript, append(argv, now)
+		script, argv = policyTableCallerScript, append([]any{now}, argv...)
 	}
 	reply, err := script.Run(ctx, t.client, []string{t.key}, argv...).Slice()
 	if err != nil {

@@ -124,7 +124,7 @@ func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts
 		return nil, err
 	}
 	// Every request carries the limit of its window.
-	r.send = newSender(client, nil, 1, r.send.Coalesces(), r.clock)
+	r.send = newSender(client, nil, 1, r.send.Coalesces(), r.clock, redisbatch.CalendarWindow)
 	// The windows' bounds come from WithClock's clock; without it, from the
 	// caller's clock the limiter decides on, if any.
 	clock := cfg.clock

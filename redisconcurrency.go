@@ -129,7 +129,7 @@ func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, op
 		r.limits = redisbatch.NewLimitCache(redisbatch.Concurrency)
 		r.resetLimit = r.limits.Get(r.policyFunc.defLimit, r.policyFunc.defParam)
 	}
-	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock)
+	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock, redisbatch.Concurrency)
 	c := &RedisConcurrency{r: r}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails: it crashes the program first

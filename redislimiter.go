@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"math"
@@ -13,52 +12,6 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
 )
-
-// batchLua is the source of the batch script, which makes every Redis
-// limiter's decisions.
-//
-//go:embed scripts/batch.lua
-var batchLua string
-
-// batchScript is batchLua with its SHA1, as every Sender sends it.
-var batchScript = redisbatch.NewScript(batchLua)
-
-// batchTimeLines are the lines of batchLua that read the server's TIME,
-// exactly once; batchCallerLines replace them in the script of the
-// caller's clock, which takes now as its first argument and never calls
-// TIME (see WithCallerClock).
-const (
-	batchTimeLines   = "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-	batchCallerLines = `local now = ARGV[1]
-if type(now) ~= 'string' or #now > 16 or not string.find(now, '^%d+$') or tonumber(now) >= 4503599627370496 then
-  return redis.error_reply('ratelimit batch script: the caller\'s time ' .. tostring(now) .. ' is not whole microseconds from 0 to 2^52')
-end
-now = tonumber(now)
-table.remove(ARGV, 1)
-`
-)
-
-// batchCallerScript is the batch script of the limiters built
-// WithCallerClock: batchLua with batchCallerLines for batchTimeLines, and
-// its own SHA1.
-var batchCallerScript = redisbatch.NewScript(callerClockSource(batchLua))
-
-// callerClockSource returns src, the batch script, with batchCallerLines
-// for batchTimeLines (see callerTimeSource).
-func callerClockSource(src string) string {
-	return callerTimeSource(src, batchTimeLines, batchCallerLines)
-}
-
-// callerTimeSource returns src, a script of this package, with caller for
-// its lines that read TIME, timeLines; a script that fails every call when
-// src does not hold timeLines exactly once, so that a script of the
-// caller's clock can never call TIME (a test sees that none does).
-func callerTimeSource(src, timeLines, caller string) string {
-	if strings.Count(src, timeLines) != 1 {
-		return "return redis.error_reply('ratelimit: no script of the caller\\'s clock')\n"
-	}
-	return strings.Replace(src, timeLines, caller, 1)
-}
 
 // callerNow returns the Sender's clock of a limiter built WithCallerClock(c):
 // c's time in whole µs of Unix time (rounded down), or an error wrapping
@@ -202,7 +155,7 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 			r.segColons = 1
 		}
 	}
-	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock)
+	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock, p.kind, p.policyFuncKind)
 	return r, nil
 }
 
@@ -281,12 +234,11 @@ func (r *redisLimiter) redisKey(key string, param int64) string {
 
 // newSender returns the Sender of the batch script through client, whose
 // requests of checks checks each check limits in order (nil: each request
-// carries its own), deciding on clock's time (nil: the server's TIME).
-func newSender(client redis.Scripter, limits []*redisbatch.Limit, checks int, coalesce bool, clock Clock) *redisbatch.Sender {
-	script := batchScript
-	if clock != nil {
-		script = batchCallerScript
-	}
+// carries its own, of one of kinds), deciding on clock's time (nil: the
+// server's TIME). Its script holds the kinds of limits and kinds only
+// (see batchScriptOf).
+func newSender(client redis.Scripter, limits []*redisbatch.Limit, checks int, coalesce bool, clock Clock, kinds ...redisbatch.Kind) *redisbatch.Sender {
+	script := batchScriptOf(limits, clock, kinds...)
 	return redisbatch.NewSender(redisbatch.Config{
 		Client: client, Script: script, Limits: limits, Checks: checks, Coalesce: coalesce, TokenTTL: SettleTokenTTL,
 		Now: callerNow(clock),

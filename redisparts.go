@@ -109,7 +109,11 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 		}
 		limits = nil // each request carries its checks' limits
 	}
-	rp.send = newSender(rp.parts[0].client, limits, len(rp.parts), coalesce, rp.parts[0].clock)
+	kinds := make([]redisbatch.Kind, len(rp.parts)) // its script's: the parts' own (a per-key policy's is of the same file)
+	for i, r := range rp.parts {
+		kinds[i] = r.own.Kind
+	}
+	rp.send = newSender(rp.parts[0].client, limits, len(rp.parts), coalesce, rp.parts[0].clock, kinds...)
 	return rp, nil
 }
 

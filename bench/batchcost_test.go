@@ -6,12 +6,17 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
 )
 
-// batchScriptPath is the library's batch script, which the Redis limiters
-// embed; the benchmark calls it directly to time full batches.
-const batchScriptPath = "../scripts/batch.lua"
+// batchScriptSource returns the library's batch script of every kind on the
+// server's TIME, assembled from ../scripts as the Redis limiters assemble
+// theirs; the benchmarks call it directly to time full batches.
+func batchScriptSource() ([]byte, error) {
+	src, err := redisbatch.Assemble(os.DirFS("../scripts"), redisbatch.ServerTime, redisbatch.LuaKinds()...)
+	return []byte(src), err
+}
 
 // fullBatch is the largest batch a Redis limiter sends (the coalescer's
 // bound on requests per script call).
@@ -32,7 +37,7 @@ const fullBatch = 128
 // values per decision.
 func BenchmarkRedisFullBatch(b *testing.B) {
 	c := redisClient(b)
-	src, err := os.ReadFile(batchScriptPath)
+	src, err := batchScriptSource()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,7 +20,7 @@ const scriptFloorRounds = 5
 
 // scriptFloorBatchEnv names the environment variable that, when set, is the
 // path of the batch script BenchmarkRedisScriptFloor times instead of
-// batchScriptPath (for example a committed version, written out by git
+// the one batchScriptSource assembles (for example a committed version, written out by git
 // show, while the working tree's is being changed).
 const scriptFloorBatchEnv = "RATELIMIT_BENCH_BATCH_SCRIPT"
 
@@ -199,11 +199,12 @@ func BenchmarkRedisScriptFloor(b *testing.B) {
 	}
 	c := redisClient(b)
 	ctx := context.Background()
-	path := batchScriptPath
+	path := "assembled from ../scripts"
+	src, err := batchScriptSource()
 	if p := os.Getenv(scriptFloorBatchEnv); p != "" {
 		path = p
+		src, err = os.ReadFile(path)
 	}
-	src, err := os.ReadFile(path)
 	if err != nil {
 		b.Fatal(err)
 	}

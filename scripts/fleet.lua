@@ -2,13 +2,13 @@
 -- one sorted set so that each replica learns how many are alive.
 --
 -- KEYS[1]  the fleet's ZSET: one member per replica, its id, scored with
---          the server time, in whole milliseconds since the epoch, at which
+--          the time now, in whole milliseconds since the epoch, at which
 --          it expires unless it beats again
 -- ARGV[1]  the replica's id
 -- ARGV[2]  its TTL in whole milliseconds, >= 1, to join or stay; 0 to leave
 -- ARGV[3]  its heartbeat in whole milliseconds, below half the TTL
 --
--- On the server's TIME, it removes every member that has expired (score <=
+-- On the time now, in whole ms, it removes every member that has expired (score <=
 -- now), adds or refreshes the caller (score now + TTL) or removes it, sets
 -- the set's own expiry to its latest member's, so that a fleet whose
 -- replicas all stopped leaves nothing behind, and returns the number of
@@ -17,12 +17,13 @@
 -- so that a replica that stopped beating is no longer counted by any other
 -- once its TTL is up.
 -- Another type under the key is an error, and the key is left as it was.
--- A Fleet with a CallerClock runs a variant whose TIME lines read now (ms)
--- from ARGV[4] instead, and never calls TIME.
+-- now is set, in µs, by the time file the script is assembled after
+-- (internal/redisbatch.AssembleTimed): the server's TIME, or, for a Fleet
+-- with a CallerClock, the caller's time, which that script takes off
+-- ARGV[1] before ARGV above is read.
 local key = KEYS[1]
 local ttl = tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+now = math.floor(now / 1000) -- the time file's µs, as whole ms
 redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now))
 if ttl > 0 then
   redis.call('ZADD', key, string.format('%.0f', now + ttl), ARGV[1])

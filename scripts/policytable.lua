@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  the table: a HASH whose fields are
 --            'v'          the version, a decimal integer, > 0: max(previous
---                         + 1, the server's TIME in microseconds), so that it
+--                         + 1, now in microseconds), so that it
 --                         never repeats, not even after the table is deleted
 --                         and written again
 --            'p:' key     the key's entry: its own policy, or '@' .. plan
@@ -41,8 +41,10 @@
 --
 -- It returns {changed, version}: changed is 1 if the table changed, and
 -- version the table's version after the call, as a string.
--- A PolicyTable with a CallerClock runs a variant that takes now (µs) off
--- the end of ARGV first, and reads it instead of TIME, which it never calls.
+-- now, the µs the version is made from, is set by the time file the script
+-- is assembled after (internal/redisbatch.AssembleTimed): the server's
+-- TIME, or, for a PolicyTable with a CallerClock, the caller's time, which
+-- that script takes off ARGV[1] before ARGV above is read.
 
 local key, channel, op = KEYS[1], ARGV[1], ARGV[2]
 local exists = redis.call('EXISTS', key) == 1
@@ -91,8 +93,6 @@ if op == 'set' or op == 'del' then
   end
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local v = string.format('%.0f', math.max(prev + 1, now))
 local pv = string.format('%.0f', prev)
 

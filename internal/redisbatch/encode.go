@@ -8,9 +8,9 @@ import (
 
 // command returns the command that runs the batch script (by "evalsha" and
 // its SHA, or "eval" and its source) on batch, in the compact form when
-// batch allows it and in the general form otherwise (see the script's
-// header). Its script argument R is an onceArg, so that go-redis sends it
-// at most once, where the client allows (sendsOnce). now is the time the
+// batch allows it and in the general form otherwise (see callformat.go).
+// Its script argument R is an onceArg, so that go-redis sends it at most
+// once, where the client allows (sendsOnce). now is the time the
 // batch is decided on, in µs of Unix time, sent as the first script
 // argument, before R, to the script of the caller's clock; -1 for the
 // script that reads the server's TIME.

@@ -8,7 +8,7 @@ import (
 // Kind is the batch script's name of an algorithm.
 type Kind string
 
-// The algorithms of the batch script (see its header).
+// The algorithms of the batch script (see callformat.go).
 const (
 	TokenBucket Kind = "t" // a token bucket: Param is µs per token
 	GCRA        Kind = "g" // GCRA: Param is µs per unit

@@ -3,7 +3,7 @@ package redisbatch
 import "fmt"
 
 // The batch script's reply is binary, so that the server formats no number
-// as text (see scripts/batch.lua, Returns): a record per request, in
+// as text (see callformat.go, Returns): a record per request, in
 // order. An answered request's record holds, per check, CheckSize bytes,
 // or CheckSize + NextSize when its first byte has the bit NextMark: that
 // byte, allowed (0 or 1) plus NextMark when the check tells its next

@@ -5,13 +5,11 @@ import (
 	"flag"
 	"hash/fnv"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,16 +23,21 @@ import (
 //
 //	go test -soak -timeout 3h -run 'TestScriptDiff' ./internal/redisbatch
 //
-// and -diffseed N runs other batches.
+// -diffseed N runs other batches, and -diffbatches N runs N batches per
+// kind.
 
 // diffSeed varies the differential's random batches.
 var diffSeed = flag.Uint64("diffseed", 1, "the seed of the script differential's random batches")
 
-// The lines of the batch script that read the server's TIME, and the lines
-// that replace them in the script of the caller's clock, as the root
-// package makes it (redislimiter.go's batchTimeLines, batchCallerLines and
-// callerClockSource): until the scripts are assembled from their files,
-// the differential makes the caller's clock of each script so.
+// diffBatches, when above 0, is the number of batches per kind of
+// TestScriptDiff, whatever -soak says: a run sized to the time at hand.
+var diffBatches = flag.Int("diffbatches", 0, "the batches per kind of TestScriptDiff (0: as -soak says)")
+
+// The lines of the frozen script that read the server's TIME, and the
+// lines that replaced them in the script of the caller's clock, as the
+// root package made it before the scripts were assembled from their files:
+// the differential makes the caller's clock of the frozen script so. The
+// scripts under test are assembled (see Assemble), never edited.
 const (
 	timeLines   = "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
 	callerLines = `local now = ARGV[1]
@@ -46,27 +49,27 @@ table.remove(ARGV, 1)
 `
 )
 
-// bothClocks returns the batch script src in its two time sources: src,
-// and src with callerLines for timeLines.
+// bothClocks returns the frozen batch script src in its two time sources:
+// src, and src with callerLines for timeLines.
 func bothClocks(t testing.TB, src string) scripts {
 	t.Helper()
 	require.Equal(t, 1, strings.Count(src, timeLines), "the script reads TIME once, in the lines the caller's clock replaces")
 	return scripts{server: src, caller: strings.Replace(src, timeLines, callerLines, 1)}
 }
 
-// TestScriptDiffMakesTheCallersClockAsTheRootDoes checks that the lines
-// bothClocks replaces, and those it puts in their place, are the root
-// package's, so that the differential's script of the caller's clock is
-// the one its limiters send.
-func TestScriptDiffMakesTheCallersClockAsTheRootDoes(t *testing.T) {
-	root := readScript(t, "../../redislimiter.go")
-	for _, c := range []struct{ what, text string }{
-		{"batchTimeLines", "batchTimeLines   = " + strconv.Quote(timeLines)},
-		{"batchCallerLines", "batchCallerLines = `" + callerLines + "`"},
-		{"callerTimeSource", "strings.Replace(src, timeLines, caller, 1)"},
-	} {
-		assert.True(t, strings.Contains(root, c.text), "redislimiter.go's %s is no longer:\n%s", c.what, c.text)
-	}
+// scriptFiles are the library's Lua files, which the scripts under test
+// are assembled from.
+var scriptFiles = os.DirFS("../../scripts")
+
+// assembled returns the batch script of kinds on both clocks, assembled
+// from scriptFiles.
+func assembled(t testing.TB, kinds ...LuaKind) scripts {
+	t.Helper()
+	server, err := Assemble(scriptFiles, ServerTime, kinds...)
+	require.NoError(t, err)
+	caller, err := Assemble(scriptFiles, CallerTime, kinds...)
+	require.NoError(t, err)
+	return scripts{server: server, caller: caller}
 }
 
 // readScript returns the text of the file at path.
@@ -83,10 +86,10 @@ func oldScript(t testing.TB) scripts {
 }
 
 // scriptUnderTest returns the script the differential compares with the
-// frozen one: the root package's scripts/batch.lua, and its caller's clock
-// made as the root makes it.
+// frozen one: the batch script of every kind, assembled on both clocks as
+// the root package assembles it.
 func scriptUnderTest(t testing.TB) scripts {
-	return bothClocks(t, readScript(t, "../../scripts/batch.lua"))
+	return assembled(t, LuaKinds()...)
 }
 
 // seedOf returns a stream's seed, from its name.
@@ -147,6 +150,9 @@ func TestScriptDiff(t *testing.T) {
 	old, new := oldScript(t), scriptUnderTest(t)
 	y := newTally(t, "per kind")
 	n := sized(2_000, 200_000)
+	if *diffBatches > 0 {
+		n = *diffBatches
+	}
 	for _, k := range diffKinds {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
@@ -155,19 +161,46 @@ func TestScriptDiff(t *testing.T) {
 	}
 }
 
+// TestScriptDiffOwnKinds does as TestScriptDiff with the script of each
+// kind alone, which a limiter of that kind sends.
+func TestScriptDiffOwnKinds(t *testing.T) {
+	t.Parallel()
+	old := oldScript(t)
+	y := newTally(t, "per kind, on its own script")
+	n := sized(1_000, 200_000)
+	if *diffBatches > 0 {
+		n = *diffBatches
+	}
+	for _, k := range diffKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			y.check(t, old, ownScript(t, k.kind), []diffKind{k}, one, n)
+		})
+	}
+}
+
+// ownScript returns the batch script of kinds alone, on both clocks.
+func ownScript(t testing.TB, kinds ...Kind) scripts {
+	t.Helper()
+	lua, ok := LuaKindsOf(kinds...)
+	require.True(t, ok, "kinds %q", kinds)
+	return assembled(t, lua...)
+}
+
 // TestScriptDiffPairs does as TestScriptDiff for every pair of kinds, a
 // kind with itself included, as requests of two checks (a Composite of two
-// parts), in either order.
+// parts), in either order, on the script of the two kinds alone, which
+// such a Composite sends.
 func TestScriptDiffPairs(t *testing.T) {
 	t.Parallel()
-	old, new := oldScript(t), scriptUnderTest(t)
+	old := oldScript(t)
 	y := newTally(t, "per pair")
 	n := sized(100, 5_000)
 	for i, a := range diffKinds {
 		for _, b := range diffKinds[i:] {
 			t.Run(string(a.kind)+string(b.kind), func(t *testing.T) {
 				t.Parallel()
-				y.check(t, old, new, []diffKind{a, b}, both, n)
+				y.check(t, old, ownScript(t, a.kind, b.kind), []diffKind{a, b}, both, n)
 			})
 		}
 	}

@@ -103,7 +103,8 @@ func (s twin) call(ctx context.Context, args []any, caller bool) string {
 	}
 	reply, err := s.client.Do(ctx, own...).Result()
 	if err != nil {
-		return "error: " + scriptLine.ReplaceAllString(err.Error(), "$1")
+		msg, _, _ := strings.Cut(err.Error(), " stack traceback:")
+		return "error: " + scriptLine.ReplaceAllString(msg, "$1")
 	}
 	text, ok := reply.(string)
 	if !ok {
@@ -113,8 +114,10 @@ func (s twin) call(ctx context.Context, args []any, caller bool) string {
 }
 
 // scriptLine matches where a script error names a line of the script:
-// "user_script:12:" on Redis, ": :12:" on miniredis, and each line of a
-// stack trace.
+// "user_script:12:" on Redis, ": :12:" on miniredis. The stack trace
+// miniredis appends, which names the functions the error passed through,
+// is cut off before: scripts that decide alike may be split into other
+// functions.
 var scriptLine = regexp.MustCompile(`(^|[^0-9]):[0-9]+:`)
 
 // plainArgs returns args with every argument the client would marshal

@@ -35,6 +35,9 @@ func NewScript(src string) Script {
 	return Script{src: src, sha: hex.EncodeToString(sum[:])}
 }
 
+// SHA returns the SHA1 by which EVALSHA names s, in lower-case hex.
+func (s Script) SHA() string { return s.sha }
+
 // Config is what a Sender is made from.
 type Config struct {
 	Client redis.Scripter
@@ -58,7 +61,7 @@ type Config struct {
 	// becomes the Err of every request of the batch. It is read once per
 	// batch, when the batch is sent, and the time goes to Script as its
 	// first argument, which must then be the script of the caller's clock
-	// (see the root package's batchCallerScript). Nil: Script reads the server's TIME.
+	// (a script assembled on CallerTime). Nil: Script reads the server's TIME.
 	Now func() (int64, error)
 }
 
