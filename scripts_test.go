@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 func TestEveryScriptAssembles(t *testing.T) {
@@ -45,7 +46,7 @@ func TestARedisLimiterLoadsTheScriptOfItsKindOnly(t *testing.T) {
 			var opts []Option
 			want, all := kindScripts[kindOf[kind.name]].server, batchScript
 			if caller {
-				opts = append(opts, WithCallerClock(NewFakeClock(time.Now())))
+				opts = append(opts, WithCallerClock(ratelimittest.NewClock(time.Now())))
 				want, all = kindScripts[kindOf[kind.name]].caller, batchCallerScript
 			}
 			l, err := kind.new(client, 5, time.Minute, opts...)
