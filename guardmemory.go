@@ -94,26 +94,20 @@ func seedTargets(backend, fallback Limiter) []seedTarget {
 }
 
 // seedable returns l when it is an in-process rate limiter of this
-// package, whose peek (n == 0) reads its key's state.
+// package (not a Concurrency), whose peek (n == 0) reads its key's state.
 func seedable(l Limiter) (interface {
 	Decider
 	Adjuster
 }, bool) {
-	switch v := l.(type) {
-	case *TokenBucket:
-		return v, v != nil
-	case *GCRA:
-		return v, v != nil
-	case *FixedWindow:
-		return v, v != nil
-	case *SlidingLog:
-		return v, v != nil
-	case *SlidingCounter:
-		return v, v != nil
-	case *CalendarWindow:
-		return v, v != nil
+	e, ok := engineOf(l)
+	if _, local := e.(localEngine); !ok || !local || isNil(l) || e.kindOf().inFlight() {
+		return nil, false
 	}
-	return nil, false
+	v, ok := l.(interface {
+		Decider
+		Adjuster
+	})
+	return v, ok
 }
 
 // since returns the time of start, a reading of the Guard's clock, on its
