@@ -65,3 +65,26 @@ func (w *RedisCalendarWindow) remote() *redisLimiter {
 	}
 	return &w.r
 }
+
+// windowNow returns the length of w's window open now of a policy, on w's
+// clock (see windowTeller).
+func (w *CalendarWindow) windowNow() func(Policy) time.Duration {
+	if w == nil || w.windows == nil {
+		return nil
+	}
+	return func(p Policy) time.Duration {
+		return w.span(periodOfNominal(p.Window), w.zoneOf(p), max(w.base.elapsed(), 0)).length()
+	}
+}
+
+// windowNow returns the length of w's window open now of a policy, on its
+// client's clock (see windowTeller).
+func (w *RedisCalendarWindow) windowNow() func(Policy) time.Duration {
+	if !w.built() {
+		return nil
+	}
+	return func(p Policy) time.Duration {
+		sp := w.span(periodOfNominal(p.Window), w.zoneOf(p, nil))
+		return time.Duration(sp.end - sp.start)
+	}
+}
