@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -82,4 +83,55 @@ func TestATypeThatEmbedsALimiterIsNotTakenForIt(t *testing.T) {
 	res, err := w.Allow(context.Background(), "k", 1)
 	require.NoError(t, err)
 	assert.True(t, res.Allowed)
+}
+
+// TestEveryKindsKeyPrefixesStayAsStored pins, for every Redis kind, the key
+// prefix by default, WithKeyPrefix, and both WithPolicyFunc: keys already
+// stored keep their meaning only while these stay byte for byte.
+func TestEveryKindsKeyPrefixesStayAsStored(t *testing.T) {
+	_, client, _ := miniredisClock(t)
+	pf := WithPolicyFunc(func(context.Context, string) (Policy, error) { return Policy{}, nil })
+	cal := Calendar{Period: CalendarDay, Location: time.UTC}
+	build := map[string]func(opts ...Option) (interface{ KeyPrefix() string }, error){
+		"tb": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+			return NewRedisTokenBucket(client, 10, 5, opts...)
+		},
+		"gcra": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+			return NewRedisGCRA(client, 10, 2*time.Second, opts...)
+		},
+		"fw": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+			return NewRedisFixedWindow(client, 10, 2*time.Second, opts...)
+		},
+		"sl": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+			return NewRedisSlidingLog(client, 10, 2*time.Second, opts...)
+		},
+		"sc": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+			return NewRedisSlidingCounter(client, 10, 2*time.Second, opts...)
+		},
+		"cal": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+			return NewRedisCalendarWindow(client, 10, cal, opts...)
+		},
+		"inflight": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+			return NewRedisConcurrency(client, 10, 2*time.Second, opts...)
+		},
+	}
+	want := map[string][4]string{
+		"tb":       {"ratelimit:tb:10:200000:", "ratelimit:tb:keyed:10:200000:", "p:tb:", "p:tb-i:"},
+		"gcra":     {"ratelimit:gcra:10:200000:", "ratelimit:gcra:keyed:10:200000:", "p:gcra:", "p:gcra-i:"},
+		"fw":       {"ratelimit:fw:10:2000:", "ratelimit:fw:keyed:10:2000:", "p:fw:", "p:fw:"},
+		"sl":       {"ratelimit:sl:10:2000:", "ratelimit:sl:keyed:10:2000:", "p:sl:", "p:sl:"},
+		"sc":       {"ratelimit:sc:10:2000:", "ratelimit:sc:keyed:10:2000:", "p:sc:2000:", "p:sc:"},
+		"cal":      {"ratelimit:cal:10:day:UTC:", "ratelimit:cal:keyed:10:day:", "p:cal:day:UTC:", "p:cal:"},
+		"inflight": {"ratelimit:inflight:10:2000000:", "ratelimit:inflight:keyed:10:2000000:", "p:inflight:", "p:inflight:"},
+	}
+	for name, b := range build {
+		var got [4]string
+		for i, opts := range [][]Option{nil, {pf}, {WithKeyPrefix("p:")}, {WithKeyPrefix("p:"), pf}} {
+			l, err := b(opts...)
+			require.NoError(t, err, name)
+			got[i] = l.KeyPrefix()
+		}
+		assert.Equal(t, want[name], got, name)
+	}
+	assert.Len(t, want, len(kinds))
 }
