@@ -24,10 +24,13 @@ type kind interface {
 	letter(keyed bool) redisbatch.Kind
 	// state returns the name of the state the batch script keeps for the
 	// kind (keyed: built WithPolicyFunc), which follows a prefix given by
-	// WithKeyPrefix in a key. No two kinds, nor a kind keyed and not when
-	// its keys keep different states, share a name: the script tells some
-	// states apart (ErrCorruptState), not all (a GCRA's and a fixed
-	// window's are both a STRING of digits).
+	// WithKeyPrefix in a key: "tb" (a token bucket), "tb-i" (one that
+	// keeps its interval, built WithPolicyFunc), "gcra", "gcra-i", "fw" (a
+	// fixed window), "sl" (a sliding log), "sc" (a sliding counter), "cal"
+	// (a calendar window) and "inflight" (units in flight). No two kinds,
+	// nor a kind keyed and not when its keys keep different states, share
+	// a name: the script tells some states apart (ErrCorruptState), not
+	// all (a GCRA's and a fixed window's are both a STRING of digits).
 	state(keyed bool) string
 	// redisWindow returns the Window of the policy of limit and param on
 	// Redis, param in the script's units (µs per unit, a window in ms, a
