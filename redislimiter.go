@@ -188,7 +188,7 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 		window = p.window
 	}
 	policy := Policy{Limit: p.limit, Window: window}
-	r.obs = newObserver(cfg, p.constructor, policy, redisRule(p.k.letter(false), p.param))
+	r.obs = newObserver(cfg, p.constructor, policy, p.k.redisRule(p.param))
 	if r.policyFunc, err = newPolicyFunc(cfg, p.name, policy, p.check); err != nil {
 		return redisLimiter{}, err
 	}
@@ -291,7 +291,7 @@ func (r *redisLimiter) decideAll(ctx context.Context, key string, n int) (Decisi
 	res, p, param, next, err := r.decide(ctx, key, n)
 	rl := r.obs.rules
 	if param != 0 && r.policyFunc != nil && param != r.policyFunc.defParam {
-		rl = []rule{redisRule(r.own.Kind, param)}
+		rl = []rule{r.k.redisRule(param)}
 	}
 	d := withNext(r.obs.decision(res, p, rl), next)
 	if r.obs.hooks != nil {
@@ -307,22 +307,6 @@ func (r *redisLimiter) policies(ctx context.Context, key string) ([]NamedPolicy,
 	}
 	p, _, _, err := r.policyFunc.resolve(ctx, key)
 	return policyList(p, r.obs.own), err
-}
-
-// redisRule is the rule of a Redis limiter's decisions with the batch
-// script's algorithm kind and its param: an interval in µs for a token
-// bucket or GCRA, a window for a fixed window or a sliding log.
-func redisRule(kind redisbatch.Kind, param int64) rule {
-	switch kind {
-	case redisbatch.FixedWindow:
-		return rule{}
-	case redisbatch.CalendarWindow:
-		return rule{calendar: true}
-	}
-	if kind == redisbatch.SlidingLog || kind == redisbatch.SlidingCounter {
-		return rule{gradual: true}
-	}
-	return rule{unit: param * int64(time.Microsecond)}
 }
 
 // decide decides n for key, after allow's checks, and also returns the
