@@ -85,6 +85,12 @@ func TestATypeThatEmbedsALimiterIsNotTakenForIt(t *testing.T) {
 	assert.True(t, res.Allowed)
 }
 
+// prefixed is a Redis limiter, which tells its key prefix.
+type prefixed interface {
+	Decider
+	KeyPrefix() string
+}
+
 // TestEveryKindsKeyPrefixesStayAsStored pins, for every Redis kind, the key
 // prefix by default, WithKeyPrefix, and both WithPolicyFunc: keys already
 // stored keep their meaning only while these stay byte for byte.
@@ -92,26 +98,26 @@ func TestEveryKindsKeyPrefixesStayAsStored(t *testing.T) {
 	_, client, _ := miniredisClock(t)
 	pf := WithPolicyFunc(func(context.Context, string) (Policy, error) { return Policy{}, nil })
 	cal := Calendar{Period: CalendarDay, Location: time.UTC}
-	build := map[string]func(opts ...Option) (interface{ KeyPrefix() string }, error){
-		"tb": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+	build := map[string]func(opts ...Option) (prefixed, error){
+		"tb": func(opts ...Option) (prefixed, error) {
 			return NewRedisTokenBucket(client, 10, 5, opts...)
 		},
-		"gcra": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+		"gcra": func(opts ...Option) (prefixed, error) {
 			return NewRedisGCRA(client, 10, 2*time.Second, opts...)
 		},
-		"fw": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+		"fw": func(opts ...Option) (prefixed, error) {
 			return NewRedisFixedWindow(client, 10, 2*time.Second, opts...)
 		},
-		"sl": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+		"sl": func(opts ...Option) (prefixed, error) {
 			return NewRedisSlidingLog(client, 10, 2*time.Second, opts...)
 		},
-		"sc": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+		"sc": func(opts ...Option) (prefixed, error) {
 			return NewRedisSlidingCounter(client, 10, 2*time.Second, opts...)
 		},
-		"cal": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+		"cal": func(opts ...Option) (prefixed, error) {
 			return NewRedisCalendarWindow(client, 10, cal, opts...)
 		},
-		"inflight": func(opts ...Option) (interface{ KeyPrefix() string }, error) {
+		"inflight": func(opts ...Option) (prefixed, error) {
 			return NewRedisConcurrency(client, 10, 2*time.Second, opts...)
 		},
 	}
@@ -130,6 +136,13 @@ func TestEveryKindsKeyPrefixesStayAsStored(t *testing.T) {
 			l, err := b(opts...)
 			require.NoError(t, err, name)
 			got[i] = l.KeyPrefix()
+			p, err := l.Policies(context.Background(), "k")
+			require.NoError(t, err, name)
+			window := 2 * time.Second
+			if name == "cal" {
+				window = 24 * time.Hour
+			}
+			assert.Equal(t, Policy{Limit: 10, Window: window}, p[0].Policy, name)
 		}
 		assert.Equal(t, want[name], got, name)
 	}

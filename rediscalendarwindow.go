@@ -115,7 +115,6 @@ func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts
 		defaultPrefix: DefaultCalendarPrefix,
 		limit:         limit,
 		param:         int64(cal.Period),
-		window:        policy.Window,
 		tail:          fmt.Sprintf("%d:%s", limit, ownSeg),
 		keyedTail:     fmt.Sprintf("%d:%s:", limit, cal.Period),
 		ownSeg:        ownSeg,

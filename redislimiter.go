@@ -140,9 +140,6 @@ type redisParams struct {
 	param         int64  // the algorithm's own number: µs per unit, or a window in ms
 	// check converts a policy to its limit and param.
 	check func(kind string, p Policy) (limit, param int64, err error)
-	// window, when set, is the policy's window, which kind and param
-	// do not tell (a calendar's period's nominal length).
-	window time.Duration
 	// tail, when set, follows defaultPrefix in the default key prefix
 	// instead of "<limit>:<param>:"; keyedTail likewise after
 	// defaultPrefix + "keyed:" for a limiter built WithPolicyFunc.
@@ -178,16 +175,9 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 	}
 	own := redisbatch.NewLimit(p.k.letter(false), int64(p.limit), p.param)
 	r := redisLimiter{k: p.k, name: p.name, client: client, prefix: redisPrefix(p, cfg), limit: p.limit, own: own, debt: cfg.maxDebt, clock: cfg.callerClock}
-	// The time from empty to full: limit units of param µs each, or a
-	// window of param ms.
-	window := time.Duration(int64(p.limit)*p.param) * time.Microsecond
-	if p.k.letter(false) == redisbatch.FixedWindow || p.k.letter(false) == redisbatch.SlidingLog || p.k.letter(false) == redisbatch.SlidingCounter {
-		window = time.Duration(p.param) * time.Millisecond
-	}
-	if p.window != 0 {
-		window = p.window
-	}
-	policy := Policy{Limit: p.limit, Window: window}
+	// The time from empty to full: limit units of param µs each, a window
+	// of param ms, a calendar period's nominal length.
+	policy := Policy{Limit: p.limit, Window: p.k.redisWindow(p.limit, p.param)}
 	r.obs = newObserver(cfg, p.constructor, policy, p.k.redisRule(p.param))
 	if r.policyFunc, err = newPolicyFunc(cfg, p.name, policy, p.check); err != nil {
 		return redisLimiter{}, err
