@@ -195,7 +195,7 @@ func (f *Fleet) Fallback(backend Limiter, opts ...Option) (Limiter, error) {
 		l, ok := mirrors[p.Limiter]
 		if !ok {
 			partOpts := opts
-			if _, inFlight := p.Limiter.(*RedisConcurrency); inFlight {
+			if e, ok := engineOf(p.Limiter); ok && e.kindOf().inFlight() {
 				partOpts = withoutSettleBounds(opts) // a concurrency part has no debt nor Settle
 			}
 			if l, err = f.mirror(kind, p.Limiter, partOpts); err != nil {
