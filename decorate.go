@@ -119,25 +119,9 @@ type nodeRouter interface {
 // decorators; nil when l's calls all go to one server, or l is of another
 // package.
 func nodesOf(l Limiter) func(key string) string {
-	switch v := l.(type) {
-	case *Guard:
-		if v != nil {
-			return v.backend.nodeOf
-		}
-		return nil
-	case *DenyCache:
-		if v != nil {
-			return v.backend.nodeOf
-		}
-		return nil
-	case *Shadow:
-		if v != nil {
-			return v.backend.nodeOf
-		}
-		return nil
-	case *Leasing:
-		if v != nil {
-			return v.backend.nodeOf
+	if b, ok := decoratorOf(l); ok {
+		if b != nil {
+			return b.nodeOf
 		}
 		return nil
 	}
