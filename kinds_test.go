@@ -148,3 +148,31 @@ func TestEveryKindsKeyPrefixesStayAsStored(t *testing.T) {
 	}
 	assert.Len(t, want, len(kinds))
 }
+
+// embeddingDecorator is a type of another package's kind that embeds a
+// decorator of this package.
+type embeddingDecorator struct{ *Shadow }
+
+func TestDecoratorsAreWalkedThroughAndATypeThatEmbedsOneIsNot(t *testing.T) {
+	a, err := NewTokenBucket(10, 1)
+	require.NoError(t, err)
+	b, err := NewGCRA(10, time.Second)
+	require.NoError(t, err)
+	c, err := NewComposite(Part{Name: "a", Limiter: a}, Part{Name: "b", Limiter: b, Key: func(k string) string { return "b:" + k }})
+	require.NoError(t, err)
+	s, err := NewShadow(c, ShadowConfig{})
+	require.NoError(t, err)
+	g, err := NewGuard(s, GuardConfig{})
+	require.NoError(t, err)
+	assert.Same(t, c, compositeIn(g))
+	assert.Equal(t, []string{"k", "b:k"}, keysOf(g)("k"))
+	_, ok := decoratorOf(g)
+	assert.True(t, ok)
+	assert.Nil(t, compositeIn(embeddingDecorator{s}))
+	assert.Nil(t, keysOf(embeddingDecorator{s}))
+	_, ok = decoratorOf(embeddingDecorator{s})
+	assert.False(t, ok)
+	d, ok := decoratorOf((*Guard)(nil))
+	assert.True(t, ok)
+	assert.Nil(t, d)
+}
