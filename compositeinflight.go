@@ -39,13 +39,12 @@ func (c *Composite) findInFlight(kind string) error {
 	for i, p := range c.parts {
 		// Built or not: a zero-value one fails newLocalParts and
 		// newRedisParts.
-		var h leaseHolder
-		switch l := p.Limiter.(type) {
-		case *Concurrency:
-			h = l
-		case *RedisConcurrency:
-			h = l
-		default:
+		e, ok := engineOf(p.Limiter)
+		if !ok || !e.kindOf().inFlight() {
+			continue
+		}
+		h, ok := p.Limiter.(leaseHolder)
+		if !ok {
 			continue
 		}
 		names = append(names, p.Name)

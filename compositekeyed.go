@@ -121,7 +121,7 @@ func (l *localParts) unit(i int) int64 {
 // for a token bucket or GCRA, 0 for a window, a sliding log or a
 // RedisConcurrency.
 func (rp *redisParts) unit(i int) int64 {
-	if i == rp.inFlight || redisRule(rp.parts[i].own.Kind, 1).unit == 0 {
+	if i == rp.inFlight || rp.parts[i].k.redisRule(1).unit == 0 {
 		return 0
 	}
 	return int64(time.Microsecond)

@@ -99,63 +99,8 @@ type rule struct {
 // this package (the rate limiters, Concurrency and RedisConcurrency),
 // built; nil otherwise.
 func observerOf(l Limiter) *observer {
-	switch v := l.(type) {
-	case *Concurrency:
-		if v.built() {
-			return &v.obs
-		}
-	case *RedisConcurrency:
-		if v.built() {
-			return &v.r.obs
-		}
-	case *TokenBucket:
-		if s := (*schedule)(v); s.built() {
-			return &s.obs
-		}
-	case *GCRA:
-		if s := (*schedule)(v); s.built() {
-			return &s.obs
-		}
-	case *FixedWindow:
-		if v != nil && v.windows != nil {
-			return &v.obs
-		}
-	case *RedisTokenBucket:
-		if v != nil && v.r.client != nil {
-			return &v.r.obs
-		}
-	case *RedisGCRA:
-		if v != nil && v.r.client != nil {
-			return &v.r.obs
-		}
-	case *RedisFixedWindow:
-		if v != nil && v.r.client != nil {
-			return &v.r.obs
-		}
-	case *SlidingLog:
-		if v != nil && v.logs != nil {
-			return &v.obs
-		}
-	case *RedisSlidingLog:
-		if v != nil && v.r.client != nil {
-			return &v.r.obs
-		}
-	case *CalendarWindow:
-		if v != nil && v.windows != nil {
-			return &v.obs
-		}
-	case *RedisCalendarWindow:
-		if v.built() {
-			return &v.r.obs
-		}
-	case *SlidingCounter:
-		if v != nil && v.keys != nil {
-			return &v.obs
-		}
-	case *RedisSlidingCounter:
-		if v != nil && v.r.client != nil {
-			return &v.r.obs
-		}
+	if e, ok := engineOf(l); ok {
+		return e.engineObserver()
 	}
 	return nil
 }

@@ -35,32 +35,73 @@ func decorate(backend Limiter) decorated {
 	return d
 }
 
+// decorator is a decorator of this package (Guard, DenyCache, Shadow,
+// Prefetch): a Limiter in front of its backend. Use decoratorOf, which
+// tells a decorator of this package from a type of another package that
+// embeds one.
+type decorator interface {
+	// backendOf returns the decorator's backend; nil for a nil decorator.
+	backendOf() *decorated
+	// limiter returns the decorator itself.
+	limiter() Limiter
+}
+
+func (g *Guard) limiter() Limiter     { return g }
+func (d *DenyCache) limiter() Limiter { return d }
+func (s *Shadow) limiter() Limiter    { return s }
+func (l *Prefetch) limiter() Limiter  { return l }
+
+func (g *Guard) backendOf() *decorated {
+	if g == nil {
+		return nil
+	}
+	return &g.backend
+}
+
+func (d *DenyCache) backendOf() *decorated {
+	if d == nil {
+		return nil
+	}
+	return &d.backend
+}
+
+func (s *Shadow) backendOf() *decorated {
+	if s == nil {
+		return nil
+	}
+	return &s.backend
+}
+
+func (l *Prefetch) backendOf() *decorated {
+	if l == nil {
+		return nil
+	}
+	return &l.backend
+}
+
+// decoratorOf returns the backend of l when l is one of this package's
+// decorators itself (nil for a nil one), and whether it is.
+func decoratorOf(l Limiter) (*decorated, bool) {
+	d, ok := l.(decorator)
+	if !ok || d.limiter() != l {
+		return nil, false
+	}
+	return d.backendOf(), true
+}
+
 // keysOf returns the function that gives the keys a call of l on key
 // touches, one per policy: a Composite's parts' keys, found through this
 // package's decorators; nil for any other limiter, whose calls touch key
 // alone.
 func keysOf(l Limiter) func(key string) []string {
-	switch v := l.(type) {
-	case *Composite:
-		if v != nil && len(v.parts) > 0 {
-			return v.partKeys
+	if c, ok := l.(*Composite); ok {
+		if c != nil && len(c.parts) > 0 {
+			return c.partKeys
 		}
-	case *Guard:
-		if v != nil {
-			return v.backend.keysOf
-		}
-	case *DenyCache:
-		if v != nil {
-			return v.backend.keysOf
-		}
-	case *Shadow:
-		if v != nil {
-			return v.backend.keysOf
-		}
-	case *Prefetch:
-		if v != nil {
-			return v.backend.keysOf
-		}
+		return nil
+	}
+	if b, ok := decoratorOf(l); ok && b != nil {
+		return b.keysOf
 	}
 	return nil
 }
@@ -78,25 +119,9 @@ type nodeRouter interface {
 // decorators; nil when l's calls all go to one server, or l is of another
 // package.
 func nodesOf(l Limiter) func(key string) string {
-	switch v := l.(type) {
-	case *Guard:
-		if v != nil {
-			return v.backend.nodeOf
-		}
-		return nil
-	case *DenyCache:
-		if v != nil {
-			return v.backend.nodeOf
-		}
-		return nil
-	case *Shadow:
-		if v != nil {
-			return v.backend.nodeOf
-		}
-		return nil
-	case *Prefetch:
-		if v != nil {
-			return v.backend.nodeOf
+	if b, ok := decoratorOf(l); ok {
+		if b != nil {
+			return b.nodeOf
 		}
 		return nil
 	}

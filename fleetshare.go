@@ -53,13 +53,6 @@ func (f *Fleet) ShareFunc(def Policy, pf PolicyFunc) PolicyFunc {
 	return f.shareFunc(def, pf, sharePolicy)
 }
 
-// shareInFlightFunc is ShareFunc for a policy of units in flight: each
-// key's share is shareInFlight's, whose leases last as long as the shared
-// policy's.
-func (f *Fleet) shareInFlightFunc(def Policy, pf PolicyFunc) PolicyFunc {
-	return f.shareFunc(def, pf, shareInFlight)
-}
-
 // shareFunc returns the PolicyFunc giving each key share(p, Live()) of its
 // policy p: the one pf gives the key, or def when pf is nil or gives the
 // zero Policy. An error of pf is returned as it is.
@@ -202,7 +195,7 @@ func (f *Fleet) Fallback(backend Limiter, opts ...Option) (Limiter, error) {
 		l, ok := mirrors[p.Limiter]
 		if !ok {
 			partOpts := opts
-			if _, inFlight := p.Limiter.(*RedisConcurrency); inFlight {
+			if e, ok := engineOf(p.Limiter); ok && e.kindOf().inFlight() {
 				partOpts = withoutSettleBounds(opts) // a concurrency part has no debt nor Settle
 			}
 			if l, err = f.mirror(kind, p.Limiter, partOpts); err != nil {
@@ -232,98 +225,33 @@ func withoutSettleBounds(opts []Option) []Option {
 
 // mirror returns the in-process limiter of backend's algorithm, one of the
 // Redis limiters of this package, deciding by this replica's share of
-// backend's policy of each key.
+// backend's policy of each key: its kind's twin, with backend's key rules
+// and, but for units in flight (which have neither debt nor Settle), its
+// bounds on debt and on a Settle, unless opts give others. A rate's share
+// scales its Window (see Share); a calendar's windows are the wall
+// clock's, and a Concurrency's leases last as long as backend's, so their
+// share is of the limit alone.
 func (f *Fleet) mirror(kind string, backend Limiter, opts []Option) (Limiter, error) {
-	if b, ok := backend.(*RedisConcurrency); ok {
-		return f.mirrorInFlight(kind, b, opts)
-	}
-	if b, ok := backend.(*RedisCalendarWindow); ok {
-		return f.mirrorCalendar(kind, b, opts)
-	}
-	var r *redisLimiter
-	switch b := backend.(type) {
-	case *RedisTokenBucket:
-		if b != nil {
-			r = &b.r
-		}
-	case *RedisGCRA:
-		if b != nil {
-			r = &b.r
-		}
-	case *RedisFixedWindow:
-		if b != nil {
-			r = &b.r
-		}
-	case *RedisSlidingLog:
-		if b != nil {
-			r = &b.r
-		}
-	case *RedisSlidingCounter:
-		if b != nil {
-			r = &b.r
-		}
-	default:
+	e, ok := engineOf(backend)
+	re, remote := e.(remoteEngine)
+	if !ok || !remote {
 		return nil, fmt.Errorf("%w: %s: a %T has no in-process mirror; give a RedisTokenBucket, RedisGCRA, RedisFixedWindow, RedisSlidingLog, RedisSlidingCounter, RedisCalendarWindow, RedisConcurrency or a Composite of them", ErrInvalidConfig, kind, backend)
 	}
+	r := re.remote()
 	if r == nil || r.client == nil {
 		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
 	}
+	k := e.kindOf()
 	def := r.obs.policy
 	var pf PolicyFunc
 	if r.policyFunc != nil {
 		pf = r.policyFunc.f
 	}
-	// The backend's bounds on debt and on a Settle, and its key rules,
-	// unless opts give others.
-	opts = append(append(keyOptions(r.obs.keys), WithMaxDebt(int(r.debt)), WithMaxSettle(int(r.obs.maxSettle))), opts...)
-	opts = append(opts, WithPolicyFunc(f.ShareFunc(def, pf)))
-	switch backend.(type) {
-	case *RedisTokenBucket:
-		// The rate as the in-process bucket reads it back: Limit per
-		// Window, the Window being whole µs per token × Limit.
-		return NewTokenBucket(def.Limit, float64(def.Limit)*float64(time.Second)/float64(def.Window), opts...)
-	case *RedisGCRA:
-		return NewGCRA(def.Limit, def.Window, opts...)
-	case *RedisSlidingLog:
-		return NewSlidingLog(def.Limit, def.Window, opts...)
-	case *RedisSlidingCounter:
-		return NewSlidingCounter(def.Limit, def.Window, opts...)
-	default:
-		return NewFixedWindow(def.Limit, def.Window, opts...)
+	if k.inFlight() {
+		opts = append(keyOptions(r.obs.keys), opts...)
+	} else {
+		opts = append(append(keyOptions(r.obs.keys), WithMaxDebt(int(r.debt)), WithMaxSettle(int(r.obs.maxSettle))), opts...)
 	}
-}
-
-// mirrorCalendar returns the CalendarWindow that mirrors backend: its
-// calendar, and this replica's share of the limit of backend's policy of
-// each key (÷ Live, rounded down, at least 1) in the same windows, which
-// are the wall clock's and are not scaled as a rate's Window is.
-func (f *Fleet) mirrorCalendar(kind string, backend *RedisCalendarWindow, opts []Option) (Limiter, error) {
-	if !backend.built() {
-		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
-	}
-	opts = append(append(keyOptions(backend.r.obs.keys), WithMaxDebt(int(backend.r.debt)), WithMaxSettle(int(backend.r.obs.maxSettle))), opts...)
-	opts = append(opts, WithPolicyFunc(f.limitShare(&backend.r)))
-	return NewCalendarWindow(backend.r.limit, backend.cal, opts...)
-}
-
-// limitShare returns the PolicyFunc of a mirror of r whose policy for
-// each key is r's (its own, or its PolicyFunc's) with this replica's share
-// of the limit and the same Window (see shareInFlightFunc).
-func (f *Fleet) limitShare(r *redisLimiter) PolicyFunc {
-	var pf PolicyFunc
-	if r.policyFunc != nil {
-		pf = r.policyFunc.f
-	}
-	return f.shareInFlightFunc(r.obs.policy, pf)
-}
-
-// mirrorInFlight returns the Concurrency that mirrors backend: this
-// replica's share of backend's policy of each key, with its TTL.
-func (f *Fleet) mirrorInFlight(kind string, backend *RedisConcurrency, opts []Option) (Limiter, error) {
-	if !backend.built() {
-		return nil, fmt.Errorf("%w: %s: a nil or zero-value %T", ErrInvalidConfig, kind, backend)
-	}
-	def := backend.r.obs.policy
-	opts = append(append(keyOptions(backend.r.obs.keys), opts...), WithPolicyFunc(f.limitShare(&backend.r)))
-	return NewConcurrency(def.Limit, def.Window, opts...)
+	opts = append(opts, WithPolicyFunc(f.shareFunc(def, pf, k.share)))
+	return k.twin(def, backend, opts)
 }

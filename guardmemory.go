@@ -94,26 +94,20 @@ func seedTargets(backend, fallback Limiter) []seedTarget {
 }
 
 // seedable returns l when it is an in-process rate limiter of this
-// package, whose peek (n == 0) reads its key's state.
+// package (not a Concurrency), whose peek (n == 0) reads its key's state.
 func seedable(l Limiter) (interface {
 	Decider
 	Adjuster
 }, bool) {
-	switch v := l.(type) {
-	case *TokenBucket:
-		return v, v != nil
-	case *GCRA:
-		return v, v != nil
-	case *FixedWindow:
-		return v, v != nil
-	case *SlidingLog:
-		return v, v != nil
-	case *SlidingCounter:
-		return v, v != nil
-	case *CalendarWindow:
-		return v, v != nil
+	e, ok := engineOf(l)
+	if _, local := e.(localEngine); !ok || !local || isNil(l) || e.kindOf().inFlight() {
+		return nil, false
 	}
-	return nil, false
+	v, ok := l.(interface {
+		Decider
+		Adjuster
+	})
+	return v, ok
 }
 
 // since returns the time of start, a reading of the Guard's clock, on its
@@ -243,7 +237,7 @@ func (g *Guard) seed(ctx context.Context, key string) {
 			continue
 		}
 		want := share(p.left(m.at, now), int64(cur.Limit), p.limit)
-		if w, ok := target.limiter.(*FixedWindow); ok {
+		if w, ok := target.limiter.(usedSeeder); ok {
 			// Its windows are its own: the units the backend had spent
 			// are counted in a window that ends when the backend's does.
 			w.seedUsed(ctx, k, int64(cur.Limit)-want, p.full-now)
@@ -284,6 +278,13 @@ func share(left, limit, of int64) int64 {
 	hi, lo := bits.Mul64(uint64(max(left, 0)), uint64(limit))
 	q, _ := bits.Div64(hi, lo, uint64(of))
 	return int64(q)
+}
+
+// usedSeeder is a fallback whose windows are its own (a FixedWindow): a
+// Guard seeds it with the units its backend had spent, in a window that
+// ends when the backend's does, rather than by a Settle.
+type usedSeeder interface {
+	seedUsed(ctx context.Context, key string, used, lasts int64)
 }
 
 // seedUsed counts at least used units in key's window: in the window open

@@ -31,27 +31,14 @@ type guardParts struct {
 // compositeIn returns the Composite l is, or decorates through this
 // package's decorators; nil when there is none.
 func compositeIn(l Limiter) *Composite {
-	switch v := l.(type) {
-	case *Composite:
-		if v != nil && len(v.parts) > 0 {
-			return v
+	if c, ok := l.(*Composite); ok {
+		if c != nil && len(c.parts) > 0 {
+			return c
 		}
-	case *Guard:
-		if v != nil {
-			return compositeIn(v.backend.Limiter)
-		}
-	case *DenyCache:
-		if v != nil {
-			return compositeIn(v.backend.Limiter)
-		}
-	case *Shadow:
-		if v != nil {
-			return compositeIn(v.backend.Limiter)
-		}
-	case *Prefetch:
-		if v != nil {
-			return compositeIn(v.backend.Limiter)
-		}
+		return nil
+	}
+	if b, ok := decoratorOf(l); ok && b != nil {
+		return compositeIn(b.Limiter)
 	}
 	return nil
 }

@@ -162,27 +162,14 @@ func keyRulesOf(l Limiter) keyRules {
 	if o := observerOf(l); o != nil {
 		return o.keys
 	}
-	switch v := l.(type) {
-	case *Composite:
-		if v != nil && len(v.parts) > 0 {
-			return v.keyRules
+	if c, ok := l.(*Composite); ok {
+		if c != nil && len(c.parts) > 0 {
+			return c.keyRules
 		}
-	case *Guard:
-		if v != nil {
-			return v.backend.keys
-		}
-	case *DenyCache:
-		if v != nil {
-			return v.backend.keys
-		}
-	case *Shadow:
-		if v != nil {
-			return v.backend.keys
-		}
-	case *Prefetch:
-		if v != nil {
-			return v.backend.keys
-		}
+		return keyRules{}
+	}
+	if b, ok := decoratorOf(l); ok && b != nil {
+		return b.keys
 	}
 	return keyRules{}
 }

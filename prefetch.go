@@ -233,37 +233,18 @@ func NewPrefetch(backend Limiter, cfg PrefetchConfig) (*Prefetch, error) {
 	}
 	l := &Prefetch{}
 	var clock Clock
-	switch b := backend.(type) {
-	case *TokenBucket:
-		if s := (*schedule)(b); s.built() {
-			clock = s.base.clock
-		}
-	case *GCRA:
-		if s := (*schedule)(b); s.built() {
-			clock = s.base.clock
-		}
-	case *FixedWindow:
-		if b != nil && b.windows != nil {
-			clock = b.base.clock
-		}
-		l.window = true
-	case *RedisTokenBucket:
-		l.redis = true
-		if b != nil {
-			l.ageClock = b.r.clock
-		}
-	case *RedisGCRA:
-		l.redis = true
-		if b != nil {
-			l.ageClock = b.r.clock
-		}
-	case *RedisFixedWindow:
-		l.redis, l.window = true, true
-		if b != nil {
-			l.ageClock = b.r.clock
-		}
-	default:
+	e, ok := engineOf(backend)
+	if !ok || e.kindOf().blocks() == noBlocks {
 		return nil, fmt.Errorf("%w: %s: a %T cannot be leased; the backend must be a TokenBucket, GCRA, FixedWindow, RedisTokenBucket, RedisGCRA or RedisFixedWindow", ErrInvalidConfig, kind, backend)
+	}
+	l.window = e.kindOf().blocks() == blocksByWindow
+	if r, remote := e.(remoteEngine); remote {
+		l.redis = true
+		if rl := r.remote(); rl != nil {
+			l.ageClock = rl.clock
+		}
+	} else if le, local := e.(localEngine); local && le.clockBase() != nil {
+		clock = le.clockBase().clock
 	}
 	if observerOf(backend) == nil {
 		return nil, fmt.Errorf("%w: %s: the backend, a %T, was not built by its constructor", ErrInvalidConfig, kind, backend)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -68,14 +67,13 @@ func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64
 		return nil, err
 	}
 	r, err := newRedisLimiter(client, redisParams{
-		constructor:    kind,
-		name:           "Redis token bucket",
-		kind:           redisbatch.TokenBucket,
-		policyFuncKind: redisbatch.TokenBucketWithInterval,
-		check:          checkRedisRate,
-		defaultPrefix:  tokenBucketPrefix,
-		limit:          capacity,
-		param:          interval,
+		constructor:   kind,
+		name:          "Redis token bucket",
+		k:             bucketKind{},
+		check:         checkRedisRate,
+		defaultPrefix: tokenBucketPrefix,
+		limit:         capacity,
+		param:         interval,
 	}, opts)
 	if err != nil {
 		return nil, err

@@ -98,19 +98,17 @@ func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts
 	}
 	ownSeg := zones.own.segs[cal.Period]
 	r, err := newRedisLimiter(client, redisParams{
-		constructor:    kind,
-		name:           "Redis calendar window",
-		kind:           redisbatch.CalendarWindow,
-		policyFuncKind: redisbatch.CalendarWindow,
-		check:          checkRedisCalendar,
-		defaultPrefix:  calendarPrefix,
-		limit:          limit,
-		param:          int64(cal.Period),
-		window:         policy.Window,
-		tail:           fmt.Sprintf("%d:%s", limit, ownSeg),
-		keyedTail:      fmt.Sprintf("%d:%s:", limit, cal.Period),
-		ownSeg:         ownSeg,
-		clocked:        true,
+		constructor:   kind,
+		name:          "Redis calendar window",
+		k:             calendarWindowKind{},
+		check:         checkRedisCalendar,
+		defaultPrefix: calendarPrefix,
+		limit:         limit,
+		param:         int64(cal.Period),
+		tail:          fmt.Sprintf("%d:%s", limit, ownSeg),
+		keyedTail:     fmt.Sprintf("%d:%s:", limit, cal.Period),
+		ownSeg:        ownSeg,
+		clocked:       true,
 	}, opts)
 	if err != nil {
 		return nil, err

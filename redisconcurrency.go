@@ -112,10 +112,9 @@ func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, op
 	}
 	own := redisbatch.NewLimit(redisbatch.Concurrency, int64(limit), micros)
 	r := redisLimiter{
-		name: "RedisConcurrency", client: client, limit: limit, own: own,
+		k: concurrencyKind{}, name: "RedisConcurrency", client: client, limit: limit, own: own,
 		prefix: redisPrefix(redisParams{
-			kind: redisbatch.Concurrency, policyFuncKind: redisbatch.Concurrency,
-			defaultPrefix: concurrencyPrefix, limit: limit, param: micros,
+			k: concurrencyKind{}, defaultPrefix: concurrencyPrefix, limit: limit, param: micros,
 		}, cfg),
 		obs:   newInFlightObserver(cfg, kind, policy),
 		clock: cfg.callerClock,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -58,14 +57,13 @@ func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration,
 		return nil, err
 	}
 	r, err := newRedisLimiter(client, redisParams{
-		constructor:    kind,
-		name:           "Redis fixed window",
-		kind:           redisbatch.FixedWindow,
-		policyFuncKind: redisbatch.FixedWindow,
-		check:          checkRedisWindow,
-		defaultPrefix:  fixedWindowPrefix,
-		limit:          limit,
-		param:          ms,
+		constructor:   kind,
+		name:          "Redis fixed window",
+		k:             fixedWindowKind{},
+		check:         checkRedisWindow,
+		defaultPrefix: fixedWindowPrefix,
+		limit:         limit,
+		param:         ms,
 	}, opts)
 	if err != nil {
 		return nil, err

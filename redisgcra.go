@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -53,14 +52,13 @@ func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts .
 		return nil, err
 	}
 	r, err := newRedisLimiter(client, redisParams{
-		constructor:    kind,
-		name:           "Redis GCRA",
-		kind:           redisbatch.GCRA,
-		policyFuncKind: redisbatch.GCRAWithInterval,
-		check:          checkRedisRate,
-		defaultPrefix:  gcraPrefix,
-		limit:          limit,
-		param:          interval,
+		constructor:   kind,
+		name:          "Redis GCRA",
+		k:             gcraKind{},
+		check:         checkRedisRate,
+		defaultPrefix: gcraPrefix,
+		limit:         limit,
+		param:         interval,
 	}, opts)
 	if err != nil {
 		return nil, err

@@ -48,6 +48,7 @@ func sameCallerClock(a, b Clock) bool {
 // through the internal redisbatch package, and records of the reply that
 // are checked before they are believed.
 type redisLimiter struct {
+	k      kind   // the limiter's kind
 	name   string // the limiter's name in errors
 	client redis.Scripter
 	prefix string
@@ -81,21 +82,17 @@ type redisLimiter struct {
 // redisParams is everything a Redis limiter is built from, its numbers
 // already checked by its constructor.
 type redisParams struct {
-	constructor   string          // the constructor's name, in configuration errors
-	name          string          // the limiter's name, in Allow's errors
-	kind          redisbatch.Kind // the script's name of the algorithm
-	defaultPrefix string          // the algorithm's Default*Prefix
-	limit         int             // whole units: a capacity or a window's limit
-	param         int64           // the algorithm's own number: µs per unit, or a window in ms
-	// policyFuncKind is the script's name of the algorithm for a limiter
-	// built WithPolicyFunc, which keeps each key's interval with its state
-	// (a window keeps nothing more); check converts a policy to its limit
-	// and param.
-	policyFuncKind redisbatch.Kind
-	check          func(kind string, p Policy) (limit, param int64, err error)
-	// window, when set, is the policy's window, which kind and param
-	// do not tell (a calendar's period's nominal length).
-	window time.Duration
+	constructor string // the constructor's name, in configuration errors
+	name        string // the limiter's name, in Allow's errors
+	// k is the limiter's kind, which names its algorithm in the script:
+	// for a limiter built WithPolicyFunc, one that keeps each key's
+	// interval with its state (a window keeps nothing more).
+	k             kind
+	defaultPrefix string // the algorithm's Default*Prefix
+	limit         int    // whole units: a capacity or a window's limit
+	param         int64  // the algorithm's own number: µs per unit, or a window in ms
+	// check converts a policy to its limit and param.
+	check func(kind string, p Policy) (limit, param int64, err error)
 	// tail, when set, follows defaultPrefix in the default key prefix
 	// instead of "<limit>:<param>:"; keyedTail likewise after
 	// defaultPrefix + "keyed:" for a limiter built WithPolicyFunc.
@@ -129,33 +126,26 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 	if isNil(client) {
 		return redisLimiter{}, fmt.Errorf("%w: %s: nil Redis client", ErrInvalidConfig, p.constructor)
 	}
-	own := redisbatch.NewLimit(p.kind, int64(p.limit), p.param)
-	r := redisLimiter{name: p.name, client: client, prefix: redisPrefix(p, cfg), limit: p.limit, own: own, debt: cfg.maxDebt, clock: cfg.callerClock}
-	// The time from empty to full: limit units of param µs each, or a
-	// window of param ms.
-	window := time.Duration(int64(p.limit)*p.param) * time.Microsecond
-	if p.kind == redisbatch.FixedWindow || p.kind == redisbatch.SlidingLog || p.kind == redisbatch.SlidingCounter {
-		window = time.Duration(p.param) * time.Millisecond
-	}
-	if p.window != 0 {
-		window = p.window
-	}
-	policy := Policy{Limit: p.limit, Window: window}
-	r.obs = newObserver(cfg, p.constructor, policy, redisRule(p.kind, p.param))
+	own := redisbatch.NewLimit(p.k.letter(false), int64(p.limit), p.param)
+	r := redisLimiter{k: p.k, name: p.name, client: client, prefix: redisPrefix(p, cfg), limit: p.limit, own: own, debt: cfg.maxDebt, clock: cfg.callerClock}
+	// The time from empty to full: limit units of param µs each, a window
+	// of param ms, a calendar period's nominal length.
+	policy := Policy{Limit: p.limit, Window: p.k.redisWindow(p.limit, p.param)}
+	r.obs = newObserver(cfg, p.constructor, policy, p.k.redisRule(p.param))
 	if r.policyFunc, err = newPolicyFunc(cfg, p.name, policy, p.check); err != nil {
 		return redisLimiter{}, err
 	}
 	limits := []*redisbatch.Limit{own}
 	if r.policyFunc != nil {
 		limits = nil // each request carries its key's
-		r.limits = redisbatch.NewLimitCache(p.policyFuncKind)
+		r.limits = redisbatch.NewLimitCache(p.k.letter(true))
 		r.resetLimit = r.limits.Get(r.policyFunc.defLimit, r.policyFunc.defParam)
 		r.segOf = p.segOf
 		if p.segOf != nil {
 			r.segColons = 1
 		}
 	}
-	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock, p.kind, p.policyFuncKind)
+	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock, p.k.letter(false), p.k.letter(true))
 	return r, nil
 }
 
@@ -167,16 +157,16 @@ func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redis
 //     of the constructor's policy (or its keyedTail), whose keys then keep
 //     their own policy's numbers with their state;
 //   - given WithKeyPrefix(x), x, the name of the state its script keeps
-//     (see stateName) and ":", then, but for a limiter built
+//     (see kind.state) and ":", then, but for a limiter built
 //     WithPolicyFunc, ownSeg: limiters given one x share keys whenever
 //     their state means the same.
 func redisPrefix(p redisParams, cfg config) string {
 	keyed := cfg.policyFunc != nil
 	switch {
 	case cfg.prefixSet && keyed:
-		return cfg.prefix + stateName(p.policyFuncKind) + ":"
+		return cfg.prefix + p.k.state(true) + ":"
 	case cfg.prefixSet:
-		return cfg.prefix + stateName(p.kind) + ":" + p.ownSeg
+		return cfg.prefix + p.k.state(false) + ":" + p.ownSeg
 	case keyed && p.keyedTail != "":
 		return p.defaultPrefix + policyFuncPrefix + p.keyedTail
 	case keyed:
@@ -185,38 +175,6 @@ func redisPrefix(p redisParams, cfg config) string {
 		return p.defaultPrefix + p.tail
 	}
 	return fmt.Sprintf("%s%d:%d:", p.defaultPrefix, p.limit, p.param)
-}
-
-// stateName returns the name of the state the batch script keeps for kind,
-// which follows a prefix given by WithKeyPrefix in a key: "tb" (a token
-// bucket), "tb-i" (one that keeps its interval, built WithPolicyFunc),
-// "gcra", "gcra-i", "fw" (a fixed window), "sl" (a sliding log), "sc" (a
-// sliding counter), "cal" (a calendar window) and "inflight" (units in
-// flight). Limiters of two kinds never share a key: the script tells
-// some of their states apart (ErrCorruptState), not all (a GCRA's and a
-// fixed window's are both a STRING of digits).
-func stateName(kind redisbatch.Kind) string {
-	switch kind {
-	case redisbatch.TokenBucket:
-		return "tb"
-	case redisbatch.TokenBucketWithInterval:
-		return "tb-i"
-	case redisbatch.GCRA:
-		return "gcra"
-	case redisbatch.GCRAWithInterval:
-		return "gcra-i"
-	case redisbatch.FixedWindow:
-		return "fw"
-	case redisbatch.SlidingLog:
-		return "sl"
-	case redisbatch.SlidingCounter:
-		return "sc"
-	case redisbatch.CalendarWindow:
-		return "cal"
-	case redisbatch.Concurrency:
-		return "inflight"
-	}
-	return string(kind)
 }
 
 // redisKey returns the Redis key of key for a call whose policy's param
@@ -275,7 +233,7 @@ func (r *redisLimiter) decideAll(ctx context.Context, key string, n int) (Decisi
 	res, p, param, next, err := r.decide(ctx, key, n)
 	rl := r.obs.rules
 	if param != 0 && r.policyFunc != nil && param != r.policyFunc.defParam {
-		rl = []rule{redisRule(r.own.Kind, param)}
+		rl = []rule{r.k.redisRule(param)}
 	}
 	d := withNext(r.obs.decision(res, p, rl), next)
 	if r.obs.hooks != nil {
@@ -291,22 +249,6 @@ func (r *redisLimiter) policies(ctx context.Context, key string) ([]NamedPolicy,
 	}
 	p, _, _, err := r.policyFunc.resolve(ctx, key)
 	return policyList(p, r.obs.own), err
-}
-
-// redisRule is the rule of a Redis limiter's decisions with the batch
-// script's algorithm kind and its param: an interval in µs for a token
-// bucket or GCRA, a window for a fixed window or a sliding log.
-func redisRule(kind redisbatch.Kind, param int64) rule {
-	switch kind {
-	case redisbatch.FixedWindow:
-		return rule{}
-	case redisbatch.CalendarWindow:
-		return rule{calendar: true}
-	}
-	if kind == redisbatch.SlidingLog || kind == redisbatch.SlidingCounter {
-		return rule{gradual: true}
-	}
-	return rule{unit: param * int64(time.Microsecond)}
 }
 
 // decide decides n for key, after allow's checks, and also returns the

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -67,16 +66,15 @@ func NewRedisSlidingCounter(client redis.Scripter, limit int, window time.Durati
 		return nil, err
 	}
 	r, err := newRedisLimiter(client, redisParams{
-		constructor:    kind,
-		name:           "Redis sliding counter",
-		kind:           redisbatch.SlidingCounter,
-		policyFuncKind: redisbatch.SlidingCounter,
-		check:          checkRedisCounter,
-		defaultPrefix:  slidingCounterPrefix,
-		limit:          limit,
-		param:          ms,
-		ownSeg:         counterSeg(ms),
-		segOf:          new(windowSegs).of,
+		constructor:   kind,
+		name:          "Redis sliding counter",
+		k:             slidingCounterKind{},
+		check:         checkRedisCounter,
+		defaultPrefix: slidingCounterPrefix,
+		limit:         limit,
+		param:         ms,
+		ownSeg:        counterSeg(ms),
+		segOf:         new(windowSegs).of,
 	}, opts)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -64,14 +63,13 @@ func NewRedisSlidingLog(client redis.Scripter, limit int, window time.Duration, 
 		return nil, err
 	}
 	r, err := newRedisLimiter(client, redisParams{
-		constructor:    kind,
-		name:           "Redis sliding log",
-		kind:           redisbatch.SlidingLog,
-		policyFuncKind: redisbatch.SlidingLog,
-		check:          checkRedisLog,
-		defaultPrefix:  slidingLogPrefix,
-		limit:          limit,
-		param:          ms,
+		constructor:   kind,
+		name:          "Redis sliding log",
+		k:             slidingLogKind{},
+		check:         checkRedisLog,
+		defaultPrefix: slidingLogPrefix,
+		limit:         limit,
+		param:         ms,
 	}, opts)
 	if err != nil {
 		return nil, err
