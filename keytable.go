@@ -83,6 +83,9 @@ type generation[V any] struct {
 	states    map[string]V // nil until the first write
 	born      int64        // when the generation started
 	maxExpiry int64        // the latest expiry written into it
+	// held is the most keys states has held at a turn, over every
+	// generation it served (see turn): what its storage was grown for.
+	held int
 }
 
 // where says where lookup found a key.
@@ -245,6 +248,13 @@ func (sh *tableShard[V]) step(reading, maxNow, span int64) bool {
 // becomes prev, unless all of it has expired, and the old prev is dropped,
 // but for the states that sh.expiry, when set, says expire later, which move
 // to the new generation. The caller holds sh.mu.
+//
+// A shard that stays busy reuses the old prev's map, emptied but for the
+// states that move, as the new generation's, so that a steady load of keys
+// allocates no map: it does so while that map was grown for at most twice
+// the keys the current generation holds, so memory stays within about
+// twice that of the keys of the last two spans, and a shard whose keys have
+// all expired drops both maps.
 func (sh *tableShard[V]) turn() {
 	now := sh.now
 	sh.flushHot()
@@ -253,9 +263,26 @@ func (sh *tableShard[V]) turn() {
 		sh.prev = generation[V]{}
 	} else {
 		sh.prev = sh.cur
+		sh.prev.held = max(sh.prev.held, len(sh.prev.states))
 	}
 	sh.cur = generation[V]{born: now}
-	if sh.expiry == nil || old.maxExpiry <= now {
+	carry := sh.expiry != nil && old.maxExpiry > now
+	if old.states != nil && old.held <= 2*len(sh.prev.states) {
+		sh.cur.states, sh.cur.held = old.states, old.held
+		if !carry {
+			clear(old.states)
+			return
+		}
+		for key, state := range old.states {
+			if e := sh.expiry(state); e > now {
+				sh.cur.maxExpiry = max(sh.cur.maxExpiry, e)
+			} else {
+				delete(old.states, key)
+			}
+		}
+		return
+	}
+	if !carry {
 		return
 	}
 	for key, state := range old.states {
