@@ -21,7 +21,7 @@ func TestKeyTableKeepsEveryUnexpiredStateThatOutlivesItsSpan(t *testing.T) {
 	type written struct{ expiry int64 } // a state is its expiry
 	for round := 0; round < 20; round++ {
 		span := 1 + r.Int64N(1000)*int64(minSpan)/100
-		table := newKeyTable[int64](span).outliving(func(e int64) int64 { return e })
+		table := newKeyTable[int64](span).outliving(func(e int64) int64 { return e }).recycling(func(e int64) (int64, bool) { return e, true })
 		model := map[string]written{}
 		keys := make([]string, 1+r.IntN(300))
 		for i := range keys {
@@ -100,5 +100,43 @@ func TestKeyTableReusesABusyShardsMapsAndDropsAnIdleShards(t *testing.T) {
 	sh.advance(now+4*span, maxSpan, span)
 	assert.Nil(t, sh.cur.states, "the current generation's map")
 	assert.Nil(t, sh.prev.states, "the previous generation's map")
+	sh.mu.Unlock()
+}
+
+// TestKeyTableHandsTheStatesOfDroppedKeysToNewKeys writes keys of one shard
+// in one span and others in the next: the turn that drops the first
+// keys, on a shard that stays busy, keeps their states, as recycle empties
+// them, as spares, each taken once; a turn on an idle shard drops them.
+func TestKeyTableHandsTheStatesOfDroppedKeysToNewKeys(t *testing.T) {
+	span := 10 * minSpan
+	table := newKeyTable[int64](span).recycling(func(v int64) (int64, bool) { return -v, v != 2 })
+	var keys []string
+	for i := 0; len(keys) < 6; i++ {
+		if k := strconv.Itoa(i); table.shardIndex(k) == 0 {
+			keys = append(keys, k)
+		}
+	}
+	writeAt := func(at int64, keys []string, state func(i int) int64) {
+		sh, _ := table.lockShard(0, at, maxSpan)
+		for i, k := range keys {
+			_, w := sh.lookup(k)
+			sh.write(k, w, state(i), at+span)
+		}
+		sh.mu.Unlock()
+	}
+	// The shard turns at the first call span after its generation began.
+	writeAt(1, keys[:3], func(i int) int64 { return int64(i + 1) })
+	writeAt(span, nil, nil) // the first keys become the previous generation
+	writeAt(span+1, keys[3:6], func(int) int64 { return 10 })
+	sh, _ := table.lockShard(0, 2*span, maxSpan) // and are dropped
+	assert.ElementsMatch(t, []int64{-1, -3}, sh.spares, "the first keys' states, emptied, but the one not worth keeping")
+	taken := sh.spare()
+	assert.Contains(t, []int64{-1, -3}, taken)
+	assert.NotContains(t, sh.spares, taken, "a spare is taken once")
+	sh.mu.Unlock()
+
+	sh, _ = table.lockShard(0, 10*span, maxSpan)
+	assert.Empty(t, sh.spares, "no spares once every key has expired")
+	assert.Zero(t, sh.spare(), "no spares once every key has expired")
 	sh.mu.Unlock()
 }
