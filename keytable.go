@@ -19,7 +19,10 @@ import (
 // shard's time is span past cur.born, every key in prev has expired and prev
 // is dropped whole; cur becomes prev, or goes too if all of it has expired.
 // Memory is thus bounded by the keys written within the last two spans, and
-// by those within the last span once they have all expired.
+// by those within the last span once they have all expired; a busy shard's
+// maps may keep room for up to twice as many (see tableShard.turn), and a
+// recycling table's spares the emptied states of the keys dropped at the
+// last turn.
 //
 // A table whose states may outlive span (a token bucket in debt) says how
 // to read a state's expiry (see outliving): the states of a generation about
