@@ -202,6 +202,9 @@ func NewComposite(parts ...Part) (*Composite, error) {
 			return nil, err
 		}
 		c.shared = sharesALimiter(limiters)
+		if c.shared {
+			stopLogRecycling(limiters)
+		}
 		c.observers = observers(len(parts), c.local.observer)
 		c.keyed = newKeyedParts(len(parts), c.local.policyFunc, c.local.own, c.local.unit)
 		c.segmented = c.local.segmented()

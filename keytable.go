@@ -19,7 +19,10 @@ import (
 // shard's time is span past cur.born, every key in prev has expired and prev
 // is dropped whole; cur becomes prev, or goes too if all of it has expired.
 // Memory is thus bounded by the keys written within the last two spans, and
-// by those within the last span once they have all expired.
+// by those within the last span once they have all expired; a busy shard's
+// maps may keep room for up to twice as many (see tableShard.turn), and a
+// recycling table's spares the emptied states of the keys dropped at the
+// last turn.
 //
 // A table whose states may outlive span (a token bucket in debt) says how
 // to read a state's expiry (see outliving): the states of a generation about
@@ -67,7 +70,12 @@ type tableShard[V any] struct {
 	// expiry, when set (see keyTable.outliving), returns a state's
 	// expiry, so that turn keeps the states that outlive their generation.
 	expiry func(V) int64
-	_      [64]byte // keeps neighbouring shards' locks off one cache line
+	// recycle, when set (see keyTable.recycling), empties the state of a
+	// key that a turn drops for a new key to reuse, and reports whether it
+	// is worth keeping; spares holds those of the last turn (see spare).
+	recycle func(V) (V, bool)
+	spares  []V
+	_       [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 // hotEntry is a shard's last written key and its state.
@@ -83,6 +91,9 @@ type generation[V any] struct {
 	states    map[string]V // nil until the first write
 	born      int64        // when the generation started
 	maxExpiry int64        // the latest expiry written into it
+	// held is the most keys states has held at a turn, over every
+	// generation it served (see turn): what its storage was grown for.
+	held int
 }
 
 // where says where lookup found a key.
@@ -109,6 +120,30 @@ func (t *keyTable[V]) outliving(expiry func(V) int64) *keyTable[V] {
 		t.shards[i].expiry = expiry
 	}
 	return t
+}
+
+// recycling makes t keep, at each turn of a busy shard that reuses its map
+// (see tableShard.turn), the states of the keys it drops, emptied by
+// recycle, for new keys of the shard to take until the next turn (see
+// tableShard.spare); recycle reports whether a state is worth keeping. It
+// is called before t is used, and returns t.
+func (t *keyTable[V]) recycling(recycle func(V) (V, bool)) *keyTable[V] {
+	for i := range t.shards {
+		t.shards[i].recycle = recycle
+	}
+	return t
+}
+
+// stopRecycling makes t keep no more spares (see recycling), for a table
+// whose states a caller may hold across a turn of their shard and write
+// back. It is safe for concurrent use with the table's calls.
+func (t *keyTable[V]) stopRecycling() {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		sh.recycle, sh.spares = nil, nil
+		sh.mu.Unlock()
+	}
 }
 
 // shard returns the shard key falls on.
@@ -245,6 +280,15 @@ func (sh *tableShard[V]) step(reading, maxNow, span int64) bool {
 // becomes prev, unless all of it has expired, and the old prev is dropped,
 // but for the states that sh.expiry, when set, says expire later, which move
 // to the new generation. The caller holds sh.mu.
+//
+// A shard that stays busy reuses the old prev's map, emptied but for the
+// states that move, as the new generation's, so that a steady load of keys
+// allocates no map: it does so while that map was grown for at most twice
+// the keys the current generation holds, so memory stays within about
+// twice that of the keys of the last two spans, and a shard whose keys have
+// all expired drops both maps. With recycle set, the states the reused map
+// drops become the shard's spares, in place of the last turn's; a turn that
+// reuses no map drops the spares.
 func (sh *tableShard[V]) turn() {
 	now := sh.now
 	sh.flushHot()
@@ -253,9 +297,35 @@ func (sh *tableShard[V]) turn() {
 		sh.prev = generation[V]{}
 	} else {
 		sh.prev = sh.cur
+		sh.prev.held = max(sh.prev.held, len(sh.prev.states))
 	}
 	sh.cur = generation[V]{born: now}
-	if sh.expiry == nil || old.maxExpiry <= now {
+	carry := sh.expiry != nil && old.maxExpiry > now
+	clear(sh.spares)
+	sh.spares = sh.spares[:0]
+	if old.states != nil && old.held <= 2*len(sh.prev.states) {
+		sh.cur.states, sh.cur.held = old.states, old.held
+		if carry || sh.recycle != nil {
+			for key, state := range old.states {
+				if carry {
+					if e := sh.expiry(state); e > now {
+						sh.cur.maxExpiry = max(sh.cur.maxExpiry, e)
+						continue
+					}
+					delete(old.states, key)
+				}
+				if sh.recycle != nil {
+					sh.keepSpare(state)
+				}
+			}
+		}
+		if !carry {
+			clear(old.states)
+		}
+		return
+	}
+	sh.spares = nil
+	if !carry {
 		return
 	}
 	for key, state := range old.states {
@@ -267,6 +337,29 @@ func (sh *tableShard[V]) turn() {
 			sh.cur.maxExpiry = max(sh.cur.maxExpiry, e)
 		}
 	}
+}
+
+// keepSpare keeps state, dropped by a turn, as a spare if recycle says it
+// is worth keeping. The caller holds sh.mu.
+func (sh *tableShard[V]) keepSpare(state V) {
+	if spare, ok := sh.recycle(state); ok {
+		sh.spares = append(sh.spares, spare)
+	}
+}
+
+// spare returns the state of a key dropped at the last turn, emptied by
+// recycle, for a new key to take (it is no longer the shard's), or the zero
+// V when there is none. The caller holds sh.mu.
+func (sh *tableShard[V]) spare() V {
+	var zero V
+	n := len(sh.spares)
+	if n == 0 {
+		return zero
+	}
+	state := sh.spares[n-1]
+	sh.spares[n-1] = zero
+	sh.spares = sh.spares[:n-1]
+	return state
 }
 
 // lookup returns key's state and where it is; absent and the zero V if it is

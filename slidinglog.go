@@ -37,7 +37,11 @@ const MaxSlidingLogLimit = 10000
 // MaxSlidingLogLimit); an allowed call on a busy key costs O(1) amortized
 // (it drops the entries that have left and appends its own), a denial
 // O(entries). A key whose entries have all left is forgotten, within two
-// windows as the limiter is used, with no background goroutine.
+// windows as the limiter is used, with no background goroutine. The ring of
+// a forgotten key's entries goes to the next new key of its shard (of 64)
+// within a window, so that keys that come and go, like busy keys whose
+// logs have grown, allocate nothing; a new key may thus hold a ring longer
+// than its own entries need, at most that of the limit.
 //
 // A clock that steps back never creates a unit: time stands still per
 // shard of keys until the clock catches up, entries keep their order, and
@@ -85,7 +89,7 @@ func NewSlidingLog(limit int, window time.Duration, opts ...Option) (*SlidingLog
 		base:       newClockBase(cfg.clock),
 		logRate:    logRate{limit: int64(limit), window: int64(window)},
 		maxNow:     math.MaxInt64 - 2*int64(window),
-		logs:       newKeyTable[entryLog](int64(window)),
+		logs:       newKeyTable[entryLog](int64(window)).recycling(recycleLog),
 		obs:        newObserver(cfg, kind, policy, rule{gradual: true}),
 		policyFunc: t,
 		debt:       cfg.maxDebt,
@@ -186,6 +190,9 @@ func (l *SlidingLog) decide(ctx context.Context, key string, n int, wantNext boo
 	lag := lagBehind(now, reading)
 	if allowed {
 		if n > 0 {
+			if at == absent {
+				lg = sh.spare() // a dropped key's ring, if the shard has one
+			}
 			lg.add(now, int64(n), r.limit)
 			lg.end = now + r.window
 			sh.write(key, at, lg, lg.end)
@@ -274,6 +281,26 @@ func (l *SlidingLog) Policy() Policy {
 		return Policy{}
 	}
 	return Policy{Limit: int(l.limit), Window: time.Duration(l.window)}
+}
+
+// stopLogRecycling makes each sliding log that is more than one of a
+// Composite's limiters hand no more rings of forgotten keys to new keys:
+// the clock reading of its second part may turn a shard after its first
+// has read a key's log there, and the log, written back, must not share its
+// ring with a new key.
+func stopLogRecycling(limiters []Limiter) {
+	for i, l := range limiters {
+		g, ok := l.(*SlidingLog)
+		if !ok {
+			continue
+		}
+		for _, other := range limiters[:i] {
+			if other == l {
+				g.logs.stopRecycling()
+				break
+			}
+		}
+	}
 }
 
 // logEnd is the expiry of a log: when its newest entry leaves.

@@ -20,6 +20,13 @@ type logEntry struct {
 	units int64
 }
 
+// recycleLog empties the log of a key its table drops, keeping its ring for
+// a new key of the shard to take (see keyTable.recycling), and reports
+// whether there is a ring to keep.
+func recycleLog(lg entryLog) (entryLog, bool) {
+	return entryLog{ring: lg.ring}, lg.ring != nil
+}
+
 // at returns the i-th oldest entry, 0 <= i < lg.n.
 func (lg *entryLog) entry(i int) *logEntry {
 	return &lg.ring[(lg.head+i)&(len(lg.ring)-1)]

@@ -72,6 +72,9 @@ func (l *SlidingLog) settleAt(r logRate, sh *tableShard[entryLog], key string, d
 		// A debt stops growing at the debtCap's count; units above it
 		// already stay.
 		if most := l.debt.count(r.limit); lg.sum < most {
+			if at == absent {
+				lg = sh.spare()
+			}
 			lg.add(now, min(d, most-lg.sum), r.limit)
 			lg.end = now + r.window
 			sh.write(key, at, lg, lg.end)
