@@ -33,7 +33,7 @@ type TokenBucket schedule
 // whose fill time overflows, or an option that does not apply.
 func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBucket, error) {
 	const kind = "NewTokenBucket"
-	cfg, err := applyOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}

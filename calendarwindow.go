@@ -72,7 +72,7 @@ const calendarMaxNow = math.MaxInt64 - 2*maxSpan
 // is not a weekday, or an option that does not apply.
 func NewCalendarWindow(limit int, cal Calendar, opts ...Option) (*CalendarWindow, error) {
 	const kind = "NewCalendarWindow"
-	cfg, err := applyOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}

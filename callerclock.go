@@ -80,8 +80,8 @@ import "fmt"
 //
 // Keep clients' clocks synchronized (NTP) well within every period,
 // window and lease TTL.
-func WithCallerClock(c Clock) Option {
-	return func(cfg *config) error {
+func WithCallerClock(c Clock) RedisOption {
+	return redisOnly(func(cfg *config) error {
 		switch {
 		case c == nil:
 			c = systemClock{}
@@ -90,5 +90,5 @@ func WithCallerClock(c Clock) Option {
 		}
 		cfg.callerClock = c
 		return nil
-	}
+	})
 }

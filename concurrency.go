@@ -61,7 +61,10 @@ type Concurrency struct {
 // years.
 func NewConcurrency(limit int, ttl time.Duration, opts ...Option) (*Concurrency, error) {
 	const kind = "NewConcurrency"
-	cfg, err := applyInFlightOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
+	if err == nil {
+		err = inFlightOptions(kind, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -89,17 +92,17 @@ func NewConcurrency(limit int, ttl time.Duration, opts ...Option) (*Concurrency,
 // or extended.
 func heldUntil(h *heldUnits) int64 { return h.latest }
 
-// applyInFlightOptions is applyOptions for a concurrency limiter, which
-// refuses WithMaxDebt and WithMaxSettle: it has no debt and no Settle.
-func applyInFlightOptions(kind string, where backend, opts []Option) (config, error) {
-	cfg, err := applyOptions(kind, where, opts)
-	if err == nil && cfg.maxDebtSet {
-		err = fmt.Errorf("%w: %s: WithMaxDebt does not apply; a concurrency limiter has no debt", ErrInvalidConfig, kind)
+// inFlightOptions refuses the options a concurrency limiter's cfg was
+// given that do not apply to it: WithMaxDebt and WithMaxSettle, since it
+// has no debt and no Settle.
+func inFlightOptions(kind string, cfg config) error {
+	if cfg.maxDebtSet {
+		return fmt.Errorf("%w: %s: WithMaxDebt does not apply; a concurrency limiter has no debt", ErrInvalidConfig, kind)
 	}
-	if err == nil && cfg.maxSettleSet {
-		err = fmt.Errorf("%w: %s: WithMaxSettle does not apply; a concurrency limiter has no Settle", ErrInvalidConfig, kind)
+	if cfg.maxSettleSet {
+		return fmt.Errorf("%w: %s: WithMaxSettle does not apply; a concurrency limiter has no Settle", ErrInvalidConfig, kind)
 	}
-	return cfg, err
+	return nil
 }
 
 // newInFlightObserver returns the observer of a concurrency limiter of

@@ -72,14 +72,14 @@ const UnboundedDebt = -1
 // decides exactly as in process. A limits below 0 other than
 // UnboundedDebt is an error wrapping ErrInvalidConfig; a very large one
 // is the same as UnboundedDebt.
-func WithMaxDebt(limits int) Option {
-	return func(cfg *config) error {
+func WithMaxDebt(limits int) SharedOption {
+	return SharedOption{func(cfg *config) error {
 		if limits < 0 && limits != UnboundedDebt {
 			return fmt.Errorf("%w: WithMaxDebt: %d limits; want >= 0, or UnboundedDebt", ErrInvalidConfig, limits)
 		}
 		cfg.maxDebt, cfg.maxDebtSet = debtCap(limits), true
 		return nil
-	}
+	}}
 }
 
 // debtCap is a limiter's bound on debt: the most a Settle may leave a key

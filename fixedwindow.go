@@ -51,7 +51,7 @@ type openWindow struct {
 // about 73 years, or an option that does not apply.
 func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWindow, error) {
 	const kind = "NewFixedWindow"
-	cfg, err := applyOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}

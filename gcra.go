@@ -27,7 +27,7 @@ type GCRA schedule
 // period/limit under 1 ns, or an option that does not apply.
 func NewGCRA(limit int, period time.Duration, opts ...Option) (*GCRA, error) {
 	const kind = "NewGCRA"
-	cfg, err := applyOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -29,14 +29,14 @@ var ErrInvalidKey error = &classed{"ratelimit: invalid key", ErrCaller}
 // as its backend does, before it keeps anything of them, and a Guard,
 // DenyCache or Shadow returns its backend's error. An n below 1 is an
 // error wrapping ErrInvalidConfig.
-func WithMaxKeyLength(n int) Option {
-	return func(cfg *config) error {
+func WithMaxKeyLength(n int) SharedOption {
+	return SharedOption{func(cfg *config) error {
 		if n < 1 {
 			return fmt.Errorf("%w: WithMaxKeyLength: %d; want >= 1", ErrInvalidConfig, n)
 		}
 		cfg.keys.max = n
 		return nil
-	}
+	}}
 }
 
 // WithKeysShown makes a limiter show keys whole in its errors and in
@@ -48,11 +48,11 @@ func WithMaxKeyLength(n int) Option {
 // shows keys when all its parts were built with it (each part reports as
 // it was built); a Guard, DenyCache, Shadow or Prefetch shows them as its
 // backend does, and never does over a Limiter of another package.
-func WithKeysShown() Option {
-	return func(cfg *config) error {
+func WithKeysShown() SharedOption {
+	return SharedOption{func(cfg *config) error {
 		cfg.keys.shown = true
 		return nil
-	}
+	}}
 }
 
 // keyOptions returns the options that give a limiter the key rules k: a

@@ -201,14 +201,54 @@ func notBuilt(typ string) error {
 	return fmt.Errorf("%w: a nil or zero-value *%s; create one with New%s", ErrInvalidConfig, typ, typ)
 }
 
-// Option configures a limiter at construction. Each limiter accepts only the
-// options that apply to it, which its constructor's doc lists; any other
-// makes its constructor fail with an error wrapping ErrInvalidConfig. Every
-// limiter accepts WithPolicyFunc, WithMaxKeyLength, WithKeysShown,
-// WithHooks and WithName; the twelve rate limiters WithMaxDebt and
-// WithMaxSettle; the in-process ones and RedisCalendarWindow WithClock;
-// the Redis ones WithKeyPrefix, WithoutCoalescing and WithCallerClock.
-type Option func(*config) error
+// Option configures an in-process limiter at construction (NewTokenBucket,
+// NewGCRA, NewFixedWindow, NewSlidingLog, NewSlidingCounter,
+// NewCalendarWindow, NewConcurrency) and a Fleet's fallback. RedisOption
+// configures a Redis limiter. The options that apply to both return a
+// SharedOption, which is each: WithHooks, WithName, WithPolicyFunc,
+// WithMaxDebt, WithMaxSettle, WithMaxKeyLength, WithKeysShown and
+// WithClock. The Redis-only options (WithKeyPrefix, WithoutCoalescing,
+// WithCallerClock) return a RedisOption, so passing one to an in-process
+// constructor does not compile. What the types cannot say is refused at
+// construction, with an error wrapping ErrInvalidConfig that names the
+// option: WithClock on a Redis limiter other than RedisCalendarWindow,
+// WithMaxDebt and WithMaxSettle on a concurrency limiter, WithPolicyFunc on
+// a Fleet's fallback. A nil Option or RedisOption, or a zero SharedOption,
+// is an error as well.
+type Option interface {
+	applyLocal(cfg *config) error
+}
+
+// RedisOption configures a Redis limiter at construction (NewRedisTokenBucket
+// and the other NewRedis constructors); see Option for which options are
+// which.
+type RedisOption interface {
+	applyRedis(cfg *config) error
+}
+
+// SharedOption is an option that applies to in-process and Redis limiters
+// alike: it is both an Option and a RedisOption, so one []SharedOption can
+// be passed to either kind of constructor (as opts...) when converted, or
+// its elements one by one. Its zero value is not an option: a constructor
+// given one returns an error.
+type SharedOption struct {
+	set func(*config) error
+}
+
+func (o SharedOption) applyLocal(cfg *config) error { return o.apply(cfg) }
+func (o SharedOption) applyRedis(cfg *config) error { return o.apply(cfg) }
+
+func (o SharedOption) apply(cfg *config) error {
+	if o.set == nil {
+		return fmt.Errorf("%w: a zero SharedOption; build one with a With function", ErrInvalidConfig)
+	}
+	return o.set(cfg)
+}
+
+// redisOnly is a RedisOption that is not an Option.
+type redisOnly func(*config) error
+
+func (f redisOnly) applyRedis(cfg *config) error { return f(cfg) }
 
 // config collects what the options set.
 type config struct {
@@ -239,14 +279,14 @@ type config struct {
 // but for RedisCalendarWindow, which computes its windows' bounds from c (the
 // server's TIME still picks the window). A nil c is an error. In tests, c is
 // typically a ratelimittest.Clock, which moves only when told to.
-func WithClock(c Clock) Option {
-	return func(cfg *config) error {
+func WithClock(c Clock) SharedOption {
+	return SharedOption{func(cfg *config) error {
 		if isNil(c) {
 			return fmt.Errorf("%w: WithClock: nil clock", ErrInvalidConfig)
 		}
 		cfg.clock, cfg.clockSet = c, true
 		return nil
-	}
+	}}
 }
 
 // WithKeyPrefix sets the string that starts every Redis key of a Redis
@@ -278,11 +318,11 @@ func WithClock(c Clock) Option {
 // distinct limiters prefixes none of which starts another, without braces
 // (a hash tag in a prefix puts all its keys in one slot). A limiter's
 // KeyPrefix method returns what its keys start with.
-func WithKeyPrefix(p string) Option {
-	return func(cfg *config) error {
+func WithKeyPrefix(p string) RedisOption {
+	return redisOnly(func(cfg *config) error {
 		cfg.prefix, cfg.prefixSet = p, true
 		return nil
-	}
+	})
 }
 
 // WithoutCoalescing makes a Redis limiter send every decision as a script
@@ -293,11 +333,11 @@ func WithKeyPrefix(p string) Option {
 // alone: when a lost reply must put at most one decision in doubt, or when
 // tracing or command metrics must show one script call per decision. It
 // applies to the Redis limiters only.
-func WithoutCoalescing() Option {
-	return func(cfg *config) error {
+func WithoutCoalescing() RedisOption {
+	return redisOnly(func(cfg *config) error {
 		cfg.noCoalesce = true
 		return nil
-	}
+	})
 }
 
 // WithHooks makes a limiter report every Allow call to h (Hooks.Decided),
@@ -313,65 +353,76 @@ func WithoutCoalescing() Option {
 // concurrency limiter every Release and Extend of its leases, a part of a
 // Composite its own share of the Composite's; a limiter whose hooks do not
 // pays one check of a nil field per adjustment. A nil h is an error.
-func WithHooks(h Hooks) Option {
-	return func(cfg *config) error {
+func WithHooks(h Hooks) SharedOption {
+	return SharedOption{func(cfg *config) error {
 		if isNil(h) {
 			return fmt.Errorf("%w: WithHooks: nil hooks", ErrInvalidConfig)
 		}
 		cfg.hooks = h
 		return nil
-	}
+	}}
 }
 
 // WithName names a limiter in what it reports to its hooks (Decision's
 // Limiter), for metrics labels; without it, the name is the limiter's
 // type, such as "TokenBucket" or "RedisGCRA". An empty name is an error.
-func WithName(name string) Option {
-	return func(cfg *config) error {
+func WithName(name string) SharedOption {
+	return SharedOption{func(cfg *config) error {
 		if name == "" {
 			return fmt.Errorf("%w: WithName: empty name", ErrInvalidConfig)
 		}
 		cfg.name = name
 		return nil
-	}
+	}}
 }
 
-// backend says where a limiter keeps its state, which decides the options it
-// takes.
+// backend says whether a Redis limiter reads a clock of the client's, which
+// decides whether it takes WithClock.
 type backend int
 
 const (
-	inProcess backend = iota
-	onRedis
+	onRedis backend = iota
 	// onRedisClocked is a Redis limiter that also reads a Clock of the
 	// client's (a RedisCalendarWindow's, for its windows' bounds).
 	onRedisClocked
 )
 
-// applyOptions runs opts over a config and rejects those that do not apply to
-// a limiter named kind kept in where.
-func applyOptions(kind string, where backend, opts []Option) (config, error) {
+// applyOptions runs the options of an in-process limiter named kind over a
+// config.
+func applyOptions(kind string, opts []Option) (config, error) {
 	var cfg config
 	for i, opt := range opts {
 		if opt == nil {
 			return cfg, fmt.Errorf("%w: %s: option %d is nil", ErrInvalidConfig, kind, i)
 		}
-		if err := opt(&cfg); err != nil {
+		if err := opt.applyLocal(&cfg); err != nil {
+			return cfg, fmt.Errorf("%s: %w", kind, err)
+		}
+	}
+	return withDefaults(cfg), nil
+}
+
+// applyRedisOptions runs the options of a Redis limiter named kind kept in
+// where over a config, and refuses WithClock but where the limiter reads a
+// clock of the client's.
+func applyRedisOptions(kind string, where backend, opts []RedisOption) (config, error) {
+	var cfg config
+	for i, opt := range opts {
+		if opt == nil {
+			return cfg, fmt.Errorf("%w: %s: option %d is nil", ErrInvalidConfig, kind, i)
+		}
+		if err := opt.applyRedis(&cfg); err != nil {
 			return cfg, fmt.Errorf("%s: %w", kind, err)
 		}
 	}
 	if where == onRedis && cfg.clockSet {
-		return cfg, fmt.Errorf("%w: %s: WithClock does not apply; Redis limiters use the server's TIME", ErrInvalidConfig, kind)
+		return cfg, fmt.Errorf("%w: %s: WithClock does not apply; Redis limiters use the server's TIME (but RedisCalendarWindow, for its windows' bounds)", ErrInvalidConfig, kind)
 	}
-	if where == inProcess && cfg.callerClock != nil {
-		return cfg, fmt.Errorf("%w: %s: WithCallerClock applies to Redis limiters only; in process, use WithClock", ErrInvalidConfig, kind)
-	}
-	if where == inProcess && cfg.prefixSet {
-		return cfg, fmt.Errorf("%w: %s: WithKeyPrefix applies to Redis limiters only", ErrInvalidConfig, kind)
-	}
-	if where == inProcess && cfg.noCoalesce {
-		return cfg, fmt.Errorf("%w: %s: WithoutCoalescing applies to Redis limiters only", ErrInvalidConfig, kind)
-	}
+	return withDefaults(cfg), nil
+}
+
+// withDefaults fills in what no option set.
+func withDefaults(cfg config) config {
 	if cfg.clock == nil {
 		cfg.clock = systemClock{}
 	}
@@ -384,7 +435,7 @@ func applyOptions(kind string, where backend, opts []Option) (config, error) {
 	if cfg.keys.max == 0 {
 		cfg.keys.max = DefaultMaxKeyLength
 	}
-	return cfg, nil
+	return cfg
 }
 
 // isNil reports whether v is nil or an interface holding a nil pointer, such

@@ -110,14 +110,14 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 // converting its key's state the same way. An error of any part's f, or a
 // policy its limiter refuses, fails the whole call with the error above
 // (naming the part and its key) and changes no part.
-func WithPolicyFunc(f PolicyFunc) Option {
-	return func(cfg *config) error {
+func WithPolicyFunc(f PolicyFunc) SharedOption {
+	return SharedOption{func(cfg *config) error {
 		if f == nil {
 			return fmt.Errorf("%w: WithPolicyFunc: nil function", ErrInvalidConfig)
 		}
 		cfg.policyFunc = f
 		return nil
-	}
+	}}
 }
 
 // policyFunc resolves the policy of a call of a limiter built WithPolicyFunc. It

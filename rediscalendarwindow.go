@@ -83,7 +83,7 @@ type redisCalendarSpan struct {
 // weekday, or whose Location its keys cannot name surely (see Calendar; the
 // error names the zone, and for time.Local says to pass
 // time.LoadLocation("Area/City")), or an option that does not apply.
-func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts ...Option) (*RedisCalendarWindow, error) {
+func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts ...RedisOption) (*RedisCalendarWindow, error) {
 	const kind = "NewRedisCalendarWindow"
 	if err := cal.check(kind); err != nil {
 		return nil, err
@@ -117,7 +117,7 @@ func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts
 		r.policyFunc.zones = zones
 		r.segColons = 2 // each key's "<period>:<zone>:" (see redisKey)
 	}
-	cfg, err := applyOptions(kind, onRedisClocked, opts)
+	cfg, err := applyRedisOptions(kind, onRedisClocked, opts)
 	if err != nil {
 		return nil, err
 	}

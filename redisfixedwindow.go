@@ -50,7 +50,7 @@ type RedisFixedWindow struct {
 // or above 2^52 (beyond which the script cannot count exactly), a window <=
 // 0, not whole milliseconds or beyond 2^52 µs, or an option that does not
 // apply.
-func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration, opts ...Option) (*RedisFixedWindow, error) {
+func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration, opts ...RedisOption) (*RedisFixedWindow, error) {
 	const kind = "NewRedisFixedWindow"
 	_, ms, err := checkRedisWindow(kind, Policy{Limit: limit, Window: window})
 	if err != nil {

@@ -59,7 +59,7 @@ type RedisSlidingCounter struct {
 // which the script cannot count exactly), a window <= 0, not whole
 // milliseconds or beyond 2^51 µs (about 71 years), or an option that does
 // not apply.
-func NewRedisSlidingCounter(client redis.Scripter, limit int, window time.Duration, opts ...Option) (*RedisSlidingCounter, error) {
+func NewRedisSlidingCounter(client redis.Scripter, limit int, window time.Duration, opts ...RedisOption) (*RedisSlidingCounter, error) {
 	const kind = "NewRedisSlidingCounter"
 	_, ms, err := checkRedisCounter(kind, Policy{Limit: limit, Window: window})
 	if err != nil {

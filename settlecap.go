@@ -51,14 +51,14 @@ const UnboundedSettle = -1
 // one call, and have none). A limits below 1 other than UnboundedSettle is
 // an error wrapping ErrInvalidConfig; a concurrency limiter, which has no
 // Settle, refuses the option.
-func WithMaxSettle(limits int) Option {
-	return func(cfg *config) error {
+func WithMaxSettle(limits int) SharedOption {
+	return SharedOption{func(cfg *config) error {
 		if limits < 1 && limits != UnboundedSettle {
 			return fmt.Errorf("%w: WithMaxSettle: %d limits; want >= 1, or UnboundedSettle", ErrInvalidConfig, limits)
 		}
 		cfg.maxSettle, cfg.maxSettleSet = settleCap(limits), true
 		return nil
-	}
+	}}
 }
 
 // settleCap is a limiter's bound on what one Settle may charge, in

@@ -68,7 +68,7 @@ type SlidingCounter struct {
 // keeps s, prev and cur across a change of L.
 func NewSlidingCounter(limit int, window time.Duration, opts ...Option) (*SlidingCounter, error) {
 	const kind = "NewSlidingCounter"
-	cfg, err := applyOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}

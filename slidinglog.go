@@ -73,7 +73,7 @@ type logRate struct {
 // that does not apply.
 func NewSlidingLog(limit int, window time.Duration, opts ...Option) (*SlidingLog, error) {
 	const kind = "NewSlidingLog"
-	cfg, err := applyOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}
