@@ -55,8 +55,8 @@ type Concurrency struct {
 // key, whose leases last ttl unless extended. Its Policy is {limit, ttl},
 // reported with InFlight set. It takes WithClock, WithPolicyFunc (a key's
 // Policy{Limit, Window} is its limit and TTL), WithMaxKeyLength,
-// WithKeysShown, WithHooks and WithName; any other option is an error
-// wrapping ErrInvalidConfig, as is a limit <= 0 or above MaxInFlight, or a
+// WithKeysShown, WithHooks and WithName; WithMaxDebt and WithMaxSettle
+// are errors wrapping ErrInvalidConfig that name them, as is a limit <= 0 or above MaxInFlight, or a
 // ttl below 1 ms, not a whole number of microseconds, or above about 73
 // years.
 func NewConcurrency(limit int, ttl time.Duration, opts ...Option) (*Concurrency, error) {

@@ -25,7 +25,8 @@ var ErrInvalidKey error = &classed{"ratelimit: invalid key", ErrCaller}
 // included) fails with an error wrapping ErrInvalidKey that gives its
 // length, not the key. Without it, the bound is DefaultMaxKeyLength. The
 // bound is on the caller's key; a Redis limiter's key prefix comes on top.
-// It applies to every limiter of this package; a Prefetch refuses such keys
+// It is a SharedOption and applies to every limiter of this package, in
+// process and on Redis; a Prefetch refuses such keys
 // as its backend does, before it keeps anything of them, and a Guard,
 // DenyCache or Shadow returns its backend's error. An n below 1 is an
 // error wrapping ErrInvalidConfig.
@@ -44,7 +45,8 @@ func WithMaxKeyLength(n int) SharedOption {
 // a key appears as KeyDigest gives it, so that an API key or a token used
 // as a rate-limit key never reaches a log through an error or a hook.
 // Give it when keys are not secrets (user ids, addresses) and logs should
-// name them. It applies to every limiter of this package. A Composite
+// name them. It is a SharedOption and applies to every limiter of this
+// package. A Composite
 // shows keys when all its parts were built with it (each part reports as
 // it was built); a Guard, DenyCache, Shadow or Prefetch shows them as its
 // backend does, and never does over a Limiter of another package.

@@ -91,7 +91,8 @@ var (
 	// ErrInvalidConfig is wrapped by every constructor error: a capacity or
 	// limit <= 0, a rate that is <= 0, NaN, infinite or too fast for the
 	// clock's unit, a period or window <= 0, arithmetic that would overflow,
-	// a nil client, or an option that does not apply to the limiter. Every
+	// a nil client, or an option that does not apply to the limiter and that
+	// the types let through (see Option). Every
 	// call on a nil or zero-value limiter, Composite, Guard, DenyCache or
 	// Shadow, which no constructor returns, wraps it too. It is of class
 	// ErrCaller.
@@ -277,7 +278,9 @@ type config struct {
 // WithClock makes an in-process limiter read time from c instead of the system
 // clock. It does not apply to the Redis limiters, which use the server's TIME,
 // but for RedisCalendarWindow, which computes its windows' bounds from c (the
-// server's TIME still picks the window). A nil c is an error. In tests, c is
+// server's TIME still picks the window). It is a SharedOption, so that one
+// RedisCalendarWindow takes it; the other Redis constructors refuse it with
+// an error wrapping ErrInvalidConfig that names it. A nil c is an error. In tests, c is
 // typically a ratelimittest.Clock, which moves only when told to.
 func WithClock(c Clock) SharedOption {
 	return SharedOption{func(cfg *config) error {
@@ -290,8 +293,9 @@ func WithClock(c Clock) SharedOption {
 }
 
 // WithKeyPrefix sets the string that starts every Redis key of a Redis
-// limiter, in place of its default prefix. It applies to the Redis limiters
-// only. Without it, each Redis limiter uses a default prefix naming its
+// limiter, in place of its default prefix. It is a RedisOption: it applies
+// to the Redis limiters only, and passing it to an in-process limiter's
+// constructor does not compile. Without it, each Redis limiter uses a default prefix naming its
 // algorithm and configuration (DefaultKeyPrefix, the state's name and ":",
 // followed by "<limit>:<param>:", or "keyed:<limit>:<param>:" of its own
 // policy when built WithPolicyFunc), so limiters that decide differently
@@ -331,8 +335,9 @@ func WithKeyPrefix(p string) RedisOption {
 // adds no latency when calls do not overlap, and multiplies the decisions
 // one Redis server can make; turn it off when each decision must travel
 // alone: when a lost reply must put at most one decision in doubt, or when
-// tracing or command metrics must show one script call per decision. It
-// applies to the Redis limiters only.
+// tracing or command metrics must show one script call per decision. It is
+// a RedisOption: it applies to the Redis limiters only, and passing it to an
+// in-process limiter's constructor does not compile.
 func WithoutCoalescing() RedisOption {
 	return redisOnly(func(cfg *config) error {
 		cfg.noCoalesce = true
@@ -352,7 +357,8 @@ func WithoutCoalescing() RedisOption {
 // every Refund, Settle and Reset to it as well (Adjusted), and a
 // concurrency limiter every Release and Extend of its leases, a part of a
 // Composite its own share of the Composite's; a limiter whose hooks do not
-// pays one check of a nil field per adjustment. A nil h is an error.
+// pays one check of a nil field per adjustment. A nil h is an error. It is a
+// SharedOption.
 func WithHooks(h Hooks) SharedOption {
 	return SharedOption{func(cfg *config) error {
 		if isNil(h) {
@@ -366,6 +372,7 @@ func WithHooks(h Hooks) SharedOption {
 // WithName names a limiter in what it reports to its hooks (Decision's
 // Limiter), for metrics labels; without it, the name is the limiter's
 // type, such as "TokenBucket" or "RedisGCRA". An empty name is an error.
+// It is a SharedOption and applies to every limiter of this package.
 func WithName(name string) SharedOption {
 	return SharedOption{func(cfg *config) error {
 		if name == "" {

@@ -82,7 +82,7 @@ type redisCalendarSpan struct {
 // whose Period is not one of the constants or whose FirstWeekday is not a
 // weekday, or whose Location its keys cannot name surely (see Calendar; the
 // error names the zone, and for time.Local says to pass
-// time.LoadLocation("Area/City")), or an option that does not apply.
+// time.LoadLocation("Area/City")), or a nil or invalid option.
 func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts ...RedisOption) (*RedisCalendarWindow, error) {
 	const kind = "NewRedisCalendarWindow"
 	if err := cal.check(kind); err != nil {

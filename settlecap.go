@@ -41,8 +41,8 @@ const UnboundedSettle = -1
 // Settle may leave. They differ most for windows: a window's count, debt
 // or not, lasts until the window ends (see WithMaxDebt), so a cost
 // charged, however bounded, can spend a monthly quota until the month
-// ends, and only a refusal keeps a bogus one from spending it at all. It
-// applies to the twelve rate limiters
+// ends, and only a refusal keeps a bogus one from spending it at all. It is
+// a SharedOption and applies to the twelve rate limiters
 // of this package, in process and on Redis (where it is checked before the
 // script call), and to a Composite through its parts: a Composite's Settle
 // is refused when its cost is above any part's bound, each part's by its
