@@ -228,10 +228,12 @@ type RedisOption interface {
 }
 
 // SharedOption is an option that applies to in-process and Redis limiters
-// alike: it is both an Option and a RedisOption, so one []SharedOption can
-// be passed to either kind of constructor (as opts...) when converted, or
-// its elements one by one. Its zero value is not an option: a constructor
-// given one returns an error.
+// alike: it is both an Option and a RedisOption, so either kind of
+// constructor takes it. Options kept for both kinds in one []SharedOption
+// are passed element by element, or copied into a []Option or a
+// []RedisOption for opts... (Go does not convert one slice type to
+// another). Its zero value is not an option: a constructor given one
+// returns an error wrapping ErrInvalidConfig.
 type SharedOption struct {
 	set func(*config) error
 }
@@ -275,13 +277,14 @@ type config struct {
 	keys keyRules
 }
 
-// WithClock makes an in-process limiter read time from c instead of the system
-// clock. It does not apply to the Redis limiters, which use the server's TIME,
-// but for RedisCalendarWindow, which computes its windows' bounds from c (the
-// server's TIME still picks the window). It is a SharedOption, so that one
-// RedisCalendarWindow takes it; the other Redis constructors refuse it with
-// an error wrapping ErrInvalidConfig that names it. A nil c is an error. In tests, c is
-// typically a ratelimittest.Clock, which moves only when told to.
+// WithClock makes an in-process limiter read time from c instead of the
+// system clock. It does not apply to the Redis limiters, which use the
+// server's TIME, but for RedisCalendarWindow, which computes its windows'
+// bounds from c (the server's TIME still picks the window). It is a
+// SharedOption, so that one RedisCalendarWindow takes it; the other Redis
+// constructors refuse it with an error wrapping ErrInvalidConfig that names
+// it. A nil c is an error. In tests, c is typically a ratelimittest.Clock,
+// which moves only when told to.
 func WithClock(c Clock) SharedOption {
 	return SharedOption{func(cfg *config) error {
 		if isNil(c) {
@@ -295,11 +298,11 @@ func WithClock(c Clock) SharedOption {
 // WithKeyPrefix sets the string that starts every Redis key of a Redis
 // limiter, in place of its default prefix. It is a RedisOption: it applies
 // to the Redis limiters only, and passing it to an in-process limiter's
-// constructor does not compile. Without it, each Redis limiter uses a default prefix naming its
-// algorithm and configuration (DefaultKeyPrefix, the state's name and ":",
-// followed by "<limit>:<param>:", or "keyed:<limit>:<param>:" of its own
-// policy when built WithPolicyFunc), so limiters that decide differently
-// never share a key by accident.
+// constructor does not compile. Without it, each Redis limiter uses a
+// default prefix naming its algorithm and configuration (DefaultKeyPrefix,
+// the state's name and ":", followed by "<limit>:<param>:", or
+// "keyed:<limit>:<param>:" of its own policy when built WithPolicyFunc), so
+// limiters that decide differently never share a key by accident.
 //
 // Given p, a limiter's keys are p, the name of the state its script keeps
 // ("tb", "tb-i" for a token bucket built WithPolicyFunc, "gcra", "gcra-i",
