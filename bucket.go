@@ -30,10 +30,10 @@ type TokenBucket schedule
 // WithMaxKeyLength, WithKeysShown, WithHooks and WithName. It returns an
 // error wrapping ErrInvalidConfig for a capacity <= 0, a refillRate that is
 // <= 0, NaN, infinite or above 1e9 (less than 1 ns per token), a capacity
-// whose fill time overflows, or an option that does not apply.
+// whose fill time overflows, or a nil or invalid option.
 func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBucket, error) {
 	const kind = "NewTokenBucket"
-	cfg, err := applyOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,6 @@ func TestNewTokenBucketRejectsBadConfig(t *testing.T) {
 		{"nil clock", 1, 1, []Option{WithClock(nil)}, "nil clock"},
 		{"typed nil clock", 1, 1, []Option{WithClock((*ratelimittest.Clock)(nil))}, "nil clock"},
 		{"nil option", 1, 1, []Option{nil}, "option 0 is nil"},
-		{"key prefix", 1, 1, []Option{WithKeyPrefix("x:")}, "WithKeyPrefix"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

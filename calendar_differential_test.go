@@ -28,7 +28,7 @@ func newCalendarPair(t *testing.T, limit int, cal Calendar, at time.Time, opts .
 	_, client, move := redistest.Miniredis(t, at)
 	local, err := NewCalendarWindow(limit, cal, append(opts[:len(opts):len(opts)], WithClock(clock))...)
 	require.NoError(t, err)
-	remote, err := NewRedisCalendarWindow(client, limit, cal, append(opts[:len(opts):len(opts)], WithClock(clock))...)
+	remote, err := NewRedisCalendarWindow(client, limit, cal, append(redisOpts(opts), WithClock(clock))...)
 	require.NoError(t, err)
 	return calendarPair{local, remote, func(d time.Duration) {
 		clock.Advance(d)

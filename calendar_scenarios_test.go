@@ -41,7 +41,7 @@ var calendarSubjects = []subject{
 		return NewCalendarWindow(limit, cal, opts...)
 	}),
 	redisCalendarSubject("RedisCalendarWindow", func(client *redis.Client, limit int, cal Calendar, opts ...Option) (Limiter, error) {
-		return NewRedisCalendarWindow(client, limit, cal, opts...)
+		return NewRedisCalendarWindow(client, limit, cal, redisOpts(opts)...)
 	}),
 	// Built with another policy and a PolicyFunc that gives every key the
 	// scenario's: they decide the same.
@@ -49,7 +49,7 @@ var calendarSubjects = []subject{
 		return NewCalendarWindow(7, Calendar{Period: CalendarMonth}, append(opts, WithPolicyFunc(everyKey(limit, cal.Period.Nominal())))...)
 	}),
 	redisCalendarSubject("RedisCalendarWindow/PolicyFunc", func(client *redis.Client, limit int, cal Calendar, opts ...Option) (Limiter, error) {
-		return NewRedisCalendarWindow(client, 7, Calendar{Period: CalendarMonth}, append(opts, WithPolicyFunc(everyKey(limit, cal.Period.Nominal())))...)
+		return NewRedisCalendarWindow(client, 7, Calendar{Period: CalendarMonth}, append(redisOpts(opts), WithPolicyFunc(everyKey(limit, cal.Period.Nominal())))...)
 	}),
 }
 

@@ -69,10 +69,10 @@ const calendarMaxNow = math.MaxInt64 - 2*maxSpan
 //
 // It returns an error wrapping ErrInvalidConfig for a limit <= 0, a
 // Calendar whose Period is not one of the constants or whose FirstWeekday
-// is not a weekday, or an option that does not apply.
+// is not a weekday, or a nil or invalid option.
 func NewCalendarWindow(limit int, cal Calendar, opts ...Option) (*CalendarWindow, error) {
 	const kind = "NewCalendarWindow"
-	cfg, err := applyOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}

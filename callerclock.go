@@ -16,8 +16,9 @@ import "fmt"
 //
 // It applies to every Redis limiter of this package: RedisTokenBucket,
 // RedisGCRA, RedisFixedWindow, RedisSlidingLog, RedisSlidingCounter,
-// RedisCalendarWindow and RedisConcurrency; an in-process limiter (or a
-// FleetShare) built with it fails with ErrInvalidConfig. WithClock still
+// RedisCalendarWindow and RedisConcurrency. It is a RedisOption, so passing
+// it to an in-process limiter's constructor (or a Fleet's Fallback) does not
+// compile. WithClock still
 // does not apply to the Redis limiters, but for RedisCalendarWindow, whose
 // windows' bounds come from WithClock's clock when it is given and from c
 // otherwise. A Composite's Redis parts are decided in one script call on
@@ -80,8 +81,8 @@ import "fmt"
 //
 // Keep clients' clocks synchronized (NTP) well within every period,
 // window and lease TTL.
-func WithCallerClock(c Clock) Option {
-	return func(cfg *config) error {
+func WithCallerClock(c Clock) RedisOption {
+	return redisOnly(func(cfg *config) error {
 		switch {
 		case c == nil:
 			c = systemClock{}
@@ -90,5 +91,5 @@ func WithCallerClock(c Clock) Option {
 		}
 		cfg.callerClock = c
 		return nil
-	}
+	})
 }

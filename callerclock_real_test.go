@@ -49,29 +49,29 @@ type twin struct {
 func twins(client redis.Scripter) []twin {
 	const limit = 5
 	period := 2 * time.Second
-	onRedis := func(f func(...Option) (Limiter, error)) func(Clock) (Limiter, error) {
+	onRedis := func(f func(...RedisOption) (Limiter, error)) func(Clock) (Limiter, error) {
 		return func(c Clock) (Limiter, error) { return f(WithCallerClock(c)) }
 	}
 	inProc := func(f func(...Option) (Limiter, error)) func(Clock) (Limiter, error) {
 		return func(c Clock) (Limiter, error) { return f(WithClock(c)) }
 	}
 	return []twin{
-		{"TokenBucket", onRedis(func(o ...Option) (Limiter, error) { return NewRedisTokenBucket(client, limit, 2.5, o...) }),
+		{"TokenBucket", onRedis(func(o ...RedisOption) (Limiter, error) { return NewRedisTokenBucket(client, limit, 2.5, o...) }),
 			inProc(func(o ...Option) (Limiter, error) { return NewTokenBucket(limit, 2.5, o...) }), true, period, 500 * ms, false},
-		{"GCRA", onRedis(func(o ...Option) (Limiter, error) { return NewRedisGCRA(client, limit, period, o...) }),
+		{"GCRA", onRedis(func(o ...RedisOption) (Limiter, error) { return NewRedisGCRA(client, limit, period, o...) }),
 			inProc(func(o ...Option) (Limiter, error) { return NewGCRA(limit, period, o...) }), true, period, 500 * ms, false},
-		{"FixedWindow", onRedis(func(o ...Option) (Limiter, error) { return NewRedisFixedWindow(client, limit, time.Hour, o...) }),
+		{"FixedWindow", onRedis(func(o ...RedisOption) (Limiter, error) { return NewRedisFixedWindow(client, limit, time.Hour, o...) }),
 			inProc(func(o ...Option) (Limiter, error) { return NewFixedWindow(limit, time.Hour, o...) }), false, time.Hour, 500 * ms, false},
-		{"SlidingLog", onRedis(func(o ...Option) (Limiter, error) { return NewRedisSlidingLog(client, limit, period, o...) }),
+		{"SlidingLog", onRedis(func(o ...RedisOption) (Limiter, error) { return NewRedisSlidingLog(client, limit, period, o...) }),
 			inProc(func(o ...Option) (Limiter, error) { return NewSlidingLog(limit, period, o...) }), true, period, 500 * ms, false},
-		{"SlidingCounter", onRedis(func(o ...Option) (Limiter, error) { return NewRedisSlidingCounter(client, 4, period, o...) }),
+		{"SlidingCounter", onRedis(func(o ...RedisOption) (Limiter, error) { return NewRedisSlidingCounter(client, 4, period, o...) }),
 			inProc(func(o ...Option) (Limiter, error) { return NewSlidingCounter(4, period, o...) }), true, period, 500 * ms, true},
-		{"CalendarWindow", onRedis(func(o ...Option) (Limiter, error) {
+		{"CalendarWindow", onRedis(func(o ...RedisOption) (Limiter, error) {
 			return NewRedisCalendarWindow(client, limit, Calendar{Period: CalendarMinute}, o...)
 		}), inProc(func(o ...Option) (Limiter, error) {
 			return NewCalendarWindow(limit, Calendar{Period: CalendarMinute}, o...)
 		}), true, time.Minute, 5 * time.Second, false},
-		{"Concurrency", onRedis(func(o ...Option) (Limiter, error) { return NewRedisConcurrency(client, limit, period, o...) }),
+		{"Concurrency", onRedis(func(o ...RedisOption) (Limiter, error) { return NewRedisConcurrency(client, limit, period, o...) }),
 			inProc(func(o ...Option) (Limiter, error) { return NewConcurrency(limit, period, o...) }), true, period, 500 * ms, false},
 	}
 }

@@ -38,7 +38,7 @@ type skewEvent struct {
 // one clock's bound by (see the excess functions).
 type skewKind struct {
 	name    string
-	new     func(client redis.Scripter, opts ...Option) (Limiter, error)
+	new     func(client redis.Scripter, opts ...RedisOption) (Limiter, error)
 	maxStep time.Duration // the largest step of the reference clock between calls
 	maxN    int
 	excess  func(events []skewEvent) int
@@ -177,30 +177,36 @@ func heldExcess(limit int, ttl time.Duration) func([]skewEvent) int {
 // D × rate = 5 units of 20) or more than one (the small bucket: D × rate =
 // 20 units of 4).
 var skewKinds = []skewKind{
-	{"RedisTokenBucket 20 per 40 s", func(c redis.Scripter, o ...Option) (Limiter, error) { return NewRedisTokenBucket(c, 20, 0.5, o...) },
+	{"RedisTokenBucket 20 per 40 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
+		return NewRedisTokenBucket(c, 20, 0.5, o...)
+	},
 		time.Second, 2, bucketExcess(20, 2*time.Second)},
-	{"RedisGCRA 20 per 40 s", func(c redis.Scripter, o ...Option) (Limiter, error) { return NewRedisGCRA(c, 20, 40*time.Second, o...) },
+	{"RedisGCRA 20 per 40 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
+		return NewRedisGCRA(c, 20, 40*time.Second, o...)
+	},
 		time.Second, 2, bucketExcess(20, 2*time.Second)},
-	{"RedisGCRA 4 per 2 s", func(c redis.Scripter, o ...Option) (Limiter, error) { return NewRedisGCRA(c, 4, 2*time.Second, o...) },
+	{"RedisGCRA 4 per 2 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
+		return NewRedisGCRA(c, 4, 2*time.Second, o...)
+	},
 		200 * ms, 1, bucketExcess(4, 500*ms)},
-	{"RedisSlidingLog 10 per 20 s", func(c redis.Scripter, o ...Option) (Limiter, error) {
+	{"RedisSlidingLog 10 per 20 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
 		return NewRedisSlidingLog(c, 10, 20*time.Second, o...)
 	},
 		time.Second, 2, spanExcess(10, 20*time.Second)},
-	{"RedisSlidingLog 4 per 4 s", func(c redis.Scripter, o ...Option) (Limiter, error) {
+	{"RedisSlidingLog 4 per 4 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
 		return NewRedisSlidingLog(c, 4, 4*time.Second, o...)
 	},
 		300 * ms, 1, spanExcess(4, 4*time.Second)},
-	{"RedisSlidingCounter 10 per 20 s", func(c redis.Scripter, o ...Option) (Limiter, error) {
+	{"RedisSlidingCounter 10 per 20 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
 		return NewRedisSlidingCounter(c, 10, 20*time.Second, o...)
 	}, time.Second, 2, spanExcess(10, 20*time.Second)},
-	{"RedisCalendarWindow 10 per minute", func(c redis.Scripter, o ...Option) (Limiter, error) {
+	{"RedisCalendarWindow 10 per minute", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
 		return NewRedisCalendarWindow(c, 10, Calendar{Period: CalendarMinute}, o...)
 	}, 2 * time.Second, 2, calendarExcess(10, time.Minute)},
-	{"RedisConcurrency 5 for 20 s", func(c redis.Scripter, o ...Option) (Limiter, error) {
+	{"RedisConcurrency 5 for 20 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
 		return NewRedisConcurrency(c, 5, 20*time.Second, o...)
 	}, time.Second, 1, heldExcess(5, 20*time.Second)},
-	{"RedisConcurrency 3 for 4 s", func(c redis.Scripter, o ...Option) (Limiter, error) {
+	{"RedisConcurrency 3 for 4 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
 		return NewRedisConcurrency(c, 3, 4*time.Second, o...)
 	}, 300 * ms, 1, heldExcess(3, 4*time.Second)},
 }
@@ -245,7 +251,7 @@ func TestCallerClockSkewBehindNeverCreatesUnitsAndAheadTakesAtMostTheBound(t *te
 
 func TestCallerClockSkewDoesNotMoveAFixedWindow(t *testing.T) {
 	t.Parallel()
-	kind := skewKind{"RedisFixedWindow 10 per 20 s", func(c redis.Scripter, o ...Option) (Limiter, error) {
+	kind := skewKind{"RedisFixedWindow 10 per 20 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
 		return NewRedisFixedWindow(c, 10, 20*time.Second, o...)
 	}, time.Second, 2, nil}
 	for seed := range uint64(sized(2, 6)) {
@@ -259,13 +265,19 @@ func TestCallerClockAheadOfAnEmptiedKeyTakesDTimesRateCappedAtTheLimit(t *testin
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name      string
-		new       func(c redis.Scripter, o ...Option) (Limiter, error)
+		new       func(c redis.Scripter, o ...RedisOption) (Limiter, error)
 		limit     int
 		wantEarly int
 	}{
-		{"RedisTokenBucket 20 per 40 s", func(c redis.Scripter, o ...Option) (Limiter, error) { return NewRedisTokenBucket(c, 20, 0.5, o...) }, 20, 5},
-		{"RedisGCRA 20 per 40 s", func(c redis.Scripter, o ...Option) (Limiter, error) { return NewRedisGCRA(c, 20, 40*time.Second, o...) }, 20, 5},
-		{"RedisGCRA 4 per 2 s", func(c redis.Scripter, o ...Option) (Limiter, error) { return NewRedisGCRA(c, 4, 2*time.Second, o...) }, 4, 4},
+		{"RedisTokenBucket 20 per 40 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
+			return NewRedisTokenBucket(c, 20, 0.5, o...)
+		}, 20, 5},
+		{"RedisGCRA 20 per 40 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
+			return NewRedisGCRA(c, 20, 40*time.Second, o...)
+		}, 20, 5},
+		{"RedisGCRA 4 per 2 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
+			return NewRedisGCRA(c, 4, 2*time.Second, o...)
+		}, 4, 4},
 	} {
 		_, client, _ := redistest.Miniredis(t, farFromEpoch)
 		ref := ratelimittest.NewClock(epoch)

@@ -20,30 +20,30 @@ import (
 // client with limit per period (a concurrency limiter's TTL) and opts.
 type callerClockKind struct {
 	name string
-	new  func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (Limiter, error)
+	new  func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (Limiter, error)
 }
 
 // callerClockKinds are every Redis limiter of this package.
 var callerClockKinds = []callerClockKind{
-	{"RedisTokenBucket", func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+	{"RedisTokenBucket", func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (Limiter, error) {
 		return NewRedisTokenBucket(c, limit, float64(limit)/period.Seconds(), opts...)
 	}},
-	{"RedisGCRA", func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+	{"RedisGCRA", func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (Limiter, error) {
 		return NewRedisGCRA(c, limit, period, opts...)
 	}},
-	{"RedisFixedWindow", func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+	{"RedisFixedWindow", func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (Limiter, error) {
 		return NewRedisFixedWindow(c, limit, period, opts...)
 	}},
-	{"RedisSlidingLog", func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+	{"RedisSlidingLog", func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (Limiter, error) {
 		return NewRedisSlidingLog(c, limit, period, opts...)
 	}},
-	{"RedisSlidingCounter", func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+	{"RedisSlidingCounter", func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (Limiter, error) {
 		return NewRedisSlidingCounter(c, limit, period, opts...)
 	}},
-	{"RedisCalendarWindow", func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+	{"RedisCalendarWindow", func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (Limiter, error) {
 		return NewRedisCalendarWindow(c, limit, Calendar{Period: periodOfNominal(period)}, opts...)
 	}},
-	{"RedisConcurrency", func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (Limiter, error) {
+	{"RedisConcurrency", func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (Limiter, error) {
 		return NewRedisConcurrency(c, limit, period, opts...)
 	}},
 }
@@ -80,7 +80,7 @@ func TestNoCallerClockScriptCallsTIME(t *testing.T) {
 	assert.NotContains(t, string(read), "'TIME'")
 }
 
-func TestWithCallerClockAppliesToEveryRedisLimiterOnly(t *testing.T) {
+func TestWithCallerClockAppliesToEveryRedisLimiter(t *testing.T) {
 	_, client, _ := redistest.Miniredis(t, epoch)
 	clock := ratelimittest.NewClock(epoch)
 	for _, kind := range callerClockKinds {
@@ -97,29 +97,14 @@ func TestWithCallerClockAppliesToEveryRedisLimiterOnly(t *testing.T) {
 			assert.ErrorIs(t, err, ErrInvalidConfig, kind.name)
 		}
 	}
-	inProcess := map[string]func(opts ...Option) error{
-		"TokenBucket":    func(o ...Option) error { _, err := NewTokenBucket(5, 1, o...); return err },
-		"GCRA":           func(o ...Option) error { _, err := NewGCRA(5, time.Second, o...); return err },
-		"FixedWindow":    func(o ...Option) error { _, err := NewFixedWindow(5, time.Second, o...); return err },
-		"SlidingLog":     func(o ...Option) error { _, err := NewSlidingLog(5, time.Second, o...); return err },
-		"SlidingCounter": func(o ...Option) error { _, err := NewSlidingCounter(5, time.Second, o...); return err },
-		"CalendarWindow": func(o ...Option) error {
-			_, err := NewCalendarWindow(5, Calendar{Period: CalendarMinute}, o...)
-			return err
-		},
-		"Concurrency": func(o ...Option) error { _, err := NewConcurrency(5, time.Second, o...); return err },
-	}
-	for name, build := range inProcess {
-		err := build(WithCallerClock(clock))
-		assert.ErrorIs(t, err, ErrInvalidConfig, name)
-		assert.ErrorContains(t, err, "WithCallerClock applies to Redis limiters only", name)
-	}
+	// In process, WithCallerClock does not compile: see
+	// TestRedisOnlyOptionsDoNotCompileInProcess.
 }
 
 func TestACompositeRefusesRedisPartsOnDifferentClocks(t *testing.T) {
 	_, client, _ := redistest.Miniredis(t, epoch)
 	a, b := ratelimittest.NewClock(epoch), ratelimittest.NewClock(epoch)
-	part := func(name string, opts ...Option) Part {
+	part := func(name string, opts ...RedisOption) Part {
 		l, err := NewRedisGCRA(client, 5, time.Second, append(opts, WithKeyPrefix(name+":"))...)
 		require.NoError(t, err)
 		return Part{Name: name, Limiter: l}
@@ -149,7 +134,7 @@ func TestACompositeRefusesRedisPartsOnDifferentClocks(t *testing.T) {
 }
 
 // concurrencyPart returns a Part of a RedisConcurrency of 5 on client.
-func concurrencyPart(t *testing.T, client redis.Scripter, opts ...Option) Part {
+func concurrencyPart(t *testing.T, client redis.Scripter, opts ...RedisOption) Part {
 	l, err := NewRedisConcurrency(client, 5, time.Second, opts...)
 	require.NoError(t, err)
 	return Part{Name: "jobs", Limiter: l}
@@ -166,7 +151,7 @@ func TestACallerClockOutOfRangeFailsTheCallAndWritesNothing(t *testing.T) {
 	} {
 		clock := ratelimittest.NewClock(at)
 		for _, kind := range callerClockKinds {
-			for _, opts := range [][]Option{{WithCallerClock(clock)}, {WithCallerClock(clock), WithoutCoalescing()}} {
+			for _, opts := range [][]RedisOption{{WithCallerClock(clock)}, {WithCallerClock(clock), WithoutCoalescing()}} {
 				l, err := kind.new(client, 5, time.Minute, opts...)
 				require.NoError(t, err)
 				res, err := l.Allow(context.Background(), "k", 1)

@@ -197,9 +197,6 @@ func TestRedisLimitersWithoutCoalescingSendOneCallPerDecision(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, int64(320), evalshaCalls(t, client)-before)
-
-	_, err = NewTokenBucket(1, 1, WithoutCoalescing())
-	require.ErrorIs(t, err, ErrInvalidConfig, "in-process limiters do not coalesce")
 }
 
 func TestRealRedisLimitersWorkThroughAnAutoPipeliner(t *testing.T) {

@@ -71,13 +71,13 @@ func inProcessLimiters(clock Clock) limiters {
 func redisLimiters(client redis.Scripter) limiters {
 	return limiters{
 		bucket: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
-			return NewRedisTokenBucket(client, limit, float64(limit)/period.Seconds(), opts...)
+			return NewRedisTokenBucket(client, limit, float64(limit)/period.Seconds(), redisOpts(opts)...)
 		},
 		gcra: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
-			return NewRedisGCRA(client, limit, period, opts...)
+			return NewRedisGCRA(client, limit, period, redisOpts(opts)...)
 		},
 		window: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
-			return NewRedisFixedWindow(client, limit, period, opts...)
+			return NewRedisFixedWindow(client, limit, period, redisOpts(opts)...)
 		},
 	}
 }

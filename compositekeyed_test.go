@@ -68,8 +68,9 @@ func (s *keyedSetup) build(t *testing.T, client *redis.Client, opts ...Option) *
 		if p.policies != nil {
 			o = append(o, WithPolicyFunc(s.plans[i].f))
 		}
-		if client != nil && s.prefix != "" {
-			o = append(o, WithKeyPrefix(s.prefix+p.name+":"))
+		ro := redisOpts(o)
+		if s.prefix != "" {
+			ro = append(ro, WithKeyPrefix(s.prefix+p.name+":"))
 		}
 		var l Limiter
 		var err error
@@ -81,11 +82,11 @@ func (s *keyedSetup) build(t *testing.T, client *redis.Client, opts ...Option) *
 		case client == nil:
 			l, err = NewTokenBucket(p.own.Limit, perSecond(p.own), o...)
 		case p.window:
-			l, err = NewRedisFixedWindow(client, p.own.Limit, p.own.Window, o...)
+			l, err = NewRedisFixedWindow(client, p.own.Limit, p.own.Window, ro...)
 		case p.gcra:
-			l, err = NewRedisGCRA(client, p.own.Limit, p.own.Window, o...)
+			l, err = NewRedisGCRA(client, p.own.Limit, p.own.Window, ro...)
 		default:
-			l, err = NewRedisTokenBucket(client, p.own.Limit, perSecond(p.own), o...)
+			l, err = NewRedisTokenBucket(client, p.own.Limit, perSecond(p.own), ro...)
 		}
 		require.NoError(t, err, p.name)
 		parts = append(parts, Part{Name: p.name, Limiter: l, Key: p.key, PerCall: p.perCall})

@@ -55,13 +55,16 @@ type Concurrency struct {
 // key, whose leases last ttl unless extended. Its Policy is {limit, ttl},
 // reported with InFlight set. It takes WithClock, WithPolicyFunc (a key's
 // Policy{Limit, Window} is its limit and TTL), WithMaxKeyLength,
-// WithKeysShown, WithHooks and WithName; any other option is an error
-// wrapping ErrInvalidConfig, as is a limit <= 0 or above MaxInFlight, or a
+// WithKeysShown, WithHooks and WithName; WithMaxDebt and WithMaxSettle
+// are errors wrapping ErrInvalidConfig that name them, as is a limit <= 0 or above MaxInFlight, or a
 // ttl below 1 ms, not a whole number of microseconds, or above about 73
 // years.
 func NewConcurrency(limit int, ttl time.Duration, opts ...Option) (*Concurrency, error) {
 	const kind = "NewConcurrency"
-	cfg, err := applyInFlightOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
+	if err == nil {
+		err = inFlightOptions(kind, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -89,17 +92,17 @@ func NewConcurrency(limit int, ttl time.Duration, opts ...Option) (*Concurrency,
 // or extended.
 func heldUntil(h *heldUnits) int64 { return h.latest }
 
-// applyInFlightOptions is applyOptions for a concurrency limiter, which
-// refuses WithMaxDebt and WithMaxSettle: it has no debt and no Settle.
-func applyInFlightOptions(kind string, where backend, opts []Option) (config, error) {
-	cfg, err := applyOptions(kind, where, opts)
-	if err == nil && cfg.maxDebtSet {
-		err = fmt.Errorf("%w: %s: WithMaxDebt does not apply; a concurrency limiter has no debt", ErrInvalidConfig, kind)
+// inFlightOptions refuses the options a concurrency limiter's cfg was
+// given that do not apply to it: WithMaxDebt and WithMaxSettle, since it
+// has no debt and no Settle.
+func inFlightOptions(kind string, cfg config) error {
+	if cfg.maxDebtSet {
+		return fmt.Errorf("%w: %s: WithMaxDebt does not apply; a concurrency limiter has no debt", ErrInvalidConfig, kind)
 	}
-	if err == nil && cfg.maxSettleSet {
-		err = fmt.Errorf("%w: %s: WithMaxSettle does not apply; a concurrency limiter has no Settle", ErrInvalidConfig, kind)
+	if cfg.maxSettleSet {
+		return fmt.Errorf("%w: %s: WithMaxSettle does not apply; a concurrency limiter has no Settle", ErrInvalidConfig, kind)
 	}
-	return cfg, err
+	return nil
 }
 
 // newInFlightObserver returns the observer of a concurrency limiter of

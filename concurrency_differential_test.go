@@ -155,7 +155,7 @@ func runHeldDifferential(t *testing.T, r *rand.Rand, steps int, plans []Policy) 
 	local, err := NewConcurrency(own.Limit, own.Window, append([]Option{WithClock(clock)}, opts...)...)
 	require.NoError(t, err)
 	m, client, advance := miniredisClock(t)
-	remote, err := NewRedisConcurrency(client, own.Limit, own.Window, opts...)
+	remote, err := NewRedisConcurrency(client, own.Limit, own.Window, redisOpts(opts)...)
 	require.NoError(t, err)
 	model := &heldModel{now: epoch.UnixMicro(), leases: map[string]map[int]modelLease{}}
 	keys := []string{"a", "b", "c"}

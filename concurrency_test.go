@@ -93,7 +93,6 @@ func TestConcurrencyRefusesBadConfiguration(t *testing.T) {
 		"ttl below 1ms":    func() (*Concurrency, error) { return NewConcurrency(1, time.Microsecond) },
 		"ttl not whole µs": func() (*Concurrency, error) { return NewConcurrency(1, time.Second+1) },
 		"max debt":         func() (*Concurrency, error) { return NewConcurrency(1, time.Second, WithMaxDebt(1)) },
-		"key prefix":       func() (*Concurrency, error) { return NewConcurrency(1, time.Second, WithKeyPrefix("x")) },
 	} {
 		_, err := build()
 		assert.ErrorIs(t, err, ErrInvalidConfig, name)

@@ -65,21 +65,23 @@ const UnboundedDebt = -1
 // further in debt (after its policy was lowered, say) keeps its debt: a
 // Settle never lowers it. Refund, Allow and Reset are unaffected. A Settle
 // above WithMaxSettle's bound (ten limits by default) is refused before
-// this bound applies. It applies to the twelve rate limiters of this
-// package, and to a Composite through its parts: each part's key is
+// this bound applies. It is a SharedOption and applies to the twelve rate
+// limiters of this package (a concurrency limiter, which has no debt,
+// refuses it with an error wrapping ErrInvalidConfig that names it), and
+// to a Composite through its parts: each part's key is
 // bounded by its own limiter's option. On
 // Redis the bound travels with the Settle in its one script call, and
 // decides exactly as in process. A limits below 0 other than
 // UnboundedDebt is an error wrapping ErrInvalidConfig; a very large one
 // is the same as UnboundedDebt.
-func WithMaxDebt(limits int) Option {
-	return func(cfg *config) error {
+func WithMaxDebt(limits int) SharedOption {
+	return SharedOption{func(cfg *config) error {
 		if limits < 0 && limits != UnboundedDebt {
 			return fmt.Errorf("%w: WithMaxDebt: %d limits; want >= 0, or UnboundedDebt", ErrInvalidConfig, limits)
 		}
 		cfg.maxDebt, cfg.maxDebtSet = debtCap(limits), true
 		return nil
-	}
+	}}
 }
 
 // debtCap is a limiter's bound on debt: the most a Settle may leave a key

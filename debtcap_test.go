@@ -22,11 +22,13 @@ func TestWithMaxDebtRefusesNegativeBoundsOtherThanUnbounded(t *testing.T) {
 		"GCRA":        func(opts ...Option) (Limiter, error) { return NewGCRA(10, time.Minute, opts...) },
 		"FixedWindow": func(opts ...Option) (Limiter, error) { return NewFixedWindow(10, time.Minute, opts...) },
 		"RedisTokenBucket": func(opts ...Option) (Limiter, error) {
-			return NewRedisTokenBucket(client, 10, 1, opts...)
+			return NewRedisTokenBucket(client, 10, 1, redisOpts(opts)...)
 		},
-		"RedisGCRA": func(opts ...Option) (Limiter, error) { return NewRedisGCRA(client, 10, time.Minute, opts...) },
+		"RedisGCRA": func(opts ...Option) (Limiter, error) {
+			return NewRedisGCRA(client, 10, time.Minute, redisOpts(opts)...)
+		},
 		"RedisFixedWindow": func(opts ...Option) (Limiter, error) {
-			return NewRedisFixedWindow(client, 10, time.Minute, opts...)
+			return NewRedisFixedWindow(client, 10, time.Minute, redisOpts(opts)...)
 		},
 	}
 	for name, build := range builds {
@@ -163,14 +165,16 @@ func TestRealRedisABogusUsageCostsAMinuteNotDays(t *testing.T) {
 	ctx := context.Background()
 	builds := map[string]func(opts ...Option) (Adjuster, error){
 		"RedisTokenBucket": func(opts ...Option) (Adjuster, error) {
-			return NewRedisTokenBucket(client, 100, 100.0/60, opts...)
+			return NewRedisTokenBucket(client, 100, 100.0/60, redisOpts(opts)...)
 		},
-		"RedisGCRA": func(opts ...Option) (Adjuster, error) { return NewRedisGCRA(client, 100, time.Minute, opts...) },
+		"RedisGCRA": func(opts ...Option) (Adjuster, error) {
+			return NewRedisGCRA(client, 100, time.Minute, redisOpts(opts)...)
+		},
 		"RedisGCRA/PolicyFunc": func(opts ...Option) (Adjuster, error) {
-			return NewRedisGCRA(client, 3, time.Hour, append(opts, WithPolicyFunc(everyKey(100, time.Minute)))...)
+			return NewRedisGCRA(client, 3, time.Hour, append(redisOpts(opts), WithPolicyFunc(everyKey(100, time.Minute)))...)
 		},
 		"RedisFixedWindow": func(opts ...Option) (Adjuster, error) {
-			return NewRedisFixedWindow(client, 100, time.Minute, opts...)
+			return NewRedisFixedWindow(client, 100, time.Minute, redisOpts(opts)...)
 		},
 	}
 	// Waits measured on the server's clock, which moves on between calls.

@@ -186,19 +186,19 @@ func stackKinds() []stackKind {
 			return l
 		}, cal)},
 		{"RedisSlidingLog", true, 1, onRedis(func(t *testing.T, e *stackEnv, o []Option) stackLimiter {
-			l, err := NewRedisSlidingLog(e.client, limit, window, o...)
+			l, err := NewRedisSlidingLog(e.client, limit, window, redisOpts(o)...)
 			require.NoError(t, err)
 			return l
 		}, log)},
 		{"RedisSlidingCounter", true, 1, onRedis(func(t *testing.T, e *stackEnv, o []Option) stackLimiter {
-			l, err := NewRedisSlidingCounter(e.client, limit, window, o...)
+			l, err := NewRedisSlidingCounter(e.client, limit, window, redisOpts(o)...)
 			require.NoError(t, err)
 			return l
 		}, counter)},
 		{"RedisCalendarWindow", true, 1, onRedis(func(t *testing.T, e *stackEnv, o []Option) stackLimiter {
 			// The client computes the bounds from a clock that reads
 			// miniredis's time.
-			l, err := NewRedisCalendarWindow(e.client, limit, Calendar{Period: CalendarMinute}, append(o, WithClock(e.clock))...)
+			l, err := NewRedisCalendarWindow(e.client, limit, Calendar{Period: CalendarMinute}, append(redisOpts(o), WithClock(e.clock))...)
 			require.NoError(t, err)
 			return l
 		}, cal)},
@@ -208,7 +208,7 @@ func stackKinds() []stackKind {
 			return l
 		}, zonedCal)},
 		{"RedisCalendarWindowInAKeysZone", true, 1, onRedis(func(t *testing.T, e *stackEnv, o []Option) stackLimiter {
-			l, err := NewRedisCalendarWindow(e.client, limit, Calendar{Period: CalendarMinute}, append(o, WithClock(e.clock), inAKeysZone)...)
+			l, err := NewRedisCalendarWindow(e.client, limit, Calendar{Period: CalendarMinute}, append(redisOpts(o), WithClock(e.clock), inAKeysZone)...)
 			require.NoError(t, err)
 			return l
 		}, zonedCal)},
@@ -220,9 +220,9 @@ func stackKinds() []stackKind {
 			return composite(t, perUser, minute)
 		}, localComposite)},
 		{"RedisComposite", true, 2, onRedis(func(t *testing.T, e *stackEnv, o []Option) stackLimiter {
-			perUser, err := NewRedisSlidingLog(e.client, limit, window, o...)
+			perUser, err := NewRedisSlidingLog(e.client, limit, window, redisOpts(o)...)
 			require.NoError(t, err)
-			minute, err := NewRedisCalendarWindow(e.client, 6, Calendar{Period: CalendarMinute}, append(o, WithClock(e.clock))...)
+			minute, err := NewRedisCalendarWindow(e.client, 6, Calendar{Period: CalendarMinute}, append(redisOpts(o), WithClock(e.clock))...)
 			require.NoError(t, err)
 			return composite(t, perUser, minute)
 		}, localComposite)},

@@ -196,10 +196,10 @@ func TestDenyCacheLocalAnswersKeepTheGodocsPromise(t *testing.T) {
 			return NewFixedWindow(4, time.Second, opts...)
 		}),
 		miniredisSubject("RedisGCRA", func(client *redis.Client, _ int, _ time.Duration, opts ...Option) (Limiter, error) {
-			return NewRedisGCRA(client, 4, time.Second, opts...)
+			return NewRedisGCRA(client, 4, time.Second, redisOpts(opts)...)
 		}),
 		miniredisSubject("RedisFixedWindow", func(client *redis.Client, _ int, _ time.Duration, opts ...Option) (Limiter, error) {
-			return NewRedisFixedWindow(client, 4, time.Second, opts...)
+			return NewRedisFixedWindow(client, 4, time.Second, redisOpts(opts)...)
 		}),
 	}
 	type denialSeen struct {

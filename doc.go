@@ -41,10 +41,15 @@
 // Options (WithKeyPrefix, WithPolicyFunc, ...), so that the usual call is
 // short; the services around them (Guard, DenyCache, Shadow, Prefetch,
 // Fleet, PolicyTable, Breaker) take a Config struct, whose zero fields are
-// the defaults and each of whose fields documents one knob. An Option that
-// does not apply to a limiter is refused by its constructor with an error
-// wrapping ErrInvalidConfig that names it. The test clock lives in package
-// ratelimittest.
+// the defaults and each of whose fields documents one knob. The in-process
+// constructors take Options and the Redis ones RedisOptions; the options
+// that apply to both return a SharedOption, which is each, so an option
+// that applies to Redis limiters only (WithKeyPrefix, WithoutCoalescing,
+// WithCallerClock) does not compile in process. What the types cannot say
+// (WithClock on a Redis limiter but RedisCalendarWindow, WithMaxDebt or
+// WithMaxSettle on a concurrency limiter) is refused by the constructor
+// with an error wrapping ErrInvalidConfig that names the option. The test
+// clock lives in package ratelimittest.
 //
 // # One decision
 //

@@ -48,10 +48,10 @@ type openWindow struct {
 // key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
 // WithMaxKeyLength, WithKeysShown, WithHooks and WithName. It returns an
 // error wrapping ErrInvalidConfig for a limit <= 0, a window <= 0 or beyond
-// about 73 years, or an option that does not apply.
+// about 73 years, or a nil or invalid option.
 func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWindow, error) {
 	const kind = "NewFixedWindow"
-	cfg, err := applyOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -456,7 +456,6 @@ func TestFallbackRefusesWhatItCannotMirror(t *testing.T) {
 		"in-process parts":   {localComposite, nil, "in process already"},
 		"zero Composite":     {&Composite{}, nil, "zero-value"},
 		"PolicyFunc option":  {redisBucket, []Option{WithPolicyFunc(func(context.Context, string) (Policy, error) { return Policy{}, nil })}, "WithPolicyFunc does not apply"},
-		"Redis option":       {redisBucket, []Option{WithKeyPrefix("p:")}, "WithKeyPrefix"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			fb, err := fleet.Fallback(c.backend, c.opts...)

@@ -166,7 +166,7 @@ func (f *Fleet) Fallback(backend Limiter, opts ...Option) (Limiter, error) {
 	if f == nil || f.client == nil {
 		return nil, notBuilt("Fleet")
 	}
-	cfg, err := applyOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ func withoutSettleBounds(opts []Option) []Option {
 	var kept []Option
 	for _, opt := range opts {
 		var cfg config
-		if opt != nil && opt(&cfg) == nil && (cfg.maxDebtSet || cfg.maxSettleSet) {
+		if opt != nil && opt.applyLocal(&cfg) == nil && (cfg.maxDebtSet || cfg.maxSettleSet) {
 			continue
 		}
 		kept = append(kept, opt)

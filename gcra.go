@@ -24,10 +24,10 @@ type GCRA schedule
 // It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
 // WithMaxKeyLength, WithKeysShown, WithHooks and WithName. It returns an
 // error wrapping ErrInvalidConfig for a limit <= 0, a period <= 0, a
-// period/limit under 1 ns, or an option that does not apply.
+// period/limit under 1 ns, or a nil or invalid option.
 func NewGCRA(limit int, period time.Duration, opts ...Option) (*GCRA, error) {
 	const kind = "NewGCRA"
-	cfg, err := applyOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -25,18 +25,19 @@ var ErrInvalidKey error = &classed{"ratelimit: invalid key", ErrCaller}
 // included) fails with an error wrapping ErrInvalidKey that gives its
 // length, not the key. Without it, the bound is DefaultMaxKeyLength. The
 // bound is on the caller's key; a Redis limiter's key prefix comes on top.
-// It applies to every limiter of this package; a Prefetch refuses such keys
+// It is a SharedOption and applies to every limiter of this package, in
+// process and on Redis; a Prefetch refuses such keys
 // as its backend does, before it keeps anything of them, and a Guard,
 // DenyCache or Shadow returns its backend's error. An n below 1 is an
 // error wrapping ErrInvalidConfig.
-func WithMaxKeyLength(n int) Option {
-	return func(cfg *config) error {
+func WithMaxKeyLength(n int) SharedOption {
+	return SharedOption{func(cfg *config) error {
 		if n < 1 {
 			return fmt.Errorf("%w: WithMaxKeyLength: %d; want >= 1", ErrInvalidConfig, n)
 		}
 		cfg.keys.max = n
 		return nil
-	}
+	}}
 }
 
 // WithKeysShown makes a limiter show keys whole in its errors and in
@@ -44,15 +45,16 @@ func WithMaxKeyLength(n int) Option {
 // a key appears as KeyDigest gives it, so that an API key or a token used
 // as a rate-limit key never reaches a log through an error or a hook.
 // Give it when keys are not secrets (user ids, addresses) and logs should
-// name them. It applies to every limiter of this package. A Composite
+// name them. It is a SharedOption and applies to every limiter of this
+// package. A Composite
 // shows keys when all its parts were built with it (each part reports as
 // it was built); a Guard, DenyCache, Shadow or Prefetch shows them as its
 // backend does, and never does over a Limiter of another package.
-func WithKeysShown() Option {
-	return func(cfg *config) error {
+func WithKeysShown() SharedOption {
+	return SharedOption{func(cfg *config) error {
 		cfg.keys.shown = true
 		return nil
-	}
+	}}
 }
 
 // keyOptions returns the options that give a limiter the key rules k: a

@@ -74,33 +74,33 @@ func keyRuleSubjects() []keyRuleSubject {
 			return must(t, l, err)
 		}},
 		{"RedisTokenBucket", true, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
-			l, err := NewRedisTokenBucket(e.client, 3, 1, o...)
+			l, err := NewRedisTokenBucket(e.client, 3, 1, redisOpts(o)...)
 			return must(t, l, err)
 		}},
 		{"RedisGCRA", true, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
-			l, err := NewRedisGCRA(e.client, 3, w, o...)
+			l, err := NewRedisGCRA(e.client, 3, w, redisOpts(o)...)
 			return must(t, l, err)
 		}},
 		{"RedisFixedWindow", true, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
-			l, err := NewRedisFixedWindow(e.client, 3, w, o...)
+			l, err := NewRedisFixedWindow(e.client, 3, w, redisOpts(o)...)
 			return must(t, l, err)
 		}},
 		{"RedisSlidingLog", true, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
-			l, err := NewRedisSlidingLog(e.client, 3, w, o...)
+			l, err := NewRedisSlidingLog(e.client, 3, w, redisOpts(o)...)
 			return must(t, l, err)
 		}},
 		{"RedisSlidingCounter", true, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
-			l, err := NewRedisSlidingCounter(e.client, 3, w, o...)
+			l, err := NewRedisSlidingCounter(e.client, 3, w, redisOpts(o)...)
 			return must(t, l, err)
 		}},
 		{"RedisCalendarWindow", true, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
 			// Days: a real server's clock, which e.clock reads, crosses no
 			// boundary within a test.
-			l, err := NewRedisCalendarWindow(e.client, 3, Calendar{Period: CalendarDay}, append(o, WithClock(e.clock))...)
+			l, err := NewRedisCalendarWindow(e.client, 3, Calendar{Period: CalendarDay}, append(redisOpts(o), WithClock(e.clock))...)
 			return must(t, l, err)
 		}},
 		{"RedisConcurrency", true, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
-			l, err := NewRedisConcurrency(e.client, 3, w, o...)
+			l, err := NewRedisConcurrency(e.client, 3, w, redisOpts(o)...)
 			return must(t, l, err)
 		}},
 	}
@@ -127,7 +127,7 @@ func keyStacks() []keyRuleSubject {
 		hooksOf := func(o []Option) Hooks {
 			var cfg config
 			for _, opt := range o {
-				_ = opt(&cfg)
+				_ = opt.applyLocal(&cfg)
 			}
 			return cfg.hooks
 		}

@@ -98,26 +98,26 @@ func TestEveryKindsKeyPrefixesStayAsStored(t *testing.T) {
 	_, client, _ := miniredisClock(t)
 	pf := WithPolicyFunc(func(context.Context, string) (Policy, error) { return Policy{}, nil })
 	cal := Calendar{Period: CalendarDay, Location: time.UTC}
-	build := map[string]func(opts ...Option) (prefixed, error){
-		"tb": func(opts ...Option) (prefixed, error) {
+	build := map[string]func(opts ...RedisOption) (prefixed, error){
+		"tb": func(opts ...RedisOption) (prefixed, error) {
 			return NewRedisTokenBucket(client, 10, 5, opts...)
 		},
-		"gcra": func(opts ...Option) (prefixed, error) {
+		"gcra": func(opts ...RedisOption) (prefixed, error) {
 			return NewRedisGCRA(client, 10, 2*time.Second, opts...)
 		},
-		"fw": func(opts ...Option) (prefixed, error) {
+		"fw": func(opts ...RedisOption) (prefixed, error) {
 			return NewRedisFixedWindow(client, 10, 2*time.Second, opts...)
 		},
-		"sl": func(opts ...Option) (prefixed, error) {
+		"sl": func(opts ...RedisOption) (prefixed, error) {
 			return NewRedisSlidingLog(client, 10, 2*time.Second, opts...)
 		},
-		"sc": func(opts ...Option) (prefixed, error) {
+		"sc": func(opts ...RedisOption) (prefixed, error) {
 			return NewRedisSlidingCounter(client, 10, 2*time.Second, opts...)
 		},
-		"cal": func(opts ...Option) (prefixed, error) {
+		"cal": func(opts ...RedisOption) (prefixed, error) {
 			return NewRedisCalendarWindow(client, 10, cal, opts...)
 		},
-		"inflight": func(opts ...Option) (prefixed, error) {
+		"inflight": func(opts ...RedisOption) (prefixed, error) {
 			return NewRedisConcurrency(client, 10, 2*time.Second, opts...)
 		},
 	}
@@ -132,7 +132,7 @@ func TestEveryKindsKeyPrefixesStayAsStored(t *testing.T) {
 	}
 	for name, b := range build {
 		var got [4]string
-		for i, opts := range [][]Option{nil, {pf}, {WithKeyPrefix("p:")}, {WithKeyPrefix("p:"), pf}} {
+		for i, opts := range [][]RedisOption{nil, {pf}, {WithKeyPrefix("p:")}, {WithKeyPrefix("p:"), pf}} {
 			l, err := b(opts...)
 			require.NoError(t, err, name)
 			got[i] = l.KeyPrefix()

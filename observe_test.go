@@ -21,12 +21,12 @@ func observedLimiters(t *testing.T, opts ...Option) map[string]Limiter {
 		"TokenBucket":      func() (Limiter, error) { return NewTokenBucket(3, 1, local...) },
 		"GCRA":             func() (Limiter, error) { return NewGCRA(3, 3*time.Second, local...) },
 		"FixedWindow":      func() (Limiter, error) { return NewFixedWindow(3, 3*time.Second, local...) },
-		"RedisTokenBucket": func() (Limiter, error) { return NewRedisTokenBucket(client, 3, 1, opts...) },
-		"RedisGCRA":        func() (Limiter, error) { return NewRedisGCRA(client, 3, 3*time.Second, opts...) },
-		"RedisFixedWindow": func() (Limiter, error) { return NewRedisFixedWindow(client, 3, 3*time.Second, opts...) },
+		"RedisTokenBucket": func() (Limiter, error) { return NewRedisTokenBucket(client, 3, 1, redisOpts(opts)...) },
+		"RedisGCRA":        func() (Limiter, error) { return NewRedisGCRA(client, 3, 3*time.Second, redisOpts(opts)...) },
+		"RedisFixedWindow": func() (Limiter, error) { return NewRedisFixedWindow(client, 3, 3*time.Second, redisOpts(opts)...) },
 
 		"SlidingCounter":      func() (Limiter, error) { return NewSlidingCounter(3, 3*time.Second, local...) },
-		"RedisSlidingCounter": func() (Limiter, error) { return NewRedisSlidingCounter(client, 3, 3*time.Second, opts...) },
+		"RedisSlidingCounter": func() (Limiter, error) { return NewRedisSlidingCounter(client, 3, 3*time.Second, redisOpts(opts)...) },
 	}
 	limiters := make(map[string]Limiter, len(made))
 	for name, build := range made {

@@ -20,8 +20,10 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 // WithPolicyFunc makes a limiter decide each call by the policy f returns
 // for its key, for plans and per-customer overrides that change
 // while the program runs. The constructor's parameters are the limiter's
-// Policy, used for keys f gives the zero Policy. It applies to the fourteen
-// limiters of this package, and a nil f is an error.
+// Policy, used for keys f gives the zero Policy. It is a SharedOption and
+// applies to the fourteen limiters of this package (a Fleet's Fallback,
+// whose policy is its share of the backend's, refuses it by name), and a
+// nil f is an error.
 //
 // A Policy{Limit: L, Window: W} means, for each algorithm:
 //   - TokenBucket, RedisTokenBucket: capacity L, one token every W/L (in the
@@ -110,14 +112,14 @@ type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 // converting its key's state the same way. An error of any part's f, or a
 // policy its limiter refuses, fails the whole call with the error above
 // (naming the part and its key) and changes no part.
-func WithPolicyFunc(f PolicyFunc) Option {
-	return func(cfg *config) error {
+func WithPolicyFunc(f PolicyFunc) SharedOption {
+	return SharedOption{func(cfg *config) error {
 		if f == nil {
 			return fmt.Errorf("%w: WithPolicyFunc: nil function", ErrInvalidConfig)
 		}
 		cfg.policyFunc = f
 		return nil
-	}
+	}}
 }
 
 // policyFunc resolves the policy of a call of a limiter built WithPolicyFunc. It

@@ -61,13 +61,13 @@ var (
 		return NewFixedWindow(own.Limit, own.Window, opts...)
 	}
 	buildRedisTokenBucket = func(client *redis.Client, own Policy, opts ...Option) (Adjuster, error) {
-		return NewRedisTokenBucket(client, own.Limit, perSecond(own), opts...)
+		return NewRedisTokenBucket(client, own.Limit, perSecond(own), redisOpts(opts)...)
 	}
 	buildRedisGCRA = func(client *redis.Client, own Policy, opts ...Option) (Adjuster, error) {
-		return NewRedisGCRA(client, own.Limit, own.Window, opts...)
+		return NewRedisGCRA(client, own.Limit, own.Window, redisOpts(opts)...)
 	}
 	buildRedisFixedWindow = func(client *redis.Client, own Policy, opts ...Option) (Adjuster, error) {
-		return NewRedisFixedWindow(client, own.Limit, own.Window, opts...)
+		return NewRedisFixedWindow(client, own.Limit, own.Window, redisOpts(opts)...)
 	}
 )
 

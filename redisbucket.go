@@ -53,8 +53,8 @@ type RedisTokenBucket struct {
 // KeyPrefix). It returns an error wrapping ErrInvalidConfig for a nil
 // client, a capacity <= 0 or above 2^52, a refillRate that is <= 0, NaN,
 // infinite or above 1e6 (less than 1 µs per token), a fill time beyond 2^52
-// µs, or an option that does not apply.
-func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64, opts ...Option) (*RedisTokenBucket, error) {
+// µs, or a nil or invalid option or WithClock.
+func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64, opts ...RedisOption) (*RedisTokenBucket, error) {
 	const kind = "NewRedisTokenBucket"
 	if err := checkLimit(kind, "capacity", capacity, maxRedisLimit); err != nil {
 		return nil, err

@@ -227,7 +227,7 @@ func TestNewRedisTokenBucketRejectsBadConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := NewRedisTokenBucket(tc.client, tc.capacity, tc.rate, tc.opts...)
+			l, err := NewRedisTokenBucket(tc.client, tc.capacity, tc.rate, redisOpts(tc.opts)...)
 			require.ErrorIs(t, err, ErrInvalidConfig)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Nil(t, l)

@@ -82,8 +82,8 @@ type redisCalendarSpan struct {
 // whose Period is not one of the constants or whose FirstWeekday is not a
 // weekday, or whose Location its keys cannot name surely (see Calendar; the
 // error names the zone, and for time.Local says to pass
-// time.LoadLocation("Area/City")), or an option that does not apply.
-func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts ...Option) (*RedisCalendarWindow, error) {
+// time.LoadLocation("Area/City")), or a nil or invalid option.
+func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts ...RedisOption) (*RedisCalendarWindow, error) {
 	const kind = "NewRedisCalendarWindow"
 	if err := cal.check(kind); err != nil {
 		return nil, err
@@ -117,7 +117,7 @@ func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts
 		r.policyFunc.zones = zones
 		r.segColons = 2 // each key's "<period>:<zone>:" (see redisKey)
 	}
-	cfg, err := applyOptions(kind, onRedisClocked, opts)
+	cfg, err := applyRedisOptions(kind, onRedisClocked, opts)
 	if err != nil {
 		return nil, err
 	}

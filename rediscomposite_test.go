@@ -16,9 +16,9 @@ import (
 // ("per-minute") on client.
 func perSecondAndPerMinute(t *testing.T, client redis.Scripter, opts ...Option) *Composite {
 	t.Helper()
-	bucket, err := NewRedisTokenBucket(client, 10, 10, opts...)
+	bucket, err := NewRedisTokenBucket(client, 10, 10, redisOpts(opts)...)
 	require.NoError(t, err)
-	window, err := NewRedisFixedWindow(client, 3, time.Minute, opts...)
+	window, err := NewRedisFixedWindow(client, 3, time.Minute, redisOpts(opts)...)
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "per-second", Limiter: bucket}, Part{Name: "per-minute", Limiter: window})
 	require.NoError(t, err)

@@ -220,7 +220,7 @@ func (tw inFlightTwin) buildOn(t *testing.T, clock Clock, table *planMap, client
 	opts := tw.twinOpts(table)
 	slots, err := NewConcurrency(inFlightOwn.Limit, inFlightOwn.Window, append([]Option{WithClock(clock)}, opts...)...)
 	require.NoError(t, err)
-	rslots, err := NewRedisConcurrency(client, inFlightOwn.Limit, inFlightOwn.Window, opts...)
+	rslots, err := NewRedisConcurrency(client, inFlightOwn.Limit, inFlightOwn.Window, redisOpts(opts)...)
 	require.NoError(t, err)
 	var rate, rrate Limiter
 	if tw.window {

@@ -18,7 +18,7 @@ import (
 // most 5 in flight (leases of a minute) and 100 a minute, with its parts.
 func redisFiveInFlightAndHundredAMinute(t *testing.T, client redis.Scripter, opts ...Option) (*Composite, *RedisConcurrency, *RedisFixedWindow) {
 	t.Helper()
-	slots, err := NewRedisConcurrency(client, 5, time.Minute, opts...)
+	slots, err := NewRedisConcurrency(client, 5, time.Minute, redisOpts(opts)...)
 	require.NoError(t, err)
 	rate, err := NewRedisFixedWindow(client, 100, time.Minute)
 	require.NoError(t, err)

@@ -94,11 +94,14 @@ type RedisConcurrency struct {
 // key prefix is DefaultKeyPrefix + "inflight:<limit>:<ttl>:" (see
 // KeyPrefix). It returns an error wrapping ErrInvalidConfig for a nil
 // client, a limit <= 0 or above MaxInFlight, a ttl below 1 ms, not a whole
-// number of microseconds, or above about 73 years, or an option that does
-// not apply (WithClock, WithMaxDebt, WithMaxSettle).
-func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, opts ...Option) (*RedisConcurrency, error) {
+// number of microseconds, or above about 73 years, or a nil or invalid
+// option or one that does not apply (WithClock, WithMaxDebt, WithMaxSettle).
+func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, opts ...RedisOption) (*RedisConcurrency, error) {
 	const kind = "NewRedisConcurrency"
-	cfg, err := applyInFlightOptions(kind, onRedis, opts)
+	cfg, err := applyRedisOptions(kind, onRedis, opts)
+	if err == nil {
+		err = inFlightOptions(kind, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}

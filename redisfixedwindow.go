@@ -48,9 +48,9 @@ type RedisFixedWindow struct {
 // DefaultKeyPrefix + "fw:<limit>:<window>:" (see KeyPrefix). It
 // returns an error wrapping ErrInvalidConfig for a nil client, a limit <= 0
 // or above 2^52 (beyond which the script cannot count exactly), a window <=
-// 0, not whole milliseconds or beyond 2^52 µs, or an option that does not
-// apply.
-func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration, opts ...Option) (*RedisFixedWindow, error) {
+// 0, not whole milliseconds or beyond 2^52 µs, or a nil or invalid
+// option or WithClock.
+func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration, opts ...RedisOption) (*RedisFixedWindow, error) {
 	const kind = "NewRedisFixedWindow"
 	_, ms, err := checkRedisWindow(kind, Policy{Limit: limit, Window: window})
 	if err != nil {

@@ -52,7 +52,7 @@ func TestNewRedisFixedWindowRejectsBadConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := NewRedisFixedWindow(tc.client, tc.limit, tc.window, tc.opts...)
+			l, err := NewRedisFixedWindow(tc.client, tc.limit, tc.window, redisOpts(tc.opts)...)
 			require.ErrorIs(t, err, ErrInvalidConfig)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Nil(t, l)

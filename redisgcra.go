@@ -44,8 +44,8 @@ type RedisGCRA struct {
 // DefaultKeyPrefix + "gcra:<limit>:<interval>:" (see KeyPrefix). It returns an
 // error wrapping ErrInvalidConfig for a nil client, a limit <= 0 or above
 // 2^52, a period <= 0, a period/limit under 1 µs, a limit × interval beyond
-// 2^52 µs, or an option that does not apply.
-func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts ...Option) (*RedisGCRA, error) {
+// 2^52 µs, or a nil or invalid option or WithClock.
+func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (*RedisGCRA, error) {
 	const kind = "NewRedisGCRA"
 	_, interval, err := checkRedisRate(kind, Policy{Limit: limit, Window: period})
 	if err != nil {

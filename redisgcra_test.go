@@ -89,7 +89,7 @@ func TestNewRedisGCRARejectsBadConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := NewRedisGCRA(tc.client, tc.limit, tc.period, tc.opts...)
+			l, err := NewRedisGCRA(tc.client, tc.limit, tc.period, redisOpts(tc.opts)...)
 			require.ErrorIs(t, err, ErrInvalidConfig)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Nil(t, l)

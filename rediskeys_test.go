@@ -21,7 +21,7 @@ import (
 // what its keys name.
 type keySubject struct {
 	name  string
-	build func(client redis.Scripter, clock []Option) (Limiter, error)
+	build func(client redis.Scripter, clock []RedisOption) (Limiter, error)
 	// shares names the state a limiter given an explicit prefix keeps:
 	// two subjects of one shares keep a key in one place on purpose (a
 	// redeploy with a new limit keeps what the key has used); "" for
@@ -30,7 +30,7 @@ type keySubject struct {
 }
 
 // keyedTo returns WithPolicyFunc of a PolicyFunc giving every key p.
-func keyedTo(p Policy) Option {
+func keyedTo(p Policy) SharedOption {
 	return WithPolicyFunc(func(context.Context, string) (Policy, error) { return p, nil })
 }
 
@@ -41,38 +41,38 @@ func keySubjects(t *testing.T) []keySubject {
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
 	tokyoAsUTC := time.FixedZone("UTC", 9*3600) // prints as UTC
-	cal := func(limit int, c Calendar, opts ...Option) func(redis.Scripter, []Option) (Limiter, error) {
-		return func(client redis.Scripter, clock []Option) (Limiter, error) {
+	cal := func(limit int, c Calendar, opts ...RedisOption) func(redis.Scripter, []RedisOption) (Limiter, error) {
+		return func(client redis.Scripter, clock []RedisOption) (Limiter, error) {
 			return NewRedisCalendarWindow(client, limit, c, append(opts, clock...)...)
 		}
 	}
-	tb := func(capacity int, rate float64, opts ...Option) func(redis.Scripter, []Option) (Limiter, error) {
-		return func(client redis.Scripter, _ []Option) (Limiter, error) {
+	tb := func(capacity int, rate float64, opts ...RedisOption) func(redis.Scripter, []RedisOption) (Limiter, error) {
+		return func(client redis.Scripter, _ []RedisOption) (Limiter, error) {
 			return NewRedisTokenBucket(client, capacity, rate, opts...)
 		}
 	}
-	gcra := func(limit int, period time.Duration, opts ...Option) func(redis.Scripter, []Option) (Limiter, error) {
-		return func(client redis.Scripter, _ []Option) (Limiter, error) {
+	gcra := func(limit int, period time.Duration, opts ...RedisOption) func(redis.Scripter, []RedisOption) (Limiter, error) {
+		return func(client redis.Scripter, _ []RedisOption) (Limiter, error) {
 			return NewRedisGCRA(client, limit, period, opts...)
 		}
 	}
-	fw := func(limit int, window time.Duration, opts ...Option) func(redis.Scripter, []Option) (Limiter, error) {
-		return func(client redis.Scripter, _ []Option) (Limiter, error) {
+	fw := func(limit int, window time.Duration, opts ...RedisOption) func(redis.Scripter, []RedisOption) (Limiter, error) {
+		return func(client redis.Scripter, _ []RedisOption) (Limiter, error) {
 			return NewRedisFixedWindow(client, limit, window, opts...)
 		}
 	}
-	sl := func(limit int, window time.Duration, opts ...Option) func(redis.Scripter, []Option) (Limiter, error) {
-		return func(client redis.Scripter, _ []Option) (Limiter, error) {
+	sl := func(limit int, window time.Duration, opts ...RedisOption) func(redis.Scripter, []RedisOption) (Limiter, error) {
+		return func(client redis.Scripter, _ []RedisOption) (Limiter, error) {
 			return NewRedisSlidingLog(client, limit, window, opts...)
 		}
 	}
-	sc := func(limit int, window time.Duration, opts ...Option) func(redis.Scripter, []Option) (Limiter, error) {
-		return func(client redis.Scripter, _ []Option) (Limiter, error) {
+	sc := func(limit int, window time.Duration, opts ...RedisOption) func(redis.Scripter, []RedisOption) (Limiter, error) {
+		return func(client redis.Scripter, _ []RedisOption) (Limiter, error) {
 			return NewRedisSlidingCounter(client, limit, window, opts...)
 		}
 	}
-	inflight := func(limit int, ttl time.Duration, opts ...Option) func(redis.Scripter, []Option) (Limiter, error) {
-		return func(client redis.Scripter, _ []Option) (Limiter, error) {
+	inflight := func(limit int, ttl time.Duration, opts ...RedisOption) func(redis.Scripter, []RedisOption) (Limiter, error) {
+		return func(client redis.Scripter, _ []RedisOption) (Limiter, error) {
 			return NewRedisConcurrency(client, limit, ttl, opts...)
 		}
 	}
@@ -141,7 +141,7 @@ func keySubjects(t *testing.T) []keySubject {
 
 // redisKeysOf returns the Redis keys subject writes for one call on key, on a
 // server flushed first.
-func redisKeysOf(t *testing.T, client *redis.Client, subject keySubject, clock []Option, key string) []string {
+func redisKeysOf(t *testing.T, client *redis.Client, subject keySubject, clock []RedisOption, key string) []string {
 	ctx := context.Background()
 	require.NoError(t, client.FlushAll(ctx).Err())
 	l, err := subject.build(client, clock)
@@ -165,7 +165,7 @@ func redisKeysOf(t *testing.T, client *redis.Client, subject keySubject, clock [
 // sample of the others (subjects i and j with (i + j) % sample == 0, so
 // each subject meets about one in sample of the others): all of them for
 // a sample of 1.
-func checkLimitersNeverShareAKey(t *testing.T, client *redis.Client, clock []Option, sample int) {
+func checkLimitersNeverShareAKey(t *testing.T, client *redis.Client, clock []RedisOption, sample int) {
 	subjects := keySubjects(t)
 	keys := make([][]string, len(subjects))
 	for i, s := range subjects {
@@ -217,7 +217,7 @@ func checkLimitersNeverShareAKey(t *testing.T, client *redis.Client, clock []Opt
 func TestRedisLimitersNeverShareAKeyUnlessGivenOnePrefixOnMiniredis(t *testing.T) {
 	t.Parallel()
 	_, client, _ := miniredisClock(t)
-	checkLimitersNeverShareAKey(t, client, []Option{WithClock(ratelimittest.NewClock(epoch))}, sized(8, 1))
+	checkLimitersNeverShareAKey(t, client, []RedisOption{WithClock(ratelimittest.NewClock(epoch))}, sized(8, 1))
 }
 
 func TestRealRedisLimitersNeverShareAKeyUnlessGivenOnePrefix(t *testing.T) {
@@ -229,7 +229,7 @@ func TestRealRedisLimitersNeverShareAKeyUnlessGivenOnePrefix(t *testing.T) {
 // trialQuotas returns a daily quota of 8 and a monthly one of 10 in
 // Berlin, both WithPolicyFunc (the key's policy is the limiter's own), on
 // client, their windows cut on clock when given.
-func trialQuotas(t *testing.T, client redis.Scripter, clock ...Option) (daily, monthly *RedisCalendarWindow) {
+func trialQuotas(t *testing.T, client redis.Scripter, clock ...RedisOption) (daily, monthly *RedisCalendarWindow) {
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
 	daily, err = NewRedisCalendarWindow(client, 8, Calendar{Period: CalendarDay, Location: berlin}, append(clock, keyedTo(Policy{}))...)
@@ -387,7 +387,7 @@ func (p *apiPlans) policy(window time.Duration, limit int) PolicyFunc {
 // apiComposite returns the Composite of the trial's three parts on one
 // API key, each built WithPolicyFunc, on client, the calendars' windows
 // cut on clock when given.
-func apiComposite(t *testing.T, client redis.Scripter, plans *apiPlans, clock ...Option) *Composite {
+func apiComposite(t *testing.T, client redis.Scripter, plans *apiPlans, clock ...RedisOption) *Composite {
 	perSecond, err := NewRedisTokenBucket(client, 5, 5, WithPolicyFunc(plans.policy(time.Second, 5)))
 	require.NoError(t, err)
 	daily, err := NewRedisCalendarWindow(client, 8, Calendar{Period: CalendarDay}, append(clock, WithPolicyFunc(plans.policy(CalendarDay.Nominal(), 8)))...)
@@ -404,7 +404,7 @@ func apiComposite(t *testing.T, client redis.Scripter, plans *apiPlans, clock ..
 // parts' keys are in one slot), each key gets its daily quota, a Settle
 // with a token applies once, and every PolicyFunc sees the caller's key
 // as it is.
-func checkCompositeOfOneKeyNeedsNoBraces(t *testing.T, client *redis.ClusterClient, clock ...Option) {
+func checkCompositeOfOneKeyNeedsNoBraces(t *testing.T, client *redis.ClusterClient, clock ...RedisOption) {
 	ctx := context.Background()
 	plans := &apiPlans{seen: map[string]bool{}}
 	c := apiComposite(t, client, plans, clock...)

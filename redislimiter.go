@@ -114,12 +114,12 @@ type redisParams struct {
 // key prefix (see redisPrefix) names its kind and its policy, so that
 // limiters whose scripts would decide differently never share a key unless
 // given one prefix.
-func newRedisLimiter(client redis.Scripter, p redisParams, opts []Option) (redisLimiter, error) {
+func newRedisLimiter(client redis.Scripter, p redisParams, opts []RedisOption) (redisLimiter, error) {
 	where := onRedis
 	if p.clocked {
 		where = onRedisClocked
 	}
-	cfg, err := applyOptions(p.constructor, where, opts)
+	cfg, err := applyRedisOptions(p.constructor, where, opts)
 	if err != nil {
 		return redisLimiter{}, err
 	}

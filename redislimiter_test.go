@@ -23,20 +23,20 @@ type prefixedLimiter interface {
 type redisKind struct {
 	name   string
 	window bool // a fixed window, rather than a bucket
-	new    func(client redis.Scripter, limit int, period time.Duration, opts ...Option) (prefixedLimiter, error)
+	new    func(client redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (prefixedLimiter, error)
 }
 
 var redisKinds = []redisKind{
-	{"RedisTokenBucket", false, func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (prefixedLimiter, error) {
+	{"RedisTokenBucket", false, func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (prefixedLimiter, error) {
 		return NewRedisTokenBucket(c, limit, float64(limit)/period.Seconds(), opts...)
 	}},
-	{"RedisGCRA", false, func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (prefixedLimiter, error) {
+	{"RedisGCRA", false, func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (prefixedLimiter, error) {
 		return NewRedisGCRA(c, limit, period, opts...)
 	}},
-	{"RedisFixedWindow", true, func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (prefixedLimiter, error) {
+	{"RedisFixedWindow", true, func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (prefixedLimiter, error) {
 		return NewRedisFixedWindow(c, limit, period, opts...)
 	}},
-	{"RedisSlidingCounter", true, func(c redis.Scripter, limit int, period time.Duration, opts ...Option) (prefixedLimiter, error) {
+	{"RedisSlidingCounter", true, func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (prefixedLimiter, error) {
 		return NewRedisSlidingCounter(c, limit, period, opts...)
 	}},
 }

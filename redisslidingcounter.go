@@ -57,9 +57,9 @@ type RedisSlidingCounter struct {
 // SlidingCounter's do (see WithPolicyFunc). It returns an error wrapping
 // ErrInvalidConfig for a nil client, a limit <= 0 or above 2^52 (beyond
 // which the script cannot count exactly), a window <= 0, not whole
-// milliseconds or beyond 2^51 µs (about 71 years), or an option that does
-// not apply.
-func NewRedisSlidingCounter(client redis.Scripter, limit int, window time.Duration, opts ...Option) (*RedisSlidingCounter, error) {
+// milliseconds or beyond 2^51 µs (about 71 years), or a nil or invalid
+// option or WithClock.
+func NewRedisSlidingCounter(client redis.Scripter, limit int, window time.Duration, opts ...RedisOption) (*RedisSlidingCounter, error) {
 	const kind = "NewRedisSlidingCounter"
 	_, ms, err := checkRedisCounter(kind, Policy{Limit: limit, Window: window})
 	if err != nil {

@@ -55,8 +55,8 @@ type RedisSlidingLog struct {
 // DefaultKeyPrefix + "sl:<limit>:<window>:" (see KeyPrefix). It returns
 // an error wrapping ErrInvalidConfig for a nil client, a limit <= 0 or
 // above MaxSlidingLogLimit, a window <= 0, not whole milliseconds or beyond
-// 2^52 µs, or an option that does not apply.
-func NewRedisSlidingLog(client redis.Scripter, limit int, window time.Duration, opts ...Option) (*RedisSlidingLog, error) {
+// 2^52 µs, or a nil or invalid option or WithClock.
+func NewRedisSlidingLog(client redis.Scripter, limit int, window time.Duration, opts ...RedisOption) (*RedisSlidingLog, error) {
 	const kind = "NewRedisSlidingLog"
 	_, ms, err := checkRedisLog(kind, Policy{Limit: limit, Window: window})
 	if err != nil {

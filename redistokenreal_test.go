@@ -105,7 +105,7 @@ func checkWithTokenWorksForUnbraceableKeys(t *testing.T, client redis.Scripter, 
 	ctx := context.Background()
 	for _, kind := range redisKinds {
 		for i, k := range unbraceableKeys {
-			var opts []Option
+			var opts []RedisOption
 			if k.prefix != nil {
 				opts = append(opts, WithKeyPrefix(*k.prefix))
 			}

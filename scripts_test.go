@@ -43,7 +43,7 @@ func TestARedisLimiterLoadsTheScriptOfItsKindOnly(t *testing.T) {
 	for _, kind := range callerClockKinds {
 		for _, caller := range []bool{false, true} {
 			m, client, _ := redistest.Miniredis(t, time.Now())
-			var opts []Option
+			var opts []RedisOption
 			want, all := kindScripts[kindOf[kind.name]].server, batchScript
 			if caller {
 				opts = append(opts, WithCallerClock(ratelimittest.NewClock(time.Now())))
@@ -71,7 +71,7 @@ func TestARedisLimiterLoadsTheScriptOfItsKindOnly(t *testing.T) {
 		if keyed {
 			opts = append(opts, perKey) // each request carries its key's limit
 		}
-		bucket, err := NewRedisTokenBucket(client, 5, 1, opts...)
+		bucket, err := NewRedisTokenBucket(client, 5, 1, redisOpts(opts)...)
 		require.NoError(t, err)
 		window, err := NewRedisFixedWindow(client, 5, time.Minute)
 		require.NoError(t, err)

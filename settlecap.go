@@ -41,8 +41,8 @@ const UnboundedSettle = -1
 // Settle may leave. They differ most for windows: a window's count, debt
 // or not, lasts until the window ends (see WithMaxDebt), so a cost
 // charged, however bounded, can spend a monthly quota until the month
-// ends, and only a refusal keeps a bogus one from spending it at all. It
-// applies to the twelve rate limiters
+// ends, and only a refusal keeps a bogus one from spending it at all. It is
+// a SharedOption and applies to the twelve rate limiters
 // of this package, in process and on Redis (where it is checked before the
 // script call), and to a Composite through its parts: a Composite's Settle
 // is refused when its cost is above any part's bound, each part's by its
@@ -51,14 +51,14 @@ const UnboundedSettle = -1
 // one call, and have none). A limits below 1 other than UnboundedSettle is
 // an error wrapping ErrInvalidConfig; a concurrency limiter, which has no
 // Settle, refuses the option.
-func WithMaxSettle(limits int) Option {
-	return func(cfg *config) error {
+func WithMaxSettle(limits int) SharedOption {
+	return SharedOption{func(cfg *config) error {
 		if limits < 1 && limits != UnboundedSettle {
 			return fmt.Errorf("%w: WithMaxSettle: %d limits; want >= 1, or UnboundedSettle", ErrInvalidConfig, limits)
 		}
 		cfg.maxSettle, cfg.maxSettleSet = settleCap(limits), true
 		return nil
-	}
+	}}
 }
 
 // settleCap is a limiter's bound on what one Settle may charge, in

@@ -41,7 +41,7 @@ func calendarDaySubjects() []subject {
 		{"RedisCalendarWindow/miniredis", func(t *testing.T, limit int, _ time.Duration, opts ...Option) (Limiter, func(time.Duration)) {
 			clock := ratelimittest.NewClock(epoch)
 			_, client, step := miniredisClock(t)
-			l, err := NewRedisCalendarWindow(client, limit, cal, append(opts[:len(opts):len(opts)], WithClock(clock))...)
+			l, err := NewRedisCalendarWindow(client, limit, cal, append(redisOpts(opts), WithClock(clock))...)
 			require.NoError(t, err)
 			return l, func(d time.Duration) { clock.Advance(d); step(d) }
 		}},
@@ -176,12 +176,12 @@ func monthlyComposite(t *testing.T, client redis.Scripter, clock Clock, opts ...
 		require.NoError(t, err)
 		quota, err = NewCalendarWindow(120, month, append(opts, WithClock(clock))...)
 	default:
-		rps, err = NewRedisTokenBucket(client, 5, 5, opts...)
+		rps, err = NewRedisTokenBucket(client, 5, 5, redisOpts(opts)...)
 		require.NoError(t, err)
 		if clock != nil {
 			opts = append(opts, WithClock(clock))
 		}
-		quota, err = NewRedisCalendarWindow(client, 120, month, opts...)
+		quota, err = NewRedisCalendarWindow(client, 120, month, redisOpts(opts)...)
 	}
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "rps", Limiter: rps}, Part{Name: "month", Limiter: quota})

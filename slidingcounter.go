@@ -60,7 +60,7 @@ type SlidingCounter struct {
 // per window per key. It accepts WithClock, WithPolicyFunc, WithMaxDebt,
 // WithMaxSettle, WithMaxKeyLength, WithKeysShown, WithHooks and WithName.
 // It returns an error wrapping ErrInvalidConfig for a limit <= 0, a window
-// <= 0 or beyond about 73 years, or an option that does not apply.
+// <= 0 or beyond about 73 years, or a nil or invalid option.
 //
 // Built WithPolicyFunc, each call is decided at its key's policy in force
 // (its limit L and window W): a key counts apart in each W its policy
@@ -68,7 +68,7 @@ type SlidingCounter struct {
 // keeps s, prev and cur across a change of L.
 func NewSlidingCounter(limit int, window time.Duration, opts ...Option) (*SlidingCounter, error) {
 	const kind = "NewSlidingCounter"
-	cfg, err := applyOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func counterAdjusters(t *testing.T, limit int, window time.Duration, opts ...Opt
 	local, err := NewSlidingCounter(limit, window, append(opts[:len(opts):len(opts)], WithClock(clock))...)
 	require.NoError(t, err)
 	_, client, advance := miniredisClock(t)
-	remote, err := NewRedisSlidingCounter(client, limit, window, opts...)
+	remote, err := NewRedisSlidingCounter(client, limit, window, redisOpts(opts)...)
 	require.NoError(t, err)
 	now := epoch
 	return []counterAdjuster{

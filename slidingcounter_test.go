@@ -171,7 +171,6 @@ func TestNewSlidingCounterRejectsBadConfig(t *testing.T) {
 		{"zero window", 1, 0, nil, "window 0s"},
 		{"negative window", 1, -time.Second, nil, "window -1s"},
 		{"window overflows", 1, 1 << 62, nil, "overflows"},
-		{"key prefix in process", 1, time.Second, []Option{WithKeyPrefix("x")}, "WithKeyPrefix"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

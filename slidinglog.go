@@ -69,11 +69,11 @@ type logRate struct {
 // key. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
 // WithMaxKeyLength, WithKeysShown, WithHooks and WithName. It returns an
 // error wrapping ErrInvalidConfig for a limit <= 0 or above
-// MaxSlidingLogLimit, a window <= 0 or beyond about 73 years, or an option
-// that does not apply.
+// MaxSlidingLogLimit, a window <= 0 or beyond about 73 years, or a nil or
+// invalid option.
 func NewSlidingLog(limit int, window time.Duration, opts ...Option) (*SlidingLog, error) {
 	const kind = "NewSlidingLog"
-	cfg, err := applyOptions(kind, inProcess, opts)
+	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}

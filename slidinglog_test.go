@@ -234,7 +234,6 @@ func TestSlidingLogRefusesBadConfigurations(t *testing.T) {
 		{-1, time.Second, nil},
 		{1, 0, nil},
 		{1, -time.Second, nil},
-		{1, time.Second, []Option{WithKeyPrefix("x:")}},
 	} {
 		_, err := NewSlidingLog(c.limit, c.window, c.opts...)
 		require.ErrorIs(t, err, ErrInvalidConfig, "%d per %v", c.limit, c.window)

@@ -22,7 +22,7 @@ import (
 type nextPlace struct {
 	name    string
 	client  redis.Scripter
-	opts    func(clock *ratelimittest.Clock) []Option // the options that put a limiter on the clock
+	opts    func(clock *ratelimittest.Clock) []RedisOption // the options that put a limiter on the clock
 	advance func(clock *ratelimittest.Clock, d time.Duration)
 }
 
@@ -32,11 +32,11 @@ func nextPlaces(t *testing.T) []nextPlace {
 	t.Helper()
 	_, mini, move := miniredisClock(t)
 	places := []nextPlace{
-		{"in process", nil, func(c *ratelimittest.Clock) []Option { return []Option{WithClock(c)} }, func(c *ratelimittest.Clock, d time.Duration) { c.Advance(d) }},
-		{"miniredis", mini, func(*ratelimittest.Clock) []Option { return nil }, func(c *ratelimittest.Clock, d time.Duration) { c.Advance(d); move(d) }},
+		{"in process", nil, func(c *ratelimittest.Clock) []RedisOption { return []RedisOption{WithClock(c)} }, func(c *ratelimittest.Clock, d time.Duration) { c.Advance(d) }},
+		{"miniredis", mini, func(*ratelimittest.Clock) []RedisOption { return nil }, func(c *ratelimittest.Clock, d time.Duration) { c.Advance(d); move(d) }},
 	}
 	if real := startRealOrSkip(t); real != nil {
-		places = append(places, nextPlace{"real server", real, func(c *ratelimittest.Clock) []Option { return []Option{WithCallerClock(c)} },
+		places = append(places, nextPlace{"real server", real, func(c *ratelimittest.Clock) []RedisOption { return []RedisOption{WithCallerClock(c)} },
 			func(c *ratelimittest.Clock, d time.Duration) { c.Advance(d) }})
 	}
 	return places
@@ -67,7 +67,7 @@ type nextCase struct {
 }
 
 // runNextCases runs steps on the limiter build makes at place, on key "k".
-func runNextCases(t *testing.T, place nextPlace, build func(client redis.Scripter, opts []Option) Decider, steps []nextCase) {
+func runNextCases(t *testing.T, place nextPlace, build func(client redis.Scripter, opts []RedisOption) Decider, steps []nextCase) {
 	t.Helper()
 	clock := ratelimittest.NewClock(epoch)
 	l := build(place.client, place.opts(clock))
@@ -109,12 +109,12 @@ func TestSlidingLogNextUnitIsWhenItsOldestEntryLeaves(t *testing.T) {
 	}
 	for _, place := range nextPlaces(t) {
 		t.Run(place.name, func(t *testing.T) {
-			runNextCases(t, place, func(client redis.Scripter, opts []Option) Decider {
+			runNextCases(t, place, func(client redis.Scripter, opts []RedisOption) Decider {
 				opts = append(opts, WithMaxDebt(UnboundedDebt))
 				if client != nil {
 					return must(NewRedisSlidingLog(client, 5, 10*time.Second, opts...))
 				}
-				return must(NewSlidingLog(5, 10*time.Second, opts...))
+				return must(NewSlidingLog(5, 10*time.Second, localOpts(opts)...))
 			}, steps)
 		})
 	}
@@ -153,12 +153,12 @@ func TestSlidingCounterNextUnitCountsTheUnitsLeftTakenBeforeTheRoll(t *testing.T
 				want = append([]nextCase(nil), steps...)
 				want[len(want)-1].want = 17*time.Second - (40 * time.Second / 9).Truncate(time.Microsecond)
 			}
-			runNextCases(t, place, func(client redis.Scripter, opts []Option) Decider {
+			runNextCases(t, place, func(client redis.Scripter, opts []RedisOption) Decider {
 				opts = append(opts, WithMaxDebt(UnboundedDebt))
 				if client != nil {
 					return must(NewRedisSlidingCounter(client, 5, 10*time.Second, opts...))
 				}
-				return must(NewSlidingCounter(5, 10*time.Second, opts...))
+				return must(NewSlidingCounter(5, 10*time.Second, localOpts(opts)...))
 			}, want)
 		})
 	}
@@ -347,8 +347,8 @@ func TestCompositeTellsEachSlidingPartsNextUnit(t *testing.T) {
 				log = must(NewRedisSlidingLog(place.client, 10, 10*time.Second, opts...))
 				counter = must(NewRedisSlidingCounter(place.client, 5, 10*time.Second, opts...))
 			} else {
-				log = must(NewSlidingLog(10, 10*time.Second, opts...))
-				counter = must(NewSlidingCounter(5, 10*time.Second, opts...))
+				log = must(NewSlidingLog(10, 10*time.Second, localOpts(opts)...))
+				counter = must(NewSlidingCounter(5, 10*time.Second, localOpts(opts)...))
 			}
 			c := must(NewComposite(Part{Name: "log", Limiter: log}, Part{Name: "counter", Limiter: counter}))
 			ctx := context.Background()
@@ -382,8 +382,8 @@ func TestEmptyCalendarWindowTellsWhenItEnds(t *testing.T) {
 				cal = must(NewRedisCalendarWindow(place.client, 100, day, append(opts, WithClock(clock))...))
 				bucket = must(NewRedisTokenBucket(place.client, 4, 2, opts...))
 			} else {
-				cal = must(NewCalendarWindow(100, day, opts...))
-				bucket = must(NewTokenBucket(4, 2, opts...))
+				cal = must(NewCalendarWindow(100, day, localOpts(opts)...))
+				bucket = must(NewTokenBucket(4, 2, localOpts(opts)...))
 			}
 			c := must(NewComposite(Part{Name: "burst", Limiter: bucket}, Part{Name: "day", Limiter: cal}))
 			ctx := context.Background()
@@ -434,8 +434,8 @@ func TestSlidingNextUnitFollowsTheKeysPolicy(t *testing.T) {
 				log = must(NewRedisSlidingLog(place.client, 1, time.Second, opts...))
 				counter = must(NewRedisSlidingCounter(place.client, 1, time.Second, opts...))
 			} else {
-				log = must(NewSlidingLog(1, time.Second, opts...))
-				counter = must(NewSlidingCounter(1, time.Second, opts...))
+				log = must(NewSlidingLog(1, time.Second, localOpts(opts)...))
+				counter = must(NewSlidingCounter(1, time.Second, localOpts(opts)...))
 			}
 			c := must(NewComposite(Part{Name: "log", Limiter: log}, Part{Name: "counter", Limiter: counter}))
 			ctx := context.Background()

@@ -42,10 +42,10 @@ var bucketSubjects = []subject{
 		return NewGCRA(limit, period, opts...)
 	}),
 	miniredisSubject("RedisTokenBucket", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
-		return NewRedisTokenBucket(client, limit, float64(limit)/period.Seconds(), opts...)
+		return NewRedisTokenBucket(client, limit, float64(limit)/period.Seconds(), redisOpts(opts)...)
 	}),
 	miniredisSubject("RedisGCRA", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
-		return NewRedisGCRA(client, limit, period, opts...)
+		return NewRedisGCRA(client, limit, period, redisOpts(opts)...)
 	}),
 	// The same limiters built with another policy of their own and a
 	// PolicyFunc that gives every key the scenario's: they decide the same.
@@ -56,10 +56,10 @@ var bucketSubjects = []subject{
 		return NewGCRA(3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
 	}),
 	miniredisSubject("RedisTokenBucket/PolicyFunc", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
-		return NewRedisTokenBucket(client, 3, 1, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
+		return NewRedisTokenBucket(client, 3, 1, append(redisOpts(opts), WithPolicyFunc(everyKey(limit, period)))...)
 	}),
 	miniredisSubject("RedisGCRA/PolicyFunc", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
-		return NewRedisGCRA(client, 3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
+		return NewRedisGCRA(client, 3, time.Hour, append(redisOpts(opts), WithPolicyFunc(everyKey(limit, period)))...)
 	}),
 }
 
@@ -76,13 +76,13 @@ var windowSubjects = []subject{
 		return NewFixedWindow(limit, period, opts...)
 	}),
 	miniredisSubject("RedisFixedWindow", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
-		return NewRedisFixedWindow(client, limit, period, opts...)
+		return NewRedisFixedWindow(client, limit, period, redisOpts(opts)...)
 	}),
 	inProcessSubject("FixedWindow/PolicyFunc", func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
 		return NewFixedWindow(3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
 	}),
 	miniredisSubject("RedisFixedWindow/PolicyFunc", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
-		return NewRedisFixedWindow(client, 3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
+		return NewRedisFixedWindow(client, 3, time.Hour, append(redisOpts(opts), WithPolicyFunc(everyKey(limit, period)))...)
 	}),
 }
 
@@ -96,10 +96,10 @@ var counterSubjects = []subject{
 		return NewSlidingCounter(3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
 	}),
 	miniredisSubject("RedisSlidingCounter", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
-		return NewRedisSlidingCounter(client, limit, period, opts...)
+		return NewRedisSlidingCounter(client, limit, period, redisOpts(opts)...)
 	}),
 	miniredisSubject("RedisSlidingCounter/PolicyFunc", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
-		return NewRedisSlidingCounter(client, 3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
+		return NewRedisSlidingCounter(client, 3, time.Hour, append(redisOpts(opts), WithPolicyFunc(everyKey(limit, period)))...)
 	}),
 }
 
@@ -125,13 +125,13 @@ var logSubjects = []subject{
 		return NewSlidingLog(3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
 	}),
 	miniredisSubject("RedisSlidingLog", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
-		return NewRedisSlidingLog(client, limit, period, opts...)
+		return NewRedisSlidingLog(client, limit, period, redisOpts(opts)...)
 	}),
 	miniredisSubject("RedisSlidingLog/PolicyFunc", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
-		return NewRedisSlidingLog(client, 3, time.Hour, append(opts, WithPolicyFunc(everyKey(limit, period)))...)
+		return NewRedisSlidingLog(client, 3, time.Hour, append(redisOpts(opts), WithPolicyFunc(everyKey(limit, period)))...)
 	}),
 	miniredisSubject("RedisSlidingLog/WithoutCoalescing", func(client *redis.Client, limit int, period time.Duration, opts ...Option) (Limiter, error) {
-		return NewRedisSlidingLog(client, limit, period, append(opts, WithoutCoalescing())...)
+		return NewRedisSlidingLog(client, limit, period, append(redisOpts(opts), WithoutCoalescing())...)
 	}),
 }
 

@@ -303,7 +303,7 @@ func benchPlans(cfg redisConfig) ratelimit.PolicyFunc {
 // calls) and tokens (a RedisTokenBucket) per period on cfg, each built
 // WithPolicyFunc(f) when f is not nil.
 func compositeOfPlans(tb testing.TB, c *redis.Client, cfg redisConfig, f ratelimit.PolicyFunc) (ratelimit.Limiter, error) {
-	var opts []ratelimit.Option
+	var opts []ratelimit.RedisOption
 	if f != nil {
 		opts = append(opts, ratelimit.WithPolicyFunc(f))
 	}

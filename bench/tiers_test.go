@@ -495,22 +495,22 @@ func BenchmarkTiersRedis(b *testing.B) {
 	cfg := redisBenchConfig
 	algos := []struct {
 		name string
-		make func(opts ...ratelimit.Option) (ratelimit.Limiter, error)
+		make func(opts ...ratelimit.RedisOption) (ratelimit.Limiter, error)
 	}{
-		{"RedisTokenBucket", func(opts ...ratelimit.Option) (ratelimit.Limiter, error) {
+		{"RedisTokenBucket", func(opts ...ratelimit.RedisOption) (ratelimit.Limiter, error) {
 			return ratelimit.NewRedisTokenBucket(c, cfg.limit, cfg.rate(), opts...)
 		}},
-		{"RedisGCRA", func(opts ...ratelimit.Option) (ratelimit.Limiter, error) {
+		{"RedisGCRA", func(opts ...ratelimit.RedisOption) (ratelimit.Limiter, error) {
 			return ratelimit.NewRedisGCRA(c, cfg.limit, cfg.period, opts...)
 		}},
-		{"RedisFixedWindow", func(opts ...ratelimit.Option) (ratelimit.Limiter, error) {
+		{"RedisFixedWindow", func(opts ...ratelimit.RedisOption) (ratelimit.Limiter, error) {
 			return ratelimit.NewRedisFixedWindow(c, cfg.limit, cfg.period, opts...)
 		}},
 	}
 	for _, a := range algos {
 		for _, mode := range [...]string{"fixed", "PolicyFunc"} {
 			b.Run(mode+"/"+a.name, func(b *testing.B) {
-				var opts []ratelimit.Option
+				var opts []ratelimit.RedisOption
 				if mode == "PolicyFunc" {
 					opts = append(opts, ratelimit.WithPolicyFunc(redisPlans().policy))
 				}

@@ -25,21 +25,21 @@ func (l *errorLog) all() []error {
 
 // monthlyQuota returns a Composite of 5 a second and 120 a calendar month
 // in Berlin, in process on clock, or on Redis through client (windows'
-// bounds on clock), each part built with opts.
-func monthlyQuota(t *testing.T, client redis.Scripter, clock ratelimit.Clock, opts ...ratelimit.Option) ratelimit.Decider {
+// bounds on clock).
+func monthlyQuota(t *testing.T, client redis.Scripter, clock ratelimit.Clock) ratelimit.Decider {
 	t.Helper()
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
 	month := ratelimit.Calendar{Period: ratelimit.CalendarMonth, Location: berlin}
 	var rps, quota ratelimit.Limiter
 	if client == nil {
-		rps, err = ratelimit.NewTokenBucket(5, 5, append(opts, ratelimit.WithClock(clock))...)
+		rps, err = ratelimit.NewTokenBucket(5, 5, ratelimit.WithClock(clock))
 		require.NoError(t, err)
-		quota, err = ratelimit.NewCalendarWindow(120, month, append(opts, ratelimit.WithClock(clock))...)
+		quota, err = ratelimit.NewCalendarWindow(120, month, ratelimit.WithClock(clock))
 	} else {
-		rps, err = ratelimit.NewRedisTokenBucket(client, 5, 5, opts...)
+		rps, err = ratelimit.NewRedisTokenBucket(client, 5, 5)
 		require.NoError(t, err)
-		quota, err = ratelimit.NewRedisCalendarWindow(client, 120, month, append(opts, ratelimit.WithClock(clock))...)
+		quota, err = ratelimit.NewRedisCalendarWindow(client, 120, month, ratelimit.WithClock(clock))
 	}
 	require.NoError(t, err)
 	c, err := ratelimit.NewComposite(ratelimit.Part{Name: "rps", Limiter: rps}, ratelimit.Part{Name: "month", Limiter: quota})

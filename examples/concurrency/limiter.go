@@ -15,6 +15,6 @@ const policyName = "jobs"
 // API key, each held by a lease that lasts ttl unless released, on the
 // Redis server of client, so that every copy of the service shares each
 // key's limit. opts are added to its options (the tests hook it).
-func newJobLimiter(client redis.Scripter, limit int, ttl time.Duration, opts ...ratelimit.Option) (ratelimit.Acquirer, error) {
+func newJobLimiter(client redis.Scripter, limit int, ttl time.Duration, opts ...ratelimit.RedisOption) (ratelimit.Acquirer, error) {
 	return ratelimit.NewRedisConcurrency(client, limit, ttl, append(opts, ratelimit.WithName(policyName))...)
 }

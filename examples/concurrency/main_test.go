@@ -64,7 +64,7 @@ func (g *jobGate) waitStarted(t *testing.T, n int) {
 // newTestServer serves the API with jobs run by work, on the limiter the
 // command builds, over the embedded Redis (or REDIS_ADDR's), with keys of
 // the test's own.
-func newTestServer(t *testing.T, work worker, opts ...ratelimit.Option) (*httptest.Server, string) {
+func newTestServer(t *testing.T, work worker, opts ...ratelimit.RedisOption) (*httptest.Server, string) {
 	t.Helper()
 	rdb, err := demoredis.Open()
 	require.NoError(t, err)
