@@ -445,7 +445,7 @@ func bfMinimise(t *testing.T, s bfSchedule, slack int64) bfSchedule {
 // the log.
 func TestPrefetchBruteForceNeverExceedsTheSharedBound(t *testing.T) {
 	t.Parallel()
-	schedules, steps := sized(150, 1500), 60
+	schedules, steps := sized(80, 1500), 60
 	modes := []struct {
 		name          string
 		adjust, allAt bool

@@ -466,6 +466,7 @@ func TestSlidingNextUnitFollowsTheKeysPolicy(t *testing.T) {
 // Guard's fallback, a single limiter or a Composite's mirror, each part
 // its own, also when only some parts fail over.
 func TestSlidingNextUnitThroughDecorators(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(epoch)
 	log := must(NewSlidingLog(2, 10*time.Second, WithClock(clock)))
@@ -498,7 +499,10 @@ func TestSlidingNextUnitThroughDecorators(t *testing.T) {
 	assert.Equal(t, 5*time.Second, next(d, 0), "the remembered denial's, aged")
 
 	// A Guard over Redis parts that are down, whose fallback answers.
-	m, client, _ := miniredisClock(t)
+	// A client that fails at once once its server is gone: no retries.
+	m, _, _ := miniredisClock(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = client.Close() })
 	backend := must(NewComposite(
 		Part{Name: "log", Limiter: must(NewRedisSlidingLog(client, 10, 10*time.Second))},
 		Part{Name: "counter", Limiter: must(NewRedisSlidingCounter(client, 5, 10*time.Second))},
@@ -538,10 +542,11 @@ func TestSlidingNextUnitThroughDecorators(t *testing.T) {
 // up to a whole µs (the script's time unit; a log's is exact), on
 // miniredis and on a real server deciding on the same clock.
 func TestSlidingNextUnitOnRedisAgreesWithInProcess(t *testing.T) {
+	t.Parallel()
 	for _, place := range nextPlaces(t)[1:] {
 		t.Run(place.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(33, 8))
-			for round := range sized(12, 40) {
+			for round := range sized(6, 40) {
 				limit := 1 + r.IntN(8)
 				window := time.Duration(1+r.Int64N(5000)) * time.Millisecond
 				if place.name == "real server" {
