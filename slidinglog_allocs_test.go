@@ -10,6 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// strayAllocs is how many allocations of other goroutines (a client's
+// pool or a server another test left) an allocation test of thousands of
+// calls lets through: a limiter that allocated would make one per call or
+// per key.
+const strayAllocs float64 = 8
+
 // callClock is a Clock that moves step forward on every reading, so that a
 // loop of calls walks through time at a fixed pace whatever the machine's
 // speed. It is not safe for concurrent use.
@@ -29,7 +35,9 @@ func (c *callClock) Now() time.Time {
 // that every log fills to its limit and slides, and the shards' generations
 // turn many times: once the logs have grown, a window of calls (allowed and
 // denied) allocates nothing. Serial: AllocsPerRun counts every goroutine's
-// allocations.
+// allocations, and a goroutine another test left (a client's pool, a
+// server) may allocate now and then: a handful is let through, against the
+// 832 per window of a log that allocates.
 func TestSlidingLogOverManyKeysAllocatesNothingInSteadyState(t *testing.T) {
 	const limit, visits = 8, 16 // per window
 	keys := make([]string, sized(10_000, 100_000))
@@ -57,7 +65,7 @@ func TestSlidingLogOverManyKeysAllocatesNothingInSteadyState(t *testing.T) {
 	walk()
 	allowed, calls = 0, 0
 	allocs := testing.AllocsPerRun(2, walk)
-	assert.Equal(t, 0.0, allocs, "allocations per window of %d calls", visits*len(keys))
+	assert.LessOrEqual(t, allocs, strayAllocs, "allocations per window of %d calls", visits*len(keys))
 	assert.InDelta(t, float64(limit)/visits, float64(allowed)/float64(calls), 0.01, "the logs are full and slide: a limit's worth of the visits of each window is allowed")
 }
 
@@ -67,7 +75,7 @@ func TestSlidingLogOverManyKeysAllocatesNothingInSteadyState(t *testing.T) {
 // have turned a few times, the new keys take the rings of the forgotten
 // ones, and a pass over the keys allocates nothing. Each call finds an
 // empty log, whatever ring it took. Serial: AllocsPerRun counts every
-// goroutine's allocations.
+// goroutine's allocations (see strayAllocs).
 func TestSlidingLogOverKeysThatComeAndGoAllocatesNothing(t *testing.T) {
 	const limit = 8
 	keys := make([]string, sized(10_000, 100_000))
@@ -94,7 +102,7 @@ func TestSlidingLogOverKeysThatComeAndGoAllocatesNothing(t *testing.T) {
 		pass()
 	}
 	allocs := testing.AllocsPerRun(4, pass)
-	assert.Equal(t, 0.0, allocs, "allocations per pass of %d calls", len(keys))
+	assert.LessOrEqual(t, allocs, strayAllocs, "allocations per pass of %d calls", len(keys))
 	assert.Zero(t, wrong, "calls not allowed with limit-1 remaining")
 }
 
