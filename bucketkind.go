@@ -62,9 +62,4 @@ func (b *TokenBucket) clockBase() *clockBase {
 func (b *RedisTokenBucket) kindOf() kind              { return bucketKind{} }
 func (b *RedisTokenBucket) limiter() Limiter          { return b }
 func (b *RedisTokenBucket) engineObserver() *observer { return b.remote().engineObserver() }
-func (b *RedisTokenBucket) remote() *redisLimiter {
-	if b == nil {
-		return nil
-	}
-	return &b.r
-}
+func (b *RedisTokenBucket) remote() *redisLimiter     { return b.rate().remote() }

@@ -59,12 +59,7 @@ func (w *CalendarWindow) clockBase() *clockBase {
 func (w *RedisCalendarWindow) kindOf() kind              { return calendarWindowKind{} }
 func (w *RedisCalendarWindow) limiter() Limiter          { return w }
 func (w *RedisCalendarWindow) engineObserver() *observer { return w.remote().engineObserver() }
-func (w *RedisCalendarWindow) remote() *redisLimiter {
-	if w == nil {
-		return nil
-	}
-	return &w.r
-}
+func (w *RedisCalendarWindow) remote() *redisLimiter     { return w.shell().remote() }
 
 // windowNow returns the length of w's window open now of a policy, on w's
 // clock (see windowTeller).

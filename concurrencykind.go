@@ -52,9 +52,4 @@ func (c *Concurrency) clockBase() *clockBase {
 func (c *RedisConcurrency) kindOf() kind              { return concurrencyKind{} }
 func (c *RedisConcurrency) limiter() Limiter          { return c }
 func (c *RedisConcurrency) engineObserver() *observer { return c.remote().engineObserver() }
-func (c *RedisConcurrency) remote() *redisLimiter {
-	if c == nil {
-		return nil
-	}
-	return &c.r
-}
+func (c *RedisConcurrency) remote() *redisLimiter     { return c.shell().remote() }

@@ -52,9 +52,4 @@ func (w *FixedWindow) clockBase() *clockBase {
 func (w *RedisFixedWindow) kindOf() kind              { return fixedWindowKind{} }
 func (w *RedisFixedWindow) limiter() Limiter          { return w }
 func (w *RedisFixedWindow) engineObserver() *observer { return w.remote().engineObserver() }
-func (w *RedisFixedWindow) remote() *redisLimiter {
-	if w == nil {
-		return nil
-	}
-	return &w.r
-}
+func (w *RedisFixedWindow) remote() *redisLimiter     { return w.rate().remote() }

@@ -60,9 +60,4 @@ func (g *GCRA) clockBase() *clockBase {
 func (g *RedisGCRA) kindOf() kind              { return gcraKind{} }
 func (g *RedisGCRA) limiter() Limiter          { return g }
 func (g *RedisGCRA) engineObserver() *observer { return g.remote().engineObserver() }
-func (g *RedisGCRA) remote() *redisLimiter {
-	if g == nil {
-		return nil
-	}
-	return &g.r
-}
+func (g *RedisGCRA) remote() *redisLimiter     { return g.rate().remote() }

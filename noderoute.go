@@ -15,14 +15,6 @@ func (r *redisLimiter) nodes() func(key string) string {
 	return r.send.Node
 }
 
-func (b *RedisTokenBucket) nodes() func(string) string    { return b.r.nodes() }
-func (g *RedisGCRA) nodes() func(string) string           { return g.r.nodes() }
-func (w *RedisFixedWindow) nodes() func(string) string    { return w.r.nodes() }
-func (l *RedisSlidingLog) nodes() func(string) string     { return l.r.nodes() }
-func (c *RedisSlidingCounter) nodes() func(string) string { return c.r.nodes() }
-func (w *RedisCalendarWindow) nodes() func(string) string { return w.r.nodes() }
-func (c *RedisConcurrency) nodes() func(string) string    { return c.r.nodes() }
-
 // nodes returns the function that names the server of a call's keys, all
 // in one hash slot (or with one hash tag): that of its first part's key;
 // nil for in-process parts, or Redis parts on a client of one server.

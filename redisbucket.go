@@ -37,7 +37,7 @@ import (
 // zero value is not usable (its Allow returns an error wrapping
 // ErrInvalidConfig); create one with NewRedisTokenBucket.
 type RedisTokenBucket struct {
-	r        redisLimiter
+	redisRate[bucketKind]
 	fillTime time.Duration
 }
 
@@ -78,7 +78,7 @@ func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64
 	if err != nil {
 		return nil, err
 	}
-	return &RedisTokenBucket{r: r, fillTime: time.Duration(int64(capacity)*interval) * time.Microsecond}, nil
+	return &RedisTokenBucket{redisRate: newRedisRate[bucketKind](r), fillTime: time.Duration(int64(capacity)*interval) * time.Microsecond}, nil
 }
 
 // Allow takes n tokens from key's bucket in Redis if at least n are there.
@@ -86,20 +86,14 @@ func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64
 // error. On a nil or zero-value b, Allow returns an error wrapping
 // ErrInvalidConfig.
 func (b *RedisTokenBucket) Allow(ctx context.Context, key string, n int) (Result, error) {
-	if b == nil || b.r.client == nil {
-		return Result{}, notBuilt("RedisTokenBucket")
-	}
-	return b.r.allow(ctx, key, n)
+	return b.rate().Allow(ctx, key, n)
 }
 
 // Decide decides as Allow does and returns the whole Decision (see
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (b *RedisTokenBucket) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	if b == nil || b.r.client == nil {
-		return Decision{}, notBuilt("RedisTokenBucket")
-	}
-	return b.r.decideAll(ctx, key, n)
+	return b.rate().Decide(ctx, key, n)
 }
 
 // Policies returns the one policy of key's calls, named "default": the
@@ -107,10 +101,7 @@ func (b *RedisTokenBucket) Decide(ctx context.Context, key string, n int) (Decis
 // Decider). It asks nothing of Redis, and fails only on a nil or
 // zero-value *RedisTokenBucket, or when the key's policy cannot be read.
 func (b *RedisTokenBucket) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
-	if b == nil || b.r.client == nil {
-		return nil, notBuilt("RedisTokenBucket")
-	}
-	return b.r.policies(ctx, key)
+	return b.rate().Policies(ctx, key)
 }
 
 // KeyPrefix returns what every Redis key of b starts with: the Redis key
@@ -122,10 +113,7 @@ func (b *RedisTokenBucket) Policies(ctx context.Context, key string) ([]NamedPol
 // given WithKeyPrefix(p), p + "tb:" (p + "tb-i:" built WithPolicyFunc).
 // It is "" for a nil *RedisTokenBucket.
 func (b *RedisTokenBucket) KeyPrefix() string {
-	if b == nil {
-		return ""
-	}
-	return b.r.prefix
+	return b.rate().KeyPrefix()
 }
 
 // Policy returns the bucket's capacity and the time it takes to refill from empty to full; the zero Policy for a nil
@@ -140,25 +128,25 @@ func (b *RedisTokenBucket) Policy() Policy {
 // Refund gives n units back to key's bucket. See Adjuster; ctx bounds the
 // round trip.
 func (b *RedisTokenBucket) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	if b == nil || b.r.client == nil {
-		return Result{}, notBuilt("RedisTokenBucket")
-	}
-	return b.r.adjust(ctx, AdjustRefund, key, n, 0, opts)
+	return b.rate().Refund(ctx, key, n, opts...)
 }
 
 // Settle replaces taken by cost on key's bucket. See Adjuster; ctx bounds
 // the round trip.
 func (b *RedisTokenBucket) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	if b == nil || b.r.client == nil {
-		return Result{}, notBuilt("RedisTokenBucket")
-	}
-	return b.r.adjust(ctx, AdjustSettle, key, taken, cost, opts)
+	return b.rate().Settle(ctx, key, taken, cost, opts...)
 }
 
 // Reset fills key's bucket, deleting its Redis key. See Adjuster.
 func (b *RedisTokenBucket) Reset(ctx context.Context, key string) error {
-	if b == nil || b.r.client == nil {
-		return notBuilt("RedisTokenBucket")
+	return b.rate().Reset(ctx, key)
+}
+
+// rate returns b's shared part; a zero one, which answers that it was
+// not built, for a nil b.
+func (b *RedisTokenBucket) rate() *redisRate[bucketKind] {
+	if b == nil {
+		return &redisRate[bucketKind]{}
 	}
-	return b.r.resetReported(ctx, key)
+	return &b.redisRate
 }

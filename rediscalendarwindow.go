@@ -46,7 +46,7 @@ import (
 // is. The zero value is not usable (its Allow returns an error wrapping
 // ErrInvalidConfig); create one with NewRedisCalendarWindow.
 type RedisCalendarWindow struct {
-	r     redisLimiter
+	redisShell[calendarWindowKind]
 	cal   Calendar
 	clock Clock
 	zones *zoneNames // its own zone's and its keys' policies', each with the windows last seen in it
@@ -129,7 +129,7 @@ func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts
 	if !cfg.clockSet && r.clock != nil {
 		clock = r.clock
 	}
-	return &RedisCalendarWindow{r: r, cal: cal, clock: clock, zones: zones}, nil
+	return &RedisCalendarWindow{redisShell: redisShell[calendarWindowKind]{r: r}, cal: cal, clock: clock, zones: zones}, nil
 }
 
 // errRedisCalendarNotBuilt is the error of a call on a nil or zero-value
@@ -309,10 +309,7 @@ func (w *RedisCalendarWindow) Policies(ctx context.Context, key string) ([]Named
 // limiter built WithPolicyFunc, "<period>:<zone>:". It is "" for a nil
 // *RedisCalendarWindow.
 func (w *RedisCalendarWindow) KeyPrefix() string {
-	if w == nil {
-		return ""
-	}
-	return w.r.prefix
+	return w.shell().KeyPrefix()
 }
 
 // Policy returns the limit and the nominal length of the calendar's period
@@ -432,4 +429,13 @@ func (w *RedisCalendarWindow) reset(ctx context.Context, key string) error {
 	p := &redisbatch.Request{Ctx: ctx, Key: w.redisKey(key, period, z), Op: redisbatch.Reset, Limit: w.span(period, z).own}
 	_, err = w.r.request(p, w.r.limit)
 	return err
+}
+
+// shell returns w's shared part; a zero one, which answers that it was
+// not built, for a nil w.
+func (w *RedisCalendarWindow) shell() *redisShell[calendarWindowKind] {
+	if w == nil {
+		return &redisShell[calendarWindowKind]{}
+	}
+	return &w.redisShell
 }

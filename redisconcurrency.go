@@ -79,7 +79,7 @@ import (
 // The zero value is not usable (its calls return an error wrapping
 // ErrInvalidConfig); create one with NewRedisConcurrency.
 type RedisConcurrency struct {
-	r     redisLimiter
+	redisShell[concurrencyKind]
 	nonce [16]byte // the limiter's random number, in hex: the start of its leases' names
 	seq   atomic.Uint64
 }
@@ -132,7 +132,7 @@ func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, op
 		r.resetLimit = r.limits.Get(r.policyFunc.defLimit, r.policyFunc.defParam)
 	}
 	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock, redisbatch.Concurrency)
-	c := &RedisConcurrency{r: r}
+	c := &RedisConcurrency{redisShell: redisShell[concurrencyKind]{r: r}}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails: it crashes the program first
 	hex.Encode(c.nonce[:], b[:])
@@ -216,10 +216,7 @@ func (c *RedisConcurrency) Policy() Policy {
 // WithKeyPrefix(p), p + "inflight:". It is "" for a nil
 // *RedisConcurrency.
 func (c *RedisConcurrency) KeyPrefix() string {
-	if c == nil {
-		return ""
-	}
-	return c.r.prefix
+	return c.shell().KeyPrefix()
 }
 
 // policyOf returns the policy of a call for key, its limit, its TTL in µs
@@ -353,4 +350,13 @@ func (c *RedisConcurrency) Reset(ctx context.Context, key string) error {
 		return errRedisConcurrencyNotBuilt
 	}
 	return c.r.resetReported(ctx, key)
+}
+
+// shell returns c's shared part; a zero one, which answers that it was
+// not built, for a nil c.
+func (c *RedisConcurrency) shell() *redisShell[concurrencyKind] {
+	if c == nil {
+		return &redisShell[concurrencyKind]{}
+	}
+	return &c.redisShell
 }

@@ -33,7 +33,7 @@ import (
 // zero value is not usable (its Allow returns an error wrapping
 // ErrInvalidConfig); create one with NewRedisFixedWindow.
 type RedisFixedWindow struct {
-	r      redisLimiter
+	redisRate[fixedWindowKind]
 	window time.Duration
 }
 
@@ -68,7 +68,7 @@ func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration,
 	if err != nil {
 		return nil, err
 	}
-	return &RedisFixedWindow{r: r, window: window}, nil
+	return &RedisFixedWindow{redisRate: newRedisRate[fixedWindowKind](r), window: window}, nil
 }
 
 // Allow counts n against key's window in Redis if that keeps it within the
@@ -76,20 +76,14 @@ func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration,
 // is an error. On a nil or zero-value w, Allow returns an error wrapping
 // ErrInvalidConfig.
 func (w *RedisFixedWindow) Allow(ctx context.Context, key string, n int) (Result, error) {
-	if w == nil || w.r.client == nil {
-		return Result{}, notBuilt("RedisFixedWindow")
-	}
-	return w.r.allow(ctx, key, n)
+	return w.rate().Allow(ctx, key, n)
 }
 
 // Decide decides as Allow does and returns the whole Decision (see
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (w *RedisFixedWindow) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	if w == nil || w.r.client == nil {
-		return Decision{}, notBuilt("RedisFixedWindow")
-	}
-	return w.r.decideAll(ctx, key, n)
+	return w.rate().Decide(ctx, key, n)
 }
 
 // Policies returns the one policy of key's calls, named "default": the
@@ -97,10 +91,7 @@ func (w *RedisFixedWindow) Decide(ctx context.Context, key string, n int) (Decis
 // Decider). It asks nothing of Redis, and fails only on a nil or
 // zero-value *RedisFixedWindow, or when the key's policy cannot be read.
 func (w *RedisFixedWindow) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
-	if w == nil || w.r.client == nil {
-		return nil, notBuilt("RedisFixedWindow")
-	}
-	return w.r.policies(ctx, key)
+	return w.rate().Policies(ctx, key)
 }
 
 // KeyPrefix returns what every Redis key of w starts with: the Redis key
@@ -111,10 +102,7 @@ func (w *RedisFixedWindow) Policies(ctx context.Context, key string) ([]NamedPol
 // constructor's parameters; given WithKeyPrefix(p), p + "fw:". It is ""
 // for a nil *RedisFixedWindow.
 func (w *RedisFixedWindow) KeyPrefix() string {
-	if w == nil {
-		return ""
-	}
-	return w.r.prefix
+	return w.rate().KeyPrefix()
 }
 
 // Policy returns the limit and the window's length; the zero Policy for a nil
@@ -129,25 +117,25 @@ func (w *RedisFixedWindow) Policy() Policy {
 // Refund gives n units back to key's window, if it is the one that took
 // them. See Adjuster and TakenAt; ctx bounds the round trip.
 func (w *RedisFixedWindow) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	if w == nil || w.r.client == nil {
-		return Result{}, notBuilt("RedisFixedWindow")
-	}
-	return w.r.adjust(ctx, AdjustRefund, key, n, 0, opts)
+	return w.rate().Refund(ctx, key, n, opts...)
 }
 
 // Settle replaces taken by cost in key's window. See Adjuster; ctx bounds
 // the round trip.
 func (w *RedisFixedWindow) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	if w == nil || w.r.client == nil {
-		return Result{}, notBuilt("RedisFixedWindow")
-	}
-	return w.r.adjust(ctx, AdjustSettle, key, taken, cost, opts)
+	return w.rate().Settle(ctx, key, taken, cost, opts...)
 }
 
 // Reset ends key's window, deleting its Redis key. See Adjuster.
 func (w *RedisFixedWindow) Reset(ctx context.Context, key string) error {
-	if w == nil || w.r.client == nil {
-		return notBuilt("RedisFixedWindow")
+	return w.rate().Reset(ctx, key)
+}
+
+// rate returns w's shared part; a zero one, which answers that it was
+// not built, for a nil w.
+func (w *RedisFixedWindow) rate() *redisRate[fixedWindowKind] {
+	if w == nil {
+		return &redisRate[fixedWindowKind]{}
 	}
-	return w.r.resetReported(ctx, key)
+	return &w.redisRate
 }

@@ -29,7 +29,7 @@ import (
 // value is not usable (its Allow returns an error wrapping ErrInvalidConfig);
 // create one with NewRedisGCRA.
 type RedisGCRA struct {
-	r        redisLimiter
+	redisRate[gcraKind]
 	fillTime time.Duration
 }
 
@@ -63,27 +63,21 @@ func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts .
 	if err != nil {
 		return nil, err
 	}
-	return &RedisGCRA{r: r, fillTime: time.Duration(int64(limit)*interval) * time.Microsecond}, nil
+	return &RedisGCRA{redisRate: newRedisRate[gcraKind](r), fillTime: time.Duration(int64(limit)*interval) * time.Microsecond}, nil
 }
 
 // Allow decides n for key in Redis. See Limiter for the contract. ctx bounds
 // the round trip; a nil ctx is an error. On a nil or zero-value g, Allow
 // returns an error wrapping ErrInvalidConfig.
 func (g *RedisGCRA) Allow(ctx context.Context, key string, n int) (Result, error) {
-	if g == nil || g.r.client == nil {
-		return Result{}, notBuilt("RedisGCRA")
-	}
-	return g.r.allow(ctx, key, n)
+	return g.rate().Allow(ctx, key, n)
 }
 
 // Decide decides as Allow does and returns the whole Decision (see
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (g *RedisGCRA) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	if g == nil || g.r.client == nil {
-		return Decision{}, notBuilt("RedisGCRA")
-	}
-	return g.r.decideAll(ctx, key, n)
+	return g.rate().Decide(ctx, key, n)
 }
 
 // Policies returns the one policy of key's calls, named "default": the
@@ -91,10 +85,7 @@ func (g *RedisGCRA) Decide(ctx context.Context, key string, n int) (Decision, er
 // Decider). It asks nothing of Redis, and fails only on a nil or
 // zero-value *RedisGCRA, or when the key's policy cannot be read.
 func (g *RedisGCRA) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
-	if g == nil || g.r.client == nil {
-		return nil, notBuilt("RedisGCRA")
-	}
-	return g.r.policies(ctx, key)
+	return g.rate().Policies(ctx, key)
 }
 
 // KeyPrefix returns what every Redis key of g starts with: the Redis key
@@ -106,10 +97,7 @@ func (g *RedisGCRA) Policies(ctx context.Context, key string) ([]NamedPolicy, er
 // WithKeyPrefix(p), p + "gcra:" (p + "gcra-i:" built WithPolicyFunc). It
 // is "" for a nil *RedisGCRA.
 func (g *RedisGCRA) KeyPrefix() string {
-	if g == nil {
-		return ""
-	}
-	return g.r.prefix
+	return g.rate().KeyPrefix()
 }
 
 // Policy returns the limit and the time a key takes to go from exhausted to its full limit (limit emission intervals); the zero Policy for a nil g.
@@ -123,26 +111,26 @@ func (g *RedisGCRA) Policy() Policy {
 // Refund gives n units back to key. See Adjuster; ctx bounds the round
 // trip.
 func (g *RedisGCRA) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	if g == nil || g.r.client == nil {
-		return Result{}, notBuilt("RedisGCRA")
-	}
-	return g.r.adjust(ctx, AdjustRefund, key, n, 0, opts)
+	return g.rate().Refund(ctx, key, n, opts...)
 }
 
 // Settle replaces taken by cost on key. See Adjuster; ctx bounds the round
 // trip.
 func (g *RedisGCRA) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	if g == nil || g.r.client == nil {
-		return Result{}, notBuilt("RedisGCRA")
-	}
-	return g.r.adjust(ctx, AdjustSettle, key, taken, cost, opts)
+	return g.rate().Settle(ctx, key, taken, cost, opts...)
 }
 
 // Reset returns key to its full limit, deleting its Redis key. See
 // Adjuster.
 func (g *RedisGCRA) Reset(ctx context.Context, key string) error {
-	if g == nil || g.r.client == nil {
-		return notBuilt("RedisGCRA")
+	return g.rate().Reset(ctx, key)
+}
+
+// rate returns g's shared part; a zero one, which answers that it was
+// not built, for a nil g.
+func (g *RedisGCRA) rate() *redisRate[gcraKind] {
+	if g == nil {
+		return &redisRate[gcraKind]{}
 	}
-	return g.r.resetReported(ctx, key)
+	return &g.redisRate
 }

@@ -40,7 +40,7 @@ import (
 // The zero value is not usable (its Allow returns an error wrapping
 // ErrInvalidConfig); create one with NewRedisSlidingCounter.
 type RedisSlidingCounter struct {
-	r      redisLimiter
+	redisRate[slidingCounterKind]
 	window time.Duration
 }
 
@@ -79,7 +79,7 @@ func NewRedisSlidingCounter(client redis.Scripter, limit int, window time.Durati
 	if err != nil {
 		return nil, err
 	}
-	return &RedisSlidingCounter{r: r, window: window}, nil
+	return &RedisSlidingCounter{redisRate: newRedisRate[slidingCounterKind](r), window: window}, nil
 }
 
 // counterSeg returns the seg of a sliding counter's window of ms
@@ -106,20 +106,14 @@ func checkRedisCounter(kind string, p Policy) (int64, int64, error) {
 // round trip; a nil ctx is an error. On a nil or zero-value c, Allow
 // returns an error wrapping ErrInvalidConfig.
 func (c *RedisSlidingCounter) Allow(ctx context.Context, key string, n int) (Result, error) {
-	if c == nil || c.r.client == nil {
-		return Result{}, notBuilt("RedisSlidingCounter")
-	}
-	return c.r.allow(ctx, key, n)
+	return c.rate().Allow(ctx, key, n)
 }
 
 // Decide decides as Allow does and returns the whole Decision (see
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (c *RedisSlidingCounter) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	if c == nil || c.r.client == nil {
-		return Decision{}, notBuilt("RedisSlidingCounter")
-	}
-	return c.r.decideAll(ctx, key, n)
+	return c.rate().Decide(ctx, key, n)
 }
 
 // Policies returns the one policy of key's calls, named "default": the
@@ -127,10 +121,7 @@ func (c *RedisSlidingCounter) Decide(ctx context.Context, key string, n int) (De
 // Decider). It asks nothing of Redis, and fails only on a nil or
 // zero-value *RedisSlidingCounter, or when the key's policy cannot be read.
 func (c *RedisSlidingCounter) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
-	if c == nil || c.r.client == nil {
-		return nil, notBuilt("RedisSlidingCounter")
-	}
-	return c.r.policies(ctx, key)
+	return c.rate().Policies(ctx, key)
 }
 
 // KeyPrefix returns what every Redis key of c starts with: the Redis key
@@ -144,10 +135,7 @@ func (c *RedisSlidingCounter) Policies(ctx context.Context, key string) ([]Named
 // but for a limiter built WithPolicyFunc, "<window>:". It is "" for a nil
 // *RedisSlidingCounter.
 func (c *RedisSlidingCounter) KeyPrefix() string {
-	if c == nil {
-		return ""
-	}
-	return c.r.prefix
+	return c.rate().KeyPrefix()
 }
 
 // Policy returns the limit and the window's length W; the zero Policy for
@@ -163,25 +151,25 @@ func (c *RedisSlidingCounter) Policy() Policy {
 // SlidingCounter's Refund does. See Adjuster and TakenAt; ctx bounds the
 // round trip.
 func (c *RedisSlidingCounter) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	if c == nil || c.r.client == nil {
-		return Result{}, notBuilt("RedisSlidingCounter")
-	}
-	return c.r.adjust(ctx, AdjustRefund, key, n, 0, opts)
+	return c.rate().Refund(ctx, key, n, opts...)
 }
 
 // Settle replaces taken by cost in key's windows, as SlidingCounter's
 // Settle does. See Adjuster; ctx bounds the round trip.
 func (c *RedisSlidingCounter) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	if c == nil || c.r.client == nil {
-		return Result{}, notBuilt("RedisSlidingCounter")
-	}
-	return c.r.adjust(ctx, AdjustSettle, key, taken, cost, opts)
+	return c.rate().Settle(ctx, key, taken, cost, opts...)
 }
 
 // Reset forgets key, deleting its Redis key. See Adjuster.
 func (c *RedisSlidingCounter) Reset(ctx context.Context, key string) error {
-	if c == nil || c.r.client == nil {
-		return notBuilt("RedisSlidingCounter")
+	return c.rate().Reset(ctx, key)
+}
+
+// rate returns c's shared part; a zero one, which answers that it was
+// not built, for a nil c.
+func (c *RedisSlidingCounter) rate() *redisRate[slidingCounterKind] {
+	if c == nil {
+		return &redisRate[slidingCounterKind]{}
 	}
-	return c.r.resetReported(ctx, key)
+	return &c.redisRate
 }

@@ -40,7 +40,7 @@ import (
 // The zero value is not usable (its Allow returns an error wrapping
 // ErrInvalidConfig); create one with NewRedisSlidingLog.
 type RedisSlidingLog struct {
-	r      redisLimiter
+	redisRate[slidingLogKind]
 	window time.Duration
 }
 
@@ -74,7 +74,7 @@ func NewRedisSlidingLog(client redis.Scripter, limit int, window time.Duration, 
 	if err != nil {
 		return nil, err
 	}
-	return &RedisSlidingLog{r: r, window: window}, nil
+	return &RedisSlidingLog{redisRate: newRedisRate[slidingLogKind](r), window: window}, nil
 }
 
 // checkRedisLog checks a sliding log's policy on Redis, as
@@ -91,20 +91,14 @@ func checkRedisLog(kind string, p Policy) (int64, int64, error) {
 // the round trip; a nil ctx is an error. On a nil or zero-value l, Allow
 // returns an error wrapping ErrInvalidConfig.
 func (l *RedisSlidingLog) Allow(ctx context.Context, key string, n int) (Result, error) {
-	if l == nil || l.r.client == nil {
-		return Result{}, notBuilt("RedisSlidingLog")
-	}
-	return l.r.allow(ctx, key, n)
+	return l.rate().Allow(ctx, key, n)
 }
 
 // Decide decides as Allow does and returns the whole Decision (see
 // Decider): its one policy is named "default", and is the key's for a
 // limiter built WithPolicyFunc.
 func (l *RedisSlidingLog) Decide(ctx context.Context, key string, n int) (Decision, error) {
-	if l == nil || l.r.client == nil {
-		return Decision{}, notBuilt("RedisSlidingLog")
-	}
-	return l.r.decideAll(ctx, key, n)
+	return l.rate().Decide(ctx, key, n)
 }
 
 // Policies returns the one policy of key's calls, named "default": the
@@ -112,10 +106,7 @@ func (l *RedisSlidingLog) Decide(ctx context.Context, key string, n int) (Decisi
 // Decider). It asks nothing of Redis, and fails only on a nil or
 // zero-value *RedisSlidingLog, or when the key's policy cannot be read.
 func (l *RedisSlidingLog) Policies(ctx context.Context, key string) ([]NamedPolicy, error) {
-	if l == nil || l.r.client == nil {
-		return nil, notBuilt("RedisSlidingLog")
-	}
-	return l.r.policies(ctx, key)
+	return l.rate().Policies(ctx, key)
 }
 
 // KeyPrefix returns what every Redis key of l starts with: the Redis key
@@ -126,10 +117,7 @@ func (l *RedisSlidingLog) Policies(ctx context.Context, key string) ([]NamedPoli
 // constructor's parameters; given WithKeyPrefix(p), p + "sl:". It is ""
 // for a nil *RedisSlidingLog.
 func (l *RedisSlidingLog) KeyPrefix() string {
-	if l == nil {
-		return ""
-	}
-	return l.r.prefix
+	return l.rate().KeyPrefix()
 }
 
 // Policy returns the limit and the window's length; the zero Policy for a
@@ -147,25 +135,25 @@ func (l *RedisSlidingLog) Policy() Policy {
 // times on the server's, so a client clock ahead of the server's may miss
 // the entry that took the units. See Adjuster; ctx bounds the round trip.
 func (l *RedisSlidingLog) Refund(ctx context.Context, key string, n int, opts ...AdjustOption) (Result, error) {
-	if l == nil || l.r.client == nil {
-		return Result{}, notBuilt("RedisSlidingLog")
-	}
-	return l.r.adjust(ctx, AdjustRefund, key, n, 0, opts)
+	return l.rate().Refund(ctx, key, n, opts...)
 }
 
 // Settle replaces taken by cost in key's log, as SlidingLog's Settle does.
 // See Adjuster; ctx bounds the round trip.
 func (l *RedisSlidingLog) Settle(ctx context.Context, key string, taken, cost int, opts ...AdjustOption) (Result, error) {
-	if l == nil || l.r.client == nil {
-		return Result{}, notBuilt("RedisSlidingLog")
-	}
-	return l.r.adjust(ctx, AdjustSettle, key, taken, cost, opts)
+	return l.rate().Settle(ctx, key, taken, cost, opts...)
 }
 
 // Reset drops key's log, deleting its Redis key. See Adjuster.
 func (l *RedisSlidingLog) Reset(ctx context.Context, key string) error {
-	if l == nil || l.r.client == nil {
-		return notBuilt("RedisSlidingLog")
+	return l.rate().Reset(ctx, key)
+}
+
+// rate returns l's shared part; a zero one, which answers that it was
+// not built, for a nil l.
+func (l *RedisSlidingLog) rate() *redisRate[slidingLogKind] {
+	if l == nil {
+		return &redisRate[slidingLogKind]{}
 	}
-	return l.r.resetReported(ctx, key)
+	return &l.redisRate
 }

@@ -52,9 +52,4 @@ func (c *SlidingCounter) clockBase() *clockBase {
 func (c *RedisSlidingCounter) kindOf() kind              { return slidingCounterKind{} }
 func (c *RedisSlidingCounter) limiter() Limiter          { return c }
 func (c *RedisSlidingCounter) engineObserver() *observer { return c.remote().engineObserver() }
-func (c *RedisSlidingCounter) remote() *redisLimiter {
-	if c == nil {
-		return nil
-	}
-	return &c.r
-}
+func (c *RedisSlidingCounter) remote() *redisLimiter     { return c.rate().remote() }

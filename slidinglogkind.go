@@ -52,9 +52,4 @@ func (l *SlidingLog) clockBase() *clockBase {
 func (l *RedisSlidingLog) kindOf() kind              { return slidingLogKind{} }
 func (l *RedisSlidingLog) limiter() Limiter          { return l }
 func (l *RedisSlidingLog) engineObserver() *observer { return l.remote().engineObserver() }
-func (l *RedisSlidingLog) remote() *redisLimiter {
-	if l == nil {
-		return nil
-	}
-	return &l.r
-}
+func (l *RedisSlidingLog) remote() *redisLimiter     { return l.rate().remote() }
