@@ -139,7 +139,9 @@ end
 -- a peek at its absent key in the compact form; and, for a kind of leases,
 -- allow_one (its Allow of one check, which reads the lease after the cost),
 -- release and extend (its Release and Extend requests) and compact (its
--- compact form).
+-- compact form). A kind may give cold instead of its settle and check:
+-- a function that sets them in its table, which the frame's cold calls
+-- before the first request of a call that may settle.
 local kinds = {}
 
 -- pack writes a check's record. Redis has the struct library; a server
@@ -179,21 +181,6 @@ local function refusal(i, reason)
   return string.char(255, i, floor(#reason / 256), #reason % 256) .. reason
 end
 
--- first_refusal reads the key of each of a request's count checks, and
--- returns the refusal of the first whose key holds no state of its own;
--- nil when none does.
-local function first_refusal(checks, count)
-  local refused = nil
-  for i = 1, count do
-    local c = checks[i]
-    local ok, reason = c.impl.decide(c, 0)
-    if ok == nil and not refused then
-      refused = refusal(i, reason)
-    end
-  end
-  return refused
-end
-
 -- The request functions decide one request, of count checks (the first
 -- count of checks), and return its record.
 
@@ -212,106 +199,135 @@ local function allow_one(c, stored)
   return line(allowed and 1 or 0, remaining, retry, reset, c.next)
 end
 
--- allow decides an Allow of several checks: all of them allow, and then
--- all write, or none takes anything; a denied request still writes each
--- key's conversion (to a new interval, 'T' or 'G'), as allow_one does, so
--- that the new policy holds from this call on. It keeps each check's
--- answer in it: allowed, remaining, retry and reset.
-local function allow(checks, count)
-  local all, refused = true, nil
-  for i = 1, count do
-    local c = checks[i]
-    c.next = nil
-    local allowed, remaining, retry, reset = c.impl.decide(c, c.cost, nil, true)
-    if allowed == nil then
-      if not refused then
-        refused = refusal(i, remaining)
-      end
-    elseif not allowed then
-      all = false
+-- allow, settle and reset, the functions of the rarer requests, are
+-- made by cold, with each kind's own cold functions (see kinds), on the
+-- first request of a call that needs them, so that a call of none makes
+-- none of them.
+local allow, settle, reset
+local function cold()
+  for _, impl in pairs(kinds) do
+    local define = impl.cold
+    if define then
+      impl.cold = nil
+      define(impl)
     end
-    c.allowed, c.remaining, c.retry, c.reset = allowed, remaining, retry, reset
   end
-  if refused then
+  -- first_refusal reads the key of each of a request's count checks, and
+  -- returns the refusal of the first whose key holds no state of its own;
+  -- nil when none does.
+  local function first_refusal(checks, count)
+    local refused = nil
+    for i = 1, count do
+      local c = checks[i]
+      local ok, reason = c.impl.decide(c, 0)
+      if ok == nil and not refused then
+        refused = refusal(i, reason)
+      end
+    end
     return refused
   end
-  local out = ''
-  for i = 1, count do
-    local c = checks[i]
-    local text
-    if all then
-      c.impl.write(c)
-      text = line(1, c.remaining, 0, c.reset, c.next)
-    elseif c.allowed then
-      -- It would allow, but the request is denied: report it untouched,
-      -- but for its conversion, which a peek writes. (Its key reads as it
-      -- did: a peek tells what the first decision read.)
+
+  -- allow decides an Allow of several checks: all of them allow, and then
+  -- all write, or none takes anything; a denied request still writes each
+  -- key's conversion (to a new interval, 'T' or 'G'), as allow_one does, so
+  -- that the new policy holds from this call on. It keeps each check's
+  -- answer in it: allowed, remaining, retry and reset.
+  function allow(checks, count)
+    local all, refused = true, nil
+    for i = 1, count do
+      local c = checks[i]
       c.next = nil
-      local _, remaining, _, reset = c.impl.decide(c, 0, nil, true)
-      c.impl.write(c)
-      text = line(0, remaining, 0, reset, c.next)
-    else
-      -- A denial sets nothing to write but a conversion.
-      c.impl.write(c)
-      text = line(0, c.remaining, c.retry, c.reset, c.next)
+      local allowed, remaining, retry, reset = c.impl.decide(c, c.cost, nil, true)
+      if allowed == nil then
+        if not refused then
+          refused = refusal(i, remaining)
+        end
+      elseif not allowed then
+        all = false
+      end
+      c.allowed, c.remaining, c.retry, c.reset = allowed, remaining, retry, reset
     end
-    out = out .. text
+    if refused then
+      return refused
+    end
+    local out = ''
+    for i = 1, count do
+      local c = checks[i]
+      local text
+      if all then
+        c.impl.write(c)
+        text = line(1, c.remaining, 0, c.reset, c.next)
+      elseif c.allowed then
+        -- It would allow, but the request is denied: report it untouched,
+        -- but for its conversion, which a peek writes. (Its key reads as it
+        -- did: a peek tells what the first decision read.)
+        c.next = nil
+        local _, remaining, _, reset = c.impl.decide(c, 0, nil, true)
+        c.impl.write(c)
+        text = line(0, remaining, 0, reset, c.next)
+      else
+        -- A denial sets nothing to write but a conversion.
+        c.impl.write(c)
+        text = line(0, c.remaining, c.retry, c.reset, c.next)
+      end
+      out = out .. text
+    end
+    return out
   end
-  return out
-end
 
--- settle decides a Settle: every key is checked first, and then all are
--- settled, or none is. With a token key (tokkey, created with PX tokttl)
--- that is there already, that Settle has been applied: it answers the keys
--- as they are.
-local function settle(checks, count, age, tokkey, tokttl)
-  local refused = first_refusal(checks, count)
-  if refused then
-    return refused
-  end
-  for i = 1, count do
-    -- A kind that reads more of its key to settle (a log) checks it
-    -- before any check is settled.
-    local c = checks[i]
-    local check = c.impl.check
-    if check then
-      local ok, reason = check(c, age)
-      if not ok then
-        return refusal(i, reason)
+  -- settle decides a Settle: every key is checked first, and then all are
+  -- settled, or none is. With a token key (tokkey, created with PX tokttl)
+  -- that is there already, that Settle has been applied: it answers the keys
+  -- as they are.
+  function settle(checks, count, age, tokkey, tokttl)
+    local refused = first_refusal(checks, count)
+    if refused then
+      return refused
+    end
+    for i = 1, count do
+      -- A kind that reads more of its key to settle (a log) checks it
+      -- before any check is settled.
+      local c = checks[i]
+      local check = c.impl.check
+      if check then
+        local ok, reason = check(c, age)
+        if not ok then
+          return refusal(i, reason)
+        end
       end
     end
-  end
-  local seen = tokkey and not redis.call('SET', tokkey, '1', 'NX', 'PX', tokttl)
-  local out = ''
-  for i = 1, count do
-    local c = checks[i]
-    local impl = c.impl
-    local remaining, reset
-    if seen then
-      local _
-      _, remaining, _, reset = impl.decide(c, 0)
-    else
-      remaining, reset = impl.settle(c, age)
+    local seen = tokkey and not redis.call('SET', tokkey, '1', 'NX', 'PX', tokttl)
+    local out = ''
+    for i = 1, count do
+      local c = checks[i]
+      local impl = c.impl
+      local remaining, reset
+      if seen then
+        local _
+        _, remaining, _, reset = impl.decide(c, 0)
+      else
+        remaining, reset = impl.settle(c, age)
+      end
+      out = out .. line(1, remaining, 0, reset)
     end
-    out = out .. line(1, remaining, 0, reset)
+    return out
   end
-  return out
-end
 
--- reset decides a Reset: every key is checked first, and then all are
--- emptied, or none is.
-local function reset(checks, count)
-  local refused = first_refusal(checks, count)
-  if refused then
-    return refused
+  -- reset decides a Reset: every key is checked first, and then all are
+  -- emptied, or none is.
+  function reset(checks, count)
+    local refused = first_refusal(checks, count)
+    if refused then
+      return refused
+    end
+    local out = ''
+    for i = 1, count do
+      local c = checks[i]
+      redis.call('DEL', c.key)
+      out = out .. line(1, c.limit, 0, 0)
+    end
+    return out
   end
-  local out = ''
-  for i = 1, count do
-    local c = checks[i]
-    redis.call('DEL', c.key)
-    out = out .. line(1, c.limit, 0, 0)
-  end
-  return out
 end
 
 -- The call formats: each decides a call's requests, in order, and returns
@@ -373,42 +389,47 @@ local function general(nreq, limits, a)
   -- take fills the next count checks, each from its limit's number, then,
   -- with field, one more argument (stored as c[field]) and, with field2,
   -- another (c[field2]), from ARGV[a] on, and its key, KEYS[k]; it returns
-  -- checks.
-  local function take(count, field, field2)
-    local ai, ki = a, k
-    for i = 1, count do
-      local c = checks[i]
-      if not c then
-        c = {}
-        checks[i] = c
-      end
-      local spec = limits[tonumber(ARGV[ai])]
-      if c.spec ~= spec then
-        c.spec, c.kind, c.limit, c.param, c.impl = spec, spec.kind, spec.limit, spec.param, spec.impl
-      end
-      c.key = KEYS[ki]
-      if field2 then
-        c[field], c[field2] = tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
-        ai = ai + 3
-      elseif field then
-        c[field] = tonumber(ARGV[ai + 1])
-        ai = ai + 2
-        if field == 'cost' and c.impl.allow_one then
-          c.lease, ai = ARGV[ai], ai + 1 -- an Allow's check of leases names its lease
-        end
-      else
-        ai = ai + 1
-      end
-      ki = ki + 1
-    end
-    a, k = ai, ki
-    return checks
-  end
+  -- checks. The first request of several checks, a Settle or a Reset makes
+  -- it, after cold.
+  local take
   local one = {} -- the check of a request of one check
   local lines = {}
   for r = 1, nreq do
     local head = ARGV[a]
     local count = tonumber(head)
+    if not take and count ~= 1 and head ~= 'R' and head ~= 'E' then
+      cold()
+      take = function(count, field, field2)
+        local ai, ki = a, k
+        for i = 1, count do
+          local c = checks[i]
+          if not c then
+            c = {}
+            checks[i] = c
+          end
+          local spec = limits[tonumber(ARGV[ai])]
+          if c.spec ~= spec then
+            c.spec, c.kind, c.limit, c.param, c.impl = spec, spec.kind, spec.limit, spec.param, spec.impl
+          end
+          c.key = KEYS[ki]
+          if field2 then
+            c[field], c[field2] = tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
+            ai = ai + 3
+          elseif field then
+            c[field] = tonumber(ARGV[ai + 1])
+            ai = ai + 2
+            if field == 'cost' and c.impl.allow_one then
+              c.lease, ai = ARGV[ai], ai + 1 -- an Allow's check of leases names its lease
+            end
+          else
+            ai = ai + 1
+          end
+          ki = ki + 1
+        end
+        a, k = ai, ki
+        return checks
+      end
+    end
     if count then
       if count == 1 then
         -- The common request, a limiter's own Allow, read without take.
