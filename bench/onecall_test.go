@@ -119,15 +119,26 @@ func BenchmarkRedisOneCall(b *testing.B) {
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "one script call, µs of server time (median of %d rounds of %d calls, %d existing keys)\n", rounds, calls, keys)
-	fmt.Fprintf(&out, "%-8s %-4s %8s %11s %9s %9s %22s\n", "form", "kind", "v0", "every-kind", "own-kind", "return-1", "own above return-1 / v0's")
+	fmt.Fprintf(&out, "%-8s %-4s %8s %11s %9s %9s %22s %13s %12s\n", "form", "kind", "v0", "every-kind", "own-kind", "return-1", "own above return-1 / v0's", "round median", "of minima")
+	median := func(v []float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
 	for _, r := range order {
-		m := func(name string) float64 {
-			v := slices.Clone(samples[row{r.form, r.kind, name}])
-			slices.Sort(v)
-			return v[len(v)/2]
-		}
+		get := func(name string) []float64 { return samples[row{r.form, r.kind, name}] }
+		m := func(name string) float64 { return median(get(name)) }
 		v0, every, own, one := m("v0"), m("every-kind"), m("own-kind"), m("return-1")
-		fmt.Fprintf(&out, "%-8s %-4s %8.2f %11.2f %9.2f %9.2f %22.2f\n", r.form, r.kind, v0, every, own, one, (own-one)/(v0-one))
+		// The same ratio within each round, whose scripts ran seconds
+		// apart, and of each script's fastest round: the machine's load
+		// only adds time, and shifts less of it between rows of a round.
+		var ratios []float64
+		for i := range get("v0") {
+			ratios = append(ratios, (get("own-kind")[i]-get("return-1")[i])/(get("v0")[i]-get("return-1")[i]))
+		}
+		lo := func(name string) float64 { return slices.Min(get(name)) }
+		fmt.Fprintf(&out, "%-8s %-4s %8.2f %11.2f %9.2f %9.2f %22.2f %13.2f %12.2f\n", r.form, r.kind, v0, every, own, one, (own-one)/(v0-one),
+			median(ratios), (lo("own-kind")-lo("return-1"))/(lo("v0")-lo("return-1")))
 	}
 	fmt.Print(out.String())
 	for range b.N {
