@@ -32,15 +32,33 @@ type oneCallKind struct {
 // compares the frozen script of every kind (batch_v0.lua), the assembled
 // script of every kind, the script of the kind alone (what a limiter of
 // that kind sends) and "return 1". A figure is the server's time per call,
-// µs (usec_per_call of EVALSHA in INFO commandstats), the median of
-// oneCallRounds rounds in which every row runs once, the scripts of a kind
-// in an order rotated from round to round; rows of one kind run seconds
-// apart. It prints a table to stdout; run it with -benchtime 1x.
+// µs (usec_per_call of EVALSHA in INFO commandstats), the median of the
+// rounds in which every row runs once (7, or the whole number of at least
+// 3 that RATELIMIT_BENCH_ONE_CALL gives), the scripts of a kind in an
+// order rotated from round to round; rows of one kind run seconds apart.
+// Beside the ratio of medians it gives the median of each round's ratio
+// and the ratio of each script's fastest round, which the machine's load
+// disturbs less, and own-kind's ratio, by round, to the second column: the
+// every-kind script, or, with RATELIMIT_BENCH_ONE_CALL_BASE naming a
+// directory of another commit's Lua files, the kind's own script of those
+// files ("base own"). It prints a table to stdout; run it with -benchtime 1x.
 func BenchmarkRedisOneCall(b *testing.B) {
 	if os.Getenv(oneCallRunEnv) == "" {
 		b.Skipf("set %s=1 to run it", oneCallRunEnv)
 	}
-	const rounds, keys, calls = 7, 500, 3000
+	const keys, calls = 500, 3000
+	rounds := 7
+	if n, err := strconv.Atoi(os.Getenv(oneCallRunEnv)); err == nil && n >= 3 {
+		rounds = n
+	}
+	// RATELIMIT_BENCH_ONE_CALL_BASE, a directory of the Lua files of
+	// another commit, puts the kind's own script of those files in the
+	// every-kind column ("base own"), to time a change of the files.
+	base := os.Getenv("RATELIMIT_BENCH_ONE_CALL_BASE")
+	secondName := "every-kind"
+	if base != "" {
+		secondName = "base own"
+	}
 	c := redistest.Start(b).Client(b)
 	ctx := context.Background()
 	v0, err := os.ReadFile("../internal/redisbatch/testdata/batch_v0.lua")
@@ -69,7 +87,14 @@ func BenchmarkRedisOneCall(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				scripts := []struct{ name, src string }{{"v0", string(v0)}, {"every-kind", all}, {"own-kind", own}, {"return-1", "return 1"}}
+				second := all
+				if base != "" { // the kind's own script as that directory assembles it
+					second, err = redisbatch.Assemble(os.DirFS(base), redisbatch.ServerTime, lua...)
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				scripts := []struct{ name, src string }{{"v0", string(v0)}, {"every-kind", second}, {"own-kind", own}, {"return-1", "return 1"}}
 				for i := range scripts { // in an order rotated from round to round
 					s := scripts[(i+round)%len(scripts)]
 					sha, err := c.ScriptLoad(ctx, s.src).Result()
@@ -115,15 +140,27 @@ func BenchmarkRedisOneCall(b *testing.B) {
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "one script call, µs of server time (median of %d rounds of %d calls, %d existing keys)\n", rounds, calls, keys)
-	fmt.Fprintf(&out, "%-8s %-4s %8s %11s %9s %9s %22s\n", "form", "kind", "v0", "every-kind", "own-kind", "return-1", "own above return-1 / v0's")
+	fmt.Fprintf(&out, "%-8s %-4s %8s %11s %9s %9s %22s %13s %12s %14s\n", "form", "kind", "v0", secondName, "own-kind", "return-1", "own above return-1 / v0's", "round median", "of minima", "/ "+secondName)
+	median := func(v []float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
 	for _, r := range order {
-		m := func(name string) float64 {
-			v := slices.Clone(samples[row{r.form, r.kind, name}])
-			slices.Sort(v)
-			return v[len(v)/2]
-		}
+		get := func(name string) []float64 { return samples[row{r.form, r.kind, name}] }
+		m := func(name string) float64 { return median(get(name)) }
 		v0, every, own, one := m("v0"), m("every-kind"), m("own-kind"), m("return-1")
-		fmt.Fprintf(&out, "%-8s %-4s %8.2f %11.2f %9.2f %9.2f %22.2f\n", r.form, r.kind, v0, every, own, one, (own-one)/(v0-one))
+		// The same ratio within each round, whose scripts ran seconds
+		// apart, and of each script's fastest round: the machine's load
+		// only adds time, and shifts less of it between rows of a round.
+		var ratios, second []float64
+		for i := range get("v0") {
+			ratios = append(ratios, (get("own-kind")[i]-get("return-1")[i])/(get("v0")[i]-get("return-1")[i]))
+			second = append(second, (get("own-kind")[i]-get("return-1")[i])/(get("every-kind")[i]-get("return-1")[i]))
+		}
+		lo := func(name string) float64 { return slices.Min(get(name)) }
+		fmt.Fprintf(&out, "%-8s %-4s %8.2f %11.2f %9.2f %9.2f %22.2f %13.2f %12.2f %14.2f\n", r.form, r.kind, v0, every, own, one, (own-one)/(v0-one),
+			median(ratios), (lo("own-kind")-lo("return-1"))/(lo("v0")-lo("return-1")), median(second))
 	}
 	fmt.Print(out.String())
 	for range b.N {

@@ -30,5 +30,14 @@ local function write_keyed_bucket(c)
   end
 end
 
+-- read_hash is the compact form's read of a 't' key: its HGETALL, or nil
+-- when it is absent.
+local function read_hash(key)
+  local state = redis.pcall('HGETALL', key)
+  if #state > 0 or state.err then
+    return state
+  end
+end
+
 kinds.t = { decide = gcra, write = write_bucket, settle = gcra_settle, read = read_hash, open = gcra_open }
 kinds.T = { decide = gcra, write = write_keyed_bucket, settle = gcra_settle }

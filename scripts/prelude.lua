@@ -70,6 +70,9 @@ end
 -- 2^53): the digits Redis writes for a number passed as such, which Redis
 -- 7.0 formats by '%.17g' at a higher cost.
 local fast_done, fast_vals, fast_next = false, nil, 1
+-- fast_pack packs fast_vals (fast_pack.lua, assembled after the fast
+-- paths, and only with them).
+local fast_pack
 -- fast_nreq is the number of requests of a call in the compact form (-R),
 -- which the fast paths read; not above 0 in the general form.
 local fast_nreq = -tonumber(ARGV[1])

@@ -256,151 +256,157 @@ local function log_open(c, write)
   return c.next
 end
 
--- log_check reads, for a Settle of check c (decided with n 0, so c.sum is
--- set), what settling it reads beyond the header, and checks it: for d > 0
--- on a log of limit entries, the newest entry, whose units c.merge gets;
--- for d < 0, the entries from the newest back to those that give -d units
--- back (taken at or before now - age; any, with age -1), into c.kept, the
--- values of the newer ones, newest first, c.touched, the number, time and
--- units left of each that gives some back, newest first, and c.given. It
--- returns nil and the reason when the key is refused, and true otherwise.
-local function log_check(c, age)
-  c.merge, c.kept, c.touched, c.given = nil, nil, nil, 0
-  local d = c.d
-  if c.sum == 0 or d == 0 then
-    return true
-  end
-  if d > 0 then
-    if c.t - c.h + 1 < c.limit or c.sum >= min(c.limit + c.m, maxdebt) then
+-- log_cold defines, in impl, what a Settle of 'l' needs beyond its
+-- decide: the frame's cold calls it on the first request of a call that
+-- takes it, so that a call of none makes none of these functions.
+local function log_cold(impl)
+  -- log_check reads, for a Settle of check c (decided with n 0, so c.sum is
+  -- set), what settling it reads beyond the header, and checks it: for d > 0
+  -- on a log of limit entries, the newest entry, whose units c.merge gets;
+  -- for d < 0, the entries from the newest back to those that give -d units
+  -- back (taken at or before now - age; any, with age -1), into c.kept, the
+  -- values of the newer ones, newest first, c.touched, the number, time and
+  -- units left of each that gives some back, newest first, and c.given. It
+  -- returns nil and the reason when the key is refused, and true otherwise.
+  local function log_check(c, age)
+    c.merge, c.kept, c.touched, c.given = nil, nil, nil, 0
+    local d = c.d
+    if c.sum == 0 or d == 0 then
       return true
     end
-    local at, units = log_entry(redis.call('HGET', c.key, c.t))
-    if not at or at ~= c.z then
-      return nil, log_bad
-    end
-    c.merge = units
-    return true
-  end
-  if age >= 0 and now - age < c.a then
-    return true -- every entry was taken later
-  end
-  if not log_counted(c) then
-    return nil, log_bad
-  end
-  local kept, touched = {}, {}
-  local back, seq, chunk, newer = -d, c.t, 8, c.z
-  while seq >= c.h and back > 0 do
-    local lo = max(c.h, seq - chunk + 1)
-    local vals = log_read(c, lo, seq)
-    for s = seq, lo, -1 do
-      local v = vals[s - lo + 1]
-      local at, units = log_entry(v)
-      if not at or at > newer or at < c.a or s == c.t and at ~= c.z or s == c.h and at ~= c.a then
+    if d > 0 then
+      if c.t - c.h + 1 < c.limit or c.sum >= min(c.limit + c.m, maxdebt) then
+        return true
+      end
+      local at, units = log_entry(redis.call('HGET', c.key, c.t))
+      if not at or at ~= c.z then
         return nil, log_bad
       end
-      newer = at
-      if age >= 0 and at > now - age then
-        kept[#kept + 1] = v
-      else
-        local take = min(units, back)
-        back = back - take
-        touched[#touched + 1] = { s, at, units - take }
-        if back == 0 then
-          break
+      c.merge = units
+      return true
+    end
+    if age >= 0 and now - age < c.a then
+      return true -- every entry was taken later
+    end
+    if not log_counted(c) then
+      return nil, log_bad
+    end
+    local kept, touched = {}, {}
+    local back, seq, chunk, newer = -d, c.t, 8, c.z
+    while seq >= c.h and back > 0 do
+      local lo = max(c.h, seq - chunk + 1)
+      local vals = log_read(c, lo, seq)
+      for s = seq, lo, -1 do
+        local v = vals[s - lo + 1]
+        local at, units = log_entry(v)
+        if not at or at > newer or at < c.a or s == c.t and at ~= c.z or s == c.h and at ~= c.a then
+          return nil, log_bad
+        end
+        newer = at
+        if age >= 0 and at > now - age then
+          kept[#kept + 1] = v
+        else
+          local take = min(units, back)
+          back = back - take
+          touched[#touched + 1] = { s, at, units - take }
+          if back == 0 then
+            break
+          end
+        end
+      end
+      seq, chunk = lo - 1, min(2 * chunk, 4000)
+    end
+    c.kept, c.touched, c.given = kept, touched, -d - back
+    return true
+  end
+
+  -- log_give gives back the units log_check planned on check c's key: the
+  -- entries it emptied go, the newer ones move down in their place, and the
+  -- header follows. It returns the key's remaining and reset_after.
+  local function log_give(c)
+    local key, limit, w = c.key, c.limit, c.param * 1000
+    local kept, touched = c.kept, c.touched
+    local n = c.sum - c.given
+    if n == 0 then
+      redis.call('DEL', key)
+      return limit, 0
+    end
+    local h, t, a, z = c.h, c.t, c.a, c.z
+    log_drop(c)
+    local oldest = touched[#touched]
+    local first = oldest[1] -- the first entry emptied
+    if oldest[3] > 0 then
+      redis.call('HSET', key, oldest[1], log_value(oldest[2], oldest[3]))
+      first = first + 1
+    end
+    local gap = touched[1][1] - first + 1 -- entries emptied
+    if gap > 0 then
+      local nk, args = #kept, {}
+      for i = 1, nk do
+        args[#args + 1] = t - i + 1 - gap
+        args[#args + 1] = kept[i]
+        if #args >= 4000 or i == nk then
+          redis.call('HSET', key, unpack(args))
+          args = {}
+        end
+      end
+      local gone = {}
+      for s = t - gap + 1, t do
+        gone[#gone + 1] = s
+      end
+      hdel(key, gone)
+      t = t - gap
+      if first == h then
+        a = log_entry(kept[nk]) -- the oldest kept is the oldest now
+      end
+      if nk == 0 then
+        if oldest[3] > 0 then
+          z = oldest[2]
+        else
+          z = log_entry(redis.call('HGET', key, t))
+          if not z then
+            error('ratelimit batch script: a sliding log changed while it was settled')
+          end
         end
       end
     end
-    seq, chunk = lo - 1, min(2 * chunk, 4000)
+    redis.call('HSET', key, 'n', n, 'h', h, 't', t, 'a', a, 'z', z)
+    redis.call('PEXPIRE', key, ms(z + w - now))
+    return max(0, limit - n), z + w - now
   end
-  c.kept, c.touched, c.given = kept, touched, -d - back
-  return true
-end
 
--- log_give gives back the units log_check planned on check c's key: the
--- entries it emptied go, the newer ones move down in their place, and the
--- header follows. It returns the key's remaining and reset_after.
-local function log_give(c)
-  local key, limit, w = c.key, c.limit, c.param * 1000
-  local kept, touched = c.kept, c.touched
-  local n = c.sum - c.given
-  if n == 0 then
-    redis.call('DEL', key)
-    return limit, 0
-  end
-  local h, t, a, z = c.h, c.t, c.a, c.z
-  log_drop(c)
-  local oldest = touched[#touched]
-  local first = oldest[1] -- the first entry emptied
-  if oldest[3] > 0 then
-    redis.call('HSET', key, oldest[1], log_value(oldest[2], oldest[3]))
-    first = first + 1
-  end
-  local gap = touched[1][1] - first + 1 -- entries emptied
-  if gap > 0 then
-    local nk, args = #kept, {}
-    for i = 1, nk do
-      args[#args + 1] = t - i + 1 - gap
-      args[#args + 1] = kept[i]
-      if #args >= 4000 or i == nk then
-        redis.call('HSET', key, unpack(args))
-        args = {}
-      end
-    end
-    local gone = {}
-    for s = t - gap + 1, t do
-      gone[#gone + 1] = s
-    end
-    hdel(key, gone)
-    t = t - gap
-    if first == h then
-      a = log_entry(kept[nk]) -- the oldest kept is the oldest now
-    end
-    if nk == 0 then
-      if oldest[3] > 0 then
-        z = oldest[2]
+  -- log_settle settles an 'l' check, decided with n 0 and checked by
+  -- log_check: d > 0 appends an entry (within the debt bound), or adds to
+  -- the newest entry, whose time moves to now, on a log of limit entries;
+  -- d < 0 gives back what log_check planned.
+  local function log_settle(c)
+    local d, limit, w, sum = c.d, c.limit, c.param * 1000, c.sum
+    if d > 0 and sum < min(limit + c.m, maxdebt) then
+      local add = min(d, min(limit + c.m, maxdebt) - sum)
+      local at = max(now, c.z)
+      if not c.merge then
+        c.add = add
+        write_log(c)
       else
-        z = log_entry(redis.call('HGET', key, t))
-        if not z then
-          error('ratelimit batch script: a sliding log changed while it was settled')
+        log_drop(c)
+        local a = c.a
+        if c.h == c.t then
+          a = at
         end
+        redis.call('HSET', c.key, 'n', sum + add, 'h', c.h, 'a', a, 'z', at, c.t, log_value(at, c.merge + add))
+        redis.call('PEXPIRE', c.key, ms(at + w - now))
       end
+      return max(0, limit - sum - add), at + w - now
     end
-  end
-  redis.call('HSET', key, 'n', n, 'h', h, 't', t, 'a', a, 'z', z)
-  redis.call('PEXPIRE', key, ms(z + w - now))
-  return max(0, limit - n), z + w - now
-end
-
--- log_settle settles an 'l' check, decided with n 0 and checked by
--- log_check: d > 0 appends an entry (within the debt bound), or adds to
--- the newest entry, whose time moves to now, on a log of limit entries;
--- d < 0 gives back what log_check planned.
-local function log_settle(c)
-  local d, limit, w, sum = c.d, c.limit, c.param * 1000, c.sum
-  if d > 0 and sum < min(limit + c.m, maxdebt) then
-    local add = min(d, min(limit + c.m, maxdebt) - sum)
-    local at = max(now, c.z)
-    if not c.merge then
-      c.add = add
-      write_log(c)
-    else
-      log_drop(c)
-      local a = c.a
-      if c.h == c.t then
-        a = at
-      end
-      redis.call('HSET', c.key, 'n', sum + add, 'h', c.h, 'a', a, 'z', at, c.t, log_value(at, c.merge + add))
-      redis.call('PEXPIRE', c.key, ms(at + w - now))
+    if d < 0 and c.given > 0 then
+      return log_give(c)
     end
-    return max(0, limit - sum - add), at + w - now
+    if sum == 0 then
+      return limit, 0
+    end
+    return max(0, limit - sum), c.z + w - now
   end
-  if d < 0 and c.given > 0 then
-    return log_give(c)
-  end
-  if sum == 0 then
-    return limit, 0
-  end
-  return max(0, limit - sum), c.z + w - now
+  impl.check, impl.settle = log_check, log_settle
 end
 
 -- read_log is the compact form's read of an 'l' key: its HMGET of n, h,
@@ -412,4 +418,4 @@ local function read_log(key)
   end
 end
 
-kinds.l = { decide = log, write = write_log, settle = log_settle, check = log_check, read = read_log, open = log_open }
+kinds.l = { decide = log, write = write_log, cold = log_cold, read = read_log, open = log_open }

@@ -50,8 +50,8 @@ func LuaKinds() []LuaKind {
 		{Kinds: []Kind{TokenBucket, TokenBucketWithInterval}, Files: []string{"tat.lua", "bucket.lua"}, Fast: "tat_fast.lua"},
 		{Kinds: []Kind{GCRA, GCRAWithInterval}, Files: []string{"tat.lua", "gcra.lua"}, Fast: "tat_fast.lua"},
 		{Kinds: []Kind{FixedWindow}, Files: []string{"fixedwindow.lua"}, Fast: "fixedwindow_fast.lua"},
-		{Kinds: []Kind{Concurrency}, Files: []string{"concurrency.lua"}},
-		{Kinds: []Kind{SlidingLog}, Files: []string{"slidinglog.lua"}},
+		{Kinds: []Kind{Concurrency}, Files: []string{"hash.lua", "concurrency.lua"}},
+		{Kinds: []Kind{SlidingLog}, Files: []string{"hash.lua", "slidinglog.lua"}},
 		{Kinds: []Kind{CalendarWindow}, Files: []string{"calendarwindow.lua"}},
 		{Kinds: []Kind{SlidingCounter}, Files: []string{"slidingcounter.lua"}},
 	}
@@ -86,8 +86,9 @@ func LuaKindsOf(kinds ...Kind) ([]LuaKind, bool) {
 // Assemble returns the batch script of kinds on the clock t, made of the
 // files of fsys (the library's scripts/ directory) by concatenation alone,
 // each file once, in this order: a line that names the script for its
-// errors (see named), t's time file, prelude.lua, the kinds' fast paths,
-// the frame batch.lua, the kinds' files, and a last line that returns the
+// errors (see named), t's time file, prelude.lua, the kinds' fast paths
+// and, when there is one, fast_pack.lua, which packs their records, the
+// frame batch.lua, the kinds' files, and a last line that returns the
 // frame's run(). It returns an error, and no script, for no
 // kinds, an unknown time source, or a file fsys does not hold or that does
 // not end in a newline.
@@ -100,10 +101,14 @@ func Assemble(fsys fs.FS, t TimeSource, kinds ...LuaKind) (string, error) {
 		return "", err
 	}
 	names := []string{clock, "prelude.lua"}
+	fast := false
 	for _, k := range kinds {
 		if k.Fast != "" {
-			names = append(names, k.Fast)
+			names, fast = append(names, k.Fast), true
 		}
+	}
+	if fast {
+		names = append(names, "fast_pack.lua")
 	}
 	names = append(names, "batch.lua")
 	for _, k := range kinds {
