@@ -36,7 +36,9 @@ func startReplicas(t *testing.T, server *redistest.Server, n int, heartbeat time
 	replicas := make([]replica, n)
 	for i := range replicas {
 		client := productionClient(t, server)
-		fleet, err := NewFleet(client, FleetConfig{Name: "fleet", ID: fmt.Sprint("replica-", i), Heartbeat: heartbeat})
+		// A TTL of 20 heartbeats: on a loaded machine a heartbeat a
+		// heartbeat late would drop a replica from the others' counts.
+		fleet, err := NewFleet(client, FleetConfig{Name: "fleet", ID: fmt.Sprint("replica-", i), Heartbeat: heartbeat, TTL: 20 * heartbeat})
 		require.NoError(t, err)
 		backend, err := newBackend(client)
 		require.NoError(t, err)
