@@ -283,25 +283,32 @@ func (l *SlidingLog) Policy() Policy {
 	return Policy{Limit: int(l.limit), Window: time.Duration(l.window)}
 }
 
-// stopLogRecycling makes each sliding log that is more than one of a
-// Composite's limiters hand no more rings of forgotten keys to new keys:
-// the clock reading of its second part may turn a shard after its first
-// has read a key's log there, and the log, written back, must not share its
-// ring with a new key.
+// stopLogRecycling makes each limiter that is more than one of a
+// Composite's limiters, and hands the states of forgotten keys to new keys
+// (a SlidingLog's rings), stop doing so: the clock reading of its second
+// part may turn a shard after its first has read a key's state there, and
+// the state, written back, must not be shared with a new key.
 func stopLogRecycling(limiters []Limiter) {
 	for i, l := range limiters {
-		g, ok := l.(*SlidingLog)
+		r, ok := l.(recycler)
 		if !ok {
 			continue
 		}
 		for _, other := range limiters[:i] {
 			if other == l {
-				g.logs.stopRecycling()
+				r.stopRecycling()
 				break
 			}
 		}
 	}
 }
+
+// recycler is an in-process limiter that hands the states of forgotten
+// keys to new keys.
+type recycler interface{ stopRecycling() }
+
+// stopRecycling makes l hand no more rings of forgotten keys to new keys.
+func (l *SlidingLog) stopRecycling() { l.logs.stopRecycling() }
 
 // logEnd is the expiry of a log: when its newest entry leaves.
 func logEnd(lg entryLog) int64 { return lg.end }
