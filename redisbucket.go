@@ -37,7 +37,7 @@ import (
 // zero value is not usable (its Allow returns an error wrapping
 // ErrInvalidConfig); create one with NewRedisTokenBucket.
 type RedisTokenBucket struct {
-	redisRate[bucketKind]
+	redisRate
 	fillTime time.Duration
 }
 
@@ -78,7 +78,7 @@ func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64
 	if err != nil {
 		return nil, err
 	}
-	return &RedisTokenBucket{redisRate: newRedisRate[bucketKind](r), fillTime: time.Duration(int64(capacity)*interval) * time.Microsecond}, nil
+	return &RedisTokenBucket{redisRate: newRedisRate(r), fillTime: time.Duration(int64(capacity)*interval) * time.Microsecond}, nil
 }
 
 // Allow takes n tokens from key's bucket in Redis if at least n are there.
@@ -142,11 +142,11 @@ func (b *RedisTokenBucket) Reset(ctx context.Context, key string) error {
 	return b.rate().Reset(ctx, key)
 }
 
-// rate returns b's shared part; a zero one, which answers that it was
-// not built, for a nil b.
-func (b *RedisTokenBucket) rate() *redisRate[bucketKind] {
-	if b == nil {
-		return &redisRate[bucketKind]{}
+// rate returns b's shared part; for a nil or zero-value b, one that
+// answers that it was not built, naming b's type.
+func (b *RedisTokenBucket) rate() *redisRate {
+	if b == nil || !b.built() {
+		return unbuiltRate(bucketKind{})
 	}
 	return &b.redisRate
 }

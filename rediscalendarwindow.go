@@ -46,7 +46,7 @@ import (
 // is. The zero value is not usable (its Allow returns an error wrapping
 // ErrInvalidConfig); create one with NewRedisCalendarWindow.
 type RedisCalendarWindow struct {
-	redisShell[calendarWindowKind]
+	redisShell
 	cal   Calendar
 	clock Clock
 	zones *zoneNames // its own zone's and its keys' policies', each with the windows last seen in it
@@ -129,7 +129,7 @@ func NewRedisCalendarWindow(client redis.Scripter, limit int, cal Calendar, opts
 	if !cfg.clockSet && r.clock != nil {
 		clock = r.clock
 	}
-	return &RedisCalendarWindow{redisShell: redisShell[calendarWindowKind]{r: r}, cal: cal, clock: clock, zones: zones}, nil
+	return &RedisCalendarWindow{redisShell: redisShell{r: r}, cal: cal, clock: clock, zones: zones}, nil
 }
 
 // errRedisCalendarNotBuilt is the error of a call on a nil or zero-value
@@ -433,9 +433,9 @@ func (w *RedisCalendarWindow) reset(ctx context.Context, key string) error {
 
 // shell returns w's shared part; a zero one, which answers that it was
 // not built, for a nil w.
-func (w *RedisCalendarWindow) shell() *redisShell[calendarWindowKind] {
+func (w *RedisCalendarWindow) shell() *redisShell {
 	if w == nil {
-		return &redisShell[calendarWindowKind]{}
+		return &redisShell{}
 	}
 	return &w.redisShell
 }

@@ -79,7 +79,7 @@ import (
 // The zero value is not usable (its calls return an error wrapping
 // ErrInvalidConfig); create one with NewRedisConcurrency.
 type RedisConcurrency struct {
-	redisShell[concurrencyKind]
+	redisShell
 	nonce [16]byte // the limiter's random number, in hex: the start of its leases' names
 	seq   atomic.Uint64
 }
@@ -132,7 +132,7 @@ func NewRedisConcurrency(client redis.Scripter, limit int, ttl time.Duration, op
 		r.resetLimit = r.limits.Get(r.policyFunc.defLimit, r.policyFunc.defParam)
 	}
 	r.send = newSender(client, limits, 1, !cfg.noCoalesce, r.clock, redisbatch.Concurrency)
-	c := &RedisConcurrency{redisShell: redisShell[concurrencyKind]{r: r}}
+	c := &RedisConcurrency{redisShell: redisShell{r: r}}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails: it crashes the program first
 	hex.Encode(c.nonce[:], b[:])
@@ -354,9 +354,9 @@ func (c *RedisConcurrency) Reset(ctx context.Context, key string) error {
 
 // shell returns c's shared part; a zero one, which answers that it was
 // not built, for a nil c.
-func (c *RedisConcurrency) shell() *redisShell[concurrencyKind] {
+func (c *RedisConcurrency) shell() *redisShell {
 	if c == nil {
-		return &redisShell[concurrencyKind]{}
+		return &redisShell{}
 	}
 	return &c.redisShell
 }

@@ -75,7 +75,7 @@ func TestCompositeRequestOfAConcurrencyPartIsReleasedByThePart(t *testing.T) {
 			if keyed {
 				p.Limits = limits
 			}
-			require.True(t, send.Do(p))
+			require.True(t, send.Send(p))
 			require.NoError(t, p.Err)
 			n, ok := p.Record.Checks()
 			require.True(t, ok && n == 2, "%q", p.Record)

@@ -33,7 +33,7 @@ import (
 // zero value is not usable (its Allow returns an error wrapping
 // ErrInvalidConfig); create one with NewRedisFixedWindow.
 type RedisFixedWindow struct {
-	redisRate[fixedWindowKind]
+	redisRate
 	window time.Duration
 }
 
@@ -68,7 +68,7 @@ func NewRedisFixedWindow(client redis.Scripter, limit int, window time.Duration,
 	if err != nil {
 		return nil, err
 	}
-	return &RedisFixedWindow{redisRate: newRedisRate[fixedWindowKind](r), window: window}, nil
+	return &RedisFixedWindow{redisRate: newRedisRate(r), window: window}, nil
 }
 
 // Allow counts n against key's window in Redis if that keeps it within the
@@ -131,11 +131,11 @@ func (w *RedisFixedWindow) Reset(ctx context.Context, key string) error {
 	return w.rate().Reset(ctx, key)
 }
 
-// rate returns w's shared part; a zero one, which answers that it was
-// not built, for a nil w.
-func (w *RedisFixedWindow) rate() *redisRate[fixedWindowKind] {
-	if w == nil {
-		return &redisRate[fixedWindowKind]{}
+// rate returns w's shared part; for a nil or zero-value w, one that
+// answers that it was not built, naming w's type.
+func (w *RedisFixedWindow) rate() *redisRate {
+	if w == nil || !w.built() {
+		return unbuiltRate(fixedWindowKind{})
 	}
 	return &w.redisRate
 }

@@ -29,7 +29,7 @@ import (
 // value is not usable (its Allow returns an error wrapping ErrInvalidConfig);
 // create one with NewRedisGCRA.
 type RedisGCRA struct {
-	redisRate[gcraKind]
+	redisRate
 	fillTime time.Duration
 }
 
@@ -63,7 +63,7 @@ func NewRedisGCRA(client redis.Scripter, limit int, period time.Duration, opts .
 	if err != nil {
 		return nil, err
 	}
-	return &RedisGCRA{redisRate: newRedisRate[gcraKind](r), fillTime: time.Duration(int64(limit)*interval) * time.Microsecond}, nil
+	return &RedisGCRA{redisRate: newRedisRate(r), fillTime: time.Duration(int64(limit)*interval) * time.Microsecond}, nil
 }
 
 // Allow decides n for key in Redis. See Limiter for the contract. ctx bounds
@@ -126,11 +126,11 @@ func (g *RedisGCRA) Reset(ctx context.Context, key string) error {
 	return g.rate().Reset(ctx, key)
 }
 
-// rate returns g's shared part; a zero one, which answers that it was
-// not built, for a nil g.
-func (g *RedisGCRA) rate() *redisRate[gcraKind] {
-	if g == nil {
-		return &redisRate[gcraKind]{}
+// rate returns g's shared part; for a nil or zero-value g, one that
+// answers that it was not built, naming g's type.
+func (g *RedisGCRA) rate() *redisRate {
+	if g == nil || !g.built() {
+		return unbuiltRate(gcraKind{})
 	}
 	return &g.redisRate
 }

@@ -203,45 +203,6 @@ func newSender(client redis.Scripter, limits []*redisbatch.Limit, checks int, co
 	})
 }
 
-// allow decides n for key. See Limiter for the contract. With coalescing,
-// the call may travel in one script call with others (see
-// redisbatch.Sender); without, it is one call of its own.
-func (r *redisLimiter) allow(ctx context.Context, key string, n int) (Result, error) {
-	if ctx == nil {
-		return Result{Limit: r.limit}, fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
-	}
-	if r.obs.hooks != nil {
-		start := time.Now()
-		res, p, _, next, err := r.decide(ctx, key, n)
-		r.obs.reportNext(p, key, n, res, next, err, time.Since(start))
-		return res, err
-	}
-	res, _, _, _, err := r.decide(ctx, key, n)
-	return res, err
-}
-
-// decideAll decides n for key and returns the whole Decision (see
-// Decider), and reports it to the hooks, if any.
-func (r *redisLimiter) decideAll(ctx context.Context, key string, n int) (Decision, error) {
-	if ctx == nil {
-		return r.obs.decision(Result{Limit: r.limit}, r.obs.policy, nil), fmt.Errorf("ratelimit: %s: %w", r.name, errNilContext)
-	}
-	var start time.Time
-	if r.obs.hooks != nil {
-		start = time.Now()
-	}
-	res, p, param, next, err := r.decide(ctx, key, n)
-	rl := r.obs.rules
-	if param != 0 && r.policyFunc != nil && param != r.policyFunc.defParam {
-		rl = []rule{r.k.redisRule(param)}
-	}
-	d := withNext(r.obs.decision(res, p, rl), next)
-	if r.obs.hooks != nil {
-		r.obs.report(key, n, d, err, time.Since(start))
-	}
-	return d, err
-}
-
 // policies returns the policies of key's calls (see Decider).
 func (r *redisLimiter) policies(ctx context.Context, key string) ([]NamedPolicy, error) {
 	if r.policyFunc == nil {
@@ -251,11 +212,10 @@ func (r *redisLimiter) policies(ctx context.Context, key string) ([]NamedPolicy,
 	return policyList(p, r.obs.own), err
 }
 
-// decide decides n for key, after allow's checks, and also returns the
-// policy of the call, its param (0 for the limiter's own), and the wait
-// until its next unit when the script tells it (a sliding window with
-// units taken; 0 otherwise).
-func (r *redisLimiter) decide(ctx context.Context, key string, n int) (Result, Policy, int64, time.Duration, error) {
+// decideKeyed is decide for a call off its plain path: a limiter built
+// WithPolicyFunc, whose call takes its key's policy, or a key longer than
+// the limiter's WithMaxKeyLength, which it refuses.
+func (r *redisLimiter) decideKeyed(ctx context.Context, key string, n int) (Result, Policy, int64, time.Duration, error) {
 	if err := r.obs.keys.check(r.name, key); err != nil {
 		return Result{Limit: r.limit}, r.obs.policy, 0, 0, err
 	}
@@ -288,56 +248,21 @@ func (r *redisLimiter) policyOf(ctx context.Context, key string) (int, *redisbat
 // different policies never meet either.
 const policyFuncPrefix = "keyed:"
 
-// request sends p and turns its record of the reply into its answer, for
-// a call whose limit is limit.
-func (r *redisLimiter) request(p *redisbatch.Request, limit int) (Result, error) {
-	res, _, err := r.requestNext(p, limit)
-	return res, err
-}
-
-// requestNext is request, which also returns the wait until the next unit
-// the record tells (see nextOf).
-func (r *redisLimiter) requestNext(p *redisbatch.Request, limit int) (Result, time.Duration, error) {
-	v, err := r.verdict(p)
-	if err != nil {
-		return Result{Limit: limit}, 0, err
-	}
-	res, err := resultOf(v, limit, false)
-	var next time.Duration
-	if err == nil {
-		next, err = nextOf(v)
-	}
-	if err != nil {
-		return Result{Limit: limit}, 0, fmt.Errorf("ratelimit: %s %s: %w: %w: %q", r.name, r.keyName(p), ErrBackend, err, p.Record)
-	}
-	return res, next, nil
-}
-
-// verdict sends p, a request of one check, and returns the check's
-// verdict as the batch script's reply gave it, unchecked, or the error of
-// a request that failed: ErrBackend for a send or a reply that failed,
-// ErrCorruptState for a key the script refused.
-func (r *redisLimiter) verdict(p *redisbatch.Request) (redisbatch.Verdict, error) {
-	if !r.send.Do(p) {
-		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %s: %w: %w", r.name, r.keyName(p), ErrBackend, p.Ctx.Err())
-	}
-	if p.Err != nil {
-		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %s: %w", r.name, r.keyName(p), backendErr(p.Err))
-	}
-	if _, reason, refused := p.Record.Refusal(); refused {
-		// The script refused a key that does not hold its state: that
-		// concerns this key's data, not the backend.
-		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %s: %w: %s", r.name, r.keyName(p), ErrCorruptState, reason)
-	}
-	if n, ok := p.Record.Checks(); !ok || n != 1 {
-		return redisbatch.Verdict{}, fmt.Errorf("ratelimit: %s %s: %w: unexpected reply from Redis script: %q", r.name, r.keyName(p), ErrBackend, p.Record)
-	}
-	return p.Record.Check(0), nil
-}
-
 // keyName returns the Redis key of p, a request of r's, as r's errors name
 // it (see storedName).
 func (r *redisLimiter) keyName(p *redisbatch.Request) string { return r.storedName(p.Key) }
+
+// unsentName returns the Redis key of p, a request of r's that Send did
+// not answer, as r's errors name it: p.Key when its caller set it, and
+// otherwise the key p's Prefix, Seg and Name give, since p.Key may be
+// being formed by the call p was handed to (see redisbatch.Request.Key).
+// A request whose key is formed carries r's prefix, which is never empty.
+func (r *redisLimiter) unsentName(p *redisbatch.Request) string {
+	if p.Prefix == "" {
+		return r.storedName(p.Key)
+	}
+	return r.storedName(redisbatch.StoredKey(p.Prefix, p.Seg, p.Name))
+}
 
 // storedName returns stored, a Redis key of r's, as r's errors name it:
 // quoted whole when keys are shown (WithKeysShown), and otherwise what

@@ -404,7 +404,7 @@ func (rp *redisParts) reset(ctx context.Context, keys []string, rates []partRate
 // hold its limiter's state. nexts, when not nil, gets each part's next
 // unit where its verdict tells it, 0 elsewhere.
 func (rp *redisParts) do(p *redisbatch.Request, rates []partRate, results []Result, nexts []time.Duration) error {
-	if !rp.send.Do(p) {
+	if !rp.send.Send(p) {
 		return fmt.Errorf("ratelimit: Composite %s: %w: %w", rp.keyName(p, 0), ErrBackend, p.Ctx.Err())
 	}
 	if p.Err != nil {

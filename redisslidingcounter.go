@@ -40,7 +40,7 @@ import (
 // The zero value is not usable (its Allow returns an error wrapping
 // ErrInvalidConfig); create one with NewRedisSlidingCounter.
 type RedisSlidingCounter struct {
-	redisRate[slidingCounterKind]
+	redisRate
 	window time.Duration
 }
 
@@ -79,7 +79,7 @@ func NewRedisSlidingCounter(client redis.Scripter, limit int, window time.Durati
 	if err != nil {
 		return nil, err
 	}
-	return &RedisSlidingCounter{redisRate: newRedisRate[slidingCounterKind](r), window: window}, nil
+	return &RedisSlidingCounter{redisRate: newRedisRate(r), window: window}, nil
 }
 
 // counterSeg returns the seg of a sliding counter's window of ms
@@ -165,11 +165,11 @@ func (c *RedisSlidingCounter) Reset(ctx context.Context, key string) error {
 	return c.rate().Reset(ctx, key)
 }
 
-// rate returns c's shared part; a zero one, which answers that it was
-// not built, for a nil c.
-func (c *RedisSlidingCounter) rate() *redisRate[slidingCounterKind] {
-	if c == nil {
-		return &redisRate[slidingCounterKind]{}
+// rate returns c's shared part; for a nil or zero-value c, one that
+// answers that it was not built, naming c's type.
+func (c *RedisSlidingCounter) rate() *redisRate {
+	if c == nil || !c.built() {
+		return unbuiltRate(slidingCounterKind{})
 	}
 	return &c.redisRate
 }

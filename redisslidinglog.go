@@ -40,7 +40,7 @@ import (
 // The zero value is not usable (its Allow returns an error wrapping
 // ErrInvalidConfig); create one with NewRedisSlidingLog.
 type RedisSlidingLog struct {
-	redisRate[slidingLogKind]
+	redisRate
 	window time.Duration
 }
 
@@ -74,7 +74,7 @@ func NewRedisSlidingLog(client redis.Scripter, limit int, window time.Duration, 
 	if err != nil {
 		return nil, err
 	}
-	return &RedisSlidingLog{redisRate: newRedisRate[slidingLogKind](r), window: window}, nil
+	return &RedisSlidingLog{redisRate: newRedisRate(r), window: window}, nil
 }
 
 // checkRedisLog checks a sliding log's policy on Redis, as
@@ -149,11 +149,11 @@ func (l *RedisSlidingLog) Reset(ctx context.Context, key string) error {
 	return l.rate().Reset(ctx, key)
 }
 
-// rate returns l's shared part; a zero one, which answers that it was
-// not built, for a nil l.
-func (l *RedisSlidingLog) rate() *redisRate[slidingLogKind] {
-	if l == nil {
-		return &redisRate[slidingLogKind]{}
+// rate returns l's shared part; for a nil or zero-value l, one that
+// answers that it was not built, naming l's type.
+func (l *RedisSlidingLog) rate() *redisRate {
+	if l == nil || !l.built() {
+		return unbuiltRate(slidingLogKind{})
 	}
 	return &l.redisRate
 }

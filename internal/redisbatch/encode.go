@@ -19,6 +19,9 @@ import (
 // argument, before R, to the script of the caller's clock; -1 for the
 // script that reads the server's TIME.
 func (s *Sender) command(ctx context.Context, batch []*Request, verb, script string, now int64) *redis.Cmd {
+	for _, p := range batch {
+		p.formKey()
+	}
 	if s.compact(batch) {
 		return s.encodeCompact(ctx, batch, verb, script, now)
 	}
@@ -215,6 +218,14 @@ func (s *Sender) appendCount(args []any, r int, now int64) ([]any, *onceArg) {
 	return append(args, once), once
 }
 
+// newOnceArg returns the onceArg of a call of requests requests (R, or
+// -R in the compact form).
+func newOnceArg(requests int) *onceArg {
+	a := &onceArg{}
+	a.text = strconv.AppendInt(a.buf[:0], int64(requests), 10)
+	return a
+}
+
 // finish returns the command of args, which once, if any, guards.
 func (s *Sender) finish(ctx context.Context, args []any, once *onceArg) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, args...)
@@ -282,13 +293,21 @@ const (
 // Request is one request on its way to the batch script, through a
 // coalescer or not: an Allow, a Settle or a Reset, of one check per key,
 // or a Release or Extend of one lease, of one check.
-// Its caller fills the fields above Record, and Op, hands it to Sender.Do
+// Its caller fills the fields above Record, and Op, hands it to Sender.Send
 // once and then reads Record or Err; a Request is never reused. (Op sits
-// beside taken, so that the two bytes share one word.)
+// beside Fault and taken, so that the three bytes share one word.)
 type Request struct {
-	Ctx  context.Context
-	Key  string   // the Redis key of its first check
-	More []string // the Redis keys of its other checks, for a Composite
+	Ctx context.Context
+	// Key is the Redis key of its first check. Its caller may leave it
+	// empty and give Prefix, Seg and Name instead, of which the key is
+	// formed (see StoredKey) and set when the request is encoded; its
+	// caller may read it once Send has returned true.
+	Key string
+	// Prefix, Seg and Name are what Key is formed of when it is empty:
+	// the limiter's key prefix, the seg of the call's policy, and the
+	// caller's key.
+	Prefix, Seg, Name string
+	More              []string // the Redis keys of its other checks, for a Composite
 	// N is the cost of every check, unless Costs gives one per check: an
 	// Allow's cost, or a Settle's cost minus taken.
 	N     int
@@ -312,10 +331,15 @@ type Request struct {
 
 	Record Record // its record of the script's reply, when Err is nil
 	Err    error  // its script call's error
+	// Verdict is the verdict of its one check, decoded and checked once
+	// when the reply is split (see splitReply), when Err is nil and Fault
+	// is Believed; zero for a request of several checks.
+	Verdict Verdict
 
 	done  chan struct{} // receives once: the answer is there, or lead is set
 	lead  []*Request    // a batch this request must send; set under the coalescer's lock
 	Op    Op            // what it asks; its zero value is Allow
+	Fault Fault         // what is wrong with Record, for a request of one check
 	taken bool          // in a batch; set under the coalescer's lock
 }
 
@@ -341,6 +365,14 @@ func (s *Settlement) maxDebt(i int) int64 {
 		return s.MaxDebts[i]
 	}
 	return s.MaxDebt
+}
+
+// formKey sets r.Key, when it is empty, to the Redis key of r.Prefix,
+// r.Seg and r.Name (see StoredKey).
+func (r *Request) formKey() {
+	if r.Key == "" {
+		r.Key = StoredKey(r.Prefix, r.Seg, r.Name)
+	}
 }
 
 // checks returns how many checks r has: one per key.

@@ -1,6 +1,10 @@
 package redisbatch
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"time"
+)
 
 // The batch script's reply is binary, so that the server formats no number
 // as text (see callformat.go, Returns): a record per request, in
@@ -132,4 +136,81 @@ func splitReply(reply string, batch []*Request) error {
 		return fmt.Errorf("unexpected reply from Redis script: %d bytes left over after %d requests", len(reply)-off, len(batch))
 	}
 	return nil
+}
+
+// Fault is what is wrong with the record of a request of one check, found
+// when the reply is split (see readReply): Believed when nothing is.
+type Fault uint8
+
+const (
+	// Believed is the Fault of a record whose verdict may be believed.
+	Believed Fault = iota
+	// Refused is the Fault of a refusal: the script refused a key that
+	// does not hold its state (Record.Refusal gives the reason).
+	Refused
+	// Malformed is the Fault of a record that is not one check's verdict.
+	Malformed
+	// OutOfRange is the Fault of a verdict whose numbers cannot be right:
+	// a script reply is never trusted to allow.
+	OutOfRange
+)
+
+// readReply splits reply into the records of batch (see splitReply), and
+// decodes and checks the record of each request of one check, once, into
+// its Verdict and Fault; units is the limit of the checks of requests that
+// carry none (the Sender's own).
+func readReply(reply string, batch []*Request, units int64) error {
+	if err := splitReply(reply, batch); err != nil {
+		return err
+	}
+	for _, p := range batch {
+		if p.checks() != 1 {
+			continue
+		}
+		if p.Limit != nil {
+			p.decode(p.Limit.Units)
+		} else {
+			p.decode(units)
+		}
+	}
+	return nil
+}
+
+// decode decodes p's record, of one check, into p.Verdict, and checks it
+// against units, the check's limit: p.Fault says what is wrong, if
+// anything. A Release's or Extend's verdict is decoded unchecked: its
+// caller reads it as the lease it is.
+func (p *Request) decode(units int64) {
+	if _, _, refused := p.Record.Refusal(); refused {
+		p.Fault = Refused
+		return
+	}
+	if n, ok := p.Record.Checks(); !ok || n != 1 {
+		p.Fault = Malformed
+		return
+	}
+	p.Verdict = p.Record.Check(0)
+	if p.Op != Release && p.Op != Extend && !p.Verdict.inRange(units) {
+		p.Fault = OutOfRange
+	}
+}
+
+// maxMicros is the most µs a time.Duration holds.
+const maxMicros = math.MaxInt64 / int64(time.Microsecond)
+
+// inRange reports whether v, the verdict of a check of limit units that is
+// the only check of its request, can be right: Allowed 0 or 1, Remaining
+// from 0 to units, a wait after a denial and none after an allowed call,
+// times no longer than a time.Duration holds, and a next unit, when told,
+// of 1 µs at least.
+func (v Verdict) inRange(units int64) bool {
+	switch {
+	case v.Allowed != 0 && v.Allowed != 1,
+		v.Remaining < 0 || v.Remaining > units,
+		v.RetryAfter < 0 || v.RetryAfter > maxMicros || v.Allowed == 1 && v.RetryAfter != 0 || v.Allowed == 0 && v.RetryAfter == 0,
+		v.ResetAfter < 0 || v.ResetAfter > maxMicros,
+		v.HasNext && (v.Next < 1 || v.Next > maxMicros):
+		return false
+	}
+	return true
 }

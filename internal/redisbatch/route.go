@@ -135,3 +135,30 @@ var crc16Table = func() (t [256]uint16) {
 	}
 	return t
 }()
+
+// split returns the script calls that decide batch: one for a single
+// server; for a cluster, one per hash slot; for a ring, one per hash tag.
+// Each call keeps the order of its requests. The keys of one request share
+// a slot (and tag); their owners see to it.
+func (s *Sender) split(batch []*Request) []scriptCall {
+	if len(batch) == 1 || s.route == routeOne || s.route == routeAlone {
+		return []scriptCall{{batch: batch}}
+	}
+	var calls []scriptCall
+	index := make(map[any]int, len(batch))
+	for _, p := range batch {
+		p.formKey()
+		var group any = hashTag(p.Key)
+		if s.route == routeSlot {
+			group = HashSlot(p.Key)
+		}
+		i, ok := index[group]
+		if !ok {
+			i = len(calls)
+			index[group] = i
+			calls = append(calls, scriptCall{})
+		}
+		calls[i].batch = append(calls[i].batch, p)
+	}
+	return calls
+}

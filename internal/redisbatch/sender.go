@@ -7,7 +7,7 @@
 // Results: the root package makes its Requests and reads its Records.
 //
 // Its surface: a Sender, made once per limiter (or per Composite of Redis
-// limiters) by NewSender from a Config, whose Do sends one Request; the
+// limiters) by NewSender from a Config, whose Send sends one Request; the
 // Limit a check refers to, and the LimitCache of per-key limits; the
 // Record of a reply and its Verdicts.
 package redisbatch
@@ -19,7 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,6 +89,7 @@ type Sender struct {
 	limits []any
 	kinds  []Kind     // of limits, in order; nil when each request carries its own
 	checks int        // of every request (but a Release's or Extend's, one)
+	units  int64      // of its one limit, if it has one; else 0
 	co     *coalescer // nil without coalescing
 	// apart makes a call whose ctx has a deadline wait for its answer
 	// apart from the script call, which runs on a goroutine of its own:
@@ -115,6 +116,9 @@ func NewSender(cfg Config) *Sender {
 	}
 	if s.now != nil {
 		s.nowArgs = 1
+	}
+	if len(cfg.Limits) == 1 {
+		s.units = cfg.Limits[0].Units
 	}
 	if len(cfg.Limits) > 0 {
 		s.limits = make([]any, 0, 1+3*len(cfg.Limits))
@@ -145,7 +149,7 @@ func (s *Sender) SameShard(a, b string) bool { return sameShard(s.route, a, b) }
 // request's script call can touch it on any client (see tokenKey).
 func (s *Sender) TokenKey(key, token string) string { return tokenKey(key, token) }
 
-// Do sends r, alone or coalesced, and reports whether it got an answer
+// Send sends r, alone or coalesced, and reports whether it got an answer
 // (r.Record or r.Err); false when r.Ctx ended while r waited for its
 // batch, or when its deadline passed before the reply came, and then r
 // must not be read again.
@@ -155,7 +159,7 @@ func (s *Sender) TokenKey(key, token string) string { return tokenKey(key, token
 // called on the caller's goroutine; through any other, a call whose ctx
 // has a deadline waits for its reply apart, and returns false at the
 // deadline while its script call runs on to the client's own timeout.
-func (s *Sender) Do(r *Request) bool {
+func (s *Sender) Send(r *Request) bool {
 	if s.co == nil {
 		if s.apart && hasDeadline(r.Ctx) {
 			return waitApart(r.Ctx, func() { s.sendBatch(r.Ctx, []*Request{r}) })
@@ -227,7 +231,10 @@ func (s *Sender) sendBatch(ctx context.Context, batch []*Request) {
 			return
 		}
 	}
-	calls := s.split(batch)
+	calls := []scriptCall{{batch: batch}}
+	if len(batch) > 1 && (s.route == routeSlot || s.route == routeTag) {
+		calls = s.split(batch)
+	}
 	for i := range calls {
 		calls[i].cmd = s.command(ctx, calls[i].batch, "evalsha", s.script.sha, now)
 	}
@@ -237,7 +244,7 @@ func (s *Sender) sendBatch(ctx context.Context, batch []*Request) {
 	var again []scriptCall
 	for i := range calls {
 		if err := calls[i].cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			calls[i].cmd = s.command(ctx, calls[i].batch, "eval", s.script.src, now)
+			calls[i].cmd = s.evalOf(ctx, calls[i].cmd)
 			again = append(again, calls[i])
 		}
 	}
@@ -245,34 +252,30 @@ func (s *Sender) sendBatch(ctx context.Context, batch []*Request) {
 		s.run(ctx, again)
 	}
 	for _, c := range calls {
-		answer(c)
+		s.answer(c)
 	}
 }
 
-// split returns the script calls that decide batch: one for a single
-// server; for a cluster, one per hash slot; for a ring, one per hash tag.
-// Each call keeps the order of its requests. The keys of one request share
-// a slot (and tag); their owners see to it.
-func (s *Sender) split(batch []*Request) []scriptCall {
-	if len(batch) == 1 || s.route == routeOne || s.route == routeAlone {
-		return []scriptCall{{batch: batch}}
-	}
-	var calls []scriptCall
-	index := make(map[any]int, len(batch))
-	for _, p := range batch {
-		var group any = hashTag(p.Key)
-		if s.route == routeSlot {
-			group = HashSlot(p.Key)
+// evalOf returns the command that sends the script call of cmd, which
+// the server refused unrun, again by "eval" and the script's source: its
+// arguments, under a send-once guard of its own.
+func (s *Sender) evalOf(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+	args := slices.Clone(cmd.Args())
+	args[0], args[1] = "eval", s.script.src
+	var once *onceArg
+	for i, a := range args {
+		if o, ok := a.(*onceArg); ok {
+			once = &onceArg{}
+			once.text = append(once.buf[:0], o.text...)
+			args[i] = once
+			break
 		}
-		i, ok := index[group]
-		if !ok {
-			i = len(calls)
-			index[group] = i
-			calls = append(calls, scriptCall{})
-		}
-		calls[i].batch = append(calls[i].batch, p)
 	}
-	return calls
+	again := redis.NewCmd(ctx, args...)
+	if once != nil {
+		once.cmd = again
+	}
+	return again
 }
 
 // processor is what every go-redis client has: it sends a command.
@@ -325,12 +328,13 @@ func (s *Sender) run(ctx context.Context, calls []scriptCall) {
 	}
 }
 
-// answer sets the Record (see splitReply) or Err of each request of call.
-func answer(call scriptCall) {
+// answer sets the Record, and for a request of one check its Verdict and
+// Fault (see readReply), or the Err of each request of call.
+func (s *Sender) answer(call scriptCall) {
 	reply, err := call.cmd.Result()
 	if err == nil {
 		if text, ok := reply.(string); ok {
-			err = splitReply(text, call.batch)
+			err = readReply(text, call.batch, s.units)
 		} else {
 			err = fmt.Errorf("unexpected reply from Redis script: %.200q", fmt.Sprint(reply))
 		}
@@ -378,7 +382,7 @@ type coalescer struct {
 	send        func(ctx context.Context, batch []*Request) // fills every request's Record or Err
 	// apart makes a leader whose ctx has a deadline wait for its answer
 	// apart from its batch, which then runs on a goroutine of its own
-	// (see Sender.Do).
+	// (see Sender.Send).
 	apart bool
 }
 
@@ -544,12 +548,6 @@ type onceArg struct {
 	buf  [20]byte
 	cmd  *redis.Cmd
 	sent atomic.Bool
-}
-
-func newOnceArg(requests int) *onceArg {
-	a := &onceArg{}
-	a.text = strconv.AppendInt(a.buf[:0], int64(requests), 10)
-	return a
 }
 
 // MarshalBinary returns the argument's text the first time, and after an
