@@ -207,29 +207,6 @@ func (w *FixedWindow) adjust(ctx context.Context, op AdjustOp, key string, taken
 	return res, err
 }
 
-// adjust applies a Refund or Settle (op) of taken and cost to key, and
-// reports it to the adjust hooks, if any.
-func (r *redisLimiter) adjust(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
-	if r.obs.adjust == nil {
-		return r.settle(ctx, key, taken, cost, opts)
-	}
-	start := time.Now()
-	res, err := r.settle(ctx, key, taken, cost, opts)
-	r.obs.reportAdjust(op, key, taken, cost, opts, res, err, time.Since(start))
-	return res, err
-}
-
-// resetReported empties key, and reports it to the adjust hooks, if any.
-func (r *redisLimiter) resetReported(ctx context.Context, key string) error {
-	if r.obs.adjust == nil {
-		return r.reset(ctx, key)
-	}
-	start := time.Now()
-	err := r.reset(ctx, key)
-	r.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, err, time.Since(start))
-	return err
-}
-
 // adjusters returns those of a Composite's observers that hear of
 // adjustments, or nil when none does.
 func adjusters(observers []*observer) []*observer {

@@ -109,15 +109,6 @@ func engineOf(l Limiter) (engine, bool) {
 	return e, true
 }
 
-// engineObserver returns r's observer; nil for a nil r or one whose client is nil
-// (a zero-value limiter's).
-func (r *redisLimiter) engineObserver() *observer {
-	if r == nil || r.client == nil {
-		return nil
-	}
-	return &r.obs
-}
-
 // unitsWindow returns the time limit units of param µs each take.
 func unitsWindow(limit int, param int64) time.Duration {
 	return time.Duration(int64(limit)*param) * time.Microsecond

@@ -5,16 +5,6 @@ package ratelimit
 // Redis Cluster or Ring client, and every other limiter sends all its calls
 // to one place.
 
-// nodes returns the function that names the server of key's Redis keys
-// (see redisbatch.Sender.Node), or nil for a client of one server or of
-// unknown routing.
-func (r *redisLimiter) nodes() func(key string) string {
-	if r.send == nil || !r.send.ByNode() {
-		return nil
-	}
-	return r.send.Node
-}
-
 // nodes returns the function that names the server of a call's keys, all
 // in one hash slot (or with one hash tag): that of its first part's key;
 // nil for in-process parts, or Redis parts on a client of one server.
