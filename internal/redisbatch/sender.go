@@ -3,13 +3,20 @@
 // coalescing of concurrent requests into one script call, the encoding of
 // the call in its formats, the guard that sends a call at most once, the
 // routing of a batch by hash slot or ring shard, and the splitting of the
-// binary reply into records. It knows nothing of limiters, policies or
-// Results: the root package makes its Requests and reads its Records.
+// binary reply into records, each record of one check decoded and checked
+// once. It knows nothing of limiters, policies or Results: the root
+// package makes its Requests and reads their Verdicts and Records.
+//
+// Its files follow a call: sender.go (the Sender, the coalescer, the
+// send-once guard), encode.go (the Request, its Limits, its stored key
+// and the call's arguments), record.go (the reply); route.go and node.go
+// serve clients of several servers, assemble.go and callformat.go the
+// script.
 //
 // Its surface: a Sender, made once per limiter (or per Composite of Redis
 // limiters) by NewSender from a Config, whose Send sends one Request; the
 // Limit a check refers to, and the LimitCache of per-key limits; the
-// Record of a reply and its Verdicts.
+// Record of a reply, its Verdicts, and a Fault.
 package redisbatch
 
 import (
