@@ -107,16 +107,6 @@ func (c *Composite) settleBound() (int, int) {
 	return b, limit
 }
 
-// unit returns the ns one unit of part i's param makes in its rule: 1 for
-// a schedule (its interval, in ns), 0 for a window, a sliding log or a
-// Concurrency.
-func (l *localParts) unit(i int) int64 {
-	if l.parts[i].s != nil {
-		return 1
-	}
-	return 0
-}
-
 // unit returns the ns one unit of part i's param makes in its rule: 1 µs
 // for a token bucket or GCRA, 0 for a window, a sliding log or a
 // RedisConcurrency.
