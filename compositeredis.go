@@ -400,8 +400,11 @@ func (rp *redisParts) reset(ctx context.Context, keys []string, rates []partRate
 			p.Limits[i] = a.resetLimit(rp.rateOf(i, rates))
 		}
 	}
-	var buf partsBuffer
-	_, _, results := buf.slices(len(keys))
+	var buf [4]Result // the Results a Reset does not return
+	results := buf[:min(len(keys), len(buf))]
+	if len(keys) > len(buf) {
+		results = make([]Result, len(keys))
+	}
 	return rp.do(p, nil, results, nil)
 }
 
@@ -448,4 +451,14 @@ func (rp *redisParts) do(p *redisbatch.Request, rates []partRate, results []Resu
 		}
 	}
 	return nil
+}
+
+// unit returns the ns one unit of part i's param makes in its rule: 1 µs
+// for a token bucket or GCRA, 0 for a window, a sliding log or a
+// RedisConcurrency.
+func (rp *redisParts) unit(i int) int64 {
+	if i == rp.inFlight || rp.parts[i].k.redisRule(1).unit == 0 {
+		return 0
+	}
+	return int64(time.Microsecond)
 }
