@@ -366,7 +366,11 @@ func (c *Composite) call(ctx context.Context, key string, n int, leased bool) (L
 	var buf partsBuffer
 	call := c.newCall(&buf)
 	call.leased = leased
-	call.results, call.nexts = c.partsOut() // the Decision's Parts, and their next units
+	// The Decision's Parts, and their next units, read from these
+	// variables rather than from call, so that the compiler, which tracks
+	// call's fields as one, keeps the call's buffers on the stack.
+	results, nexts := c.partsOut()
+	call.results, call.nexts = results, nexts
 	bound, err := c.decide(ctx, key, n, &call)
 	policies, rules := c.policies, c.rules
 	if c.keyed != nil {
@@ -375,12 +379,12 @@ func (c *Composite) call(ctx context.Context, key string, n int, leased bool) (L
 	policies = c.windowsOpenNow(policies)
 	d := Decision{Policy: policies[bound], Policies: policies, PolicyIndex: bound, rules: rules}
 	if err != nil {
-		d.Result = call.results[bound]
+		d.Result = results[bound]
 	} else {
-		d.Result, d.Parts, d.partNext = combine(call.results, bound), call.results, call.nexts
+		d.Result, d.Parts, d.partNext = combine(results, bound), results, nexts
 	}
 	d.Enforced = d.Result
-	return call.lease, d, err
+	return *noescape(&call.lease), d, err
 }
 
 // partsOut returns the Parts of a Decision of c and, when a part's
@@ -499,7 +503,10 @@ func (c *Composite) observed(ctx context.Context, key string, n int, call *parts
 			}
 			var lease Lease
 			if i == c.inFlight {
-				lease = call.lease
+				// A copy, which the hooks may keep: read through noescape,
+				// so that the compiler, which tracks call's fields as one,
+				// does not move the call's buffers to the heap for it.
+				lease = *noescape(&call.lease)
 			}
 			d := o.decision(call.results[i], call.policies[i].Policy, nil)
 			if call.nexts != nil {

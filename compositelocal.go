@@ -281,9 +281,12 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 		if rates != nil {
 			c.keyed, c.policy = true, rates[i]
 		}
-		c.res = &results[i]
+		// With at most len(buf.calls) parts, calls is on the stack, where
+		// it may point at the caller's buffers; with more, it is on the
+		// heap, and so are they (partsBuffer holds as many).
+		c.res = noescape(&results[i])
 		if nexts != nil {
-			c.nextOut = &nexts[i]
+			c.nextOut = noescape(&nexts[i])
 		}
 		if leased {
 			c.lease = out
