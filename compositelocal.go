@@ -268,9 +268,17 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 	var lease Lease
 	parts := l.parts
 	calls, order := buf.slices(len(parts))
-	out := noescape(&lease)
-	if len(parts) > len(buf.calls) {
-		out = new(Lease) // calls is on the heap, which must not point at the stack
+	// The parts write their outputs through pointers noescape hides (see
+	// partCall): with more parts than buf holds, calls is on the heap,
+	// which must not point at the stack, so they write into copies on the
+	// heap, copied out after the call.
+	out, res, next := noescape(&lease), results, nexts
+	heap := len(parts) > len(buf.calls)
+	if heap {
+		out, res = new(Lease), make([]Result, len(parts))
+		if nexts != nil {
+			next = append([]time.Duration(nil), nexts...)
+		}
 	}
 	// Equal lengths spare the loops their bounds checks.
 	calls, keys, costs, results = calls[:len(parts)], keys[:len(parts)], costs[:len(parts)], results[:len(parts)]
@@ -281,12 +289,9 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 		if rates != nil {
 			c.keyed, c.policy = true, rates[i]
 		}
-		// With at most len(buf.calls) parts, calls is on the stack, where
-		// it may point at the caller's buffers; with more, it is on the
-		// heap, and so are they (partsBuffer holds as many).
-		c.res = noescape(&results[i])
-		if nexts != nil {
-			c.nextOut = noescape(&nexts[i])
+		c.res = noescape(&res[i])
+		if next != nil {
+			c.nextOut = noescape(&next[i])
 		}
 		if leased {
 			c.lease = out
@@ -297,6 +302,10 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 		parts[i].e.commit(noescape(&calls[i]), keys[i], costs[i], allowed)
 	}
 	unlock(calls, order)
+	if heap {
+		copy(results, res)
+		copy(nexts, next)
+	}
 	return *out
 }
 

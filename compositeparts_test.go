@@ -58,3 +58,41 @@ func TestCompositeAllowDecideAndAcquireDoNotAllocateTheirCall(t *testing.T) {
 	assert.Equal(t, 1.0, decide, "Decide: the Decision's Parts")
 	assert.Equal(t, 1.0, acquire, "Acquire: the Decision's Parts (its lease's units are the key's)")
 }
+
+// TestCompositeOfMoreThanFourPartsReportsEveryPart checks the engine's
+// path for more parts than its stack buffer holds: every part's Result,
+// next unit and the concurrency part's Lease come back as with few parts.
+func TestCompositeOfMoreThanFourPartsReportsEveryPart(t *testing.T) {
+	clock := ratelimittest.NewClock(epoch)
+	var parts []Part
+	for i, limit := range []int{5, 4, 3, 2} {
+		b, err := NewFixedWindow(limit, time.Minute, WithClock(clock))
+		require.NoError(t, err)
+		parts = append(parts, Part{Name: string(rune('a' + i)), Limiter: b})
+	}
+	log, err := NewSlidingLog(6, time.Minute, WithClock(clock))
+	require.NoError(t, err)
+	slots, err := NewConcurrency(7, time.Hour, WithClock(clock))
+	require.NoError(t, err)
+	parts = append(parts, Part{Name: "log", Limiter: log}, Part{Name: "slots", Limiter: slots})
+	c, err := NewComposite(parts...)
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	lease, d, err := c.Acquire(ctx, "k", 1)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	assert.True(t, lease.Held(), "the concurrency part's lease")
+	require.Len(t, d.Parts, 6)
+	for i, want := range []int{4, 3, 2, 1, 5, 6} {
+		assert.Equal(t, want, d.Parts[i].Remaining, "part %d", i)
+	}
+	assert.Equal(t, time.Minute, d.partNext[4], "the sliding log's next unit")
+
+	res, err := c.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed)
+	res, err = c.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.False(t, res.Allowed, "the fourth part's limit of 2 is spent")
+}
