@@ -241,9 +241,11 @@ func (b *callBuffer) slices(n int) ([]partCall, []int) {
 // live in its callBuffer, on the stack, and the engines they are handed to
 // through partEngine use them during the call only, never keeping them,
 // which the compiler cannot see through an interface; without it, every
-// call would allocate its buffer. It keeps p a pointer throughout, so the
-// garbage collector and stack moves see it. A pointer it hides may be
-// stored only on the stack.
+// call would allocate its buffer. p is an integer only inside one
+// expression, where its stack cannot move (a goroutine stopped at an
+// asynchronous safe point keeps its stack), and a pointer again after, so
+// the garbage collector and stack moves see it. A pointer it hides may be
+// stored only on the stack: the heap must never point at a stack.
 //
 //go:nocheckptr
 func noescape[T any](p *T) *T {
