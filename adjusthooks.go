@@ -163,50 +163,6 @@ func (o *observer) reportAdjust(op AdjustOp, key string, taken, cost int, opts [
 	adjusted(o.adjust, o.name, op, o.keys.event(o.adjust, key), taken, cost, opts, res, err, latency)
 }
 
-// adjust applies a Refund or Settle (op) of taken and cost to key, and
-// reports it to the adjust hooks, if any. s is built; name names the
-// limiter in errors.
-func (s *schedule) adjust(ctx context.Context, op AdjustOp, name, key string, taken, cost int, opts []AdjustOption) (Result, error) {
-	if s.obs.adjust == nil {
-		return s.settleAny(ctx, name, key, taken, cost, opts)
-	}
-	reading := s.base.elapsed()
-	res, err := s.settleAny(ctx, name, key, taken, cost, opts)
-	s.obs.reportAdjust(op, key, taken, cost, opts, res, err, time.Duration(s.base.elapsed()-reading))
-	return res, err
-}
-
-// resetReported forgets key on the engine that decides, and reports it to
-// the adjust hooks, if any; it refuses a key the limiter's rules refuse,
-// whose error names the limiter name. s is built.
-func (s *schedule) resetReported(name, key string) error {
-	err := s.obs.keys.check(name, key)
-	if s.obs.adjust == nil {
-		if err == nil {
-			s.resetAny(key)
-		}
-		return err
-	}
-	reading := s.base.elapsed()
-	if err == nil {
-		s.resetAny(key)
-	}
-	s.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, err, time.Duration(s.base.elapsed()-reading))
-	return err
-}
-
-// adjust applies a Refund or Settle (op) of taken and cost to key, and
-// reports it to the adjust hooks, if any.
-func (w *FixedWindow) adjust(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
-	if w == nil || w.obs.adjust == nil {
-		return w.settle(ctx, key, taken, cost, opts)
-	}
-	reading := w.base.elapsed()
-	res, err := w.settle(ctx, key, taken, cost, opts)
-	w.obs.reportAdjust(op, key, taken, cost, opts, res, err, time.Duration(w.base.elapsed()-reading))
-	return res, err
-}
-
 // adjusters returns those of a Composite's observers that hear of
 // adjustments, or nil when none does.
 func adjusters(observers []*observer) []*observer {
@@ -220,57 +176,6 @@ func adjusters(observers []*observer) []*observer {
 		}
 	}
 	return adj
-}
-
-// adjust applies a Refund or Settle (op) of taken and cost to every
-// part's key, and reports each part's share to its adjust hooks, if any.
-func (c *Composite) adjust(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
-	if c == nil || len(c.parts) == 0 {
-		return Result{}, notBuilt("Composite")
-	}
-	var buf partsBuffer
-	call := c.newCall(&buf)
-	if c.adjusters == nil {
-		return c.settle(ctx, key, taken, cost, opts, &call)
-	}
-	start := time.Now()
-	res, err := c.settle(ctx, key, taken, cost, opts, &call)
-	c.reportAdjust(op, key, taken, cost, opts, call.keys, call.policies, call.results, err, time.Since(start))
-	return res, err
-}
-
-// reportAdjust reports to each part's adjust hooks its share of an
-// adjustment of taken and cost for key: its key in keys, its own taken and
-// cost (1 for each above 0, for a part that counts calls), its Result in
-// results (nil for a Reset: the zero Result), or only its Limit on an
-// error: its key's policy's in policies (nil: the parts' own). A part
-// whose key was not derived (an error came first) reports the call's key.
-func (c *Composite) reportAdjust(op AdjustOp, key string, taken, cost int, opts []AdjustOption, keys []string, policies []NamedPolicy, results []Result, err error, latency time.Duration) {
-	if policies == nil {
-		policies = c.policies
-	}
-	for i, o := range c.adjusters {
-		if o == nil || i == c.inFlight && op != AdjustReset {
-			// A concurrency part hears of Resets alone: Refunds and
-			// Settles leave it as it is.
-			continue
-		}
-		k, t, n := keys[i], taken, cost
-		if k == "" {
-			k = key
-		}
-		if c.parts[i].PerCall {
-			t, n = once(taken), once(cost)
-		}
-		var res Result
-		switch {
-		case err != nil && op != AdjustReset:
-			res = Result{Limit: policies[i].Limit}
-		case results != nil:
-			res = results[i]
-		}
-		o.reportAdjust(op, k, t, n, opts, res, err, latency)
-	}
 }
 
 // forwardAdjust applies the adjustment op of taken and cost to key on a:

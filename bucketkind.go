@@ -63,3 +63,7 @@ func (b *RedisTokenBucket) kindOf() kind              { return bucketKind{} }
 func (b *RedisTokenBucket) limiter() Limiter          { return b }
 func (b *RedisTokenBucket) engineObserver() *observer { return b.remote().engineObserver() }
 func (b *RedisTokenBucket) remote() *redisLimiter     { return b.rate().remote() }
+func (b *RedisTokenBucket) redisPart() redisPart      { return plainPart{b.remote()} }
+
+// part returns b's engine as a Composite's part; nil unless b is built.
+func (b *TokenBucket) part() partEngine { return schedulePartOf((*schedule)(b)) }

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
@@ -83,3 +84,112 @@ func (w *RedisCalendarWindow) windowNow() func(Policy) time.Duration {
 		return time.Duration(sp.end - sp.start)
 	}
 }
+
+// part returns w's engine as a Composite's part; nil unless w is built.
+func (w *CalendarWindow) part() partEngine {
+	if w == nil || w.windows == nil {
+		return nil
+	}
+	return calendarPart{w}
+}
+
+// calendarPart is a CalendarWindow as a Composite's part (see partEngine):
+// its policy's param is its period, with its zone; built WithPolicyFunc,
+// its keys name their period and zone in its table.
+type calendarPart struct{ w *CalendarWindow }
+
+func (p calendarPart) policyFunc() *policyFunc { return p.w.policyFunc }
+func (p calendarPart) unit() int64             { return 0 }
+func (p calendarPart) observer() *observer     { return &p.w.obs }
+func (p calendarPart) clock() *clockBase       { return &p.w.base }
+func (p calendarPart) segmented() bool         { return p.w.policyFunc != nil }
+
+func (p calendarPart) own() partRate {
+	return partRate{limit: p.w.limit, param: int64(p.w.cal.Period), zone: p.w.zones.own}
+}
+
+func (p calendarPart) tableKey(key string, r partRate) string {
+	return p.w.tableKey(key, CalendarPeriod(r.param), r.zone)
+}
+
+// rate returns the part's policy for c's call: its key's, or its own.
+func (p calendarPart) rate(c *partCall) partRate {
+	if !c.keyed {
+		return p.own()
+	}
+	return c.policy
+}
+
+func (p calendarPart) shardLock(c *partCall, key string) *sync.Mutex {
+	sh := p.w.windows.shard(key)
+	c.shard = sh
+	return &sh.mu
+}
+
+func (p calendarPart) peek(c *partCall, key string, cost int) bool {
+	sh := c.shard.(*tableShard[openWindow])
+	r := p.rate(c)
+	c.now = p.w.windows.advance(sh, c.reading, calendarMaxNow)
+	var win openWindow
+	win, c.where = sh.lookup(key)
+	c.win, c.nwin, c.allowed = p.w.take(r.limit, CalendarPeriod(r.param), r.zone, win, c.now, cost)
+	return c.allowed
+}
+
+// commit reports its limit alone, which is all its Results read, and, for
+// an empty window, the next unit: the next unit taken counts until the
+// window open now ends.
+func (p calendarPart) commit(c *partCall, key string, cost int, allowed bool) {
+	writeWindow(c, key, cost, allowed)
+	r := p.rate(c)
+	win := windowResult(windowRate{limit: r.limit}, c, allowed)
+	if c.nextOut != nil && win.count <= 0 {
+		*c.nextOut = time.Duration(p.w.span(CalendarPeriod(r.param), r.zone, c.now).end - c.now + lagBehind(c.now, c.reading))
+	}
+}
+
+func (p calendarPart) settle(c *partCall, key string, d int64, a adjustment) Result {
+	sh := c.shard.(*tableShard[openWindow])
+	r := p.rate(c)
+	now := p.w.windows.advance(sh, c.reading, calendarMaxNow)
+	return p.w.settleAt(r.limit, CalendarPeriod(r.param), r.zone, sh, key, d, a, now, lagBehind(now, c.reading))
+}
+
+func (p calendarPart) reset(c *partCall, key string) {
+	sh := c.shard.(*tableShard[openWindow])
+	p.w.windows.advance(sh, c.reading, calendarMaxNow)
+	_, w := sh.lookup(key)
+	p.w.windows.remove(sh, key, w)
+}
+
+func (w *RedisCalendarWindow) redisPart() redisPart { return calendarRedisPart{w} }
+
+// calendarRedisPart is a RedisCalendarWindow as a Composite's part (see
+// redisPart): its policy's param is its period, with its zone; its limit is
+// of the window open now, so every request carries it; built
+// WithPolicyFunc, its keys name their period and zone.
+type calendarRedisPart struct{ w *RedisCalendarWindow }
+
+func (p calendarRedisPart) own() partRate {
+	return partRate{limit: int64(p.w.r.limit), param: int64(p.w.cal.Period), zone: p.w.zones.own}
+}
+
+func (p calendarRedisPart) key(key string, r partRate) string {
+	return p.w.redisKey(key, CalendarPeriod(r.param), r.zone)
+}
+
+func (p calendarRedisPart) segmented() bool { return p.w.r.segOf != nil || p.w.r.policyFunc != nil }
+func (p calendarRedisPart) windowed() bool  { return true }
+
+func (p calendarRedisPart) limit(r partRate) *redisbatch.Limit {
+	period := CalendarPeriod(r.param)
+	return p.w.limitOf(p.w.span(period, r.zone), int(r.limit), period)
+}
+
+func (p calendarRedisPart) resetLimit(r partRate) *redisbatch.Limit {
+	return p.w.span(CalendarPeriod(r.param), r.zone).own
+}
+
+// age is on the clock the part reads its windows from (WithClock), as its
+// own Settle takes it.
+func (p calendarRedisPart) age(takenAt time.Time) (int64, bool) { return p.w.age(takenAt), true }

@@ -7,6 +7,12 @@ import (
 	"time"
 )
 
+var (
+	_ Acquirer = (*Composite)(nil)
+	_ Acquirer = (*Guard)(nil)
+	_ Acquirer = (*DenyCache)(nil)
+)
+
 // Part is one limit of a Composite: a limiter, the name its policy goes by,
 // and the key it applies to.
 type Part struct {
@@ -360,7 +366,11 @@ func (c *Composite) call(ctx context.Context, key string, n int, leased bool) (L
 	var buf partsBuffer
 	call := c.newCall(&buf)
 	call.leased = leased
-	call.results, call.nexts = c.partsOut() // the Decision's Parts, and their next units
+	// The Decision's Parts, and their next units, read from these
+	// variables rather than from call, so that the compiler, which tracks
+	// call's fields as one, keeps the call's buffers on the stack.
+	results, nexts := c.partsOut()
+	call.results, call.nexts = results, nexts
 	bound, err := c.decide(ctx, key, n, &call)
 	policies, rules := c.policies, c.rules
 	if c.keyed != nil {
@@ -369,12 +379,12 @@ func (c *Composite) call(ctx context.Context, key string, n int, leased bool) (L
 	policies = c.windowsOpenNow(policies)
 	d := Decision{Policy: policies[bound], Policies: policies, PolicyIndex: bound, rules: rules}
 	if err != nil {
-		d.Result = call.results[bound]
+		d.Result = results[bound]
 	} else {
-		d.Result, d.Parts, d.partNext = combine(call.results, bound), call.results, call.nexts
+		d.Result, d.Parts, d.partNext = combine(results, bound), results, nexts
 	}
 	d.Enforced = d.Result
-	return call.lease, d, err
+	return *noescape(&call.lease), d, err
 }
 
 // partsOut returns the Parts of a Decision of c and, when a part's
@@ -493,13 +503,16 @@ func (c *Composite) observed(ctx context.Context, key string, n int, call *parts
 			}
 			var lease Lease
 			if i == c.inFlight {
-				lease = call.lease
+				// A copy, which the hooks may keep: read through noescape,
+				// so that the compiler, which tracks call's fields as one,
+				// does not move the call's buffers to the heap for it.
+				lease = *noescape(&call.lease)
 			}
 			d := o.decision(call.results[i], call.policies[i].Policy, nil)
 			if call.nexts != nil {
 				d = withNext(d, call.nexts[i])
 			}
-			o.reportLease(k, cost, d, lease, err, latency)
+			reportLease(o, k, cost, d, lease, err, latency)
 		}
 	}
 	return bound, err
@@ -762,4 +775,188 @@ func (c *Composite) partKeys(key string) []string {
 		}
 	}
 	return keys
+}
+
+// Acquire takes n units for key from every part, all or nothing, as Allow
+// does, and returns the Lease that holds the concurrency part's units:
+// the slot is taken only when every rate part allows the call, and the
+// rate parts' units only when the slot is free, so a denial takes nothing
+// anywhere. The Lease is the concurrency part's (its key is the part's
+// key, after Part.Key); releasing it gives back the units in flight alone,
+// as the rate parts' units stay taken. A Composite without a concurrency
+// part decides as Decide does and returns a Lease that holds nothing. On
+// Redis it is one script request for every part, coalesced with the
+// Composite's other calls. See Composite.
+func (c *Composite) Acquire(ctx context.Context, key string, n int) (Lease, Decision, error) {
+	return c.call(ctx, key, n, true)
+}
+
+// findInFlight finds the part of c that limits units in flight, if any,
+// and refuses more than one. kind names the constructor in errors.
+func (c *Composite) findInFlight(kind string) error {
+	c.inFlight = -1
+	var names []string
+	for i, p := range c.parts {
+		// Built or not: a zero-value one fails newLocalParts and
+		// newRedisParts.
+		e, ok := engineOf(p.Limiter)
+		if !ok || !e.kindOf().inFlight() {
+			continue
+		}
+		h, ok := p.Limiter.(leaseHolder)
+		if !ok {
+			continue
+		}
+		names = append(names, p.Name)
+		if c.inFlight < 0 {
+			c.inFlight, c.holder = i, h
+		}
+	}
+	if len(names) > 1 {
+		return fmt.Errorf("%w: %s: parts %q are concurrency limiters; a Composite holds at most one limit of units in flight", ErrInvalidConfig, kind, names)
+	}
+	return nil
+}
+
+// resolve fills call's policies and rates with each part's policy for its
+// key (call.keys, filled), and call.tight with the tightest of them. A
+// part's PolicyFunc error or a policy its limiter refuses fails the call:
+// resolve returns the part's index and an error, wrapping ErrPolicy or
+// ErrInvalidConfig, that names the part and its key; call's policies are
+// then each part's own for the parts not resolved. c.keyed is not nil.
+func (c *Composite) resolve(ctx context.Context, call *partsCall) (int, error) {
+	k := c.keyed
+	for i, t := range k.policyFuncs {
+		if t == nil {
+			call.policies[i], call.rates[i] = c.policies[i], k.owns[i]
+			continue
+		}
+		p, limit, param, err := t.resolve(ctx, call.keys[i])
+		if err != nil {
+			copy(call.policies[i:], c.policies[i:])
+			return i, fmt.Errorf("ratelimit: Composite part %q: %w", c.parts[i].Name, err)
+		}
+		call.policies[i] = NamedPolicy{Name: c.policies[i].Name, Policy: p, PerCall: c.policies[i].PerCall, InFlight: c.policies[i].InFlight}
+		call.rates[i] = partRate{limit: limit, param: param, zone: t.zoneOf(p)}
+	}
+	call.tight, _ = tightest(call.policies)
+	return 0, nil
+}
+
+// settleBound returns the part whose bound on a Settle's taken is the
+// smallest among the parts that count units, and that bound: its limit,
+// or 2^52 for a part built WithPolicyFunc, since its units may have been
+// taken under an earlier, larger policy; part 0 and 2^52 when every part
+// counts calls.
+func (c *Composite) settleBound() (int, int) {
+	b, limit := 0, maxSettleCost
+	for i, p := range c.policies {
+		l := p.Limit
+		if c.keyed != nil && c.keyed.policyFuncs[i] != nil {
+			l = maxSettleCost
+		}
+		if !p.PerCall && l < limit {
+			b, limit = i, l
+		}
+	}
+	if limit == maxSettleCost {
+		b = c.tight // the same part as before per-key policies, for errors
+	}
+	return b, limit
+}
+
+// checkCharge returns an error naming the part for a Settle of taken and
+// cost that a part of c refuses by its bound (see WithMaxSettle), its
+// index, and nil and -1 otherwise: each part that counts units, by its
+// limiter's bound and its limit in policies (the call's: its key's, for a
+// part built WithPolicyFunc).
+func (c *Composite) checkCharge(taken, cost int, policies []NamedPolicy) (int, error) {
+	for i, p := range c.parts {
+		if p.PerCall || i == c.inFlight {
+			continue
+		}
+		o := observerOf(p.Limiter)
+		if o == nil {
+			continue
+		}
+		if err := o.maxSettle.check(taken, cost, policies[i].Limit); err != nil {
+			return i, fmt.Errorf("ratelimit: Composite part %q: %w", p.Name, err)
+		}
+	}
+	return -1, nil
+}
+
+// adjust applies a Refund or Settle (op) of taken and cost to every
+// part's key, and reports each part's share to its adjust hooks, if any.
+func (c *Composite) adjust(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if c == nil || len(c.parts) == 0 {
+		return Result{}, notBuilt("Composite")
+	}
+	var buf partsBuffer
+	call := c.newCall(&buf)
+	if c.adjusters == nil {
+		return c.settle(ctx, key, taken, cost, opts, &call)
+	}
+	start := time.Now()
+	res, err := c.settle(ctx, key, taken, cost, opts, &call)
+	c.reportAdjust(op, key, taken, cost, opts, call.keys, call.policies, call.results, err, time.Since(start))
+	return res, err
+}
+
+// reportAdjust reports to each part's adjust hooks its share of an
+// adjustment of taken and cost for key: its key in keys, its own taken and
+// cost (1 for each above 0, for a part that counts calls), its Result in
+// results (nil for a Reset: the zero Result), or only its Limit on an
+// error: its key's policy's in policies (nil: the parts' own). A part
+// whose key was not derived (an error came first) reports the call's key.
+func (c *Composite) reportAdjust(op AdjustOp, key string, taken, cost int, opts []AdjustOption, keys []string, policies []NamedPolicy, results []Result, err error, latency time.Duration) {
+	if policies == nil {
+		policies = c.policies
+	}
+	for i, o := range c.adjusters {
+		if o == nil || i == c.inFlight && op != AdjustReset {
+			// A concurrency part hears of Resets alone: Refunds and
+			// Settles leave it as it is.
+			continue
+		}
+		k, t, n := keys[i], taken, cost
+		if k == "" {
+			k = key
+		}
+		if c.parts[i].PerCall {
+			t, n = once(taken), once(cost)
+		}
+		var res Result
+		switch {
+		case err != nil && op != AdjustReset:
+			res = Result{Limit: policies[i].Limit}
+		case results != nil:
+			res = results[i]
+		}
+		o.reportAdjust(op, k, t, n, opts, res, err, latency)
+	}
+}
+
+// windowsOpenNow returns policies, the parts' policies of a call, with
+// each calendar part's Window the length of its window open now, on its
+// limiter's clock (a RedisCalendarWindow's client clock): a copy, when a
+// Composite has calendar parts. A part's policy names its period by its
+// nominal length.
+func (c *Composite) windowsOpenNow(policies []NamedPolicy) []NamedPolicy {
+	if c.windowsNow == nil {
+		return policies
+	}
+	out := append([]NamedPolicy(nil), policies...)
+	for i, now := range c.windowsNow {
+		if now != nil && periodOfNominal(out[i].Window) != 0 {
+			out[i].Window = now(out[i].Policy)
+		}
+	}
+	return out
+}
+
+// reportLease tells o's hooks of one call's Decision d and the lease it
+// granted. The caller has checked that o.hooks is not nil.
+func reportLease(o *observer, key string, n int, d Decision, lease Lease, err error, latency time.Duration) {
+	o.hooks.Decided(Event{Limiter: o.name, Key: o.keys.event(o.hooks, key), Cost: n, Decision: d, Lease: lease, Err: err, Latency: latency})
 }

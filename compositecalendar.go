@@ -33,21 +33,3 @@ func windowNowOf(nows []func(Policy) time.Duration, i, n int, l Limiter) []func(
 	nows[i] = now
 	return nows
 }
-
-// windowsOpenNow returns policies, the parts' policies of a call, with
-// each calendar part's Window the length of its window open now, on its
-// limiter's clock (a RedisCalendarWindow's client clock): a copy, when a
-// Composite has calendar parts. A part's policy names its period by its
-// nominal length.
-func (c *Composite) windowsOpenNow(policies []NamedPolicy) []NamedPolicy {
-	if c.windowsNow == nil {
-		return policies
-	}
-	out := append([]NamedPolicy(nil), policies...)
-	for i, now := range c.windowsNow {
-		if now != nil && periodOfNominal(out[i].Window) != 0 {
-			out[i].Window = now(out[i].Policy)
-		}
-	}
-	return out
-}

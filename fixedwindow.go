@@ -347,3 +347,15 @@ func (w *FixedWindow) Policy() Policy {
 
 // windowEnd is the expiry of a window: its end.
 func windowEnd(win openWindow) int64 { return win.end }
+
+// adjust applies a Refund or Settle (op) of taken and cost to key, and
+// reports it to the adjust hooks, if any.
+func (w *FixedWindow) adjust(ctx context.Context, op AdjustOp, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if w == nil || w.obs.adjust == nil {
+		return w.settle(ctx, key, taken, cost, opts)
+	}
+	reading := w.base.elapsed()
+	res, err := w.settle(ctx, key, taken, cost, opts)
+	w.obs.reportAdjust(op, key, taken, cost, opts, res, err, time.Duration(w.base.elapsed()-reading))
+	return res, err
+}

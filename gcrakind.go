@@ -61,3 +61,7 @@ func (g *RedisGCRA) kindOf() kind              { return gcraKind{} }
 func (g *RedisGCRA) limiter() Limiter          { return g }
 func (g *RedisGCRA) engineObserver() *observer { return g.remote().engineObserver() }
 func (g *RedisGCRA) remote() *redisLimiter     { return g.rate().remote() }
+func (g *RedisGCRA) redisPart() redisPart      { return plainPart{g.remote()} }
+
+// part returns g's engine as a Composite's part; nil unless g is built.
+func (g *GCRA) part() partEngine { return schedulePartOf((*schedule)(g)) }

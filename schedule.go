@@ -310,3 +310,35 @@ func tatExpiry(tat int64) int64 { return tat }
 func (s *schedule) policy() Policy {
 	return Policy{Limit: int(s.capacity), Window: time.Duration(s.tau)}
 }
+
+// adjust applies a Refund or Settle (op) of taken and cost to key, and
+// reports it to the adjust hooks, if any. s is built; name names the
+// limiter in errors.
+func (s *schedule) adjust(ctx context.Context, op AdjustOp, name, key string, taken, cost int, opts []AdjustOption) (Result, error) {
+	if s.obs.adjust == nil {
+		return s.settleAny(ctx, name, key, taken, cost, opts)
+	}
+	reading := s.base.elapsed()
+	res, err := s.settleAny(ctx, name, key, taken, cost, opts)
+	s.obs.reportAdjust(op, key, taken, cost, opts, res, err, time.Duration(s.base.elapsed()-reading))
+	return res, err
+}
+
+// resetReported forgets key on the engine that decides, and reports it to
+// the adjust hooks, if any; it refuses a key the limiter's rules refuse,
+// whose error names the limiter name. s is built.
+func (s *schedule) resetReported(name, key string) error {
+	err := s.obs.keys.check(name, key)
+	if s.obs.adjust == nil {
+		if err == nil {
+			s.resetAny(key)
+		}
+		return err
+	}
+	reading := s.base.elapsed()
+	if err == nil {
+		s.resetAny(key)
+	}
+	s.obs.reportAdjust(AdjustReset, key, 0, 0, nil, Result{}, err, time.Duration(s.base.elapsed()-reading))
+	return err
+}

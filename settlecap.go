@@ -84,24 +84,3 @@ func (c settleCap) check(taken, cost, limit int) error {
 	}
 	return fmt.Errorf("%w: cost = %d is above %d × the key's limit %d, the most one Settle may charge (see WithMaxSettle): nothing was charged", ErrInvalidCost, cost, int64(c), limit)
 }
-
-// checkCharge returns an error naming the part for a Settle of taken and
-// cost that a part of c refuses by its bound (see WithMaxSettle), its
-// index, and nil and -1 otherwise: each part that counts units, by its
-// limiter's bound and its limit in policies (the call's: its key's, for a
-// part built WithPolicyFunc).
-func (c *Composite) checkCharge(taken, cost int, policies []NamedPolicy) (int, error) {
-	for i, p := range c.parts {
-		if p.PerCall || i == c.inFlight {
-			continue
-		}
-		o := observerOf(p.Limiter)
-		if o == nil {
-			continue
-		}
-		if err := o.maxSettle.check(taken, cost, policies[i].Limit); err != nil {
-			return i, fmt.Errorf("ratelimit: Composite part %q: %w", p.Name, err)
-		}
-	}
-	return -1, nil
-}

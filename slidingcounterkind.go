@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"sync"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
@@ -53,3 +54,87 @@ func (c *RedisSlidingCounter) kindOf() kind              { return slidingCounter
 func (c *RedisSlidingCounter) limiter() Limiter          { return c }
 func (c *RedisSlidingCounter) engineObserver() *observer { return c.remote().engineObserver() }
 func (c *RedisSlidingCounter) remote() *redisLimiter     { return c.rate().remote() }
+func (c *RedisSlidingCounter) redisPart() redisPart      { return plainPart{c.remote()} }
+
+// part returns c's engine as a Composite's part; nil unless c is built.
+func (c *SlidingCounter) part() partEngine {
+	if c == nil || c.keys == nil {
+		return nil
+	}
+	return counterPart{c}
+}
+
+// counterPart is a SlidingCounter as a Composite's part (see partEngine):
+// built WithPolicyFunc, its keys name their window in its table.
+type counterPart struct{ n *SlidingCounter }
+
+func (p counterPart) policyFunc() *policyFunc { return p.n.policyFunc }
+func (p counterPart) own() partRate           { return partRate{limit: p.n.limit, param: p.n.window} }
+func (p counterPart) unit() int64             { return 0 }
+func (p counterPart) observer() *observer     { return &p.n.obs }
+func (p counterPart) clock() *clockBase       { return &p.n.base }
+func (p counterPart) segmented() bool         { return p.n.policyFunc != nil }
+
+func (p counterPart) tableKey(key string, r partRate) string { return p.n.tableKey(key, r.param) }
+
+// rate returns the part's counterRate for c's call: its policy's, or its
+// own.
+func (p counterPart) rate(c *partCall) counterRate {
+	if !c.keyed {
+		return p.n.counterRate
+	}
+	return counterRate{limit: c.policy.limit, window: c.policy.param}
+}
+
+func (p counterPart) shardLock(c *partCall, key string) *sync.Mutex {
+	sh := p.n.keys.shard(key)
+	c.shard = sh
+	return &sh.mu
+}
+
+func (p counterPart) peek(c *partCall, key string, cost int) bool {
+	sh := c.shard.(*tableShard[counterState])
+	c.now = p.n.keys.advance(sh, c.reading, p.n.maxNow)
+	var st counterState
+	st, c.where = sh.lookup(key)
+	c.ncur, c.nnx, c.nleft, c.allowed = p.rate(c).take(st, c.now, cost)
+	return c.allowed
+}
+
+// commit also sets the next unit when the key counts units.
+func (p counterPart) commit(c *partCall, key string, cost int, allowed bool) {
+	if allowed && cost > 0 {
+		sh := c.shard.(*tableShard[counterState])
+		if c.shared {
+			_, c.where = sh.lookup(key)
+		}
+		sh.write(key, c.where, c.nnx, c.nnx.expiry)
+	}
+	r, lag := p.rate(c), lagBehind(c.now, c.reading)
+	st, left := c.ncur, c.nleft
+	switch {
+	case allowed:
+		st, left = c.nnx, c.nleft-int64(cost)
+		*c.res = r.resultLeft(true, st, left, c.now, lag)
+	case c.allowed:
+		*c.res = r.resultLeft(false, st, left, c.now, lag)
+	default:
+		*c.res = r.denial(st, left, c.now, int64(cost), lag)
+	}
+	if c.nextOut != nil && left < r.limit {
+		*c.nextOut = r.nextUnit(st, left, c.now, lag)
+	}
+}
+
+func (p counterPart) settle(c *partCall, key string, d int64, a adjustment) Result {
+	sh := c.shard.(*tableShard[counterState])
+	now := p.n.keys.advance(sh, c.reading, p.n.maxNow)
+	return p.n.settleAt(p.rate(c), sh, key, d, a, now, lagBehind(now, c.reading))
+}
+
+func (p counterPart) reset(c *partCall, key string) {
+	sh := c.shard.(*tableShard[counterState])
+	p.n.keys.advance(sh, c.reading, p.n.maxNow)
+	_, w := sh.lookup(key)
+	p.n.keys.remove(sh, key, w)
+}

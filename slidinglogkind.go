@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"sync"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
@@ -53,3 +54,94 @@ func (l *RedisSlidingLog) kindOf() kind              { return slidingLogKind{} }
 func (l *RedisSlidingLog) limiter() Limiter          { return l }
 func (l *RedisSlidingLog) engineObserver() *observer { return l.remote().engineObserver() }
 func (l *RedisSlidingLog) remote() *redisLimiter     { return l.rate().remote() }
+func (l *RedisSlidingLog) redisPart() redisPart      { return plainPart{l.remote()} }
+
+// part returns l's engine as a Composite's part; nil unless l is built.
+func (l *SlidingLog) part() partEngine {
+	if l == nil || l.logs == nil {
+		return nil
+	}
+	return logPart{l}
+}
+
+// logPart is a SlidingLog as a Composite's part (see partEngine). It makes
+// its Result under the lock in commit, where a denial's wait and the next
+// unit read the key's log.
+type logPart struct{ g *SlidingLog }
+
+func (p logPart) policyFunc() *policyFunc                { return p.g.policyFunc }
+func (p logPart) own() partRate                          { return partRate{limit: p.g.limit, param: p.g.window} }
+func (p logPart) unit() int64                            { return 0 }
+func (p logPart) observer() *observer                    { return &p.g.obs }
+func (p logPart) clock() *clockBase                      { return &p.g.base }
+func (p logPart) segmented() bool                        { return false }
+func (p logPart) tableKey(key string, _ partRate) string { return key }
+
+// rate returns the part's logRate for c's call: its policy's, or its own.
+func (p logPart) rate(c *partCall) logRate {
+	if !c.keyed {
+		return p.g.logRate
+	}
+	return logRate{limit: c.policy.limit, window: c.policy.param}
+}
+
+func (p logPart) shardLock(c *partCall, key string) *sync.Mutex {
+	sh := p.g.logs.shard(key)
+	c.shard = sh
+	return &sh.mu
+}
+
+func (p logPart) peek(c *partCall, key string, cost int) bool {
+	sh := c.shard.(*tableShard[entryLog])
+	c.now = p.g.logs.advance(sh, c.reading, p.g.maxNow)
+	c.log, c.where = sh.lookup(key)
+	r := p.rate(c)
+	c.log.sweep(c.now, r.window)
+	c.allowed = int64(cost) <= max(r.limit-c.log.sum, 0)
+	return c.allowed
+}
+
+// commit takes cost when the call is allowed and sets the part's Result:
+// a part that would have allowed a denied call reports its log untouched,
+// with nothing to wait for; and the next unit, when the log holds units
+// (see logRate.nextUnit).
+func (p logPart) commit(c *partCall, key string, cost int, allowed bool) {
+	r := p.rate(c)
+	lag := lagBehind(c.now, c.reading)
+	switch {
+	case allowed && cost > 0:
+		c.log.add(c.now, int64(cost), r.limit)
+		c.log.end = c.now + r.window
+		sh := c.shard.(*tableShard[entryLog])
+		if c.shared {
+			_, c.where = sh.lookup(key)
+		}
+		sh.write(key, c.where, c.log, c.log.end)
+		*c.res = r.result(true, &c.log, c.now, lag)
+	case allowed:
+		*c.res = r.result(true, &c.log, c.now, lag)
+	case c.allowed:
+		*c.res = r.result(false, &c.log, c.now, lag)
+	default:
+		*c.res = r.denial(&c.log, int64(cost), c.now, lag)
+	}
+	if c.nextOut != nil {
+		*c.nextOut = 0
+		if c.log.sum > 0 {
+			*c.nextOut = r.nextUnit(&c.log, c.now, lag)
+		}
+	}
+}
+
+func (p logPart) settle(c *partCall, key string, d int64, a adjustment) Result {
+	sh := c.shard.(*tableShard[entryLog])
+	now := p.g.logs.advance(sh, c.reading, p.g.maxNow)
+	return p.g.settleAt(p.rate(c), sh, key, d, a, now, lagBehind(now, c.reading))
+}
+
+func (p logPart) reset(c *partCall, key string) {
+	sh := c.shard.(*tableShard[entryLog])
+	p.g.logs.advance(sh, c.reading, p.g.maxNow)
+	_, w := sh.lookup(key)
+	p.g.logs.remove(sh, key, w)
+}

@@ -15,31 +15,99 @@ import (
 // redisParts decides a Composite's Redis parts: each request is one request
 // of the batch script with a check per part, all or nothing, sent alone or
 // coalesced with the Composite's other calls. A part that limits units in
-// flight (a RedisConcurrency) is one check of kind 'c' among them, which
-// takes its units under a lease of that limiter's naming. It is immutable
-// and safe for concurrent use.
+// flight (its kind's inFlight) is one check among them, which takes its
+// units under a lease of that limiter's naming. It asks each part's
+// redisPart and tells no kind from another. It is immutable and safe for
+// concurrent use.
 type redisParts struct {
 	parts []*redisLimiter
+	asks  []redisPart // each part's limiter as a part (see redisPart)
+	owns  []partRate  // each part's own policy in the script's numbers
 	send  *redisbatch.Sender
 	debts []int64 // each part's most debt in units under its own policy
 	// inFlight is the index of the part that limits units in flight, -1
 	// without one; holder is that part's limiter, which names and
 	// releases its leases.
 	inFlight int
-	holder   *RedisConcurrency
-	// keyed is whether a part was built WithPolicyFunc: each request then
+	holder   leaseNamer
+	// keyed is whether a part was built WithPolicyFunc or its limit
+	// changes with its window (see redisPart.windowed): each request then
 	// carries the limit of each of its checks (the part's own, or its
-	// key's), and a Reset resetLimits.
-	keyed       bool
-	resetLimits []*redisbatch.Limit
-	// calendars holds, at the index of each RedisCalendarWindow part, its
-	// limiter, whose limit changes with each window: a Composite with one
-	// is keyed, and its requests carry that part's limit of the window
-	// open now. nil without one.
-	calendars []*RedisCalendarWindow
+	// key's, or its window's).
+	keyed bool
 	// keys shows keys in errors as the Composite does: whole only when
 	// every part shows them (see WithKeysShown).
 	keys keyRules
+}
+
+// redisPartLimiter is a Redis limiter that can be a Composite's part: every
+// Redis limiter of this package, each in its kind's declaration file.
+type redisPartLimiter interface {
+	remoteEngine
+	// redisPart returns the limiter as a Composite's part; call it on a
+	// built limiter only.
+	redisPart() redisPart
+}
+
+// redisPart is a Redis limiter as a Composite's part, as its kind's
+// declaration file gives it (redisPartLimiter.redisPart): what a Composite's
+// request asks of it beyond its redisLimiter, each for a policy r in the
+// script's numbers (the part's own, or its key's).
+type redisPart interface {
+	// own returns the part's own policy: its limit, and its param (µs per
+	// unit, a window in ms, a lease TTL in µs, or a calendar period, with
+	// its zone).
+	own() partRate
+	// key returns the Redis key of key under r, as the limiter alone
+	// names it.
+	key(key string, r partRate) string
+	// segmented reports whether the part's Redis keys name their key's
+	// policy, so that they have no fixed prefix.
+	segmented() bool
+	// windowed reports whether the part's limit in the script changes
+	// with its window, so that every request must carry it.
+	windowed() bool
+	// limit returns the script's limit of a request under r; resetLimit a
+	// Reset's.
+	limit(r partRate) *redisbatch.Limit
+	resetLimit(r partRate) *redisbatch.Limit
+	// age returns the µs from takenAt to now on the part's own clock, and
+	// true, when the part reads its windows from a clock of its own; 0 and
+	// false otherwise, the script's time being the request's.
+	age(takenAt time.Time) (int64, bool)
+}
+
+// plainPart is a Redis limiter whose policy is its limit and param alone
+// (see redisPart).
+type plainPart struct{ r *redisLimiter }
+
+func (p plainPart) own() partRate                     { return partRate{limit: int64(p.r.limit), param: p.r.own.Param} }
+func (p plainPart) key(key string, r partRate) string { return p.r.redisKey(key, r.param) }
+func (p plainPart) segmented() bool                   { return p.r.segOf != nil }
+func (p plainPart) windowed() bool                    { return false }
+func (p plainPart) age(time.Time) (int64, bool)       { return 0, false }
+
+func (p plainPart) limit(r partRate) *redisbatch.Limit {
+	if p.r.policyFunc == nil {
+		return p.r.own
+	}
+	return p.r.limits.Get(r.limit, r.param)
+}
+
+// resetLimit is the limiter's own: a Reset reads the key's state whatever
+// its policy (see redisLimiter.resetLimit).
+func (p plainPart) resetLimit(partRate) *redisbatch.Limit {
+	if p.r.policyFunc == nil {
+		return p.r.own
+	}
+	return p.r.resetLimit
+}
+
+// leaseNamer is a Redis limiter of units in flight: it names the leases a
+// Composite's request takes its units under, and releases them.
+type leaseNamer interface {
+	leaseHolder
+	newLease() (id uint64, name string)
 }
 
 // newRedisParts returns the Redis engine of limiters, or an error unless
@@ -50,34 +118,13 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 	limits := make([]*redisbatch.Limit, len(limiters))
 	coalesce := true
 	for i, l := range limiters {
-		var r *redisLimiter
-		switch l := l.(type) {
-		case *RedisTokenBucket:
-			r = &l.r
-		case *RedisGCRA:
-			r = &l.r
-		case *RedisFixedWindow:
-			r = &l.r
-		case *RedisSlidingLog:
-			r = &l.r
-		case *RedisSlidingCounter:
-			r = &l.r
-		case *RedisConcurrency:
-			r = &l.r
-			if rp.inFlight < 0 { // NewComposite refuses a second one
-				rp.inFlight, rp.holder = i, l
-			}
-		case *RedisCalendarWindow:
-			r = &l.r
-			if rp.calendars == nil {
-				rp.calendars = make([]*RedisCalendarWindow, len(limiters))
-			}
-			rp.calendars[i] = l
-			rp.keyed = true
-		default:
+		e, ok := engineOf(l)
+		re, remote := e.(redisPartLimiter)
+		if !ok || !remote {
 			return nil, fmt.Errorf("part %d is a %T", i, l)
 		}
-		if r.client == nil {
+		r := re.remote()
+		if r == nil || r.client == nil {
 			return nil, fmt.Errorf("part %d is a zero-value %T", i, l)
 		}
 		if i > 0 && !sameClient(r.client, rp.parts[0].client) {
@@ -88,25 +135,24 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 			// must agree on whose clock that is.
 			return nil, fmt.Errorf("parts 0 and %d decide on different clocks (%s and %s)", i, clockName(rp.parts[0].clock), clockName(r.clock))
 		}
+		if h, ok := l.(leaseNamer); ok && e.kindOf().inFlight() && rp.inFlight < 0 { // NewComposite refuses a second one
+			rp.inFlight, rp.holder = i, h
+		}
 		if i == 0 {
 			rp.keys = r.obs.keys
 		} else {
 			rp.keys = rp.keys.both(r.obs.keys)
 		}
+		part := re.redisPart()
 		rp.parts = append(rp.parts, r)
+		rp.asks = append(rp.asks, part)
+		rp.owns = append(rp.owns, part.own())
 		rp.debts = append(rp.debts, r.debt.units(int64(r.limit)))
 		limits[i] = r.own
 		coalesce = coalesce && r.send.Coalesces()
-		rp.keyed = rp.keyed || r.policyFunc != nil
+		rp.keyed = rp.keyed || r.policyFunc != nil || part.windowed()
 	}
 	if rp.keyed {
-		rp.resetLimits = make([]*redisbatch.Limit, len(limits))
-		for i, r := range rp.parts {
-			rp.resetLimits[i] = r.own
-			if r.policyFunc != nil {
-				rp.resetLimits[i] = r.resetLimit
-			}
-		}
 		limits = nil // each request carries its checks' limits
 	}
 	kinds := make([]redisbatch.Kind, len(rp.parts)) // its script's: the parts' own (a per-key policy's is of the same file)
@@ -121,93 +167,57 @@ func newRedisParts(limiters []Limiter) (*redisParts, error) {
 // policy.
 func (rp *redisParts) policyFunc(i int) *policyFunc { return rp.parts[i].policyFunc }
 
-// own returns part i's own policy in the script's numbers: its limit, and
-// its param (µs per unit, or a window in ms; a calendar's period), with
-// a calendar's own zone.
-func (rp *redisParts) own(i int) partRate {
-	r := rp.parts[i]
-	own := partRate{limit: int64(r.limit), param: r.own.Param}
-	if cal := rp.calendarOf(i); cal != nil {
-		own.zone = cal.zones.own
-	}
-	return own
-}
+// own returns part i's own policy in the script's numbers (see
+// redisPart.own).
+func (rp *redisParts) own(i int) partRate { return rp.owns[i] }
 
-// calendarRate returns the period and zone of calendar part i, cal, for a
-// call whose parts' policies are rates (nil: each part's own).
-func (rp *redisParts) calendarRate(i int, cal *RedisCalendarWindow, rates []partRate) (CalendarPeriod, *calendarZone) {
-	if rp.parts[i].policyFunc == nil || rates == nil {
-		return cal.cal.Period, cal.zones.own
+// rateOf returns part i's policy for a call whose parts' policies are
+// rates (nil: each part's own): its key's when it was built
+// WithPolicyFunc, its own otherwise.
+func (rp *redisParts) rateOf(i int, rates []partRate) partRate {
+	if rates == nil || rp.parts[i].policyFunc == nil {
+		return rp.owns[i]
 	}
-	return CalendarPeriod(rates[i].param), rates[i].zone
+	return rates[i]
 }
 
 // redisKey returns the Redis key of part i for its key, key, for a call
 // whose parts' policies are rates (nil: each part's own), as the part's
 // limiter alone names it.
 func (rp *redisParts) redisKey(i int, key string, rates []partRate) string {
-	if cal := rp.calendarOf(i); cal != nil {
-		period, z := rp.calendarRate(i, cal, rates)
-		return cal.redisKey(key, period, z)
-	}
-	r := rp.parts[i]
-	param := r.own.Param
-	if r.policyFunc != nil && rates != nil {
-		param = rates[i].param
-	}
-	return r.redisKey(key, param)
+	return rp.asks[i].key(key, rp.rateOf(i, rates))
 }
 
 // fixedPrefix returns what every Redis key of part i has before its key's
 // form in a hash tag (see redisbatch.StoredKey), and true; false for a
 // part whose keys name their key's policy (see segmented).
 func (rp *redisParts) fixedPrefix(i int) (string, bool) {
-	r := rp.parts[i]
-	if r.segOf != nil || r.policyFunc != nil && rp.calendarOf(i) != nil {
+	if rp.asks[i].segmented() {
 		return "", false
 	}
-	return r.prefix, true
+	return rp.parts[i].prefix, true
 }
 
 // segmented reports whether a part's Redis keys name their key's policy
 // (a sliding counter's or a calendar window's built WithPolicyFunc).
 func (rp *redisParts) segmented() bool {
-	for i, r := range rp.parts {
-		if r.segOf != nil || r.policyFunc != nil && rp.calendarOf(i) != nil {
+	for _, a := range rp.asks {
+		if a.segmented() {
 			return true
 		}
 	}
 	return false
 }
 
-// setLimits sets p's Limits, when a part was built WithPolicyFunc, to the
-// script's limits of the parts' policies, rates.
+// setLimits sets p's Limits, when a request carries them (rp.keyed), to
+// the script's limits of the parts' policies, rates.
 func (rp *redisParts) setLimits(p *redisbatch.Request, rates []partRate) {
 	if !rp.keyed {
 		return
 	}
-	for i, r := range rp.parts {
-		p.Limits[i] = r.own
-		if cal := rp.calendarOf(i); cal != nil {
-			limit := r.limit
-			if r.policyFunc != nil && rates != nil {
-				limit = int(rates[i].limit)
-			}
-			period, z := rp.calendarRate(i, cal, rates)
-			p.Limits[i] = cal.limitOf(cal.span(period, z), limit, period)
-		} else if r.policyFunc != nil {
-			p.Limits[i] = r.limits.Get(rates[i].limit, rates[i].param)
-		}
+	for i, a := range rp.asks {
+		p.Limits[i] = a.limit(rp.rateOf(i, rates))
 	}
-}
-
-// calendarOf returns part i's limiter when it is a RedisCalendarWindow;
-// nil otherwise.
-func (rp *redisParts) calendarOf(i int) *RedisCalendarWindow {
-	if rp.calendars == nil {
-		return nil
-	}
-	return rp.calendars[i]
 }
 
 // maxDebts returns the most debt, in units, a Settle may leave on each
@@ -333,8 +343,8 @@ func (rp *redisParts) allow(ctx context.Context, keys []string, costs []int, rat
 	if i < 0 || costs[i] == 0 {
 		return Lease{}, rp.do(p, rates, results, nexts)
 	}
-	id := rp.holder.seq.Add(1)
-	p.Lease = rp.holder.leaseName(id)
+	id, name := rp.holder.newLease()
+	p.Lease = name
 	if err := rp.do(p, rates, results, nexts); err != nil || !results[i].Allowed || !leased {
 		return Lease{}, err
 	}
@@ -363,11 +373,11 @@ func (rp *redisParts) settle(ctx context.Context, keys []string, changes []int, 
 	rp.setLimits(p, rates)
 	settleRequest(rp.send, p, a, rp.parts[0].clock)
 	if a.hasTaken {
-		for i := range rp.parts {
-			if cal := rp.calendarOf(i); cal != nil {
-				// The age on the clock a calendar part reads its windows
-				// from (WithClock), as its own Settle takes it.
-				p.Settlement.Age = cal.age(a.takenAt)
+		for _, part := range rp.asks {
+			if age, ok := part.age(a.takenAt); ok {
+				// The age on the clock a part reads its windows from
+				// (WithClock), as its own Settle takes it.
+				p.Settlement.Age = age
 				break
 			}
 		}
@@ -386,15 +396,15 @@ func (rp *redisParts) reset(ctx context.Context, keys []string, rates []partRate
 	}
 	p.Op, p.Costs = redisbatch.Reset, nil
 	if rp.keyed {
-		copy(p.Limits, rp.resetLimits)
-		for i := range p.Limits {
-			if cal := rp.calendarOf(i); cal != nil {
-				p.Limits[i] = cal.span(rp.calendarRate(i, cal, rates)).own
-			}
+		for i, a := range rp.asks {
+			p.Limits[i] = a.resetLimit(rp.rateOf(i, rates))
 		}
 	}
-	var buf partsBuffer
-	_, _, results := buf.slices(len(keys))
+	var buf [4]Result // the Results a Reset does not return
+	results := buf[:min(len(keys), len(buf))]
+	if len(keys) > len(buf) {
+		results = make([]Result, len(keys))
+	}
 	return rp.do(p, nil, results, nil)
 }
 
@@ -441,4 +451,14 @@ func (rp *redisParts) do(p *redisbatch.Request, rates []partRate, results []Resu
 		}
 	}
 	return nil
+}
+
+// unit returns the ns one unit of part i's param makes in its rule: 1 µs
+// for a token bucket or GCRA, 0 for a window, a sliding log or a
+// RedisConcurrency.
+func (rp *redisParts) unit(i int) int64 {
+	if i == rp.inFlight || rp.parts[i].k.redisRule(1).unit == 0 {
+		return 0
+	}
+	return int64(time.Microsecond)
 }
