@@ -46,39 +46,6 @@ type decorator interface {
 	limiter() Limiter
 }
 
-func (g *Guard) limiter() Limiter     { return g }
-func (d *DenyCache) limiter() Limiter { return d }
-func (s *Shadow) limiter() Limiter    { return s }
-func (l *Prefetch) limiter() Limiter  { return l }
-
-func (g *Guard) backendOf() *decorated {
-	if g == nil {
-		return nil
-	}
-	return &g.backend
-}
-
-func (d *DenyCache) backendOf() *decorated {
-	if d == nil {
-		return nil
-	}
-	return &d.backend
-}
-
-func (s *Shadow) backendOf() *decorated {
-	if s == nil {
-		return nil
-	}
-	return &s.backend
-}
-
-func (l *Prefetch) backendOf() *decorated {
-	if l == nil {
-		return nil
-	}
-	return &l.backend
-}
-
 // decoratorOf returns the backend of l when l is one of this package's
 // decorators itself (nil for a nil one), and whether it is.
 func decoratorOf(l Limiter) (*decorated, bool) {

@@ -597,3 +597,12 @@ func (c *DenyCache) remember(key string, d *denial) {
 		}
 	}
 }
+
+func (d *DenyCache) limiter() Limiter { return d }
+
+func (d *DenyCache) backendOf() *decorated {
+	if d == nil {
+		return nil
+	}
+	return &d.backend
+}

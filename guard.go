@@ -732,3 +732,12 @@ func (g *Guard) BreakerState() BreakerState {
 	}
 	return g.breaker.state()
 }
+
+func (g *Guard) limiter() Limiter { return g }
+
+func (g *Guard) backendOf() *decorated {
+	if g == nil {
+		return nil
+	}
+	return &g.backend
+}
