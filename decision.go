@@ -95,35 +95,6 @@ type rule struct {
 	calendar bool
 }
 
-// observerOf returns the observer of l when it is one of the limiters of
-// this package (the rate limiters, Concurrency and RedisConcurrency),
-// built; nil otherwise.
-func observerOf(l Limiter) *observer {
-	if e, ok := engineOf(l); ok {
-		return e.engineObserver()
-	}
-	return nil
-}
-
-// policyOf returns the constructor's policy of l, one of the limiters of
-// this package (see observerOf); the zero Policy for any other.
-func policyOf(l Limiter) Policy {
-	if o := observerOf(l); o != nil {
-		return o.policy
-	}
-	return Policy{}
-}
-
-// ruleOf returns how the state of l, one of the limiters of this package
-// (see observerOf), moves under its constructor's policy: inFlight for a
-// Concurrency or a RedisConcurrency.
-func ruleOf(l Limiter) rule {
-	if o := observerOf(l); o != nil {
-		return o.rules[0]
-	}
-	return rule{}
-}
-
 // Decider is a Limiter that tells its whole Decision: every limiter,
 // Composite and decorator of this package. The decorators ask their
 // backend's Decide, not its Allow: a type that embeds a limiter of this
@@ -206,4 +177,46 @@ func (d *Decision) inFlight() bool {
 		}
 	}
 	return false
+}
+
+// Source says who answered an Allow call.
+type Source int
+
+const (
+	// FromBackend: the wrapped limiter answered.
+	FromBackend Source = iota
+	// FromFallback: the backend failed or its breaker is open, and the
+	// fallback limiter answered.
+	FromFallback
+	// FromFailOpen: the backend failed or its breaker is open, and the
+	// request was allowed by policy.
+	FromFailOpen
+	// FromFailClosed: the backend failed or its breaker is open, and the
+	// request was denied by policy.
+	FromFailClosed
+	// FromDenyCache: a DenyCache answered from a remembered denial.
+	FromDenyCache
+	// FromShadow: the backend denied the call and a Shadow, not
+	// enforcing, let it through; the Decision's Result is the allowed
+	// answer, WouldDeny is set and Enforced holds the denial.
+	FromShadow
+)
+
+// String returns the source's name in lower case, for metric labels.
+func (s Source) String() string {
+	switch s {
+	case FromBackend:
+		return "backend"
+	case FromFallback:
+		return "fallback"
+	case FromFailOpen:
+		return "fail_open"
+	case FromFailClosed:
+		return "fail_closed"
+	case FromDenyCache:
+		return "deny_cache"
+	case FromShadow:
+		return "shadow"
+	}
+	return "unknown"
 }

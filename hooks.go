@@ -67,48 +67,6 @@ type Event struct {
 	Latency time.Duration
 }
 
-// Source says who answered an Allow call.
-type Source int
-
-const (
-	// FromBackend: the wrapped limiter answered.
-	FromBackend Source = iota
-	// FromFallback: the backend failed or its breaker is open, and the
-	// fallback limiter answered.
-	FromFallback
-	// FromFailOpen: the backend failed or its breaker is open, and the
-	// request was allowed by policy.
-	FromFailOpen
-	// FromFailClosed: the backend failed or its breaker is open, and the
-	// request was denied by policy.
-	FromFailClosed
-	// FromDenyCache: a DenyCache answered from a remembered denial.
-	FromDenyCache
-	// FromShadow: the backend denied the call and a Shadow, not
-	// enforcing, let it through; the Decision's Result is the allowed
-	// answer, WouldDeny is set and Enforced holds the denial.
-	FromShadow
-)
-
-// String returns the source's name in lower case, for metric labels.
-func (s Source) String() string {
-	switch s {
-	case FromBackend:
-		return "backend"
-	case FromFallback:
-		return "fallback"
-	case FromFailOpen:
-		return "fail_open"
-	case FromFailClosed:
-		return "fail_closed"
-	case FromDenyCache:
-		return "deny_cache"
-	case FromShadow:
-		return "shadow"
-	}
-	return "unknown"
-}
-
 // NopHooks is the Hooks that does nothing.
 type NopHooks struct{}
 
