@@ -147,3 +147,23 @@ func (d *decorated) adjuster(kind string) (Adjuster, error) {
 	}
 	return d.adjust, nil
 }
+
+// keyRulesOf returns the key rules of l: a limiter's of this package as it
+// was built, a Composite's (see Composite.keyRules), a decorator's
+// backend's; for a Limiter of another package, or one not built, none:
+// no bound (that limiter keeps its keys itself), keys shown as digests.
+func keyRulesOf(l Limiter) keyRules {
+	if o := observerOf(l); o != nil {
+		return o.keys
+	}
+	if c, ok := l.(*Composite); ok {
+		if c != nil && len(c.parts) > 0 {
+			return c.keyRules
+		}
+		return keyRules{}
+	}
+	if b, ok := decoratorOf(l); ok && b != nil {
+		return b.keys
+	}
+	return keyRules{}
+}

@@ -27,6 +27,17 @@ type Hooks interface {
 	BreakerChanged(from, to BreakerState)
 }
 
+// KeylessHooks is the optional interface of a Hooks that never reads the
+// key of what it hears, such as one that only counts (otelratelimit's):
+// the events and adjustments every limiter and decorator reports to it
+// carry an empty Key, which spares the digest each report of a key costs
+// otherwise (see WithKeysShown).
+type KeylessHooks interface {
+	Hooks
+	// IgnoresKeys marks the Hooks; it is never called.
+	IgnoresKeys()
+}
+
 // Event describes one call for Hooks: who reports it, the call, and its
 // Decision.
 type Event struct {
