@@ -188,6 +188,19 @@ type calendarZone struct {
 	rcur  [CalendarMonth + 1]atomic.Pointer[redisCalendarSpan]
 }
 
+// calendarSpan is one window of a CalendarWindow's calendar, in its clock's
+// readings (ns since its clock base's start), and its policies. It is
+// immutable.
+type calendarSpan struct {
+	start, end int64
+	// policies is the one policy of the limiter's own limit in this
+	// window: Window its length.
+	policies []NamedPolicy
+}
+
+// length returns the span's length.
+func (sp *calendarSpan) length() time.Duration { return time.Duration(sp.end - sp.start) }
+
 // newZoneNames returns the zoneNames of a calendar window whose own
 // calendar is cal, or the error of a zone of cal that cannot be named
 // (see zoneName); with anyOwn (in process, whose keys are not shared)
