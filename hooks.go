@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"strings"
 	"time"
 )
 
@@ -111,21 +110,6 @@ type observer struct {
 	// keys bounds the limiter's keys and says how its errors and reports
 	// show them.
 	keys keyRules
-}
-
-// newObserver returns the observer of a limiter named by cfg (or by kind
-// without its "New") with policy, whose state moves by rl.
-func newObserver(cfg config, kind string, policy Policy, rl rule) observer {
-	name := cfg.name
-	if name == "" {
-		name = strings.TrimPrefix(kind, "New")
-	}
-	return observer{
-		hooks: activeHooks(cfg.hooks), adjust: activeAdjustHooks(cfg.hooks), name: name, policy: policy,
-		own: []NamedPolicy{{Name: defaultPolicyName, Policy: policy}}, rules: []rule{rl},
-		maxSettle: cfg.maxSettle,
-		keys:      cfg.keys,
-	}
 }
 
 // decision returns the Decision res of a call under p, the limiter's own

@@ -1,6 +1,9 @@
 package ratelimit
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Option configures an in-process limiter at construction (NewTokenBucket,
 // NewGCRA, NewFixedWindow, NewSlidingLog, NewSlidingCounter,
@@ -352,4 +355,19 @@ func withDefaults(cfg config) config {
 		cfg.keys.max = DefaultMaxKeyLength
 	}
 	return cfg
+}
+
+// newObserver returns the observer of a limiter named by cfg (or by kind
+// without its "New") with policy, whose state moves by rl.
+func newObserver(cfg config, kind string, policy Policy, rl rule) observer {
+	name := cfg.name
+	if name == "" {
+		name = strings.TrimPrefix(kind, "New")
+	}
+	return observer{
+		hooks: activeHooks(cfg.hooks), adjust: activeAdjustHooks(cfg.hooks), name: name, policy: policy,
+		own: []NamedPolicy{{Name: defaultPolicyName, Policy: policy}}, rules: []rule{rl},
+		maxSettle: cfg.maxSettle,
+		keys:      cfg.keys,
+	}
 }
