@@ -95,10 +95,3 @@ func openness(s BreakerState) int {
 	}
 	return 0
 }
-
-// idle reports whether b is closed with no failure counted.
-func (b *breaker) idle() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.state == BreakerClosed && b.failures == 0
-}

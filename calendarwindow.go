@@ -46,16 +46,6 @@ type CalendarWindow struct {
 	debt       debtCap
 }
 
-// calendarSpan is one window of a CalendarWindow's calendar, in its clock's
-// readings (ns since its clock base's start), and its policies. It is
-// immutable.
-type calendarSpan struct {
-	start, end int64
-	// policies is the one policy of the limiter's own limit in this
-	// window: Window its length.
-	policies []NamedPolicy
-}
-
 // calendarMaxNow is the latest time a CalendarWindow's shards reach: the
 // window open then ends well before int64 overflows.
 const calendarMaxNow = math.MaxInt64 - 2*maxSpan
@@ -215,9 +205,6 @@ func (w *CalendarWindow) tableKey(key string, period CalendarPeriod, z *calendar
 // errCalendarNotBuilt is the error of a call on a nil or zero-value
 // *CalendarWindow.
 var errCalendarNotBuilt = notBuilt("CalendarWindow")
-
-// length returns the span's length.
-func (sp *calendarSpan) length() time.Duration { return time.Duration(sp.end - sp.start) }
 
 // span returns the window of period in zone z open at the reading now,
 // from the cache when it holds it.

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/redisbatch"
 )
 
 // A calendar window's count means the count of a window of its zone: a
@@ -186,6 +188,31 @@ type calendarZone struct {
 	segs  [CalendarMonth + 1]string
 	cur   [CalendarMonth + 1]atomic.Pointer[calendarSpan]
 	rcur  [CalendarMonth + 1]atomic.Pointer[redisCalendarSpan]
+}
+
+// calendarSpan is one window of a CalendarWindow's calendar, in its clock's
+// readings (ns since its clock base's start), and its policies. It is
+// immutable.
+type calendarSpan struct {
+	start, end int64
+	// policies is the one policy of the limiter's own limit in this
+	// window: Window its length.
+	policies []NamedPolicy
+}
+
+// length returns the span's length.
+func (sp *calendarSpan) length() time.Duration { return time.Duration(sp.end - sp.start) }
+
+// redisCalendarSpan is one window of a RedisCalendarWindow's calendar on
+// its client's clock, with the script's limits of it. It is immutable but
+// for its cache.
+type redisCalendarSpan struct {
+	start, end int64             // ns of Unix time
+	own        *redisbatch.Limit // of the limiter's own limit
+	// limits holds the script's limits of this window of the keys'
+	// limits, for a limiter built WithPolicyFunc; nil without.
+	limits   *redisbatch.LimitCache
+	policies []NamedPolicy // of the limiter's own limit in this window
 }
 
 // newZoneNames returns the zoneNames of a calendar window whose own

@@ -46,39 +46,6 @@ type decorator interface {
 	limiter() Limiter
 }
 
-func (g *Guard) limiter() Limiter     { return g }
-func (d *DenyCache) limiter() Limiter { return d }
-func (s *Shadow) limiter() Limiter    { return s }
-func (l *Prefetch) limiter() Limiter  { return l }
-
-func (g *Guard) backendOf() *decorated {
-	if g == nil {
-		return nil
-	}
-	return &g.backend
-}
-
-func (d *DenyCache) backendOf() *decorated {
-	if d == nil {
-		return nil
-	}
-	return &d.backend
-}
-
-func (s *Shadow) backendOf() *decorated {
-	if s == nil {
-		return nil
-	}
-	return &s.backend
-}
-
-func (l *Prefetch) backendOf() *decorated {
-	if l == nil {
-		return nil
-	}
-	return &l.backend
-}
-
 // decoratorOf returns the backend of l when l is one of this package's
 // decorators itself (nil for a nil one), and whether it is.
 func decoratorOf(l Limiter) (*decorated, bool) {
@@ -179,4 +146,24 @@ func (d *decorated) adjuster(kind string) (Adjuster, error) {
 		return nil, callerErr(fmt.Errorf("ratelimit: %s: the backend, a %T, cannot refund, settle or reset", kind, d.Limiter))
 	}
 	return d.adjust, nil
+}
+
+// keyRulesOf returns the key rules of l: a limiter's of this package as it
+// was built, a Composite's (see Composite.keyRules), a decorator's
+// backend's; for a Limiter of another package, or one not built, none:
+// no bound (that limiter keeps its keys itself), keys shown as digests.
+func keyRulesOf(l Limiter) keyRules {
+	if o := observerOf(l); o != nil {
+		return o.keys
+	}
+	if c, ok := l.(*Composite); ok {
+		if c != nil && len(c.parts) > 0 {
+			return c.keyRules
+		}
+		return keyRules{}
+	}
+	if b, ok := decoratorOf(l); ok && b != nil {
+		return b.keys
+	}
+	return keyRules{}
 }

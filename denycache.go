@@ -105,21 +105,6 @@ type DenyCache struct {
 // that share one only forget each other's denials more often.
 const genSlots = 1024
 
-// denial is a backend's denial of a call on a key: while now < until, it
-// bounds what the key can allow.
-type denial struct {
-	until int64
-	at    int64 // when the backend was asked
-	d     Decision
-	n     int      // the cost denied
-	slots []uint16 // the give-back counters of the call's part keys
-	stamp uint64   // their sum before the backend was asked
-	// hits counts the calls it answered, up to maxHits, from half its
-	// key's previous denial's (see denycacheevict.go): its worth when a
-	// full DenyCache makes room. The one field written once held.
-	hits atomic.Uint32
-}
-
 // DenyCacheConfig configures a DenyCache. The zero value means a MaxAge of
 // 1 s, 100 000 keys, no hooks and the system clock.
 type DenyCacheConfig struct {
@@ -596,4 +581,33 @@ func (c *DenyCache) remember(key string, d *denial) {
 			return
 		}
 	}
+}
+
+func (d *DenyCache) limiter() Limiter { return d }
+
+func (d *DenyCache) backendOf() *decorated {
+	if d == nil {
+		return nil
+	}
+	return &d.backend
+}
+
+// evict removes one denial worth no more than worth, at a clock reading
+// of reading, from key's shard or the few after it (see
+// denycacheevict.go), and reports whether it did. The caller holds no
+// shard's lock.
+func (c *DenyCache) evict(key string, worth uint32, reading int64) bool {
+	first := c.denials.shardIndex(key)
+	for i := range evictShards {
+		sh, now := c.denials.lockShard((first+i)%shardCount, reading, maxSpan)
+		victim, w, ok := evictable(sh, now, worth)
+		if ok {
+			c.denials.remove(sh, victim, w)
+		}
+		sh.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
 }

@@ -1,5 +1,7 @@
 package ratelimit
 
+import "sync/atomic"
+
 // A full DenyCache makes room for a new denial by evicting one it holds,
 // chosen for saving the fewest backend calls: a denial's worth is the
 // calls it has answered (its hits), and a new denial starts with half the
@@ -18,6 +20,21 @@ package ratelimit
 // starts at a random place, so the sample is random, without allocating
 // or keeping any list; the cost is paid only when the cache is full, by
 // the call whose denial finds it so.
+
+// denial is a backend's denial of a call on a key: while now < until, it
+// bounds what the key can allow.
+type denial struct {
+	until int64
+	at    int64 // when the backend was asked
+	d     Decision
+	n     int      // the cost denied
+	slots []uint16 // the give-back counters of the call's part keys
+	stamp uint64   // their sum before the backend was asked
+	// hits counts the calls it answered, up to maxHits, from half its
+	// key's previous denial's (see above): its worth when a
+	// full DenyCache makes room. The one field written once held.
+	hits atomic.Uint32
+}
 
 // evictSamples is the most denials a newcomer to a full DenyCache looks at
 // in one shard; evictShards the most shards it looks in.
@@ -46,25 +63,6 @@ func (d *denial) inherit(old *denial) {
 	if old != nil {
 		d.hits.Store(old.hits.Load() / 2)
 	}
-}
-
-// evict removes one denial worth no more than worth, at a clock reading
-// of reading, from key's shard or the few after it (see above), and
-// reports whether it did. The caller holds no shard's lock.
-func (c *DenyCache) evict(key string, worth uint32, reading int64) bool {
-	first := c.denials.shardIndex(key)
-	for i := range evictShards {
-		sh, now := c.denials.lockShard((first+i)%shardCount, reading, maxSpan)
-		victim, w, ok := evictable(sh, now, worth)
-		if ok {
-			c.denials.remove(sh, victim, w)
-		}
-		sh.mu.Unlock()
-		if ok {
-			return true
-		}
-	}
-	return false
 }
 
 // evictable returns the key of sh's best denial to evict, among up to

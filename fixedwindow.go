@@ -359,3 +359,30 @@ func (w *FixedWindow) adjust(ctx context.Context, op AdjustOp, key string, taken
 	w.obs.reportAdjust(op, key, taken, cost, opts, res, err, time.Duration(w.base.elapsed()-reading))
 	return res, err
 }
+
+// seedUsed counts at least used units in key's window: in the window open
+// now, or, when none is, in one it opens that lasts lasts ns (at most the
+// key's window), so that what a backend's window had spent stays spent
+// until that window ends, and no longer. It never lowers a count.
+func (w *FixedWindow) seedUsed(ctx context.Context, key string, used, lasts int64) {
+	if used <= 0 || lasts <= 0 {
+		return
+	}
+	r := w.windowRate
+	if w.policyFunc != nil {
+		var err error
+		if r, err = w.policyFuncRate(ctx, key); err != nil {
+			return
+		}
+	}
+	sh, now := w.windows.lock(key, w.base.elapsed(), w.maxNow)
+	defer sh.mu.Unlock()
+	win, at := sh.lookup(key)
+	if !win.open(now) {
+		win = openWindow{end: now + min(lasts, r.window)}
+	}
+	if used = min(used, r.limit); win.count < used {
+		win.count = used
+		sh.write(key, at, win, win.end)
+	}
+}

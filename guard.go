@@ -10,114 +10,6 @@ import (
 	"time"
 )
 
-// FailurePolicy says how a Guard answers while its backend is failing.
-type FailurePolicy int
-
-const (
-	// FailOpen allows requests while the backend fails: the limit is
-	// lifted, the service stays up. The Decision says Allowed, naming the
-	// tightest of the backend's policies for the key (see Guard), with its
-	// Limit and zeros for the rest. Choose it when an outage of the
-	// limiter must not become an outage of the service, as for most APIs.
-	FailOpen FailurePolicy = iota
-	// FailClosed denies requests while the backend fails, with a
-	// RetryAfter (and ResetAfter) of FailClosedRetryAfter, or the rest of
-	// the breaker's cool-down while it is open, and the backend's Limit.
-	// Choose it when the limit protects something that must not be overrun
-	// (a paid upstream, a login endpoint under attack).
-	FailClosed
-	// FailOver asks the Guard's Fallback limiter instead: an in-process
-	// limiter of one replica's share of the limit, which Fleet.Fallback
-	// builds and sizes by the replicas alive (the shared limit ÷ live
-	// replicas, following the fleet as it grows or shrinks), and which
-	// starts each key from its share of what the backend last said was
-	// left (see Guard, Fallbacks start from the backend's state).
-	// Choose it for a middle way: still limited, roughly. A cost within the
-	// backend's limit that the fallback can never take (it exceeds the
-	// fallback's limit) is denied, with the RetryAfter FailClosed would
-	// give, rather than answered with ErrCostExceedsLimit.
-	FailOver
-)
-
-// GuardConfig configures a Guard. The zero value means: no timeout of its
-// own, fail open, no circuit breaker.
-type GuardConfig struct {
-	// Timeout bounds each backend call through its context; 0 leaves
-	// only the caller's deadline. The Redis limiters of this package hold
-	// to it whatever the go-redis client's options: through a client
-	// built with ContextTimeoutEnabled the client stops the command at the
-	// deadline; through one without it (or a redis.Scripter of another
-	// package), the call stops waiting at the deadline while its script
-	// call runs on, on a goroutine of its own, to the client's
-	// ReadTimeout (see docs/redis.md). A Limiter of another package must
-	// honour its ctx's deadline itself.
-	Timeout time.Duration
-	// OnFailure is the policy for calls the backend fails or the open
-	// breaker keeps from it.
-	OnFailure FailurePolicy
-	// Fallback answers under FailOver, and must be nil when no part fails
-	// over. For a Redis backend shared by several replicas, build it with
-	// Fleet.Fallback, which gives each replica its share of the backend's
-	// policy, by the number of replicas alive. For a backend that holds
-	// leases (see Acquirer), give an in-process Concurrency (or a
-	// Composite holding one): its leases are its own (see Guard). When
-	// some parts of a Composite fail over and others do not (see
-	// PartFailure), it must be a Composite with a part of the name of each
-	// part that fails over, as Fleet.Fallback builds; those parts of it
-	// answer.
-	Fallback Limiter
-	// PartFailure gives parts of a Composite backend (found through a
-	// DenyCache, Shadow or Prefetch) a failure policy of their own, by part
-	// Name; the parts it does not name follow OnFailure. A call the
-	// backend fails is then answered part by part (see Guard, A policy
-	// per part): denied when a part that fails closed has its say,
-	// otherwise decided by the Fallback's parts that fail over, while the
-	// parts that fail open allow it. nil: every part follows OnFailure.
-	PartFailure map[string]FailurePolicy
-	// RememberKeys bounds how many keys' latest backend answers a Guard
-	// with parts that fail over remembers, so that its Fallback starts
-	// from what the backend had left (see Guard, Fallbacks start from the
-	// backend's state); 0 means DefaultRememberKeys. A key answered while
-	// that many are held is not remembered until some are forgotten (a
-	// memory is forgotten once every policy of its key is full again).
-	RememberKeys int
-	// FailClosedRetryAfter is the RetryAfter of a fail-closed denial
-	// while the breaker is closed; 0 means 1 s. While the breaker is open,
-	// a fail-closed denial's RetryAfter is the rest of the cool-down.
-	FailClosedRetryAfter time.Duration
-	// BreakerFailures is how many consecutive backend failures open the
-	// circuit breaker; 0 means no breaker. In front of a Redis limiter (or
-	// a Composite of Redis parts, through DenyCache, Shadow and Prefetch)
-	// on a *redis.ClusterClient or *redis.Ring, the breaker is one per
-	// node: the failures of the calls whose key the client routes to one
-	// master (of its hash slot, in the client's latest view of the
-	// cluster) or ring shard count toward that node's breaker alone, so
-	// that one master down opens its breaker and the keys of the others
-	// stay on Redis. Keys routed before the cluster client has its first
-	// view share one breaker, as every key of a backend on one server
-	// does.
-	BreakerFailures int
-	// BreakerCoolDown is how long the breaker stays open before it lets
-	// one probe call through; it must be > 0 when BreakerFailures is.
-	BreakerCoolDown time.Duration
-	// Breaker, when not nil, is a circuit breaker this Guard shares with
-	// others (see Breaker), in place of one of its own: BreakerFailures
-	// and BreakerCoolDown must then be 0, and the breaker's changes go to
-	// the Breaker's Hooks, not to this Guard's.
-	Breaker *Breaker
-	// Hooks receives each decision, and the changes of the Guard's own
-	// breaker (a shared Breaker reports to its own Hooks); nil means
-	// NopHooks. When it implements AdjustHooks, it also receives every
-	// Refund, Settle and Reset the Guard forwards.
-	Hooks Hooks
-	// Name names the Guard in what it reports to Hooks (Decision's
-	// Limiter); "" means "Guard".
-	Name string
-	// Clock times calls and the breaker's cool-down; nil means the system
-	// clock.
-	Clock Clock
-}
-
 // Guard wraps a Limiter whose backend can fail, typically a Redis limiter,
 // so that its failures cannot take the service down with it. Each call gets
 // the configured timeout; a backend error is answered by the failure policy
@@ -731,4 +623,253 @@ func (g *Guard) BreakerState() BreakerState {
 		return BreakerClosed
 	}
 	return g.breaker.state()
+}
+
+func (g *Guard) limiter() Limiter { return g }
+
+func (g *Guard) backendOf() *decorated {
+	if g == nil {
+		return nil
+	}
+	return &g.backend
+}
+
+// since returns the time of start, a reading of the Guard's clock, on its
+// clock base; the time now when start is the zero Time (not read).
+func (g *Guard) since(start time.Time) int64 {
+	if start.IsZero() {
+		return g.base.elapsed()
+	}
+	return int64(start.Sub(g.base.start))
+}
+
+// remember keeps what the backend's answer d, made at (on the Guard's
+// clock base), says of key, unless RememberKeys keys are held already.
+func (g *Guard) remember(key string, d *Decision, at int64) {
+	var m memo
+	m.at, m.until = at, at
+	if d.Parts != nil {
+		if len(d.Parts) > maxMemoParts {
+			return
+		}
+		for i := range d.Parts {
+			m.parts[i] = memoPartOf(&d.Parts[i], d.rules, i, at)
+			m.until = max(m.until, m.parts[i].full)
+		}
+		m.n = uint8(len(d.Parts))
+	} else {
+		m.parts[0] = memoPartOf(&d.Result, d.rules, 0, at)
+		m.until, m.n = max(m.until, m.parts[0].full), 1
+	}
+	t := g.memory
+	for swept := false; ; swept = true {
+		sh, now := t.lock(key, at, maxSpan)
+		_, w := sh.lookup(key)
+		switch {
+		case m.until <= now:
+			// Full again at once: nothing to start from.
+			t.remove(sh, key, w)
+		case w != absent || t.reserve(g.rememberKeys):
+			sh.write(key, w, m, m.until)
+		case !swept:
+			// Full: shards no call has touched may hold memos of keys
+			// that are full again.
+			sh.mu.Unlock()
+			t.sweep(g.base.elapsed(), maxSpan)
+			continue
+		}
+		sh.mu.Unlock()
+		return
+	}
+}
+
+// adjustMemo keeps key's memo true to an adjustment the backend applied
+// through the Guard: a Reset forgets it (the key is full), and a Settle
+// that took more than it gave back takes that from each policy's
+// remaining (1 call from a PerCall part's, as it counts); a give-back
+// leaves it as it was, lower than the backend's, which only makes the
+// fallback start lower. The memo then seeds again at the next failed-over
+// call.
+func (g *Guard) adjustMemo(key string, op AdjustOp, taken, cost int) {
+	t := g.memory
+	sh, _ := t.lock(key, g.base.elapsed(), maxSpan)
+	defer sh.mu.Unlock()
+	m, w := sh.lookup(key)
+	if w == absent {
+		return
+	}
+	if op == AdjustReset {
+		t.remove(sh, key, w)
+		return
+	}
+	for i := range int(m.n) {
+		more := int64(cost) - int64(taken)
+		if i < len(g.perCall) && g.perCall[i] {
+			more = int64(once(cost) - once(taken))
+		}
+		if more > 0 {
+			m.parts[i].remaining = max(m.parts[i].remaining-more, 0)
+		}
+	}
+	m.seeded = false
+	sh.write(key, w, m, m.until)
+}
+
+// seed brings the fallback's state of key down, for each of its seed targets,
+// to its share of what the backend last said was left (see Guard), once
+// per memo: the first failed-over call after a backend answer seeds, and
+// the calls after it find the fallback's state as it left it.
+func (g *Guard) seed(ctx context.Context, key string) {
+	if g.memory == nil {
+		return
+	}
+	now := g.base.elapsed()
+	t := g.memory
+	sh, now := t.lock(key, now, maxSpan)
+	m, w := sh.lookup(key)
+	sh.mu.Unlock()
+	if w == absent || m.seeded || m.until <= now {
+		return
+	}
+	for _, target := range g.seeds {
+		if target.part >= int(m.n) {
+			continue
+		}
+		p := m.parts[target.part]
+		if p.skip || p.full <= now {
+			continue
+		}
+		k := key
+		if target.key != nil {
+			k = target.key(key)
+		}
+		cur, err := target.limiter.Decide(ctx, k, 0)
+		if err != nil || cur.Limit <= 0 {
+			continue
+		}
+		want := share(p.left(m.at, now), int64(cur.Limit), p.limit)
+		if w, ok := target.limiter.(usedSeeder); ok {
+			// Its windows are its own: the units the backend had spent
+			// are counted in a window that ends when the backend's does.
+			w.seedUsed(ctx, k, int64(cur.Limit)-want, p.full-now)
+			continue
+		}
+		if extra := int64(cur.Remaining) - want; extra > 0 {
+			_, _ = target.limiter.Settle(ctx, k, 0, int(extra))
+		}
+	}
+	sh, _ = t.lock(key, now, maxSpan)
+	if m2, w := sh.lookup(key); w != absent && m2.at == m.at {
+		m2.seeded = true
+		sh.write(key, w, m2, m2.until)
+	}
+	sh.mu.Unlock()
+}
+
+// byParts answers, part by part, a call the backend could not: policies
+// are the backend's for key, in its parts' order. When a part that fails
+// closed has its say (n > 0), the call is denied by it, and nothing is
+// asked of the fallback; otherwise the parts that fail over are decided by
+// their fallback (a denial there denies the call), and those that fail
+// open allow it. The Decision lists every part: Parts holds each part's
+// Result (the fallback's for a part that failed over, shown under the
+// backend's policy and Limit; the Limit alone, and RetryAfter for a denial
+// by a part that fails closed, for the others), PolicyIndex the part that bound
+// the answer, and Source who gave it: FromFailClosed for a part that
+// fails closed, FromFallback for the fallback.
+func (g *Guard) byParts(ctx context.Context, key string, n int, leased bool, policies []NamedPolicy, retryAfter time.Duration, d Decision) (Lease, Decision, error) {
+	gp := g.parts
+	if len(policies) != len(gp.policies) {
+		// The backend's policies are not its parts' (a Decider of another
+		// kind in between): answer as a whole, by OnFailure.
+		return g.wholeByPolicy(ctx, key, n, leased, policies, retryAfter, d)
+	}
+	results := make([]Result, len(policies))
+	for i, p := range policies {
+		results[i] = Result{Limit: p.Limit}
+	}
+	d.Parts = results
+	closed := n > 0 && slices.Contains(gp.policies, FailClosed)
+	if closed {
+		for i, p := range gp.policies {
+			if p == FailClosed {
+				results[i].RetryAfter, results[i].ResetAfter = retryAfter, retryAfter
+			}
+		}
+		return Lease{}, g.partsAnswer(d, FromFailClosed), nil
+	}
+	if gp.fallback.built() {
+		g.seed(ctx, key)
+		var lease Lease
+		var fd Decision
+		var err error
+		if leased {
+			lease, fd, err = gp.fallback.acquire(ctx, key, n)
+		} else {
+			fd, err = gp.fallback.decide(ctx, key, n)
+		}
+		if errors.Is(err, ErrCostExceedsLimit) {
+			// The backend could take n, once it is back.
+			for _, i := range gp.fallbackPart {
+				results[i].RetryAfter, results[i].ResetAfter = retryAfter, retryAfter
+			}
+			return Lease{}, g.partsAnswer(d, FromFallback), nil
+		}
+		if err != nil {
+			return lease, d, err
+		}
+		allowed := fd.Allowed
+		d.partNext = make([]time.Duration, len(policies))
+		for j, i := range gp.fallbackPart {
+			r, k := fd.Result, fd.PolicyIndex
+			if j < len(fd.Parts) {
+				r, k = fd.Parts[j], j
+			}
+			d.partNext[i], _ = fd.NextUnit(k) // the fallback's, which the Result is
+			if limit := policies[i].Limit; limit > 0 {
+				// Shown under the backend's policy, whose Limit it has
+				// (with less left than the fallback has, one unit more is
+				// there now: no next unit).
+				r.Limit = limit
+				if r.Remaining > limit {
+					r.Remaining, d.partNext[i] = limit, 0
+				}
+			}
+			results[i] = r
+		}
+		for i, p := range gp.policies {
+			if p == FailOpen {
+				results[i].Allowed = allowed
+			}
+		}
+		return lease, g.partsAnswer(d, FromFallback), nil
+	}
+	for i := range results {
+		results[i].Allowed = true // every part fails open, or a peek
+	}
+	return Lease{}, g.partsAnswer(d, policySource[gp.policies[0]]), nil
+}
+
+// partsAnswer completes d, whose Parts are set, as a Composite's answer is
+// made (see Composite): PolicyIndex is the part that bound it, Result that
+// part's with the longest RetryAfter and ResetAfter of all, Source source.
+func (g *Guard) partsAnswer(d Decision, source Source) Decision {
+	d.PolicyIndex = bound(d.Parts)
+	if source == FromFallback && d.Parts[d.PolicyIndex].RetryAfter == 0 {
+		// An allowed answer is bound by a part whose numbers are known: a
+		// part that failed over, not one that failed open, which knows
+		// nothing of the key.
+		b := -1
+		for _, i := range g.parts.fallbackPart {
+			if b < 0 || lessLeft(&d.Parts[i], &d.Parts[b]) {
+				b = i
+			}
+		}
+		d.PolicyIndex = b
+	}
+	d.Policy = d.Policies[d.PolicyIndex]
+	d.Result = combine(d.Parts, d.PolicyIndex)
+	d.Source = source
+	d.Enforced = d.Result
+	return d
 }

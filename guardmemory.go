@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"math/bits"
-	"time"
 )
 
 // Fallbacks that start from what the backend had left: a Guard that fails
@@ -110,87 +109,6 @@ func seedable(l Limiter) (interface {
 	return v, ok
 }
 
-// since returns the time of start, a reading of the Guard's clock, on its
-// clock base; the time now when start is the zero Time (not read).
-func (g *Guard) since(start time.Time) int64 {
-	if start.IsZero() {
-		return g.base.elapsed()
-	}
-	return int64(start.Sub(g.base.start))
-}
-
-// remember keeps what the backend's answer d, made at (on the Guard's
-// clock base), says of key, unless RememberKeys keys are held already.
-func (g *Guard) remember(key string, d *Decision, at int64) {
-	var m memo
-	m.at, m.until = at, at
-	if d.Parts != nil {
-		if len(d.Parts) > maxMemoParts {
-			return
-		}
-		for i := range d.Parts {
-			m.parts[i] = memoPartOf(&d.Parts[i], d.rules, i, at)
-			m.until = max(m.until, m.parts[i].full)
-		}
-		m.n = uint8(len(d.Parts))
-	} else {
-		m.parts[0] = memoPartOf(&d.Result, d.rules, 0, at)
-		m.until, m.n = max(m.until, m.parts[0].full), 1
-	}
-	t := g.memory
-	for swept := false; ; swept = true {
-		sh, now := t.lock(key, at, maxSpan)
-		_, w := sh.lookup(key)
-		switch {
-		case m.until <= now:
-			// Full again at once: nothing to start from.
-			t.remove(sh, key, w)
-		case w != absent || t.reserve(g.rememberKeys):
-			sh.write(key, w, m, m.until)
-		case !swept:
-			// Full: shards no call has touched may hold memos of keys
-			// that are full again.
-			sh.mu.Unlock()
-			t.sweep(g.base.elapsed(), maxSpan)
-			continue
-		}
-		sh.mu.Unlock()
-		return
-	}
-}
-
-// adjustMemo keeps key's memo true to an adjustment the backend applied
-// through the Guard: a Reset forgets it (the key is full), and a Settle
-// that took more than it gave back takes that from each policy's
-// remaining (1 call from a PerCall part's, as it counts); a give-back
-// leaves it as it was, lower than the backend's, which only makes the
-// fallback start lower. The memo then seeds again at the next failed-over
-// call.
-func (g *Guard) adjustMemo(key string, op AdjustOp, taken, cost int) {
-	t := g.memory
-	sh, _ := t.lock(key, g.base.elapsed(), maxSpan)
-	defer sh.mu.Unlock()
-	m, w := sh.lookup(key)
-	if w == absent {
-		return
-	}
-	if op == AdjustReset {
-		t.remove(sh, key, w)
-		return
-	}
-	for i := range int(m.n) {
-		more := int64(cost) - int64(taken)
-		if i < len(g.perCall) && g.perCall[i] {
-			more = int64(once(cost) - once(taken))
-		}
-		if more > 0 {
-			m.parts[i].remaining = max(m.parts[i].remaining-more, 0)
-		}
-	}
-	m.seeded = false
-	sh.write(key, w, m, m.until)
-}
-
 // memoPartOf returns what r, the Result of policy i of a Decision whose
 // rules are rules (nil when not known), made at at, says of it.
 func memoPartOf(r *Result, rules []rule, i int, at int64) memoPart {
@@ -202,57 +120,6 @@ func memoPartOf(r *Result, rules []rule, i int, at int64) memoPart {
 	p.skip = p.skip || p.limit <= 0
 	p.remaining = min(p.remaining, max(p.limit, 0))
 	return p
-}
-
-// seed brings the fallback's state of key down, for each of its seed targets,
-// to its share of what the backend last said was left (see Guard), once
-// per memo: the first failed-over call after a backend answer seeds, and
-// the calls after it find the fallback's state as it left it.
-func (g *Guard) seed(ctx context.Context, key string) {
-	if g.memory == nil {
-		return
-	}
-	now := g.base.elapsed()
-	t := g.memory
-	sh, now := t.lock(key, now, maxSpan)
-	m, w := sh.lookup(key)
-	sh.mu.Unlock()
-	if w == absent || m.seeded || m.until <= now {
-		return
-	}
-	for _, target := range g.seeds {
-		if target.part >= int(m.n) {
-			continue
-		}
-		p := m.parts[target.part]
-		if p.skip || p.full <= now {
-			continue
-		}
-		k := key
-		if target.key != nil {
-			k = target.key(key)
-		}
-		cur, err := target.limiter.Decide(ctx, k, 0)
-		if err != nil || cur.Limit <= 0 {
-			continue
-		}
-		want := share(p.left(m.at, now), int64(cur.Limit), p.limit)
-		if w, ok := target.limiter.(usedSeeder); ok {
-			// Its windows are its own: the units the backend had spent
-			// are counted in a window that ends when the backend's does.
-			w.seedUsed(ctx, k, int64(cur.Limit)-want, p.full-now)
-			continue
-		}
-		if extra := int64(cur.Remaining) - want; extra > 0 {
-			_, _ = target.limiter.Settle(ctx, k, 0, int(extra))
-		}
-	}
-	sh, _ = t.lock(key, now, maxSpan)
-	if m2, w := sh.lookup(key); w != absent && m2.at == m.at {
-		m2.seeded = true
-		sh.write(key, w, m2, m2.until)
-	}
-	sh.mu.Unlock()
 }
 
 // left returns what the backend had left of p at now, p having been
@@ -285,31 +152,4 @@ func share(left, limit, of int64) int64 {
 // ends when the backend's does, rather than by a Settle.
 type usedSeeder interface {
 	seedUsed(ctx context.Context, key string, used, lasts int64)
-}
-
-// seedUsed counts at least used units in key's window: in the window open
-// now, or, when none is, in one it opens that lasts lasts ns (at most the
-// key's window), so that what a backend's window had spent stays spent
-// until that window ends, and no longer. It never lowers a count.
-func (w *FixedWindow) seedUsed(ctx context.Context, key string, used, lasts int64) {
-	if used <= 0 || lasts <= 0 {
-		return
-	}
-	r := w.windowRate
-	if w.policyFunc != nil {
-		var err error
-		if r, err = w.policyFuncRate(ctx, key); err != nil {
-			return
-		}
-	}
-	sh, now := w.windows.lock(key, w.base.elapsed(), w.maxNow)
-	defer sh.mu.Unlock()
-	win, at := sh.lookup(key)
-	if !win.open(now) {
-		win = openWindow{end: now + min(lasts, r.window)}
-	}
-	if used = min(used, r.limit); win.count < used {
-		win.count = used
-		sh.write(key, at, win, win.end)
-	}
 }

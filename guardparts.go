@@ -1,12 +1,9 @@
 package ratelimit
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
-	"time"
 )
 
 // A failure policy per part: a Guard in front of a Composite may answer the
@@ -131,112 +128,4 @@ func pick(names []string, at []int) []string {
 		picked[k] = names[i]
 	}
 	return picked
-}
-
-// byParts answers, part by part, a call the backend could not: policies
-// are the backend's for key, in its parts' order. When a part that fails
-// closed has its say (n > 0), the call is denied by it, and nothing is
-// asked of the fallback; otherwise the parts that fail over are decided by
-// their fallback (a denial there denies the call), and those that fail
-// open allow it. The Decision lists every part: Parts holds each part's
-// Result (the fallback's for a part that failed over, shown under the
-// backend's policy and Limit; the Limit alone, and RetryAfter for a denial
-// by a part that fails closed, for the others), PolicyIndex the part that bound
-// the answer, and Source who gave it: FromFailClosed for a part that
-// fails closed, FromFallback for the fallback.
-func (g *Guard) byParts(ctx context.Context, key string, n int, leased bool, policies []NamedPolicy, retryAfter time.Duration, d Decision) (Lease, Decision, error) {
-	gp := g.parts
-	if len(policies) != len(gp.policies) {
-		// The backend's policies are not its parts' (a Decider of another
-		// kind in between): answer as a whole, by OnFailure.
-		return g.wholeByPolicy(ctx, key, n, leased, policies, retryAfter, d)
-	}
-	results := make([]Result, len(policies))
-	for i, p := range policies {
-		results[i] = Result{Limit: p.Limit}
-	}
-	d.Parts = results
-	closed := n > 0 && slices.Contains(gp.policies, FailClosed)
-	if closed {
-		for i, p := range gp.policies {
-			if p == FailClosed {
-				results[i].RetryAfter, results[i].ResetAfter = retryAfter, retryAfter
-			}
-		}
-		return Lease{}, g.partsAnswer(d, FromFailClosed), nil
-	}
-	if gp.fallback.built() {
-		g.seed(ctx, key)
-		var lease Lease
-		var fd Decision
-		var err error
-		if leased {
-			lease, fd, err = gp.fallback.acquire(ctx, key, n)
-		} else {
-			fd, err = gp.fallback.decide(ctx, key, n)
-		}
-		if errors.Is(err, ErrCostExceedsLimit) {
-			// The backend could take n, once it is back.
-			for _, i := range gp.fallbackPart {
-				results[i].RetryAfter, results[i].ResetAfter = retryAfter, retryAfter
-			}
-			return Lease{}, g.partsAnswer(d, FromFallback), nil
-		}
-		if err != nil {
-			return lease, d, err
-		}
-		allowed := fd.Allowed
-		d.partNext = make([]time.Duration, len(policies))
-		for j, i := range gp.fallbackPart {
-			r, k := fd.Result, fd.PolicyIndex
-			if j < len(fd.Parts) {
-				r, k = fd.Parts[j], j
-			}
-			d.partNext[i], _ = fd.NextUnit(k) // the fallback's, which the Result is
-			if limit := policies[i].Limit; limit > 0 {
-				// Shown under the backend's policy, whose Limit it has
-				// (with less left than the fallback has, one unit more is
-				// there now: no next unit).
-				r.Limit = limit
-				if r.Remaining > limit {
-					r.Remaining, d.partNext[i] = limit, 0
-				}
-			}
-			results[i] = r
-		}
-		for i, p := range gp.policies {
-			if p == FailOpen {
-				results[i].Allowed = allowed
-			}
-		}
-		return lease, g.partsAnswer(d, FromFallback), nil
-	}
-	for i := range results {
-		results[i].Allowed = true // every part fails open, or a peek
-	}
-	return Lease{}, g.partsAnswer(d, policySource[gp.policies[0]]), nil
-}
-
-// partsAnswer completes d, whose Parts are set, as a Composite's answer is
-// made (see Composite): PolicyIndex is the part that bound it, Result that
-// part's with the longest RetryAfter and ResetAfter of all, Source source.
-func (g *Guard) partsAnswer(d Decision, source Source) Decision {
-	d.PolicyIndex = bound(d.Parts)
-	if source == FromFallback && d.Parts[d.PolicyIndex].RetryAfter == 0 {
-		// An allowed answer is bound by a part whose numbers are known: a
-		// part that failed over, not one that failed open, which knows
-		// nothing of the key.
-		b := -1
-		for _, i := range g.parts.fallbackPart {
-			if b < 0 || lessLeft(&d.Parts[i], &d.Parts[b]) {
-				b = i
-			}
-		}
-		d.PolicyIndex = b
-	}
-	d.Policy = d.Policies[d.PolicyIndex]
-	d.Result = combine(d.Parts, d.PolicyIndex)
-	d.Source = source
-	d.Enforced = d.Result
-	return d
 }

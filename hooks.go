@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"strings"
 	"time"
 )
 
@@ -25,6 +24,17 @@ type Hooks interface {
 	// named); a Breaker that Guards share reports to its own Hooks
 	// instead (see BreakerConfig), never to the Guards'.
 	BreakerChanged(from, to BreakerState)
+}
+
+// KeylessHooks is the optional interface of a Hooks that never reads the
+// key of what it hears, such as one that only counts (otelratelimit's):
+// the events and adjustments every limiter and decorator reports to it
+// carry an empty Key, which spares the digest each report of a key costs
+// otherwise (see WithKeysShown).
+type KeylessHooks interface {
+	Hooks
+	// IgnoresKeys marks the Hooks; it is never called.
+	IgnoresKeys()
 }
 
 // Event describes one call for Hooks: who reports it, the call, and its
@@ -67,48 +77,6 @@ type Event struct {
 	Latency time.Duration
 }
 
-// Source says who answered an Allow call.
-type Source int
-
-const (
-	// FromBackend: the wrapped limiter answered.
-	FromBackend Source = iota
-	// FromFallback: the backend failed or its breaker is open, and the
-	// fallback limiter answered.
-	FromFallback
-	// FromFailOpen: the backend failed or its breaker is open, and the
-	// request was allowed by policy.
-	FromFailOpen
-	// FromFailClosed: the backend failed or its breaker is open, and the
-	// request was denied by policy.
-	FromFailClosed
-	// FromDenyCache: a DenyCache answered from a remembered denial.
-	FromDenyCache
-	// FromShadow: the backend denied the call and a Shadow, not
-	// enforcing, let it through; the Decision's Result is the allowed
-	// answer, WouldDeny is set and Enforced holds the denial.
-	FromShadow
-)
-
-// String returns the source's name in lower case, for metric labels.
-func (s Source) String() string {
-	switch s {
-	case FromBackend:
-		return "backend"
-	case FromFallback:
-		return "fallback"
-	case FromFailOpen:
-		return "fail_open"
-	case FromFailClosed:
-		return "fail_closed"
-	case FromDenyCache:
-		return "deny_cache"
-	case FromShadow:
-		return "shadow"
-	}
-	return "unknown"
-}
-
 // NopHooks is the Hooks that does nothing.
 type NopHooks struct{}
 
@@ -142,21 +110,6 @@ type observer struct {
 	// keys bounds the limiter's keys and says how its errors and reports
 	// show them.
 	keys keyRules
-}
-
-// newObserver returns the observer of a limiter named by cfg (or by kind
-// without its "New") with policy, whose state moves by rl.
-func newObserver(cfg config, kind string, policy Policy, rl rule) observer {
-	name := cfg.name
-	if name == "" {
-		name = strings.TrimPrefix(kind, "New")
-	}
-	return observer{
-		hooks: activeHooks(cfg.hooks), adjust: activeAdjustHooks(cfg.hooks), name: name, policy: policy,
-		own: []NamedPolicy{{Name: defaultPolicyName, Policy: policy}}, rules: []rule{rl},
-		maxSettle: cfg.maxSettle,
-		keys:      cfg.keys,
-	}
 }
 
 // decision returns the Decision res of a call under p, the limiter's own

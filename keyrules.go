@@ -20,56 +20,6 @@ const DefaultMaxKeyLength = 4096
 // returns it to the caller and its breaker never counts it.
 var ErrInvalidKey error = &classed{"ratelimit: invalid key", ErrCaller}
 
-// WithMaxKeyLength sets the longest key, in bytes, that a limiter takes:
-// a call on a longer key (a Composite's part's key, after Part.Key,
-// included) fails with an error wrapping ErrInvalidKey that gives its
-// length, not the key. Without it, the bound is DefaultMaxKeyLength. The
-// bound is on the caller's key; a Redis limiter's key prefix comes on top.
-// It is a SharedOption and applies to every limiter of this package, in
-// process and on Redis; a Prefetch refuses such keys
-// as its backend does, before it keeps anything of them, and a Guard,
-// DenyCache or Shadow returns its backend's error. An n below 1 is an
-// error wrapping ErrInvalidConfig.
-func WithMaxKeyLength(n int) SharedOption {
-	return SharedOption{func(cfg *config) error {
-		if n < 1 {
-			return fmt.Errorf("%w: WithMaxKeyLength: %d; want >= 1", ErrInvalidConfig, n)
-		}
-		cfg.keys.max = n
-		return nil
-	}}
-}
-
-// WithKeysShown makes a limiter show keys whole in its errors and in
-// what it reports to its hooks (Event.Key, AdjustEvent.Key). Without it,
-// a key appears as KeyDigest gives it, so that an API key or a token used
-// as a rate-limit key never reaches a log through an error or a hook.
-// Give it when keys are not secrets (user ids, addresses) and logs should
-// name them. It is a SharedOption and applies to every limiter of this
-// package. A Composite
-// shows keys when all its parts were built with it (each part reports as
-// it was built); a Guard, DenyCache, Shadow or Prefetch shows them as its
-// backend does, and never does over a Limiter of another package.
-func WithKeysShown() SharedOption {
-	return SharedOption{func(cfg *config) error {
-		cfg.keys.shown = true
-		return nil
-	}}
-}
-
-// keyOptions returns the options that give a limiter the key rules k: a
-// Fleet's mirror takes its backend's.
-func keyOptions(k keyRules) []Option {
-	opts := []Option{WithMaxKeyLength(k.max)}
-	if k.max <= 0 {
-		opts = opts[:0]
-	}
-	if k.shown {
-		opts = append(opts, WithKeysShown())
-	}
-	return opts
-}
-
 // KeyDigest returns the form a key takes in errors and hook events by
 // default (see WithKeysShown): "sha256:" and the first 16 hexadecimal
 // digits (64 bits) of the SHA-256 of the key's bytes. It is the same for
@@ -125,17 +75,6 @@ func (k keyRules) event(listener any, key string) string {
 	return KeyDigest(key)
 }
 
-// KeylessHooks is the optional interface of a Hooks that never reads the
-// key of what it hears, such as one that only counts (otelratelimit's):
-// the events and adjustments every limiter and decorator reports to it
-// carry an empty Key, which spares the digest each report of a key costs
-// otherwise (see WithKeysShown).
-type KeylessHooks interface {
-	Hooks
-	// IgnoresKeys marks the Hooks; it is never called.
-	IgnoresKeys()
-}
-
 // quote returns key as an error names it: quoted when shown, its digest
 // otherwise.
 func (k keyRules) quote(key string) string {
@@ -154,26 +93,6 @@ func (k keyRules) quoteStored(stored string, form int, key string) string {
 		return strconv.Quote(stored)
 	}
 	return strconv.Quote(stored[:form]) + "+" + KeyDigest(key)
-}
-
-// keyRulesOf returns the key rules of l: a limiter's of this package as it
-// was built, a Composite's (see Composite.keyRules), a decorator's
-// backend's; for a Limiter of another package, or one not built, none:
-// no bound (that limiter keeps its keys itself), keys shown as digests.
-func keyRulesOf(l Limiter) keyRules {
-	if o := observerOf(l); o != nil {
-		return o.keys
-	}
-	if c, ok := l.(*Composite); ok {
-		if c != nil && len(c.parts) > 0 {
-			return c.keyRules
-		}
-		return keyRules{}
-	}
-	if b, ok := decoratorOf(l); ok && b != nil {
-		return b.keys
-	}
-	return keyRules{}
 }
 
 // both returns the rules of a call that several limiters of rules a and b

@@ -1,6 +1,9 @@
 package ratelimit
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Option configures an in-process limiter at construction (NewTokenBucket,
 // NewGCRA, NewFixedWindow, NewSlidingLog, NewSlidingCounter,
@@ -186,6 +189,112 @@ func WithName(name string) SharedOption {
 	}}
 }
 
+// WithMaxKeyLength sets the longest key, in bytes, that a limiter takes:
+// a call on a longer key (a Composite's part's key, after Part.Key,
+// included) fails with an error wrapping ErrInvalidKey that gives its
+// length, not the key. Without it, the bound is DefaultMaxKeyLength. The
+// bound is on the caller's key; a Redis limiter's key prefix comes on top.
+// It is a SharedOption and applies to every limiter of this package, in
+// process and on Redis; a Prefetch refuses such keys
+// as its backend does, before it keeps anything of them, and a Guard,
+// DenyCache or Shadow returns its backend's error. An n below 1 is an
+// error wrapping ErrInvalidConfig.
+func WithMaxKeyLength(n int) SharedOption {
+	return SharedOption{func(cfg *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: WithMaxKeyLength: %d; want >= 1", ErrInvalidConfig, n)
+		}
+		cfg.keys.max = n
+		return nil
+	}}
+}
+
+// WithKeysShown makes a limiter show keys whole in its errors and in
+// what it reports to its hooks (Event.Key, AdjustEvent.Key). Without it,
+// a key appears as KeyDigest gives it, so that an API key or a token used
+// as a rate-limit key never reaches a log through an error or a hook.
+// Give it when keys are not secrets (user ids, addresses) and logs should
+// name them. It is a SharedOption and applies to every limiter of this
+// package. A Composite
+// shows keys when all its parts were built with it (each part reports as
+// it was built); a Guard, DenyCache, Shadow or Prefetch shows them as its
+// backend does, and never does over a Limiter of another package.
+func WithKeysShown() SharedOption {
+	return SharedOption{func(cfg *config) error {
+		cfg.keys.shown = true
+		return nil
+	}}
+}
+
+// keyOptions returns the options that give a limiter the key rules k: a
+// Fleet's mirror takes its backend's.
+func keyOptions(k keyRules) []Option {
+	opts := []Option{WithMaxKeyLength(k.max)}
+	if k.max <= 0 {
+		opts = opts[:0]
+	}
+	if k.shown {
+		opts = append(opts, WithKeysShown())
+	}
+	return opts
+}
+
+// WithMaxDebt bounds how far a Settle may drive a key into debt: after a
+// Settle, a key owes at most limits times its limit beyond empty (its
+// policy's limit: the key's own, for a limiter built WithPolicyFunc). 0
+// means a Settle never takes a key below empty, and UnboundedDebt keeps no
+// bound but the store's own; without the option, the bound is
+// DefaultMaxDebt (1).
+//
+// What the bound means in time, for a key of limit L and Window W left
+// alone after the Settle (d = limits):
+//   - TokenBucket, GCRA (in process and on Redis): a debt of D units is
+//     paid at the rate, D × W/L: the key allows its next unit within
+//     (d × L + 1) × W/L and is full within (1 + d) × W (two Windows by
+//     default).
+//   - FixedWindow: the window counts at most (1 + d) × L, and its count,
+//     debt included, ends with the window: at most W after the Settle,
+//     whatever d.
+//   - CalendarWindow: as a fixed window, until the calendar window open
+//     now ends: up to a minute, an hour, a day, a week or a month,
+//     whatever d (a monthly quota spent by a Settle on the 3rd stays spent
+//     until the month ends; see WithMaxSettle).
+//   - SlidingLog: the units in the window are at most (1 + d) × L; a
+//     Settle's units are an entry of the log at the time of the Settle,
+//     which leaves it W later, so the key is full at most W after it.
+//   - SlidingCounter: the window open now counts at most (1 + d) × L; that
+//     count weighs on the next window too, a falling share of it, so the
+//     key is full at most 2 × W after the window it was counted in began.
+//   - Composite: each part by its own kind and its own limiter's bound; a
+//     call waits until every part allows it, so its RetryAfter is the
+//     longest of its parts' (the month's end, for a spent monthly part).
+//
+// A Settle whose cost would go beyond the bound takes what fits and
+// forgets the rest: its Result, as every Settle's, describes the key after
+// it (Remaining 0, ResetAfter the wait until full with the debt as
+// bounded), and does not say that units were forgotten. A key already
+// further in debt (after its policy was lowered, say) keeps its debt: a
+// Settle never lowers it. Refund, Allow and Reset are unaffected. A Settle
+// above WithMaxSettle's bound (ten limits by default) is refused before
+// this bound applies. It is a SharedOption and applies to the twelve rate
+// limiters of this package (a concurrency limiter, which has no debt,
+// refuses it with an error wrapping ErrInvalidConfig that names it), and
+// to a Composite through its parts: each part's key is
+// bounded by its own limiter's option. On
+// Redis the bound travels with the Settle in its one script call, and
+// decides exactly as in process. A limits below 0 other than
+// UnboundedDebt is an error wrapping ErrInvalidConfig; a very large one
+// is the same as UnboundedDebt.
+func WithMaxDebt(limits int) SharedOption {
+	return SharedOption{func(cfg *config) error {
+		if limits < 0 && limits != UnboundedDebt {
+			return fmt.Errorf("%w: WithMaxDebt: %d limits; want >= 0, or UnboundedDebt", ErrInvalidConfig, limits)
+		}
+		cfg.maxDebt, cfg.maxDebtSet = debtCap(limits), true
+		return nil
+	}}
+}
+
 // backend says whether a Redis limiter reads a clock of the client's, which
 // decides whether it takes WithClock.
 type backend int
@@ -246,4 +355,19 @@ func withDefaults(cfg config) config {
 		cfg.keys.max = DefaultMaxKeyLength
 	}
 	return cfg
+}
+
+// newObserver returns the observer of a limiter named by cfg (or by kind
+// without its "New") with policy, whose state moves by rl.
+func newObserver(cfg config, kind string, policy Policy, rl rule) observer {
+	name := cfg.name
+	if name == "" {
+		name = strings.TrimPrefix(kind, "New")
+	}
+	return observer{
+		hooks: activeHooks(cfg.hooks), adjust: activeAdjustHooks(cfg.hooks), name: name, policy: policy,
+		own: []NamedPolicy{{Name: defaultPolicyName, Policy: policy}}, rules: []rule{rl},
+		maxSettle: cfg.maxSettle,
+		keys:      cfg.keys,
+	}
 }

@@ -1,6 +1,9 @@
 package ratelimit
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Policy is a limiter's quota as clients are told it, for instance in HTTP
 // rate-limit headers: at most Limit units of work at once, restored in
@@ -47,3 +50,13 @@ type NamedPolicy struct {
 	// "concurrent-requests".
 	InFlight bool
 }
+
+// PolicyFunc returns the policy of one call for key: its Limit and Window,
+// read as the limiter reads its constructor's parameters (see
+// WithPolicyFunc). ctx is the call's, so that a policy may depend on the
+// request as well as the key, such as a plan the caller's authentication put
+// in the context. It returns the zero Policy for a key that has no policy of
+// its own, which then gets the limiter's (its constructor's), and an error
+// to fail the call. It must be safe for concurrent use, and fast: it runs on
+// every call.
+type PolicyFunc func(ctx context.Context, key string) (Policy, error)

@@ -7,16 +7,6 @@ import (
 	"time"
 )
 
-// PolicyFunc returns the policy of one call for key: its Limit and Window,
-// read as the limiter reads its constructor's parameters (see
-// WithPolicyFunc). ctx is the call's, so that a policy may depend on the
-// request as well as the key, such as a plan the caller's authentication put
-// in the context. It returns the zero Policy for a key that has no policy of
-// its own, which then gets the limiter's (its constructor's), and an error
-// to fail the call. It must be safe for concurrent use, and fast: it runs on
-// every call.
-type PolicyFunc func(ctx context.Context, key string) (Policy, error)
-
 // WithPolicyFunc makes a limiter decide each call by the policy f returns
 // for its key, for plans and per-customer overrides that change
 // while the program runs. The constructor's parameters are the limiter's

@@ -349,3 +349,21 @@ func (t *PolicyTable) install(snap *tableSnapshot) {
 		}
 	}
 }
+
+// skippedErr returns the error that reports the fields of the table's
+// HASH a replica refused (nil for none), naming up to three.
+func (t *PolicyTable) skippedErr(bad []error) error {
+	if len(bad) == 0 {
+		return nil
+	}
+	msgs := make([]string, 0, 3)
+	for _, err := range bad[:min(3, len(bad))] {
+		msgs = append(msgs, err.Error())
+	}
+	more := ""
+	if len(bad) > 3 {
+		more = fmt.Sprintf("; and %d more", len(bad)-3)
+	}
+	return fmt.Errorf("ratelimit: PolicyTable %q: %w: key %q: %d fields skipped, each key, plan or flag keeping what the copy held: %s%s",
+		t.name, ErrCorruptState, t.key, len(bad), strings.Join(msgs, "; "), more)
+}

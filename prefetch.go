@@ -889,3 +889,12 @@ func (l *Prefetch) adjustKey(ctx context.Context, op AdjustOp, key string, taken
 	k.mu.Unlock()
 	return d.Result, nil
 }
+
+func (l *Prefetch) limiter() Limiter { return l }
+
+func (l *Prefetch) backendOf() *decorated {
+	if l == nil {
+		return nil
+	}
+	return &l.backend
+}

@@ -52,18 +52,6 @@ type RedisCalendarWindow struct {
 	zones *zoneNames // its own zone's and its keys' policies', each with the windows last seen in it
 }
 
-// redisCalendarSpan is one window of a RedisCalendarWindow's calendar on
-// its client's clock, with the script's limits of it. It is immutable but
-// for its cache.
-type redisCalendarSpan struct {
-	start, end int64             // ns of Unix time
-	own        *redisbatch.Limit // of the limiter's own limit
-	// limits holds the script's limits of this window of the keys'
-	// limits, for a limiter built WithPolicyFunc; nil without.
-	limits   *redisbatch.LimitCache
-	policies []NamedPolicy // of the limiter's own limit in this window
-}
-
 // NewRedisCalendarWindow returns a calendar window of limit per window of
 // cal per key kept in Redis through client: a *redis.Client,
 // *redis.ClusterClient, *redis.Ring or failover client.

@@ -240,3 +240,12 @@ func (s *Shadow) adjuster() (Adjuster, error) {
 	}
 	return s.backend.adjuster("Shadow")
 }
+
+func (s *Shadow) limiter() Limiter { return s }
+
+func (s *Shadow) backendOf() *decorated {
+	if s == nil {
+		return nil
+	}
+	return &s.backend
+}
