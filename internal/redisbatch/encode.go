@@ -367,6 +367,18 @@ func (s *Settlement) maxDebt(i int) int64 {
 	return s.MaxDebt
 }
 
+// hashTag returns the part of key that Redis Cluster (and go-redis's Ring)
+// hashes: the text between the first "{" and the first "}" after it, when
+// that text is not empty; otherwise the whole key.
+func hashTag(key string) string {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			return key[open+1 : open+1+end]
+		}
+	}
+	return key
+}
+
 // formKey sets r.Key, when it is empty, to the Redis key of r.Prefix,
 // r.Seg and r.Name (see StoredKey).
 func (r *Request) formKey() {

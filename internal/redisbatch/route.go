@@ -1,8 +1,6 @@
 package redisbatch
 
 import (
-	"strings"
-
 	"github.com/redis/go-redis/v9"
 )
 
@@ -62,18 +60,6 @@ func sameShard(r route, a, b string) bool {
 
 // clusterSlots is the number of hash slots of a Redis Cluster.
 const clusterSlots = 16384
-
-// hashTag returns the part of key that Redis Cluster (and go-redis's Ring)
-// hashes: the text between the first "{" and the first "}" after it, when
-// that text is not empty; otherwise the whole key.
-func hashTag(key string) string {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
-			return key[open+1 : open+1+end]
-		}
-	}
-	return key
-}
 
 // HashSlot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of
 // its hash tag, modulo 16384, as the server's CLUSTER KEYSLOT gives it.
