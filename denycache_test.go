@@ -61,7 +61,7 @@ func TestDenyCacheNeverDeniesWhatTheBackendWouldAllow(t *testing.T) {
 				cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, MaxAge: time.Duration(r.Int64N(int64(2 * period)))})
 				require.NoError(t, err)
 				ctx := context.Background()
-				for i, c := range randomSchedule(r, sized(150, 300), limit, period/time.Duration(limit), false, "a", "b") {
+				for i, c := range randomSchedule(r, sized(80, 300), limit, period/time.Duration(limit), false, "a", "b") {
 					c.advance = c.advance.Truncate(time.Millisecond)
 					clock.Advance(c.advance)
 					advanceBackend(c.advance)
