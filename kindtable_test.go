@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -385,4 +386,67 @@ func TestEveryKindsAdjustScenarios(t *testing.T) {
 		}
 		runAdjustScenarios(t, alone, row.adjust)
 	})
+}
+
+// TestEveryKindBehindEveryDecoratorDecidesAsTheBareLimiter runs one random
+// schedule of Allows on each kind with scenarios, in process and on
+// miniredis, bare and behind each decorator, each on a limiter of its own
+// and a clock of its own moved alike: a Guard and an enforcing Shadow
+// answer exactly as the bare limiter, and refuse what it refuses; a
+// DenyCache allows exactly what the bare limiter allows (it answers some
+// denials from memory).
+func TestEveryKindBehindEveryDecoratorDecidesAsTheBareLimiter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const limit, period = 4, time.Minute
+	decorators := []struct {
+		name  string
+		wrap  func(l Limiter, clock Clock) (Limiter, error)
+		exact bool
+	}{
+		{"Guard", func(l Limiter, _ Clock) (Limiter, error) { return NewGuard(l, GuardConfig{}) }, true},
+		{"Shadow", func(l Limiter, _ Clock) (Limiter, error) { return NewShadow(l, ShadowConfig{Enforce: true}) }, true},
+		{"DenyCache", func(l Limiter, clock Clock) (Limiter, error) {
+			return NewDenyCache(l, DenyCacheConfig{Clock: clock, MaxAge: time.Hour})
+		}, false},
+	}
+	for ki, k := range kinds {
+		name := k.name()
+		row := rowOf(t, name)
+		if len(row.scenarios) == 0 {
+			continue // row.none says where its tests are
+		}
+		for _, b := range []tableBackend{inProcess, onMiniredis} {
+			for di, d := range decorators {
+				t.Run(name+"/"+b.String()+"/"+d.name, func(t *testing.T) {
+					t.Parallel()
+					sub := row.subject(name, b, plain, nil)
+					bare, moveBare := sub.newLimiter(t, limit, period)
+					inner, moveInner := sub.newLimiter(t, limit, period)
+					clock := ratelimittest.NewClock(epoch)
+					decorated, err := d.wrap(inner, clock)
+					require.NoError(t, err)
+					r := rand.New(rand.NewPCG(uint64(ki), uint64(di)))
+					for i, c := range randomSchedule(r, sized(60, 600), limit, period/limit, false, "a", "b") {
+						c.advance = c.advance.Truncate(time.Microsecond)
+						moveBare(c.advance)
+						moveInner(c.advance)
+						clock.Advance(c.advance)
+						want, wantErr := bare.Allow(ctx, c.key, c.n)
+						got, err := decorated.Allow(ctx, c.key, c.n)
+						if wantErr != nil {
+							require.Error(t, err, "step %d: %v: the bare limiter refuses it: %v", i, c, wantErr)
+							continue
+						}
+						require.NoError(t, err, "step %d: %v", i, c)
+						if d.exact {
+							require.Equal(t, want, got, "step %d: %v", i, c)
+						} else {
+							require.Equal(t, want.Allowed, got.Allowed, "step %d: %v: %+v, bare %+v", i, c, got, want)
+						}
+					}
+				})
+			}
+		}
+	}
 }
