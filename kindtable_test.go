@@ -450,3 +450,62 @@ func TestEveryKindBehindEveryDecoratorDecidesAsTheBareLimiter(t *testing.T) {
 		}
 	}
 }
+
+// ceilMicro rounds a Result's durations up to whole microseconds, the
+// Redis limiters' unit.
+func ceilMicro(res Result) Result {
+	res.RetryAfter = (res.RetryAfter + time.Microsecond - 1).Truncate(time.Microsecond)
+	res.ResetAfter = (res.ResetAfter + time.Microsecond - 1).Truncate(time.Microsecond)
+	return res
+}
+
+// TestEveryKindDecidesAlikeInProcessAndOnEveryRedisBackend runs random
+// schedules of Allows (whole milliseconds apart), of random limits per a
+// minute or an hour (whole microseconds per unit), on each kind with scenarios in process and on
+// each Redis backend at once, on one and on four keys: the Redis limiter
+// answers as the in-process one, its durations rounded up to whole
+// microseconds.
+func TestEveryKindDecidesAlikeInProcessAndOnEveryRedisBackend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	limits := []int{1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 16, 20}
+	for ki, k := range kinds {
+		name := k.name()
+		row := rowOf(t, name)
+		if len(row.scenarios) == 0 {
+			continue // row.none says where its tests are
+		}
+		for _, b := range backends[1:] {
+			t.Run(name+"/"+b.String(), func(t *testing.T) {
+				t.Parallel()
+				var real *realRedis
+				if b == onRealRedis {
+					if row.byTTL {
+						t.Skipf("on Redis a %s's window is its key's TTL, which a real server counts in real time, not on the test's clock", name)
+					}
+					real = sharedRedis(t)
+				}
+				r := rand.New(rand.NewPCG(uint64(ki), uint64(b)))
+				for round := range sized(4, 24) {
+					limit := limits[r.IntN(len(limits))]
+					period := []time.Duration{time.Minute, time.Hour}[r.IntN(2)]
+					local, moveLocal := row.subject(name, inProcess, plain, nil).newLimiter(t, limit, period)
+					remote, moveRemote := row.subject(name, b, plain, real).newLimiter(t, limit, period)
+					keys := []string{"a", "b", "c", "d"}
+					if round%2 == 0 {
+						keys = keys[:1]
+					}
+					for i, c := range randomSchedule(r, 80, limit, period/time.Duration(limit), false, keys...) {
+						c.advance = c.advance.Truncate(time.Millisecond) // a fixed window's TTL is in ms
+						moveLocal(c.advance)
+						moveRemote(c.advance)
+						want, wantErr := local.Allow(ctx, c.key, c.n)
+						got, err := remote.Allow(ctx, c.key, c.n)
+						require.Equal(t, wantErr == nil, err == nil, "round %d step %d: errors %v and %v", round, i, wantErr, err)
+						require.Equal(t, ceilMicro(want), ceilMicro(got), "round %d step %d: %d per %v, %v", round, i, limit, period, c)
+					}
+				}
+			})
+		}
+	}
+}
