@@ -427,7 +427,7 @@ func TestEveryKindBehindEveryDecoratorDecidesAsTheBareLimiter(t *testing.T) {
 					decorated, err := d.wrap(inner, clock)
 					require.NoError(t, err)
 					r := rand.New(rand.NewPCG(uint64(ki), uint64(di)))
-					for i, c := range randomSchedule(r, sized(60, 600), limit, period/limit, false, "a", "b") {
+					for i, c := range randomSchedule(r, sized(30, 600), limit, period/limit, false, "a", "b") {
 						c.advance = c.advance.Truncate(time.Microsecond)
 						moveBare(c.advance)
 						moveInner(c.advance)
@@ -486,7 +486,7 @@ func TestEveryKindDecidesAlikeInProcessAndOnEveryRedisBackend(t *testing.T) {
 					real = sharedRedis(t)
 				}
 				r := rand.New(rand.NewPCG(uint64(ki), uint64(b)))
-				for round := range sized(4, 24) {
+				for round := range sized(2, 24) {
 					limit := limits[r.IntN(len(limits))]
 					period := []time.Duration{time.Minute, time.Hour}[r.IntN(2)]
 					local, moveLocal := row.subject(name, inProcess, plain, nil).newLimiter(t, limit, period)
@@ -495,7 +495,7 @@ func TestEveryKindDecidesAlikeInProcessAndOnEveryRedisBackend(t *testing.T) {
 					if round%2 == 0 {
 						keys = keys[:1]
 					}
-					for i, c := range randomSchedule(r, 80, limit, period/time.Duration(limit), false, keys...) {
+					for i, c := range randomSchedule(r, sized(60, 120), limit, period/time.Duration(limit), false, keys...) {
 						c.advance = c.advance.Truncate(time.Millisecond) // a fixed window's TTL is in ms
 						moveLocal(c.advance)
 						moveRemote(c.advance)
