@@ -162,14 +162,17 @@ func TestTimeLocalIsNamedByItsZoneOrRefused(t *testing.T) {
 		want[":/usr/share/zoneinfo/America/Chicago"] = "prefix: ratelimit:cal:5:day:America/Chicago:"
 	}
 	for tz, want := range want {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestTimeLocalIsNamedByItsZoneOrRefused$", "-test.count=1")
-		cmd.Env = append(os.Environ(), localZoneChild+"=1", "TZ="+tz)
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "%s", out)
-		assert.Contains(t, string(out), want, "TZ=%s", tz)
-		if strings.HasPrefix(want, "prefix") {
-			assert.NotContains(t, string(out), "Local", "TZ=%s", tz)
-		}
+		t.Run(tz, func(t *testing.T) {
+			t.Parallel() // a child process each: they wait on each other's start-up no more
+			cmd := exec.Command(os.Args[0], "-test.run=^TestTimeLocalIsNamedByItsZoneOrRefused$", "-test.count=1")
+			cmd.Env = append(os.Environ(), localZoneChild+"=1", "TZ="+tz)
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			assert.Contains(t, string(out), want, "TZ=%s", tz)
+			if strings.HasPrefix(want, "prefix") {
+				assert.NotContains(t, string(out), "Local", "TZ=%s", tz)
+			}
+		})
 	}
 }
 

@@ -364,7 +364,7 @@ func TestCompositeOfKeyedPartsOnMiniredisDecidesAsInProcess(t *testing.T) {
 	r := rand.New(rand.NewPCG(43, 44))
 	for s, shape := range diffCompositeShapes {
 		t.Run(fmt.Sprint(len(shape), "parts"), func(t *testing.T) {
-			for round := range sized(2, 8) {
+			for round := range sized(1, 8) {
 				setup := newKeyedSetup(shape...)
 				clock := ratelimittest.NewClock(epoch)
 				local := setup.build(t, nil, WithClock(clock))

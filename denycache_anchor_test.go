@@ -210,7 +210,7 @@ func TestDenyCacheLocalAnswersKeepTheGodocsPromise(t *testing.T) {
 		t.Run(sub.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(33, uint64(si)))
 			local, stale := 0, 0
-			for round := range sized(4, 12) {
+			for round := range sized(2, 12) {
 				plans := newPlanMap()
 				keys := []string{"a", "b", "c"}
 				for _, k := range keys {

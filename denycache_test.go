@@ -61,7 +61,7 @@ func TestDenyCacheNeverDeniesWhatTheBackendWouldAllow(t *testing.T) {
 				cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, MaxAge: time.Duration(r.Int64N(int64(2 * period)))})
 				require.NoError(t, err)
 				ctx := context.Background()
-				for i, c := range randomSchedule(r, sized(150, 300), limit, period/time.Duration(limit), false, "a", "b") {
+				for i, c := range randomSchedule(r, sized(80, 300), limit, period/time.Duration(limit), false, "a", "b") {
 					c.advance = c.advance.Truncate(time.Millisecond)
 					clock.Advance(c.advance)
 					advanceBackend(c.advance)
@@ -451,4 +451,27 @@ func TestDenyCacheRefusesANilContext(t *testing.T) {
 	var nilCtx context.Context
 	_, err = cache.Allow(nilCtx, "k", 1)
 	require.ErrorContains(t, err, "nil context")
+}
+
+func TestDenyCacheOverASlidingCounterAllowsWhatItsBackendAllows(t *testing.T) {
+	ctx := context.Background()
+	clock := ratelimittest.NewClock(epoch)
+	counter, err := NewSlidingCounter(4, 10*time.Second, WithClock(clock))
+	require.NoError(t, err)
+	cache, err := NewDenyCache(counter, DenyCacheConfig{Clock: clock, MaxAge: time.Minute})
+	require.NoError(t, err)
+	_, err = cache.Allow(ctx, "k", 4)
+	require.NoError(t, err)
+	clock.Advance(10 * time.Second) // the previous window's 4 weigh 4
+	res, err := cache.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, no(4, 0, 2500*ms, 10*time.Second), res)
+	clock.Advance(time.Second)
+	res, err = cache.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, no(4, 0, 1500*ms, 9*time.Second), res, "the same cost, within its RetryAfter, is denied")
+	clock.Advance(1500 * ms)
+	res, err = cache.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, ok(4, 0, 17500*ms), res, "once its backend allows, so does the cache, though the estimate is not yet 0")
 }

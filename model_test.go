@@ -1,9 +1,16 @@
+// This file holds the kinds' reference models (token bucket, sliding
+// counter, calendar window), each written for clarity and sharing no code
+// with the limiters; the differentials that run them are beside the
+// kinds' tests.
+
 package ratelimit
 
 import (
 	"context"
 	"math/big"
 	"math/rand/v2"
+	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -143,4 +150,207 @@ func TestInProcessLimitersMatchTheModel(t *testing.T) {
 			}
 		}
 	}
+}
+
+// counterModel is the reference sliding-window counter: per key, the
+// window's start and the units of the window open and of the one before,
+// its estimate in big integers, and a RetryAfter found by searching the
+// times to come for the first that allows, on a grid of unit ns (1 in
+// process, 1000 for Redis's µs). It shares no code with the limiters. Like
+// them, it lets time stand still while the clock reads earlier than the
+// latest decision.
+type counterModel struct {
+	limit, window, unit int64
+	now, latest         int64
+	keys                map[string]modelCounter
+}
+
+// modelCounter is one key's state: the window open at start, and its units
+// and the previous window's.
+type modelCounter struct{ start, prev, cur int64 }
+
+func newCounterModel(limit int, window time.Duration, unit time.Duration) *counterModel {
+	return &counterModel{limit: int64(limit), window: int64(window), unit: int64(unit), keys: map[string]modelCounter{}}
+}
+
+func (m *counterModel) advance(d time.Duration) { m.now += int64(d) }
+
+// state returns key's state at t: the window open at t, the previous
+// window's units; ok false when the key holds nothing.
+func (m *counterModel) state(key string, t int64) (modelCounter, bool) {
+	k, ok := m.keys[key]
+	if !ok || k.prev == 0 && k.cur == 0 {
+		return modelCounter{}, false
+	}
+	switch e := t - k.start; {
+	case e < m.window:
+		return k, true
+	case e < 2*m.window && k.cur > 0:
+		return modelCounter{start: k.start + m.window, prev: k.cur}, true
+	}
+	return modelCounter{}, false
+}
+
+// estimate returns cur + ⌈prev × (W − e) / W⌉ of k at t.
+func (m *counterModel) estimate(k modelCounter, t int64) int64 {
+	num := new(big.Int).Mul(big.NewInt(k.prev), big.NewInt(m.window-(t-k.start)))
+	num.Add(num, big.NewInt(m.window-1))
+	return k.cur + num.Quo(num, big.NewInt(m.window)).Int64()
+}
+
+// left returns the units n may be at t: limit minus the estimate, at
+// least 0.
+func (m *counterModel) left(key string, t int64) int64 {
+	k, ok := m.state(key, t)
+	if !ok {
+		return m.limit
+	}
+	return max(m.limit-m.estimate(k, t), 0)
+}
+
+// allow decides n for key at the model's time.
+func (m *counterModel) allow(key string, n int) Result {
+	res := Result{Limit: int(m.limit)}
+	if int64(n) > m.limit {
+		return res
+	}
+	m.latest = max(m.latest, m.now)
+	at, lag := m.latest, m.latest-m.now
+	if int64(n) <= m.left(key, at) {
+		res.Allowed = true
+		if n > 0 {
+			k, ok := m.state(key, at)
+			if !ok {
+				k = modelCounter{start: at}
+			}
+			k.cur += int64(n)
+			m.keys[key] = k
+		}
+	} else {
+		// The first time on the grid that allows n: the estimate never
+		// grows with time, so the times that allow are an interval's end.
+		k, _ := m.state(key, at)
+		steps := (k.start + 2*m.window - at + m.unit - 1) / m.unit
+		i := int64(sort.Search(int(steps)+1, func(i int) bool {
+			return int64(n) <= m.left(key, at+int64(i)*m.unit)
+		}))
+		res.RetryAfter = time.Duration(i*m.unit + lag)
+	}
+	res.Remaining = int(m.left(key, at))
+	if k, ok := m.state(key, at); ok {
+		end := k.start + m.window
+		if k.cur > 0 {
+			end += m.window
+		}
+		res.ResetAfter = time.Duration(end - at + lag)
+	}
+	return res
+}
+
+// fmtCounter returns a Redis sliding counter key's value.
+func fmtCounter(start, expiry, prev, cur int64) string {
+	return strconv.FormatInt(start, 10) + ":" + strconv.FormatInt(expiry, 10) + ":" + strconv.FormatInt(prev, 10) + ":" + strconv.FormatInt(cur, 10)
+}
+
+// calendarModel is the reference calendar window: it finds a window by
+// reading the wall clock in the zone at instants on a grid, and keeps each
+// key's window and count, written for clarity rather than speed. It shares
+// no code with the limiters.
+type calendarModel struct {
+	period CalendarPeriod
+	loc    *time.Location
+	first  time.Weekday
+	limit  int64
+	now    time.Time // the clock's reading, which may go backwards
+	high   time.Time // the latest reading a decision was made at
+	keys   map[string]*modelCalendarKey
+}
+
+// modelCalendarKey is a key's count in the window that starts at start.
+type modelCalendarKey struct {
+	start time.Time
+	count int64
+}
+
+func newCalendarModel(limit int, cal Calendar, start time.Time) *calendarModel {
+	loc := cal.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	return &calendarModel{period: cal.Period, loc: loc, first: cal.FirstWeekday, limit: int64(limit), now: start, high: start, keys: map[string]*modelCalendarKey{}}
+}
+
+// label is what the wall clock shows at t, to the period.
+func (m *calendarModel) label(t time.Time) string {
+	w := t.In(m.loc)
+	switch m.period {
+	case CalendarMinute:
+		return w.Format("2006-01-02 15:04")
+	case CalendarHour:
+		return w.Format("2006-01-02 15")
+	case CalendarDay:
+		return w.Format("2006-01-02")
+	case CalendarWeek:
+		back := (int(w.Weekday()) - int(m.first) + 7) % 7
+		y, mo, d := w.Date()
+		return time.Date(y, mo, d-back, 12, 0, 0, 0, time.UTC).Format("2006-01-02")
+	}
+	return w.Format("2006-01")
+}
+
+// grid is the step at which every window boundary of the zones the tests
+// use falls: a minute for minutes, 15 minutes otherwise (whole-minute
+// instants of UTC).
+func (m *calendarModel) grid() time.Duration {
+	if m.period == CalendarMinute {
+		return time.Minute
+	}
+	return 15 * time.Minute
+}
+
+// window returns the start and end of the window that holds t: the
+// bounds of the run of grid instants around t that show t's label.
+func (m *calendarModel) window(t time.Time) (start, end time.Time) {
+	g := m.grid()
+	l := m.label(t)
+	start = t.Truncate(g)
+	for m.label(start.Add(-g)) == l {
+		start = start.Add(-g)
+	}
+	end = t.Truncate(g).Add(g)
+	for m.label(end) == l {
+		end = end.Add(g)
+	}
+	return start, end
+}
+
+// advance moves the model's clock by d, backwards for a negative d.
+func (m *calendarModel) advance(d time.Duration) { m.now = m.now.Add(d) }
+
+// allow decides n for key as the limiter must, at the latest time a
+// decision was made at (time stands still while the clock is behind).
+func (m *calendarModel) allow(key string, n int) Result {
+	if m.now.After(m.high) {
+		m.high = m.now
+	}
+	lag := m.high.Sub(m.now)
+	start, end := m.window(m.high)
+	k := m.keys[key]
+	var count int64
+	if k != nil && k.start.Equal(start) {
+		count = k.count
+	}
+	res := Result{Limit: int(m.limit), Allowed: count+int64(n) <= m.limit}
+	if res.Allowed && n > 0 {
+		count += int64(n)
+		m.keys[key] = &modelCalendarKey{start: start, count: count}
+	}
+	res.Remaining = int(max(m.limit-count, 0))
+	if count > 0 {
+		res.ResetAfter = end.Sub(m.high) + lag
+	}
+	if !res.Allowed {
+		res.RetryAfter = res.ResetAfter
+	}
+	return res
 }

@@ -8,6 +8,9 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"io"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +78,7 @@ func typeErrors(t *testing.T, calls []string) map[int][]string {
 	require.NoError(t, err)
 	got := map[int][]string{}
 	conf := types.Config{
-		Importer: importer.ForCompiler(fset, "source", nil),
+		Importer: exportImporter(t, fset),
 		Error: func(err error) {
 			var te types.Error
 			require.ErrorAs(t, err, &te)
@@ -87,7 +90,35 @@ func typeErrors(t *testing.T, calls []string) map[int][]string {
 	return got
 }
 
+// exportImporter imports packages from the export data the go command
+// keeps in its build cache (go list -export), as the compiler would: a
+// fraction of a second with a warm cache, where type-checking the package
+// and its dependencies from source takes seconds of CPU under -race. Without
+// a go command it falls back to the source.
+func exportImporter(t *testing.T, fset *token.FileSet) types.Importer {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-export", "-deps", "-f", "{{.ImportPath}}={{.Export}}", ".").Output()
+	if err != nil {
+		t.Logf("go list -export: %v: type-checking from source", err)
+		return importer.ForCompiler(fset, "source", nil)
+	}
+	exports := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if path, file, ok := strings.Cut(line, "="); ok && file != "" {
+			exports[path] = file
+		}
+	}
+	return importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		file, ok := exports[path]
+		if !ok {
+			return nil, fmt.Errorf("no export data for %s", path)
+		}
+		return os.Open(file)
+	})
+}
+
 func TestRedisOnlyOptionsDoNotCompileInProcess(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("type-checks the package from source")
 	}

@@ -73,7 +73,7 @@ func TestCompositeWithUnitsInFlightDecidesAlikeInProcessAndOnRedis(t *testing.T)
 		t.Run(tw.name, func(t *testing.T) {
 			for seed := range uint64(sized(1, 3)) {
 				t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
-					runInFlightTwins(t, tw, rand.New(rand.NewPCG(seed, 2323)), sized(300, 1000))
+					runInFlightTwins(t, tw, rand.New(rand.NewPCG(seed, 2323)), sized(200, 1000))
 				})
 			}
 		})

@@ -220,10 +220,13 @@ func TestRedisLimitersNeverShareAKeyUnlessGivenOnePrefixOnMiniredis(t *testing.T
 	checkLimitersNeverShareAKey(t, client, []RedisOption{WithClock(ratelimittest.NewClock(epoch))}, sized(8, 1))
 }
 
+// TestRealRedisLimitersNeverShareAKeyUnlessGivenOnePrefix checks the use of
+// every pair under -soak, of half of them at the quick size (a superset of
+// the pairs the miniredis twin checks).
 func TestRealRedisLimitersNeverShareAKeyUnlessGivenOnePrefix(t *testing.T) {
 	t.Parallel()
 	client := redistest.Start(t).Client(t) // of its own: the test flushes it
-	checkLimitersNeverShareAKey(t, client, nil, 1)
+	checkLimitersNeverShareAKey(t, client, nil, sized(2, 1))
 }
 
 // trialQuotas returns a daily quota of 8 and a monthly one of 10 in

@@ -303,19 +303,3 @@ var windowAdjustScenarios = []callScenario{
 		},
 	},
 }
-
-func TestBucketAdjustScenarios(t *testing.T) {
-	t.Parallel()
-	runAdjustScenarios(t, bucketSubjects, bucketAdjustScenarios)
-}
-
-func TestWindowAdjustScenarios(t *testing.T) {
-	t.Parallel()
-	runAdjustScenarios(t, windowSubjects, windowAdjustScenarios)
-}
-
-func TestCompositeOfOneRunsEveryScenario(t *testing.T) {
-	t.Parallel()
-	runScenarios(t, compositeOfOne(bucketSubjects), bucketScenarios)
-	runScenarios(t, compositeOfOne(windowSubjects), windowScenarios)
-}

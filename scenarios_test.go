@@ -384,3 +384,62 @@ var counterScenarios = []scenario{
 		},
 	},
 }
+
+// calendarScenarios hold for the calendar windows, in process and on
+// Redis, from epoch, the start of a minute, an hour and a day.
+var calendarScenarios = []scenario{
+	{
+		name: "counts up to the limit in the minute open now", limit: 3, period: time.Minute,
+		steps: []step{
+			{0, "k", 1, ok(3, 2, time.Minute), nil},
+			{0, "k", 2, ok(3, 0, time.Minute), nil},
+			{20 * time.Second, "k", 1, no(3, 0, 40*time.Second, 40*time.Second), nil},
+			{40*time.Second - ms, "k", 1, no(3, 0, ms, ms), nil},
+			{ms, "k", 1, ok(3, 2, time.Minute), nil},
+		},
+	},
+	{
+		name: "the window is the calendar's, whenever the first request came", limit: 3, period: time.Minute,
+		steps: []step{
+			{30 * time.Second, "k", 0, ok(3, 3, 0), nil},
+			{0, "k", 1, ok(3, 2, 30*time.Second), nil},
+			{30 * time.Second, "k", 3, ok(3, 0, time.Minute), nil},
+		},
+	},
+	{
+		name: "invalid and impossible costs change nothing", limit: 3, period: time.Minute,
+		steps: []step{
+			{0, "k", -1, Result{Limit: 3}, ErrInvalidCost},
+			{0, "k", 4, Result{Limit: 3}, ErrCostExceedsLimit},
+			{0, "k", 0, ok(3, 3, 0), nil},
+			{0, "k", 3, ok(3, 0, time.Minute), nil},
+			{0, "k", 1, no(3, 0, time.Minute, time.Minute), nil},
+		},
+	},
+	{
+		name: "every key resets at the same boundary", limit: 3, period: time.Minute,
+		steps: []step{
+			{0, "a", 3, ok(3, 0, time.Minute), nil},
+			{10 * time.Second, "b", 1, ok(3, 2, 50*time.Second), nil},
+			{50 * time.Second, "a", 1, ok(3, 2, time.Minute), nil},
+			{0, "b", 0, ok(3, 3, 0), nil},
+		},
+	},
+	{
+		name: "an hour", limit: 2, period: time.Hour,
+		steps: []step{
+			{59 * time.Minute, "k", 2, ok(2, 0, time.Minute), nil},
+			{0, "k", 1, no(2, 0, time.Minute, time.Minute), nil},
+			{time.Minute, "k", 2, ok(2, 0, time.Hour), nil},
+		},
+	},
+	{
+		name: "a clock going backwards opens no window again", limit: 3, period: time.Minute,
+		steps: []step{
+			{0, "k", 3, ok(3, 0, time.Minute), nil},
+			{-time.Hour, "k", 1, no(3, 0, time.Hour+time.Minute, time.Hour+time.Minute), nil},
+			{time.Hour, "k", 1, no(3, 0, time.Minute, time.Minute), nil},
+			{time.Minute, "k", 1, ok(3, 2, time.Minute), nil},
+		},
+	},
+}

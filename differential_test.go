@@ -1,3 +1,8 @@
+// This file holds the random differentials of the calendar window (in
+// process against miniredis) and of the concurrency limiter (against its
+// model, in process and on Redis); the other kinds' models are in
+// model_test.go.
+
 package ratelimit
 
 import (
@@ -8,14 +13,349 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
 	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// calendarPair is a CalendarWindow and a RedisCalendarWindow on miniredis
+// of one calendar, whose clocks (the in-process clock, the Redis client's
+// and the server's TIME) move together.
+type calendarPair struct {
+	local   *CalendarWindow
+	remote  *RedisCalendarWindow
+	advance func(time.Duration)
+}
+
+func newCalendarPair(t *testing.T, limit int, cal Calendar, at time.Time, opts ...Option) calendarPair {
+	t.Helper()
+	clock := ratelimittest.NewClock(at)
+	_, client, move := redistest.Miniredis(t, at)
+	local, err := NewCalendarWindow(limit, cal, append(opts[:len(opts):len(opts)], WithClock(clock))...)
+	require.NoError(t, err)
+	remote, err := NewRedisCalendarWindow(client, limit, cal, append(redisOpts(opts), WithClock(clock))...)
+	require.NoError(t, err)
+	return calendarPair{local, remote, func(d time.Duration) {
+		clock.Advance(d)
+		move(d)
+	}}
+}
+
+// calendarOp is one call of a differential schedule on both limiters.
+func calendarOp(ctx context.Context, l interface {
+	Decider
+	Adjuster
+}, kind int, key string, n int, takenAt time.Time) (Decision, error) {
+	switch kind {
+	case 0:
+		res, err := l.Refund(ctx, key, n, TakenAt(takenAt))
+		return Decision{Result: res}, err
+	case 1:
+		res, err := l.Settle(ctx, key, n, n+2)
+		return Decision{Result: res}, err
+	case 2:
+		return Decision{}, l.Reset(ctx, key)
+	}
+	return l.Decide(ctx, key, n)
+}
+
+func TestCalendarWindowInProcessAndOnMiniredisDecideAlike(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	berlin := zone(t, "Europe/Berlin")
+	sydney := zone(t, "Australia/Sydney")
+	cases := []struct {
+		cal  Calendar
+		at   time.Time
+		step time.Duration // the most a step moves the clocks
+	}{
+		{Calendar{Period: CalendarHour, Location: berlin}, utc(2026, 10, 24, 23, 0), 7 * time.Minute},
+		{Calendar{Period: CalendarDay, Location: berlin}, utc(2026, 3, 28, 12, 0), 2 * time.Hour},
+		{Calendar{Period: CalendarHour, Location: sydney}, utc(2026, 10, 3, 14, 0), 7 * time.Minute},
+		{Calendar{Period: CalendarMinute, Location: sydney}, utc(2026, 4, 4, 15, 55), 5 * time.Second},
+		{Calendar{Period: CalendarWeek, FirstWeekday: time.Monday}, utc(2026, 11, 27, 0, 0), 9 * time.Hour},
+		{Calendar{Period: CalendarMonth}, utc(2028, 2, 27, 0, 0), 11 * time.Hour},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%v %v", tc.cal.Period, tc.cal.location()), func(t *testing.T) {
+			p := newCalendarPair(t, 5, tc.cal, tc.at)
+			rng := rand.New(rand.NewPCG(uint64(tc.at.Unix()), 7))
+			now := tc.at
+			seen := map[bool]int{}
+			for i := range sized(150, 300) {
+				// Whole milliseconds, the unit of Redis expiry.
+				d := time.Duration(rng.Int64N(int64(tc.step/time.Millisecond))) * time.Millisecond
+				p.advance(d)
+				now = now.Add(d)
+				kind := 3 + rng.IntN(6) // mostly Decides
+				if rng.IntN(10) == 0 {
+					kind = rng.IntN(3)
+				}
+				key := string(rune('a' + rng.IntN(3)))
+				n := rng.IntN(4)
+				takenAt := now.Add(-time.Duration(rng.Int64N(int64(2 * tc.step))))
+				want, werr := calendarOp(ctx, p.local, kind, key, n, takenAt)
+				got, gerr := calendarOp(ctx, p.remote, kind, key, n, takenAt)
+				msg := fmt.Sprintf("call %d at %v: op %d, key %q, n %d", i, now, kind, key, n)
+				require.Equal(t, werr, gerr, msg)
+				require.Equal(t, want.Result, got.Result, msg)
+				require.Equal(t, want.Policies, got.Policies, msg)
+				if kind >= 3 && n > 0 {
+					seen[got.Allowed]++
+				}
+			}
+			assert.Positive(t, seen[true], "allowed some")
+			assert.Positive(t, seen[false], "denied some")
+		})
+	}
+}
+
+func TestRedisCalendarWindowFailsOnClockSkew(t *testing.T) {
+	ctx := context.Background()
+	_, client, _ := redistest.Miniredis(t, epoch)
+	clock := ratelimittest.NewClock(epoch.Add(-2 * time.Hour))
+	w, err := NewRedisCalendarWindow(client, 3, Calendar{Period: CalendarHour}, WithClock(clock))
+	require.NoError(t, err)
+	_, err = w.Allow(ctx, "k", 1)
+	require.ErrorIs(t, err, ErrBackend)
+	assert.Contains(t, err.Error(), "clock skew")
+	clock.Set(epoch.Add(-time.Hour + time.Second)) // one window apart: fine
+	res, err := w.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, ok(3, 2, time.Hour), res, "the server's hour")
+}
+
+func TestRedisCalendarWindowRefusesOtherState(t *testing.T) {
+	ctx := context.Background()
+	m, client, _ := redistest.Miniredis(t, epoch)
+	w, err := NewRedisCalendarWindow(client, 3, Calendar{Period: CalendarHour}, WithClock(ratelimittest.NewClock(epoch)))
+	require.NoError(t, err)
+	assert.Equal(t, "ratelimit:cal:3:hour:UTC:", w.KeyPrefix())
+	for name, set := range map[string]func(key string){
+		"a count alone":   func(key string) { require.NoError(t, m.Set(key, "3")); m.SetTTL(key, time.Hour) },
+		"a count of 0":    func(key string) { require.NoError(t, m.Set(key, "1764460800000000:0")); m.SetTTL(key, time.Hour) },
+		"no TTL":          func(key string) { require.NoError(t, m.Set(key, "1764460800000000:1")) },
+		"another type":    func(key string) { m.HSet(key, "a", "1") },
+		"a signed count":  func(key string) { require.NoError(t, m.Set(key, "1764460800000000:-1")); m.SetTTL(key, time.Hour) },
+		"trailing spaces": func(key string) { require.NoError(t, m.Set(key, "1764460800000000:1 ")); m.SetTTL(key, time.Hour) },
+	} {
+		key := storedKey(w.KeyPrefix(), name)
+		set(key)
+		before := m.Dump()
+		_, err := w.Allow(ctx, name, 1)
+		require.ErrorIs(t, err, ErrCorruptState, name)
+		_, err = w.Settle(ctx, name, 1, 2)
+		require.ErrorIs(t, err, ErrCorruptState, name)
+		require.ErrorIs(t, w.Reset(ctx, name), ErrCorruptState, name)
+		assert.Equal(t, before, m.Dump(), name+": left as it was")
+	}
+}
+
+func TestRedisCalendarWindowKeepsStartAndCountUntilTheWindowEnds(t *testing.T) {
+	ctx := context.Background()
+	m, client, _ := redistest.Miniredis(t, epoch.Add(30*time.Minute+time.Microsecond))
+	w, err := NewRedisCalendarWindow(client, 3, Calendar{Period: CalendarHour}, WithClock(ratelimittest.NewClock(epoch.Add(30*time.Minute))))
+	require.NoError(t, err)
+	_, err = w.Allow(ctx, "k", 2)
+	require.NoError(t, err)
+	v, err := m.Get(storedKey(w.KeyPrefix(), "k"))
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("%d:2", epoch.UnixMicro()), v)
+	assert.Equal(t, 30*time.Minute, m.TTL(storedKey(w.KeyPrefix(), "k")), "until the hour ends, whole ms rounded up")
+}
+
+// plainLeases is the exact rule of a concurrency limit, written as plainly
+// as possible: a list of leases, each with its expiry.
+type plainLeases struct {
+	limit int64
+	ttl   time.Duration
+	held  map[string][]plainLease
+}
+
+type plainLease struct {
+	id     int
+	units  int64
+	expiry time.Duration
+}
+
+// live returns key's leases that have not expired at now.
+func (m *plainLeases) live(key string, now time.Duration) []plainLease {
+	var out []plainLease
+	for _, l := range m.held[key] {
+		if l.expiry > now {
+			out = append(out, l)
+		}
+	}
+	m.held[key] = out
+	return out
+}
+
+func (m *plainLeases) acquire(key string, n int64, id int, now time.Duration) Result {
+	ls := m.live(key, now)
+	var used int64
+	var latest time.Duration
+	for _, l := range ls {
+		used += l.units
+		latest = max(latest, l.expiry)
+	}
+	res := Result{Limit: int(m.limit)}
+	if n == 0 || used+n <= m.limit {
+		res.Allowed = true
+		if n > 0 {
+			m.held[key] = append(ls, plainLease{id: id, units: n, expiry: now + m.ttl})
+			used += n
+			latest = now + m.ttl
+		}
+	} else {
+		byExpiry := slices.Clone(ls)
+		slices.SortFunc(byExpiry, func(a, b plainLease) int { return int(a.expiry - b.expiry) })
+		free := m.limit - used
+		for _, l := range byExpiry {
+			free += l.units
+			if free >= n {
+				res.RetryAfter = l.expiry - now
+				break
+			}
+		}
+	}
+	res.Remaining = int(max(m.limit-used, 0))
+	if used > 0 {
+		res.ResetAfter = latest - now
+	}
+	return res
+}
+
+func (m *plainLeases) release(key string, id int) {
+	m.held[key] = slices.DeleteFunc(m.held[key], func(l plainLease) bool { return l.id == id })
+}
+
+func (m *plainLeases) extend(key string, id int, now time.Duration) bool {
+	ls := m.live(key, now)
+	for i := range ls {
+		if ls[i].id == id {
+			ls[i].expiry = now + m.ttl
+			return true
+		}
+	}
+	return false
+}
+
+func TestConcurrencyDecidesAsTheModelOnRandomSchedules(t *testing.T) {
+	ctx := context.Background()
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 23))
+		limit := 1 + rng.IntN(5)
+		ttl := time.Duration(1+rng.IntN(5)) * time.Second
+		start := epoch
+		clock := ratelimittest.NewClock(start)
+		c, err := NewConcurrency(limit, ttl, WithClock(clock))
+		require.NoError(t, err)
+		m := &plainLeases{limit: int64(limit), ttl: ttl, held: map[string][]plainLease{}}
+		type held struct {
+			lease Lease
+			id    int
+		}
+		var leases []held
+		for step := range 400 {
+			now := clock.Now().Sub(start)
+			key := []string{"a", "b"}[rng.IntN(2)]
+			switch op := rng.IntN(10); {
+			case op < 5:
+				n := rng.IntN(limit + 1)
+				lease, d, err := c.Acquire(ctx, key, n)
+				require.NoError(t, err)
+				want := m.acquire(key, int64(n), step, now)
+				require.Equal(t, want, d.Result, "seed %d step %d: acquire %d of %q at %v", seed, step, n, key, now)
+				assert.Equal(t, want.Allowed && n > 0, lease.Held())
+				if lease.Held() {
+					leases = append(leases, held{lease, step})
+				}
+			case op < 7 && len(leases) > 0:
+				i := rng.IntN(len(leases))
+				require.NoError(t, leases[i].lease.Release(ctx))
+				m.release(leases[i].lease.Key(), leases[i].id)
+			case op < 8 && len(leases) > 0:
+				i := rng.IntN(len(leases))
+				renewed, err := leases[i].lease.Extend(ctx)
+				if m.extend(leases[i].lease.Key(), leases[i].id, now) {
+					require.NoError(t, err, "seed %d step %d", seed, step)
+					leases[i].lease = renewed
+				} else {
+					require.ErrorIs(t, err, ErrLeaseExpired, "seed %d step %d", seed, step)
+				}
+			default:
+				clock.Advance(time.Duration(rng.IntN(1500)) * time.Millisecond)
+			}
+		}
+	}
+}
+
+func TestConcurrencyNeverHoldsMoreThanItsLimitUnderContention(t *testing.T) {
+	const limit, keys, workers = 3, 4, 64
+	c, err := NewConcurrency(limit, time.Minute)
+	require.NoError(t, err)
+	ctx := context.Background()
+	var inFlight [keys]atomic.Int64
+	var peak [keys]atomic.Int64
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range 300 {
+				k := (w + i) % keys
+				lease, d, err := c.Acquire(ctx, string(rune('a'+k)), 1)
+				if err != nil || !d.Allowed {
+					continue
+				}
+				allowed.Add(1)
+				now := inFlight[k].Add(1)
+				for p := peak[k].Load(); now > p && !peak[k].CompareAndSwap(p, now); p = peak[k].Load() {
+				}
+				inFlight[k].Add(-1)
+				_ = lease.Release(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Positive(t, allowed.Load(), "some acquires were allowed")
+	for k := range keys {
+		assert.Positive(t, peak[k].Load())
+		assert.LessOrEqual(t, peak[k].Load(), int64(limit))
+		_, d, err := c.Acquire(ctx, string(rune('a'+k)), 0)
+		require.NoError(t, err)
+		assert.Equal(t, limit, d.Remaining, "every unit came back")
+	}
+}
+
+func TestConcurrencyForgetsKeysWhoseLeasesEnded(t *testing.T) {
+	ctx := context.Background()
+	clock := ratelimittest.NewClock(epoch)
+	c, err := NewConcurrency(2, time.Second, WithClock(clock))
+	require.NoError(t, err)
+	for i := range 5000 {
+		lease, _, err := c.Acquire(ctx, "old:"+string(rune(i)), 1)
+		require.NoError(t, err)
+		if i%2 == 0 {
+			require.NoError(t, lease.Release(ctx))
+		}
+	}
+	clock.Advance(3 * time.Second)
+	// As many new keys as old ones, so that every shard is used again
+	// (500 left one of the 64 shards untouched in about one run in 40,
+	// with its old keys not yet swept).
+	for i := range 5000 {
+		_, _, err := c.Acquire(ctx, "new:"+string(rune(i)), 1)
+		require.NoError(t, err)
+	}
+	assert.LessOrEqual(t, c.keys.len(), 5000, "only the keys that hold leases now are kept")
+}
 
 // The differential test of the concurrency limiters: random Acquires,
 // Allows, Releases, Extends and Resets with time moving, made on an exact
