@@ -143,8 +143,8 @@ func (p calendarPart) commit(c *partCall, key string, cost int, allowed bool) {
 	writeWindow(c, key, cost, allowed)
 	r := p.rate(c)
 	win := windowResult(windowRate{limit: r.limit}, c, allowed)
-	if c.nextOut != nil && win.count <= 0 {
-		*c.nextOut = time.Duration(p.w.span(CalendarPeriod(r.param), r.zone, c.now).end - c.now + lagBehind(c.now, c.reading))
+	if c.wantNext && win.count <= 0 {
+		c.nextOut = time.Duration(p.w.span(CalendarPeriod(r.param), r.zone, c.now).end - c.now + lagBehind(c.now, c.reading))
 	}
 }
 

@@ -342,7 +342,7 @@ func (c *Composite) Allow(ctx context.Context, key string, n int) (Result, error
 			call.nexts = make([]time.Duration, n)
 		}
 	}
-	bound, err := c.decide(ctx, key, n, &call)
+	bound, _, err := c.decide(ctx, key, n, &call)
 	if err != nil {
 		return call.results[bound], err
 	}
@@ -371,7 +371,7 @@ func (c *Composite) call(ctx context.Context, key string, n int, leased bool) (L
 	// call's fields as one, keeps the call's buffers on the stack.
 	results, nexts := c.partsOut()
 	call.results, call.nexts = results, nexts
-	bound, err := c.decide(ctx, key, n, &call)
+	bound, lease, err := c.decide(ctx, key, n, &call)
 	policies, rules := c.policies, c.rules
 	if c.keyed != nil {
 		policies, rules = c.keyed.decided(c.policies, c.rules, call.policies, call.rates)
@@ -384,7 +384,7 @@ func (c *Composite) call(ctx context.Context, key string, n int, leased bool) (L
 		d.Result, d.Parts, d.partNext = combine(results, bound), results, nexts
 	}
 	d.Enforced = d.Result
-	return *noescape(&call.lease), d, err
+	return lease, d, err
 }
 
 // partsOut returns the Parts of a Decision of c and, when a part's
@@ -453,7 +453,6 @@ type partsCall struct {
 	rates    []partRate    // the parts' keys' policies in their engines' numbers; nil unless keyed
 	tight    int           // the part with the smallest limit among those that count units
 	leased   bool          // the call is an Acquire
-	lease    Lease         // the lease an Acquire granted
 	// nexts, when not nil, gets each part's next unit where its limiter
 	// tells it (see Decision.partNext), 0 elsewhere.
 	nexts []time.Duration
@@ -478,9 +477,11 @@ func (c *Composite) newCall(buf *partsBuffer) partsCall {
 // decide fills call's keys with the parts' keys, its costs with what each
 // takes of n, its policies with the parts' keys' and its results with
 // their Results, and returns the index of the part that bound the
-// decision; on an error, the index of the Result to answer with. c is
-// built.
-func (c *Composite) decide(ctx context.Context, key string, n int, call *partsCall) (int, error) {
+// decision (on an error, the index of the Result to answer with) and the
+// lease an Acquire granted. c is built. The lease is returned, not kept
+// in call: the compiler tracks call's fields as one, and a lease read
+// from call and returned would move the call's buffers to the heap.
+func (c *Composite) decide(ctx context.Context, key string, n int, call *partsCall) (int, Lease, error) {
 	if c.observers == nil {
 		return c.decideParts(ctx, key, n, call)
 	}
@@ -489,9 +490,9 @@ func (c *Composite) decide(ctx context.Context, key string, n int, call *partsCa
 
 // observed is decide for a Composite whose parts have hooks: it reports
 // each part's share of the decision to its hooks.
-func (c *Composite) observed(ctx context.Context, key string, n int, call *partsCall) (int, error) {
+func (c *Composite) observed(ctx context.Context, key string, n int, call *partsCall) (int, Lease, error) {
 	start := time.Now()
-	bound, err := c.decideParts(ctx, key, n, call)
+	bound, granted, err := c.decideParts(ctx, key, n, call)
 	latency := time.Since(start)
 	for i, o := range c.observers {
 		if o != nil {
@@ -503,10 +504,7 @@ func (c *Composite) observed(ctx context.Context, key string, n int, call *parts
 			}
 			var lease Lease
 			if i == c.inFlight {
-				// A copy, which the hooks may keep: read through noescape,
-				// so that the compiler, which tracks call's fields as one,
-				// does not move the call's buffers to the heap for it.
-				lease = *noescape(&call.lease)
+				lease = granted
 			}
 			d := o.decision(call.results[i], call.policies[i].Policy, nil)
 			if call.nexts != nil {
@@ -515,27 +513,27 @@ func (c *Composite) observed(ctx context.Context, key string, n int, call *parts
 			reportLease(o, k, cost, d, lease, err, latency)
 		}
 	}
-	return bound, err
+	return bound, granted, err
 }
 
 // decideParts is decide without the parts' hooks.
-func (c *Composite) decideParts(ctx context.Context, key string, n int, call *partsCall) (int, error) {
+func (c *Composite) decideParts(ctx context.Context, key string, n int, call *partsCall) (int, Lease, error) {
 	if err := c.check(ctx, n, call); err != nil {
 		c.failed(call)
-		return c.tight, err
+		return c.tight, Lease{}, err
 	}
 	if err := c.keys(key, call.keys); err != nil {
 		c.failed(call)
-		return 0, err
+		return 0, Lease{}, err
 	}
 	if c.keyed != nil {
 		if i, err := c.resolve(ctx, call); err != nil {
 			c.failed(call)
-			return i, err
+			return i, Lease{}, err
 		}
 		if err := c.checkLimit(n, call); err != nil {
 			c.failed(call)
-			return call.tight, err
+			return call.tight, Lease{}, err
 		}
 	}
 	for i := range c.parts {
@@ -545,16 +543,15 @@ func (c *Composite) decideParts(ctx context.Context, key string, n int, call *pa
 		}
 	}
 	if c.local != nil {
-		call.lease = c.local.allow(c.local.tableKeys(call.keys, call.rates), call.costs, call.rates, call.results, call.nexts, call.leased)
-		return bound(call.results), nil
+		lease := c.local.allow(c.local.tableKeys(call.keys, call.rates), call.costs, call.rates, call.results, call.nexts, call.leased)
+		return bound(call.results), lease, nil
 	}
 	lease, err := c.remote.allow(ctx, call.keys, call.costs, call.rates, call.results, call.nexts, call.leased)
 	if err != nil {
 		c.failed(call)
-		return 0, err
+		return 0, Lease{}, err
 	}
-	call.lease = lease
-	return bound(call.results), nil
+	return bound(call.results), lease, nil
 }
 
 // check returns the error of a call that no part can decide: a nil ctx, a

@@ -20,6 +20,9 @@ import (
 // its own Allow would.
 type localParts struct {
 	parts []localPart
+	// buffers holds *callBuffers of len(parts) partCalls, cleared, so
+	// that a call allocates none once warm.
+	buffers sync.Pool
 }
 
 // localPart is one part: its limiter's engine, what the engine said of
@@ -84,12 +87,12 @@ type partEngine interface {
 	peek(c *partCall, key string, cost int) bool
 	// commit takes cost when the call is allowed (writing nothing for a
 	// peek, cost 0, or a denial, unless the key must be written back) and
-	// sets *c.res to the part's Result as its own Allow would: a part that
+	// sets c.res to the part's Result as its own Allow would: a part that
 	// would have allowed a denied call reports its state untouched, with
-	// nothing to wait for. It sets *c.next, when not nil, to the part's
-	// next unit where its Result does not tell it (see Decision.partNext),
-	// and *c.lease, when not nil, to the Lease that holds a concurrency
-	// part's units.
+	// nothing to wait for. It sets c.nextOut, when c.wantNext, to the
+	// part's next unit where its Result does not tell it (see
+	// Decision.partNext), and c.lease, when c.leased, to the Lease that
+	// holds a concurrency part's units.
 	commit(c *partCall, key string, cost int, allowed bool)
 	// settle takes d more units from key (gives -d back when negative) as
 	// the part's Settle would, and returns its Result.
@@ -207,11 +210,13 @@ type partCall struct {
 	where  where       // where the shard holds the key
 	shared bool        // another part's key falls on the same shard
 
-	keyed   bool           // the part decides by policy, not by its own
-	policy  partRate       // the part's key's policy for the call, when keyed
-	res     *Result        // where commit puts the part's Result
-	nextOut *time.Duration // where commit puts the part's next unit; nil: not asked
-	lease   *Lease         // where commit puts a concurrency part's Lease; nil: not leased
+	keyed    bool          // the part decides by policy, not by its own
+	policy   partRate      // the part's key's policy for the call, when keyed
+	res      Result        // the part's Result, which commit sets
+	wantNext bool          // the call asks for the part's next unit
+	nextOut  time.Duration // the part's next unit, which commit sets when wantNext (0 if it does not tell it)
+	leased   bool          // the call is an Acquire
+	lease    Lease         // a concurrency part's Lease, which commit sets when leased
 
 	allowed   bool
 	converts  bool         // a PolicyFunc schedule's key is read at another interval
@@ -223,33 +228,29 @@ type partCall struct {
 	nleft     int64        // a sliding counter's units left at now
 }
 
-// callBuffer holds the partCalls of up to four parts, without allocating.
+// callBuffer holds a call's partCalls and the order of their locks, one
+// of each per part. The engines are reached through partEngine, which the
+// compiler cannot see through, so a partCall handed to one escapes: the
+// buffers live on the heap, and localParts keeps them in a sync.Pool.
 type callBuffer struct {
-	calls [4]partCall
-	order [4]int
+	calls []partCall
+	order []int
 }
 
-// slices returns calls and order of length n, in b when they fit.
-func (b *callBuffer) slices(n int) ([]partCall, []int) {
-	if n <= len(b.calls) {
-		return b.calls[:n], b.order[:n]
+// get returns a cleared callBuffer for l's parts.
+func (l *localParts) get() *callBuffer {
+	if b, ok := l.buffers.Get().(*callBuffer); ok {
+		return b
 	}
-	return make([]partCall, n), make([]int, n)
+	n := len(l.parts)
+	return &callBuffer{calls: make([]partCall, n), order: make([]int, n)}
 }
 
-// noescape returns p, hiding it from escape analysis. A call's partCalls
-// live in its callBuffer, on the stack, and the engines they are handed to
-// through partEngine use them during the call only, never keeping them,
-// which the compiler cannot see through an interface; without it, every
-// call would allocate its buffer. p is an integer only inside one
-// expression, where its stack cannot move (a goroutine stopped at an
-// asynchronous safe point keeps its stack), and a pointer again after, so
-// the garbage collector and stack moves see it. A pointer it hides may be
-// stored only on the stack: the heap must never point at a stack.
-//
-//go:nocheckptr
-func noescape[T any](p *T) *T {
-	return (*T)(unsafe.Add(nil, uintptr(unsafe.Pointer(p))))
+// put clears b, so that the pool keeps no key's shard, log, leases or
+// Lease, and returns it to the pool.
+func (l *localParts) put(b *callBuffer) {
+	clear(b.calls)
+	l.buffers.Put(b)
 }
 
 // allow decides costs[i] (0 <= costs[i] <= part i's limit) for keys[i] on
@@ -266,22 +267,8 @@ func noescape[T any](p *T) *T {
 // Decision.partNext): a sliding window's with units counted, an empty
 // calendar window's end; 0 for the others.
 func (l *localParts) allow(keys []string, costs []int, rates []partRate, results []Result, nexts []time.Duration, leased bool) Lease {
-	var buf callBuffer
-	var lease Lease
-	parts := l.parts
-	calls, order := buf.slices(len(parts))
-	// The parts write their outputs through pointers noescape hides (see
-	// partCall): with more parts than buf holds, calls is on the heap,
-	// which must not point at the stack, so they write into copies on the
-	// heap, copied out after the call.
-	out, res, next := noescape(&lease), results, nexts
-	heap := len(parts) > len(buf.calls)
-	if heap {
-		out, res = new(Lease), make([]Result, len(parts))
-		if nexts != nil {
-			next = append([]time.Duration(nil), nexts...)
-		}
-	}
+	buf := l.get()
+	parts, calls, order := l.parts, buf.calls, buf.order
 	// Equal lengths spare the loops their bounds checks.
 	calls, keys, costs, results = calls[:len(parts)], keys[:len(parts)], costs[:len(parts)], results[:len(parts)]
 	l.lock(keys, calls, order)
@@ -291,24 +278,26 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 		if rates != nil {
 			c.keyed, c.policy = true, rates[i]
 		}
-		c.res = noescape(&res[i])
-		if next != nil {
-			c.nextOut = noescape(&next[i])
-		}
-		if leased {
-			c.lease = out
-		}
-		allowed = parts[i].e.peek(noescape(c), keys[i], costs[i]) && allowed
+		c.wantNext, c.leased = nexts != nil, leased
+		allowed = parts[i].e.peek(c, keys[i], costs[i]) && allowed
 	}
 	for i := range parts {
-		parts[i].e.commit(noescape(&calls[i]), keys[i], costs[i], allowed)
+		parts[i].e.commit(&calls[i], keys[i], costs[i], allowed)
 	}
 	unlock(calls, order)
-	if heap {
-		copy(results, res)
-		copy(nexts, next)
+	var lease Lease
+	for i := range calls {
+		c := &calls[i]
+		results[i] = c.res
+		if nexts != nil {
+			nexts[i] = c.nextOut
+		}
+		if c.lease.holder != nil {
+			lease = c.lease
+		}
 	}
-	return *out
+	l.put(buf)
+	return lease
 }
 
 // settle takes changes[i] more units from keys[i] on every part i (gives
@@ -319,29 +308,31 @@ func (l *localParts) allow(keys []string, costs []int, rates []partRate, results
 // PolicyFunc part), at most 2^52. A Concurrency part is left as it is,
 // whatever its change, and reports its state.
 func (l *localParts) settle(keys []string, changes []int, a adjustment, rates []partRate, results []Result) {
-	var buf callBuffer
-	calls, order := buf.slices(len(l.parts))
+	buf := l.get()
+	calls, order := buf.calls, buf.order
 	l.lock(keys, calls, order)
 	for i := range calls {
 		c := &calls[i]
 		if rates != nil {
 			c.keyed, c.policy = true, rates[i]
 		}
-		results[i] = l.parts[i].e.settle(noescape(c), keys[i], int64(changes[i]), a)
+		results[i] = l.parts[i].e.settle(c, keys[i], int64(changes[i]), a)
 	}
 	unlock(calls, order)
+	l.put(buf)
 }
 
 // reset returns every part's key to full: a Concurrency part's holds no
 // lease any more.
 func (l *localParts) reset(keys []string) {
-	var buf callBuffer
-	calls, order := buf.slices(len(l.parts))
+	buf := l.get()
+	calls, order := buf.calls, buf.order
 	l.lock(keys, calls, order)
 	for i := range calls {
-		l.parts[i].e.reset(noescape(&calls[i]), keys[i])
+		l.parts[i].e.reset(&calls[i], keys[i])
 	}
 	unlock(calls, order)
+	l.put(buf)
 }
 
 // lock reads every part's clock, each clock once, and locks the shards of
@@ -365,7 +356,7 @@ func (l *localParts) lock(keys []string, calls []partCall, order []int) {
 			c.at = p.base.clock.Now()
 			c.reading = int64(c.at.Sub(p.base.start))
 		}
-		c.mu = p.e.shardLock(noescape(c), keys[i])
+		c.mu = p.e.shardLock(c, keys[i])
 		// Insertion sort, by the address of the shard's lock.
 		j := i
 		for ; j > 0 && lockAddr(calls[order[j-1]].mu) > lockAddr(c.mu); j-- {

@@ -37,8 +37,9 @@ func TestEveryLimiterIsACompositePartThroughItsKindFile(t *testing.T) {
 }
 
 // TestCompositeAllowDecideAndAcquireDoNotAllocateTheirCall checks that a
-// Composite's decisions in process keep their call's buffers on the stack:
-// Allow allocates nothing, Decide and Acquire only the Decision's Parts.
+// Composite's decisions in process allocate nothing for their call (its
+// buffers on the stack, its parts' partCalls from localParts' pool): Allow
+// allocates nothing, Decide and Acquire only the Decision's Parts.
 func TestCompositeAllowDecideAndAcquireDoNotAllocateTheirCall(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
 	b, err := NewTokenBucket(1<<30, 1e9, WithClock(clock))
@@ -59,9 +60,35 @@ func TestCompositeAllowDecideAndAcquireDoNotAllocateTheirCall(t *testing.T) {
 	assert.Equal(t, 1.0, acquire, "Acquire: the Decision's Parts (its lease's units are the key's)")
 }
 
-// TestCompositeOfMoreThanFourPartsReportsEveryPart checks the engine's
-// path for more parts than its stack buffer holds: every part's Result,
-// next unit and the concurrency part's Lease come back as with few parts.
+// TestCompositePoolKeepsNothingOfACall checks that the partCalls a
+// Composite's in-process engine returns to its pool are cleared: the pool
+// keeps no key's shard, log, leases or Lease of the calls it served.
+func TestCompositePoolKeepsNothingOfACall(t *testing.T) {
+	clock := ratelimittest.NewClock(epoch)
+	g, err := NewSlidingLog(10, time.Minute, WithClock(clock))
+	require.NoError(t, err)
+	slots, err := NewConcurrency(10, time.Hour, WithClock(clock))
+	require.NoError(t, err)
+	c, err := NewComposite(Part{Name: "g", Limiter: g}, Part{Name: "c", Limiter: slots})
+	require.NoError(t, err)
+	ctx := context.Background()
+	lease, _, err := c.Acquire(ctx, "k", 1)
+	require.NoError(t, err)
+	require.NotZero(t, lease)
+	_, err = c.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	// The pool may drop what it was given (it does at random under -race).
+	if b, ok := c.local.buffers.Get().(*callBuffer); ok {
+		require.Len(t, b.calls, 2)
+		for i := range b.calls {
+			assert.True(t, reflect.ValueOf(b.calls[i]).IsZero(), "partCall %d is cleared", i)
+		}
+	}
+}
+
+// TestCompositeOfMoreThanFourPartsReportsEveryPart checks a Composite of
+// more parts than a call's stack buffers hold: every part's Result, next
+// unit and the concurrency part's Lease come back as with few parts.
 func TestCompositeOfMoreThanFourPartsReportsEveryPart(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
 	var parts []Part

@@ -111,8 +111,8 @@ func (p heldPart) peek(c *partCall, key string, cost int) bool {
 }
 
 // commit takes cost units for key when the call is allowed, for the
-// part's TTL, and sets *c.lease, when asked, to the Lease that holds them,
-// as the Concurrency's own Acquire would. The key is written back whenever
+// part's TTL, and sets c.lease, when asked (c.leased), to the Lease that
+// holds them, as the Concurrency's own Acquire would. The key is written back whenever
 // it was there, as its sweep may have changed it.
 func (p heldPart) commit(c *partCall, key string, cost int, allowed bool) {
 	sh := c.shard.(*tableShard[*heldUnits])
@@ -124,8 +124,8 @@ func (p heldPart) commit(c *partCall, key string, cost int, allowed bool) {
 		sh.seq++
 		id := sh.seq*shardCount + uint64(c.idx)
 		c.held.take(heldLease{id: id, units: n, expiry: c.now + ttl})
-		if c.lease != nil {
-			*c.lease = Lease{holder: p.c, key: key, id: id, units: cost, ttl: time.Duration(ttl)}
+		if c.leased {
+			c.lease = Lease{holder: p.c, key: key, id: id, units: cost, ttl: time.Duration(ttl)}
 		}
 	}
 	lag := lagBehind(c.now, c.reading)
@@ -147,7 +147,7 @@ func (p heldPart) commit(c *partCall, key string, cost int, allowed bool) {
 			keep(sh, key, c.where, c.held, c.now)
 		}
 	}
-	*c.res = res
+	c.res = res
 }
 
 // settle returns the Result of a Refund or Settle: allowed, and the key's

@@ -124,12 +124,12 @@ func windowResult(r windowRate, c *partCall, allowed bool) openWindow {
 	lag := lagBehind(c.now, c.reading)
 	switch {
 	case allowed:
-		*c.res = r.result(true, c.nwin, c.now, lag)
+		c.res = r.result(true, c.nwin, c.now, lag)
 		return c.nwin
 	case c.allowed:
-		*c.res = r.result(false, c.win, c.now, lag)
+		c.res = r.result(false, c.win, c.now, lag)
 	default:
-		*c.res = r.denial(c.win, c.now, lag)
+		c.res = r.denial(c.win, c.now, lag)
 	}
 	return c.win
 }

@@ -67,7 +67,7 @@ func (p schedulePart) commit(c *partCall, key string, cost int, allowed bool) {
 		}
 		sh.write(key, c.where, c.next, c.next)
 	}
-	*c.res = p.result(c, allowed)
+	c.res = p.result(c, allowed)
 }
 
 // result returns the part's Result of c's call, allowed or not.
@@ -128,7 +128,7 @@ func (p keyedSchedulePart) commit(c *partCall, key string, _ int, allowed bool) 
 		}
 		sh.write(key, c.where, policyFuncTat{tat: tat, interval: p.rate(c).interval}, tat)
 	}
-	*c.res = p.result(c, allowed)
+	c.res = p.result(c, allowed)
 }
 
 func (p keyedSchedulePart) settle(c *partCall, key string, d int64, _ adjustment) Result {

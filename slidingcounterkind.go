@@ -115,14 +115,14 @@ func (p counterPart) commit(c *partCall, key string, cost int, allowed bool) {
 	switch {
 	case allowed:
 		st, left = c.nnx, c.nleft-int64(cost)
-		*c.res = r.resultLeft(true, st, left, c.now, lag)
+		c.res = r.resultLeft(true, st, left, c.now, lag)
 	case c.allowed:
-		*c.res = r.resultLeft(false, st, left, c.now, lag)
+		c.res = r.resultLeft(false, st, left, c.now, lag)
 	default:
-		*c.res = r.denial(st, left, c.now, int64(cost), lag)
+		c.res = r.denial(st, left, c.now, int64(cost), lag)
 	}
-	if c.nextOut != nil && left < r.limit {
-		*c.nextOut = r.nextUnit(st, left, c.now, lag)
+	if c.wantNext && left < r.limit {
+		c.nextOut = r.nextUnit(st, left, c.now, lag)
 	}
 }
 

@@ -117,18 +117,18 @@ func (p logPart) commit(c *partCall, key string, cost int, allowed bool) {
 			_, c.where = sh.lookup(key)
 		}
 		sh.write(key, c.where, c.log, c.log.end)
-		*c.res = r.result(true, &c.log, c.now, lag)
+		c.res = r.result(true, &c.log, c.now, lag)
 	case allowed:
-		*c.res = r.result(true, &c.log, c.now, lag)
+		c.res = r.result(true, &c.log, c.now, lag)
 	case c.allowed:
-		*c.res = r.result(false, &c.log, c.now, lag)
+		c.res = r.result(false, &c.log, c.now, lag)
 	default:
-		*c.res = r.denial(&c.log, int64(cost), c.now, lag)
+		c.res = r.denial(&c.log, int64(cost), c.now, lag)
 	}
-	if c.nextOut != nil {
-		*c.nextOut = 0
+	if c.wantNext {
+		c.nextOut = 0
 		if c.log.sum > 0 {
-			*c.nextOut = r.nextUnit(&c.log, c.now, lag)
+			c.nextOut = r.nextUnit(&c.log, c.now, lag)
 		}
 	}
 }
