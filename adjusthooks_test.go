@@ -383,6 +383,9 @@ func TestAdjustmentsCostNoAllocationWhetherOrNotHooksListen(t *testing.T) {
 				continue
 			}
 			t.Run(hname+"/"+s.name, func(t *testing.T) {
+				if raceEnabled && s.name == "Composite" {
+					t.Skip("the race detector's sync.Pool drops a Composite's call buffers at random: counted without -race")
+				}
 				var l Adjuster
 				if h == nil {
 					l = s.build(t, NopHooks{}, nil)

@@ -51,6 +51,9 @@ func TestCompositeAllowDecideAndAcquireDoNotAllocateTheirCall(t *testing.T) {
 	c, err := NewComposite(Part{Name: "b", Limiter: b}, Part{Name: "w", Limiter: w}, Part{Name: "c", Limiter: slots})
 	require.NoError(t, err)
 	ctx := context.Background()
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops buffers at random: counted without -race")
+	}
 
 	allow := testing.AllocsPerRun(100, func() { _, _ = c.Allow(ctx, "k", 1) })
 	decide := testing.AllocsPerRun(100, func() { _, _ = c.Decide(ctx, "k", 1) })
