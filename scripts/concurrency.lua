@@ -389,14 +389,18 @@ end
 
 -- held_allow_one decides an Allow of one 'c' check: on an absent key, a
 -- STRING of the lease, set in one call (SET NX GET), and otherwise as
--- allow_one does, from the STRING that call read, if the key is one.
-local function held_allow_one(c)
+-- allow_one does, from the STRING that call read, if the key is one. got,
+-- when not nil, is that call's reply, made already (by the fast path).
+local function held_allow_one(c, got)
   local n, limit = c.cost, c.limit
   if n > 0 and n <= limit then
     local lease = c.lease
     check_name(lease)
-    local xs = string.format('%d', now + c.param)
-    local old = redis.pcall('SET', c.key, lease .. ':' .. lease_value(n, xs), 'NX', 'PX', held_ttl(c), 'GET')
+    local old = got
+    if old == nil then
+      local xs = string.format('%d', now + c.param)
+      old = redis.pcall('SET', c.key, lease .. ':' .. lease_value(n, xs), 'NX', 'PX', held_ttl(c), 'GET')
+    end
     if not old then
       return line(1, limit - n, 0, c.param)
     end
@@ -457,10 +461,11 @@ end
 -- that call gets), so that a HASH left with one lease, which it needs to
 -- know, costs no second read: such a key, if that lease holds, is written
 -- back as the STRING of it (one SET, which replaces the HASH). Otherwise it reads, checks and writes as
--- held_lease and held_drop would.
-local function release(c)
+-- held_lease and held_drop would. got, when not nil, is the HGETALL of the
+-- key, a HASH, made already (by the fast path).
+local function release(c, got)
   local key, lease = c.key, c.lease
-  local state = redis.pcall('HGETALL', key)
+  local state = got or redis.pcall('HGETALL', key)
   if wrongtype(state) then
     local v = redis.pcall('GET', key)
     if wrongtype(v) then
@@ -601,21 +606,34 @@ local function extend(c)
 end
 
 -- compact_held decides the compact form of a limit of kind 'c': nreq
--- requests on spec, two arguments each from ARGV[a] on.
+-- requests on spec, two arguments each from ARGV[a] on, from the first
+-- the fast path left (fast_next), with the read it made of that one's key
+-- (fast_got).
 local function compact_held(nreq, spec, a)
   local c = { spec = spec, kind = spec.kind, limit = spec.limit, param = spec.param, impl = spec.impl }
   local lines = {}
-  for r = 1, nreq do
-    local head = ARGV[a]
+  local first = fast_next
+  if first > 1 then
+    lines[1] = fast_pack(fast_vals)
+    for r = 2, first - 1 do
+      lines[r] = ''
+    end
+    a = a + 2 * (first - 1)
+  end
+  for r = first, nreq do
+    local head, got = ARGV[a], nil
+    if r == first then
+      got = fast_got
+    end
     c.key, c.lease = KEYS[r], ARGV[a + 1]
     a = a + 2
     if head == 'R' then
-      lines[r] = release(c)
+      lines[r] = release(c, got)
     elseif head == 'E' then
       lines[r] = extend(c)
     else
       c.cost = tonumber(head)
-      lines[r] = held_allow_one(c)
+      lines[r] = held_allow_one(c, got)
     end
   end
   return table.concat(lines)

@@ -1,0 +1,78 @@
+-- The fast path of units in flight ('c'): its compact form, decided before
+-- the frame and the kinds are defined (see the prelude's fast_done). It
+-- decides an Allow whose key is absent (SET NX GET writes its lease's
+-- STRING), and a Release whose key is absent or the STRING of the lease it
+-- names, as concurrency.lua's held_allow_one and release would; the first
+-- request it does not take (an Extend, a key that exists or holds other
+-- leases, a cost of 0 or above the limit, a name the state cannot hold),
+-- with every one after it, it leaves to compact_held, handing it in
+-- fast_got the reply of the read it made of that request's key, if it
+-- made one that compact_held would make again.
+do
+  local nreq, kind = fast_nreq, ARGV[3]
+  if nreq > 0 and ARGV[2] == '1' and kind == 'c' then
+    local limit, param = tonumber(ARGV[4]), tonumber(ARGV[5])
+    local call, pcall, format, match, find = redis.call, redis.pcall, string.format, string.match, string.find
+    local px = format('%d', math.max(1, math.ceil(param / 1000)))
+    local vals, k, r, a = {}, 0, 1, 6
+    while r <= nreq do
+      local key, head, lease = KEYS[r], ARGV[a], ARGV[a + 1]
+      if head == 'R' then
+        local state = pcall('HGETALL', key)
+        if not state.err then
+          if #state > 0 then
+            fast_got = state -- a HASH: release reads it from there
+            break
+          end
+          vals[k + 1], vals[k + 2], vals[k + 3], vals[k + 4] = 0, 0, 0, 0
+        else
+          if string.sub(state.err, 1, 9) ~= 'WRONGTYPE' then
+            break
+          end
+          local v = pcall('GET', key)
+          if type(v) ~= 'string' then
+            break
+          end
+          local name, value = match(v, '^([^:]+):(.+)$')
+          if not name or name == 'u' or name == 'e' or name == 'x' then
+            break
+          end
+          local expiry = whole(value)
+          if not expiry then
+            local units, at = match(value, '^(%d+):(%d+)$')
+            units, expiry = whole(units), whole(at)
+            if not (units and expiry and units >= 2) then
+              break
+            end
+          end
+          local held = 0
+          if name == lease then
+            call('DEL', key)
+            if expiry > now then
+              held = 1
+            end
+          end
+          vals[k + 1], vals[k + 2], vals[k + 3], vals[k + 4] = held, 0, 0, 0
+        end
+      else
+        local n = head ~= 'E' and tonumber(head)
+        if not (n and n > 0 and n <= limit and lease ~= '' and lease ~= 'u' and lease ~= 'e' and lease ~= 'x' and not find(lease, ':', 1, true)) then
+          break
+        end
+        local value = format('%d', now + param)
+        if n > 1 then
+          value = n .. ':' .. value
+        end
+        local old = pcall('SET', key, lease .. ':' .. value, 'NX', 'PX', px, 'GET')
+        if old then
+          fast_got = old -- a key that exists: held_allow_one goes on from it
+          break
+        end
+        vals[k + 1], vals[k + 2], vals[k + 3], vals[k + 4] = 1, limit - n, 0, param
+      end
+      k, r, a = k + 4, r + 1, a + 2
+    end
+    fast_vals, fast_next = vals, r
+    fast_done = r > nreq
+  end
+end
