@@ -21,7 +21,8 @@
 --        sweeps the leases that expired, and a key that holds no lease is
 --        deleted (or, a STRING, expires). A call reads u, e and x (and the
 --        lease it names), or the STRING, and checks what it reads (a
---        Release reads the whole HASH in its first call); the
+--        Release reads a HASH of at most two leases whole in its first
+--        call); the
 --        whole HASH (HGETALL), which it reads to sweep, to deny (its wait
 --        orders the leases by expiry) and to find the next latest lease
 --        when the latest is released or extended earlier, is checked
@@ -456,16 +457,18 @@ local function held_lease(c, withe)
   return units, expiry, u, x, e
 end
 
--- release decides a Release of lease c.lease on c.key. It reads the whole
--- key first (a HASH's every field, in one call; a STRING, on the error
--- that call gets), so that a HASH left with one lease, which it needs to
--- know, costs no second read: such a key, if that lease holds, is written
--- back as the STRING of it (one SET, which replaces the HASH). Otherwise it reads, checks and writes as
--- held_lease and held_drop would. got, when not nil, is the HGETALL of the
--- key, a HASH, made already (by the fast path).
+-- release decides a Release of lease c.lease on c.key. Its first call
+-- reads a HASH whole if it has at most 5 fields, u, e, x and two leases
+-- (HRANDFIELD of 6 fields, which returns them all then; on a larger one,
+-- fields it does not use), so that a HASH left with one lease, which it
+-- needs to know, costs no second read: such a key, if that lease holds,
+-- is written back as the STRING of it (one SET, which replaces the HASH).
+-- A STRING it reads on the error that call gets; a larger HASH, by HMGET.
+-- It checks and writes as held_lease and held_drop would. got, when not
+-- nil, is the reply of that first call, made already (by the fast path).
 local function release(c, got)
   local key, lease = c.key, c.lease
-  local state = got or redis.pcall('HGETALL', key)
+  local state = got or redis.pcall('HRANDFIELD', key, 6, 'WITHVALUES')
   if wrongtype(state) then
     local v = redis.pcall('GET', key)
     if wrongtype(v) then
@@ -483,7 +486,13 @@ local function release(c, got)
   end
   local us, xs, v, other, otherv = nil, nil, nil, nil, nil
   local leases = 0
-  for i = 1, #state, 2 do
+  if #state >= 12 then
+    -- Six fields or more: more than one lease is left.
+    state, leases = nil, 2
+    local h = redis.call('HMGET', key, 'u', 'x', lease)
+    us, xs, v = h[1], h[2], h[3]
+  end
+  for i = 1, state and #state or 0, 2 do
     local f = state[i]
     if f == lease then
       v = state[i + 1]
