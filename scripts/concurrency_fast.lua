@@ -1,10 +1,12 @@
 -- The fast path of units in flight ('c'): its compact form, decided before
 -- the frame and the kinds are defined (see the prelude's fast_done). It
 -- decides an Allow whose key is absent (SET NX GET writes its lease's
--- STRING), and a Release whose key is absent or the STRING of the lease it
--- names, as concurrency.lua's held_allow_one and release would; the first
--- request it does not take (an Extend, a key that exists or holds other
--- leases, a cost of 0 or above the limit, a name the state cannot hold),
+-- STRING) or a HASH that it fits in with no sweep due, and a Release whose
+-- key is absent or the STRING of the lease it names, as concurrency.lua's
+-- held_allow_one and release would; the first request it does not take (an
+-- Extend, a STRING to make a HASH of, a denial, a sweep, a refusal, a
+-- retried Allow, a HASH to release from, a cost of 0 or above the limit, a
+-- name the state cannot hold),
 -- with every one after it, it leaves to compact_held, handing it in
 -- fast_got the reply of the read it made of that request's key, if it
 -- made one that compact_held would make again.
@@ -64,11 +66,43 @@ do
           value = n .. ':' .. value
         end
         local old = pcall('SET', key, lease .. ':' .. value, 'NX', 'PX', px, 'GET')
-        if old then
-          fast_got = old -- a key that exists: held_allow_one goes on from it
+        if not old then
+          vals[k + 1], vals[k + 2], vals[k + 3], vals[k + 4] = 1, limit - n, 0, param
+        elseif type(old) ~= 'table' or not old.err or string.sub(old.err, 1, 9) ~= 'WRONGTYPE' then
+          fast_got = old -- a STRING (or an error): held_allow_one goes on from it
           break
+        else
+          -- A HASH (or another type): an Allow that fits, needs no sweep (now < e) and names
+          -- a lease the key does not hold adds it, as held and write_held
+          -- would; anything else goes to held_allow_one, which reads the
+          -- key again.
+          local h = pcall('HMGET', key, 'u', 'e', 'x', lease)
+          local u, e, x
+          if not h.err then
+            u, e, x = whole(h[1]), whole(h[2]), whole(h[3])
+          end
+          if not u or h[4] or not (e and x and u >= 1 and e <= x and now < e and u + n <= limit) then
+            fast_got = old
+            break
+          end
+          local expiry = now + param
+          u = u + n
+          if expiry > x then
+            local xs = format('%d', expiry)
+            if expiry < e then
+              call('HSET', key, lease, value, 'u', format('%d', u), 'e', xs, 'x', xs)
+            else
+              call('HSET', key, lease, value, 'u', format('%d', u), 'x', xs)
+            end
+            call('PEXPIRE', key, px)
+            x = expiry
+          elseif expiry < e then
+            call('HSET', key, lease, value, 'u', format('%d', u), 'e', format('%d', expiry))
+          else
+            call('HSET', key, lease, value, 'u', format('%d', u))
+          end
+          vals[k + 1], vals[k + 2], vals[k + 3], vals[k + 4] = 1, limit - u, 0, x - now
         end
-        vals[k + 1], vals[k + 2], vals[k + 3], vals[k + 4] = 1, limit - n, 0, param
       end
       k, r, a = k + 4, r + 1, a + 2
     end
