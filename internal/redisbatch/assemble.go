@@ -53,7 +53,7 @@ func LuaKinds() []LuaKind {
 		{Kinds: []Kind{Concurrency}, Files: []string{"hash.lua", "concurrency.lua"}, Fast: "concurrency_fast.lua"},
 		{Kinds: []Kind{SlidingLog}, Files: []string{"hash.lua", "slidinglog.lua"}},
 		{Kinds: []Kind{CalendarWindow}, Files: []string{"calendarwindow.lua"}, Fast: "calendarwindow_fast.lua"},
-		{Kinds: []Kind{SlidingCounter}, Files: []string{"slidingcounter.lua"}},
+		{Kinds: []Kind{SlidingCounter}, Files: []string{"slidingcounter.lua"}, Fast: "slidingcounter_fast.lua"},
 	}
 }
 
