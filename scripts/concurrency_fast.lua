@@ -3,14 +3,14 @@
 -- decides an Allow whose key is absent (SET NX GET writes its lease's
 -- STRING), the STRING of another lease that holds, or a HASH that it fits
 -- in with no sweep due; and a Release whose key is absent, the STRING of
--- the lease it names, or a HASH of it and at most one other lease; as
--- concurrency.lua's held_allow_one and release would. The first request it
--- does not take (an Extend, a denial, a sweep, a refusal, a retried Allow,
--- a larger HASH to release from, a cost of 0 or above the limit, a name
--- the state cannot hold),
--- with every one after it, it leaves to compact_held, handing it in
--- fast_got the reply of the read it made of that request's key, if it
--- made one that compact_held would make again.
+-- the lease it names, a HASH of it and at most one other lease, or a
+-- larger HASH of which it is not the latest; as concurrency.lua's
+-- held_allow_one and release would. The first request it does not take
+-- (an Extend, a denial, a sweep, a refusal, a retried Allow, the latest
+-- lease of a larger HASH, a cost of 0 or above the limit, a name the state
+-- cannot hold), with every one after it, it leaves to compact_held,
+-- handing it in fast_got the reply of the read it made of that request's
+-- key, if it made one that compact_held would make again.
 do
   local nreq, kind = fast_nreq, ARGV[3]
   if nreq > 0 and ARGV[2] == '1' and kind == 'c' then
@@ -79,6 +79,28 @@ do
                 if expiry > now then
                   held = 1
                 end
+              end
+            end
+            if #state >= 12 then
+              -- Six fields or more, more than one lease left: a lease that
+              -- is not the latest goes (HDEL, HINCRBY), as release does;
+              -- the latest, which moves x back, release takes.
+              local h = call('HMGET', key, 'u', 'x', lease)
+              local u, x = whole(h[1]), whole(h[2])
+              local units, expiry = lease_at(h[3])
+              if not h[3] then
+                done = true
+              elseif u and x and units and units <= u and expiry <= x and units < u and expiry < x then
+                call('HDEL', key, lease)
+                if units == 1 then
+                  call('HINCRBY', key, 'u', '-1')
+                else
+                  call('HINCRBY', key, 'u', -units)
+                end
+                if expiry > now then
+                  held = 1
+                end
+                done = true
               end
             end
             if not done then
