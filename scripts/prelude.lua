@@ -6,10 +6,11 @@
 -- now (time_server.lua, the server's TIME; time_caller.lua, the caller's
 -- clock); this prelude; the fast paths of the kinds that keep one
 -- (tat_fast.lua, fixedwindow_fast.lua, calendarwindow_fast.lua,
--- concurrency_fast.lua); the frame, batch.lua, which reads the call,
--- decides its requests through each kind's functions and packs the reply;
--- the files of each kind, which describe its state and register its
--- functions in kinds; and the line "return run()".
+-- slidingcounter_fast.lua, slidinglog_fast.lua, concurrency_fast.lua); the
+-- frame, batch.lua, which reads the call, decides its requests through
+-- each kind's functions and packs the reply; the files of each kind, which
+-- describe its state and register its functions in kinds; and the line
+-- "return run()".
 --
 -- The call's arguments and its reply are described once, in
 -- internal/redisbatch/callformat.go; the state each kind keeps, in its own
