@@ -40,8 +40,9 @@ import (
 // given a second lease becomes a HASH of the units its leases hold, the
 // earliest and latest of their expiries, and a field per lease (its units
 // and expiry), with a TTL until its latest lease expires (whole ms,
-// rounded up). Leases that have expired are swept by the first call that
-// finds one due, a key whose leases have all been released is deleted,
+// rounded up); a Release that leaves it one lease that holds makes it the
+// STRING of that lease again. Leases that have expired are swept by the
+// first call that finds one due, a key whose leases have all been released is deleted,
 // and one whose leases have all expired expires: a key holds the leases
 // that hold units (no more than the largest limit its policy has given
 // it, at most MaxInFlight) and those that expired since its last sweep.

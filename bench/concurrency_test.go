@@ -138,30 +138,67 @@ func pairs(forKey func(string) acquireFunc, keys []string) []decideFunc {
 	return d
 }
 
+// concurrencyKeysets are the key sets of BenchmarkRedisConcurrencyPairs:
+// redisKeysets's, empty between pairs, and the same sizes with every key
+// holding one lease of its own for the whole row (held), taken before the
+// row's first pair and never released, so that each pair acquires beside
+// it and releases back to it.
+var concurrencyKeysets = [...]struct {
+	name string
+	n    int
+	held bool
+}{
+	{"keys=10000", numRedisKeys, false},
+	{"keys=10000-held", numRedisKeys, true},
+	{"keys=hot", 1, false},
+	{"keys=hot-held", 1, true},
+}
+
+// holdOne takes one lease on each key, with acquire, and keeps it: the
+// lease it is made for outlives the row (concurrencyTTL).
+func holdOne(tb testing.TB, forKey func(string) acquireFunc, keys []string) {
+	for _, k := range keys {
+		_, ok, err := forKey(k)(context.Background())
+		if err != nil || !ok {
+			tb.Fatalf("holding a lease on %s: allowed %v, %v", k, ok, err)
+		}
+	}
+}
+
 // BenchmarkRedisConcurrencyPairs times acquire + release pairs against a
 // real Redis, with BenchmarkRedis's harness (runRedisRow): for each row
-// (concurrencyImpls) and key set (redisKeysets: numRedisKeys keys of the
-// row's own, or one hot key, new in every run), exactly that many
-// goroutines (concurrencyGoroutines), one pair per op: ns/op is the time
-// per pair, decisions/s the pairs per second, evalsha/decision the script
-// calls per pair. Each key is acquired and released once before timing.
+// (concurrencyImpls) and key set (concurrencyKeysets: numRedisKeys keys of
+// the row's own, or one hot key, empty or each holding a lease), exactly
+// that many goroutines (concurrencyGoroutines), one pair per op: ns/op is
+// the time per pair, decisions/s the pairs per second, evalsha/decision the
+// script calls per pair and commands/decision the commands they make. Each
+// key is acquired and released once before timing (after its held lease is
+// taken).
 func BenchmarkRedisConcurrencyPairs(b *testing.B) {
 	c := redisClient(b)
 	for _, impl := range concurrencyImpls() {
 		b.Run(impl.name, func(b *testing.B) {
-			for _, ks := range redisKeysets {
+			for _, ks := range concurrencyKeysets {
 				var keys []string
 				if ks.n > 1 {
 					keys = redisBenchKeys(ks.n)
-					touchAll(b, pairs(impl.setup(b, c, concurrencyLimit), keys), 64)
+					forKey := impl.setup(b, c, concurrencyLimit)
+					if ks.held {
+						holdOne(b, forKey, keys)
+					}
+					touchAll(b, pairs(forKey, keys), 64)
 				}
 				for _, g := range concurrencyGoroutines {
 					b.Run(ks.name+"/g="+strconv.Itoa(g), func(b *testing.B) {
 						rowKeys := keys
+						forKey := impl.setup(b, c, concurrencyLimit)
 						if rowKeys == nil {
 							rowKeys = redisBenchKeys(1)
+							if ks.held {
+								holdOne(b, forKey, rowKeys)
+							}
 						}
-						decide := pairs(impl.setup(b, c, concurrencyLimit), rowKeys)
+						decide := pairs(forKey, rowKeys)
 						if len(rowKeys) == 1 {
 							touchAll(b, decide, 1)
 						}

@@ -428,6 +428,9 @@ func touchAll(tb testing.TB, decide []decideFunc, goroutines int) {
 //     (INFO commandstats) over the timed calls, per decision;
 //   - script-us/decision: the time the server spent in those calls
 //     (their usec in INFO commandstats), per decision;
+//   - commands/decision: the calls of every other command but INFO (INFO
+//     commandstats; a script's own commands are counted, failed ones
+//     included), per decision;
 //   - client-us/decision: this process's CPU time (user and system, all
 //     its threads) over the timed calls, per decision: the client's side,
 //     which shares the machine with the server;
@@ -446,6 +449,11 @@ func runRedisRow(b *testing.B, c *redis.Client, decide []decideFunc, goroutines 
 		load.abandon()
 		b.Fatal(err)
 	}
+	cmdsBefore, err := readCommandCalls(ctx, c)
+	if err != nil {
+		load.abandon()
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	cpu0 := processCPU()
 	b.ResetTimer()
@@ -453,6 +461,10 @@ func runRedisRow(b *testing.B, c *redis.Client, decide []decideFunc, goroutines 
 	b.StopTimer()
 	clientCPU := processCPU() - cpu0
 	after, err := readServerStats(ctx, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmdsAfter, err := readCommandCalls(ctx, c)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -475,6 +487,11 @@ func runRedisRow(b *testing.B, c *redis.Client, decide []decideFunc, goroutines 
 	b.ReportMetric(float64(clientCPU.Microseconds())/n, "client-us/decision")
 	b.ReportMetric(float64(d.scriptCalls)/n, "evalsha/decision")
 	b.ReportMetric(float64(d.scriptUsec)/n, "script-us/decision")
+	var cmds int64
+	for name, calls := range cmdsAfter {
+		cmds += calls - cmdsBefore[name]
+	}
+	b.ReportMetric(float64(cmds)/n, "commands/decision")
 }
 
 // percentile returns the nearest-rank p-th percentile of sorted, which is

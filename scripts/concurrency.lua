@@ -10,15 +10,19 @@
 --        it ends) for a lease of one unit, "units:expiry" for more (units
 --        >= 2). A lease whose expiry is at or before now holds nothing,
 --        swept or not. A key first holds its one lease as a STRING
---        "lease:value", with PX until its expiry, which SET NX writes in
---        one call; a second lease makes it a HASH of u, e and x and a
+--        "lease:value", with PX until its expiry, which SET NX GET writes
+--        in one call (or reads, when the key is a STRING already); a second lease makes it a HASH of u, e and x and a
 --        field per lease holding its value, which it stays until it is
---        deleted: u, the sum of the leases' units, >= 1; e, at or before
+--        deleted or a Release leaves it one lease field, a lease that
+--        holds (then it is the STRING of that lease again, PX until its
+--        expiry): u, the sum of the leases' units, >= 1; e, at or before
 --        every lease's expiry: a sweep is due at it; x, the latest lease's
 --        expiry, exactly; PEXPIRE until x. A call whose now reaches e
 --        sweeps the leases that expired, and a key that holds no lease is
 --        deleted (or, a STRING, expires). A call reads u, e and x (and the
---        lease it names), or the STRING, and checks what it reads; the
+--        lease it names), or the STRING, and checks what it reads (a
+--        Release reads a HASH of at most two leases whole in its first
+--        call); the
 --        whole HASH (HGETALL), which it reads to sweep, to deny (its wait
 --        orders the leases by expiry) and to find the next latest lease
 --        when the latest is released or extended earlier, is checked
@@ -90,20 +94,26 @@ end
 -- is absent), and, for a STRING, its lease's name, units and value (its
 -- expiry is e and x, and u is 0 once it has expired); or nil and the
 -- reason the key is refused. exists tells that the key exists (a SET NX
--- found it), sparing the call that asks. Given a lease, a HASH's is read
--- too, and a 7th value tells whether it holds (has not expired).
+-- found it), sparing the call that asks; when it is a string, it is the
+-- value of the STRING the key is (SET NX GET read it), sparing the reads.
+-- Given a lease, a HASH's is read too, and a 7th value tells whether it
+-- holds (has not expired).
 local function held_head(key, exists, lease)
   if not exists and redis.call('EXISTS', key) == 0 then
     return 0, 0, 0
   end
   local v
-  if lease then
+  if type(exists) == 'string' then
+    v = exists
+  elseif lease then
     v = redis.pcall('HMGET', key, 'u', 'e', 'x', lease)
   else
     v = redis.pcall('HMGET', key, 'u', 'e', 'x')
   end
-  if wrongtype(v) then
-    v = redis.pcall('GET', key)
+  if type(v) == 'string' or wrongtype(v) then
+    if type(v) ~= 'string' then
+      v = redis.pcall('GET', key)
+    end
     if wrongtype(v) then
       return nil, 'neither a HASH nor a STRING'
     end
@@ -134,9 +144,10 @@ end
 -- returns its leases as a table: ids, units and exps, arrays of those that
 -- hold at now (but skip, a lease left out); dead, the fields of those that
 -- have expired; and u, e and x of those that hold (0, 0 and 0 when none
--- does). It returns nil and the reason when the key is refused.
-local function held_scan(key, skip)
-  local state = redis.call('HGETALL', key)
+-- does). It returns nil and the reason when the key is refused. state,
+-- when not nil, is the HGETALL of the key, read already.
+local function held_scan(key, skip, state)
+  state = state or redis.call('HGETALL', key)
   local s = { ids = {}, units = {}, exps = {}, dead = {}, u = 0, e = 0, x = 0 }
   local ids, units, exps, dead = s.ids, s.units, s.exps, s.dead
   local n, sum, lo, hi = 0, 0, nil, 0
@@ -378,18 +389,26 @@ local function held_line(held)
 end
 
 -- held_allow_one decides an Allow of one 'c' check: on an absent key, a
--- STRING of the lease, set in one call (SET NX), and otherwise as
--- allow_one does.
-local function held_allow_one(c)
+-- STRING of the lease, set in one call (SET NX GET), and otherwise as
+-- allow_one does, from the STRING that call read, if the key is one. got,
+-- when not nil, is that call's reply, made already (by the fast path).
+local function held_allow_one(c, got)
   local n, limit = c.cost, c.limit
   if n > 0 and n <= limit then
     local lease = c.lease
     check_name(lease)
-    local xs = string.format('%d', now + c.param)
-    if redis.call('SET', c.key, lease .. ':' .. lease_value(n, xs), 'NX', 'PX', held_ttl(c)) then
+    local old = got
+    if old == nil then
+      local xs = string.format('%d', now + c.param)
+      old = redis.pcall('SET', c.key, lease .. ':' .. lease_value(n, xs), 'NX', 'PX', held_ttl(c), 'GET')
+    end
+    if not old then
       return line(1, limit - n, 0, c.param)
     end
-    return allow_one(c, true)
+    if wrongtype(old) then
+      return allow_one(c, true)
+    end
+    return allow_one(c, old)
   end
   return allow_one(c)
 end
@@ -438,21 +457,104 @@ local function held_lease(c, withe)
   return units, expiry, u, x, e
 end
 
--- release decides a Release of lease c.lease on c.key.
-local function release(c)
-  local units, expiry, u, x = held_lease(c, false)
-  if not units then
-    return units == nil and held_line(0) or expiry
+-- release decides a Release of lease c.lease on c.key. Its first call
+-- reads a HASH whole if it has at most 5 fields, u, e, x and two leases
+-- (HRANDFIELD of 6 fields, which returns them all then; on a larger one,
+-- fields it does not use), so that a HASH left with one lease, which it
+-- needs to know, costs no second read: such a key, if that lease holds,
+-- is written back as the STRING of it (one SET, which replaces the HASH).
+-- A STRING it reads on the error that call gets; a larger HASH, by HMGET.
+-- It checks and writes as held_lease and held_drop would. got, when not
+-- nil, is the reply of that first call, made already (by the fast path).
+local function release(c, got)
+  local key, lease = c.key, c.lease
+  local state = got or redis.pcall('HRANDFIELD', key, 6, 'WITHVALUES')
+  if wrongtype(state) then
+    local v = redis.pcall('GET', key)
+    if wrongtype(v) then
+      return refusal(1, 'neither a HASH nor a STRING')
+    end
+    local name, _, expiry = one_of(v)
+    if not name then
+      return refusal(1, held_bad_one)
+    end
+    if name ~= lease then
+      return held_line(0)
+    end
+    redis.call('DEL', key) -- a STRING of that one lease
+    return held_line(expiry > now and 1 or 0)
   end
-  if not u then
-    redis.call('DEL', c.key) -- a STRING of that one lease
-  else
-    local reason = held_drop(c.key, c.lease, units, expiry, u, x)
-    if reason then
-      return refusal(1, reason)
+  local us, xs, v, other, otherv = nil, nil, nil, nil, nil
+  local leases = 0
+  if #state >= 12 then
+    -- Six fields or more: more than one lease is left.
+    state, leases = nil, 2
+    local h = redis.call('HMGET', key, 'u', 'x', lease)
+    us, xs, v = h[1], h[2], h[3]
+  end
+  for i = 1, state and #state or 0, 2 do
+    local f = state[i]
+    if f == lease then
+      v = state[i + 1]
+    end
+    if f == 'u' then
+      us = state[i + 1]
+    elseif f == 'x' then
+      xs = state[i + 1]
+    elseif f ~= 'e' and f ~= lease then
+      leases, other, otherv = leases + 1, f, state[i + 1]
     end
   end
-  return held_line(expiry > now and 1 or 0)
+  if not v then
+    return held_line(0)
+  end
+  local u, x = whole(us), whole(xs)
+  local units, expiry = lease_of(v)
+  if not (u and x and units and units <= u and expiry <= x) then
+    return refusal(1, held_bad)
+  end
+  local rec = held_line(expiry > now and 1 or 0)
+  if units == u then
+    redis.call('DEL', key)
+    return rec
+  end
+  if expiry < x then
+    if leases == 1 and not string.find(other, ':', 1, true) then
+      local _, t = lease_of(otherv)
+      if t and t > now then
+        redis.call('SET', key, other .. ':' .. otherv, 'PX', string.format('%d', ms(t - now)))
+        return rec
+      end
+    end
+    redis.call('HDEL', key, lease)
+    if units == 1 then
+      redis.call('HINCRBY', key, 'u', '-1')
+    else
+      redis.call('HINCRBY', key, 'u', -units)
+    end
+    return rec
+  end
+  -- It was the latest: x moves back to the next latest, in a sweep of
+  -- every lease.
+  local s, reason = held_scan(key, lease, state)
+  if not s then
+    return refusal(1, reason)
+  end
+  if s.u == 0 then
+    redis.call('DEL', key)
+    return rec
+  end
+  local id = s.ids[1]
+  if #s.ids == 1 and not string.find(id, ':', 1, true) then
+    local t = s.exps[1]
+    redis.call('SET', key, id .. ':' .. lease_value(s.units[1], string.format('%d', t)), 'PX', string.format('%d', ms(t - now)))
+    return rec
+  end
+  s.dead[#s.dead + 1] = lease
+  hdel(key, s.dead)
+  redis.call('HSET', key, 'u', s.u, 'e', s.e, 'x', s.x)
+  redis.call('PEXPIRE', key, ms(s.x - now))
+  return rec
 end
 
 -- extend decides an Extend of lease c.lease on c.key, to now + c.param.
@@ -513,21 +615,34 @@ local function extend(c)
 end
 
 -- compact_held decides the compact form of a limit of kind 'c': nreq
--- requests on spec, two arguments each from ARGV[a] on.
+-- requests on spec, two arguments each from ARGV[a] on, from the first
+-- the fast path left (fast_next), with the read it made of that one's key
+-- (fast_got).
 local function compact_held(nreq, spec, a)
   local c = { spec = spec, kind = spec.kind, limit = spec.limit, param = spec.param, impl = spec.impl }
   local lines = {}
-  for r = 1, nreq do
-    local head = ARGV[a]
+  local first = fast_next
+  if first > 1 then
+    lines[1] = fast_pack(fast_vals)
+    for r = 2, first - 1 do
+      lines[r] = ''
+    end
+    a = a + 2 * (first - 1)
+  end
+  for r = first, nreq do
+    local head, got = ARGV[a], nil
+    if r == first then
+      got = fast_got
+    end
     c.key, c.lease = KEYS[r], ARGV[a + 1]
     a = a + 2
     if head == 'R' then
-      lines[r] = release(c)
+      lines[r] = release(c, got)
     elseif head == 'E' then
       lines[r] = extend(c)
     else
       c.cost = tonumber(head)
-      lines[r] = held_allow_one(c)
+      lines[r] = held_allow_one(c, got)
     end
   end
   return table.concat(lines)

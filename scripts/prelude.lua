@@ -5,10 +5,12 @@
 -- internal/redisbatch/assemble.go), in this order: a time file, which sets
 -- now (time_server.lua, the server's TIME; time_caller.lua, the caller's
 -- clock); this prelude; the fast paths of the kinds that keep one
--- (tat_fast.lua, fixedwindow_fast.lua); the frame, batch.lua, which reads
--- the call, decides its requests through each kind's functions and packs
--- the reply; the files of each kind, which describe its state and register
--- its functions in kinds; and the line "return run()".
+-- (tat_fast.lua, fixedwindow_fast.lua, calendarwindow_fast.lua,
+-- slidingcounter_fast.lua, slidinglog_fast.lua, concurrency_fast.lua); the
+-- frame, batch.lua, which reads the call, decides its requests through
+-- each kind's functions and packs the reply; the files of each kind, which
+-- describe its state and register its functions in kinds; and the line
+-- "return run()".
 --
 -- The call's arguments and its reply are described once, in
 -- internal/redisbatch/callformat.go; the state each kind keeps, in its own
@@ -69,7 +71,10 @@ end
 -- writes it passes to redis.call as text formatted by '%d' (exact below
 -- 2^53): the digits Redis writes for a number passed as such, which Redis
 -- 7.0 formats by '%.17g' at a higher cost.
-local fast_done, fast_vals, fast_next = false, nil, 1
+-- fast_got is the reply of the read a fast path made of the key of the
+-- first request it left, when it keeps it for the kind's compact form,
+-- which goes on from it instead of reading the key again.
+local fast_done, fast_vals, fast_next, fast_got = false, nil, 1, nil
 -- fast_pack packs fast_vals (fast_pack.lua, assembled after the fast
 -- paths, and only with them).
 local fast_pack

@@ -28,46 +28,11 @@
 --        d < 0 gives back to the window that took the units: the one open
 --        now if they were taken (age µs ago) at or after start, the
 --        previous one if at or after start − W, else none.
+-- muldiv, counter_at, counter_left, counter_next and counter_value, which
+-- the fast path uses too, are in slidingcounter_fast.lua, assembled before
+-- the frame.
 
-local two53 = 9007199254740992 -- 2^53
 local counter_bad = 'not "start:expiry:prev:cur", whole numbers below 2^53, start before expiry, prev or cur above 0'
-
--- muldiv returns ⌊a × b / d⌋ and whether a remainder is left, exactly, for
--- whole a, b and d below 2^53 with 1 <= d and b <= d, so that the quotient
--- is at most a. A product below 2^53 is exact in a double, and so is fmod;
--- above, a long division takes a's bits from the top, doubling and adding
--- b, with q × d + r the product so far and 0 <= r < d: every value stays
--- below 2^53, as r is compared with d − r or d − b rather than summed.
-local function muldiv(a, b, d)
-  local prod = a * b
-  if prod < two53 then
-    local r = math.fmod(prod, d)
-    return (prod - r) / d, r > 0
-  end
-  local bit = 1
-  while bit * 2 <= a do
-    bit = bit * 2
-  end
-  local q, r = 0, 0
-  while bit >= 1 do
-    q = q * 2
-    if r >= d - r then
-      q, r = q + 1, r - (d - r)
-    else
-      r = r + r
-    end
-    if a >= bit then
-      a = a - bit
-      if r >= d - b then
-        q, r = q + 1, r - (d - b)
-      else
-        r = r + b
-      end
-    end
-    bit = bit / 2
-  end
-  return q, r > 0
-end
 
 -- counter_state returns an 's' key's start, expiry, prev and cur as
 -- stored; 0, 0, 0 and 0 when it is absent.
@@ -85,41 +50,6 @@ local function counter_state(key, stored)
     return nil, counter_bad
   end
   return s, x, prev, cur
-end
-
--- counter_at returns an 's' key's start, expiry, prev and cur as they
--- stand at t (at least its start): the window open at t starts at start,
--- cur having become prev if the window has moved on; 0, 0, 0 and 0 when
--- it holds nothing.
-local function counter_at(s, x, prev, cur, t, w)
-  if prev + cur == 0 or t >= x then
-    return 0, 0, 0, 0
-  end
-  local e = t - s
-  if e < w then
-    return s, x, prev, cur
-  end
-  if e < 2 * w and cur > 0 then
-    return s + w, x, cur, 0
-  end
-  return 0, 0, 0, 0
-end
-
--- counter_left returns max(0, limit − estimate) at t of a key as counter_at
--- returns it.
-local function counter_left(limit, w, s, prev, cur, t)
-  local rest = limit - cur
-  if rest <= 0 then
-    return 0
-  end
-  if prev > 0 then
-    local q, more = muldiv(prev, w - (t - s), w)
-    if more then
-      q = q + 1
-    end
-    rest = rest - q
-  end
-  return max(rest, 0)
 end
 
 -- counter_reset returns the µs from now until the estimate of a key as
@@ -158,32 +88,6 @@ local function counter_allowed_at(limit, w, s, x, prev, cur, n)
     end
   end
   return min(at, x)
-end
-
--- counter_next returns the earliest time at which left + 1 can have been
--- taken on a key as counter_at returns it (holding units), left (below the
--- limit) being its units left: in the window open now when ⌈prev × (W −
--- e) / W⌉ <= rest = limit − cur − left − 1; else in the next, whose prev
--- is held = cur + left (the units left, taken before the roll), at its
--- start when held < limit, else at e = W − ⌊(limit − 1) × W / held⌋.
-local function counter_next(limit, w, s, prev, cur, left)
-  local rest = limit - cur - left - 1
-  if rest >= 0 and rest < prev then
-    local f = muldiv(w, rest, prev)
-    if f >= 1 then
-      return s + w - f
-    end
-  end
-  local held = cur + left
-  if held < limit then
-    return s + w
-  end
-  return s + 2 * w - muldiv(w, limit - 1, held)
-end
-
--- counter_value returns an 's' key's value.
-local function counter_value(s, x, prev, cur)
-  return string.format('%.0f:%.0f:%.0f:%.0f', s, x, prev, cur)
 end
 
 -- counter decides an 's' check; it sets c.value, the key's new value, and

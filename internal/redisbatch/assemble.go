@@ -50,10 +50,10 @@ func LuaKinds() []LuaKind {
 		{Kinds: []Kind{TokenBucket, TokenBucketWithInterval}, Files: []string{"tat.lua", "bucket.lua"}, Fast: "tat_fast.lua"},
 		{Kinds: []Kind{GCRA, GCRAWithInterval}, Files: []string{"tat.lua", "gcra.lua"}, Fast: "tat_fast.lua"},
 		{Kinds: []Kind{FixedWindow}, Files: []string{"fixedwindow.lua"}, Fast: "fixedwindow_fast.lua"},
-		{Kinds: []Kind{Concurrency}, Files: []string{"hash.lua", "concurrency.lua"}},
-		{Kinds: []Kind{SlidingLog}, Files: []string{"hash.lua", "slidinglog.lua"}},
-		{Kinds: []Kind{CalendarWindow}, Files: []string{"calendarwindow.lua"}},
-		{Kinds: []Kind{SlidingCounter}, Files: []string{"slidingcounter.lua"}},
+		{Kinds: []Kind{Concurrency}, Files: []string{"hash.lua", "concurrency.lua"}, Fast: "concurrency_fast.lua"},
+		{Kinds: []Kind{SlidingLog}, Files: []string{"hash.lua", "slidinglog.lua"}, Fast: "slidinglog_fast.lua"},
+		{Kinds: []Kind{CalendarWindow}, Files: []string{"calendarwindow.lua"}, Fast: "calendarwindow_fast.lua"},
+		{Kinds: []Kind{SlidingCounter}, Files: []string{"slidingcounter.lua"}, Fast: "slidingcounter_fast.lua"},
 	}
 }
 

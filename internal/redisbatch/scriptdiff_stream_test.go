@@ -269,7 +269,13 @@ func (s *stream) request(ctx context.Context, send *Sender, shape []diffKind, fi
 		}
 	case Release, Extend:
 		if len(s.leases) > 0 && s.r.IntN(5) != 0 {
-			h := s.leases[s.r.IntN(len(s.leases))]
+			// Half of them the newest lease, which a pair of Acquire and
+			// Release on a key that holds others releases.
+			i := len(s.leases) - 1
+			if s.r.IntN(2) == 0 {
+				i = s.r.IntN(len(s.leases))
+			}
+			h := s.leases[i]
 			p.Key, p.Lease = h.key, h.name
 		} else {
 			p.Lease = s.lease() // held by no key

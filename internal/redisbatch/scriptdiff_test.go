@@ -21,7 +21,7 @@ import (
 // batch the same type, value and TTL. Its full size is the acceptance run
 // of a change of the Lua:
 //
-//	go test -soak -timeout 3h -run 'TestScriptDiff' ./internal/redisbatch
+//	go test ./internal/redisbatch -soak -timeout 3h -run 'TestScriptDiff'
 //
 // -diffseed N runs other batches, and -diffbatches N runs N batches per
 // kind.

@@ -2196,7 +2196,32 @@ local function held_lease(c, withe)
   return units, expiry, u, x, e
 end
 
--- release decides a Release of lease c.lease on c.key.
+-- held_one_back writes a HASH key left with one lease field, whose value
+-- is a lease that holds and whose name has no ':', back as the STRING of
+-- that lease, with PX until its expiry.
+local function held_one_back(key)
+  if redis.call('TYPE', key).ok ~= 'hash' then
+    return
+  end
+  local all = redis.call('HGETALL', key)
+  local id, v, n = nil, nil, 0
+  for i = 1, #all, 2 do
+    local f = all[i]
+    if f ~= 'u' and f ~= 'e' and f ~= 'x' then
+      n, id, v = n + 1, f, all[i + 1]
+    end
+  end
+  if n ~= 1 or string.find(id, ':', 1, true) then
+    return
+  end
+  local _, t = lease_of(v)
+  if t and t > now then
+    redis.call('SET', key, id .. ':' .. v, 'PX', string.format('%d', ms(t - now)))
+  end
+end
+
+-- release decides a Release of lease c.lease on c.key. A HASH it leaves
+-- with one lease that holds becomes the STRING of that lease.
 local function release(c)
   local units, expiry, u, x = held_lease(c, false)
   if not units then
@@ -2209,6 +2234,7 @@ local function release(c)
     if reason then
       return refusal(1, reason)
     end
+    held_one_back(c.key)
   end
   return held_line(expiry > now and 1 or 0)
 end
