@@ -121,17 +121,12 @@ func (p calendarPart) rate(c *partCall) partRate {
 }
 
 func (p calendarPart) shardLock(c *partCall, key string) *sync.Mutex {
-	sh := p.w.windows.shard(key)
-	c.shard = sh
-	return &sh.mu
+	return lockPart(p.w.windows, c, key)
 }
 
 func (p calendarPart) peek(c *partCall, key string, cost int) bool {
-	sh := c.shard.(*tableShard[openWindow])
 	r := p.rate(c)
-	c.now = p.w.windows.advance(sh, c.reading, calendarMaxNow)
-	var win openWindow
-	win, c.where = sh.lookup(key)
+	win := readPart(p.w.windows, c, key, calendarMaxNow)
 	c.win, c.nwin, c.allowed = p.w.take(r.limit, CalendarPeriod(r.param), r.zone, win, c.now, cost)
 	return c.allowed
 }

@@ -384,3 +384,21 @@ func unlock(calls []partCall, order []int) {
 
 // lockAddr is the address of a lock, which orders the locks a call takes.
 func lockAddr(mu *sync.Mutex) uintptr { return uintptr(unsafe.Pointer(mu)) }
+
+// lockPart finds the shard of t that holds key for a part's call c, keeps
+// it in c for peek, and returns its lock for localParts.lock to take.
+func lockPart[V any](t *keyTable[V], c *partCall, key string) *sync.Mutex {
+	sh := t.shard(key)
+	c.shard = sh
+	return &sh.mu
+}
+
+// readPart moves c's shard of t (locked) to the part's time, at most
+// maxNow, sets c.now and c.where, and returns key's state there.
+func readPart[V any](t *keyTable[V], c *partCall, key string, maxNow int64) V {
+	sh := c.shard.(*tableShard[V])
+	c.now = t.advance(sh, c.reading, maxNow)
+	var st V
+	st, c.where = sh.lookup(key)
+	return st
+}

@@ -84,16 +84,11 @@ func (p windowPart) rate(c *partCall) windowRate {
 }
 
 func (p windowPart) shardLock(c *partCall, key string) *sync.Mutex {
-	sh := p.w.windows.shard(key)
-	c.shard = sh
-	return &sh.mu
+	return lockPart(p.w.windows, c, key)
 }
 
 func (p windowPart) peek(c *partCall, key string, cost int) bool {
-	sh := c.shard.(*tableShard[openWindow])
-	c.now = p.w.windows.advance(sh, c.reading, p.w.maxNow)
-	var win openWindow
-	win, c.where = sh.lookup(key)
+	win := readPart(p.w.windows, c, key, p.w.maxNow)
 	c.win, c.nwin, c.allowed = p.rate(c).take(win, c.now, cost)
 	return c.allowed
 }

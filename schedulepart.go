@@ -43,16 +43,11 @@ func (p schedulePart) rate(c *partCall) rate {
 }
 
 func (p schedulePart) shardLock(c *partCall, key string) *sync.Mutex {
-	sh := p.s.tats.shard(key)
-	c.shard = sh
-	return &sh.mu
+	return lockPart(p.s.tats, c, key)
 }
 
 func (p schedulePart) peek(c *partCall, key string, cost int) bool {
-	sh := c.shard.(*tableShard[int64])
-	c.now = p.s.tats.advance(sh, c.reading, p.s.maxNow)
-	var tat int64
-	tat, c.where = sh.lookup(key)
+	tat := readPart(p.s.tats, c, key, p.s.maxNow)
 	c.cur, c.next, c.allowed = p.s.take(tat, c.now, cost)
 	return c.allowed
 }
@@ -98,17 +93,12 @@ func (p schedulePart) reset(c *partCall, key string) {
 func (p keyedSchedulePart) policyFunc() *policyFunc { return p.k.policyFunc }
 
 func (p keyedSchedulePart) shardLock(c *partCall, key string) *sync.Mutex {
-	sh := p.k.tats.shard(key)
-	c.shard = sh
-	return &sh.mu
+	return lockPart(p.k.tats, c, key)
 }
 
 func (p keyedSchedulePart) peek(c *partCall, key string, cost int) bool {
-	sh := c.shard.(*tableShard[policyFuncTat])
 	r := p.rate(c)
-	c.now = p.k.tats.advance(sh, c.reading, policyFuncMaxNow)
-	var st policyFuncTat
-	st, c.where = sh.lookup(key)
+	st := readPart(p.k.tats, c, key, policyFuncMaxNow)
 	c.converts = r.converts(st, c.now)
 	c.cur, c.next, c.allowed = r.take(r.carry(st, c.now), c.now, cost)
 	return c.allowed

@@ -87,16 +87,11 @@ func (p counterPart) rate(c *partCall) counterRate {
 }
 
 func (p counterPart) shardLock(c *partCall, key string) *sync.Mutex {
-	sh := p.n.keys.shard(key)
-	c.shard = sh
-	return &sh.mu
+	return lockPart(p.n.keys, c, key)
 }
 
 func (p counterPart) peek(c *partCall, key string, cost int) bool {
-	sh := c.shard.(*tableShard[counterState])
-	c.now = p.n.keys.advance(sh, c.reading, p.n.maxNow)
-	var st counterState
-	st, c.where = sh.lookup(key)
+	st := readPart(p.n.keys, c, key, p.n.maxNow)
 	c.ncur, c.nnx, c.nleft, c.allowed = p.rate(c).take(st, c.now, cost)
 	return c.allowed
 }

@@ -86,15 +86,11 @@ func (p logPart) rate(c *partCall) logRate {
 }
 
 func (p logPart) shardLock(c *partCall, key string) *sync.Mutex {
-	sh := p.g.logs.shard(key)
-	c.shard = sh
-	return &sh.mu
+	return lockPart(p.g.logs, c, key)
 }
 
 func (p logPart) peek(c *partCall, key string, cost int) bool {
-	sh := c.shard.(*tableShard[entryLog])
-	c.now = p.g.logs.advance(sh, c.reading, p.g.maxNow)
-	c.log, c.where = sh.lookup(key)
+	c.log = readPart(p.g.logs, c, key, p.g.maxNow)
 	r := p.rate(c)
 	c.log.sweep(c.now, r.window)
 	c.allowed = int64(cost) <= max(r.limit-c.log.sum, 0)
