@@ -42,14 +42,14 @@ import (
 // and expiry), with a TTL until its latest lease expires (whole ms,
 // rounded up); a Release that leaves it one lease that holds makes it the
 // STRING of that lease again. Leases that have expired are swept by the
-// first call that finds one due, a key whose leases have all been released is deleted,
-// and one whose leases have all expired expires: a key holds the leases
-// that hold units (no more than the largest limit its policy has given
-// it, at most MaxInFlight) and those that expired since its last sweep.
-// A server clock
-// that steps back makes leases last longer, never shorter. Leases are
-// named by a random 64-bit number drawn when the limiter is built, and a
-// counter, so that the leases of every process are apart.
+// first call that finds one due, a key whose leases have all been
+// released is deleted, and one whose leases have all expired expires: a
+// key holds the leases that hold units (no more than the largest limit
+// its policy has given it, at most MaxInFlight) and those that expired
+// since its last sweep. A server clock that steps back makes leases last
+// longer, never shorter. Leases are named by a random 64-bit number drawn
+// when the limiter is built, and a counter, so that the leases of every
+// process are apart.
 //
 // Calls with n < 0 or n > limit are answered without a round trip; n == 0
 // reads without creating the key. Redis errors, timeouts and malformed
