@@ -36,11 +36,15 @@ func (t TimeSource) file() (string, error) {
 // LuaKind is what the batch script needs of a kind: the Kinds it
 // registers, the files that hold its functions (a file two kinds share, as
 // the token bucket and GCRA share tat.lua, is assembled once), and the
-// file of its compact form's fast path, "" when it keeps none.
+// file of its compact form's fast path, "" when it keeps none; and whether
+// its checks hold leases.
 type LuaKind struct {
 	Kinds []Kind
 	Files []string
 	Fast  string
+	// Leases is true for a kind whose Allow's check takes Request.Lease,
+	// and whose compact form also carries Releases and Extends of leases.
+	Leases bool
 }
 
 // LuaKinds returns the Lua files of the seven kinds, in the order the
@@ -50,11 +54,23 @@ func LuaKinds() []LuaKind {
 		{Kinds: []Kind{TokenBucket, TokenBucketWithInterval}, Files: []string{"tat.lua", "bucket.lua"}, Fast: "tat_fast.lua"},
 		{Kinds: []Kind{GCRA, GCRAWithInterval}, Files: []string{"tat.lua", "gcra.lua"}, Fast: "tat_fast.lua"},
 		{Kinds: []Kind{FixedWindow}, Files: []string{"fixedwindow.lua"}, Fast: "fixedwindow_fast.lua"},
-		{Kinds: []Kind{Concurrency}, Files: []string{"hash.lua", "concurrency.lua"}, Fast: "concurrency_fast.lua"},
+		{Kinds: []Kind{Concurrency}, Files: []string{"hash.lua", "concurrency.lua"}, Fast: "concurrency_fast.lua", Leases: true},
 		{Kinds: []Kind{SlidingLog}, Files: []string{"hash.lua", "slidinglog.lua"}, Fast: "slidinglog_fast.lua"},
 		{Kinds: []Kind{CalendarWindow}, Files: []string{"calendarwindow.lua"}, Fast: "calendarwindow_fast.lua"},
 		{Kinds: []Kind{SlidingCounter}, Files: []string{"slidingcounter.lua"}, Fast: "slidingcounter_fast.lua"},
 	}
+}
+
+// holdsLeases reports whether the LuaKind that registers kind says its
+// checks hold leases (LuaKind.Leases); false for a kind no LuaKind
+// registers.
+func holdsLeases(kind Kind) bool {
+	for _, l := range LuaKinds() {
+		if slices.Contains(l.Kinds, kind) {
+			return l.Leases
+		}
+	}
+	return false
 }
 
 // LuaKindsOf returns the LuaKinds, among all, that register the kinds, in

@@ -35,7 +35,7 @@ func (s *Sender) compact(batch []*Request) bool {
 	if s.limits == nil || s.checks != 1 {
 		return false
 	}
-	leases := s.kinds[0] == Concurrency
+	leases := s.leased[0]
 	for _, p := range batch {
 		if p.Op != Allow && !(leases && (p.Op == Release || p.Op == Extend)) {
 			return false
@@ -48,7 +48,7 @@ func (s *Sender) compact(batch []*Request) bool {
 // one limit, then each request's cost, or one cost when there are several
 // and all are the same.
 func (s *Sender) encodeCompact(ctx context.Context, batch []*Request, verb, script string, now int64) *redis.Cmd {
-	if s.kinds[0] == Concurrency {
+	if s.leased[0] {
 		return s.encodeLeases(ctx, batch, verb, script, now)
 	}
 	same := len(batch) > 1
@@ -169,7 +169,7 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 			args = append(args, c)
 			for i := 1; i <= c; i++ {
 				args = append(args, ref(j, i), p.cost(i-1))
-				if s.kind(p, i-1) == Concurrency {
+				if s.takesLease(p, i-1) {
 					args = append(args, p.Lease)
 				}
 			}
@@ -196,12 +196,13 @@ func (s *Sender) encodeGeneral(ctx context.Context, batch []*Request, verb, scri
 	return s.finish(ctx, args, once)
 }
 
-// kind returns the kind of p's check i.
-func (s *Sender) kind(p *Request, i int) Kind {
-	if s.kinds != nil {
-		return s.kinds[i]
+// takesLease reports whether p's check i takes p's Lease: whether its
+// limit's kind holds leases (LuaKind.Leases).
+func (s *Sender) takesLease(p *Request, i int) bool {
+	if s.leased != nil {
+		return s.leased[i]
 	}
-	return p.limit(i).Kind
+	return p.limit(i).leased
 }
 
 // appendCount appends the call's script argument R (or -R), as an onceArg
@@ -452,11 +453,12 @@ type Limit struct {
 	// next one's end; zero for every other kind.
 	Bounds [4]int64
 	args   [3]any // Kind, Units and Param (Bounds, for a CalendarWindow) as script arguments
+	leased bool   // its check takes Request.Lease (LuaKind.Leases)
 }
 
 // NewLimit returns the Limit of kind, units and param.
 func NewLimit(kind Kind, units, param int64) *Limit {
-	return &Limit{Kind: kind, Units: units, Param: param, args: [3]any{string(kind), units, param}}
+	return &Limit{Kind: kind, Units: units, Param: param, args: [3]any{string(kind), units, param}, leased: holdsLeases(kind)}
 }
 
 // NewCalendarLimit returns the Limit of kind CalendarWindow of units and
@@ -480,9 +482,10 @@ func (l *Limit) same(m *Limit) bool {
 // number of policies. Its zero value is not usable; make one with
 // NewLimitCache. It is safe for concurrent use.
 type LimitCache struct {
-	kind   Kind
-	bounds [4]int64 // of every Limit, for a cache of CalendarWindow limits
-	slots  [cacheSlots]atomic.Pointer[Limit]
+	kind     Kind
+	bounds   [4]int64 // of every Limit, for a cache of CalendarWindow limits
+	calendar bool     // made by NewCalendarLimitCache
+	slots    [cacheSlots]atomic.Pointer[Limit]
 }
 
 // cacheSlots is how many policies a LimitCache holds at most: enough for
@@ -499,7 +502,7 @@ func NewLimitCache(kind Kind) *LimitCache { return &LimitCache{kind: kind} }
 // NewCalendarLimitCache returns an empty LimitCache of Limits of kind
 // CalendarWindow of bounds, whose param is never read.
 func NewCalendarLimitCache(bounds [4]int64) *LimitCache {
-	return &LimitCache{kind: CalendarWindow, bounds: bounds}
+	return &LimitCache{kind: CalendarWindow, bounds: bounds, calendar: true}
 }
 
 // Get returns the Limit of the cache's kind, units and param.
@@ -519,7 +522,7 @@ func (c *LimitCache) Get(units, param int64) *Limit {
 		return b
 	}
 	var l *Limit
-	if c.kind == CalendarWindow {
+	if c.calendar {
 		l = NewCalendarLimit(units, c.bounds)
 		l.Param = param
 	} else {

@@ -94,7 +94,7 @@ type Sender struct {
 	// limits is the script's arguments after R: S, then each limit's
 	// kind, units and param; nil when each request carries its own.
 	limits []any
-	kinds  []Kind     // of limits, in order; nil when each request carries its own
+	leased []bool     // whether each of limits takes a lease (LuaKind.Leases); nil when each request carries its own
 	checks int        // of every request (but a Release's or Extend's, one)
 	units  int64      // of its one limit, if it has one; else 0
 	co     *coalescer // nil without coalescing
@@ -132,7 +132,7 @@ func NewSender(cfg Config) *Sender {
 		s.limits = append(s.limits, len(cfg.Limits))
 		for _, l := range cfg.Limits {
 			s.limits = append(s.limits, l.args[:]...)
-			s.kinds = append(s.kinds, l.Kind)
+			s.leased = append(s.leased, l.leased)
 		}
 	}
 	if cfg.Coalesce && s.route != routeAlone {
