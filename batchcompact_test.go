@@ -59,7 +59,7 @@ func TestBatchScriptCompactFormDecidesAsTheGeneralForm(t *testing.T) {
 			if strings.Contains("lsk", kind.kind) {
 				costSpan = limit + 1
 			}
-			for step := range sized(60, 300) {
+			for step := range sized(30, 300) {
 				size := 1 + r.IntN(6)
 				same := r.IntN(2) == 0
 				cost := r.IntN(costSpan)

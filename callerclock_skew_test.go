@@ -229,7 +229,7 @@ var skewBounds = map[string]int{
 
 func TestCallerClockSkewBehindNeverCreatesUnitsAndAheadTakesAtMostTheBound(t *testing.T) {
 	t.Parallel()
-	steps, seeds := sized(75, 150), sized(1, 8)
+	steps, seeds := sized(40, 150), sized(1, 8)
 	for _, kind := range skewKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			worst, oneClock := 0, 0

@@ -14,7 +14,7 @@ import (
 func TestRedisSlidingCounterMatchesTheModelAndTheInProcessCounter(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(24, 4))
-	for round := 0; round < sized(5, 40); round++ {
+	for round := 0; round < sized(3, 40); round++ {
 		limit := 1 + r.IntN(10)
 		window := time.Duration(1+r.Int64N(5000)) * time.Millisecond
 		clock := ratelimittest.NewClock(epoch)

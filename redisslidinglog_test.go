@@ -33,7 +33,7 @@ func TestRedisSlidingLogDecidesAsInProcessOnMiniredis(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(24, 3))
-	for round := 0; round < sized(4, 24); round++ {
+	for round := 0; round < sized(2, 24); round++ {
 		limit := 1 + r.IntN(12)
 		window := time.Duration(1+r.Int64N(3000)) * time.Millisecond
 		debt := []int{0, 1, 3, UnboundedDebt}[r.IntN(4)]
@@ -261,7 +261,7 @@ func TestRedisSlidingLogRefundsWithTakenAtAsInProcess(t *testing.T) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(24, 6))
 	const limit, window = 20, time.Minute
-	for round := 0; round < sized(30, 60); round++ {
+	for round := 0; round < sized(15, 60); round++ {
 		clock := ratelimittest.NewClock(epoch)
 		local, err := NewSlidingLog(limit, window, WithClock(clock))
 		require.NoError(t, err)

@@ -546,7 +546,7 @@ func TestSlidingNextUnitOnRedisAgreesWithInProcess(t *testing.T) {
 	for _, place := range nextPlaces(t)[1:] {
 		t.Run(place.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(33, 8))
-			for round := range sized(3, 40) {
+			for round := range sized(2, 40) {
 				limit := 1 + r.IntN(8)
 				window := time.Duration(1+r.Int64N(5000)) * time.Millisecond
 				if place.name == "real server" {
