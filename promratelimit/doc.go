@@ -1,0 +1,2 @@
+// Package promratelimit exports what ratelimit's limiters and decorators report.
+package promratelimit
