@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -133,6 +134,7 @@ func TestAScrapeShowsTheDocumentedSeriesAfterAKnownSequenceOfDecisions(t *testin
 	hooks.Observe("/jobs", d, nil)
 	require.NoError(t, lease.Release(ctx))
 
+	assertDocumented(t, reg)
 	samples, buckets := scrape(t, reg)
 	assert.Equal(t, []string{
 		`ratelimit_adjustment_units_total{limiter="api",op="refund",units="cost"} 0`,
@@ -198,4 +200,40 @@ func TestAScrapeShowsTheDocumentedSeriesAfterAKnownSequenceOfDecisions(t *testin
 	} {
 		assert.True(t, slices.Contains(buckets, line), "missing %s", line)
 	}
+}
+
+// assertDocumented checks that the metrics reg gathers are those of the
+// package documentation's table, each of the type and labels it lists.
+func assertDocumented(t *testing.T, reg *prometheus.Registry) {
+	t.Helper()
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	documented := map[string]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		fields := strings.Fields(strings.TrimPrefix(line, "//"))
+		if len(fields) < 3 || !strings.HasPrefix(fields[0], "ratelimit_") {
+			continue
+		}
+		var labels []string
+		for _, f := range fields[2:] {
+			labels = append(labels, strings.TrimSuffix(f, ","))
+			if !strings.HasSuffix(f, ",") {
+				break
+			}
+		}
+		slices.Sort(labels)
+		documented[fields[0]] = fields[1] + " " + strings.Join(labels, ",")
+	}
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	gathered := map[string]string{}
+	for _, f := range families {
+		var labels []string
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			labels = append(labels, l.GetName())
+		}
+		slices.Sort(labels)
+		gathered[f.GetName()] = strings.ToLower(f.GetType().String()) + " " + strings.Join(labels, ",")
+	}
+	assert.Equal(t, documented, gathered)
 }
