@@ -2,9 +2,6 @@ module github.com/ratelimit-go/ratelimit/promratelimit
 
 go 1.26.0
 
-// Inside this repository the root module is the one beside this one; a
-// module that requires this one ignores the replace and gets the release
-// required below (see otelratelimit/README.md, "Versions").
 replace github.com/ratelimit-go/ratelimit => ../
 
 require (
