@@ -167,9 +167,7 @@ func NewHooks(reg prometheus.Registerer, opts ...Option) (*Hooks, error) {
 			return nil, fmt.Errorf("promratelimit: NewHooks: %w", err)
 		}
 	}
-	h := &Hooks{m: m, breaker: DefaultBreaker}
-	h.initBreaker()
-	return h, nil
+	return &Hooks{m: m, breaker: DefaultBreaker}, nil
 }
 
 // Breaker returns a Hooks that records to h's metrics, with name as the
@@ -177,8 +175,10 @@ func NewHooks(reg prometheus.Registerer, opts ...Option) (*Hooks, error) {
 // Guard's breaker changed: to tell the breakers of several Guards apart,
 // give each Guard a Hooks of its own from Breaker (its GuardConfig.Name is
 // a good name), and a ratelimit.Breaker that Guards share one for its
-// BreakerConfig.Hooks. Decisions keep the limiter label they report. An
-// empty name is an error.
+// BreakerConfig.Hooks. The new breaker's series exist from now on, at 0
+// until it opens (those of DefaultBreaker, from its first change only, as
+// a Hooks that no Guard reports to has no breaker). Decisions keep the
+// limiter label they report. An empty name is an error.
 func (h *Hooks) Breaker(name string) (*Hooks, error) {
 	if name == "" {
 		return nil, errors.New("promratelimit: Breaker: empty name")
@@ -189,7 +189,7 @@ func (h *Hooks) Breaker(name string) (*Hooks, error) {
 }
 
 // initBreaker makes h's breaker series exist at 0, so that a scrape shows
-// them before any breaker opens.
+// them before the breaker opens.
 func (h *Hooks) initBreaker() {
 	for _, s := range []ratelimit.BreakerState{ratelimit.BreakerOpen, ratelimit.BreakerHalfOpen} {
 		h.m.breakers.WithLabelValues(h.breaker, s.String())

@@ -134,8 +134,6 @@ func TestEachGuardsBreakerIsASeriesOfItsOwnWhenNamed(t *testing.T) {
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP ratelimit_breakers Circuit breakers in each state other than closed (open, half_open), by breaker.
 # TYPE ratelimit_breakers gauge
-ratelimit_breakers{breaker="default",state="half_open"} 0
-ratelimit_breakers{breaker="default",state="open"} 0
 ratelimit_breakers{breaker="orders",state="half_open"} 1
 ratelimit_breakers{breaker="orders",state="open"} 0
 ratelimit_breakers{breaker="search",state="half_open"} 0
