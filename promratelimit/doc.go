@@ -62,8 +62,9 @@
 //     know a Guard until it reports a change); to: the state changed to,
 //     "closed" included. On a Redis Cluster or Ring, where a Guard keeps a
 //     breaker per node, ratelimit_breakers counts the nodes.
-//   - route: what the caller passed to Observe, such as the route's
-//     pattern; the first WithMaxRoutes distinct values (DefaultMaxRoutes),
+//   - route: what the caller passed to Observe: with HTTPObserver, the
+//     http.ServeMux pattern that matched or what its route function
+//     returns; with GRPCObserver, the full method name; the first WithMaxRoutes distinct values (DefaultMaxRoutes),
 //     the others as OtherRoute. policy: the name of the policy that bound
 //     the request's Decision ("default" for a limiter of one policy, a
 //     plan's name for a per-key policy that names one), NoPolicy for none.
