@@ -7,7 +7,7 @@ replace github.com/ratelimit-go/ratelimit => ../
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
-	github.com/ratelimit-go/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/ratelimit-go/ratelimit v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/ulule/limiter/v3 v3.11.2

@@ -6,7 +6,7 @@ replace github.com/ratelimit-go/ratelimit => ../
 
 require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
-	github.com/ratelimit-go/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/ratelimit-go/ratelimit v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c

@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/ratelimit-go/ratelimit => ../..
 
 require (
-	github.com/ratelimit-go/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/ratelimit-go/ratelimit v0.1.0
 	github.com/stretchr/testify v1.12.1
 	gonum.org/v1/plot v0.17.0
 )

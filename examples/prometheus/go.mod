@@ -4,18 +4,20 @@ go 1.26.0
 
 replace github.com/ratelimit-go/ratelimit => ../..
 
+replace github.com/ratelimit-go/ratelimit/promratelimit => ../../promratelimit
+
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.74.0
-	github.com/ratelimit-go/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/ratelimit-go/ratelimit v0.1.0
+	github.com/ratelimit-go/ratelimit/promratelimit v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pandatix/go-abnf v0.5.5 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect

@@ -1,7 +1,7 @@
 // Command prometheus shows a Redis token bucket behind a DenyCache and a
-// Guard, with the Guard's hooks exported as Prometheus metrics: each call's
-// Decision says who answered, the DenyCache included, and each adjustment
-// is counted with its units. It floods one key, settles a request at its
+// Guard, with the Guard's hooks exported as Prometheus metrics by
+// promratelimit: each call's Decision says who answered, the DenyCache
+// included, and each adjustment is counted with its units. It floods one key, settles a request at its
 // true cost and refunds another, stops the (embedded) Redis, floods
 // another key so that the breaker opens and the fallback answers, tries a
 // settle that Redis cannot take, and prints the metrics it collected.
@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -21,18 +22,28 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/promratelimit"
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "prometheus:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// run runs the scenario and writes what it did, then the counters and
+// gauges a scrape of the registry shows, to w.
+func run(w io.Writer) error {
 	reg := prometheus.NewRegistry()
-	metrics, err := NewMetrics(reg)
+	// The Guard's hooks: a Guard reports every call with the Source of
+	// its Decision, the DenyCache behind it included, so it is the only
+	// reporter needed; its breaker's series are named after it.
+	hooks, err := promratelimit.NewHooks(reg)
+	if err != nil {
+		return err
+	}
+	metrics, err := hooks.Breaker("orders")
 	if err != nil {
 		return err
 	}
@@ -64,7 +75,7 @@ func run() error {
 	}
 	limiter, err := ratelimit.NewGuard(cached, ratelimit.GuardConfig{
 		Timeout: 50 * time.Millisecond, OnFailure: ratelimit.FailOver, Fallback: fallback,
-		BreakerFailures: 3, BreakerCoolDown: time.Second, Hooks: metrics,
+		BreakerFailures: 3, BreakerCoolDown: time.Second, Hooks: metrics, Name: "orders",
 	})
 	if err != nil {
 		return err
@@ -79,14 +90,14 @@ func run() error {
 		}
 		return nil
 	}
-	fmt.Println("1000 requests for user:42 on Redis")
+	fmt.Fprintln(w, "1000 requests for user:42 on Redis")
 	if err := flood("user:42"); err != nil {
 		return err
 	}
-	if err := adjust(ctx, limiter); err != nil {
+	if err := adjust(ctx, w, limiter); err != nil {
 		return err
 	}
-	fmt.Println("Redis stopped; 1000 requests for user:7")
+	fmt.Fprintln(w, "Redis stopped; 1000 requests for user:7")
 	mini.Close()
 	if err := flood("user:7"); err != nil {
 		return err
@@ -94,7 +105,7 @@ func run() error {
 	// Adjustments go to the backend whatever the breaker says: with Redis
 	// down, this one fails, and is counted as such.
 	_, err = limiter.Settle(ctx, "user:9", 1, 2, ratelimit.WithToken("req-3"))
-	fmt.Println("a settle for user:9 while Redis is down:", errors.Is(err, ratelimit.ErrBackend))
+	fmt.Fprintln(w, "a settle for user:9 while Redis is down:", errors.Is(err, ratelimit.ErrBackend))
 
 	families, err := reg.Gather()
 	if err != nil {
@@ -109,15 +120,15 @@ func run() error {
 			return err
 		}
 	}
-	fmt.Print(out.String())
-	return nil
+	_, err = io.WriteString(w, out.String())
+	return err
 }
 
 // adjust takes 3 units for user:9 on an estimate and settles them at their
 // true cost, 5, then takes 1 more and refunds it, each adjustment with its
 // request's idempotency token.
-func adjust(ctx context.Context, limiter *ratelimit.Guard) error {
-	fmt.Println("user:9: 3 units settled at 5, then 1 refunded")
+func adjust(ctx context.Context, w io.Writer, limiter *ratelimit.Guard) error {
+	fmt.Fprintln(w, "user:9: 3 units settled at 5, then 1 refunded")
 	if _, err := limiter.Allow(ctx, "user:9", 3); err != nil {
 		return err
 	}

@@ -1,0 +1,5 @@
+//go:build race
+
+package promratelimit_test
+
+const raceEnabled = true
