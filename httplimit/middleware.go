@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/errlog"
 	"github.com/ratelimit-go/ratelimit/internal/leasehold"
 	"github.com/ratelimit-go/ratelimit/internal/nilcheck"
 	"github.com/ratelimit-go/ratelimit/internal/ratefields"
@@ -25,7 +26,9 @@ type Middleware struct {
 	key          KeyFunc
 	cost         CostFunc
 	skip         func(*http.Request) bool
-	onError      func(*http.Request, error)
+	onError      func(*http.Request, error) // WithOnError's, or logError
+	observer     Observer
+	log          *errlog.Logger // the default log of errors; nil under WithOnError
 	failClosed   bool
 	closedRetry  int64 // seconds, >= 1
 	passUnknown  bool  // WithPolicyErrorsPass
@@ -124,6 +127,7 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		cost:          s.cost,
 		skip:          s.skip,
 		onError:       s.onError,
+		observer:      s.observer,
 		failClosed:    s.failClosed,
 		closedRetry:   max(ratefields.CeilSeconds(s.closedRetry), 1),
 		passUnknown:   s.passUnknown,
@@ -146,6 +150,10 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		maxSettle:     s.maxSettle,
 		leases:        s.leases,
 		after:         leasehold.AfterFunc,
+	}
+	if m.onError == nil {
+		m.log = newLog(m, s.logger)
+		m.onError = m.logError
 	}
 	m.decider, _ = l.(ratelimit.Decider)
 	if err := m.setAdjuster(l); err != nil {

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -63,6 +64,8 @@ type settings struct {
 	quotaUnit     string       // WithQuotaUnit; "" for none
 	partition     *partitioner // WithPartitionKey; nil for none
 	maxSettle     int          // WithMaxSettle's limits; 0: ratelimit.DefaultMaxSettle
+	observer      Observer     // WithObserver; nil for none
+	logger        *slog.Logger // WithLogger; nil for slog.Default()
 }
 
 // defaultPolicyName names the policy in the IETF fields unless
@@ -164,8 +167,8 @@ func WithSkip(f func(*http.Request) bool) Option {
 // the report of a cost settled at WithMaxSettle's bound, which wrap
 // ErrAdjustment: the request has been served by then; and with a lease's
 // failed extension or release, which wraps ErrLease (see WithLeases).
-// There is no hook and no logging by default. f must be safe for
-// concurrent use. A nil f is an error.
+// Without this hook, those errors are logged (see WithLogger); with it,
+// they are not. f must be safe for concurrent use. A nil f is an error.
 func WithOnError(f func(*http.Request, error)) Option {
 	return func(s *settings) error {
 		if f == nil {
