@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -41,6 +42,8 @@ type settings struct {
 	leases           bool
 	quotaUnit        string       // WithQuotaUnit; "" for none
 	partition        *partitioner // WithPartitionKey; nil for none
+	observer         Observer     // WithObserver; nil for none
+	logger           *slog.Logger // WithLogger; nil for slog.Default()
 }
 
 // defaultClosedRetry is the retry delay of a fail-closed answer unless
