@@ -106,6 +106,12 @@ type Middleware struct {
 // Decision's WouldDeny) took nothing, so it is never refunded or settled,
 // and under WithShadowHeader its response says it would have been denied.
 func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middleware, error) {
+	return newMiddleware(l, key, false, opts)
+}
+
+// newMiddleware is NewMiddleware, and PerIP's when perIP is true, which
+// takes WithTrustedProxies.
+func newMiddleware(l ratelimit.Limiter, key KeyFunc, perIP bool, opts []Option) (*Middleware, error) {
 	if isNil(l) {
 		return nil, fmt.Errorf("%w: httplimit: nil limiter", ratelimit.ErrInvalidConfig)
 	}
@@ -120,6 +126,9 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		if err := opt(&s); err != nil {
 			return nil, err
 		}
+	}
+	if s.trustedSet && !perIP {
+		return nil, fmt.Errorf("%w: httplimit: WithTrustedProxies is PerIP's; with NewMiddleware, name the proxies in KeyByIP's IPConfig", ratelimit.ErrInvalidConfig)
 	}
 	m := &Middleware{
 		limiter:       l,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -61,11 +62,13 @@ type settings struct {
 	shadowHeader  bool
 	passUnknown   bool
 	leases        bool
-	quotaUnit     string       // WithQuotaUnit; "" for none
-	partition     *partitioner // WithPartitionKey; nil for none
-	maxSettle     int          // WithMaxSettle's limits; 0: ratelimit.DefaultMaxSettle
-	observer      Observer     // WithObserver; nil for none
-	logger        *slog.Logger // WithLogger; nil for slog.Default()
+	quotaUnit     string         // WithQuotaUnit; "" for none
+	partition     *partitioner   // WithPartitionKey; nil for none
+	maxSettle     int            // WithMaxSettle's limits; 0: ratelimit.DefaultMaxSettle
+	observer      Observer       // WithObserver; nil for none
+	logger        *slog.Logger   // WithLogger; nil for slog.Default()
+	trusted       []netip.Prefix // WithTrustedProxies's, for PerIP
+	trustedSet    bool
 }
 
 // defaultPolicyName names the policy in the IETF fields unless
