@@ -28,7 +28,8 @@ type Middleware struct {
 	skip         func(*http.Request) bool
 	onError      func(*http.Request, error) // WithOnError's, or logError
 	observer     Observer
-	log          *errlog.Logger // the default log of errors; nil under WithOnError
+	planName     func(string) (string, bool) // WithPlanName's, or nil
+	log          *errlog.Logger              // the default log of errors; nil under WithOnError
 	failClosed   bool
 	closedRetry  int64 // seconds, >= 1
 	passUnknown  bool  // WithPolicyErrorsPass
@@ -137,6 +138,7 @@ func newMiddleware(l ratelimit.Limiter, key KeyFunc, perIP bool, opts []Option) 
 		skip:          s.skip,
 		onError:       s.onError,
 		observer:      s.observer,
+		planName:      s.planName,
 		failClosed:    s.failClosed,
 		closedRetry:   max(ratefields.CeilSeconds(s.closedRetry), 1),
 		passUnknown:   s.passUnknown,
@@ -199,12 +201,14 @@ func (m *Middleware) checkPolicies() error {
 		return nil
 	}
 	switch {
+	case m.planName != nil:
+		return fmt.Errorf("%w: httplimit: WithPlanName names a limiter's one policy; this limiter (%T) has %d, named by itself", ratelimit.ErrInvalidConfig, m.limiter, len(policies))
 	case m.policyNameSet:
 		return fmt.Errorf("%w: httplimit: WithPolicyName names a limiter's one policy; this limiter (%T) has %d, named by itself", ratelimit.ErrInvalidConfig, m.limiter, len(policies))
 	case m.windowSet:
 		return fmt.Errorf("%w: httplimit: WithPolicyWindow sets a limiter's one policy window; this limiter (%T) has %d policies, and reports the window of each", ratelimit.ErrInvalidConfig, m.limiter, len(policies))
 	}
-	_, err = m.formatFor(policies)
+	_, err = m.formatFor(policies, false)
 	return err
 }
 

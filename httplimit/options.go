@@ -69,6 +69,7 @@ type settings struct {
 	logger        *slog.Logger   // WithLogger; nil for slog.Default()
 	trusted       []netip.Prefix // WithTrustedProxies's, for PerIP
 	trustedSet    bool
+	planName      func(string) (string, bool) // WithPlanName's; nil for none
 }
 
 // defaultPolicyName names the policy in the IETF fields unless

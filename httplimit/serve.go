@@ -124,7 +124,8 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		}
 		policies = []ratelimit.NamedPolicy{{Name: name, Policy: ratelimit.Policy{Limit: d.Limit}}}
 	}
-	f, ferr := m.formatFor(policies)
+	policies, planned := m.planned(policies, key)
+	f, ferr := m.formatFor(policies, planned)
 	if ferr != nil {
 		h.release(r, lease)
 		m.observe(r, d, ferr)
