@@ -25,7 +25,8 @@ type Option func(*settings) error
 // request keeps it. Use WithSkip for requests that must not be limited at
 // all. A negative cost or an error is answered as a KeyFunc error is (see
 // WithKeyErrorHandler): 400 for a negative cost or an error wrapping
-// ErrInvalidRequest or ratelimit.ErrInvalidCost, 500 for any other.
+// ErrInvalidRequest or ratelimit.ErrInvalidCost, 401 for one wrapping
+// ErrMissingCredential, 500 for any other.
 type CostFunc func(*http.Request) (int, error)
 
 // ErrorHandler answers a request whose key or cost could not be found, or
@@ -218,16 +219,23 @@ func WithFailClosed(retryAfter time.Duration) Option {
 // answers, which are problem documents (RFC 9457, type about:blank) by the
 // error's class:
 //
-//   - 400 Bad Request for the client's mistake: an error wrapping
-//     ErrInvalidRequest (KeyByHeader's request without its header, or a
-//     KeyFunc's or CostFunc's own), ratelimit.ErrInvalidCost (a negative
-//     cost, or a CostFunc's error that says the request's cost is not
-//     valid), or ratelimit.ErrInvalidKey (a key longer than the limiter
-//     takes, see ratelimit.WithMaxKeyLength);
+//   - 401 Unauthorized for a request without its credential: an error
+//     wrapping ErrMissingCredential (KeyByBearer's request without a
+//     Bearer credential, KeyByContext's without its value, or a KeyFunc's
+//     or CostFunc's own), with a WWW-Authenticate field when the error
+//     names a challenge (KeyByBearer's: "Bearer");
+//   - 400 Bad Request for the client's other mistakes: an error wrapping
+//     ErrMalformedCredential (KeyByBearer's malformed Authorization field,
+//     with its challenge), ErrInvalidRequest (KeyByHeader's request
+//     without its header, or a KeyFunc's or CostFunc's own),
+//     ratelimit.ErrInvalidCost (a negative cost, or a CostFunc's error
+//     that says the request's cost is not valid), or
+//     ratelimit.ErrInvalidKey (a key longer than the limiter takes, see
+//     ratelimit.WithMaxKeyLength);
 //   - 500 Internal Server Error for any other error: the server's mistake
-//     or failure (KeyByContext without its value, KeyByIP without an IP
-//     address, a KeyByHeader name that is not a field name, a KeyFunc or
-//     CostFunc that failed).
+//     or failure (KeyByContext's value of another type, KeyByIP without
+//     an IP address, a KeyByHeader name that is not a field name, a
+//     KeyFunc or CostFunc that failed).
 //
 // The limiter is not asked, but for the key it refused, and the request
 // has no rate-limit fields. A nil h is an error.

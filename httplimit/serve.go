@@ -21,7 +21,8 @@ type limitedHandler struct {
 //
 //   - skipped (WithSkip): passed on, no fields;
 //   - KeyFunc or CostFunc error, or a negative cost: the key-error answer
-//     (400 for the client's mistake, 500 for the server's);
+//     (401 for a missing credential, 400 for the client's other mistakes,
+//     500 for the server's);
 //   - a key the limiter refuses as too long (ratelimit.ErrInvalidKey): the
 //     key-error answer (400), never passed on;
 //   - allowed: fields set, passed on, and adjusted after next returns as
