@@ -124,3 +124,41 @@ func TestObserverSeesEachDecidedCall(t *testing.T) {
 	}
 	assert.Equal(t, []seen{{"/svc/A", true}, {"/svc/B", false}}, got)
 }
+
+// With a plan per key, ratelimit-policy names each key's plan, and a key
+// of no plan keeps "default"; a limiter of several policies refuses it.
+func TestGRPCPlanNameNamesEachKeysPolicy(t *testing.T) {
+	plans := map[string]string{"alice": "free", "bob": "pro"}
+	limits := map[string]int{"free": 1, "pro": 5}
+	l, err := ratelimit.NewGCRA(2, time.Minute, ratelimit.WithPolicyFunc(func(_ context.Context, key string) (ratelimit.Policy, error) {
+		if plan, ok := plans[key]; ok {
+			return ratelimit.Policy{Limit: limits[plan], Window: time.Minute}, nil
+		}
+		return ratelimit.Policy{Limit: 2, Window: time.Minute}, nil
+	}))
+	require.NoError(t, err)
+	planOf := func(key string) (string, bool) { p, ok := plans[key]; return p, ok }
+	in, err := grpclimit.NewInterceptor(l, grpclimit.KeyByMetadata("x-api-key"), grpclimit.WithPlanName(planOf))
+	require.NoError(t, err)
+	c := serve(t, interceptors(in)...)
+	for key, want := range map[string]string{"alice": `"free";q=1;w=60`, "bob": `"pro";q=5;w=60`, "carol": `"default";q=2;w=60`} {
+		md, err := check(t, c, "x-api-key", key)
+		require.NoError(t, err)
+		assert.Equal(t, []string{want}, md.Get("ratelimit-policy"), key)
+	}
+	_, err = check(t, c, "x-api-key", "alice")
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
+	assert.Contains(t, status.Convert(err).Message(), `"free"`)
+
+	perSecond, err := ratelimit.NewGCRA(5, time.Second)
+	require.NoError(t, err)
+	perMinute, err := ratelimit.NewGCRA(50, time.Minute)
+	require.NoError(t, err)
+	comp, err := ratelimit.NewComposite(
+		ratelimit.Part{Name: "second", Limiter: perSecond},
+		ratelimit.Part{Name: "minute", Limiter: perMinute},
+	)
+	require.NoError(t, err)
+	_, err = grpclimit.NewInterceptor(comp, grpclimit.KeyByMetadata("x-api-key"), grpclimit.WithPlanName(planOf))
+	assert.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
+}

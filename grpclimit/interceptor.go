@@ -37,7 +37,8 @@ type Interceptor struct {
 	skip             SkipFunc
 	onError          func(context.Context, string, error) // WithOnError's, or logError
 	observer         Observer
-	log              *errlog.Logger // the default log of errors; nil under WithOnError
+	planName         func(string) (string, bool) // WithPlanName's, or nil
+	log              *errlog.Logger              // the default log of errors; nil under WithOnError
 	failClosed       bool
 	policyErrorsPass bool
 	closedRetry      time.Duration
@@ -98,6 +99,7 @@ func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Intercep
 		skip:             s.skip,
 		onError:          s.onError,
 		observer:         s.observer,
+		planName:         s.planName,
 		failClosed:       s.failClosed,
 		policyErrorsPass: s.policyErrorsPass,
 		closedRetry:      s.closedRetry,
@@ -114,6 +116,9 @@ func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Intercep
 		// Policies may come with an error (a PolicyFunc's): a concurrency
 		// limiter still reports its policy in flight.
 		policies, _ := d.Policies(context.Background(), "")
+		if s.planName != nil && len(policies) > 1 {
+			return nil, fmt.Errorf("%w: grpclimit: WithPlanName names a limiter's one policy; this limiter (%T) has %d, named by itself", ratelimit.ErrInvalidConfig, l, len(policies))
+		}
 		if j := leasehold.InFlightIndex(policies); j >= 0 {
 			if !s.leases {
 				return nil, fmt.Errorf("%w: grpclimit: the limiter (%T) limits calls in flight (policy %q): build the Interceptor WithLeases, so that each call holds its units only while its handler runs; without it, every call would hold them for the policy's whole lease TTL", ratelimit.ErrInvalidConfig, l, policies[j].Name)
@@ -284,6 +289,7 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 		md, err := i.failed(ctx, method, err, d.Source == ratelimit.FromShadow)
 		return md, none, err
 	}
+	i.name(&d, key)
 	vals, bound, perr := i.fields.policy(&d)
 	if perr != nil {
 		if err != nil {

@@ -40,10 +40,11 @@ type settings struct {
 	policyErrorsPass bool
 	closedRetry      time.Duration
 	leases           bool
-	quotaUnit        string       // WithQuotaUnit; "" for none
-	partition        *partitioner // WithPartitionKey; nil for none
-	observer         Observer     // WithObserver; nil for none
-	logger           *slog.Logger // WithLogger; nil for slog.Default()
+	quotaUnit        string                      // WithQuotaUnit; "" for none
+	partition        *partitioner                // WithPartitionKey; nil for none
+	observer         Observer                    // WithObserver; nil for none
+	logger           *slog.Logger                // WithLogger; nil for slog.Default()
+	planName         func(string) (string, bool) // WithPlanName; nil for none
 }
 
 // defaultClosedRetry is the retry delay of a fail-closed answer unless
