@@ -22,7 +22,8 @@ type Logger struct {
 	now  func() time.Time
 	msg  string
 	next atomic.Int64 // Unix nanoseconds before which no line is written
-	// suppressed counts the errors not logged since the last line.
+	// suppressed counts the errors not logged since the last line (one
+	// suppressed while a line is being written may count in it).
 	suppressed atomic.Int64
 }
 
