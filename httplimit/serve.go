@@ -44,6 +44,10 @@ type limitedHandler struct {
 //   - let through by a shadowing limiter against a denial: fields set as
 //     allowed, RateLimit-Shadow too under WithShadowHeader, passed on and
 //     never adjusted.
+//
+// Every case but the skipped one is told to the WithObserver, once, before
+// the answer is written or next runs. The WithOnError hook, or without
+// one the log (see WithLogger), gets the limiter errors.
 func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
 	if m.skip != nil && m.skip(r) {
