@@ -11,9 +11,10 @@ import (
 // Bearer credential, KeyByContext's without its value): the Middleware
 // answers 401 Unauthorized, with WWW-Authenticate when the error names a
 // challenge (KeyByBearer's says "Bearer"), unless WithKeyErrorHandler says
-// otherwise. A KeyFunc of your own wraps it for such requests. It is the
-// same error as grpclimit's ErrMissingCredential, answered
-// codes.Unauthenticated there.
+// otherwise. A KeyFunc of your own wraps it for such requests; an error
+// in its chain with a method Challenge() string names the challenge
+// (`Basic realm="api"`, say). It is the same error as grpclimit's
+// ErrMissingCredential, answered codes.Unauthenticated there.
 var ErrMissingCredential = keyclass.ErrMissingCredential
 
 // ErrMalformedCredential is wrapped by a KeyFunc's error when the request

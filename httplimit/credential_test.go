@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -74,4 +75,23 @@ func TestKeyByBearerAllocations(t *testing.T) {
 	assert.LessOrEqual(t, allocs, 1.0)
 	r.Header.Del("Authorization")
 	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() { _, _ = key(r) }))
+}
+
+// challengeError is a KeyFunc's error that names its challenge.
+type challengeError struct{ error }
+
+func (challengeError) Challenge() string { return `Basic realm="api"` }
+
+func (e challengeError) Unwrap() error { return e.error }
+
+// A KeyFunc's own missing-credential error names its challenge with a
+// Challenge method, which the 401 sends in WWW-Authenticate.
+func TestOwnMissingCredentialSendsItsChallenge(t *testing.T) {
+	m, err := httplimit.NewMiddleware(&stubLimiter{}, func(*http.Request) (string, error) {
+		return "", challengeError{fmt.Errorf("%w: no basic credentials", httplimit.ErrMissingCredential)}
+	})
+	require.NoError(t, err)
+	w := do(m.Handler(&counter{}), "", "")
+	assert.Equal(t, http.StatusUnauthorized, w.Code)
+	assert.Equal(t, `Basic realm="api"`, w.Header().Get("WWW-Authenticate"))
 }
