@@ -2,10 +2,13 @@
 // any ratelimit.Limiter, as package httplimit does for net/http.
 //
 // NewInterceptor takes a limiter and a KeyFunc that names the caller of a
-// call from its context and method (KeyByPeer, KeyByMetadata, or your
-// own). Its Unary and Stream methods return the server interceptors, which
+// call from its context and method (KeyByPeer, KeyByBearer,
+// KeyByMetadata, or your own). Its Unary and Stream methods return the server interceptors, which
 // ask the limiter about every call and either pass it to the handler or
-// answer it; a stream is decided once, when it opens.
+// answer it; a stream is decided once, when it opens. WithObserver sees
+// every decided call with its method and ratelimit.Decision, for metrics
+// with a method or tenant label; limiter errors are logged through
+// log/slog by default (WithLogger), at most one line per 10 seconds.
 //
 //	limiter, _ := ratelimit.NewRedisTokenBucket(client, 10, 2)
 //	in, _ := grpclimit.NewInterceptor(limiter, grpclimit.KeyByMetadata("x-api-key"),
@@ -88,12 +91,15 @@
 //
 // An error from the KeyFunc or CostFunc leaves the limiter unasked and
 // answers the call by its class, without the error's text: with the
-// error's own gRPC status when it carries one; codes.InvalidArgument for a
-// cost that is not valid (a negative cost, or an error wrapping
-// ratelimit.ErrInvalidCost), the caller's mistake; codes.Internal for any
-// other, the server's. KeyByMetadata's missing key answers
-// codes.Unauthenticated; KeyByPeer's call without an IP address,
-// codes.Internal. A key the limiter refuses as longer than it takes
+// error's own gRPC status when it carries one; codes.Unauthenticated for a
+// call without its credential (ErrMissingCredential: KeyByBearer's call
+// without a Bearer credential, KeyByMetadata's without its key);
+// codes.InvalidArgument for the caller's other mistakes (a malformed
+// credential, ErrMalformedCredential, or a cost that is not valid: a
+// negative cost, or an error wrapping ratelimit.ErrInvalidCost);
+// codes.Internal for any other, the server's (KeyByPeer's call without an
+// IP address, say). These are the classes httplimit answers 401, 400 and
+// 500, through the same errors. A key the limiter refuses as longer than it takes
 // (ratelimit.ErrInvalidKey, see ratelimit.WithMaxKeyLength) answers
 // codes.InvalidArgument: the call is never let through unlimited. A call
 // of cost 0 takes 1 unit all the same (see CostFunc): a call whose handler
@@ -103,7 +109,10 @@
 //
 // A failure of the limiter's backend (ratelimit.ErrBackend) fails open:
 // the call passes without rate-limit metadata and the error goes to the
-// WithOnError hook, if any; nothing is logged. WithFailClosed
+// WithOnError hook, if any, or else to the log (slog.Default(), or
+// WithLogger's: at slog.LevelWarn, with the error and the method, never
+// the key; at most one line per 10 seconds, the next one counting those
+// suppressed). WithFailClosed
 // answers codes.Unavailable instead, with a RetryInfo and retry-after. A
 // ratelimit.Guard answers its backend's failures by its own failure
 // policy, with a nil error, so behind a Guard only the errors it passes

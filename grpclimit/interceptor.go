@@ -8,6 +8,8 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/adapt"
+	"github.com/ratelimit-go/ratelimit/internal/errlog"
+	"github.com/ratelimit-go/ratelimit/internal/keyclass"
 	"github.com/ratelimit-go/ratelimit/internal/leasehold"
 	"github.com/ratelimit-go/ratelimit/internal/nilcheck"
 	"github.com/ratelimit-go/ratelimit/internal/ratefields"
@@ -33,7 +35,10 @@ type Interceptor struct {
 	key              KeyFunc
 	cost             CostFunc
 	skip             SkipFunc
-	onError          func(context.Context, string, error)
+	onError          func(context.Context, string, error) // WithOnError's, or logError
+	observer         Observer
+	planName         func(string) (string, bool) // WithPlanName's, or nil
+	log              *errlog.Logger              // the default log of errors; nil under WithOnError
 	failClosed       bool
 	policyErrorsPass bool
 	closedRetry      time.Duration
@@ -93,6 +98,8 @@ func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Intercep
 		cost:             s.cost,
 		skip:             s.skip,
 		onError:          s.onError,
+		observer:         s.observer,
+		planName:         s.planName,
 		failClosed:       s.failClosed,
 		policyErrorsPass: s.policyErrorsPass,
 		closedRetry:      s.closedRetry,
@@ -101,10 +108,17 @@ func NewInterceptor(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Intercep
 		leases:           s.leases,
 		after:            leasehold.AfterFunc,
 	}
+	if in.onError == nil {
+		in.log = newLog(s.logger)
+		in.onError = in.logError
+	}
 	if d, ok := l.(ratelimit.Decider); ok {
 		// Policies may come with an error (a PolicyFunc's): a concurrency
 		// limiter still reports its policy in flight.
 		policies, _ := d.Policies(context.Background(), "")
+		if s.planName != nil && len(policies) > 1 {
+			return nil, fmt.Errorf("%w: grpclimit: WithPlanName names a limiter's one policy; this limiter (%T) has %d, named by itself", ratelimit.ErrInvalidConfig, l, len(policies))
+		}
 		if j := leasehold.InFlightIndex(policies); j >= 0 {
 			if !s.leases {
 				return nil, fmt.Errorf("%w: grpclimit: the limiter (%T) limits calls in flight (policy %q): build the Interceptor WithLeases, so that each call holds its units only while its handler runs; without it, every call would hold them for the policy's whole lease TTL", ratelimit.ErrInvalidConfig, l, policies[j].Name)
@@ -197,7 +211,8 @@ func (i *Interceptor) Limit(ctx context.Context) error {
 //
 //   - skipped (WithSkip): no metadata, let through;
 //   - KeyFunc or CostFunc error, or a negative cost: the error's own status,
-//     codes.InvalidArgument for a cost that is not valid, or codes.Internal;
+//     or by its class (see keyStatus): codes.Unauthenticated,
+//     codes.InvalidArgument or codes.Internal;
 //   - a key the limiter refuses as too long (ratelimit.ErrInvalidKey):
 //     codes.InvalidArgument, never let through;
 //   - allowed: the fields, let through (with the lease that holds its
@@ -230,8 +245,10 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 	if i.skip != nil && i.skip(ctx, method) {
 		return nil, none, nil
 	}
+	var d ratelimit.Decision
 	key, err := i.key(ctx, method)
 	if err != nil {
+		i.observe(ctx, method, &d, err)
 		return nil, none, keyStatus(err)
 	}
 	cost := 1
@@ -240,6 +257,7 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 			err = fmt.Errorf("grpclimit: CostFunc returned %d: %w", cost, ratelimit.ErrInvalidCost)
 		}
 		if err != nil {
+			i.observe(ctx, method, &d, err)
 			return nil, none, keyStatus(err)
 		}
 	}
@@ -247,7 +265,6 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 	// A call whose handler runs is never free of the limit: one of cost 0
 	// takes 1 (see CostFunc).
 	n := max(cost, 1)
-	var d ratelimit.Decision
 	var lease ratelimit.Lease
 	if acquire && i.leases {
 		lease, d, err = adapt.Acquire(ctx, i.limiter, key, n)
@@ -264,23 +281,28 @@ func (i *Interceptor) decide(ctx context.Context, method string, acquire bool) (
 	if errors.Is(err, ratelimit.ErrInvalidKey) {
 		// The call's key, not the limiter, is at fault: nothing was
 		// taken, and the call must not pass unlimited.
+		i.observe(ctx, method, &ratelimit.Decision{}, err)
 		return nil, none, status.Error(codes.InvalidArgument, "grpclimit: the call's rate-limit key is longer than the limiter takes")
 	}
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
+		i.observe(ctx, method, &d, err)
 		md, err := i.failed(ctx, method, err, d.Source == ratelimit.FromShadow)
 		return md, none, err
 	}
+	i.name(&d, key)
 	vals, bound, perr := i.fields.policy(&d)
 	if perr != nil {
 		if err != nil {
 			perr = fmt.Errorf("%w, and: %w", perr, err)
 		}
 		i.release(ctx, method, lease)
+		i.observe(ctx, method, &d, perr)
 		md, err := i.failed(ctx, method, perr, false)
 		return md, none, err
 	}
 	p := &vals[bound]
 	pk := i.partition.param(key)
+	i.observe(ctx, method, &d, err)
 	switch {
 	case err != nil: // ErrCostExceedsLimit
 		return i.fields.limitOnly(p), none, tooLarge(p, n)
@@ -318,16 +340,24 @@ func (i *Interceptor) failed(ctx context.Context, method string, err error, shad
 
 // keyStatus returns the answer to a call whose key or cost could not be
 // found, by the error's class: err's own gRPC status when it carries one;
-// codes.InvalidArgument for a cost that is not valid (an error wrapping
-// ratelimit.ErrInvalidCost, a negative cost's included): the caller's
-// mistake; or else codes.Internal, the server's. The message never shows
-// err (which may say more about the server than a client should know).
+// codes.Unauthenticated for a call without its credential (an error
+// wrapping ErrMissingCredential); codes.InvalidArgument for the caller's
+// other mistakes (ErrMalformedCredential, ratelimit.ErrInvalidCost, a
+// negative cost's included); or else codes.Internal, the server's. The
+// message never shows err (which may say more about the server than a
+// client should know).
 func keyStatus(err error) error {
 	if st, ok := status.FromError(err); ok {
 		return st.Err()
 	}
-	if errors.Is(err, ratelimit.ErrInvalidCost) {
-		return status.Error(codes.InvalidArgument, "grpclimit: the call's cost is not valid")
+	switch keyclass.Of(err) {
+	case keyclass.Unauthenticated:
+		return status.Error(codes.Unauthenticated, "grpclimit: the call carries no credential to key its rate limit by")
+	case keyclass.Invalid:
+		if errors.Is(err, ratelimit.ErrInvalidCost) {
+			return status.Error(codes.InvalidArgument, "grpclimit: the call's cost is not valid")
+		}
+		return status.Error(codes.InvalidArgument, "grpclimit: the call's credential is malformed")
 	}
 	return status.Error(codes.Internal, "grpclimit: the call's rate-limit key or cost could not be found")
 }

@@ -38,7 +38,7 @@ type keyError struct {
 
 func (e *keyError) Error() string { return e.msg }
 
-func (e *keyError) Unwrap() error { return ErrNoKey }
+func (e *keyError) Unwrap() []error { return []error{ErrNoKey, ErrMissingCredential} }
 
 // GRPCStatus makes the interceptor (and any gRPC server) answer e with its
 // code.
@@ -47,8 +47,8 @@ func (e *keyError) GRPCStatus() *status.Status { return status.New(e.code, e.msg
 // KeyByMetadata returns a KeyFunc that keys a call by the first value of
 // its incoming metadata key name ("x-api-key"), matched
 // case-insensitively. A call without the key, or whose first value is
-// empty, gets an error wrapping ErrNoKey that answers
-// codes.Unauthenticated: keying by metadata is usually keying by a
+// empty, gets an error wrapping ErrNoKey and ErrMissingCredential that
+// answers codes.Unauthenticated: keying by metadata is usually keying by a
 // credential, and a call without it cannot be told apart from any other
 // anonymous caller. To answer another code, wrap the KeyFunc and return
 // status.Error(code, ...) for errors.Is(err, ErrNoKey).

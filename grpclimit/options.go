@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -39,8 +40,11 @@ type settings struct {
 	policyErrorsPass bool
 	closedRetry      time.Duration
 	leases           bool
-	quotaUnit        string       // WithQuotaUnit; "" for none
-	partition        *partitioner // WithPartitionKey; nil for none
+	quotaUnit        string                      // WithQuotaUnit; "" for none
+	partition        *partitioner                // WithPartitionKey; nil for none
+	observer         Observer                    // WithObserver; nil for none
+	logger           *slog.Logger                // WithLogger; nil for slog.Default()
+	planName         func(string) (string, bool) // WithPlanName; nil for none
 }
 
 // defaultClosedRetry is the retry delay of a fail-closed answer unless
@@ -101,9 +105,9 @@ func SkipHealthAndReflection(_ context.Context, fullMethod string) bool {
 // InvalidArgument), before the call is let through (or answered
 // codes.Unavailable: with WithFailClosed, and for a policy that could not
 // be read, see WithPolicyErrorsPass), and with a lease's failed extension
-// or release, which wraps ErrLease (see WithLeases). There is no hook and
-// no logging by default. f must be safe for concurrent use. A nil f is an
-// error.
+// or release, which wraps ErrLease (see WithLeases). Without this hook,
+// those errors are logged (see WithLogger); with it, they are not. f must
+// be safe for concurrent use. A nil f is an error.
 func WithOnError(f func(ctx context.Context, fullMethod string, err error)) Option {
 	return func(s *settings) error {
 		if f == nil {

@@ -1,9 +1,27 @@
 // Package httplimit is net/http middleware that rate-limits requests with any
 // ratelimit.Limiter.
 //
-// NewMiddleware takes a limiter and a KeyFunc that names the client of a
-// request (KeyByHeader, KeyByContext, KeyByIP, or your own). Its Handler asks
-// the limiter about every request and either passes it on or answers it.
+// PerIP limits each client IP address in one call, behind the proxies
+// WithTrustedProxies names, with 429 and Retry-After past the limit and
+// the IETF rate-limit fields on every response:
+//
+//	limiter, err := ratelimit.NewGCRA(10, time.Second) // 10 a second per IP
+//	if err != nil { ... }
+//	h, err := httplimit.PerIP(limiter, mux,
+//		httplimit.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8")))
+//	if err != nil { ... }
+//	http.ListenAndServe(":8080", h)
+//
+// For any other key, NewMiddleware takes a limiter and a KeyFunc that names
+// the client of a request (KeyByBearer, KeyByHeader, KeyByContext, KeyByIP,
+// or your own). Its Handler asks the limiter about every request and either
+// passes it on or answers it. A request without the credential its KeyFunc
+// reads is answered 401 Unauthorized, one with a malformed credential 400
+// Bad Request (see Failures). With a plan per key, WithPlanName names each
+// key's policy after its plan in the fields ("free", "pro"). WithObserver
+// sees every decided request with its ratelimit.Decision, for metrics with
+// a route or tenant label. Limiter errors are logged through log/slog by
+// default (WithLogger), at most one line per 10 seconds.
 //
 // # Responses
 //
@@ -225,8 +243,11 @@
 //
 // # Failures
 //
-// A limiter error goes to the WithOnError hook, if any (nothing is
-// logged), and is then answered by its class (see package ratelimit):
+// A limiter error goes to the WithOnError hook, if any, or else to the log
+// (slog.Default(), or WithLogger's: at slog.LevelWarn, with the error, the
+// method and the route, never the key; at most one line per 10 seconds,
+// the next one counting those suppressed), and is then answered by its
+// class (see package ratelimit):
 //
 //   - A failure of the limiter's backend (ratelimit.ErrBackend: Redis down,
 //     a timeout, a server error, a reply it cannot read), or any error of
@@ -258,11 +279,17 @@
 // CostFunc, which leaves the limiter unasked, and a key the limiter
 // refuses as too long (ratelimit.ErrInvalidKey, see
 // ratelimit.WithMaxKeyLength) are answered by their class unless
-// WithKeyErrorHandler says otherwise: 400 Bad Request for the client's
-// mistake (ErrInvalidRequest, such as KeyByHeader's request without its
-// header, ratelimit.ErrInvalidCost, such as a negative cost, or
+// WithKeyErrorHandler says otherwise: 401 Unauthorized for a request
+// without its credential (ErrMissingCredential, such as KeyByBearer's
+// request without a Bearer credential, with the WWW-Authenticate
+// challenge the error names, or KeyByContext's without its value), 400
+// Bad Request for the client's other mistakes (ErrMalformedCredential,
+// ErrInvalidRequest, such as KeyByHeader's request without its header,
+// ratelimit.ErrInvalidCost, such as a negative cost, or
 // ratelimit.ErrInvalidKey), 500 Internal Server Error for any other (the
-// server's); such a request is never passed on.
+// server's); such a request is never passed on. grpclimit answers the
+// same classes codes.Unauthenticated, codes.InvalidArgument and
+// codes.Internal.
 //
 // # Concurrency
 //

@@ -103,9 +103,9 @@ func Example_production() {
 	defer m.Close()
 	m.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 
-	// go-redis logs dial failures while Redis is down; the ratelimit
-	// packages never log. Send its lines where yours go (here: slog at
-	// debug level, which the default handler drops).
+	// go-redis logs dial failures while Redis is down on a logger of its
+	// own. Send its lines where yours go (here: slog at debug level, which
+	// the default handler drops).
 	redis.SetLogger(redisLogger{})
 
 	client := redis.NewClient(&redis.Options{

@@ -30,13 +30,16 @@ const formats = 4
 // same policies, or else a new one, kept in place of the oldest. An error
 // says that policies cannot be sent: several policies, one of which has
 // no limit or a name that is not a structured-field string.
-func (m *Middleware) formatFor(policies []ratelimit.NamedPolicy) (*format, error) {
+//
+// planned says that policies name the key's plan (see WithPlanName): a
+// name WithPolicyName does not replace.
+func (m *Middleware) formatFor(policies []ratelimit.NamedPolicy, planned bool) (*format, error) {
 	for i := range m.formats {
 		if f := m.formats[i].Load(); f != nil && samePolicies(f.policies, policies) {
 			return f, nil
 		}
 	}
-	f, err := m.newFormat(policies)
+	f, err := m.newFormat(policies, planned)
 	if err != nil {
 		return nil, err
 	}
@@ -53,13 +56,13 @@ func samePolicies(a, b []ratelimit.NamedPolicy) bool {
 // newFormat formats policies. A limiter of one policy (or of none known)
 // goes by the name WithPolicyName gave, or its own; WithPolicyWindow sets
 // its w.
-func (m *Middleware) newFormat(policies []ratelimit.NamedPolicy) (*format, error) {
+func (m *Middleware) newFormat(policies []ratelimit.NamedPolicy, planned bool) (*format, error) {
 	f := &format{policies: policies}
 	if len(policies) <= 1 {
 		p := ratelimit.NamedPolicy{Name: m.policyName}
 		if len(policies) == 1 {
 			p = policies[0]
-			if m.policyNameSet || p.Name == "" {
+			if m.policyNameSet && !planned || p.Name == "" {
 				p.Name = m.policyName
 			}
 		}

@@ -8,12 +8,17 @@ import (
 // KeyByContext returns a KeyFunc that keys a request by the value stored
 // under key in its context, such as the user id an authentication middleware
 // put there before this one. The value must be a non-empty string or a
-// non-nil fmt.Stringer whose String is not empty; a request without one gets
-// an error wrapping ErrNoKey, as does one whose value is of another type.
+// non-nil fmt.Stringer whose String is not empty. A request without one
+// (or with an empty one) gets an error wrapping ErrMissingCredential and
+// ErrNoKey, answered 401 Unauthorized without WWW-Authenticate (the
+// KeyFunc cannot know the scheme: set one with WithKeyErrorHandler): the
+// authentication middleware in front let through a request it did not
+// authenticate. One whose value is of another type gets an error wrapping
+// ErrNoKey alone: the server's mistake, answered 500.
 // The KeyFunc is safe for concurrent use as far as the value's String method
 // is.
 func KeyByContext(key any) KeyFunc {
-	missing := fmt.Errorf("%w: no value in the request's context under key %v", ErrNoKey, key)
+	missing := fmt.Errorf("%w: %w: no value in the request's context under key %v", ErrMissingCredential, ErrNoKey, key)
 	return func(r *http.Request) (string, error) {
 		switch v := r.Context().Value(key).(type) {
 		case nil:

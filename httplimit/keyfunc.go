@@ -10,9 +10,10 @@ import (
 // KeyFunc returns the key a request is limited under: who is asking (a user
 // id, an API key, a client address), so that each key has its own limit. It
 // must be safe for concurrent use. An error answers the request without
-// asking the limiter: 400 Bad Request when it wraps ErrInvalidRequest (the
-// client's mistake), 500 Internal Server Error otherwise, or as
-// WithKeyErrorHandler says.
+// asking the limiter: 401 Unauthorized when it wraps ErrMissingCredential
+// (no credential), 400 Bad Request when it wraps ErrMalformedCredential or
+// ErrInvalidRequest (the client's other mistakes), 500 Internal Server
+// Error otherwise, or as WithKeyErrorHandler says.
 type KeyFunc func(*http.Request) (string, error)
 
 // ErrNoKey is wrapped by the errors of the KeyFuncs in this package when a

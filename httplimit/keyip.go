@@ -197,15 +197,9 @@ func parseTrusted(s string) (netip.Prefix, error) {
 		if err != nil {
 			return netip.Prefix{}, bad("not a CIDR prefix")
 		}
-		if a := p.Addr(); p.Bits() >= 96 && ratefields.IsIPv4In6(a) {
-			p = netip.PrefixFrom(ratefields.Normalize(a), p.Bits()-96)
-		}
-		p = p.Masked()
-		switch {
-		case p.Addr().Is4() && p.Bits() < widestTrustedIPv4:
-			return netip.Prefix{}, bad(fmt.Sprintf("an IPv4 prefix wider than /%d trusts large parts of the Internet, whose clients would each choose their own key; list your proxies' own ranges", widestTrustedIPv4))
-		case p.Addr().Is6() && p.Bits() < widestTrustedIPv6 && p.Overlaps(globalIPv6):
-			return netip.Prefix{}, bad(fmt.Sprintf("a prefix of global IPv6 wider than /%d trusts large parts of the Internet, whose clients would each choose their own key; list your proxies' own ranges", widestTrustedIPv6))
+		p, why := checkTrusted(p)
+		if why != "" {
+			return netip.Prefix{}, bad(why)
 		}
 		return p, nil
 	}
@@ -218,6 +212,29 @@ func parseTrusted(s string) (netip.Prefix, error) {
 	}
 	a = ratefields.Normalize(a)
 	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// checkTrusted returns p masked, with IPv4-mapped and translated IPv6
+// forms turned into IPv4, or why it is not trusted: not a valid prefix, a
+// zone, or wider than the widest KeyByIP trusts.
+func checkTrusted(p netip.Prefix) (netip.Prefix, string) {
+	if !p.IsValid() {
+		return p, "not a valid prefix"
+	}
+	if p.Addr().Zone() != "" {
+		return p, "zones are not allowed"
+	}
+	if a := p.Addr(); p.Bits() >= 96 && ratefields.IsIPv4In6(a) {
+		p = netip.PrefixFrom(ratefields.Normalize(a), p.Bits()-96)
+	}
+	p = p.Masked()
+	switch {
+	case p.Addr().Is4() && p.Bits() < widestTrustedIPv4:
+		return p, fmt.Sprintf("an IPv4 prefix wider than /%d trusts large parts of the Internet, whose clients would each choose their own key; list your proxies' own ranges", widestTrustedIPv4)
+	case p.Addr().Is6() && p.Bits() < widestTrustedIPv6 && p.Overlaps(globalIPv6):
+		return p, fmt.Sprintf("a prefix of global IPv6 wider than /%d trusts large parts of the Internet, whose clients would each choose their own key; list your proxies' own ranges", widestTrustedIPv6)
+	}
+	return p, ""
 }
 
 // parseRemoteAddr parses a connection's address, "host:port" as net/http sets

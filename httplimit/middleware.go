@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/errlog"
 	"github.com/ratelimit-go/ratelimit/internal/leasehold"
 	"github.com/ratelimit-go/ratelimit/internal/nilcheck"
 	"github.com/ratelimit-go/ratelimit/internal/ratefields"
@@ -25,7 +26,10 @@ type Middleware struct {
 	key          KeyFunc
 	cost         CostFunc
 	skip         func(*http.Request) bool
-	onError      func(*http.Request, error)
+	onError      func(*http.Request, error) // WithOnError's, or logError
+	observer     Observer
+	planName     func(string) (string, bool) // WithPlanName's, or nil
+	log          *errlog.Logger              // the default log of errors; nil under WithOnError
 	failClosed   bool
 	closedRetry  int64 // seconds, >= 1
 	passUnknown  bool  // WithPolicyErrorsPass
@@ -103,6 +107,12 @@ type Middleware struct {
 // Decision's WouldDeny) took nothing, so it is never refunded or settled,
 // and under WithShadowHeader its response says it would have been denied.
 func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middleware, error) {
+	return newMiddleware(l, key, false, opts)
+}
+
+// newMiddleware is NewMiddleware, and PerIP's when perIP is true, which
+// takes WithTrustedProxies.
+func newMiddleware(l ratelimit.Limiter, key KeyFunc, perIP bool, opts []Option) (*Middleware, error) {
 	if isNil(l) {
 		return nil, fmt.Errorf("%w: httplimit: nil limiter", ratelimit.ErrInvalidConfig)
 	}
@@ -118,12 +128,17 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 			return nil, err
 		}
 	}
+	if s.trustedSet && !perIP {
+		return nil, fmt.Errorf("%w: httplimit: WithTrustedProxies is PerIP's; with NewMiddleware, name the proxies in KeyByIP's IPConfig", ratelimit.ErrInvalidConfig)
+	}
 	m := &Middleware{
 		limiter:       l,
 		key:           key,
 		cost:          s.cost,
 		skip:          s.skip,
 		onError:       s.onError,
+		observer:      s.observer,
+		planName:      s.planName,
 		failClosed:    s.failClosed,
 		closedRetry:   max(ratefields.CeilSeconds(s.closedRetry), 1),
 		passUnknown:   s.passUnknown,
@@ -146,6 +161,10 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 		maxSettle:     s.maxSettle,
 		leases:        s.leases,
 		after:         leasehold.AfterFunc,
+	}
+	if m.onError == nil {
+		m.log = newLog(m, s.logger)
+		m.onError = m.logError
 	}
 	m.decider, _ = l.(ratelimit.Decider)
 	if err := m.setAdjuster(l); err != nil {
@@ -182,12 +201,14 @@ func (m *Middleware) checkPolicies() error {
 		return nil
 	}
 	switch {
+	case m.planName != nil:
+		return fmt.Errorf("%w: httplimit: WithPlanName names a limiter's one policy; this limiter (%T) has %d, named by itself", ratelimit.ErrInvalidConfig, m.limiter, len(policies))
 	case m.policyNameSet:
 		return fmt.Errorf("%w: httplimit: WithPolicyName names a limiter's one policy; this limiter (%T) has %d, named by itself", ratelimit.ErrInvalidConfig, m.limiter, len(policies))
 	case m.windowSet:
 		return fmt.Errorf("%w: httplimit: WithPolicyWindow sets a limiter's one policy window; this limiter (%T) has %d policies, and reports the window of each", ratelimit.ErrInvalidConfig, m.limiter, len(policies))
 	}
-	_, err = m.formatFor(policies)
+	_, err = m.formatFor(policies, false)
 	return err
 }
 

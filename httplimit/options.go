@@ -2,7 +2,9 @@ package httplimit
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -23,7 +25,8 @@ type Option func(*settings) error
 // request keeps it. Use WithSkip for requests that must not be limited at
 // all. A negative cost or an error is answered as a KeyFunc error is (see
 // WithKeyErrorHandler): 400 for a negative cost or an error wrapping
-// ErrInvalidRequest or ratelimit.ErrInvalidCost, 500 for any other.
+// ErrInvalidRequest or ratelimit.ErrInvalidCost, 401 for one wrapping
+// ErrMissingCredential, 500 for any other.
 type CostFunc func(*http.Request) (int, error)
 
 // ErrorHandler answers a request whose key or cost could not be found, or
@@ -60,9 +63,14 @@ type settings struct {
 	shadowHeader  bool
 	passUnknown   bool
 	leases        bool
-	quotaUnit     string       // WithQuotaUnit; "" for none
-	partition     *partitioner // WithPartitionKey; nil for none
-	maxSettle     int          // WithMaxSettle's limits; 0: ratelimit.DefaultMaxSettle
+	quotaUnit     string         // WithQuotaUnit; "" for none
+	partition     *partitioner   // WithPartitionKey; nil for none
+	maxSettle     int            // WithMaxSettle's limits; 0: ratelimit.DefaultMaxSettle
+	observer      Observer       // WithObserver; nil for none
+	logger        *slog.Logger   // WithLogger; nil for slog.Default()
+	trusted       []netip.Prefix // WithTrustedProxies's, for PerIP
+	trustedSet    bool
+	planName      func(string) (string, bool) // WithPlanName's; nil for none
 }
 
 // defaultPolicyName names the policy in the IETF fields unless
@@ -164,8 +172,8 @@ func WithSkip(f func(*http.Request) bool) Option {
 // the report of a cost settled at WithMaxSettle's bound, which wrap
 // ErrAdjustment: the request has been served by then; and with a lease's
 // failed extension or release, which wraps ErrLease (see WithLeases).
-// There is no hook and no logging by default. f must be safe for
-// concurrent use. A nil f is an error.
+// Without this hook, those errors are logged (see WithLogger); with it,
+// they are not. f must be safe for concurrent use. A nil f is an error.
 func WithOnError(f func(*http.Request, error)) Option {
 	return func(s *settings) error {
 		if f == nil {
@@ -211,16 +219,23 @@ func WithFailClosed(retryAfter time.Duration) Option {
 // answers, which are problem documents (RFC 9457, type about:blank) by the
 // error's class:
 //
-//   - 400 Bad Request for the client's mistake: an error wrapping
-//     ErrInvalidRequest (KeyByHeader's request without its header, or a
-//     KeyFunc's or CostFunc's own), ratelimit.ErrInvalidCost (a negative
-//     cost, or a CostFunc's error that says the request's cost is not
-//     valid), or ratelimit.ErrInvalidKey (a key longer than the limiter
-//     takes, see ratelimit.WithMaxKeyLength);
+//   - 401 Unauthorized for a request without its credential: an error
+//     wrapping ErrMissingCredential (KeyByBearer's request without a
+//     Bearer credential, KeyByContext's without its value, or a KeyFunc's
+//     or CostFunc's own), with a WWW-Authenticate field when the error
+//     names a challenge (KeyByBearer's: "Bearer");
+//   - 400 Bad Request for the client's other mistakes: an error wrapping
+//     ErrMalformedCredential (KeyByBearer's malformed Authorization field,
+//     with its challenge), ErrInvalidRequest (KeyByHeader's request
+//     without its header, or a KeyFunc's or CostFunc's own),
+//     ratelimit.ErrInvalidCost (a negative cost, or a CostFunc's error
+//     that says the request's cost is not valid), or
+//     ratelimit.ErrInvalidKey (a key longer than the limiter takes, see
+//     ratelimit.WithMaxKeyLength);
 //   - 500 Internal Server Error for any other error: the server's mistake
-//     or failure (KeyByContext without its value, KeyByIP without an IP
-//     address, a KeyByHeader name that is not a field name, a KeyFunc or
-//     CostFunc that failed).
+//     or failure (KeyByContext's value of another type, KeyByIP without
+//     an IP address, a KeyByHeader name that is not a field name, a
+//     KeyFunc or CostFunc that failed).
 //
 // The limiter is not asked, but for the key it refused, and the request
 // has no rate-limit fields. A nil h is an error.

@@ -82,12 +82,13 @@ func (p *reply) write(w http.ResponseWriter, r *http.Request) {
 // and 413 answers, which name the policy that bound a decision, belong to
 // its format.
 type replies struct {
-	unavailable reply // 503: the limiter's backend failed
-	unknown     reply // 503: the request's limit is not known
-	keyError    reply // 500: a KeyFunc's or CostFunc's failure
-	badKey      reply // 400: a request without its key
-	badCost     reply // 400: a request whose cost cannot be used
-	longKey     reply // 400: a request whose key the limiter refuses as too long
+	unavailable     reply // 503: the limiter's backend failed
+	unknown         reply // 503: the request's limit is not known
+	keyError        reply // 500: a KeyFunc's or CostFunc's failure
+	unauthenticated reply // 401: a request without its credential
+	badKey          reply // 400: a request without its key
+	badCost         reply // 400: a request whose cost cannot be used
+	longKey         reply // 400: a request whose key the limiter refuses as too long
 }
 
 // newDenied returns the 429 answer to a request denied by policy (the
@@ -141,6 +142,12 @@ func newReplies() replies {
 			Title:  "Internal Server Error",
 			Status: http.StatusInternalServerError,
 			Detail: "The request could not be matched to a rate limit.",
+		}),
+		unauthenticated: newReply(problem{
+			Type:   "about:blank",
+			Title:  "Unauthorized",
+			Status: http.StatusUnauthorized,
+			Detail: "The request does not carry the credential its rate limit is keyed by.",
 		}),
 		badKey: newReply(problem{
 			Type:   "about:blank",

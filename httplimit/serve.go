@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/adapt"
+	"github.com/ratelimit-go/ratelimit/internal/keyclass"
 )
 
 // limitedHandler is what Middleware.Handler returns: m's limiting in front
@@ -20,7 +21,8 @@ type limitedHandler struct {
 //
 //   - skipped (WithSkip): passed on, no fields;
 //   - KeyFunc or CostFunc error, or a negative cost: the key-error answer
-//     (400 for the client's mistake, 500 for the server's);
+//     (401 for a missing credential, 400 for the client's other mistakes,
+//     500 for the server's);
 //   - a key the limiter refuses as too long (ratelimit.ErrInvalidKey): the
 //     key-error answer (400), never passed on;
 //   - allowed: fields set, passed on, and adjusted after next returns as
@@ -42,6 +44,10 @@ type limitedHandler struct {
 //   - let through by a shadowing limiter against a denial: fields set as
 //     allowed, RateLimit-Shadow too under WithShadowHeader, passed on and
 //     never adjusted.
+//
+// Every case but the skipped one is told to the WithObserver, once, before
+// the answer is written or next runs. The WithOnError hook, or without
+// one the log (see WithLogger), gets the limiter errors.
 func (h *limitedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
 	if m.skip != nil && m.skip(r) {
@@ -108,6 +114,7 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		return
 	}
 	if err != nil && !errors.Is(err, ratelimit.ErrCostExceedsLimit) {
+		m.observe(r, d, err)
 		h.failed(w, r, err, d.Source == ratelimit.FromShadow)
 		return
 	}
@@ -122,9 +129,11 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		}
 		policies = []ratelimit.NamedPolicy{{Name: name, Policy: ratelimit.Policy{Limit: d.Limit}}}
 	}
-	f, ferr := m.formatFor(policies)
+	policies, planned := m.planned(policies, key)
+	f, ferr := m.formatFor(policies, planned)
 	if ferr != nil {
 		h.release(r, lease)
+		m.observe(r, d, ferr)
 		h.failed(w, r, ferr, false)
 		return
 	}
@@ -132,13 +141,16 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 	if p == nil {
 		h.release(r, lease)
 		if err != nil {
-			h.failed(w, r, fmt.Errorf("%w: httplimit: the limiter's Decision named policy %d of %d, and: %w", ratelimit.ErrInvalidConfig, bound, len(f.parts), err), false)
+			err = fmt.Errorf("%w: httplimit: the limiter's Decision named policy %d of %d, and: %w", ratelimit.ErrInvalidConfig, bound, len(f.parts), err)
 		} else {
-			h.failed(w, r, fmt.Errorf("%w: httplimit: the limiter's Decision named policy %d of %d", ratelimit.ErrInvalidConfig, bound, len(f.parts)), false)
+			err = fmt.Errorf("%w: httplimit: the limiter's Decision named policy %d of %d", ratelimit.ErrInvalidConfig, bound, len(f.parts))
 		}
+		m.observe(r, d, err)
+		h.failed(w, r, err, false)
 		return
 	}
 	pk := m.partition.param(key)
+	m.observe(r, d, err)
 	switch {
 	case err != nil: // ErrCostExceedsLimit
 		// The limiter says nothing about the key's state on this path, so
@@ -225,14 +237,25 @@ func backendFailure(err error) bool {
 
 // answerKeyError answers a request whose key or cost could not be found,
 // or whose key the limiter refused as too long: by the
-// WithKeyErrorHandler; or, for the client's mistake (err wraps
-// ErrInvalidRequest, ratelimit.ErrInvalidCost, as a negative cost's does,
-// or ratelimit.ErrInvalidKey), with bad, a 400; or else 500.
+// WithKeyErrorHandler; or by the error's class (see WithKeyErrorHandler):
+// 401 with the challenge the error names, if any, for a missing
+// credential; bad, a 400, for the client's other mistakes; or else 500.
 func (m *Middleware) answerKeyError(w http.ResponseWriter, r *http.Request, err error, bad *reply) {
-	switch {
-	case m.keyError != nil:
+	m.observe(r, ratelimit.Decision{}, err)
+	if m.keyError != nil {
 		m.keyError(w, r, err)
-	case errors.Is(err, ErrInvalidRequest) || errors.Is(err, ratelimit.ErrInvalidCost) || errors.Is(err, ratelimit.ErrInvalidKey):
+		return
+	}
+	switch keyclass.Of(err, ErrInvalidRequest) {
+	case keyclass.Unauthenticated:
+		if c := keyclass.Challenge(err); c != "" {
+			w.Header()["Www-Authenticate"] = []string{c}
+		}
+		m.replies.unauthenticated.write(w, r)
+	case keyclass.Invalid:
+		if c := keyclass.Challenge(err); c != "" {
+			w.Header()["Www-Authenticate"] = []string{c}
+		}
 		bad.write(w, r)
 	default:
 		m.replies.keyError.write(w, r)
