@@ -7,101 +7,38 @@ import (
 	"time"
 )
 
-// WithPolicyFunc makes a limiter decide each call by the policy f returns
-// for its key, for plans and per-customer overrides that change
-// while the program runs. The constructor's parameters are the limiter's
-// Policy, used for keys f gives the zero Policy. It is a SharedOption and
-// applies to the fourteen limiters of this package (a Fleet's Fallback,
-// whose policy is its share of the backend's, refuses it by name), and a
-// nil f is an error.
+// WithPolicyFunc makes a limiter decide each call by the Policy f returns
+// for its key: plans and per-customer overrides that change while the
+// program runs.
 //
-// A Policy{Limit: L, Window: W} means, for each algorithm:
-//   - TokenBucket, RedisTokenBucket: capacity L, one token every W/L (in the
-//     clock's unit, rounded to nearest), as NewGCRA(L, W) reads them.
-//   - GCRA, RedisGCRA: L per period W.
-//   - SlidingLog, RedisSlidingLog: L in any span of W (whole milliseconds
-//     on Redis), L at most MaxSlidingLogLimit. A key keeps its entries,
-//     and each call reads them by its own policy: an entry counts while
-//     now < its time + the W in force, until an allowed call drops it
-//     (having left) or the key expires, at its newest entry's time + the
-//     W of the call that wrote it.
-//   - FixedWindow, RedisFixedWindow: L per window of W (whole milliseconds
-//     on Redis).
-//   - SlidingCounter, RedisSlidingCounter: L per window of W, the previous
-//     window weighted (whole milliseconds on Redis). A key's counts are of
-//     windows of one length, so a key counts apart in each W its policy
-//     gives it (a Redis key, or in process an entry, of its own): a
-//     change of W starts from nothing, and a key that comes back to a W
-//     finds its counts there until they expire (2W after its window
-//     opened). Reset forgets the key in the W of its policy now.
-//   - CalendarWindow, RedisCalendarWindow: L per window of the calendar's
-//     period that W names by its nominal length (1m, 1h, 24h, 168h or
-//     720h; any other W is refused), in the zone Policy.Zone names (""
-//     for the limiter's own) and the limiter's weeks. A count means
-//     nothing in another window, so a key counts apart in each period and
-//     zone its policy gives it: a change of either starts from nothing,
-//     and a key that comes back finds its count while that window lasts.
-//     Reset forgets the key in the period and zone of its policy now.
-//   - Concurrency, RedisConcurrency: L units in flight, in leases of a TTL
-//     of W (see NewConcurrency); a key whose policy changes keeps its
-//     leases, and the new limit and TTL apply to its next Acquire and
-//     Extend.
+//	limiter, err := ratelimit.NewGCRA(10, time.Minute, // the free plan's
+//		ratelimit.WithPolicyFunc(func(ctx context.Context, key string) (ratelimit.Policy, error) {
+//			return plans[planOf(key)], nil // the zero Policy: the limiter's own
+//		}))
 //
-// A policy the constructor would refuse fails the call with an error
-// wrapping ErrInvalidConfig that names the key, and changes nothing; so does
-// an error of f, which the call's error wraps together with ErrPolicy. A
-// Guard returns both to the caller, as errors of one key, without
-// answering by its failure policy or counting them in its breaker. f must
-// not panic: a panic reaches the caller of Allow.
+// The constructor's numbers are the Policy of a key f gives the zero
+// Policy. A Policy{Limit: L, Window: W} means what the constructor's two
+// numbers mean (a token bucket: L tokens refilling one every W/L; a
+// calendar window: the period whose nominal length is W, in the zone
+// Policy.Zone names). f runs on every call: it must be fast, safe for
+// concurrent use, and must not panic.
 //
-// A Refund or Settle accepts a taken up to 2^52 rather than the key's
-// limit, since the units may have been taken under an earlier, larger
-// policy; giving back more than the key holds fills it.
+// A key whose policy changes keeps what it has used: raised from 10 to 100
+// a minute, a key that had used all 10 has 90 at once; lowered, it may be
+// in debt. A sliding counter's or calendar window's key counts apart in
+// each window length, period or zone its policy gives it.
 //
-// A key whose policy changes keeps what it has used, and the new policy
-// holds from the key's next call, which writes the key's state converted,
-// whatever it decides (a peek or a denial too), so that the key refills
-// at the new rate from then on:
-//   - Token bucket and GCRA: the units a key has used (what it needs to be
-//     full again) are kept as a number of units, converted to the new
-//     interval and rounded up, so no unit is ever created by the
-//     conversion. Raised from 10 to 100 per minute, a key that had used all
-//     10 has 90 at once; lowered from 100 to 10, a key that had used 50 is
-//     in debt by 40 and is denied until time pays it off (as after Settle;
-//     such a debt may exceed WithMaxDebt's bound, which then only stops a
-//     Settle from adding to it).
-//     A key that is full is unaffected. On Redis the conversion is exact
-//     while the product of the old and new intervals stays below 2^53 µs²
-//     (intervals up to about 94 s each); beyond, it may be short by 1 µs.
-//   - Fixed window: a key's count is kept; a new limit applies to it at
-//     once (a key over a lowered limit is denied until its window ends), and
-//     a new window length applies from the key's next window, the open one
-//     ending when it was to end. A Refund's TakenAt is compared with the
-//     open window's start as the new length places it, since the length a
-//     window opened with is not kept: after a window is lengthened, a
-//     Refund of units a previous window took may land in the open one.
+// An error of f fails the call with an error wrapping it and ErrPolicy, and
+// a policy the constructor would refuse with one wrapping ErrInvalidConfig;
+// both name the key and change nothing, and a Guard returns them to the
+// caller rather than answer by its failure policy. It applies to every
+// limiter of this package and to a Composite's parts (a Fleet's Fallback
+// refuses it by name); a nil f is an error.
 //
-// A limiter with a PolicyFunc keeps the interval (token bucket, GCRA) with
-// each key's state: in process 8 more bytes per key; on Redis a token
-// bucket's HASH holds tat and interval instead of tat alone, and a GCRA's
-// STRING is "tat:interval" (a fixed window's state is unchanged), under the
-// default prefix's "keyed:" variant, followed by the constructor's policy
-// (see KeyPrefix), so that it never reads the keys of a limiter without a
-// PolicyFunc, which it would refuse as another state (ErrCorruptState),
-// nor those of another limiter of its kind and another policy of its own
-// (a per-second and a per-minute bucket by plan, a daily and a monthly
-// quota). Memory does not grow with the number of distinct policies:
-// nothing is kept per policy (a sliding counter's or calendar window's key
-// keeps a count in each window its policy gave it, until that count
-// expires).
-//
-// A Composite takes parts built WithPolicyFunc, so that a plan sets
-// requests and tokens per minute in one decision: each such part resolves
-// its key's policy (f with the part's key, after Part.Key) on every call,
-// before any part is touched, and decides by it as the limiter alone would,
-// converting its key's state the same way. An error of any part's f, or a
-// policy its limiter refuses, fails the whole call with the error above
-// (naming the part and its key) and changes no part.
+// docs/rollout.md ("A policy per key, in detail") says what a policy means
+// for each kind, how each converts a key's state, what a Refund or Settle
+// accepts, what is stored on Redis, and how a Composite resolves its parts'
+// policies.
 func WithPolicyFunc(f PolicyFunc) SharedOption {
 	return SharedOption{func(cfg *config) error {
 		if f == nil {
