@@ -7,7 +7,7 @@
 // ask the limiter about every call and either pass it to the handler or
 // answer it; a stream is decided once, when it opens.
 //
-//	limiter, _ := ratelimit.NewRedisTokenBucket(client, 10, 2)
+//	limiter, _ := ratelimit.NewRedisTokenBucket(client, ratelimit.PerSecond(2), 10)
 //	in, _ := grpclimit.NewInterceptor(limiter, grpclimit.KeyByMetadata("x-api-key"),
 //		grpclimit.WithSkip(grpclimit.SkipHealthAndReflection))
 //	srv := grpc.NewServer(

@@ -54,7 +54,7 @@ func TestMetricsCountTheAdjustmentsAGuardForwards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bucket, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithClock(ratelimittest.NewClock(time.Unix(0, 0))))
+	bucket, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 10, ratelimit.WithClock(ratelimittest.NewClock(time.Unix(0, 0))))
 	if err != nil {
 		t.Fatal(err)
 	}
