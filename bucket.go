@@ -8,8 +8,8 @@ import (
 
 // TokenBucket is an in-process token bucket per key.
 //
-// Each key's bucket starts full with capacity tokens and refills continuously
-// at the configured rate, never above capacity. Allow(n) takes n tokens if at
+// Each key's bucket starts full with burst tokens and refills continuously
+// at the configured Rate, never above burst. Allow(n) takes n tokens if at
 // least n are there; a denial takes nothing. Time is kept in integer
 // nanoseconds, so decisions never drift.
 //

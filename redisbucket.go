@@ -20,13 +20,13 @@ import (
 // Each key is one HASH at its Redis key (see KeyPrefix) with exactly one
 // field, tat: the server time, in integer microseconds, at which the bucket is full again
 // (the bucket kept as the GCRA it decides as: at time t it holds
-// (capacity·interval − (tat − t))/interval tokens), and a TTL equal to the
+// (burst·interval − (tat − t))/interval tokens), and a TTL equal to the
 // time until then (whole ms, rounded up): a key that has expired is a full
 // bucket. Decisions are the same as an in-process TokenBucket's on the
 // same schedule while the server's clock moves forward (see Exactness in
 // the package documentation for a clock that steps back).
 //
-// Calls with n < 0 or n > capacity are answered without a round trip; n == 0
+// Calls with n < 0 or n > burst are answered without a round trip; n == 0
 // reads the bucket without creating the key. A key holding anything else (a
 // value of another type, a HASH with other fields or values, no TTL) is left
 // exactly as it is, and Allow returns an error naming it and wrapping
@@ -107,9 +107,9 @@ func (b *RedisTokenBucket) Policies(ctx context.Context, key string) ([]NamedPol
 
 // KeyPrefix returns what every Redis key of b starts with: the Redis key
 // of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
-// keys). It is DefaultKeyPrefix + "tb:<capacity>:<interval>:", with
+// keys). It is DefaultKeyPrefix + "tb:<burst>:<interval>:", with
 // the time per token in whole microseconds; built WithPolicyFunc,
-// DefaultKeyPrefix + "tb:keyed:<capacity>:<interval>:" of the
+// DefaultKeyPrefix + "tb:keyed:<burst>:<interval>:" of the
 // constructor's parameters, its keys keeping their own policy's numbers;
 // given WithKeyPrefix(p), p + "tb:" (p + "tb-i:" built WithPolicyFunc).
 // It is "" for a nil *RedisTokenBucket.
