@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -64,6 +65,53 @@ func (r Rate) String() string {
 		period = r.d.String()
 	}
 	return strconv.Itoa(r.n) + "/" + period
+}
+
+// ParseRate returns the Rate s writes as units/period, the form String
+// prints, for rates kept in configuration files: "10/s", "60/min", "5/h",
+// or the units over any positive period time.ParseDuration reads, such as
+// "1/2s", "3/1m30s" or "100/1h". The units are a positive decimal integer
+// with no sign and no leading zero; nothing else may surround them or the
+// period, spaces included. ParseRate(r.String()) is r for every valid Rate.
+//
+// An s of another form, units or a period <= 0, and units beyond an int are
+// errors wrapping ErrInvalidConfig that quote s and name the problem.
+func ParseRate(s string) (Rate, error) {
+	units, period, ok := strings.Cut(s, "/")
+	if !ok {
+		return Rate{}, parseRateError(s, `want units/period, such as "10/s", "60/min" or "1/2s"`)
+	}
+	if units == "" || units[0] < '1' || units[0] > '9' || strings.Trim(units, "0123456789") != "" {
+		return Rate{}, parseRateError(s, fmt.Sprintf("units %q must be a positive whole number, such as 10", units))
+	}
+	n, err := strconv.Atoi(units)
+	if err != nil {
+		return Rate{}, parseRateError(s, fmt.Sprintf("units %s are beyond an int", units))
+	}
+	switch period {
+	case "s":
+		return PerSecond(n), nil
+	case "min":
+		return PerMinute(n), nil
+	case "h":
+		return PerHour(n), nil
+	}
+	// ParseDuration also reads signs and bare words; a period starts with
+	// a digit or a dot and names its unit.
+	d, err := time.ParseDuration(period)
+	if period == "" || !strings.ContainsAny(period[:1], ".0123456789") || err != nil {
+		return Rate{}, parseRateError(s, fmt.Sprintf(`period %q must be "s", "min", "h" or a duration such as "2s" or "1m30s"`, period))
+	}
+	if d <= 0 {
+		return Rate{}, parseRateError(s, fmt.Sprintf("period %q must be > 0", period))
+	}
+	return Per(n, d), nil
+}
+
+// parseRateError is ParseRate's error for s: ErrInvalidConfig, s quoted and
+// what is wrong with it.
+func parseRateError(s, problem string) error {
+	return fmt.Errorf("%w: ParseRate(%q): %s", ErrInvalidConfig, s, problem)
 }
 
 // interval returns the time per unit of r in whole clock units of unit,

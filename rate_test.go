@@ -198,3 +198,77 @@ func TestRatesFasterThanTheClockAreErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Contains(t, err.Error(), "rate 1001/1ms gives less than one clock unit (1µs) per token")
 }
+
+func TestParseRateReadsWhatStringPrints(t *testing.T) {
+	for s, want := range map[string]Rate{
+		"10/s":                       PerSecond(10),
+		"60/min":                     PerMinute(60),
+		"5/h":                        PerHour(5),
+		"1/2s":                       Every(2 * time.Second),
+		"1/500ms":                    Every(500 * time.Millisecond),
+		"3/1m30s":                    Per(3, 90*time.Second),
+		"100/1h":                     Per(100, time.Hour),
+		"7/1.5s":                     Per(7, 1500*time.Millisecond),
+		"1/.5s":                      Every(500 * time.Millisecond),
+		"9223372036854775807/s":      PerSecond(math.MaxInt64),
+		"1/2562047h47m16.854775807s": Every(math.MaxInt64),
+	} {
+		got, err := ParseRate(s)
+		require.NoError(t, err, s)
+		assert.Equal(t, want, got, s)
+	}
+	for _, r := range []Rate{PerSecond(1), PerMinute(7), PerHour(1000), Every(time.Nanosecond), Per(3, 90*time.Second), Every(2 * time.Hour)} {
+		got, err := ParseRate(r.String())
+		require.NoError(t, err, r)
+		assert.Equal(t, r, got)
+	}
+}
+
+func TestParseRateRejectsAnythingElseNamingTheProblem(t *testing.T) {
+	for s, want := range map[string]string{
+		"":                      `ParseRate(""): want units/period, such as "10/s", "60/min" or "1/2s"`,
+		"10":                    `ParseRate("10"): want units/period`,
+		"10-s":                  `ParseRate("10-s"): want units/period`,
+		"/s":                    `ParseRate("/s"): units "" must be a positive whole number, such as 10`,
+		"0/s":                   `ParseRate("0/s"): units "0" must be a positive whole number`,
+		"010/s":                 `ParseRate("010/s"): units "010" must be a positive whole number`,
+		"-1/s":                  `ParseRate("-1/s"): units "-1" must be a positive whole number`,
+		"+1/s":                  `ParseRate("+1/s"): units "+1" must be a positive whole number`,
+		"1.5/s":                 `ParseRate("1.5/s"): units "1.5" must be a positive whole number`,
+		" 10/s":                 `ParseRate(" 10/s"): units " 10" must be a positive whole number`,
+		"9223372036854775808/s": `ParseRate("9223372036854775808/s"): units 9223372036854775808 are beyond an int`,
+		"10/":                   `ParseRate("10/"): period "" must be "s", "min", "h" or a duration such as "2s" or "1m30s"`,
+		"10/m":                  `ParseRate("10/m"): period "m" must be "s", "min", "h" or a duration`,
+		"10/sec":                `ParseRate("10/sec"): period "sec" must be`,
+		"10/s ":                 `ParseRate("10/s "): period "s " must be`,
+		"10/2":                  `ParseRate("10/2"): period "2" must be`,
+		"10/-2s":                `ParseRate("10/-2s"): period "-2s" must be`,
+		"10/+2s":                `ParseRate("10/+2s"): period "+2s" must be`,
+		"10/0s":                 `ParseRate("10/0s"): period "0s" must be > 0`,
+		"10/s/s":                `ParseRate("10/s/s"): period "s/s" must be`,
+	} {
+		_, err := ParseRate(s)
+		require.ErrorIs(t, err, ErrInvalidConfig, s)
+		assert.Contains(t, err.Error(), want, s)
+	}
+}
+
+func FuzzParseRate(f *testing.F) {
+	for _, s := range []string{"10/s", "60/min", "5/h", "1/2s", "3/1m30s", "0/s", "10/m", "1/.5s", "1/-0s", "9/1e3s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseRate(s)
+		if err != nil {
+			assert.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Equal(t, Rate{}, r)
+			return
+		}
+		if r.n <= 0 || r.d <= 0 {
+			t.Fatalf("ParseRate(%q) = %#v, an invalid Rate, without an error", s, r)
+		}
+		back, err := ParseRate(r.String())
+		require.NoError(t, err, "ParseRate(%q).String() = %q", s, r)
+		assert.Equal(t, r, back, "ParseRate(%q).String() = %q", s, r)
+	})
+}
