@@ -49,3 +49,14 @@ func ExampleNewTokenBucket() {
 	// 2s
 	// ratelimit: invalid configuration: NewTokenBucket: rate 0/s: units 0 must be > 0
 }
+
+// A rate read from a configuration file, and one that is refused.
+func ExampleParseRate() {
+	r, err := ratelimit.ParseRate("100/min")
+	fmt.Println(r, err)
+	_, err = ratelimit.ParseRate("100/m")
+	fmt.Println(err)
+	// Output:
+	// 100/min <nil>
+	// ratelimit: invalid configuration: ParseRate("100/m"): period "m" must be "s", "min", "h" or a duration such as "2s" or "1m30s"
+}

@@ -8,8 +8,9 @@ import (
 )
 
 // Rate is how fast a limiter lets work through: n units every d. Build one
-// with PerSecond, PerMinute, PerHour, Every or Per, so that a call site reads
-// as what it means and cannot be swapped with a burst:
+// with PerSecond, PerMinute, PerHour, Every or Per, or read one from a
+// configuration file with ParseRate, so that a call site reads as what it
+// means and cannot be swapped with a burst:
 // NewTokenBucket(PerSecond(10), 20) refills 10 tokens a second into a bucket
 // of 20.
 //
