@@ -27,9 +27,10 @@ type TokenBucket schedule
 // It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
 // WithMaxKeyLength, WithKeysShown, WithHooks and WithName. It returns an
 // error wrapping ErrInvalidConfig for an invalid rate (see Rate), a rate
-// faster than one token a nanosecond, a burst <= 0, a burst whose fill time
-// overflows, or a nil or invalid option. The time per token is rate's
-// period over its units, rounded to the nearest nanosecond.
+// faster than one token a nanosecond or so slow that one token overflows
+// the clock, a burst <= 0, a burst whose fill time overflows, or a nil or
+// invalid option. The time per token is rate's period over its units,
+// rounded to the nearest nanosecond.
 func NewTokenBucket(rate Rate, burst int, opts ...Option) (*TokenBucket, error) {
 	const kind = "NewTokenBucket"
 	cfg, err := applyOptions(kind, opts)
