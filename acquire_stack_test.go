@@ -42,7 +42,7 @@ func acquireStacks() map[string]func(t *testing.T, clock *ratelimittest.Clock) a
 	slot := func(k string) string { return "slot:" + k }
 	composite := func(t *testing.T, clock *ratelimittest.Clock) (*Composite, *adjustRecorder) {
 		c, h := conc(t, clock)
-		rate, err := NewTokenBucket(100, 100.0/60, WithClock(clock))
+		rate, err := NewTokenBucket(PerMinute(100), 100, WithClock(clock))
 		require.NoError(t, err)
 		comp, err := NewComposite(Part{Name: "inflight", Limiter: c, Key: slot}, Part{Name: "rate", Limiter: rate})
 		require.NoError(t, err)
@@ -257,7 +257,7 @@ func BenchmarkAcquireReleaseThroughLayers(b *testing.B) {
 		return c
 	}
 	composite := func() *Composite {
-		rate, err := NewTokenBucket(100, 1e6, WithClock(clock))
+		rate, err := NewTokenBucket(PerSecond(1e6), 100, WithClock(clock))
 		must(nil, err)
 		c, err := NewComposite(Part{Name: "inflight", Limiter: conc()}, Part{Name: "rate", Limiter: rate})
 		must(c, err)

@@ -33,7 +33,7 @@ type scheduleAdjuster struct {
 // interval, with opts.
 var scheduleAdjusters = []scheduleAdjuster{
 	{"TokenBucket", func(t *testing.T, limit int, interval time.Duration, clock Clock, opts ...Option) (Adjuster, *schedule) {
-		b, err := NewTokenBucket(limit, float64(time.Second)/float64(interval), append(opts, WithClock(clock))...)
+		b, err := NewTokenBucket(Every(interval), limit, append(opts, WithClock(clock))...)
 		require.NoError(t, err)
 		require.Equal(t, int64(interval), b.interval)
 		return b, (*schedule)(b)
@@ -192,7 +192,7 @@ func TestScheduleDebtSaturates(t *testing.T) {
 func TestAScheduleKeyInDebtOutlivesItsGenerations(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(epoch)
-	b, err := NewTokenBucket(2, 100, WithClock(clock), WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle)) // 10 ms a token, full in 20 ms
+	b, err := NewTokenBucket(PerSecond(100), 2, WithClock(clock), WithMaxDebt(UnboundedDebt), WithMaxSettle(UnboundedSettle)) // 10 ms a token, full in 20 ms
 	require.NoError(t, err)
 	_, err = b.Settle(ctx, "debtor", 0, 100) // 1 s of debt: 50 fill times
 	require.NoError(t, err)
@@ -265,7 +265,7 @@ func TestKeyTableKeepsStatesThatOutliveTheirSpan(t *testing.T) {
 func TestAdjustmentErrorsChangeNothing(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(epoch)
-	tb, err := NewTokenBucket(4, 4, WithClock(clock))
+	tb, err := NewTokenBucket(PerSecond(4), 4, WithClock(clock))
 	require.NoError(t, err)
 	gcra, err := NewGCRA(4, time.Second, WithClock(clock))
 	require.NoError(t, err)

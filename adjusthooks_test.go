@@ -74,12 +74,12 @@ func adjustSubjects() []adjustSubject {
 		return l
 	}
 	bucket := func(t *testing.T) Adjuster {
-		l, err := NewTokenBucket(3, 1, clock())
+		l, err := NewTokenBucket(PerSecond(1), 3, clock())
 		return must(t, l, err)
 	}
 	return []adjustSubject{
 		{"TokenBucket", func(t *testing.T, h Hooks, _ *redis.Client) Adjuster {
-			l, err := NewTokenBucket(3, 1, clock(), WithHooks(h))
+			l, err := NewTokenBucket(PerSecond(1), 3, clock(), WithHooks(h))
 			return must(t, l, err)
 		}, false, "TokenBucket"},
 		{"GCRA", func(t *testing.T, h Hooks, _ *redis.Client) Adjuster {
@@ -96,7 +96,7 @@ func adjustSubjects() []adjustSubject {
 			return must(t, l, err)
 		}, false, "FixedWindow"},
 		{"RedisTokenBucket", func(t *testing.T, h Hooks, c *redis.Client) Adjuster {
-			l, err := NewRedisTokenBucket(c, 3, 1, WithHooks(h))
+			l, err := NewRedisTokenBucket(c, PerSecond(1), 3, WithHooks(h))
 			return must(t, l, err)
 		}, true, "RedisTokenBucket"},
 		{"RedisGCRA", func(t *testing.T, h Hooks, c *redis.Client) Adjuster {
@@ -120,7 +120,7 @@ func adjustSubjects() []adjustSubject {
 			return must(t, l, err)
 		}, false, "Guard"},
 		{"GuardOnRedis", func(t *testing.T, h Hooks, c *redis.Client) Adjuster {
-			backend, err := NewRedisTokenBucket(c, 3, 1)
+			backend, err := NewRedisTokenBucket(c, PerSecond(1), 3)
 			require.NoError(t, err)
 			l, err := NewGuard(backend, GuardConfig{Hooks: h, Name: "guard", OnFailure: FailOpen, BreakerFailures: 1, BreakerCoolDown: time.Minute})
 			return must(t, l, err)
@@ -275,14 +275,14 @@ func compositeSubjects() map[string]func(t *testing.T, h Hooks, client *redis.Cl
 	}
 	return map[string]func(t *testing.T, h Hooks, client *redis.Client) *Composite{
 		"InProcess": func(t *testing.T, h Hooks, _ *redis.Client) *Composite {
-			units, err := NewTokenBucket(3, 1, WithClock(ratelimittest.NewClock(epoch)), WithHooks(h), WithName("units"))
+			units, err := NewTokenBucket(PerSecond(1), 3, WithClock(ratelimittest.NewClock(epoch)), WithHooks(h), WithName("units"))
 			require.NoError(t, err)
 			calls, err := NewFixedWindow(10, time.Minute, WithClock(ratelimittest.NewClock(epoch)), WithHooks(h), WithName("calls"))
 			require.NoError(t, err)
 			return build(t, units, calls)
 		},
 		"Redis": func(t *testing.T, h Hooks, client *redis.Client) *Composite {
-			units, err := NewRedisTokenBucket(client, 3, 1, WithHooks(h), WithName("units"))
+			units, err := NewRedisTokenBucket(client, PerSecond(1), 3, WithHooks(h), WithName("units"))
 			require.NoError(t, err)
 			calls, err := NewRedisFixedWindow(client, 10, time.Minute, WithHooks(h), WithName("calls"))
 			require.NoError(t, err)
@@ -434,7 +434,7 @@ func BenchmarkTokenBucketSettle(b *testing.B) {
 		{"AdjustHooks", []Option{WithHooks(nopListener{})}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			l, err := NewTokenBucket(1<<20, 1e8, c.opts...)
+			l, err := NewTokenBucket(PerSecond(1e8), 1<<20, c.opts...)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -10,7 +10,7 @@ import (
 // these measure the limiters alone.
 
 func BenchmarkTokenBucketHotKey(b *testing.B) {
-	l, err := NewTokenBucket(1<<20, 1e8)
+	l, err := NewTokenBucket(PerSecond(1e8), 1<<20)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func BenchmarkTokenBucketHotKey(b *testing.B) {
 }
 
 func BenchmarkTokenBucketManyKeysParallel(b *testing.B) {
-	l, err := NewTokenBucket(1<<20, 1e8)
+	l, err := NewTokenBucket(PerSecond(1e8), 1<<20)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func TestRealRedisGuardsSharingABreakerPayOneTimeout(t *testing.T) {
 	client.AddHook(counter)
 	shared, err := NewBreaker(BreakerConfig{Failures: 1, CoolDown: time.Hour})
 	require.NoError(t, err)
-	bucket, err := NewRedisTokenBucket(client, 5, 1)
+	bucket, err := NewRedisTokenBucket(client, PerSecond(1), 5)
 	require.NoError(t, err)
 	gcra, err := NewRedisGCRA(client, 5, time.Second)
 	require.NoError(t, err)

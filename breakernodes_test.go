@@ -147,7 +147,7 @@ func TestRealRedisClusterBreakerPerMasterKeepsHealthyMastersOnRedis(t *testing.T
 		o.DialTimeout = 200 * time.Millisecond
 		o.ReadTimeout = time.Second
 	})
-	bucket, err := NewRedisTokenBucket(client, 1000, 1000)
+	bucket, err := NewRedisTokenBucket(client, PerSecond(1000), 1000)
 	require.NoError(t, err)
 	hooks := &recordingHooks{}
 	g, err := NewGuard(bucket, GuardConfig{
@@ -222,7 +222,7 @@ func TestBreakerPerRingShardOnMiniredis(t *testing.T) {
 		DialTimeout:        100 * time.Millisecond,
 	})
 	t.Cleanup(func() { _ = ring.Close() })
-	bucket, err := NewRedisTokenBucket(ring, 1000, 1000)
+	bucket, err := NewRedisTokenBucket(ring, PerSecond(1000), 1000)
 	require.NoError(t, err)
 	g, err := NewGuard(bucket, GuardConfig{Timeout: 200 * time.Millisecond, BreakerFailures: 3, BreakerCoolDown: time.Minute})
 	require.NoError(t, err)

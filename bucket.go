@@ -8,8 +8,8 @@ import (
 
 // TokenBucket is an in-process token bucket per key.
 //
-// Each key's bucket starts full with capacity tokens and refills continuously
-// at the configured rate, never above capacity. Allow(n) takes n tokens if at
+// Each key's bucket starts full with burst tokens and refills continuously
+// at the configured Rate, never above burst. Allow(n) takes n tokens if at
 // least n are there; a denial takes nothing. Time is kept in integer
 // nanoseconds, so decisions never drift.
 //
@@ -21,30 +21,30 @@ import (
 // create one with NewTokenBucket.
 type TokenBucket schedule
 
-// NewTokenBucket returns an in-process token bucket of capacity tokens per key
-// refilling at refillRate tokens per second.
+// NewTokenBucket returns an in-process token bucket per key that refills at
+// rate up to burst tokens, such as NewTokenBucket(PerSecond(10), 20).
 //
-// The time per token, 1e9/refillRate nanoseconds, is rounded to the nearest
-// whole nanosecond; when it is a whole number already, every decision is
-// exact. It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
+// It accepts WithClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
 // WithMaxKeyLength, WithKeysShown, WithHooks and WithName. It returns an
-// error wrapping ErrInvalidConfig for a capacity <= 0, a refillRate that is
-// <= 0, NaN, infinite or above 1e9 (less than 1 ns per token), a capacity
-// whose fill time overflows, or a nil or invalid option.
-func NewTokenBucket(capacity int, refillRate float64, opts ...Option) (*TokenBucket, error) {
+// error wrapping ErrInvalidConfig for an invalid rate (see Rate), a rate
+// faster than one token a nanosecond or so slow that one token overflows
+// the clock, a burst <= 0, a burst whose fill time overflows, or a nil or
+// invalid option. The time per token is rate's period over its units,
+// rounded to the nearest nanosecond.
+func NewTokenBucket(rate Rate, burst int, opts ...Option) (*TokenBucket, error) {
 	const kind = "NewTokenBucket"
 	cfg, err := applyOptions(kind, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLimit(kind, "capacity", capacity, math.MaxInt64); err != nil {
-		return nil, err
-	}
-	interval, err := rateInterval(kind, refillRate, float64(time.Second))
+	interval, err := rate.interval(kind, time.Nanosecond)
 	if err != nil {
 		return nil, err
 	}
-	s, err := newEngine(cfg, kind, "TokenBucket", capacity, interval)
+	if err := checkLimit(kind, "burst", burst, math.MaxInt64); err != nil {
+		return nil, err
+	}
+	s, err := newEngine(cfg, kind, "TokenBucket", burst, interval)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,32 +16,30 @@ import (
 )
 
 func TestNewTokenBucketRejectsBadConfig(t *testing.T) {
-	nan, inf := 0.0, 1.0
-	nan /= nan
-	inf /= 0
 	cases := []struct {
-		name     string
-		capacity int
-		rate     float64
-		opts     []Option
-		want     string
+		name  string
+		rate  Rate
+		burst int
+		opts  []Option
+		want  string
 	}{
-		{"zero capacity", 0, 1, nil, "capacity 0"},
-		{"negative capacity", -3, 1, nil, "capacity -3"},
-		{"zero rate", 1, 0, nil, "refill rate 0"},
-		{"negative rate", 1, -2, nil, "refill rate -2"},
-		{"NaN rate", 1, nan, nil, "refill rate NaN"},
-		{"infinite rate", 1, inf, nil, "refill rate +Inf"},
-		{"faster than 1 ns per token", 1, 2e9, nil, "less than one clock unit"},
-		{"fill time overflows", 1 << 62, 1, nil, "overflows"},
-		{"one token overflows", 1, 1e-12, nil, "overflows"},
-		{"nil clock", 1, 1, []Option{WithClock(nil)}, "nil clock"},
-		{"typed nil clock", 1, 1, []Option{WithClock((*ratelimittest.Clock)(nil))}, "nil clock"},
-		{"nil option", 1, 1, []Option{nil}, "option 0 is nil"},
+		{"zero burst", PerSecond(1), 0, nil, "burst 0 must be > 0"},
+		{"negative burst", PerSecond(1), -3, nil, "burst -3 must be > 0"},
+		{"zero Rate", Rate{}, 1, nil, "the rate is the zero Rate"},
+		{"zero units", PerSecond(0), 1, nil, "rate 0/s: units 0 must be > 0"},
+		{"negative units", PerMinute(-2), 1, nil, "rate -2/min: units -2 must be > 0"},
+		{"zero period", Per(1, 0), 1, nil, "rate 1/0s: period 0s must be > 0"},
+		{"negative period", Every(-time.Second), 1, nil, "rate 1/-1s: period -1s must be > 0"},
+		{"faster than 1 ns per token", PerSecond(2e9), 1, nil, "rate 2000000000/s gives less than one clock unit (1ns) per token"},
+		{"fill time overflows", PerSecond(1), 1 << 62, nil, "overflows"},
+		{"one token overflows", Every(math.MaxInt64), 1, nil, "is so slow that one token overflows the clock"},
+		{"nil clock", PerSecond(1), 1, []Option{WithClock(nil)}, "nil clock"},
+		{"typed nil clock", PerSecond(1), 1, []Option{WithClock((*ratelimittest.Clock)(nil))}, "nil clock"},
+		{"nil option", PerSecond(1), 1, []Option{nil}, "option 0 is nil"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := NewTokenBucket(tc.capacity, tc.rate, tc.opts...)
+			l, err := NewTokenBucket(tc.rate, tc.burst, tc.opts...)
 			require.ErrorIs(t, err, ErrInvalidConfig)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Nil(t, l)
@@ -74,7 +73,7 @@ func TestNewGCRARejectsBadConfig(t *testing.T) {
 func TestTokenBucketRoundsRateToWholeNanoseconds(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
 	// 3 tokens/s is 333333333.3 ns per token, rounded to 333333333 ns.
-	l, err := NewTokenBucket(1, 3, WithClock(clock))
+	l, err := NewTokenBucket(PerSecond(3), 1, WithClock(clock))
 	require.NoError(t, err)
 	assert.Equal(t, 333333333*time.Nanosecond, l.Policy().Window, "the time from empty to full")
 	_, err = l.Allow(context.Background(), "k", 1)
@@ -87,7 +86,7 @@ func TestTokenBucketRoundsRateToWholeNanoseconds(t *testing.T) {
 func TestRetryAfterIsExactToTheNanosecond(t *testing.T) {
 	// 7 tokens/s is 142857142.86 ns per token, rounded to 142857143 ns.
 	clock := ratelimittest.NewClock(epoch)
-	l, err := NewTokenBucket(4, 7, WithClock(clock))
+	l, err := NewTokenBucket(PerSecond(7), 4, WithClock(clock))
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = l.Allow(ctx, "k", 4)
@@ -128,7 +127,7 @@ func TestTokenBucketRequestEvery300msStaysExactOverLongRuns(t *testing.T) {
 	// without.
 	t.Parallel()
 	clock := ratelimittest.NewClock(epoch)
-	l, err := NewTokenBucket(5, 2, WithClock(clock))
+	l, err := NewTokenBucket(PerSecond(2), 5, WithClock(clock))
 	require.NoError(t, err)
 	var allowed int
 	requests := sized(200_000, 1_000_000)
@@ -149,7 +148,7 @@ func TestTokenBucketRequestEvery300msStaysExactOverLongRuns(t *testing.T) {
 func TestConcurrentCallersOnOneKeyGetExactlyCapacity(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch) // frozen: no refill during the test
 	const capacity = 1000
-	l, err := NewTokenBucket(capacity, 1, WithClock(clock))
+	l, err := NewTokenBucket(PerSecond(1), capacity, WithClock(clock))
 	require.NoError(t, err)
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
@@ -173,7 +172,7 @@ func TestMemoryIsBoundedByActiveKeys(t *testing.T) {
 	t.Parallel()
 	perPhase := sized(100_000, 1_000_000) // over 1500 keys a shard, 15000 under -soak
 	clock := ratelimittest.NewClock(epoch)
-	l, err := NewTokenBucket(10, 10, WithClock(clock)) // full again 1 s after use
+	l, err := NewTokenBucket(PerSecond(10), 10, WithClock(clock)) // full again 1 s after use
 	require.NoError(t, err)
 	ctx := context.Background()
 	keys := make([]string, 2*perPhase)
@@ -204,7 +203,7 @@ func TestMemoryIsBoundedByActiveKeys(t *testing.T) {
 }
 
 func TestPeekCreatesNoKey(t *testing.T) {
-	l, err := NewTokenBucket(3, 1, WithClock(ratelimittest.NewClock(epoch)))
+	l, err := NewTokenBucket(PerSecond(1), 3, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	for i := 0; i < 100; i++ {
 		_, err := l.Allow(context.Background(), strconv.Itoa(i), 0)
@@ -217,7 +216,7 @@ func TestSystemClockIsMonotonic(t *testing.T) {
 	// Readings with a monotonic part make the limiter's time.Time.Sub
 	// immune to wall-clock jumps.
 	assert.Contains(t, systemClock{}.Now().String(), "m=+")
-	l, err := NewTokenBucket(1, 1)
+	l, err := NewTokenBucket(PerSecond(1), 1)
 	require.NoError(t, err)
 	assert.True(t, strings.Contains(l.base.start.String(), "m=+"), "start carries a monotonic reading")
 	assert.True(t, l.base.system, "the system clock is read through time.Since")

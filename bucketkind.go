@@ -39,7 +39,7 @@ func (bucketKind) share(p Policy, live int) Policy { return sharePolicy(p, live)
 func (bucketKind) twin(def Policy, _ Limiter, opts []Option) (Limiter, error) {
 	// The rate as the in-process bucket reads it back: Limit per Window,
 	// the Window being whole µs per token × Limit.
-	return NewTokenBucket(def.Limit, float64(def.Limit)*float64(time.Second)/float64(def.Window), opts...)
+	return NewTokenBucket(Per(def.Limit, def.Window), def.Limit, opts...)
 }
 
 func (b *TokenBucket) kindOf() kind     { return bucketKind{} }

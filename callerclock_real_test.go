@@ -56,8 +56,10 @@ func twins(client redis.Scripter) []twin {
 		return func(c Clock) (Limiter, error) { return f(WithClock(c)) }
 	}
 	return []twin{
-		{"TokenBucket", onRedis(func(o ...RedisOption) (Limiter, error) { return NewRedisTokenBucket(client, limit, 2.5, o...) }),
-			inProc(func(o ...Option) (Limiter, error) { return NewTokenBucket(limit, 2.5, o...) }), true, period, 500 * ms, false},
+		{"TokenBucket", onRedis(func(o ...RedisOption) (Limiter, error) {
+			return NewRedisTokenBucket(client, PerMinute(150), limit, o...)
+		}),
+			inProc(func(o ...Option) (Limiter, error) { return NewTokenBucket(PerMinute(150), limit, o...) }), true, period, 500 * ms, false},
 		{"GCRA", onRedis(func(o ...RedisOption) (Limiter, error) { return NewRedisGCRA(client, limit, period, o...) }),
 			inProc(func(o ...Option) (Limiter, error) { return NewGCRA(limit, period, o...) }), true, period, 500 * ms, false},
 		{"FixedWindow", onRedis(func(o ...RedisOption) (Limiter, error) { return NewRedisFixedWindow(client, limit, time.Hour, o...) }),
@@ -139,7 +141,7 @@ func TestRealRedisWithoutTIMECoalescesSettlesAndLeasesOnTheCallersClock(t *testi
 
 	// 64 goroutines share 10 tokens that do not refill while the clock
 	// stands still: exactly 10 pass, in coalesced batches.
-	bucket, err := NewRedisTokenBucket(client, 10, 1, WithCallerClock(clock))
+	bucket, err := NewRedisTokenBucket(client, PerSecond(1), 10, WithCallerClock(clock))
 	require.NoError(t, err)
 	var passed atomic.Int64
 	var wg sync.WaitGroup

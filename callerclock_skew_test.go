@@ -178,7 +178,7 @@ func heldExcess(limit int, ttl time.Duration) func([]skewEvent) int {
 // 20 units of 4).
 var skewKinds = []skewKind{
 	{"RedisTokenBucket 20 per 40 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
-		return NewRedisTokenBucket(c, 20, 0.5, o...)
+		return NewRedisTokenBucket(c, Every(2*time.Second), 20, o...)
 	},
 		time.Second, 2, bucketExcess(20, 2*time.Second)},
 	{"RedisGCRA 20 per 40 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
@@ -270,7 +270,7 @@ func TestCallerClockAheadOfAnEmptiedKeyTakesDTimesRateCappedAtTheLimit(t *testin
 		wantEarly int
 	}{
 		{"RedisTokenBucket 20 per 40 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
-			return NewRedisTokenBucket(c, 20, 0.5, o...)
+			return NewRedisTokenBucket(c, Every(2*time.Second), 20, o...)
 		}, 20, 5},
 		{"RedisGCRA 20 per 40 s", func(c redis.Scripter, o ...RedisOption) (Limiter, error) {
 			return NewRedisGCRA(c, 20, 40*time.Second, o...)

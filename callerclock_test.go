@@ -26,7 +26,7 @@ type callerClockKind struct {
 // callerClockKinds are every Redis limiter of this package.
 var callerClockKinds = []callerClockKind{
 	{"RedisTokenBucket", func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (Limiter, error) {
-		return NewRedisTokenBucket(c, limit, float64(limit)/period.Seconds(), opts...)
+		return NewRedisTokenBucket(c, Per(limit, period), limit, opts...)
 	}},
 	{"RedisGCRA", func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (Limiter, error) {
 		return NewRedisGCRA(c, limit, period, opts...)

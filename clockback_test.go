@@ -19,7 +19,7 @@ func TestAClockSetBackByCenturiesSaturatesTheCatchUp(t *testing.T) {
 		name string
 		new  func(Clock) (Limiter, error)
 	}{
-		{"TokenBucket", func(c Clock) (Limiter, error) { return NewTokenBucket(1, 1, WithClock(c)) }},
+		{"TokenBucket", func(c Clock) (Limiter, error) { return NewTokenBucket(PerSecond(1), 1, WithClock(c)) }},
 		{"GCRA", func(c Clock) (Limiter, error) { return NewGCRA(1, time.Second, WithClock(c)) }},
 		{"FixedWindow", func(c Clock) (Limiter, error) { return NewFixedWindow(1, time.Second, WithClock(c)) }},
 	}
@@ -72,7 +72,7 @@ func TestARedisKeyOwesAServerClockStepBackWhereInProcessTimeStandsStill(t *testi
 		}}
 	}
 	for _, sub := range []subject{
-		redisSubject("RedisTokenBucket", func(c *redis.Client) (Limiter, error) { return NewRedisTokenBucket(c, 10, 1) }),
+		redisSubject("RedisTokenBucket", func(c *redis.Client) (Limiter, error) { return NewRedisTokenBucket(c, PerSecond(1), 10) }),
 		redisSubject("RedisGCRA", func(c *redis.Client) (Limiter, error) { return NewRedisGCRA(c, 10, 10*time.Second) }),
 	} {
 		t.Run(sub.name, func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestARedisKeyOwesAServerClockStepBackWhereInProcessTimeStandsStill(t *testi
 		name string
 		new  func(Clock) (Limiter, error)
 	}{
-		{"TokenBucket", func(c Clock) (Limiter, error) { return NewTokenBucket(10, 1, WithClock(c)) }},
+		{"TokenBucket", func(c Clock) (Limiter, error) { return NewTokenBucket(PerSecond(1), 10, WithClock(c)) }},
 		{"GCRA", func(c Clock) (Limiter, error) { return NewGCRA(10, 10*time.Second, WithClock(c)) }},
 	} {
 		t.Run(sub.name, func(t *testing.T) {

@@ -181,7 +181,7 @@ func testCoalescedCallsStayExact(t *testing.T, client redis.Scripter) {
 func TestRedisLimitersWithoutCoalescingSendOneCallPerDecision(t *testing.T) {
 	server := redistest.Shared(t)
 	client := server.Client(t, func(o *redis.Options) { o.PoolSize = 16 })
-	l, err := NewRedisTokenBucket(client, 1000, 1, WithoutCoalescing())
+	l, err := NewRedisTokenBucket(client, PerSecond(1), 1000, WithoutCoalescing())
 	require.NoError(t, err)
 	_, err = l.Allow(context.Background(), "warm", 1) // the server caches the script
 	require.NoError(t, err)

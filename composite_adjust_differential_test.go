@@ -56,7 +56,7 @@ type limiters struct {
 func inProcessLimiters(clock Clock) limiters {
 	return limiters{
 		bucket: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
-			return NewTokenBucket(limit, float64(limit)/period.Seconds(), append(opts, WithClock(clock))...)
+			return NewTokenBucket(Per(limit, period), limit, append(opts, WithClock(clock))...)
 		},
 		gcra: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
 			return NewGCRA(limit, period, append(opts, WithClock(clock))...)
@@ -71,7 +71,7 @@ func inProcessLimiters(clock Clock) limiters {
 func redisLimiters(client redis.Scripter) limiters {
 	return limiters{
 		bucket: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
-			return NewRedisTokenBucket(client, limit, float64(limit)/period.Seconds(), redisOpts(opts)...)
+			return NewRedisTokenBucket(client, Per(limit, period), limit, redisOpts(opts)...)
 		},
 		gcra: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
 			return NewRedisGCRA(client, limit, period, redisOpts(opts)...)

@@ -25,7 +25,7 @@ func TestGuardedCompositeNeverExceedsItsLimitInFlight(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
 	slots, err := NewConcurrency(limit, time.Minute, WithClock(clock))
 	require.NoError(t, err)
-	rate, err := NewTokenBucket(goroutines*calls, 1, WithClock(clock))
+	rate, err := NewTokenBucket(PerSecond(1), goroutines*calls, WithClock(clock))
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "inflight", Limiter: slots}, Part{Name: "rate", Limiter: rate})
 	require.NoError(t, err)

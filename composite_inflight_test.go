@@ -117,7 +117,7 @@ func TestCompositeRefundAndSettleLeaveUnitsInFlight(t *testing.T) {
 	h := &adjustRecorder{}
 	slots, err := NewConcurrency(5, time.Minute, WithClock(clock), WithHooks(h), WithName("slots"))
 	require.NoError(t, err)
-	rate, err := NewTokenBucket(100, 100.0/60, WithClock(clock))
+	rate, err := NewTokenBucket(PerMinute(100), 100, WithClock(clock))
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "inflight", Limiter: slots}, Part{Name: "rpm", Limiter: rate})
 	require.NoError(t, err)
@@ -139,7 +139,7 @@ func TestCompositeConcurrencyPartKeyedPerPlan(t *testing.T) {
 	h := &recordingHooks{}
 	slots, err := NewConcurrency(1, time.Minute, WithClock(clock), WithPolicyFunc(planOf), WithHooks(h))
 	require.NoError(t, err)
-	rate, err := NewTokenBucket(1000, 1000.0/60, WithClock(clock))
+	rate, err := NewTokenBucket(PerMinute(1000), 1000, WithClock(clock))
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "inflight", Limiter: slots}, Part{Name: "rpm", Limiter: rate})
 	require.NoError(t, err)
@@ -188,7 +188,7 @@ func TestCompositeRefusesASecondConcurrencyOrRedisParts(t *testing.T) {
 	assert.Contains(t, err.Error(), `["one" "two"]`)
 
 	_, client, _ := miniredisClock(t)
-	r, err := NewRedisTokenBucket(client, 10, 1)
+	r, err := NewRedisTokenBucket(client, PerSecond(1), 10)
 	require.NoError(t, err)
 	_, err = NewComposite(Part{Name: "slots", Limiter: a}, Part{Name: "rate", Limiter: r})
 	require.ErrorIs(t, err, ErrInvalidConfig, "an in-process Concurrency among Redis parts")
@@ -209,7 +209,7 @@ func TestACompositesLeaseIsReleasedThroughItsConcurrencyPart(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, d.Allowed, "the release gave the slots back")
 
-	rate, err := NewTokenBucket(2, 1)
+	rate, err := NewTokenBucket(PerSecond(1), 2)
 	require.NoError(t, err)
 	plain, err := NewComposite(Part{Name: "rate", Limiter: rate})
 	require.NoError(t, err)
@@ -225,7 +225,7 @@ func TestCompositePerCallConcurrencyPartHoldsOneUnitPerCall(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
 	slots, err := NewConcurrency(2, time.Minute, WithClock(clock))
 	require.NoError(t, err)
-	tokens, err := NewTokenBucket(1000, 1000.0/60, WithClock(clock))
+	tokens, err := NewTokenBucket(PerMinute(1000), 1000, WithClock(clock))
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "requests", Limiter: slots, PerCall: true}, Part{Name: "tokens", Limiter: tokens})
 	require.NoError(t, err)

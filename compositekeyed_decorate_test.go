@@ -99,7 +99,7 @@ func TestCompositeOfKeyedPartsReportsTheKeysPlanToHooks(t *testing.T) {
 	plan := Policy{Limit: 7, Window: 7 * time.Second}
 	plans.set("k", plan)
 	hooks := &recordingHooks{}
-	tpm, err := NewTokenBucket(3, 1, WithPolicyFunc(plans.f), WithHooks(hooks))
+	tpm, err := NewTokenBucket(PerSecond(1), 3, WithPolicyFunc(plans.f), WithHooks(hooks))
 	require.NoError(t, err)
 	rpm, err := NewGCRA(100, time.Minute)
 	require.NoError(t, err)

@@ -80,13 +80,13 @@ func (s *keyedSetup) build(t *testing.T, client *redis.Client, opts ...Option) *
 		case client == nil && p.gcra:
 			l, err = NewGCRA(p.own.Limit, p.own.Window, o...)
 		case client == nil:
-			l, err = NewTokenBucket(p.own.Limit, perSecond(p.own), o...)
+			l, err = NewTokenBucket(rateOf(p.own), p.own.Limit, o...)
 		case p.window:
 			l, err = NewRedisFixedWindow(client, p.own.Limit, p.own.Window, ro...)
 		case p.gcra:
 			l, err = NewRedisGCRA(client, p.own.Limit, p.own.Window, ro...)
 		default:
-			l, err = NewRedisTokenBucket(client, p.own.Limit, perSecond(p.own), ro...)
+			l, err = NewRedisTokenBucket(client, rateOf(p.own), p.own.Limit, ro...)
 		}
 		require.NoError(t, err, p.name)
 		parts = append(parts, Part{Name: p.name, Limiter: l, Key: p.key, PerCall: p.perCall})
@@ -571,7 +571,7 @@ func TestCompositeOfKeyedPartsNeverAllowsMoreThanThePlansWhileTheyChange(t *test
 	ctx := context.Background()
 	plans := newPlanMap()
 	clock := ratelimittest.NewClock(epoch)
-	tokens, err := NewTokenBucket(10, 10.0/3600, WithClock(clock), WithPolicyFunc(plans.f))
+	tokens, err := NewTokenBucket(PerHour(10), 10, WithClock(clock), WithPolicyFunc(plans.f))
 	require.NoError(t, err)
 	requests, err := NewGCRA(1000, time.Hour, WithClock(clock), WithPolicyFunc(plans.f))
 	require.NoError(t, err)

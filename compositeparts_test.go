@@ -42,7 +42,7 @@ func TestEveryLimiterIsACompositePartThroughItsKindFile(t *testing.T) {
 // allocates nothing, Decide and Acquire only the Decision's Parts.
 func TestCompositeAllowDecideAndAcquireDoNotAllocateTheirCall(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
-	b, err := NewTokenBucket(1<<30, 1e9, WithClock(clock))
+	b, err := NewTokenBucket(PerSecond(1e9), 1<<30, WithClock(clock))
 	require.NoError(t, err)
 	w, err := NewFixedWindow(1<<30, time.Hour, WithClock(clock))
 	require.NoError(t, err)

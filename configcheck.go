@@ -47,24 +47,6 @@ func checkLimit(kind, what string, limit int, most int64) error {
 	return nil
 }
 
-// rateInterval converts a rate in tokens per second into whole clock units
-// (unit of them per second) per token, rounded to nearest, and rejects rates
-// that are not positive and finite or that are faster than one token per
-// unit.
-func rateInterval(kind string, rate, unitsPerSecond float64) (int64, error) {
-	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
-		return 0, fmt.Errorf("%w: %s: refill rate %v must be a positive finite number of tokens per second", ErrInvalidConfig, kind, rate)
-	}
-	interval := unitsPerSecond / rate
-	if interval < 1 {
-		return 0, fmt.Errorf("%w: %s: refill rate %v/s gives less than one clock unit (1/%v s) per token", ErrInvalidConfig, kind, rate, unitsPerSecond)
-	}
-	if interval > maxSpan {
-		return 0, fmt.Errorf("%w: %s: refill rate %v/s is so slow that one token overflows the clock", ErrInvalidConfig, kind, rate)
-	}
-	return int64(math.Round(interval)), nil
-}
-
 // periodInterval returns period/limit in whole units, rounded to nearest,
 // rejecting a limit or period <= 0 and an interval under one unit.
 func periodInterval(kind string, limit int, period, unit time.Duration) (int64, error) {

@@ -18,11 +18,11 @@ import (
 func TestWithMaxDebtRefusesNegativeBoundsOtherThanUnbounded(t *testing.T) {
 	_, client, _ := miniredisClock(t)
 	builds := map[string]func(opts ...Option) (Limiter, error){
-		"TokenBucket": func(opts ...Option) (Limiter, error) { return NewTokenBucket(10, 1, opts...) },
+		"TokenBucket": func(opts ...Option) (Limiter, error) { return NewTokenBucket(PerSecond(1), 10, opts...) },
 		"GCRA":        func(opts ...Option) (Limiter, error) { return NewGCRA(10, time.Minute, opts...) },
 		"FixedWindow": func(opts ...Option) (Limiter, error) { return NewFixedWindow(10, time.Minute, opts...) },
 		"RedisTokenBucket": func(opts ...Option) (Limiter, error) {
-			return NewRedisTokenBucket(client, 10, 1, redisOpts(opts)...)
+			return NewRedisTokenBucket(client, PerSecond(1), 10, redisOpts(opts)...)
 		},
 		"RedisGCRA": func(opts ...Option) (Limiter, error) {
 			return NewRedisGCRA(client, 10, time.Minute, redisOpts(opts)...)
@@ -165,7 +165,7 @@ func TestRealRedisABogusUsageCostsAMinuteNotDays(t *testing.T) {
 	ctx := context.Background()
 	builds := map[string]func(opts ...Option) (Adjuster, error){
 		"RedisTokenBucket": func(opts ...Option) (Adjuster, error) {
-			return NewRedisTokenBucket(client, 100, 100.0/60, redisOpts(opts)...)
+			return NewRedisTokenBucket(client, PerMinute(100), 100, redisOpts(opts)...)
 		},
 		"RedisGCRA": func(opts ...Option) (Adjuster, error) {
 			return NewRedisGCRA(client, 100, time.Minute, redisOpts(opts)...)

@@ -34,9 +34,9 @@ type nextKind struct {
 var nextKinds = []nextKind{
 	{"token bucket", func(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock) Decider {
 		if client != nil {
-			return must(NewRedisTokenBucket(client, 4, 2))
+			return must(NewRedisTokenBucket(client, PerSecond(2), 4))
 		}
-		return must(NewTokenBucket(4, 2, WithClock(clock)))
+		return must(NewTokenBucket(PerSecond(2), 4, WithClock(clock)))
 	}, []nextStep{
 		{n: 0, want: 500 * time.Millisecond, ok: true},                                  // full: a unit taken now is back in 500 ms
 		{n: 1, want: 500 * time.Millisecond, ok: true},                                  // 3 left, the 4th back in 500 ms
@@ -107,9 +107,9 @@ var nextKinds = []nextKind{
 	{"composite", func(t *testing.T, client redis.Scripter, clock *ratelimittest.Clock) Decider {
 		var bucket, window Limiter
 		if client != nil {
-			bucket, window = must(NewRedisTokenBucket(client, 4, 2)), must(NewRedisFixedWindow(client, 100, time.Minute))
+			bucket, window = must(NewRedisTokenBucket(client, PerSecond(2), 4)), must(NewRedisFixedWindow(client, 100, time.Minute))
 		} else {
-			bucket, window = must(NewTokenBucket(4, 2, WithClock(clock))), must(NewFixedWindow(100, time.Minute, WithClock(clock)))
+			bucket, window = must(NewTokenBucket(PerSecond(2), 4, WithClock(clock))), must(NewFixedWindow(100, time.Minute, WithClock(clock)))
 		}
 		return must(NewComposite(Part{Name: "burst", Limiter: bucket}, Part{Name: "minute", Limiter: window}))
 	}, []nextStep{
@@ -171,7 +171,7 @@ func TestNextUnitOfEveryKind(t *testing.T) {
 func TestNextUnitThroughDecorators(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(epoch)
-	bucket := must(NewTokenBucket(4, 2, WithClock(clock)))
+	bucket := must(NewTokenBucket(PerSecond(2), 4, WithClock(clock)))
 
 	cache := must(NewDenyCache(bucket, DenyCacheConfig{Clock: clock}))
 	shadow := must(NewShadow(cache, ShadowConfig{}))
@@ -189,7 +189,7 @@ func TestNextUnitThroughDecorators(t *testing.T) {
 	_, ok = d.NextUnit(0)
 	assert.False(t, ok, "a fail-open answer tells nothing")
 
-	fallback := must(NewTokenBucket(4, 2, WithClock(clock)))
+	fallback := must(NewTokenBucket(PerSecond(2), 4, WithClock(clock)))
 	failover := must(NewGuard(down, GuardConfig{OnFailure: FailOver, Fallback: fallback, Clock: clock}))
 	d, err = failover.Decide(ctx, "a", 2)
 	require.NoError(t, err)
@@ -203,7 +203,7 @@ func TestNextUnitThroughDecorators(t *testing.T) {
 	_, ok = d.NextUnit(0)
 	assert.False(t, ok, "a Limiter of another package")
 
-	prefetch := must(NewPrefetch(must(NewTokenBucket(100, 10, WithClock(clock))), PrefetchConfig{HotCalls: 1}))
+	prefetch := must(NewPrefetch(must(NewTokenBucket(PerSecond(10), 100, WithClock(clock))), PrefetchConfig{HotCalls: 1}))
 	for range 20 {
 		d, err = prefetch.Decide(ctx, "hot", 1)
 		require.NoError(t, err)

@@ -608,10 +608,10 @@ func TestPrefetchInStacksAdmitsAsTheBareLimiterWithinABlocksLife(t *testing.T) {
 		}
 	}
 	subjects := []subject{
-		{"TokenBucket", inProc(func(c *ratelimittest.Clock) (Limiter, error) { return NewTokenBucket(10, 1, WithClock(c)) })},
+		{"TokenBucket", inProc(func(c *ratelimittest.Clock) (Limiter, error) { return NewTokenBucket(PerSecond(1), 10, WithClock(c)) })},
 		{"GCRA", inProc(func(c *ratelimittest.Clock) (Limiter, error) { return NewGCRA(10, 10*time.Second, WithClock(c)) })},
 		{"FixedWindow", inProc(func(c *ratelimittest.Clock) (Limiter, error) { return NewFixedWindow(10, 10*time.Second, WithClock(c)) })},
-		{"RedisTokenBucket", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisTokenBucket(c, 10, 1) })},
+		{"RedisTokenBucket", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisTokenBucket(c, PerSecond(1), 10) })},
 		{"RedisGCRA", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisGCRA(c, 10, 10*time.Second) })},
 		{"RedisFixedWindow", onRedis(func(c redis.Scripter) (Limiter, error) { return NewRedisFixedWindow(c, 10, 10*time.Second) })},
 	}

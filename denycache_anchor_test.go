@@ -31,7 +31,7 @@ func anchorBackends(t *testing.T) []anchorBackend {
 	t.Helper()
 	var out []anchorBackend
 	clock := ratelimittest.NewClock(epoch)
-	bucket, err := NewTokenBucket(10, 1.0/60, WithClock(clock))
+	bucket, err := NewTokenBucket(PerMinute(1), 10, WithClock(clock))
 	require.NoError(t, err)
 	out = append(out, anchorBackend{"in process/TokenBucket", bucket, clock.Advance})
 	clock = ratelimittest.NewClock(epoch)
@@ -43,7 +43,7 @@ func anchorBackends(t *testing.T) []anchorBackend {
 		name  string
 		build func(client redis.Scripter) (Limiter, error)
 	}{
-		{"RedisTokenBucket", func(c redis.Scripter) (Limiter, error) { return NewRedisTokenBucket(c, 10, 1.0/60) }},
+		{"RedisTokenBucket", func(c redis.Scripter) (Limiter, error) { return NewRedisTokenBucket(c, PerMinute(1), 10) }},
 		{"RedisFixedWindow", func(c redis.Scripter) (Limiter, error) { return NewRedisFixedWindow(c, 10, time.Minute) }},
 	}
 	for _, k := range redisKinds {
@@ -187,7 +187,7 @@ func TestDenyCacheLocalAnswersKeepTheGodocsPromise(t *testing.T) {
 	plansOf := []Policy{{Limit: 4, Window: time.Second}, {Limit: 12, Window: time.Second}, {Limit: 4, Window: 3 * time.Second}}
 	subjects := []subject{
 		inProcessSubject("TokenBucket", func(_ int, _ time.Duration, opts ...Option) (Limiter, error) {
-			return NewTokenBucket(4, 4, opts...)
+			return NewTokenBucket(PerSecond(4), 4, opts...)
 		}),
 		inProcessSubject("GCRA", func(_ int, _ time.Duration, opts ...Option) (Limiter, error) {
 			return NewGCRA(4, time.Second, opts...)

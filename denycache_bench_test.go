@@ -15,7 +15,7 @@ import (
 // %local-hot is the share of them answered without the backend.
 func BenchmarkDenyCacheHotKeyInAFullCache(b *testing.B) {
 	const maxKeys = 10_000
-	backend, err := NewTokenBucket(1, 1e-3)
+	backend, err := NewTokenBucket(Every(1000*time.Second), 1)
 	if err != nil {
 		b.Fatal(err)
 	}

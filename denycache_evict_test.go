@@ -76,7 +76,7 @@ func TestDenyCacheKeepsProtectingTheHotKeyAfterAFloodOfDeniedKeys(t *testing.T) 
 	t.Run("in process", func(t *testing.T) {
 		t.Parallel()
 		clock := ratelimittest.NewClock(epoch)
-		backend, err := NewTokenBucket(10, 0.01, WithClock(clock))
+		backend, err := NewTokenBucket(Every(100*time.Second), 10, WithClock(clock))
 		require.NoError(t, err)
 		counted := &adjustingCounter{countingLimiter{l: backend}}
 		cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock})
@@ -89,7 +89,7 @@ func TestDenyCacheKeepsProtectingTheHotKeyAfterAFloodOfDeniedKeys(t *testing.T) 
 	})
 	redisTrial := func(t *testing.T, client redis.Scripter, step func(time.Duration), keys int) {
 		clock := ratelimittest.NewClock(epoch)
-		backend, err := NewRedisTokenBucket(client, 10, 0.01)
+		backend, err := NewRedisTokenBucket(client, Every(100*time.Second), 10)
 		require.NoError(t, err)
 		counted := &adjustingCounter{countingLimiter{l: backend}}
 		cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, MaxKeys: keys})
@@ -126,7 +126,7 @@ func TestDenyCacheKeepsProtectingTheHotKeyAfterAFloodOfDeniedKeys(t *testing.T) 
 func TestDenyCacheEvictsOnlyDenialsWorthNoMoreThanTheNewOne(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(epoch)
-	backend, err := NewTokenBucket(1, 1e-3, WithClock(clock))
+	backend, err := NewTokenBucket(Every(1000*time.Second), 1, WithClock(clock))
 	require.NoError(t, err)
 	counted := &adjustingCounter{countingLimiter{l: backend}}
 	// One key per shard at most, so that every newcomer finds the held
@@ -218,7 +218,7 @@ func (c *adjustingCounter) Reset(ctx context.Context, key string) error {
 func TestDenyCacheEvictionUnderConcurrencyKeepsMaxKeysAndTheHotKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	backend, err := NewTokenBucket(1, 1e-3)
+	backend, err := NewTokenBucket(Every(1000*time.Second), 1)
 	require.NoError(t, err)
 	counted := &countingLimiter{l: backend}
 	cache, err := NewDenyCache(counted, DenyCacheConfig{MaxKeys: 256, MaxAge: time.Hour})

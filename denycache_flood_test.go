@@ -40,9 +40,9 @@ func floodBackends(t *testing.T) []floodBackend {
 	}{
 		{"TokenBucket", func(local bool, client redis.Scripter, clock Clock) (Decider, error) {
 			if local {
-				return NewTokenBucket(100, 2, WithClock(clock))
+				return NewTokenBucket(PerSecond(2), 100, WithClock(clock))
 			}
-			return NewRedisTokenBucket(client, 100, 2)
+			return NewRedisTokenBucket(client, PerSecond(2), 100)
 		}},
 		{"GCRA", func(local bool, client redis.Scripter, clock Clock) (Decider, error) {
 			if local {
@@ -62,12 +62,12 @@ func floodBackends(t *testing.T) []floodBackend {
 			if local {
 				requests, err = NewGCRA(20, time.Minute, WithClock(clock))
 				if err == nil {
-					tokens, err = NewTokenBucket(200, 3, WithClock(clock))
+					tokens, err = NewTokenBucket(PerSecond(3), 200, WithClock(clock))
 				}
 			} else {
 				requests, err = NewRedisGCRA(client, 20, time.Minute)
 				if err == nil {
-					tokens, err = NewRedisTokenBucket(client, 200, 3)
+					tokens, err = NewRedisTokenBucket(client, PerSecond(3), 200)
 				}
 			}
 			if err != nil {
@@ -203,7 +203,7 @@ func (g *gatedLimiter) Decide(ctx context.Context, key string, n int) (Decision,
 func TestDenyCacheForgetsADenialARefundOvertook(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(time.Unix(0, 0))
-	b, err := NewTokenBucket(3, 0.001, WithClock(clock))
+	b, err := NewTokenBucket(Every(1000*time.Second), 3, WithClock(clock))
 	require.NoError(t, err)
 	g := &gatedLimiter{TokenBucket: b, decided: make(chan struct{}), release: make(chan struct{})}
 	cache, err := NewDenyCache(g, DenyCacheConfig{Clock: clock, MaxAge: time.Hour})
@@ -274,7 +274,7 @@ func TestDenyCacheForgetsOtherKeysDenialsOnASharedPartGivenBack(t *testing.T) {
 func TestDenyCacheBoundsWhatItCannotSeeByMaxAge(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(time.Unix(0, 0))
-	b, err := NewTokenBucket(2, 0.001, WithClock(clock))
+	b, err := NewTokenBucket(Every(1000*time.Second), 2, WithClock(clock))
 	require.NoError(t, err)
 	cache, err := NewDenyCache(b, DenyCacheConfig{Clock: clock})
 	require.NoError(t, err)

@@ -97,7 +97,7 @@ func TestDenyCacheAnswersAFloodLocally(t *testing.T) {
 	// hides it (the same-cost rule): a flood of cost 1 is answered locally.
 	for _, hides := range []bool{false, true} {
 		clock := ratelimittest.NewClock(epoch)
-		backend, err := NewTokenBucket(10, 1, WithClock(clock))
+		backend, err := NewTokenBucket(PerSecond(1), 10, WithClock(clock))
 		require.NoError(t, err)
 		var wrapped Limiter
 		var reached *atomic.Int64
@@ -150,7 +150,7 @@ func (c *plainCounter) Allow(ctx context.Context, key string, n int) (Result, er
 // backend's answer aged; every other call goes to the backend.
 func TestDenyCacheKeepsTheSameCostRuleForABackendThatHidesItsState(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
-	backend, err := NewTokenBucket(5, 1, WithClock(clock))
+	backend, err := NewTokenBucket(PerSecond(1), 5, WithClock(clock))
 	require.NoError(t, err)
 	counted := &plainCounter{l: backend}
 	cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, MaxAge: time.Minute})
@@ -196,7 +196,7 @@ func TestDenyCacheKeepsTheSameCostRuleForABackendThatHidesItsState(t *testing.T)
 
 func TestDenyCacheLetsSmallerRequestsThrough(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
-	backend, err := NewTokenBucket(5, 1, WithClock(clock))
+	backend, err := NewTokenBucket(PerSecond(1), 5, WithClock(clock))
 	require.NoError(t, err)
 	counted := &countingLimiter{l: backend}
 	cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock})
@@ -231,7 +231,7 @@ func TestDenyCacheLetsSmallerRequestsThrough(t *testing.T) {
 func TestDenyCacheMemoryIsBounded(t *testing.T) {
 	t.Parallel()
 	clock := ratelimittest.NewClock(epoch)
-	backend, err := NewTokenBucket(1, 1, WithClock(clock))
+	backend, err := NewTokenBucket(PerSecond(1), 1, WithClock(clock))
 	require.NoError(t, err)
 	cache, err := NewDenyCache(backend, DenyCacheConfig{Clock: clock, MaxKeys: 6400})
 	require.NoError(t, err)
@@ -262,7 +262,7 @@ func TestNewDenyCacheRejectsBadConfig(t *testing.T) {
 // BenchmarkDenyCacheFlood floods one denied key through a DenyCache and
 // reports the share of calls answered without the backend.
 func BenchmarkDenyCacheFlood(b *testing.B) {
-	backend, err := NewTokenBucket(10, 10)
+	backend, err := NewTokenBucket(PerSecond(10), 10)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestDenyCacheReportsTheBackendsRetryAfterLessTheTimePassed(t *testing.T) {
 	// default MaxAge of 1 s, which must bound only how long the denial is
 	// remembered.
 	clock := ratelimittest.NewClock(epoch)
-	backend, err := NewTokenBucket(1, 1.0/60, WithClock(clock))
+	backend, err := NewTokenBucket(PerMinute(1), 1, WithClock(clock))
 	require.NoError(t, err)
 	counted := &countingLimiter{l: backend}
 	cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock})
@@ -316,7 +316,7 @@ func TestDenyCacheReportsTheBackendsRetryAfterLessTheTimePassed(t *testing.T) {
 
 func TestWaitThroughADenyCacheFailsAtOnceWhenTheDeadlineIsTooNear(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
-	backend, err := NewTokenBucket(1, 1.0/60, WithClock(clock))
+	backend, err := NewTokenBucket(PerMinute(1), 1, WithClock(clock))
 	require.NoError(t, err)
 	cache, err := NewDenyCache(backend, DenyCacheConfig{Clock: clock})
 	require.NoError(t, err)
@@ -337,7 +337,7 @@ func TestWaitThroughADenyCacheFailsAtOnceWhenTheDeadlineIsTooNear(t *testing.T) 
 func TestDenyCacheHoldsAtMostMaxKeys(t *testing.T) {
 	for _, maxKeys := range []int{1, 3, 63, 65} {
 		clock := ratelimittest.NewClock(epoch)
-		backend, err := NewTokenBucket(1, 1, WithClock(clock))
+		backend, err := NewTokenBucket(PerSecond(1), 1, WithClock(clock))
 		require.NoError(t, err)
 		counted := &countingLimiter{l: backend}
 		cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, MaxKeys: maxKeys})
@@ -369,7 +369,7 @@ func TestDenyCacheHoldsAtMostMaxKeys(t *testing.T) {
 }
 
 func TestDenyCacheHoldsAtMostMaxKeysUnderConcurrency(t *testing.T) {
-	backend, err := NewTokenBucket(1, 1e-3)
+	backend, err := NewTokenBucket(Every(1000*time.Second), 1)
 	require.NoError(t, err)
 	cache, err := NewDenyCache(backend, DenyCacheConfig{MaxKeys: 10, MaxAge: time.Hour})
 	require.NoError(t, err)
@@ -391,7 +391,7 @@ func TestDenyCacheHoldsAtMostMaxKeysUnderConcurrency(t *testing.T) {
 }
 
 func TestDenyCacheReportsItsBackendsPolicy(t *testing.T) {
-	backend, err := NewTokenBucket(10, 2)
+	backend, err := NewTokenBucket(PerSecond(2), 10)
 	require.NoError(t, err)
 	cache, err := NewDenyCache(backend, DenyCacheConfig{})
 	require.NoError(t, err)
@@ -420,9 +420,9 @@ func TestDenyCacheLocalAnswersEqualTheBackendsForCostsAboveOne(t *testing.T) {
 	// denial, of any cost, is remembered, and every answer, local or not,
 	// matches the backend's own.
 	clock := ratelimittest.NewClock(epoch)
-	backend, err := NewTokenBucket(10, 10, WithClock(clock))
+	backend, err := NewTokenBucket(PerSecond(10), 10, WithClock(clock))
 	require.NoError(t, err)
-	bare, err := NewTokenBucket(10, 10, WithClock(clock))
+	bare, err := NewTokenBucket(PerSecond(10), 10, WithClock(clock))
 	require.NoError(t, err)
 	counted := &countingLimiter{l: backend}
 	cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock})
@@ -444,7 +444,7 @@ func TestDenyCacheLocalAnswersEqualTheBackendsForCostsAboveOne(t *testing.T) {
 }
 
 func TestDenyCacheRefusesANilContext(t *testing.T) {
-	backend, err := NewTokenBucket(1, 1)
+	backend, err := NewTokenBucket(PerSecond(1), 1)
 	require.NoError(t, err)
 	cache, err := NewDenyCache(backend, DenyCacheConfig{})
 	require.NoError(t, err)

@@ -9,8 +9,9 @@
 //
 // # Limiters
 //
-//   - NewTokenBucket, NewRedisTokenBucket: capacity tokens refilling at a
-//     rate, for "r per second, with bursts of C".
+//   - NewTokenBucket, NewRedisTokenBucket: a bucket of burst tokens
+//     refilling at a Rate, for "r per second, with bursts of b":
+//     NewTokenBucket(PerSecond(r), b).
 //   - NewGCRA, NewRedisGCRA: limit per period, deciding exactly as a token
 //     bucket of capacity limit refilling limit per period, with one
 //     timestamp per key.

@@ -40,7 +40,7 @@ func ExampleFleet_Fallback() {
 		if err := fleet.Beat(ctx); err != nil {
 			panic(err)
 		}
-		shared, err := ratelimit.NewRedisTokenBucket(client, 30, 30)
+		shared, err := ratelimit.NewRedisTokenBucket(client, ratelimit.PerSecond(30), 30)
 		if err != nil {
 			panic(err)
 		}

@@ -70,7 +70,7 @@ func ExamplePolicyTable() {
 	done := make(chan error, 1)
 	go func() { done <- table.Run(ctx) }()
 
-	bucket, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithPolicyFunc(table.PolicyFunc()))
+	bucket, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 10, ratelimit.WithPolicyFunc(table.PolicyFunc()))
 	if err != nil {
 		panic(err)
 	}

@@ -26,7 +26,7 @@ func ExampleShadow() {
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	// User ids are no secret: the hooks may see them whole (without
 	// WithKeysShown, they see each key's digest).
-	bucket, err := ratelimit.NewTokenBucket(3, 2, ratelimit.WithClock(clock), ratelimit.WithKeysShown())
+	bucket, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(2), 3, ratelimit.WithClock(clock), ratelimit.WithKeysShown())
 	if err != nil {
 		panic(err)
 	}

@@ -19,7 +19,7 @@ import (
 // bucket alternates between empty and one token.
 func ExampleTokenBucket() {
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	limiter, err := ratelimit.NewTokenBucket(5, 2, ratelimit.WithClock(clock))
+	limiter, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(2), 5, ratelimit.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
@@ -77,17 +77,17 @@ func ExampleGCRA() {
 // Asking for more than the capacity can never succeed, so it is an error
 // rather than a denial.
 func ExampleLimiter_errors() {
-	limiter, err := ratelimit.NewTokenBucket(3, 1)
+	limiter, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 3)
 	if err != nil {
 		panic(err)
 	}
 	_, err = limiter.Allow(context.Background(), "k", 4)
 	fmt.Println(err)
-	_, err = ratelimit.NewTokenBucket(0, 1)
+	_, err = ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 0)
 	fmt.Println(err)
 	// Output:
 	// ratelimit: cost exceeds limit: n = 4, limit = 3
-	// ratelimit: invalid configuration: NewTokenBucket: capacity 0 must be > 0
+	// ratelimit: invalid configuration: NewTokenBucket: burst 0 must be > 0
 }
 
 // A fixed window of 20 requests per 30 s, asked for 25 at once: the first 20
@@ -132,7 +132,7 @@ func ExampleFixedWindow() {
 // deadline or the cost can never be allowed.
 func ExampleWait() {
 	ctx := context.Background()
-	fast, err := ratelimit.NewTokenBucket(1, 1000) // 1 token, 1000 per second
+	fast, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1000), 1) // 1 token, 1000 per second
 	if err != nil {
 		panic(err)
 	}
@@ -143,7 +143,7 @@ func ExampleWait() {
 
 	// One token a minute, already taken: a 1 s deadline cannot be met.
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	slow, err := ratelimit.NewTokenBucket(1, 1.0/60, ratelimit.WithClock(clock))
+	slow, err := ratelimit.NewTokenBucket(ratelimit.PerMinute(1), 1, ratelimit.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
@@ -170,7 +170,7 @@ func ExampleWait() {
 // trip.
 func ExampleDenyCache() {
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	backend, err := ratelimit.NewTokenBucket(2, 1, ratelimit.WithClock(clock)) // 2 tokens, 1 per second
+	backend, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 2, ratelimit.WithClock(clock)) // 2 tokens, 1 per second
 	if err != nil {
 		panic(err)
 	}
@@ -209,7 +209,7 @@ func ExampleDenyCache() {
 // Hooks see the backend's error.
 func ExampleGuard() {
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	bucket, err := ratelimit.NewTokenBucket(10, 5, ratelimit.WithClock(clock))
+	bucket, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(5), 10, ratelimit.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
@@ -303,11 +303,11 @@ func newMiniredis() (client *redis.Client, advance func(time.Duration), stop fun
 func ExampleRedisTokenBucket() {
 	client, advance, stop := newMiniredis()
 	defer stop()
-	replicaA, err := ratelimit.NewRedisTokenBucket(client, 5, 2)
+	replicaA, err := ratelimit.NewRedisTokenBucket(client, ratelimit.PerSecond(2), 5)
 	if err != nil {
 		panic(err)
 	}
-	replicaB, err := ratelimit.NewRedisTokenBucket(client, 5, 2)
+	replicaB, err := ratelimit.NewRedisTokenBucket(client, ratelimit.PerSecond(2), 5)
 	if err != nil {
 		panic(err)
 	}

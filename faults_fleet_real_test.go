@@ -76,7 +76,7 @@ func TestRealRedisFleetQuotaAndBreakerThroughAPauseAndAKill(t *testing.T) {
 			TTL: 2 * time.Second,
 		})
 		require.NoError(t, err)
-		rps, err := NewRedisTokenBucket(client, 30, 30)
+		rps, err := NewRedisTokenBucket(client, PerSecond(30), 30)
 		require.NoError(t, err)
 		quotaPart, err := NewRedisCalendarWindow(client, quota, month)
 		require.NoError(t, err)

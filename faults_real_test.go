@@ -41,7 +41,7 @@ const (
 // guardedBucket is a Redis token bucket behind a fail-closed Guard with a
 // 50 ms timeout and a breaker that opens after 3 failures for coolDown.
 func guardedBucket(t *testing.T, client redis.Scripter, coolDown time.Duration) (*Guard, *recordingHooks) {
-	bucket, err := NewRedisTokenBucket(client, 1000, 1000)
+	bucket, err := NewRedisTokenBucket(client, PerSecond(1000), 1000)
 	require.NoError(t, err)
 	hooks := &recordingHooks{}
 	g, err := NewGuard(bucket, GuardConfig{
@@ -127,7 +127,7 @@ func TestRealRedisStalledWithSIGSTOP(t *testing.T) {
 func TestRealRedisFlushAndRestartLoseState(t *testing.T) {
 	server := redistest.Start(t)
 	client := productionClient(t, server)
-	bucket, err := NewRedisTokenBucket(client, 5, 0.001) // nothing refills during the test
+	bucket, err := NewRedisTokenBucket(client, Every(1000*time.Second), 5) // nothing refills during the test
 	require.NoError(t, err)
 	ctx := context.Background()
 	for want := 4; want >= 2; want-- {

@@ -66,7 +66,7 @@ func BenchmarkFleetHeartbeat(b *testing.B) {
 	b.Run("decision=RedisTokenBucket", func(b *testing.B) {
 		ctx := context.Background()
 		admin := server.Client(b)
-		l, err := NewRedisTokenBucket(admin, 1<<40, 1e6, WithoutCoalescing())
+		l, err := NewRedisTokenBucket(admin, PerSecond(1e6), 1<<40, WithoutCoalescing())
 		if err != nil {
 			b.Fatal(err)
 		}

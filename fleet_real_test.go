@@ -81,7 +81,7 @@ func TestRealRedisFleetFallbacksKeepTheSharedLimitWhileRedisIsDown(t *testing.T)
 		limit  = 30 // per second, a burst of 30
 		outage = 2 * time.Second
 	)
-	bucket := func(c redis.Scripter) (Limiter, error) { return NewRedisTokenBucket(c, limit, limit) }
+	bucket := func(c redis.Scripter) (Limiter, error) { return NewRedisTokenBucket(c, PerSecond(limit), limit) }
 	window := func(c redis.Scripter) (Limiter, error) { return NewRedisFixedWindow(c, limit, time.Second) }
 	for _, tc := range []struct {
 		name       string
@@ -190,7 +190,7 @@ func TestRealRedisFleetResizesWhenAReplicaJoinsOrLeaves(t *testing.T) {
 	}
 	a, _ := run("a", productionClient(t, server))
 	b, stopB := run("b", productionClient(t, server))
-	backend, err := NewRedisTokenBucket(productionClient(t, server), 12, 12)
+	backend, err := NewRedisTokenBucket(productionClient(t, server), PerSecond(12), 12)
 	require.NoError(t, err)
 	fallback, err := a.Fallback(backend)
 	require.NoError(t, err)

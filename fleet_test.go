@@ -310,7 +310,7 @@ func TestFallbackMirrorsEachRedisLimiterOnTheShare(t *testing.T) {
 	fleet := fleets[0]
 	require.Equal(t, 2, fleet.Live())
 
-	bucket, err := NewRedisTokenBucket(client, 10, 10) // 10 per second
+	bucket, err := NewRedisTokenBucket(client, PerSecond(10), 10) // 10 per second
 	require.NoError(t, err)
 	gcra, err := NewRedisGCRA(client, 10, time.Second)
 	require.NoError(t, err)
@@ -396,7 +396,7 @@ func TestFallbackResizesAndKeepsWhatEachKeyUsed(t *testing.T) {
 	require.Equal(t, 1, a.Live())
 
 	for _, newBackend := range []func() (Limiter, error){
-		func() (Limiter, error) { return NewRedisTokenBucket(client, 10, 1) },
+		func() (Limiter, error) { return NewRedisTokenBucket(client, PerSecond(1), 10) },
 		func() (Limiter, error) { return NewRedisGCRA(client, 10, 10*time.Second) },
 		func() (Limiter, error) { return NewRedisFixedWindow(client, 10, 10*time.Second) },
 	} {
@@ -438,9 +438,9 @@ func TestFallbackResizesAndKeepsWhatEachKeyUsed(t *testing.T) {
 func TestFallbackRefusesWhatItCannotMirror(t *testing.T) {
 	m, client, _ := miniredisClock(t)
 	fleet := newTestFleet(t, m, "a")
-	local, err := NewTokenBucket(10, 1)
+	local, err := NewTokenBucket(PerSecond(1), 10)
 	require.NoError(t, err)
-	redisBucket, err := NewRedisTokenBucket(client, 10, 1)
+	redisBucket, err := NewRedisTokenBucket(client, PerSecond(1), 10)
 	require.NoError(t, err)
 	localComposite, err := NewComposite(Part{Name: "a", Limiter: local})
 	require.NoError(t, err)

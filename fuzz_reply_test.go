@@ -44,7 +44,7 @@ func FuzzRedisReply(f *testing.F) {
 		var err error
 		switch which % 6 {
 		case 0:
-			l, err = NewRedisTokenBucket(script, limit, 1)
+			l, err = NewRedisTokenBucket(script, PerSecond(1), limit)
 		case 1:
 			l, err = NewRedisGCRA(script, limit, time.Second)
 		case 2:

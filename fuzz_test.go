@@ -24,9 +24,9 @@ func FuzzTokenBucket(f *testing.F) {
 		c := int(capacity)
 		interval := time.Duration(intervalMs) * time.Millisecond
 		clock := ratelimittest.NewClock(epoch)
-		l, err := NewTokenBucket(c, float64(time.Second)/float64(interval), WithClock(clock))
+		l, err := NewTokenBucket(Every(interval), c, WithClock(clock))
 		if err != nil {
-			t.Fatalf("NewTokenBucket(%d, 1/%v): %v", c, interval, err)
+			t.Fatalf("NewTokenBucket(Every(%v), %d): %v", interval, c, err)
 		}
 		model := newBucketModel(c, interval)
 
@@ -252,7 +252,7 @@ func FuzzSettleBoundsDebt(f *testing.F) {
 		var err error
 		switch algorithm % 3 {
 		case 0:
-			a, err = NewTokenBucket(l, float64(time.Second)/float64(interval), opts...)
+			a, err = NewTokenBucket(Every(interval), l, opts...)
 			m = newBucketPart(l, interval)
 		case 1:
 			a, err = NewGCRA(l, interval*time.Duration(l), opts...)

@@ -9,10 +9,10 @@ import (
 // period per key, with bursts of up to limit.
 //
 // It keeps one timestamp per key, the theoretical arrival time, and decides
-// exactly as a TokenBucket with capacity limit and rate limit/period: with an
-// emission interval T = period/limit, a request for n at now moves the key's
-// time to max(tat, now) + n·T and is allowed iff that is at most limit·T ahead
-// of now.
+// exactly as NewTokenBucket(Per(limit, period), limit): with an emission
+// interval T = period/limit, a request for n at now moves the key's time to
+// max(tat, now) + n·T and is allowed iff that is at most limit·T ahead of
+// now.
 //
 // A GCRA is safe for concurrent use. The zero value is not usable; create one
 // with NewGCRA.

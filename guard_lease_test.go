@@ -201,7 +201,7 @@ func TestGuardReleaseErrorsDoNotCountTowardTheBreaker(t *testing.T) {
 func TestDecoratorsOverRateLimitersAcquireAsTheyDecide(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(epoch)
-	bucket, err := NewTokenBucket(1, 1, WithClock(clock))
+	bucket, err := NewTokenBucket(PerSecond(1), 1, WithClock(clock))
 	require.NoError(t, err)
 	cache, err := NewDenyCache(bucket, DenyCacheConfig{Clock: clock})
 	require.NoError(t, err)

@@ -21,7 +21,7 @@ func checkOneBadKeyLeavesOtherKeysAlone(t *testing.T, client redis.Cmdable) {
 	t.Helper()
 	ctx := context.Background()
 	for _, policy := range []FailurePolicy{FailOpen, FailClosed} {
-		l, err := NewRedisTokenBucket(client, 2, 0.001)
+		l, err := NewRedisTokenBucket(client, Every(1000*time.Second), 2)
 		require.NoError(t, err)
 		g, err := NewGuard(l, GuardConfig{OnFailure: policy, BreakerFailures: 5, BreakerCoolDown: time.Minute})
 		require.NoError(t, err)

@@ -15,7 +15,7 @@ func TestGuardFailurePolicies(t *testing.T) {
 	ok := Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}
 	// A fallback of the backend's size, which starts from the backend's 9
 	// left (see TestGuardFallbackStartsFromWhatTheBackendHadLeft).
-	fallback, err := NewTokenBucket(10, 1, WithClock(ratelimittest.NewClock(epoch)))
+	fallback, err := NewTokenBucket(PerSecond(1), 10, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	cases := []struct {
 		name   string
@@ -54,7 +54,7 @@ func TestGuardFailurePolicies(t *testing.T) {
 }
 
 func TestGuardPassesCallerMistakesThrough(t *testing.T) {
-	backend, err := NewTokenBucket(3, 1, WithClock(ratelimittest.NewClock(epoch)))
+	backend, err := NewTokenBucket(PerSecond(1), 3, WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	g, err := NewGuard(backend, GuardConfig{OnFailure: FailClosed, BreakerFailures: 1, BreakerCoolDown: time.Minute})
 	require.NoError(t, err)
@@ -189,7 +189,7 @@ func TestGuardCallerCancellationIsNotAFailure(t *testing.T) {
 
 func TestNewGuardRejectsBadConfig(t *testing.T) {
 	backend := &stubBackend{}
-	fallback, err := NewTokenBucket(1, 1)
+	fallback, err := NewTokenBucket(PerSecond(1), 1)
 	require.NoError(t, err)
 	cases := []struct {
 		name    string
@@ -258,10 +258,10 @@ func TestGuardFailOverDeniesACostOnlyTheFallbackCannotTake(t *testing.T) {
 	// A shared limit of 100, a fallback of 25 per replica, the backend
 	// down: a cost of 30 is valid and must wait for the backend, not be
 	// told it can never succeed.
-	backend, err := NewTokenBucket(100, 10)
+	backend, err := NewTokenBucket(PerSecond(10), 100)
 	require.NoError(t, err)
 	down := &policyStub{stubBackend: stubBackend{err: errDown}, policy: backend.Policy()}
-	fallback, err := NewTokenBucket(25, 2.5)
+	fallback, err := NewTokenBucket(PerMinute(150), 25)
 	require.NoError(t, err)
 	clock := ratelimittest.NewClock(epoch)
 	g, err := NewGuard(down, GuardConfig{OnFailure: FailOver, Fallback: fallback, BreakerFailures: 1, BreakerCoolDown: 10 * time.Second, Clock: clock})

@@ -107,7 +107,7 @@ func TestGuardTimeoutHoldsWhateverTheClientsOptions(t *testing.T) {
 		return c
 	}
 	t.Run("coalescing", func(t *testing.T) {
-		l, err := NewRedisTokenBucket(client(t), 10, 1)
+		l, err := NewRedisTokenBucket(client(t), PerSecond(1), 10)
 		require.NoError(t, err)
 		checkTimeoutHolds(t, l, timeout, slack)
 	})
@@ -118,7 +118,7 @@ func TestGuardTimeoutHoldsWhateverTheClientsOptions(t *testing.T) {
 	})
 	t.Run("Composite", func(t *testing.T) {
 		c := client(t)
-		rps, err := NewRedisTokenBucket(c, 10, 10)
+		rps, err := NewRedisTokenBucket(c, PerSecond(10), 10)
 		require.NoError(t, err)
 		day, err := NewRedisFixedWindow(c, 100, 24*time.Hour)
 		require.NoError(t, err)
@@ -147,7 +147,7 @@ func TestRealRedisGuardTimeoutHoldsWithoutContextTimeoutEnabled(t *testing.T) {
 		o.ReadTimeout = 5 * time.Second
 		o.WriteTimeout = 5 * time.Second
 	})
-	bucket, err := NewRedisTokenBucket(client, 10, 1)
+	bucket, err := NewRedisTokenBucket(client, PerSecond(1), 10)
 	require.NoError(t, err)
 	_, err = bucket.Allow(context.Background(), "k", 1)
 	require.NoError(t, err, "the server answers before it is stopped")
@@ -174,7 +174,7 @@ func BenchmarkGuardTimeoutOnRedis(b *testing.B) {
 				o.MaxRetries = -1
 				o.ContextTimeoutEnabled = enabled
 			})
-			bucket, err := NewRedisTokenBucket(client, 1<<30, 1e6)
+			bucket, err := NewRedisTokenBucket(client, PerSecond(1e6), 1<<30)
 			require.NoError(b, err)
 			g, err := NewGuard(bucket, GuardConfig{Timeout: time.Second})
 			require.NoError(b, err)

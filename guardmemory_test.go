@@ -41,7 +41,7 @@ func newQuotaFleet(t *testing.T, replicas int, cfg GuardConfig) *quotaFleet {
 	for _, f := range fleets {
 		require.Equal(t, replicas, f.Live())
 		client := failFastClient(t, m)
-		rps, err := NewRedisTokenBucket(client, 30, 30)
+		rps, err := NewRedisTokenBucket(client, PerSecond(30), 30)
 		require.NoError(t, err)
 		month, err := NewRedisCalendarWindow(client, 120, Calendar{Period: CalendarMonth, Location: time.UTC}, WithClock(q.clock))
 		require.NoError(t, err)
@@ -184,9 +184,9 @@ func TestGuardFallbackOfOnePolicyStartsFromTheBackendsState(t *testing.T) {
 func TestGuardFallbackSeedsARateAsItRefilled(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
 	m, _, advance := miniredisClock(t)
-	backend, err := NewRedisTokenBucket(failFastClient(t, m), 100, 10) // 10 a second
+	backend, err := NewRedisTokenBucket(failFastClient(t, m), PerSecond(10), 100) // 10 a second
 	require.NoError(t, err)
-	fallback, err := NewTokenBucket(100, 10, WithClock(clock))
+	fallback, err := NewTokenBucket(PerSecond(10), 100, WithClock(clock))
 	require.NoError(t, err)
 	g, err := NewGuard(backend, GuardConfig{OnFailure: FailOver, Fallback: fallback, Clock: clock})
 	require.NoError(t, err)
@@ -243,11 +243,11 @@ func BenchmarkGuardHotKey(b *testing.B) {
 
 // benchGuard returns a Guard of policy around a bucket far from its limit.
 func benchGuard(b *testing.B, policy FailurePolicy) *Guard {
-	backend, err := NewTokenBucket(1<<20, 1e8)
+	backend, err := NewTokenBucket(PerSecond(1e8), 1<<20)
 	require.NoError(b, err)
 	cfg := GuardConfig{OnFailure: policy}
 	if policy == FailOver {
-		cfg.Fallback, err = NewTokenBucket(1<<20, 1e8)
+		cfg.Fallback, err = NewTokenBucket(PerSecond(1e8), 1<<20)
 		require.NoError(b, err)
 	}
 	g, err := NewGuard(backend, cfg)

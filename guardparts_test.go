@@ -88,7 +88,7 @@ func TestGuardPartFailureWithEveryPartOnOnePolicyAnswersAsAWhole(t *testing.T) {
 
 func TestNewGuardRefusesABadPartFailure(t *testing.T) {
 	_, client, _ := miniredisClock(t)
-	rps, err := NewRedisTokenBucket(client, 30, 30)
+	rps, err := NewRedisTokenBucket(client, PerSecond(30), 30)
 	require.NoError(t, err)
 	month, err := NewRedisCalendarWindow(client, 120, Calendar{Period: CalendarMonth, Location: time.UTC})
 	require.NoError(t, err)
@@ -98,7 +98,7 @@ func TestNewGuardRefusesABadPartFailure(t *testing.T) {
 	f.live.Store(1)
 	fallback, err := f.Fallback(backend)
 	require.NoError(t, err)
-	bucket, err := NewTokenBucket(30, 30)
+	bucket, err := NewTokenBucket(PerSecond(30), 30)
 	require.NoError(t, err)
 	for name, c := range map[string]struct {
 		backend Limiter

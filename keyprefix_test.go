@@ -22,7 +22,9 @@ func TestDefaultKeyPrefixKeepsEveryStoredKey(t *testing.T) {
 		build       func(...Option) (prefixer, error)
 		plain, keys string
 	}{
-		"RedisTokenBucket": {func(o ...Option) (prefixer, error) { return NewRedisTokenBucket(client, 10, 10, redisOpts(o)...) },
+		"RedisTokenBucket": {func(o ...Option) (prefixer, error) {
+			return NewRedisTokenBucket(client, PerSecond(10), 10, redisOpts(o)...)
+		},
 			"ratelimit:tb:10:100000:", "ratelimit:tb:keyed:10:100000:"},
 		"RedisGCRA": {func(o ...Option) (prefixer, error) { return NewRedisGCRA(client, 100, time.Minute, redisOpts(o)...) },
 			"ratelimit:gcra:100:600000:", "ratelimit:gcra:keyed:100:600000:"},

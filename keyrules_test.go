@@ -46,7 +46,7 @@ func keyRuleSubjects() []keyRuleSubject {
 	const w = 10 * time.Second
 	return []keyRuleSubject{
 		{"TokenBucket", false, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
-			l, err := NewTokenBucket(3, 1, local(e, o)...)
+			l, err := NewTokenBucket(PerSecond(1), 3, local(e, o)...)
 			return must(t, l, err)
 		}},
 		{"GCRA", false, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
@@ -74,7 +74,7 @@ func keyRuleSubjects() []keyRuleSubject {
 			return must(t, l, err)
 		}},
 		{"RedisTokenBucket", true, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
-			l, err := NewRedisTokenBucket(e.client, 3, 1, redisOpts(o)...)
+			l, err := NewRedisTokenBucket(e.client, PerSecond(1), 3, redisOpts(o)...)
 			return must(t, l, err)
 		}},
 		{"RedisGCRA", true, func(t *testing.T, e *keyEnv, o ...Option) Limiter {
@@ -317,7 +317,7 @@ func checkAKeyOverTheBoundIsRefused(t *testing.T, s keyRuleSubject, real bool) {
 func TestAGuardNeverCountsAKeyOverTheBound(t *testing.T) {
 	ctx := context.Background()
 	e := newKeyEnv(t, false)
-	backend, err := NewRedisTokenBucket(e.client, 3, 1)
+	backend, err := NewRedisTokenBucket(e.client, PerSecond(1), 3)
 	require.NoError(t, err)
 	h := &recordingHooks{}
 	g, err := NewGuard(backend, GuardConfig{OnFailure: FailOpen, BreakerFailures: 1, BreakerCoolDown: time.Minute, Hooks: h})
@@ -339,7 +339,7 @@ func TestAGuardNeverCountsAKeyOverTheBound(t *testing.T) {
 func TestWithMaxKeyLengthRefusesABoundBelowOne(t *testing.T) {
 	_, client, _ := miniredisClock(t)
 	for _, n := range []int{0, -1} {
-		_, err := NewTokenBucket(1, 1, WithMaxKeyLength(n))
+		_, err := NewTokenBucket(PerSecond(1), 1, WithMaxKeyLength(n))
 		assert.ErrorIs(t, err, ErrInvalidConfig, "%d", n)
 		_, err = NewRedisGCRA(client, 1, time.Second, WithMaxKeyLength(n))
 		assert.ErrorIs(t, err, ErrInvalidConfig, "%d", n)
@@ -351,9 +351,9 @@ func TestACompositePartsKeyIsBoundedByItsOwnLimiter(t *testing.T) {
 	// bound refuses it, naming the part, and no part is touched.
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(epoch)
-	user, err := NewTokenBucket(3, 1, WithClock(clock))
+	user, err := NewTokenBucket(PerSecond(1), 3, WithClock(clock))
 	require.NoError(t, err)
-	tenant, err := NewTokenBucket(3, 1, WithClock(clock), WithMaxKeyLength(8))
+	tenant, err := NewTokenBucket(PerSecond(1), 3, WithClock(clock), WithMaxKeyLength(8))
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "user", Limiter: user}, Part{Name: "tenant", Limiter: tenant, Key: func(k string) string { return "tenant:" + k }})
 	require.NoError(t, err)
@@ -556,7 +556,7 @@ func TestKeylessHooksHearNoKeyAndCostNoDigest(t *testing.T) {
 		})
 	}
 	ctx := context.Background()
-	tb, err := NewTokenBucket(1<<30, 1e6, WithHooks(&keylessRecorder{}))
+	tb, err := NewTokenBucket(PerSecond(1e6), 1<<30, WithHooks(&keylessRecorder{}))
 	require.NoError(t, err)
 	_, _ = tb.Allow(ctx, secretKey, 1)
 	// The recorder's own appends aside (amortised), a report allocates

@@ -69,7 +69,7 @@ func TestNoTwoKindsShareAStateNameNorAScriptLetter(t *testing.T) {
 type embeddingLimiter struct{ *TokenBucket }
 
 func TestATypeThatEmbedsALimiterIsNotTakenForIt(t *testing.T) {
-	b, err := NewTokenBucket(10, 1)
+	b, err := NewTokenBucket(PerSecond(1), 10)
 	require.NoError(t, err)
 	_, ok := engineOf(b)
 	assert.True(t, ok)
@@ -100,7 +100,7 @@ func TestEveryKindsKeyPrefixesStayAsStored(t *testing.T) {
 	cal := Calendar{Period: CalendarDay, Location: time.UTC}
 	build := map[string]func(opts ...RedisOption) (prefixed, error){
 		"tb": func(opts ...RedisOption) (prefixed, error) {
-			return NewRedisTokenBucket(client, 10, 5, opts...)
+			return NewRedisTokenBucket(client, PerSecond(5), 10, opts...)
 		},
 		"gcra": func(opts ...RedisOption) (prefixed, error) {
 			return NewRedisGCRA(client, 10, 2*time.Second, opts...)
@@ -154,7 +154,7 @@ func TestEveryKindsKeyPrefixesStayAsStored(t *testing.T) {
 type embeddingDecorator struct{ *Shadow }
 
 func TestDecoratorsAreWalkedThroughAndATypeThatEmbedsOneIsNot(t *testing.T) {
-	a, err := NewTokenBucket(10, 1)
+	a, err := NewTokenBucket(PerSecond(1), 10)
 	require.NoError(t, err)
 	b, err := NewGCRA(10, time.Second)
 	require.NoError(t, err)

@@ -57,10 +57,10 @@ type kindRow struct {
 var kindTable = map[string]kindRow{
 	"TokenBucket": {
 		local: func(limit int, period time.Duration, opts ...Option) (Limiter, error) {
-			return NewTokenBucket(limit, float64(limit)/period.Seconds(), opts...)
+			return NewTokenBucket(Per(limit, period), limit, opts...)
 		},
 		remote: func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (Limiter, error) {
-			return NewRedisTokenBucket(c, limit, float64(limit)/period.Seconds(), opts...)
+			return NewRedisTokenBucket(c, Per(limit, period), limit, opts...)
 		},
 		scenarios: bucketScenarios,
 		adjust:    bucketAdjustScenarios,

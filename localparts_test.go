@@ -22,7 +22,7 @@ type notLocal struct{}
 func (notLocal) Allow(context.Context, string, int) (Result, error) { return Result{}, nil }
 
 func TestNewLocalPartsTakesOnlyInProcessLimiters(t *testing.T) {
-	tb, err := NewTokenBucket(1, 1)
+	tb, err := NewTokenBucket(PerSecond(1), 1)
 	require.NoError(t, err)
 	for _, c := range []struct {
 		limiter Limiter
@@ -45,7 +45,7 @@ func TestNewLocalPartsTakesOnlyInProcessLimiters(t *testing.T) {
 func TestLocalCompositeTakesFromEveryPartOrNone(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(epoch)
-	bucket, err := NewTokenBucket(2, 1, WithClock(clock))
+	bucket, err := NewTokenBucket(PerSecond(1), 2, WithClock(clock))
 	require.NoError(t, err)
 	window, err := NewFixedWindow(3, time.Hour, WithClock(clock))
 	require.NoError(t, err)
@@ -144,7 +144,7 @@ func within(t *testing.T, f func()) {
 func TestLocalCompositeOfOneLimiterOnTwoKeysOfOneShard(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(epoch)
-	bucket, err := NewTokenBucket(3, 1, WithClock(clock))
+	bucket, err := NewTokenBucket(PerSecond(1), 3, WithClock(clock))
 	require.NoError(t, err)
 	window, err := NewFixedWindow(3, time.Minute, WithClock(clock))
 	require.NoError(t, err)
@@ -198,7 +198,7 @@ func TestLocalCompositesSharingLimitersUnderLoad(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(epoch)
-	bucket, err := NewTokenBucket(10, 10, WithClock(clock))
+	bucket, err := NewTokenBucket(PerSecond(10), 10, WithClock(clock))
 	require.NoError(t, err)
 	window, err := NewFixedWindow(100, time.Hour, WithClock(clock))
 	require.NoError(t, err)
@@ -296,7 +296,7 @@ func TestLocalPartsReadEachClockOnce(t *testing.T) {
 	// by the time between their limiters' starts.
 	var system []Limiter
 	for range 3 {
-		b, err := NewTokenBucket(1, 1)
+		b, err := NewTokenBucket(PerSecond(1), 1)
 		require.NoError(t, err)
 		system = append(system, b)
 	}
@@ -598,7 +598,7 @@ func TestLocalCompositeMatchesTheModel(t *testing.T) {
 		bucketDebt, bucketOpts := randomDebt(r)
 		gcraDebt, gcraOpts := randomDebt(r)
 		windowDebt, windowOpts := randomDebt(r)
-		bucket, err := NewTokenBucket(bucketLimit, float64(time.Second)/float64(bucketInterval), append(bucketOpts, WithClock(clock))...)
+		bucket, err := NewTokenBucket(Every(bucketInterval), bucketLimit, append(bucketOpts, WithClock(clock))...)
 		require.NoError(t, err)
 		gcra, err := NewGCRA(gcraLimit, time.Duration(gcraLimit)*gcraInterval, append(gcraOpts, WithClock(clock))...)
 		require.NoError(t, err)
@@ -710,7 +710,7 @@ func TestInProcessAdjustersMatchTheModel(t *testing.T) {
 		switch round % 3 {
 		case 0:
 			interval := exactIntervals[r.IntN(len(exactIntervals))]
-			a, err = NewTokenBucket(limit, float64(time.Second)/float64(interval), opts...)
+			a, err = NewTokenBucket(Every(interval), limit, opts...)
 			m, step = newBucketPart(limit, interval), int64(interval)
 		case 1:
 			interval := time.Duration(1 + r.Int64N(int64(time.Second)))

@@ -124,7 +124,7 @@ func TestInProcessLimitersMatchTheModel(t *testing.T) {
 			new  func(*ratelimittest.Clock) (Limiter, error)
 		}{
 			{"TokenBucket", func(c *ratelimittest.Clock) (Limiter, error) {
-				return NewTokenBucket(capacity, float64(time.Second)/float64(interval), WithClock(c))
+				return NewTokenBucket(Every(interval), capacity, WithClock(c))
 			}},
 			{"GCRA", func(c *ratelimittest.Clock) (Limiter, error) {
 				return NewGCRA(capacity, interval*time.Duration(capacity), WithClock(c))

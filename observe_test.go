@@ -19,10 +19,10 @@ func observedLimiters(t *testing.T, opts ...Option) map[string]Limiter {
 	_, client, _ := miniredisClock(t)
 	local := append([]Option{WithClock(clock)}, opts...)
 	made := map[string]func() (Limiter, error){
-		"TokenBucket":      func() (Limiter, error) { return NewTokenBucket(3, 1, local...) },
+		"TokenBucket":      func() (Limiter, error) { return NewTokenBucket(PerSecond(1), 3, local...) },
 		"GCRA":             func() (Limiter, error) { return NewGCRA(3, 3*time.Second, local...) },
 		"FixedWindow":      func() (Limiter, error) { return NewFixedWindow(3, 3*time.Second, local...) },
-		"RedisTokenBucket": func() (Limiter, error) { return NewRedisTokenBucket(client, 3, 1, redisOpts(opts)...) },
+		"RedisTokenBucket": func() (Limiter, error) { return NewRedisTokenBucket(client, PerSecond(1), 3, redisOpts(opts)...) },
 		"RedisGCRA":        func() (Limiter, error) { return NewRedisGCRA(client, 3, 3*time.Second, redisOpts(opts)...) },
 		"RedisFixedWindow": func() (Limiter, error) { return NewRedisFixedWindow(client, 3, 3*time.Second, redisOpts(opts)...) },
 
@@ -79,9 +79,9 @@ func TestWithNameNamesTheReports(t *testing.T) {
 }
 
 func TestHookOptionsRefuseNothingToListenOrName(t *testing.T) {
-	_, err := NewTokenBucket(1, 1, WithHooks(nil))
+	_, err := NewTokenBucket(PerSecond(1), 1, WithHooks(nil))
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	_, err = NewTokenBucket(1, 1, WithName(""))
+	_, err = NewTokenBucket(PerSecond(1), 1, WithName(""))
 	require.ErrorIs(t, err, ErrInvalidConfig)
 }
 

@@ -25,7 +25,7 @@ import (
 // localConstructors are calls of every in-process constructor, and a
 // Fleet's fallback, with their options left as %s.
 var localConstructors = []string{
-	"ratelimit.NewTokenBucket(1, 1, %s)",
+	"ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 1, %s)",
 	"ratelimit.NewGCRA(1, time.Second, %s)",
 	"ratelimit.NewFixedWindow(1, time.Second, %s)",
 	"ratelimit.NewSlidingLog(1, time.Second, %s)",
@@ -38,7 +38,7 @@ var localConstructors = []string{
 // redisConstructors are calls of every Redis constructor, with their
 // options left as %s.
 var redisConstructors = []string{
-	"ratelimit.NewRedisTokenBucket(nil, 1, 1, %s)",
+	"ratelimit.NewRedisTokenBucket(nil, ratelimit.PerSecond(1), 1, %s)",
 	"ratelimit.NewRedisGCRA(nil, 1, time.Second, %s)",
 	"ratelimit.NewRedisFixedWindow(nil, 1, time.Second, %s)",
 	"ratelimit.NewRedisSlidingLog(nil, 1, time.Second, %s)",
@@ -138,7 +138,7 @@ func TestRedisOnlyOptionsDoNotCompileInProcess(t *testing.T) {
 		}
 	}
 	// A []SharedOption passes to either kind one by one.
-	calls = append(calls, "ratelimit.NewTokenBucket(1, 1, ratelimit.Option(ratelimit.WithName(\"n\")))")
+	calls = append(calls, "ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 1, ratelimit.Option(ratelimit.WithName(\"n\")))")
 	bad = append(bad, false)
 	errs := typeErrors(t, calls)
 	for i, c := range calls {
@@ -157,7 +157,7 @@ func TestOptionsThatCannotApplyAreRefusedByName(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
 	day := Calendar{Period: CalendarDay}
 	build := map[string]func(...RedisOption) error{
-		"NewRedisTokenBucket": func(o ...RedisOption) error { _, err := NewRedisTokenBucket(client, 1, 1, o...); return err },
+		"NewRedisTokenBucket": func(o ...RedisOption) error { _, err := NewRedisTokenBucket(client, PerSecond(1), 1, o...); return err },
 		"NewRedisGCRA":        func(o ...RedisOption) error { _, err := NewRedisGCRA(client, 1, time.Second, o...); return err },
 		"NewRedisFixedWindow": func(o ...RedisOption) error { _, err := NewRedisFixedWindow(client, 1, time.Second, o...); return err },
 		"NewRedisSlidingLog":  func(o ...RedisOption) error { _, err := NewRedisSlidingLog(client, 1, time.Second, o...); return err },
@@ -191,7 +191,7 @@ func TestOptionsThatCannotApplyAreRefusedByName(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	assert.ErrorContains(t, err, "WithPolicyFunc does not apply")
 	for name, err := range map[string]error{
-		"nil Option":        func() error { _, err := NewTokenBucket(1, 1, nil); return err }(),
+		"nil Option":        func() error { _, err := NewTokenBucket(PerSecond(1), 1, nil); return err }(),
 		"nil RedisOption":   func() error { _, err := NewRedisGCRA(client, 1, time.Second, nil); return err }(),
 		"zero SharedOption": func() error { _, err := NewGCRA(1, time.Second, SharedOption{}); return err }(),
 		"zero on Redis":     func() error { _, err := NewRedisGCRA(client, 1, time.Second, SharedOption{}); return err }(),

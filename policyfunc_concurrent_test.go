@@ -45,7 +45,7 @@ func TestRealRedisClusterPolicyFuncBatchesMixingPoliciesStayExact(t *testing.T) 
 func testPolicyFuncBatchesStayExact(t *testing.T, client redis.Scripter) {
 	builds := map[string]func() (Limiter, error){
 		"RedisTokenBucket": func() (Limiter, error) {
-			return NewRedisTokenBucket(client, 4, 4/3600.0, WithPolicyFunc(planOfKey))
+			return NewRedisTokenBucket(client, PerHour(4), 4, WithPolicyFunc(planOfKey))
 		},
 		"RedisGCRA": func() (Limiter, error) {
 			return NewRedisGCRA(client, 4, time.Hour, WithPolicyFunc(planOfKey))

@@ -26,8 +26,8 @@ type policyFuncSubject struct {
 	newLimiter func(t *testing.T, own Policy, f PolicyFunc, opts ...Option) (Adjuster, func(time.Duration))
 }
 
-// perSecond is the refill rate of a token bucket whose policy is p.
-func perSecond(p Policy) float64 { return float64(p.Limit) / p.Window.Seconds() }
+// rateOf is the refill rate of a token bucket whose policy is p.
+func rateOf(p Policy) Rate { return Per(p.Limit, p.Window) }
 
 // inProcessPolicyFunc makes a policyFuncSubject of an in-process limiter on a
 // ratelimittest.Clock.
@@ -53,7 +53,7 @@ func miniredisPolicyFunc(name string, window bool, build func(client *redis.Clie
 
 var (
 	buildTokenBucket = func(own Policy, opts ...Option) (Adjuster, error) {
-		return NewTokenBucket(own.Limit, perSecond(own), opts...)
+		return NewTokenBucket(rateOf(own), own.Limit, opts...)
 	}
 	buildGCRA = func(own Policy, opts ...Option) (Adjuster, error) {
 		return NewGCRA(own.Limit, own.Window, opts...)
@@ -62,7 +62,7 @@ var (
 		return NewFixedWindow(own.Limit, own.Window, opts...)
 	}
 	buildRedisTokenBucket = func(client *redis.Client, own Policy, opts ...Option) (Adjuster, error) {
-		return NewRedisTokenBucket(client, own.Limit, perSecond(own), redisOpts(opts)...)
+		return NewRedisTokenBucket(client, rateOf(own), own.Limit, redisOpts(opts)...)
 	}
 	buildRedisGCRA = func(client *redis.Client, own Policy, opts ...Option) (Adjuster, error) {
 		return NewRedisGCRA(client, own.Limit, own.Window, redisOpts(opts)...)
@@ -417,11 +417,11 @@ func TestCostAboveTheKeysLimitExceedsIt(t *testing.T) {
 func TestWithPolicyFuncNilIsInvalidConfig(t *testing.T) {
 	_, client, _ := miniredisClock(t)
 	constructors := map[string]func() (Limiter, error){
-		"TokenBucket": func() (Limiter, error) { return NewTokenBucket(3, 1, WithPolicyFunc(nil)) },
+		"TokenBucket": func() (Limiter, error) { return NewTokenBucket(PerSecond(1), 3, WithPolicyFunc(nil)) },
 		"GCRA":        func() (Limiter, error) { return NewGCRA(3, time.Second, WithPolicyFunc(nil)) },
 		"FixedWindow": func() (Limiter, error) { return NewFixedWindow(3, time.Second, WithPolicyFunc(nil)) },
 		"RedisTokenBucket": func() (Limiter, error) {
-			return NewRedisTokenBucket(client, 3, 1, WithPolicyFunc(nil))
+			return NewRedisTokenBucket(client, PerSecond(1), 3, WithPolicyFunc(nil))
 		},
 		"RedisGCRA": func() (Limiter, error) { return NewRedisGCRA(client, 3, time.Second, WithPolicyFunc(nil)) },
 		"RedisFixedWindow": func() (Limiter, error) {
@@ -445,13 +445,13 @@ func TestWithPolicyFuncNilIsInvalidConfig(t *testing.T) {
 func TestPoliciesAnswerEachKeysPolicy(t *testing.T) {
 	ctx := context.Background()
 	_, client, _ := miniredisClock(t)
-	plainTB, err := NewTokenBucket(3, 1)
+	plainTB, err := NewTokenBucket(PerSecond(1), 3)
 	require.NoError(t, err)
 	plainGCRA, err := NewGCRA(3, time.Second)
 	require.NoError(t, err)
 	plainFW, err := NewFixedWindow(3, time.Second)
 	require.NoError(t, err)
-	plainRTB, err := NewRedisTokenBucket(client, 3, 1)
+	plainRTB, err := NewRedisTokenBucket(client, PerSecond(1), 3)
 	require.NoError(t, err)
 	plainRGCRA, err := NewRedisGCRA(client, 3, time.Second)
 	require.NoError(t, err)
@@ -606,7 +606,7 @@ func TestManyPoliciesHoldNoStateOnceEveryKeyIsFull(t *testing.T) {
 		build  func(clock Clock, f PolicyFunc) (Limiter, func() int, error)
 	}{
 		{"TokenBucket", false, func(clock Clock, f PolicyFunc) (Limiter, func() int, error) {
-			l, err := NewTokenBucket(3, 3, WithClock(clock), WithPolicyFunc(f))
+			l, err := NewTokenBucket(PerSecond(3), 3, WithClock(clock), WithPolicyFunc(f))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -691,7 +691,7 @@ func TestManyPoliciesOnRedisWriteOnlyKeysWithATTL(t *testing.T) {
 		build  func(client *redis.Client, f PolicyFunc) (Adjuster, error)
 	}{
 		{"RedisTokenBucket", false, func(client *redis.Client, f PolicyFunc) (Adjuster, error) {
-			return NewRedisTokenBucket(client, 3, 3, WithPolicyFunc(f))
+			return NewRedisTokenBucket(client, PerSecond(3), 3, WithPolicyFunc(f))
 		}},
 		{"RedisGCRA", false, func(client *redis.Client, f PolicyFunc) (Adjuster, error) {
 			return NewRedisGCRA(client, 3, time.Second, WithPolicyFunc(f))

@@ -73,7 +73,7 @@ func benchMapFunc(keys []string) PolicyFunc {
 func benchBuckets(b *testing.B, keys []string) map[string]*TokenBucket {
 	table := benchTable(b, keys)
 	build := func(opts ...Option) *TokenBucket {
-		l, err := NewTokenBucket(1<<20, 1e8, opts...)
+		l, err := NewTokenBucket(PerSecond(1e8), 1<<20, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -42,7 +42,7 @@ func TestPolicyTableLoadSkipsPoliciesSetRefuses(t *testing.T) {
 
 	// A limiter following the table decides every one of them by a policy
 	// it can run.
-	l, err := NewTokenBucket(5, 1, WithPolicyFunc(table.PolicyFunc()))
+	l, err := NewTokenBucket(PerSecond(1), 5, WithPolicyFunc(table.PolicyFunc()))
 	require.NoError(t, err)
 	for key := range refusedBySet {
 		_, err := l.Allow(ctx, key, 1)

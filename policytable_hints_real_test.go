@@ -48,7 +48,7 @@ func realTableReplicas(t *testing.T, server *redistest.Server, n int, cfg Policy
 	var shadows []*Shadow
 	for range n {
 		table, _ := runTableWith(t, productionClient(t, server), cfg)
-		backend, err := NewTokenBucket(1, 1)
+		backend, err := NewTokenBucket(PerSecond(1), 1)
 		require.NoError(t, err)
 		shadow, err := NewShadow(backend, ShadowConfig{})
 		require.NoError(t, err)

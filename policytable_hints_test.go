@@ -123,7 +123,7 @@ func TestPolicyTableForgedNoticesChangeNoReplica(t *testing.T) {
 		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 		t.Cleanup(func() { _ = c.Close() })
 		table, _ := runTableWith(t, c, PolicyTableConfig{Refresh: time.Hour, MinSync: time.Millisecond})
-		backend, err := NewTokenBucket(1, 1)
+		backend, err := NewTokenBucket(PerSecond(1), 1)
 		require.NoError(t, err)
 		shadow, err := NewShadow(backend, ShadowConfig{})
 		require.NoError(t, err)

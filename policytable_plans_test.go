@@ -83,7 +83,7 @@ func TestPolicyTablePartsDriveACompositesParts(t *testing.T) {
 	}))
 	require.NoError(t, table.Load(ctx))
 	clock := ratelimittest.NewClock(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
-	rps, err := NewTokenBucket(1, 1, WithClock(clock), WithPolicyFunc(table.PartPolicyFunc("rps")))
+	rps, err := NewTokenBucket(PerSecond(1), 1, WithClock(clock), WithPolicyFunc(table.PartPolicyFunc("rps")))
 	require.NoError(t, err)
 	day, err := NewCalendarWindow(1, Calendar{Period: CalendarDay}, WithClock(clock), WithPolicyFunc(table.PartPolicyFunc("day")))
 	require.NoError(t, err)

@@ -117,7 +117,7 @@ func TestPolicyTableGivesALimiterEachKeysPolicy(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, table.Replace(ctx, PolicyTableEntries{Policies: map[string]Policy{"pro": {Limit: 3, Window: time.Hour}}}))
 	require.NoError(t, table.Load(ctx))
-	l, err := NewTokenBucket(1, 1, WithPolicyFunc(table.PolicyFunc()))
+	l, err := NewTokenBucket(PerSecond(1), 1, WithPolicyFunc(table.PolicyFunc()))
 	require.NoError(t, err)
 	for i, want := range []bool{true, true, true, false} {
 		res, err := l.Allow(ctx, "pro", 1)
@@ -255,7 +255,7 @@ func TestPolicyTableReseedsFromOnError(t *testing.T) {
 func TestPolicyTableFlagDrivesFollowingShadows(t *testing.T) {
 	_, client, ctx := miniredisAt(t)
 	table, _ := runTable(t, client, time.Hour)
-	backend, err := NewTokenBucket(1, 1)
+	backend, err := NewTokenBucket(PerSecond(1), 1)
 	require.NoError(t, err)
 	s1, err := NewShadow(backend, ShadowConfig{})
 	require.NoError(t, err)

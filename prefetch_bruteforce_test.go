@@ -196,7 +196,7 @@ func bfRun(t *testing.T, s bfSchedule, leased bool) *bfLog {
 	case s.shared != nil:
 		shared = s.shared(t, clock, log)
 	case s.kind == bfBucket:
-		shared, err = NewTokenBucket(s.c, 1000, WithClock(clock), WithHooks(log))
+		shared, err = NewTokenBucket(PerSecond(1000), s.c, WithClock(clock), WithHooks(log))
 	case s.kind == bfGCRA:
 		shared, err = NewGCRA(s.c, time.Duration(s.c)*time.Millisecond, WithClock(clock), WithHooks(log))
 	default:
@@ -568,7 +568,7 @@ func TestPrefetchOverARedisLimiterOnTheCallersClockKeepsTheBound(t *testing.T) {
 					var l bfReplica
 					var err error
 					if kind == bfBucket {
-						l, err = NewRedisTokenBucket(client, s.c, 1000, WithCallerClock(clock), WithHooks(h), WithoutCoalescing())
+						l, err = NewRedisTokenBucket(client, PerSecond(1000), s.c, WithCallerClock(clock), WithHooks(h), WithoutCoalescing())
 					} else {
 						l, err = NewRedisGCRA(client, s.c, time.Duration(s.c)*time.Millisecond, WithCallerClock(clock), WithHooks(h), WithoutCoalescing())
 					}

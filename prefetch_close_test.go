@@ -21,7 +21,7 @@ func TestPrefetchCloseReportsAGiveBackTheBackendRefused(t *testing.T) {
 	// A client that does not retry, so that a Redis that is down fails at once.
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
 	t.Cleanup(func() { _ = client.Close() })
-	backend, err := NewRedisTokenBucket(client, 100, 1)
+	backend, err := NewRedisTokenBucket(client, PerSecond(1), 100)
 	require.NoError(t, err)
 	l, err := NewPrefetch(backend, PrefetchConfig{HotCalls: 1, MinBlock: 20, MaxShare: 4})
 	require.NoError(t, err)

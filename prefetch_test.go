@@ -154,7 +154,9 @@ func leaseBackends(t *testing.T, log *leaseLog, withRedis bool) []leaseShared {
 		out = append(out, leaseShared{name: name, backend: l, window: window, capacity: 100, unit: unit, clock: clock, advance: clock.Advance})
 	}
 	hooks := WithHooks(log)
-	mk("TokenBucket", false, func(c *ratelimittest.Clock) (Limiter, error) { return NewTokenBucket(100, 100, WithClock(c), hooks) })
+	mk("TokenBucket", false, func(c *ratelimittest.Clock) (Limiter, error) {
+		return NewTokenBucket(PerSecond(100), 100, WithClock(c), hooks)
+	})
 	mk("GCRA", false, func(c *ratelimittest.Clock) (Limiter, error) { return NewGCRA(100, time.Second, WithClock(c), hooks) })
 	mk("FixedWindow", true, func(c *ratelimittest.Clock) (Limiter, error) {
 		return NewFixedWindow(100, time.Second, WithClock(c), hooks)
@@ -176,7 +178,7 @@ func leaseBackends(t *testing.T, log *leaseLog, withRedis bool) []leaseShared {
 	}
 	client := func(m *miniredis.Miniredis) *redis.Client { return newTestClient(t, m) }
 	mkRedis("RedisTokenBucket", false, func(m *miniredis.Miniredis) (Limiter, error) {
-		return NewRedisTokenBucket(client(m), 100, 100, hooks)
+		return NewRedisTokenBucket(client(m), PerSecond(100), 100, hooks)
 	})
 	mkRedis("RedisGCRA", false, func(m *miniredis.Miniredis) (Limiter, error) {
 		return NewRedisGCRA(client(m), 100, time.Second, hooks)
@@ -302,7 +304,7 @@ func TestPrefetchDecidesHotKeyWithoutBackend(t *testing.T) {
 	log := &leaseLog{}
 	clock := ratelimittest.NewClock(epoch)
 	log.clock = clock
-	tb, err := NewTokenBucket(1_000_000, 1000, WithClock(clock), WithHooks(log))
+	tb, err := NewTokenBucket(PerSecond(1000), 1_000_000, WithClock(clock), WithHooks(log))
 	require.NoError(t, err)
 	hooks := &recordingHooks{}
 	l, err := NewPrefetch(tb, PrefetchConfig{Hooks: hooks, Name: "lease"})
@@ -326,7 +328,7 @@ func TestPrefetchDecidesHotKeyWithoutBackend(t *testing.T) {
 
 // TestPrefetchRefusesBackendsItCannotFollow checks the configuration errors.
 func TestPrefetchRefusesBackendsItCannotFollow(t *testing.T) {
-	tb, err := NewTokenBucket(10, 1)
+	tb, err := NewTokenBucket(PerSecond(1), 10)
 	require.NoError(t, err)
 	dc, err := NewDenyCache(tb, DenyCacheConfig{})
 	require.NoError(t, err)
@@ -396,13 +398,13 @@ func rehook(t *testing.T, sh leaseShared, log *leaseLog) Limiter {
 	var err error
 	switch sh.backend.(type) {
 	case *TokenBucket:
-		l, err = NewTokenBucket(100, 100, WithClock(sh.clock), WithHooks(log))
+		l, err = NewTokenBucket(PerSecond(100), 100, WithClock(sh.clock), WithHooks(log))
 	case *GCRA:
 		l, err = NewGCRA(100, time.Second, WithClock(sh.clock), WithHooks(log))
 	case *FixedWindow:
 		l, err = NewFixedWindow(100, time.Second, WithClock(sh.clock), WithHooks(log))
 	case *RedisTokenBucket:
-		l, err = NewRedisTokenBucket(newTestClient(t, sh.redis), 100, 100, WithHooks(log))
+		l, err = NewRedisTokenBucket(newTestClient(t, sh.redis), PerSecond(100), 100, WithHooks(log))
 	case *RedisGCRA:
 		l, err = NewRedisGCRA(newTestClient(t, sh.redis), 100, time.Second, WithHooks(log))
 	case *RedisFixedWindow:
@@ -468,14 +470,14 @@ func TestPrefetchGuardAnswersWhenRedisFailsWhileBlocksAreHeld(t *testing.T) {
 	for _, policy := range []FailurePolicy{FailClosed, FailOver} {
 		m, client, move := miniredisClock(t)
 		clock := ratelimittest.NewClock(epoch)
-		rb, err := NewRedisTokenBucket(client, 1000, 100)
+		rb, err := NewRedisTokenBucket(client, PerSecond(100), 1000)
 		require.NoError(t, err)
 		l, err := NewPrefetch(rb, PrefetchConfig{HotCalls: 2, MinBlock: 50, Clock: clock})
 		require.NoError(t, err)
 		cfg := GuardConfig{OnFailure: policy, Clock: clock}
 		want := FromFailClosed
 		if policy == FailOver {
-			fb, err := NewTokenBucket(10, 1, WithClock(clock))
+			fb, err := NewTokenBucket(PerSecond(1), 10, WithClock(clock))
 			require.NoError(t, err)
 			cfg.Fallback, want = fb, FromFallback
 		}
@@ -516,7 +518,7 @@ func TestPrefetchRefundAndSettleGoToTheBlock(t *testing.T) {
 	log := &leaseLog{}
 	clock := ratelimittest.NewClock(epoch)
 	log.clock = clock
-	tb, err := NewTokenBucket(1000, 10, WithClock(clock), WithHooks(log))
+	tb, err := NewTokenBucket(PerSecond(10), 1000, WithClock(clock), WithHooks(log))
 	require.NoError(t, err)
 	l, err := NewPrefetch(tb, PrefetchConfig{HotCalls: 1, MinBlock: 20})
 	require.NoError(t, err)
@@ -575,7 +577,7 @@ func TestPrefetchCloseGivesBackTheRemainder(t *testing.T) {
 // of an in-process bucket on the system clock (under -race in CI): the
 // admissions stay within capacity + rate × the time the run took.
 func TestPrefetchConcurrentCallersOnOneHotKey(t *testing.T) {
-	tb, err := NewTokenBucket(10_000, 100_000)
+	tb, err := NewTokenBucket(PerSecond(100_000), 10_000)
 	require.NoError(t, err)
 	l, err := NewPrefetch(tb, PrefetchConfig{HotSpan: 10 * time.Millisecond})
 	require.NoError(t, err)

@@ -51,7 +51,7 @@ func TestPrefetchCallerWaitsForTheBlockAnotherCallIsTaking(t *testing.T) {
 	t.Parallel()
 	clock := ratelimittest.NewClock(epoch)
 	gate := &gateHooks{entered: make(chan struct{}), release: make(chan struct{})}
-	tb, err := NewTokenBucket(1_000_000, 1000, WithClock(clock), WithHooks(gate))
+	tb, err := NewTokenBucket(PerSecond(1000), 1_000_000, WithClock(clock), WithHooks(gate))
 	require.NoError(t, err)
 	l, err := NewPrefetch(tb, PrefetchConfig{})
 	require.NoError(t, err)

@@ -20,13 +20,13 @@ import (
 // Each key is one HASH at its Redis key (see KeyPrefix) with exactly one
 // field, tat: the server time, in integer microseconds, at which the bucket is full again
 // (the bucket kept as the GCRA it decides as: at time t it holds
-// (capacity·interval − (tat − t))/interval tokens), and a TTL equal to the
+// (burst·interval − (tat − t))/interval tokens), and a TTL equal to the
 // time until then (whole ms, rounded up): a key that has expired is a full
 // bucket. Decisions are the same as an in-process TokenBucket's on the
 // same schedule while the server's clock moves forward (see Exactness in
 // the package documentation for a clock that steps back).
 //
-// Calls with n < 0 or n > capacity are answered without a round trip; n == 0
+// Calls with n < 0 or n > burst are answered without a round trip; n == 0
 // reads the bucket without creating the key. A key holding anything else (a
 // value of another type, a HASH with other fields or values, no TTL) is left
 // exactly as it is, and Allow returns an error naming it and wrapping
@@ -41,29 +41,30 @@ type RedisTokenBucket struct {
 	fillTime time.Duration
 }
 
-// NewRedisTokenBucket returns a token bucket of capacity tokens per key
-// refilling at refillRate tokens per second, kept in Redis through client:
-// a *redis.Client, *redis.ClusterClient, *redis.Ring or failover client.
+// NewRedisTokenBucket returns a token bucket per key that refills at rate up
+// to burst tokens, kept in Redis through client: a *redis.Client,
+// *redis.ClusterClient, *redis.Ring or failover client. For example
+// NewRedisTokenBucket(client, PerSecond(10), 20).
 //
-// The time per token, 1e6/refillRate microseconds, is rounded to the
-// nearest whole microsecond. It accepts WithKeyPrefix, WithoutCoalescing,
-// WithCallerClock, WithPolicyFunc, WithMaxDebt, WithMaxSettle,
-// WithMaxKeyLength, WithKeysShown, WithHooks and WithName; by default the
-// key prefix is DefaultKeyPrefix + "tb:<capacity>:<interval>:" (see
-// KeyPrefix). It returns an error wrapping ErrInvalidConfig for a nil
-// client, a capacity <= 0 or above 2^52, a refillRate that is <= 0, NaN,
-// infinite or above 1e6 (less than 1 µs per token), a fill time beyond 2^52
-// µs, or a nil or invalid option or WithClock.
-func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64, opts ...RedisOption) (*RedisTokenBucket, error) {
+// It accepts WithKeyPrefix, WithoutCoalescing, WithCallerClock,
+// WithPolicyFunc, WithMaxDebt, WithMaxSettle, WithMaxKeyLength,
+// WithKeysShown, WithHooks and WithName; by default the key prefix is
+// DefaultKeyPrefix + "tb:<burst>:<interval>:" (see KeyPrefix). It returns an
+// error wrapping ErrInvalidConfig for a nil client, an invalid rate (see
+// Rate), a rate faster than one token a microsecond, a burst <= 0 or above
+// 2^52, a fill time beyond 2^52 µs, or a nil or invalid option or WithClock.
+// The time per token is rate's period over its units, rounded to the
+// nearest microsecond.
+func NewRedisTokenBucket(client redis.Scripter, rate Rate, burst int, opts ...RedisOption) (*RedisTokenBucket, error) {
 	const kind = "NewRedisTokenBucket"
-	if err := checkLimit(kind, "capacity", capacity, maxRedisLimit); err != nil {
-		return nil, err
-	}
-	interval, err := rateInterval(kind, refillRate, 1e6)
+	interval, err := rate.interval(kind, time.Microsecond)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRedisSpan(kind, int64(capacity), interval); err != nil {
+	if err := checkLimit(kind, "burst", burst, maxRedisLimit); err != nil {
+		return nil, err
+	}
+	if err := checkRedisSpan(kind, int64(burst), interval); err != nil {
 		return nil, err
 	}
 	r, err := newRedisLimiter(client, redisParams{
@@ -72,13 +73,13 @@ func NewRedisTokenBucket(client redis.Scripter, capacity int, refillRate float64
 		k:             bucketKind{},
 		check:         checkRedisRate,
 		defaultPrefix: tokenBucketPrefix,
-		limit:         capacity,
+		limit:         burst,
 		param:         interval,
 	}, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &RedisTokenBucket{redisRate: newRedisRate(r), fillTime: time.Duration(int64(capacity)*interval) * time.Microsecond}, nil
+	return &RedisTokenBucket{redisRate: newRedisRate(r), fillTime: time.Duration(int64(burst)*interval) * time.Microsecond}, nil
 }
 
 // Allow takes n tokens from key's bucket in Redis if at least n are there.
@@ -106,9 +107,9 @@ func (b *RedisTokenBucket) Policies(ctx context.Context, key string) ([]NamedPol
 
 // KeyPrefix returns what every Redis key of b starts with: the Redis key
 // of key is KeyPrefix() and key in a hash tag (see the package doc, Redis
-// keys). It is DefaultKeyPrefix + "tb:<capacity>:<interval>:", with
+// keys). It is DefaultKeyPrefix + "tb:<burst>:<interval>:", with
 // the time per token in whole microseconds; built WithPolicyFunc,
-// DefaultKeyPrefix + "tb:keyed:<capacity>:<interval>:" of the
+// DefaultKeyPrefix + "tb:keyed:<burst>:<interval>:" of the
 // constructor's parameters, its keys keeping their own policy's numbers;
 // given WithKeyPrefix(p), p + "tb:" (p + "tb-i:" built WithPolicyFunc).
 // It is "" for a nil *RedisTokenBucket.

@@ -23,12 +23,12 @@ func TestRedisTokenBucketMatchesInProcessOnRandomSchedules(t *testing.T) {
 	for round := 0; round < sized(3, 24); round++ {
 		capacity := 1 + r.IntN(20)
 		interval := time.Duration(1+r.Int64N(2_000_000)) * time.Microsecond // whole µs
-		rate := float64(time.Second) / float64(interval)
+		rate := Every(interval)
 		_, client, advance := miniredisClock(t)
-		remote, err := NewRedisTokenBucket(client, capacity, rate)
+		remote, err := NewRedisTokenBucket(client, rate, capacity)
 		require.NoError(t, err)
 		clock := ratelimittest.NewClock(epoch)
-		local, err := NewTokenBucket(capacity, rate, WithClock(clock))
+		local, err := NewTokenBucket(rate, capacity, WithClock(clock))
 		require.NoError(t, err)
 
 		// Half the runs are on one key, for long runs of collisions. The
@@ -56,7 +56,7 @@ func TestRedisTokenBucketMatchesInProcessOnRandomSchedules(t *testing.T) {
 
 func TestRedisTokenBucketPeekCreatesNoKey(t *testing.T) {
 	m, client, _ := miniredisClock(t)
-	l, err := NewRedisTokenBucket(client, 3, 1)
+	l, err := NewRedisTokenBucket(client, PerSecond(1), 3)
 	require.NoError(t, err)
 	res, err := l.Allow(context.Background(), "k", 0)
 	require.NoError(t, err)
@@ -67,7 +67,7 @@ func TestRedisTokenBucketPeekCreatesNoKey(t *testing.T) {
 
 func TestRedisTokenBucketKeyAndTTL(t *testing.T) {
 	m, client, _ := miniredisClock(t)
-	l, err := NewRedisTokenBucket(client, 5, 3, WithKeyPrefix("app:")) // 333333 µs per token
+	l, err := NewRedisTokenBucket(client, PerSecond(3), 5, WithKeyPrefix("app:")) // 333333 µs per token
 	require.NoError(t, err)
 	_, err = l.Allow(context.Background(), "user:1", 2)
 	require.NoError(t, err)
@@ -87,7 +87,7 @@ func TestRedisTokenBucketRefusesABucketKeptAsCreditAndLastRefill(t *testing.T) {
 	// bucket's state: every call refuses it and leaves it as it is.
 	m, client, _ := miniredisClock(t)
 	ctx := context.Background()
-	l, err := NewRedisTokenBucket(client, 5, 1, WithKeyPrefix("app:")) // 1 s per token
+	l, err := NewRedisTokenBucket(client, PerSecond(1), 5, WithKeyPrefix("app:")) // 1 s per token
 	require.NoError(t, err)
 	window, err := NewRedisFixedWindow(client, 10, time.Minute, WithKeyPrefix("win:"))
 	require.NoError(t, err)
@@ -129,7 +129,7 @@ func TestRedisTokenBucketRefusesABucketKeptAsCreditAndLastRefill(t *testing.T) {
 }
 
 func TestRedisTokenBucketRefusesBadCostsWithoutARoundTrip(t *testing.T) {
-	l, err := NewRedisTokenBucket(refusingScripter{t: t}, 3, 1)
+	l, err := NewRedisTokenBucket(refusingScripter{t: t}, PerSecond(1), 3)
 	require.NoError(t, err)
 	res, err := l.Allow(context.Background(), "k", -1)
 	require.ErrorIs(t, err, ErrInvalidCost)
@@ -169,7 +169,7 @@ func TestRedisTokenBucketRejectsMalformedReplies(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := NewRedisTokenBucket(cannedScripter{reply: tc.reply, err: tc.err}, 3, 1)
+			l, err := NewRedisTokenBucket(cannedScripter{reply: tc.reply, err: tc.err}, PerSecond(1), 3)
 			require.NoError(t, err)
 			res, err := l.Allow(context.Background(), "k", 1)
 			require.Error(t, err)
@@ -185,7 +185,7 @@ func TestRedisTokenBucketLeavesAnApplicationHashAlone(t *testing.T) {
 	// A session HASH of the application's own where the bucket's key would
 	// be is not a bucket, so it is neither written into nor given a TTL.
 	m, client, advance := miniredisClock(t)
-	l, err := NewRedisTokenBucket(client, 3, 1, WithKeyPrefix(""))
+	l, err := NewRedisTokenBucket(client, PerSecond(1), 3, WithKeyPrefix(""))
 	require.NoError(t, err)
 	const session = "tb:{session:42}" // the bucket's key of "session:42"
 	m.HSet(session, "user", "alice", "role", "admin")
@@ -208,26 +208,28 @@ func TestNewRedisTokenBucketRejectsBadConfig(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer client.Close()
 	cases := []struct {
-		name     string
-		client   redis.Scripter
-		capacity int
-		rate     float64
-		opts     []Option
-		want     string
+		name   string
+		client redis.Scripter
+		rate   Rate
+		burst  int
+		opts   []Option
+		want   string
 	}{
-		{"nil client", nil, 1, 1, nil, "nil Redis client"},
-		{"typed nil client", (*redis.Client)(nil), 1, 1, nil, "nil Redis client"},
-		{"typed nil cluster client", (*redis.ClusterClient)(nil), 1, 1, nil, "nil Redis client"},
-		{"zero capacity", client, 0, 1, nil, "capacity 0"},
-		{"capacity beyond 2^52", client, maxRedisLimit + 1, 1e6, nil, "above 4503599627370496"},
-		{"zero rate", client, 1, 0, nil, "refill rate 0"},
-		{"faster than 1 µs per token", client, 1, 2e6, nil, "less than one clock unit"},
-		{"fill time beyond 2^52 µs", client, 1 << 40, 1e-3, nil, "2^52"},
-		{"WithClock", client, 1, 1, []Option{WithClock(ratelimittest.NewClock(epoch))}, "WithClock does not apply"},
+		{"nil client", nil, PerSecond(1), 1, nil, "nil Redis client"},
+		{"typed nil client", (*redis.Client)(nil), PerSecond(1), 1, nil, "nil Redis client"},
+		{"typed nil cluster client", (*redis.ClusterClient)(nil), PerSecond(1), 1, nil, "nil Redis client"},
+		{"zero burst", client, PerSecond(1), 0, nil, "burst 0 must be > 0"},
+		{"burst beyond 2^52", client, PerSecond(1e6), maxRedisLimit + 1, nil, "above 4503599627370496"},
+		{"zero Rate", client, Rate{}, 1, nil, "zero Rate"},
+		{"zero units", client, PerSecond(0), 1, nil, "rate 0/s: units 0 must be > 0"},
+		{"zero period", client, Per(1, 0), 1, nil, "rate 1/0s: period 0s must be > 0"},
+		{"faster than 1 µs per token", client, PerSecond(2e6), 1, nil, "rate 2000000/s gives less than one clock unit (1µs) per token"},
+		{"fill time beyond 2^52 µs", client, Every(1000 * time.Second), 1 << 40, nil, "2^52"},
+		{"WithClock", client, PerSecond(1), 1, []Option{WithClock(ratelimittest.NewClock(epoch))}, "WithClock does not apply"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := NewRedisTokenBucket(tc.client, tc.capacity, tc.rate, redisOpts(tc.opts)...)
+			l, err := NewRedisTokenBucket(tc.client, tc.rate, tc.burst, redisOpts(tc.opts)...)
 			require.ErrorIs(t, err, ErrInvalidConfig)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Nil(t, l)
@@ -239,7 +241,7 @@ func TestRedisTokenBucketWorksThroughARing(t *testing.T) {
 	m, _, _ := miniredisClock(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": m.Addr()}})
 	defer ring.Close()
-	l, err := NewRedisTokenBucket(ring, 2, 1)
+	l, err := NewRedisTokenBucket(ring, PerSecond(1), 2)
 	require.NoError(t, err)
 	for _, want := range []bool{true, true, false} {
 		res, err := l.Allow(context.Background(), "k", 1)

@@ -16,7 +16,7 @@ import (
 // ("per-minute") on client.
 func perSecondAndPerMinute(t *testing.T, client redis.Scripter, opts ...Option) *Composite {
 	t.Helper()
-	bucket, err := NewRedisTokenBucket(client, 10, 10, redisOpts(opts)...)
+	bucket, err := NewRedisTokenBucket(client, PerSecond(10), 10, redisOpts(opts)...)
 	require.NoError(t, err)
 	window, err := NewRedisFixedWindow(client, 3, time.Minute, redisOpts(opts)...)
 	require.NoError(t, err)
@@ -47,7 +47,7 @@ func TestRedisCompositeTakesFromEveryPartOrNone(t *testing.T) {
 func TestRedisSettleIntoDebtThenRefundThenReset(t *testing.T) {
 	_, client, advance := miniredisClock(t)
 	ctx := context.Background()
-	b, err := NewRedisTokenBucket(client, 10, 1, WithMaxDebt(UnboundedDebt)) // 1 token a second
+	b, err := NewRedisTokenBucket(client, PerSecond(1), 10, WithMaxDebt(UnboundedDebt)) // 1 token a second
 	require.NoError(t, err)
 	res, err := b.Allow(ctx, "k", 5)
 	require.NoError(t, err)
@@ -118,7 +118,7 @@ func TestRedisCompositePerCallPartCountsCallsNotUnits(t *testing.T) {
 	ctx := context.Background()
 	requests, err := NewRedisFixedWindow(client, 2, time.Minute)
 	require.NoError(t, err)
-	tokens, err := NewRedisTokenBucket(client, 1000, 1000.0/60)
+	tokens, err := NewRedisTokenBucket(client, PerMinute(1000), 1000)
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "requests", Limiter: requests, PerCall: true}, Part{Name: "tokens", Limiter: tokens})
 	require.NoError(t, err)

@@ -228,9 +228,9 @@ func (tw inFlightTwin) buildOn(t *testing.T, clock Clock, table *planMap, client
 		require.NoError(t, err)
 		rrate, err = NewRedisFixedWindow(client, 6, 3*time.Second)
 	} else {
-		rate, err = NewTokenBucket(6, 1, WithClock(clock))
+		rate, err = NewTokenBucket(PerSecond(1), 6, WithClock(clock))
 		require.NoError(t, err)
-		rrate, err = NewRedisTokenBucket(client, 6, 1)
+		rrate, err = NewRedisTokenBucket(client, PerSecond(1), 6)
 	}
 	require.NoError(t, err)
 	local, err := NewComposite(tw.parts(slots, rate)...)

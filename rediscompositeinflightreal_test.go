@@ -127,7 +127,7 @@ func TestRealRedisClusterCompositeWithUnitsInFlightRefusesPartsInDifferentSlots(
 	ctx := context.Background()
 	slots, err := NewRedisConcurrency(client, 5, time.Minute)
 	require.NoError(t, err)
-	tenant, err := NewRedisTokenBucket(client, 50, 1)
+	tenant, err := NewRedisTokenBucket(client, PerSecond(1), 50)
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "inflight", Limiter: slots},
 		Part{Name: "tenant", Limiter: tenant, Key: func(string) string { return "acme" }})

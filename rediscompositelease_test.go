@@ -114,7 +114,7 @@ func TestRedisCompositeRefundAndSettleLeaveUnitsInFlightAndResetDropsThem(t *tes
 	h := &adjustRecorder{}
 	slots, err := NewRedisConcurrency(client, 5, time.Minute, WithHooks(h), WithName("slots"))
 	require.NoError(t, err)
-	rate, err := NewRedisTokenBucket(client, 100, 100.0/60)
+	rate, err := NewRedisTokenBucket(client, PerMinute(100), 100)
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "inflight", Limiter: slots}, Part{Name: "rpm", Limiter: rate})
 	require.NoError(t, err)
@@ -179,11 +179,11 @@ func TestRedisCompositeRefusesTwoConcurrencyPartsAndAMix(t *testing.T) {
 
 	local, err := NewConcurrency(1, time.Second)
 	require.NoError(t, err)
-	rate, err := NewRedisTokenBucket(client, 10, 1)
+	rate, err := NewRedisTokenBucket(client, PerSecond(1), 10)
 	require.NoError(t, err)
 	_, err = NewComposite(Part{Name: "slots", Limiter: local}, Part{Name: "rate", Limiter: rate})
 	require.ErrorIs(t, err, ErrInvalidConfig, "an in-process Concurrency among Redis parts")
-	tokens, err := NewTokenBucket(10, 1)
+	tokens, err := NewTokenBucket(PerSecond(1), 10)
 	require.NoError(t, err)
 	_, err = NewComposite(Part{Name: "slots", Limiter: a}, Part{Name: "rate", Limiter: tokens})
 	require.ErrorIs(t, err, ErrInvalidConfig, "a RedisConcurrency among in-process parts")
@@ -191,7 +191,7 @@ func TestRedisCompositeRefusesTwoConcurrencyPartsAndAMix(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidConfig, "a zero-value RedisConcurrency")
 
 	_, other, _ := miniredisClock(t)
-	elsewhere, err := NewRedisTokenBucket(other, 10, 1)
+	elsewhere, err := NewRedisTokenBucket(other, PerSecond(1), 10)
 	require.NoError(t, err)
 	_, err = NewComposite(Part{Name: "slots", Limiter: a}, Part{Name: "rate", Limiter: elsewhere})
 	require.ErrorIs(t, err, ErrInvalidConfig, "parts on two clients")

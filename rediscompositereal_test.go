@@ -27,7 +27,7 @@ func TestRealRedisSettleWithATokenAppliesOnceAfterALostReply(t *testing.T) {
 		o.PoolSize = 1
 	})
 	ctx := context.Background()
-	b, err := NewRedisTokenBucket(client, 100, 0.001) // no refill worth counting
+	b, err := NewRedisTokenBucket(client, Every(1000*time.Second), 100) // no refill worth counting
 	require.NoError(t, err)
 	res, err := b.Allow(ctx, "llm", 10)
 	require.NoError(t, err)
@@ -140,9 +140,9 @@ func TestRealRedisClusterCompositeRefusesPartsInDifferentSlots(t *testing.T) {
 	cluster := redistest.SharedCluster(t)
 	client := cluster.Client(t)
 	ctx := context.Background()
-	user, err := NewRedisTokenBucket(client, 5, 1)
+	user, err := NewRedisTokenBucket(client, PerSecond(1), 5)
 	require.NoError(t, err)
-	tenant, err := NewRedisTokenBucket(client, 50, 1)
+	tenant, err := NewRedisTokenBucket(client, PerSecond(1), 50)
 	require.NoError(t, err)
 	c, err := NewComposite(Part{Name: "user", Limiter: user},
 		Part{Name: "tenant", Limiter: tenant, Key: func(string) string { return "acme" }})

@@ -15,8 +15,7 @@ import (
 // Each key is one STRING at its Redis key (see KeyPrefix) holding the
 // theoretical arrival time in integer microseconds (decimal digits only), with a TTL equal to the
 // time until the key is back to its full limit (whole ms, rounded up). It
-// decides exactly as a RedisTokenBucket of capacity limit and rate
-// limit/period.
+// decides exactly as NewRedisTokenBucket(client, Per(limit, period), limit).
 //
 // Calls with n < 0 or n > limit are answered without a round trip; n == 0
 // reads without creating the key. A key holding anything else (a value of

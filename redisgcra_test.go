@@ -22,12 +22,11 @@ func TestRedisGCRAMatchesTheTokenBucketOnRandomSchedules(t *testing.T) {
 		limit := 1 + r.IntN(15)
 		interval := time.Duration(1+r.Int64N(1_500_000)) * time.Microsecond
 		period := interval * time.Duration(limit)
-		rate := float64(limit) / period.Seconds()
 
 		_, client, advance := miniredisClock(t)
 		redisGCRA, err := NewRedisGCRA(client, limit, period)
 		require.NoError(t, err)
-		redisBucket, err := NewRedisTokenBucket(client, limit, rate)
+		redisBucket, err := NewRedisTokenBucket(client, Per(limit, period), limit)
 		require.NoError(t, err)
 		clock := ratelimittest.NewClock(epoch)
 		gcra, err := NewGCRA(limit, period, WithClock(clock))

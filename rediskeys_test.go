@@ -46,9 +46,9 @@ func keySubjects(t *testing.T) []keySubject {
 			return NewRedisCalendarWindow(client, limit, c, append(opts, clock...)...)
 		}
 	}
-	tb := func(capacity int, rate float64, opts ...RedisOption) func(redis.Scripter, []RedisOption) (Limiter, error) {
+	tb := func(rate Rate, capacity int, opts ...RedisOption) func(redis.Scripter, []RedisOption) (Limiter, error) {
 		return func(client redis.Scripter, _ []RedisOption) (Limiter, error) {
-			return NewRedisTokenBucket(client, capacity, rate, opts...)
+			return NewRedisTokenBucket(client, rate, capacity, opts...)
 		}
 	}
 	gcra := func(limit int, period time.Duration, opts ...RedisOption) func(redis.Scripter, []RedisOption) (Limiter, error) {
@@ -79,10 +79,10 @@ func keySubjects(t *testing.T) []keySubject {
 	day, month := Calendar{Period: CalendarDay, Location: berlin}, Calendar{Period: CalendarMonth, Location: berlin}
 	app := WithKeyPrefix("app:")
 	return []keySubject{
-		{name: "token bucket 10/s", build: tb(10, 10)},
-		{name: "token bucket 10/min", build: tb(10, 10.0/60)},
-		{name: "token bucket 10/s, keyed", build: tb(10, 10, keyedTo(Policy{}))},
-		{name: "token bucket 10/min, keyed", build: tb(10, 10.0/60, keyedTo(Policy{}))},
+		{name: "token bucket 10/s", build: tb(PerSecond(10), 10)},
+		{name: "token bucket 10/min", build: tb(PerMinute(10), 10)},
+		{name: "token bucket 10/s, keyed", build: tb(PerSecond(10), 10, keyedTo(Policy{}))},
+		{name: "token bucket 10/min, keyed", build: tb(PerMinute(10), 10, keyedTo(Policy{}))},
 		{name: "GCRA 10/s", build: gcra(10, time.Second)},
 		{name: "GCRA 10/s, keyed", build: gcra(10, time.Second, keyedTo(Policy{}))},
 		{name: "GCRA 10/min, keyed", build: gcra(10, time.Minute, keyedTo(Policy{}))},
@@ -113,9 +113,9 @@ func keySubjects(t *testing.T) []keySubject {
 		{name: "units in flight 5 for 30 s, keyed", build: inflight(5, 30*time.Second, keyedTo(Policy{}))},
 
 		// One explicit prefix: shared where the state means the same.
-		{name: "app: token bucket 10/s", build: tb(10, 10, app), shares: "tb"},
-		{name: "app: token bucket 20/min", build: tb(20, 20.0/60, app), shares: "tb"},
-		{name: "app: token bucket 10/s, keyed", build: tb(10, 10, app, keyedTo(Policy{})), shares: "tb-i"},
+		{name: "app: token bucket 10/s", build: tb(PerSecond(10), 10, app), shares: "tb"},
+		{name: "app: token bucket 20/min", build: tb(PerMinute(20), 20, app), shares: "tb"},
+		{name: "app: token bucket 10/s, keyed", build: tb(PerSecond(10), 10, app, keyedTo(Policy{})), shares: "tb-i"},
 		{name: "app: GCRA 10/s", build: gcra(10, time.Second, app), shares: "gcra"},
 		{name: "app: GCRA 5/s", build: gcra(5, time.Second, app), shares: "gcra"},
 		{name: "app: GCRA 10/s, keyed", build: gcra(10, time.Second, app, keyedTo(Policy{})), shares: "gcra-i"},
@@ -324,9 +324,9 @@ func TestRealRedisKeyedDailyAndMonthlyQuotasDecideInOneComposite(t *testing.T) {
 // naming the parts; parts whose keys may differ are accepted.
 func TestNewCompositeRefusesPartsThatKeepEveryKeyInOnePlace(t *testing.T) {
 	_, client, _ := miniredisClock(t)
-	tb1, err := NewRedisTokenBucket(client, 10, 10)
+	tb1, err := NewRedisTokenBucket(client, PerSecond(10), 10)
 	require.NoError(t, err)
-	tb2, err := NewRedisTokenBucket(client, 10, 10)
+	tb2, err := NewRedisTokenBucket(client, PerSecond(10), 10)
 	require.NoError(t, err)
 	app1, err := NewRedisFixedWindow(client, 10, time.Minute, WithKeyPrefix("app:"))
 	require.NoError(t, err)
@@ -337,7 +337,7 @@ func TestNewCompositeRefusesPartsThatKeepEveryKeyInOnePlace(t *testing.T) {
 	require.NoError(t, err)
 	keyed2, err := NewRedisSlidingCounter(client, 10, time.Minute, keyedTo(Policy{Limit: 10, Window: time.Second}))
 	require.NoError(t, err)
-	local, err := NewTokenBucket(10, 10)
+	local, err := NewTokenBucket(PerSecond(10), 10)
 	require.NoError(t, err)
 	tenant := func(string) string { return "{acme}" }
 	for _, tc := range []struct {
@@ -391,7 +391,7 @@ func (p *apiPlans) policy(window time.Duration, limit int) PolicyFunc {
 // API key, each built WithPolicyFunc, on client, the calendars' windows
 // cut on clock when given.
 func apiComposite(t *testing.T, client redis.Scripter, plans *apiPlans, clock ...RedisOption) *Composite {
-	perSecond, err := NewRedisTokenBucket(client, 5, 5, WithPolicyFunc(plans.policy(time.Second, 5)))
+	perSecond, err := NewRedisTokenBucket(client, PerSecond(5), 5, WithPolicyFunc(plans.policy(time.Second, 5)))
 	require.NoError(t, err)
 	daily, err := NewRedisCalendarWindow(client, 8, Calendar{Period: CalendarDay}, append(clock, WithPolicyFunc(plans.policy(CalendarDay.Nominal(), 8)))...)
 	require.NoError(t, err)

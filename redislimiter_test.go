@@ -28,7 +28,7 @@ type redisKind struct {
 
 var redisKinds = []redisKind{
 	{"RedisTokenBucket", false, func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (prefixedLimiter, error) {
-		return NewRedisTokenBucket(c, limit, float64(limit)/period.Seconds(), opts...)
+		return NewRedisTokenBucket(c, Per(limit, period), limit, opts...)
 	}},
 	{"RedisGCRA", false, func(c redis.Scripter, limit int, period time.Duration, opts ...RedisOption) (prefixedLimiter, error) {
 		return NewRedisGCRA(c, limit, period, opts...)
@@ -110,10 +110,11 @@ func TestRedisDefaultPrefixesTellConfigurationsApart(t *testing.T) {
 func TestRedisConfigurationsWithTheSameScriptArgumentsShareAPrefix(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer client.Close()
-	// 3/s and 3.0000001/s are both 333333 µs per token: they decide alike.
-	a, err := NewRedisTokenBucket(client, 5, 3)
+	// 3 a second and 3 a second and a nanosecond are both 333333 µs per
+	// token: they decide alike.
+	a, err := NewRedisTokenBucket(client, PerSecond(3), 5)
 	require.NoError(t, err)
-	b, err := NewRedisTokenBucket(client, 5, 3.0000001)
+	b, err := NewRedisTokenBucket(client, Per(3, time.Second+time.Nanosecond), 5)
 	require.NoError(t, err)
 	assert.Equal(t, "ratelimit:tb:5:333333:", a.KeyPrefix())
 	assert.Equal(t, a.KeyPrefix(), b.KeyPrefix())

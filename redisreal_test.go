@@ -104,7 +104,7 @@ func TestRealRedisKeepsEveryDigitAndSetsTheTTL(t *testing.T) {
 	}
 
 	t.Run("RedisTokenBucket", func(t *testing.T) {
-		l, err := NewRedisTokenBucket(client, 5, 1) // 1 s per token
+		l, err := NewRedisTokenBucket(client, PerSecond(1), 5) // 1 s per token
 		require.NoError(t, err)
 		res, err := l.Allow(ctx, "k", 3)
 		require.NoError(t, err)
@@ -337,7 +337,7 @@ func TestRealRedisRetriedTimeoutDecidesOnce(t *testing.T) {
 
 	t.Run("with retries", func(t *testing.T) {
 		dials.Store(0)
-		l, err := NewRedisTokenBucket(newClient(3), 10, 0.001)
+		l, err := NewRedisTokenBucket(newClient(3), Every(1000*time.Second), 10)
 		require.NoError(t, err)
 		_, err = l.Allow(ctx, "retried", 0) // connect while the server runs
 		require.NoError(t, err)
@@ -359,7 +359,7 @@ func TestRealRedisRetriedTimeoutDecidesOnce(t *testing.T) {
 
 	t.Run("without retries", func(t *testing.T) {
 		dials.Store(0)
-		l, err := NewRedisTokenBucket(newClient(-1), 10, 0.001)
+		l, err := NewRedisTokenBucket(newClient(-1), Every(1000*time.Second), 10)
 		require.NoError(t, err)
 		_, err = l.Allow(ctx, "once", 0)
 		require.NoError(t, err)

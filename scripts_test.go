@@ -71,7 +71,7 @@ func TestARedisLimiterLoadsTheScriptOfItsKindOnly(t *testing.T) {
 		if keyed {
 			opts = append(opts, perKey) // each request carries its key's limit
 		}
-		bucket, err := NewRedisTokenBucket(client, 5, 1, redisOpts(opts)...)
+		bucket, err := NewRedisTokenBucket(client, PerSecond(1), 5, redisOpts(opts)...)
 		require.NoError(t, err)
 		window, err := NewRedisFixedWindow(client, 5, time.Minute)
 		require.NoError(t, err)

@@ -36,7 +36,7 @@ func TestEveryErrorIsOfOneClass(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	b, err := NewTokenBucket(5, 1)
+	b, err := NewTokenBucket(PerSecond(1), 5)
 	require.NoError(t, err)
 	_, err = b.Allow(ctx, "k", -1)
 	assert.Equal(t, []error{ErrCaller}, classOf(err))
@@ -44,7 +44,7 @@ func TestEveryErrorIsOfOneClass(t *testing.T) {
 	assert.Equal(t, []error{ErrCaller}, classOf(err))
 
 	m, client, _ := redistest.Miniredis(t, time.Unix(1_700_000_000, 0))
-	rb, err := NewRedisTokenBucket(client, 5, 1)
+	rb, err := NewRedisTokenBucket(client, PerSecond(1), 5)
 	require.NoError(t, err)
 	require.NoError(t, m.Set(storedKey(rb.KeyPrefix(), "foreign"), "x"))
 	_, err = rb.Allow(ctx, "foreign", 1)
@@ -77,7 +77,7 @@ func TestOneClientsKeysOnAClusterDoNotOpenTheBreakerForEveryone(t *testing.T) {
 		Part{Name: "tenant", Limiter: tenants, Key: tenantOf},
 	)
 	require.NoError(t, err)
-	fallback, err := NewTokenBucket(1000, 1000)
+	fallback, err := NewTokenBucket(PerSecond(1000), 1000)
 	require.NoError(t, err)
 	g, err := NewGuard(c, GuardConfig{OnFailure: FailOver, Fallback: fallback, BreakerFailures: 3, BreakerCoolDown: time.Minute})
 	require.NoError(t, err)
@@ -141,7 +141,7 @@ func TestFailOverWithACompositeFallbackNamesThePolicyWhoseNumbersItShows(t *test
 	assert.Equal(t, d.Policies[d.PolicyIndex], d.Policy)
 
 	// A fallback whose policy the backend does not have answers as itself.
-	other, err := NewTokenBucket(7, 1, WithClock(clock))
+	other, err := NewTokenBucket(PerSecond(1), 7, WithClock(clock))
 	require.NoError(t, err)
 	g, err = NewGuard(downComposite(t), GuardConfig{OnFailure: FailOver, Fallback: other, Clock: clock})
 	require.NoError(t, err)
@@ -232,7 +232,7 @@ func (s *switchable) Allow(ctx context.Context, key string, n int) (Result, erro
 // remembered denials inside a Guard say nothing of the backend's health.
 func TestAGuardsBreakerIsNotClosedByAnswersItsBackendDidNotGive(t *testing.T) {
 	ctx := context.Background()
-	tb, err := NewTokenBucket(1, 0.001)
+	tb, err := NewTokenBucket(Every(1000*time.Second), 1)
 	require.NoError(t, err)
 	backend := &switchable{TokenBucket: tb}
 	cache, err := NewDenyCache(backend, DenyCacheConfig{MaxAge: time.Minute})
@@ -267,7 +267,7 @@ func TestDenyCacheDoesNotAgeADenialMadeBehindASteppedBackClock(t *testing.T) {
 	ctx := context.Background()
 	start := time.Unix(1_700_000_000, 0)
 	clock := ratelimittest.NewClock(start)
-	tb, err := NewTokenBucket(10, 1, WithClock(clock))
+	tb, err := NewTokenBucket(PerSecond(1), 10, WithClock(clock))
 	require.NoError(t, err)
 	_, err = tb.Allow(ctx, "k", 5)
 	require.NoError(t, err)
@@ -290,7 +290,7 @@ func TestDenyCacheDoesNotAgeADenialMadeBehindASteppedBackClock(t *testing.T) {
 // Enforced equal to Result.
 func TestAGuardWithItsBackendDownTakesAnyCostOfACompositeOfCalls(t *testing.T) {
 	ctx := context.Background()
-	tb, err := NewTokenBucket(10, 1)
+	tb, err := NewTokenBucket(PerSecond(1), 10)
 	require.NoError(t, err)
 	calls, err := NewComposite(Part{Name: "requests", Limiter: tb, PerCall: true})
 	require.NoError(t, err)
@@ -325,9 +325,9 @@ func (d downPolicies) Policies(ctx context.Context, key string) ([]NamedPolicy, 
 // TestFailOverShowsNoMoreLeftThanTheSharedLimit: a fallback larger than the
 // backend's policy does not show more left than that policy's limit.
 func TestFailOverShowsNoMoreLeftThanTheSharedLimit(t *testing.T) {
-	tb, err := NewTokenBucket(10, 1)
+	tb, err := NewTokenBucket(PerSecond(1), 10)
 	require.NoError(t, err)
-	fallback, err := NewTokenBucket(1000, 100)
+	fallback, err := NewTokenBucket(PerSecond(100), 1000)
 	require.NoError(t, err)
 	g, err := NewGuard(&switchable{TokenBucket: tb, down: true}, GuardConfig{OnFailure: FailOver, Fallback: fallback})
 	require.NoError(t, err)
@@ -356,7 +356,7 @@ func TestAPolicyErrorThatWrapsABackendFailureIsTheCallersToAGuard(t *testing.T) 
 	plans := func(context.Context, string) (Policy, error) {
 		return Policy{}, fmt.Errorf("plan store: %w", ErrBackend)
 	}
-	tb, err := NewTokenBucket(10, 1, WithPolicyFunc(plans))
+	tb, err := NewTokenBucket(PerSecond(1), 10, WithPolicyFunc(plans))
 	require.NoError(t, err)
 	g, err := NewGuard(tb, GuardConfig{BreakerFailures: 1, BreakerCoolDown: time.Minute})
 	require.NoError(t, err)

@@ -172,11 +172,11 @@ func monthlyComposite(t *testing.T, client redis.Scripter, clock Clock, opts ...
 	var err error
 	switch {
 	case client == nil:
-		rps, err = NewTokenBucket(5, 5, append(opts, WithClock(clock))...)
+		rps, err = NewTokenBucket(PerSecond(5), 5, append(opts, WithClock(clock))...)
 		require.NoError(t, err)
 		quota, err = NewCalendarWindow(120, month, append(opts, WithClock(clock))...)
 	default:
-		rps, err = NewRedisTokenBucket(client, 5, 5, redisOpts(opts)...)
+		rps, err = NewRedisTokenBucket(client, PerSecond(5), 5, redisOpts(opts)...)
 		require.NoError(t, err)
 		if clock != nil {
 			opts = append(opts, WithClock(clock))
@@ -264,7 +264,7 @@ func TestABogusSettleOnACompositeWithAMonthlyPartLeavesRetryAfterWithinTheBound(
 func TestPrefetchSendsASettleAboveTheLimitToItsBackend(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(epoch)
-	backend, err := NewTokenBucket(10, 10, WithClock(clock), WithMaxSettle(1))
+	backend, err := NewTokenBucket(PerSecond(10), 10, WithClock(clock), WithMaxSettle(1))
 	require.NoError(t, err)
 	l, err := NewPrefetch(backend, PrefetchConfig{HotCalls: 2, MinBlock: 8, MaxShare: 1})
 	require.NoError(t, err)

@@ -17,9 +17,9 @@ var shadowStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // newShadowBucket returns a token bucket of capacity refilling at rate on
 // clock.
-func newShadowBucket(t *testing.T, capacity int, rate float64, clock Clock) *TokenBucket {
+func newShadowBucket(t *testing.T, rate Rate, capacity int, clock Clock) *TokenBucket {
 	t.Helper()
-	b, err := NewTokenBucket(capacity, rate, WithClock(clock))
+	b, err := NewTokenBucket(rate, capacity, WithClock(clock))
 	require.NoError(t, err)
 	return b
 }
@@ -50,8 +50,8 @@ var shadowSchedule = func() []shadowStep {
 func TestShadowSpendsExactlyAsEnforced(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(shadowStart)
-	enforced := newShadowBucket(t, 5, 2, clock)
-	shadowed := newShadowBucket(t, 5, 2, clock)
+	enforced := newShadowBucket(t, PerSecond(2), 5, clock)
+	shadowed := newShadowBucket(t, PerSecond(2), 5, clock)
 	s, err := NewShadow(shadowed, ShadowConfig{})
 	require.NoError(t, err)
 	require.False(t, s.Enforcing(), "the zero ShadowConfig shadows")
@@ -102,8 +102,8 @@ func TestShadowSpendsExactlyAsEnforced(t *testing.T) {
 func TestShadowEnforcingAnswersAsTheBackend(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(shadowStart)
-	bare := newShadowBucket(t, 5, 2, clock)
-	s, err := NewShadow(newShadowBucket(t, 5, 2, clock), ShadowConfig{Enforce: true})
+	bare := newShadowBucket(t, PerSecond(2), 5, clock)
+	s, err := NewShadow(newShadowBucket(t, PerSecond(2), 5, clock), ShadowConfig{Enforce: true})
 	require.NoError(t, err)
 	require.True(t, s.Enforcing())
 
@@ -135,7 +135,7 @@ func TestShadowHooksSeeWouldDenyDecisionsWithTheBackendsResult(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(shadowStart)
 	hooks := &recordingHooks{}
-	bucket := newShadowBucket(t, 2, 1, clock)
+	bucket := newShadowBucket(t, PerSecond(1), 2, clock)
 	s, err := NewShadow(bucket, ShadowConfig{Hooks: hooks, Clock: clock})
 	require.NoError(t, err)
 
@@ -177,7 +177,7 @@ func TestShadowReturnsErrorsUnchanged(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(shadowStart)
 	hooks := &recordingHooks{}
-	s, err := NewShadow(newShadowBucket(t, 3, 1, clock), ShadowConfig{Hooks: hooks, Clock: clock})
+	s, err := NewShadow(newShadowBucket(t, PerSecond(1), 3, clock), ShadowConfig{Hooks: hooks, Clock: clock})
 	require.NoError(t, err)
 
 	d, err := s.Decide(ctx, "k", 4)
@@ -210,7 +210,7 @@ func TestShadowSetEnforceIsSafeUnderConcurrency(t *testing.T) {
 	ctx := context.Background()
 	const capacity, goroutines, calls = 100, 64, 200
 	clock := ratelimittest.NewClock(shadowStart) // stands still: no refill
-	backend := &allowedCounter{Limiter: newShadowBucket(t, capacity, 1, clock)}
+	backend := &allowedCounter{Limiter: newShadowBucket(t, PerSecond(1), capacity, clock)}
 	s, err := NewShadow(backend, ShadowConfig{})
 	require.NoError(t, err)
 
@@ -288,7 +288,7 @@ func TestShadowSpendsTheCapacityOnceUnderConcurrency(t *testing.T) {
 	ctx := context.Background()
 	const capacity, goroutines = 50, 64
 	clock := ratelimittest.NewClock(shadowStart)
-	s, err := NewShadow(newShadowBucket(t, capacity, 1, clock), ShadowConfig{})
+	s, err := NewShadow(newShadowBucket(t, PerSecond(1), capacity, clock), ShadowConfig{})
 	require.NoError(t, err)
 	var taken atomic.Int64
 	var wg sync.WaitGroup
@@ -313,8 +313,8 @@ func TestShadowAroundACompositeKeepsItsPolicies(t *testing.T) {
 	clock := ratelimittest.NewClock(shadowStart)
 	newComposite := func() *Composite {
 		c, err := NewComposite(
-			Part{Name: "per-second", Limiter: newShadowBucket(t, 2, 2, clock)},
-			Part{Name: "per-minute", Limiter: newShadowBucket(t, 3, 0.05, clock)},
+			Part{Name: "per-second", Limiter: newShadowBucket(t, PerSecond(2), 2, clock)},
+			Part{Name: "per-minute", Limiter: newShadowBucket(t, PerMinute(3), 3, clock)},
 		)
 		require.NoError(t, err)
 		return c
@@ -362,8 +362,8 @@ func TestShadowAroundACompositeKeepsItsPolicies(t *testing.T) {
 func TestShadowForwardsAdjustments(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(shadowStart)
-	bare := newShadowBucket(t, 5, 1, clock)
-	s, err := NewShadow(newShadowBucket(t, 5, 1, clock), ShadowConfig{})
+	bare := newShadowBucket(t, PerSecond(1), 5, clock)
+	s, err := NewShadow(newShadowBucket(t, PerSecond(1), 5, clock), ShadowConfig{})
 	require.NoError(t, err)
 	var _ Adjuster = s
 
@@ -400,7 +400,7 @@ func TestShadowForwardsAdjustments(t *testing.T) {
 
 func TestShadowReportsItsBackendsPolicy(t *testing.T) {
 	clock := ratelimittest.NewClock(shadowStart)
-	b := newShadowBucket(t, 10, 2, clock)
+	b := newShadowBucket(t, PerSecond(2), 10, clock)
 	s, err := NewShadow(b, ShadowConfig{})
 	require.NoError(t, err)
 	ctx := context.Background()

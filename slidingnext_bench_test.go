@@ -31,7 +31,7 @@ func BenchmarkSlidingDecide(b *testing.B) {
 		return c
 	}
 	bucket := func(tb testing.TB) Limiter {
-		l, err := NewTokenBucket(1<<20, 1e8)
+		l, err := NewTokenBucket(PerSecond(1e8), 1<<20)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func BenchmarkSlidingDecide(b *testing.B) {
 		}{
 			{"RedisSlidingLog", func() (Decider, error) { return NewRedisSlidingLog(client, 10000, time.Hour) }},
 			{"RedisSlidingCounter", func() (Decider, error) { return NewRedisSlidingCounter(client, 1<<40, time.Hour) }},
-			{"RedisTokenBucket", func() (Decider, error) { return NewRedisTokenBucket(client, 1<<40, 1e6) }},
+			{"RedisTokenBucket", func() (Decider, error) { return NewRedisTokenBucket(client, PerSecond(1e6), 1<<40) }},
 			{"Composite-RedisSlidingLog-RedisSlidingCounter", func() (Decider, error) {
 				l, err := NewRedisSlidingLog(client, 10000, time.Hour, WithKeyPrefix("bench:c:"))
 				if err != nil {

@@ -380,10 +380,10 @@ func TestEmptyCalendarWindowTellsWhenItEnds(t *testing.T) {
 			if place.client != nil {
 				// Its windows' bounds on the clock too.
 				cal = must(NewRedisCalendarWindow(place.client, 100, day, append(opts, WithClock(clock))...))
-				bucket = must(NewRedisTokenBucket(place.client, 4, 2, opts...))
+				bucket = must(NewRedisTokenBucket(place.client, PerSecond(2), 4, opts...))
 			} else {
 				cal = must(NewCalendarWindow(100, day, localOpts(opts)...))
-				bucket = must(NewTokenBucket(4, 2, localOpts(opts)...))
+				bucket = must(NewTokenBucket(PerSecond(2), 4, localOpts(opts)...))
 			}
 			c := must(NewComposite(Part{Name: "burst", Limiter: bucket}, Part{Name: "day", Limiter: cal}))
 			ctx := context.Background()

@@ -287,7 +287,7 @@ func TestWaitRejectsANilLimiter(t *testing.T) {
 }
 
 func TestWaitReturnsAtOnceWhenAllowed(t *testing.T) {
-	l, err := NewTokenBucket(2, 1)
+	l, err := NewTokenBucket(PerSecond(1), 2)
 	require.NoError(t, err)
 	res, err := Wait(context.Background(), l, "k", 2)
 	require.NoError(t, err)
@@ -296,7 +296,7 @@ func TestWaitReturnsAtOnceWhenAllowed(t *testing.T) {
 }
 
 func TestWaitReturnsAtOnceWhenTheCostCanNeverSucceed(t *testing.T) {
-	l, err := NewTokenBucket(2, 1)
+	l, err := NewTokenBucket(PerSecond(1), 2)
 	require.NoError(t, err)
 	res, err := Wait(context.Background(), l, "k", 3)
 	require.ErrorIs(t, err, ErrCostExceedsLimit)
@@ -306,7 +306,7 @@ func TestWaitReturnsAtOnceWhenTheCostCanNeverSucceed(t *testing.T) {
 }
 
 func TestWaitGivesUpAtOnceOnARealDeadlineBeforeRetryAfter(t *testing.T) {
-	l, err := NewTokenBucket(1, 0.0001) // one token every 10,000 s, past the hour allowed
+	l, err := NewTokenBucket(Every(10000*time.Second), 1) // one token every 10,000 s, past the hour allowed
 	require.NoError(t, err)
 	_, err = l.Allow(context.Background(), "k", 1)
 	require.NoError(t, err)

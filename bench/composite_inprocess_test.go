@@ -17,7 +17,7 @@ func BenchmarkCompositeHotKey(b *testing.B) {
 	ctx := context.Background()
 
 	b.Run("TokenBucket", func(b *testing.B) {
-		l, err := ratelimit.NewTokenBucket(hotCapacity, hotRate)
+		l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(hotRate), hotCapacity)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func BenchmarkCompositeHotKeyParallel(b *testing.B) {
 	ctx := context.Background()
 
 	b.Run("TokenBucket", func(b *testing.B) {
-		l, err := ratelimit.NewTokenBucket(hotCapacity, hotRate)
+		l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(hotRate), hotCapacity)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func hotComposite(b *testing.B) *ratelimit.Composite {
 	b.Helper()
 	var parts []ratelimit.Part
 	for _, name := range []string{"first", "second"} {
-		l, err := ratelimit.NewTokenBucket(hotCapacity, hotRate)
+		l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(hotRate), hotCapacity)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -69,7 +69,7 @@ func BenchmarkDenyCacheFlood(b *testing.B) {
 	c := redisClient(b)
 	for _, row := range rows {
 		b.Run(row.name, func(b *testing.B) {
-			tb, err := ratelimit.NewRedisTokenBucket(c, floodCapacity, floodRate)
+			tb, err := ratelimit.NewRedisTokenBucket(c, ratelimit.PerSecond(floodRate), floodCapacity)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -199,7 +199,7 @@ func BenchmarkDenyCacheFloodCosts(b *testing.B) {
 			name = "cost=mixed"
 		}
 		b.Run(name, func(b *testing.B) {
-			tb, err := ratelimit.NewRedisTokenBucket(c, floodCostCapacity, floodRate)
+			tb, err := ratelimit.NewRedisTokenBucket(c, ratelimit.PerSecond(floodRate), floodCostCapacity)
 			if err != nil {
 				b.Fatal(err)
 			}

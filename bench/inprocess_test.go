@@ -34,7 +34,7 @@ func BenchmarkHotKey(b *testing.B) {
 	ctx := context.Background()
 
 	b.Run("ratelimit-TokenBucket", func(b *testing.B) {
-		l, err := ratelimit.NewTokenBucket(hotCapacity, hotRate)
+		l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(hotRate), hotCapacity)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -195,7 +195,7 @@ func newDecide(c *redis.Client, cfg leasesRun) (func(context.Context) (bool, err
 		}, nil, func() {}, nil
 	}
 	calls := &callCounter{}
-	tb, err := ratelimit.NewRedisTokenBucket(c, int(cfg.Capacity), cfg.Rate, ratelimit.WithHooks(calls))
+	tb, err := ratelimit.NewRedisTokenBucket(c, ratelimit.PerSecond(int(cfg.Rate)), int(cfg.Capacity), ratelimit.WithHooks(calls))
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -54,7 +54,7 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		memoryCase
 	}{
 		{"ratelimit-TokenBucket", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
-			return ratelimit.NewTokenBucket(memCapacity, memRate, ratelimit.WithClock(c))
+			return ratelimit.NewTokenBucket(ratelimit.PerSecond(memRate), memCapacity, ratelimit.WithClock(c))
 		})},
 		{"ratelimit-GCRA", ratelimitMemoryCase(ctx, func(c ratelimit.Clock) (fakeClocked, error) {
 			return ratelimit.NewGCRA(memCapacity, memFill, ratelimit.WithClock(c))

@@ -150,11 +150,11 @@ func middlewareRows(b *testing.B, r *http.Request) []middlewareRow {
 // configuration and "per-minute" four times its size at the same rate,
 // after checking that it passes r on with both policies listed.
 func compositeHandler(b *testing.B, next http.Handler, r *http.Request) http.Handler {
-	fast, err := ratelimit.NewTokenBucket(hotCapacity, hotRate)
+	fast, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(hotRate), hotCapacity)
 	if err != nil {
 		b.Fatal(err)
 	}
-	slow, err := ratelimit.NewTokenBucket(4*hotCapacity, hotRate)
+	slow, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(hotRate), 4*hotCapacity)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func compositeHandler(b *testing.B, next http.Handler, r *http.Request) http.Han
 // and options on an in-process TokenBucket of the hot-key configuration,
 // after checking that it passes r on with the field named field set.
 func limitedHandler(b *testing.B, next http.Handler, r *http.Request, style httplimit.HeaderStyle, field string, opts ...httplimit.Option) http.Handler {
-	l, err := ratelimit.NewTokenBucket(hotCapacity, hotRate)
+	l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(hotRate), hotCapacity)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -211,7 +211,7 @@ var (
 // never change, and a handler could write through the shared slices); it
 // bounds from below what httplimit can cost.
 func floorHandler(b *testing.B, next http.Handler, fields bool) http.Handler {
-	l, err := ratelimit.NewTokenBucket(hotCapacity, hotRate)
+	l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(hotRate), hotCapacity)
 	if err != nil {
 		b.Fatal(err)
 	}

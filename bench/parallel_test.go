@@ -47,7 +47,7 @@ func BenchmarkManyKeysParallel(b *testing.B) {
 	keys := benchKeys(numParallelKeys)
 
 	b.Run("ratelimit-TokenBucket", func(b *testing.B) {
-		l, err := ratelimit.NewTokenBucket(manyCapacity, manyRate)
+		l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(manyRate), manyCapacity)
 		runParallelRatelimit(b, keys, l, err)
 	})
 

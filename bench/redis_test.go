@@ -156,13 +156,13 @@ const rawRedisImpl = "raw-EVALSHA-return-1"
 func redisImpls() []redisImpl {
 	return []redisImpl{
 		{"ratelimit-RedisTokenBucket", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
-			l, err := ratelimit.NewRedisTokenBucket(c, cfg.limit, cfg.rate())
+			l, err := ratelimit.NewRedisTokenBucket(c, ratelimit.Per(cfg.limit, cfg.period), cfg.limit)
 			return ratelimitDecisions(tb, l, err)
 		}},
 		// The same limiter with one script call per decision: the path
 		// every decision took before coalescing, for its latency alone.
 		{"ratelimit-RedisTokenBucket-WithoutCoalescing", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
-			l, err := ratelimit.NewRedisTokenBucket(c, cfg.limit, cfg.rate(), ratelimit.WithoutCoalescing())
+			l, err := ratelimit.NewRedisTokenBucket(c, ratelimit.Per(cfg.limit, cfg.period), cfg.limit, ratelimit.WithoutCoalescing())
 			return ratelimitDecisions(tb, l, err)
 		}},
 		{"ratelimit-RedisGCRA", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
@@ -206,7 +206,7 @@ func redisImpls() []redisImpl {
 		// Two limits in one decision: a token bucket and a fixed window of
 		// the same key, all or nothing, in one script request.
 		{"ratelimit-Composite-RedisTokenBucket+RedisFixedWindow", func(tb testing.TB, c *redis.Client, cfg redisConfig) func(string) decideFunc {
-			bucket, err := ratelimit.NewRedisTokenBucket(c, cfg.limit, cfg.rate())
+			bucket, err := ratelimit.NewRedisTokenBucket(c, ratelimit.Per(cfg.limit, cfg.period), cfg.limit)
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -311,7 +311,7 @@ func compositeOfPlans(tb testing.TB, c *redis.Client, cfg redisConfig, f ratelim
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tokens, err := ratelimit.NewRedisTokenBucket(c, cfg.limit, cfg.rate(), opts...)
+	tokens, err := ratelimit.NewRedisTokenBucket(c, ratelimit.Per(cfg.limit, cfg.period), cfg.limit, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}

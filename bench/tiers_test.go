@@ -121,7 +121,7 @@ type hotAlgo struct {
 // under 100).
 var hotAlgos = []hotAlgo{
 	{"TokenBucket", func(b *testing.B, opts ...ratelimit.Option) (ratelimit.Limiter, hotBlock) {
-		l, err := ratelimit.NewTokenBucket(hotCapacity, hotRate, opts...)
+		l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(hotRate), hotCapacity, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -338,7 +338,7 @@ var manyAlgos = []struct {
 	build func(opts ...ratelimit.Option) (ratelimit.Limiter, error)
 }{
 	{"TokenBucket", func(opts ...ratelimit.Option) (ratelimit.Limiter, error) {
-		return ratelimit.NewTokenBucket(manyCapacity, manyRate, opts...)
+		return ratelimit.NewTokenBucket(ratelimit.PerSecond(manyRate), manyCapacity, opts...)
 	}},
 	{"GCRA", func(opts ...ratelimit.Option) (ratelimit.Limiter, error) {
 		return ratelimit.NewGCRA(manyCapacity, manyPeriod, opts...)
@@ -498,7 +498,7 @@ func BenchmarkTiersRedis(b *testing.B) {
 		make func(opts ...ratelimit.RedisOption) (ratelimit.Limiter, error)
 	}{
 		{"RedisTokenBucket", func(opts ...ratelimit.RedisOption) (ratelimit.Limiter, error) {
-			return ratelimit.NewRedisTokenBucket(c, cfg.limit, cfg.rate(), opts...)
+			return ratelimit.NewRedisTokenBucket(c, ratelimit.Per(cfg.limit, cfg.period), cfg.limit, opts...)
 		}},
 		{"RedisGCRA", func(opts ...ratelimit.RedisOption) (ratelimit.Limiter, error) {
 			return ratelimit.NewRedisGCRA(c, cfg.limit, cfg.period, opts...)

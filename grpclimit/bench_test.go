@@ -26,7 +26,7 @@ func (s *benchStream) SetTrailer(md metadata.MD) error { return nil }
 // hotBucket is a token bucket that never runs dry at benchmark speeds.
 func hotBucket(b *testing.B) *ratelimit.TokenBucket {
 	b.Helper()
-	l, err := ratelimit.NewTokenBucket(1<<40, 1e8)
+	l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1e8), 1<<40)
 	if err != nil {
 		b.Fatal(err)
 	}

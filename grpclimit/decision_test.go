@@ -126,7 +126,7 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 		build func(*testing.T, ratelimit.Clock) built
 	}{
 		{"TokenBucket", func(t *testing.T, c ratelimit.Clock) built {
-			l, err := ratelimit.NewTokenBucket(2, 1, ratelimit.WithClock(c))
+			l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 2, ratelimit.WithClock(c))
 			require.NoError(t, err)
 			return built{l, []string{"default"}, nil}
 		}},
@@ -174,7 +174,7 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 		// below put it inside each decorator: Guard(Prefetch(...)) and so on.
 		{"Prefetch(TokenBucket)", func(t *testing.T, c ratelimit.Clock) built {
 			return leased(t, func(h ratelimit.Hooks) (ratelimit.Limiter, error) {
-				return ratelimit.NewTokenBucket(4, 1, ratelimit.WithClock(c), ratelimit.WithHooks(h))
+				return ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 4, ratelimit.WithClock(c), ratelimit.WithHooks(h))
 			})
 		}},
 		{"Prefetch(GCRA)", func(t *testing.T, c ratelimit.Clock) built {
@@ -189,14 +189,14 @@ func TestMetadataTellsTheDecisionThroughEveryStack(t *testing.T) {
 		}},
 		{"Prefetch(PolicyFunc TokenBucket)", func(t *testing.T, c ratelimit.Clock) built {
 			return leased(t, func(h ratelimit.Hooks) (ratelimit.Limiter, error) {
-				return ratelimit.NewTokenBucket(9, 1, ratelimit.WithClock(c), ratelimit.WithHooks(h),
+				return ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 9, ratelimit.WithClock(c), ratelimit.WithHooks(h),
 					ratelimit.WithPolicyFunc(func(context.Context, string) (ratelimit.Policy, error) {
 						return ratelimit.Policy{Limit: 4, Window: 8 * time.Second}, nil
 					}))
 			})
 		}},
 		{"PolicyFunc", func(t *testing.T, c ratelimit.Clock) built {
-			l, err := ratelimit.NewTokenBucket(5, 1, ratelimit.WithClock(c),
+			l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 5, ratelimit.WithClock(c),
 				ratelimit.WithPolicyFunc(func(context.Context, string) (ratelimit.Policy, error) {
 					return ratelimit.Policy{Limit: 2, Window: 4 * time.Second}, nil
 				}))
@@ -381,7 +381,7 @@ func composite(t *testing.T, c ratelimit.Clock, requests, tokens int) *ratelimit
 	t.Helper()
 	perMinute, err := ratelimit.NewFixedWindow(requests, time.Minute, ratelimit.WithClock(c))
 	require.NoError(t, err)
-	bucket, err := ratelimit.NewTokenBucket(tokens, 1, ratelimit.WithClock(c))
+	bucket, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), tokens, ratelimit.WithClock(c))
 	require.NoError(t, err)
 	comp, err := ratelimit.NewComposite(
 		ratelimit.Part{Name: "requests", Limiter: perMinute, PerCall: true},

@@ -10,7 +10,7 @@
 // with a method or tenant label; limiter errors are logged through
 // log/slog by default (WithLogger), at most one line per 10 seconds.
 //
-//	limiter, _ := ratelimit.NewRedisTokenBucket(client, 10, 2)
+//	limiter, _ := ratelimit.NewRedisTokenBucket(client, ratelimit.PerSecond(2), 10)
 //	in, _ := grpclimit.NewInterceptor(limiter, grpclimit.KeyByMetadata("x-api-key"),
 //		grpclimit.WithSkip(grpclimit.SkipHealthAndReflection))
 //	srv := grpc.NewServer(

@@ -21,7 +21,7 @@ import (
 // quota beside it is full again.
 func TestEachPolicyCarriesItsOwnEffectiveWindow(t *testing.T) {
 	clock := ratelimittest.NewClock(time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC)) // 27 days before the month ends
-	rps, err := ratelimit.NewTokenBucket(5, 5, ratelimit.WithClock(clock))
+	rps, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(5), 5, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	monthly, err := ratelimit.NewCalendarWindow(1000, ratelimit.Calendar{Period: ratelimit.CalendarMonth, Location: time.UTC}, ratelimit.WithClock(clock))
 	require.NoError(t, err)
@@ -43,7 +43,7 @@ func TestQuotaUnitAndPartitionKeyInMetadata(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
 	requests, err := ratelimit.NewGCRA(60, time.Minute, ratelimit.WithClock(clock))
 	require.NoError(t, err)
-	tokens, err := ratelimit.NewTokenBucket(100000, 100000.0/60, ratelimit.WithClock(clock))
+	tokens, err := ratelimit.NewTokenBucket(ratelimit.PerMinute(100000), 100000, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	c, err := ratelimit.NewComposite(
 		ratelimit.Part{Name: "requests", Limiter: requests, PerCall: true},

@@ -25,7 +25,7 @@ import (
 func bucket(t *testing.T) (*ratelimit.TokenBucket, *ratelimittest.Clock) {
 	t.Helper()
 	clock := ratelimittest.NewClock(epoch)
-	b, err := ratelimit.NewTokenBucket(3, 2, ratelimit.WithClock(clock))
+	b, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(2), 3, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	return b, clock
 }
@@ -107,7 +107,7 @@ func TestStreamDecidedOnceWhenItOpens(t *testing.T) {
 
 func TestCompositeSendsEveryPolicyAndTheBoundOne(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
-	perSecond, err := ratelimit.NewTokenBucket(2, 2, ratelimit.WithClock(clock))
+	perSecond, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(2), 2, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	perMinute, err := ratelimit.NewFixedWindow(5, time.Minute, ratelimit.WithClock(clock))
 	require.NoError(t, err)

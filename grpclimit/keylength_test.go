@@ -25,7 +25,7 @@ func TestAKeyTheLimiterRefusesAsTooLongIsInvalidArgumentAndNeverPasses(t *testin
 		"WithFailClosed":       {grpclimit.WithFailClosed(time.Second)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			b, err := ratelimit.NewTokenBucket(5, 1, ratelimit.WithMaxKeyLength(64))
+			b, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 5, ratelimit.WithMaxKeyLength(64))
 			require.NoError(t, err)
 			var onError int
 			in, err := grpclimit.NewInterceptor(b, byPlan, append(opts, grpclimit.WithOnError(func(_ context.Context, _ string, _ error) { onError++ }))...)

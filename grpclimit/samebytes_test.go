@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,17 +27,17 @@ import (
 // fields, named in lower case.
 func TestMetadataCarriesTheBytesOfHTTPLimitsHeaderFields(t *testing.T) {
 	secret := []byte("0123456789abcdef")
-	bucket := func(capacity int, rate float64) func(ratelimit.Clock) (ratelimit.Limiter, error) {
+	bucket := func(rate ratelimit.Rate, capacity int) func(ratelimit.Clock) (ratelimit.Limiter, error) {
 		return func(c ratelimit.Clock) (ratelimit.Limiter, error) {
-			return ratelimit.NewTokenBucket(capacity, rate, ratelimit.WithClock(c))
+			return ratelimit.NewTokenBucket(rate, capacity, ratelimit.WithClock(c))
 		}
 	}
 	composite := func(c ratelimit.Clock) (ratelimit.Limiter, error) {
-		second, err := ratelimit.NewTokenBucket(10, 10, ratelimit.WithClock(c))
+		second, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(10), 10, ratelimit.WithClock(c))
 		if err != nil {
 			return nil, err
 		}
-		hour, err := ratelimit.NewTokenBucket(1000, 1000.0/3600, ratelimit.WithClock(c))
+		hour, err := ratelimit.NewTokenBucket(ratelimit.PerHour(1000), 1000, ratelimit.WithClock(c))
 		if err != nil {
 			return nil, err
 		}
@@ -49,16 +50,16 @@ func TestMetadataCarriesTheBytesOfHTTPLimitsHeaderFields(t *testing.T) {
 		grpc    []grpclimit.Option
 		http    []httplimit.Option
 	}{
-		{"an allowed call", bucket(10, 1), 3, nil, nil},
-		{"a denied call", bucket(2, 0.5), 3, nil, nil},
-		{"a partition key", bucket(10, 1), 1,
+		{"an allowed call", bucket(ratelimit.PerSecond(1), 10), 3, nil, nil},
+		{"a denied call", bucket(ratelimit.Every(2*time.Second), 2), 3, nil, nil},
+		{"a partition key", bucket(ratelimit.PerSecond(1), 10), 1,
 			[]grpclimit.Option{grpclimit.WithPartitionKey(secret)}, []httplimit.Option{httplimit.WithPartitionKey(secret)}},
 		{"a Composite's parts with a quota unit", composite, 2,
 			[]grpclimit.Option{grpclimit.WithQuotaUnit("tokens")}, []httplimit.Option{httplimit.WithQuotaUnit("tokens")}},
 		{"a denied Composite", composite, 11, nil, nil},
-		{"the IETF fields alone", bucket(10, 1), 1,
+		{"the IETF fields alone", bucket(ratelimit.PerSecond(1), 10), 1,
 			[]grpclimit.Option{grpclimit.WithHeaderStyle(grpclimit.IETFHeaders)}, []httplimit.Option{httplimit.WithHeaderStyle(httplimit.IETFHeaders)}},
-		{"the legacy fields alone", bucket(10, 1), 1,
+		{"the legacy fields alone", bucket(ratelimit.PerSecond(1), 10), 1,
 			[]grpclimit.Option{grpclimit.WithHeaderStyle(grpclimit.LegacyHeaders)}, []httplimit.Option{httplimit.WithHeaderStyle(httplimit.LegacyHeaders)}},
 	}
 	for _, tt := range tests {

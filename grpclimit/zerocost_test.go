@@ -3,6 +3,7 @@ package grpclimit_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
@@ -17,7 +18,7 @@ import (
 // 0 on a key three hours in debt all ran when a cost of 0 was a peek.
 func TestACostOfZeroDoesNotRunOnAKeyInDebt(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
-	l, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithClock(clock), ratelimit.WithMaxDebt(4*3600), ratelimit.WithMaxSettle(ratelimit.UnboundedSettle))
+	l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 10, ratelimit.WithClock(clock), ratelimit.WithMaxDebt(4*3600), ratelimit.WithMaxSettle(ratelimit.UnboundedSettle))
 	require.NoError(t, err)
 	_, err = l.Settle(context.Background(), "alice", 0, 10+3*3600)
 	require.NoError(t, err)
@@ -40,7 +41,7 @@ func TestACostOfZeroDoesNotRunOnAKeyInDebt(t *testing.T) {
 // A call of cost 0 takes 1 unit: a key of 3 runs three of them.
 func TestACostOfZeroTakesAUnit(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
-	l, err := ratelimit.NewTokenBucket(3, 0.001, ratelimit.WithClock(clock))
+	l, err := ratelimit.NewTokenBucket(ratelimit.Every(1000*time.Second), 3, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	in, err := grpclimit.NewInterceptor(l, grpclimit.KeyByMetadata("x-api-key"),
 		grpclimit.WithCost(func(context.Context, string) (int, error) { return 0, nil }))

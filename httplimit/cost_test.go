@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 )
 
@@ -28,7 +29,7 @@ func doCost(h http.Handler, cost int) (int, http.Header) {
 }
 
 func TestCost(t *testing.T) {
-	l, _ := tokenBucket(t, 10, 2)
+	l, _ := tokenBucket(t, ratelimit.PerSecond(2), 10)
 	h, next := limited(t, l, httplimit.WithCost(costFromQuery))
 
 	code, hdr := doCost(h, 4) // the next token in 0.5 s, full in 2 s
@@ -81,7 +82,7 @@ func TestKeyAndCostReachTheLimiter(t *testing.T) {
 // key, exactly the capacity pass.
 func TestConcurrentRequestsOnOneKey(t *testing.T) {
 	const capacity, workers, perWorker = 25, 32, 20
-	l, _ := tokenBucket(t, capacity, 1)
+	l, _ := tokenBucket(t, ratelimit.PerSecond(1), capacity)
 	h, next := limited(t, l)
 
 	codes := make([][]int, workers)

@@ -42,10 +42,10 @@ func headerKey(r *http.Request) (string, error) { return r.Header.Get("X-Key"), 
 // fallback's decision at the backend.
 func TestTheHandlerLearnsWhoAnsweredItsRequest(t *testing.T) {
 	backend := &downAdjuster{}
-	fallback, _ := tokenBucket(t, 5, 1)
+	fallback, _ := tokenBucket(t, ratelimit.PerSecond(1), 5)
 	guard, err := ratelimit.NewGuard(backend, ratelimit.GuardConfig{OnFailure: ratelimit.FailOver, Fallback: fallback})
 	require.NoError(t, err)
-	up, _ := tokenBucket(t, 5, 1)
+	up, _ := tokenBucket(t, ratelimit.PerSecond(1), 5)
 
 	for _, tc := range []struct {
 		name    string
@@ -74,7 +74,7 @@ func TestTheHandlerLearnsWhoAnsweredItsRequest(t *testing.T) {
 // Without WithDecisionContext, or for a request passed on without a
 // decision, the handler finds none.
 func TestTheHandlerFindsNoDecisionUnlessOneWasMadeAndAskedFor(t *testing.T) {
-	l, _ := tokenBucket(t, 5, 1)
+	l, _ := tokenBucket(t, ratelimit.PerSecond(1), 5)
 	rec := &decisionRecorder{}
 	m, err := httplimit.NewMiddleware(l, headerKey)
 	require.NoError(t, err)
@@ -97,7 +97,7 @@ func TestTheHandlerFindsNoDecisionUnlessOneWasMadeAndAskedFor(t *testing.T) {
 // A request a Shadow let through against a denial carries that Decision,
 // which says it would have been denied and took nothing.
 func TestTheHandlerSeesAShadowedDenial(t *testing.T) {
-	l, _ := tokenBucket(t, 1, 1)
+	l, _ := tokenBucket(t, ratelimit.PerSecond(1), 1)
 	shadow, err := ratelimit.NewShadow(l, ratelimit.ShadowConfig{})
 	require.NoError(t, err)
 	rec := &decisionRecorder{}
@@ -116,8 +116,8 @@ func TestTheHandlerSeesAShadowedDenial(t *testing.T) {
 
 // Nested Middlewares: the handler reads the innermost one's Decision.
 func TestTheHandlerReadsTheInnermostDecision(t *testing.T) {
-	outer, _ := tokenBucket(t, 10, 1)
-	inner, _ := tokenBucket(t, 3, 1)
+	outer, _ := tokenBucket(t, ratelimit.PerSecond(1), 10)
+	inner, _ := tokenBucket(t, ratelimit.PerSecond(1), 3)
 	mo, err := httplimit.NewMiddleware(outer, headerKey, httplimit.WithDecisionContext())
 	require.NoError(t, err)
 	mi, err := httplimit.NewMiddleware(inner, headerKey, httplimit.WithDecisionContext())
@@ -138,7 +138,7 @@ func BenchmarkDecisionContext(b *testing.B) {
 			name, opts = "on", append(opts, httplimit.WithDecisionContext())
 		}
 		b.Run(name, func(b *testing.B) {
-			l, err := ratelimit.NewTokenBucket(1<<30, 1e8)
+			l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1e8), 1<<30)
 			require.NoError(b, err)
 			m, err := httplimit.NewMiddleware(l, headerKey, opts...)
 			require.NoError(b, err)

@@ -30,7 +30,7 @@ type problemDoc struct {
 // per 4 s, has no token left for key "k", and its wrapped handler.
 func exhausted(t *testing.T, opts ...httplimit.Option) (http.Handler, *counter) {
 	t.Helper()
-	l, _ := tokenBucket(t, 2, 0.25)
+	l, _ := tokenBucket(t, ratelimit.Every(4*time.Second), 2)
 	h, next := limited(t, l, opts...)
 	for range 2 {
 		require.Equal(t, http.StatusOK, do(h, "k", "").Code)
@@ -187,7 +187,7 @@ func TestDeniedHandlerGetsResultAndFields(t *testing.T) {
 }
 
 func TestCostAboveTheLimitIs413(t *testing.T) {
-	l, _ := tokenBucket(t, 10, 2)
+	l, _ := tokenBucket(t, ratelimit.PerSecond(2), 10)
 	var hooked []error
 	h, next := limited(t, l,
 		httplimit.WithCost(func(*http.Request) (int, error) { return 11, nil }),

@@ -24,7 +24,7 @@ func TestQuotaUnitNamesThePoliciesThatCountUnits(t *testing.T) {
 	clock := ratelimittest.NewClock(epoch)
 	requests, err := ratelimit.NewGCRA(60, time.Minute, ratelimit.WithClock(clock))
 	require.NoError(t, err)
-	tokens, err := ratelimit.NewTokenBucket(100000, 100000.0/60, ratelimit.WithClock(clock))
+	tokens, err := ratelimit.NewTokenBucket(ratelimit.PerMinute(100000), 100000, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	c, err := ratelimit.NewComposite(
 		ratelimit.Part{Name: "requests", Limiter: requests, PerCall: true},
@@ -36,7 +36,7 @@ func TestQuotaUnitNamesThePoliciesThatCountUnits(t *testing.T) {
 	require.Equal(t, http.StatusOK, w.Code)
 	assert.Equal(t, `"requests";q=60;w=60, "tokens";q=100000;w=60;qu="tokens"`, w.Header().Get("RateLimit-Policy"))
 
-	bucket, _ := tokenBucket(t, 65535, 6553.5)
+	bucket, _ := tokenBucket(t, ratelimit.Per(65535, 10*time.Second), 65535)
 	h, _ = limited(t, bucket, httplimit.WithQuotaUnit("content-bytes"))
 	w = do(h, "alice", "")
 	assert.Equal(t, `"default";q=65535;w=10;qu="content-bytes"`, w.Header().Get("RateLimit-Policy"))
@@ -91,7 +91,7 @@ func TestPartitionKeyIsAKeyedHashOfTheKey(t *testing.T) {
 
 // The options refuse what they cannot send.
 func TestQuotaUnitAndPartitionKeyRefuseBadValues(t *testing.T) {
-	l, _ := tokenBucket(t, 10, 1)
+	l, _ := tokenBucket(t, ratelimit.PerSecond(1), 10)
 	key := httplimit.KeyByHeader(keyHeader)
 	for _, opt := range []httplimit.Option{
 		httplimit.WithQuotaUnit(""),

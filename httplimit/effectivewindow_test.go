@@ -27,11 +27,11 @@ func rpsAndMonthly(t *testing.T, client redis.Scripter, clock *ratelimittest.Clo
 	var rps, monthly ratelimit.Limiter
 	var err error
 	if client == nil {
-		rps, err = ratelimit.NewTokenBucket(5, 5, ratelimit.WithClock(clock))
+		rps, err = ratelimit.NewTokenBucket(ratelimit.PerSecond(5), 5, ratelimit.WithClock(clock))
 		require.NoError(t, err)
 		monthly, err = ratelimit.NewCalendarWindow(1000, month, ratelimit.WithClock(clock))
 	} else {
-		rps, err = ratelimit.NewRedisTokenBucket(client, 5, 5, ratelimit.WithCallerClock(clock))
+		rps, err = ratelimit.NewRedisTokenBucket(client, ratelimit.PerSecond(5), 5, ratelimit.WithCallerClock(clock))
 		require.NoError(t, err)
 		monthly, err = ratelimit.NewRedisCalendarWindow(client, 1000, month, ratelimit.WithCallerClock(clock), ratelimit.WithClock(clock))
 	}

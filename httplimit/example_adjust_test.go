@@ -25,7 +25,7 @@ import (
 // request 7.
 func ExampleNewMiddleware_composite() {
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	perSecond, err := ratelimit.NewTokenBucket(5, 5, ratelimit.WithClock(clock))
+	perSecond, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(5), 5, ratelimit.WithClock(clock))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -87,7 +87,7 @@ func ExampleNewMiddleware_composite() {
 // the key still has its three requests afterwards.
 func ExampleWithRefund() {
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	limiter, err := ratelimit.NewTokenBucket(3, 1, ratelimit.WithClock(clock))
+	limiter, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 3, ratelimit.WithClock(clock))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -177,7 +177,7 @@ func ExampleWithRefund_login() {
 // puts the key in debt, and later requests wait until it is paid off.
 func ExampleSetCost() {
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	limiter, err := ratelimit.NewTokenBucket(10, 2, ratelimit.WithClock(clock)) // 10 results, 2 more a second
+	limiter, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(2), 10, ratelimit.WithClock(clock)) // 10 results, 2 more a second
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -17,7 +17,7 @@ import (
 // next request.
 func ExampleWithShadowHeader() {
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	bucket, err := ratelimit.NewTokenBucket(2, 1, ratelimit.WithClock(clock))
+	bucket, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 2, ratelimit.WithClock(clock))
 	if err != nil {
 		fmt.Println(err)
 		return

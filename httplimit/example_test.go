@@ -25,7 +25,7 @@ import (
 // than r: the 0.5 s its next token takes to come back, rounded up.
 func ExampleNewMiddleware() {
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	limiter, err := ratelimit.NewTokenBucket(10, 2, ratelimit.WithClock(clock))
+	limiter, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(2), 10, ratelimit.WithClock(clock))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -118,7 +118,7 @@ func Example_production() {
 
 	// 100 requests at once per API key, refilling 50 per second, shared by
 	// every replica.
-	shared, err := ratelimit.NewRedisTokenBucket(client, 100, 50)
+	shared, err := ratelimit.NewRedisTokenBucket(client, ratelimit.PerSecond(50), 100)
 	if err != nil {
 		panic(err)
 	}

@@ -317,7 +317,7 @@ var adjustables = []adjustable{
 		return newFakeBucket(limit, interval, clock), clock
 	}, true},
 	{"TokenBucket", func(t *testing.T, limit int, interval time.Duration) (ratelimit.Adjuster, *ratelimittest.Clock) {
-		l, clock := tokenBucket(t, limit, float64(time.Second)/float64(interval))
+		l, clock := tokenBucket(t, ratelimit.Every(interval), limit)
 		a, ok := ratelimit.Limiter(l).(ratelimit.Adjuster)
 		if !ok {
 			t.Skip("ratelimit.TokenBucket is not a ratelimit.Adjuster yet")
@@ -395,7 +395,7 @@ func realComposite(t *testing.T) (ratelimit.Decider, *ratelimittest.Clock) {
 	clock := ratelimittest.NewClock(epoch)
 	var parts []ratelimit.Part
 	for _, p := range twoPolicies {
-		l, err := ratelimit.NewTokenBucket(p.limit, float64(time.Second)/float64(p.interval), ratelimit.WithClock(clock))
+		l, err := ratelimit.NewTokenBucket(ratelimit.Every(p.interval), p.limit, ratelimit.WithClock(clock))
 		require.NoError(t, err)
 		parts = append(parts, ratelimit.Part{Name: p.name, Limiter: l})
 	}

@@ -30,7 +30,7 @@ func fields(h http.Header) map[string][]string {
 }
 
 func TestFieldsOnATokenBucketDrainingAndRefilling(t *testing.T) {
-	l, clock := tokenBucket(t, 10, 2) // full again 0.5 s after each token taken
+	l, clock := tokenBucket(t, ratelimit.PerSecond(2), 10) // full again 0.5 s after each token taken
 	h, next := limited(t, l)
 
 	for i := 1; i <= 10; i++ {
@@ -79,11 +79,11 @@ func TestPolicyWindowFromEachLimiter(t *testing.T) {
 	require.NoError(t, err)
 	window, err := ratelimit.NewFixedWindow(100, time.Minute, ratelimit.WithClock(clock))
 	require.NoError(t, err)
-	slowBucket, err := ratelimit.NewTokenBucket(3, 0.4, ratelimit.WithClock(clock)) // 7.5 s to fill
+	slowBucket, err := ratelimit.NewTokenBucket(ratelimit.PerMinute(24), 3, ratelimit.WithClock(clock)) // 7.5 s to fill
 	require.NoError(t, err)
-	fastBucket, err := ratelimit.NewTokenBucket(1, 1000, ratelimit.WithClock(clock)) // 1 ms to fill
+	fastBucket, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1000), 1, ratelimit.WithClock(clock)) // 1 ms to fill
 	require.NoError(t, err)
-	big, err := ratelimit.NewTokenBucket(1_000_000_000, 1e9, ratelimit.WithClock(clock))
+	big, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1e9), 1_000_000_000, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	stub := &stubLimiter{res: ratelimit.Result{Allowed: true, Limit: 7, Remaining: 6, ResetAfter: 1500 * time.Millisecond}}
 	timed := &fillTimeStub{stubLimiter: stubLimiter{res: stub.res}}
@@ -139,7 +139,7 @@ func TestHeaderStyles(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(strconv.Itoa(int(tc.style)), func(t *testing.T) {
-			l, _ := tokenBucket(t, 1, 0.5)
+			l, _ := tokenBucket(t, ratelimit.Every(2*time.Second), 1)
 			h, _ := limited(t, l, httplimit.WithHeaderStyle(tc.style))
 
 			w := do(h, "k", "")
@@ -155,7 +155,7 @@ func TestHeaderStyles(t *testing.T) {
 }
 
 func TestLegacyOnlyValues(t *testing.T) {
-	l, _ := tokenBucket(t, 120, 1) // 2 minutes to fill
+	l, _ := tokenBucket(t, ratelimit.PerSecond(1), 120) // 2 minutes to fill
 	h, _ := limited(t, l, httplimit.WithHeaderStyle(httplimit.LegacyHeaders))
 	w := do(h, "k", "")
 	assert.Equal(t, map[string][]string{
@@ -183,7 +183,7 @@ func TestOutOfRangeResultsAreClamped(t *testing.T) {
 // The fields' values share one backing array; a handler appending to one
 // must not change another.
 func TestHandlerAppendingToFieldsChangesNoOther(t *testing.T) {
-	l, _ := tokenBucket(t, 10, 2)
+	l, _ := tokenBucket(t, ratelimit.PerSecond(2), 10)
 	m, err := httplimit.NewMiddleware(l, httplimit.KeyByHeader(keyHeader))
 	require.NoError(t, err)
 	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -202,7 +202,7 @@ func TestHandlerAppendingToFieldsChangesNoOther(t *testing.T) {
 }
 
 func TestFieldsOverARealConnection(t *testing.T) {
-	l, _ := tokenBucket(t, 10, 2)
+	l, _ := tokenBucket(t, ratelimit.PerSecond(2), 10)
 	h, _ := limited(t, l)
 	srv := httptest.NewServer(h)
 	defer srv.Close()

@@ -23,10 +23,10 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 const keyHeader = "X-Api-Key"
 
 // tokenBucket returns an in-process token bucket on a new fake clock.
-func tokenBucket(t testing.TB, capacity int, rate float64) (*ratelimit.TokenBucket, *ratelimittest.Clock) {
+func tokenBucket(t testing.TB, rate ratelimit.Rate, capacity int) (*ratelimit.TokenBucket, *ratelimittest.Clock) {
 	t.Helper()
 	clock := ratelimittest.NewClock(epoch)
-	l, err := ratelimit.NewTokenBucket(capacity, rate, ratelimit.WithClock(clock))
+	l, err := ratelimit.NewTokenBucket(rate, capacity, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	return l, clock
 }

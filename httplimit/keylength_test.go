@@ -25,7 +25,7 @@ func TestAKeyTheLimiterRefusesAsTooLongIsAKeyErrorAndNeverPasses(t *testing.T) {
 			"WithLeases":           {httplimit.WithLeases()},
 		} {
 			t.Run(name, func(t *testing.T) {
-				tb, err := ratelimit.NewTokenBucket(5, 1, ratelimit.WithMaxKeyLength(64))
+				tb, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 5, ratelimit.WithMaxKeyLength(64))
 				require.NoError(t, err)
 				var l ratelimit.Limiter = tb
 				if name == "WithLeases" {

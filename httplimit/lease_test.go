@@ -284,8 +284,8 @@ func TestInFlightLimiterNeedsWithLeases(t *testing.T) {
 // With a rate limiter, whose leases hold nothing, WithLeases changes
 // nothing: the same answers and fields, and no lease for the handler.
 func TestWithLeasesOverARateLimiterChangesNothing(t *testing.T) {
-	plain, _ := tokenBucket(t, 3, 1)
-	withLeases, _ := tokenBucket(t, 3, 1)
+	plain, _ := tokenBucket(t, ratelimit.PerSecond(1), 3)
+	withLeases, _ := tokenBucket(t, ratelimit.PerSecond(1), 3)
 	var found []bool
 	rec := func(next *counter) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

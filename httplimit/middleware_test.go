@@ -13,7 +13,7 @@ import (
 )
 
 func TestNewMiddlewareRejectsBadArguments(t *testing.T) {
-	l, _ := tokenBucket(t, 10, 2)
+	l, _ := tokenBucket(t, ratelimit.PerSecond(2), 10)
 	key := httplimit.KeyByHeader(keyHeader)
 	cases := []struct {
 		name    string
@@ -53,7 +53,7 @@ func TestNewMiddlewareRejectsBadArguments(t *testing.T) {
 }
 
 func TestNewMiddlewareAcceptsPrintablePolicyNames(t *testing.T) {
-	l, _ := tokenBucket(t, 10, 2)
+	l, _ := tokenBucket(t, ratelimit.PerSecond(2), 10)
 	for _, name := range []string{"default", " ", "per user", `a"b\c`, "~!#$%&'()*+,-./:;<=>?@[]^_`{|}"} {
 		_, err := httplimit.NewMiddleware(l, httplimit.KeyByHeader(keyHeader), httplimit.WithPolicyName(name))
 		assert.NoError(t, err, "%q", name)

@@ -38,7 +38,7 @@ func TestStackedMiddlewaresSendOneCoherentSetOfFields(t *testing.T) {
 	clock := ratelimittest.NewClock(time.Unix(0, 0))
 	plan, err := ratelimit.NewGCRA(300, time.Minute, ratelimit.WithClock(clock))
 	require.NoError(t, err)
-	tokens, err := ratelimit.NewTokenBucket(20000, 1000, ratelimit.WithClock(clock))
+	tokens, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1000), 20000, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	cost := 0
 	inner, err := httplimit.NewMiddleware(tokens, constantKey("tenant"), httplimit.WithPolicyName("tokens"),

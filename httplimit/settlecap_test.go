@@ -33,11 +33,11 @@ func monthlyQuota(t *testing.T, client redis.Scripter, clock ratelimit.Clock) ra
 	month := ratelimit.Calendar{Period: ratelimit.CalendarMonth, Location: berlin}
 	var rps, quota ratelimit.Limiter
 	if client == nil {
-		rps, err = ratelimit.NewTokenBucket(5, 5, ratelimit.WithClock(clock))
+		rps, err = ratelimit.NewTokenBucket(ratelimit.PerSecond(5), 5, ratelimit.WithClock(clock))
 		require.NoError(t, err)
 		quota, err = ratelimit.NewCalendarWindow(120, month, ratelimit.WithClock(clock))
 	} else {
-		rps, err = ratelimit.NewRedisTokenBucket(client, 5, 5)
+		rps, err = ratelimit.NewRedisTokenBucket(client, ratelimit.PerSecond(5), 5)
 		require.NoError(t, err)
 		quota, err = ratelimit.NewRedisCalendarWindow(client, 120, month, ratelimit.WithClock(clock))
 	}
@@ -96,7 +96,7 @@ func TestABogusCostIsSettledAtTheBound(t *testing.T) {
 func TestWithMaxSettleSetsTheBound(t *testing.T) {
 	ctx := context.Background()
 	t.Run("one limit", func(t *testing.T) {
-		l, _ := tokenBucket(t, 10, 1)
+		l, _ := tokenBucket(t, ratelimit.PerSecond(1), 10)
 		errs := &errorLog{}
 		h, _ := adjusting(t, l, httplimit.WithSettle(), httplimit.WithMaxSettle(1), httplimit.WithOnError(errs.hook))
 		get(h, "k", "/?cost=25")
@@ -109,7 +109,7 @@ func TestWithMaxSettleSetsTheBound(t *testing.T) {
 		assert.Len(t, errs.all(), 1, "a cost at the bound is settled as reported")
 	})
 	t.Run("unbounded", func(t *testing.T) {
-		l, _ := tokenBucket(t, 10, 1)
+		l, _ := tokenBucket(t, ratelimit.PerSecond(1), 10)
 		errs := &errorLog{}
 		h, _ := adjusting(t, l, httplimit.WithSettle(), httplimit.WithMaxSettle(ratelimit.UnboundedSettle), httplimit.WithOnError(errs.hook))
 		get(h, "k", "/?cost=100000000")
@@ -121,7 +121,7 @@ func TestWithMaxSettleSetsTheBound(t *testing.T) {
 		assert.Equal(t, 9, res.Remaining, "the request keeps what it took")
 	})
 	t.Run("bad bounds", func(t *testing.T) {
-		l, _ := tokenBucket(t, 10, 1)
+		l, _ := tokenBucket(t, ratelimit.PerSecond(1), 10)
 		for _, limits := range []int{0, -2} {
 			_, err := httplimit.NewMiddleware(l, httplimit.KeyByHeader(keyHeader), httplimit.WithSettle(), httplimit.WithMaxSettle(limits))
 			require.ErrorIs(t, err, ratelimit.ErrInvalidConfig, "WithMaxSettle(%d)", limits)

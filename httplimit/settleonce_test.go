@@ -61,7 +61,7 @@ const trialBound = 5 + 5*3 + 5
 func TestOneIdempotencyKeyCannotEscapeTheSettle(t *testing.T) {
 	t.Run("in process", func(t *testing.T) {
 		clock := ratelimittest.NewClock(epoch)
-		l, err := ratelimit.NewTokenBucket(5, 5, ratelimit.WithClock(clock))
+		l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(5), 5, ratelimit.WithClock(clock))
 		require.NoError(t, err)
 		ran, work := trialWork(t, l, clock, clock.Advance)
 		assert.LessOrEqual(t, work, trialBound, "%d requests ran", ran)
@@ -70,7 +70,7 @@ func TestOneIdempotencyKeyCannotEscapeTheSettle(t *testing.T) {
 	t.Run("miniredis", func(t *testing.T) {
 		_, client, advance := redistest.Miniredis(t, epoch)
 		clock := ratelimittest.NewClock(epoch)
-		l, err := ratelimit.NewRedisTokenBucket(client, 5, 5)
+		l, err := ratelimit.NewRedisTokenBucket(client, ratelimit.PerSecond(5), 5)
 		require.NoError(t, err)
 		ran, work := trialWork(t, l, clock, func(d time.Duration) { clock.Advance(d); advance(d) })
 		assert.LessOrEqual(t, work, trialBound, "%d requests ran", ran)
@@ -79,7 +79,7 @@ func TestOneIdempotencyKeyCannotEscapeTheSettle(t *testing.T) {
 	t.Run("redis-server", func(t *testing.T) {
 		client := redistest.Start(t).Client(t)
 		clock := ratelimittest.NewClock(time.Now())
-		l, err := ratelimit.NewRedisTokenBucket(client, 5, 5, ratelimit.WithCallerClock(clock))
+		l, err := ratelimit.NewRedisTokenBucket(client, ratelimit.PerSecond(5), 5, ratelimit.WithCallerClock(clock))
 		require.NoError(t, err)
 		ran, work := trialWork(t, l, clock, clock.Advance)
 		assert.LessOrEqual(t, work, trialBound, "%d requests ran", ran)
@@ -92,7 +92,7 @@ func TestOneIdempotencyKeyCannotEscapeTheSettle(t *testing.T) {
 // refilled (here nothing refills).
 func TestEveryRequestThatRanIsSettledOnce(t *testing.T) {
 	_, client, _ := redistest.Miniredis(t, epoch)
-	l, err := ratelimit.NewRedisTokenBucket(client, 100, 0.001) // nothing refills during the test
+	l, err := ratelimit.NewRedisTokenBucket(client, ratelimit.Every(1000*time.Second), 100) // nothing refills during the test
 	require.NoError(t, err)
 	h, _ := adjusting(t, l, httplimit.WithSettle())
 	for i := range 4 {
@@ -133,7 +133,7 @@ func TestASettleThatFailedIsTriedOnceMoreAndAppliedOnce(t *testing.T) {
 	for _, applied := range []bool{true, false} {
 		t.Run(fmt.Sprintf("applied before the failure: %v", applied), func(t *testing.T) {
 			_, client, _ := redistest.Miniredis(t, epoch)
-			l, err := ratelimit.NewRedisTokenBucket(client, 100, 0.001) // nothing refills during the test
+			l, err := ratelimit.NewRedisTokenBucket(client, ratelimit.Every(1000*time.Second), 100) // nothing refills during the test
 			require.NoError(t, err)
 			lossy := &lossyAdjuster{Adjuster: l, applied: applied}
 			var log errorLog

@@ -35,7 +35,7 @@ func (h *shadowHooks) Decided(ev ratelimit.Event) {
 // 2 refilling 1 a second on a fake clock, and the bucket.
 func shadowed(t *testing.T, hooks ratelimit.Hooks) (*ratelimit.Shadow, *ratelimit.TokenBucket) {
 	t.Helper()
-	bucket, clock := tokenBucket(t, 2, 1)
+	bucket, clock := tokenBucket(t, ratelimit.PerSecond(1), 2)
 	s, err := ratelimit.NewShadow(bucket, ratelimit.ShadowConfig{Hooks: hooks, Clock: clock})
 	require.NoError(t, err)
 	return s, bucket
@@ -199,7 +199,7 @@ func TestShadowPassesLimiterErrorsToOnError(t *testing.T) {
 // also through a Guard or a DenyCache around the Shadow; a limiter without
 // a Shadow denies, and never sends it.
 func TestWithShadowHeaderAppliesToAnyLimiter(t *testing.T) {
-	bucket, _ := tokenBucket(t, 2, 1)
+	bucket, _ := tokenBucket(t, ratelimit.PerSecond(1), 2)
 	h, next := limited(t, bucket, httplimit.WithShadowHeader())
 	for i, code := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
 		w := do(h, "alice", "")

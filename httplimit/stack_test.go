@@ -23,7 +23,9 @@ var redisKinds = []struct {
 	name string
 	new  func(redis.Scripter) (ratelimit.Limiter, error)
 }{
-	{"RedisTokenBucket", func(c redis.Scripter) (ratelimit.Limiter, error) { return ratelimit.NewRedisTokenBucket(c, 5, 0.5) }},
+	{"RedisTokenBucket", func(c redis.Scripter) (ratelimit.Limiter, error) {
+		return ratelimit.NewRedisTokenBucket(c, ratelimit.Every(2*time.Second), 5)
+	}},
 	{"RedisGCRA", func(c redis.Scripter) (ratelimit.Limiter, error) { return ratelimit.NewRedisGCRA(c, 5, 10*time.Second) }},
 	{"RedisFixedWindow", func(c redis.Scripter) (ratelimit.Limiter, error) {
 		return ratelimit.NewRedisFixedWindow(c, 5, 10*time.Second)

@@ -63,7 +63,7 @@ func stackRows() []stackRow {
 	own := func(l ratelimit.Decider, key string) string { return redisbatch.StoredKey(prefixOf(l), "", key) }
 	return []stackRow{
 		{"TokenBucket", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
-			l, err := ratelimit.NewRedisTokenBucket(c, 5, 1)
+			l, err := ratelimit.NewRedisTokenBucket(c, ratelimit.PerSecond(1), 5)
 			require.NoError(t, err)
 			return l
 		}, own},
@@ -80,7 +80,7 @@ func stackRows() []stackRow {
 		{"Composite", func(t *testing.T, c redis.Scripter) ratelimit.Decider {
 			requests, err := ratelimit.NewRedisGCRA(c, 3, time.Minute)
 			require.NoError(t, err)
-			tokens, err := ratelimit.NewRedisTokenBucket(c, 5, 1)
+			tokens, err := ratelimit.NewRedisTokenBucket(c, ratelimit.PerSecond(1), 5)
 			require.NoError(t, err)
 			l, err := ratelimit.NewComposite(
 				ratelimit.Part{Name: "requests", Limiter: requests, PerCall: true},
@@ -155,7 +155,7 @@ type stackWrap struct {
 func compositeFallback(t *testing.T) ratelimit.Limiter {
 	requests, err := ratelimit.NewGCRA(2, time.Minute)
 	require.NoError(t, err)
-	tokens, err := ratelimit.NewTokenBucket(3, 1)
+	tokens, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 3)
 	require.NoError(t, err)
 	c, err := ratelimit.NewComposite(
 		ratelimit.Part{Name: "requests", Limiter: requests, PerCall: true},

@@ -54,20 +54,20 @@ var maxDebt, unbounded = ratelimit.WithMaxDebt(4 * 3600), ratelimit.WithMaxSettl
 func TestACostOfZeroDoesNotRunOnAKeyInDebt(t *testing.T) {
 	t.Run("in process", func(t *testing.T) {
 		clock := ratelimittest.NewClock(epoch)
-		l, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithClock(clock), maxDebt, unbounded)
+		l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 10, ratelimit.WithClock(clock), maxDebt, unbounded)
 		require.NoError(t, err)
 		assert.Equal(t, 0, zeroCostRun(t, l, clock))
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		_, client, _ := redistest.Miniredis(t, epoch)
-		l, err := ratelimit.NewRedisTokenBucket(client, 10, 1, maxDebt, unbounded)
+		l, err := ratelimit.NewRedisTokenBucket(client, ratelimit.PerSecond(1), 10, maxDebt, unbounded)
 		require.NoError(t, err)
 		assert.Equal(t, 0, zeroCostRun(t, l, ratelimittest.NewClock(epoch)))
 	})
 	t.Run("redis-server", func(t *testing.T) {
 		client := redistest.Start(t).Client(t)
 		clock := ratelimittest.NewClock(time.Now())
-		l, err := ratelimit.NewRedisTokenBucket(client, 10, 1, ratelimit.WithCallerClock(clock), maxDebt, unbounded)
+		l, err := ratelimit.NewRedisTokenBucket(client, ratelimit.PerSecond(1), 10, ratelimit.WithCallerClock(clock), maxDebt, unbounded)
 		require.NoError(t, err)
 		assert.Equal(t, 0, zeroCostRun(t, l, clock))
 	})
@@ -77,7 +77,7 @@ func TestACostOfZeroDoesNotRunOnAKeyInDebt(t *testing.T) {
 // handler, unless the handler reports a cost: a key of 3 runs three such
 // requests at once, and is full again once they have returned.
 func TestACostOfZeroHoldsAUnitWhileItRuns(t *testing.T) {
-	l, clock := tokenBucket(t, 3, 0.001)
+	l, clock := tokenBucket(t, ratelimit.Every(1000*time.Second), 3)
 	m, err := httplimit.NewMiddleware(l, httplimit.KeyByHeader(keyHeader),
 		httplimit.WithCost(func(*http.Request) (int, error) { return 0, nil }),
 		httplimit.WithSettle(), httplimit.WithClock(clock))

@@ -18,7 +18,7 @@ import (
 func TestAdjustmentsAreCountedByOperationAndOutcomeWithTheirUnits(t *testing.T) {
 	h, reader := newHooks(t)
 	ctx := context.Background()
-	l, err := ratelimit.NewTokenBucket(10, 1, ratelimit.WithHooks(h), ratelimit.WithName("api"),
+	l, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 10, ratelimit.WithHooks(h), ratelimit.WithName("api"),
 		ratelimit.WithClock(ratelimittest.NewClock(epoch)))
 	require.NoError(t, err)
 	_, err = l.Allow(ctx, "user:1", 3)

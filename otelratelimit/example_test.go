@@ -27,7 +27,7 @@ func ExampleNewHooks() {
 	if err != nil {
 		panic(err)
 	}
-	limiter, err := ratelimit.NewTokenBucket(3, 1,
+	limiter, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 3,
 		ratelimit.WithHooks(hooks), ratelimit.WithName("api"),
 		ratelimit.WithClock(ratelimittest.NewClock(time.Unix(0, 0))))
 	if err != nil {

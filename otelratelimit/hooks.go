@@ -10,7 +10,7 @@
 // a Guard, DenyCache or Shadow through its config's Hooks field:
 //
 //	h, err := otelratelimit.NewHooks(otel.GetMeterProvider())
-//	bucket, err := ratelimit.NewTokenBucket(10, 5, ratelimit.WithHooks(h), ratelimit.WithName("api"))
+//	bucket, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(5), 10, ratelimit.WithHooks(h), ratelimit.WithName("api"))
 //
 // Keys are never an attribute: they are unbounded (user ids, IPs) and would
 // make a series each, and may be secrets. The Hooks tells the limiters so

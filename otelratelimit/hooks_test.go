@@ -79,7 +79,7 @@ func counts(t *testing.T, m metricdata.Metrics) map[string]uint64 {
 func TestTokenBucketDecisionsByOutcome(t *testing.T) {
 	h, reader := newHooks(t)
 	clock := ratelimittest.NewClock(epoch)
-	tb, err := ratelimit.NewTokenBucket(2, 1, ratelimit.WithClock(clock),
+	tb, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 2, ratelimit.WithClock(clock),
 		ratelimit.WithHooks(h), ratelimit.WithName("api"))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -191,7 +191,7 @@ func TestGuardBreakerStateAndTransitions(t *testing.T) {
 func TestShadowReportsALetThroughDenialAsShadow(t *testing.T) {
 	h, reader := newHooks(t)
 	clock := ratelimittest.NewClock(epoch)
-	tb, err := ratelimit.NewTokenBucket(1, 1, ratelimit.WithClock(clock))
+	tb, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 1, ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	s, err := ratelimit.NewShadow(tb, ratelimit.ShadowConfig{Hooks: h, Name: "rollout", Clock: clock})
 	require.NoError(t, err)
@@ -386,7 +386,7 @@ func BenchmarkTokenBucketAllow(b *testing.B) {
 		"otelhooks": {ratelimit.WithHooks(h), ratelimit.WithName("api")},
 	} {
 		b.Run(name, func(b *testing.B) {
-			tb, err := ratelimit.NewTokenBucket(1<<30, 1e6, opts...)
+			tb, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1e6), 1<<30, opts...)
 			require.NoError(b, err)
 			ctx := context.Background()
 			b.ReportAllocs()

@@ -14,7 +14,7 @@ import (
 
 func TestAKeyTooLongIsCountedAsInvalidKey(t *testing.T) {
 	h, reader := newHooks(t)
-	tb, err := ratelimit.NewTokenBucket(2, 1, ratelimit.WithHooks(h), ratelimit.WithName("api"), ratelimit.WithMaxKeyLength(8))
+	tb, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 2, ratelimit.WithHooks(h), ratelimit.WithName("api"), ratelimit.WithMaxKeyLength(8))
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = tb.Allow(ctx, "123456789", 1)
@@ -36,7 +36,7 @@ func TestNoMeasurementCarriesAKey(t *testing.T) {
 	// attribute of any measurement holds one.
 	const secret = "sk_live_0123456789abcdef"
 	h, reader := newHooks(t)
-	tb, err := ratelimit.NewTokenBucket(1, 1, ratelimit.WithHooks(h), ratelimit.WithKeysShown())
+	tb, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 1, ratelimit.WithHooks(h), ratelimit.WithKeysShown())
 	require.NoError(t, err)
 	ctx := context.Background()
 	for range 2 {

@@ -35,7 +35,7 @@ func TestAPrefetchRecordsEachCallOnceAndItsBackendRecordsTheTakes(t *testing.T) 
 		givenBack int64
 	}{
 		{"TokenBucket", func(c ratelimit.Clock, h ratelimit.Hooks) (ratelimit.Limiter, error) {
-			return ratelimit.NewTokenBucket(16, 1, ratelimit.WithClock(c), ratelimit.WithHooks(h), ratelimit.WithName("shared"))
+			return ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 16, ratelimit.WithClock(c), ratelimit.WithHooks(h), ratelimit.WithName("shared"))
 		}, 3},
 		{"GCRA", func(c ratelimit.Clock, h ratelimit.Hooks) (ratelimit.Limiter, error) {
 			return ratelimit.NewGCRA(16, 16*time.Second, ratelimit.WithClock(c), ratelimit.WithHooks(h), ratelimit.WithName("shared"))
@@ -105,7 +105,7 @@ func TestAPrefetchRecordsEachCallOnceAndItsBackendRecordsTheTakes(t *testing.T) 
 func TestADeniedTakeIsADenialOfTheBackendOnly(t *testing.T) {
 	h, reader := newHooks(t)
 	ctx := context.Background()
-	backend, err := ratelimit.NewTokenBucket(4, 1, ratelimit.WithClock(ratelimittest.NewClock(epoch)),
+	backend, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 4, ratelimit.WithClock(ratelimittest.NewClock(epoch)),
 		ratelimit.WithHooks(h), ratelimit.WithName("shared"))
 	require.NoError(t, err)
 	l, err := ratelimit.NewPrefetch(backend, ratelimit.PrefetchConfig{HotCalls: 1, MinBlock: 2, MaxShare: 2, Hooks: h, Name: "prefetch"})

@@ -22,7 +22,7 @@ func TestASettleAboveItsBoundIsAnErrorOfTypeInvalidCost(t *testing.T) {
 	h, reader := newHooks(t)
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(epoch)
-	rps, err := ratelimit.NewTokenBucket(5, 5, ratelimit.WithHooks(h), ratelimit.WithName("rps"), ratelimit.WithClock(clock))
+	rps, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(5), 5, ratelimit.WithHooks(h), ratelimit.WithName("rps"), ratelimit.WithClock(clock))
 	require.NoError(t, err)
 	month, err := ratelimit.NewCalendarWindow(120, ratelimit.Calendar{Period: ratelimit.CalendarMonth},
 		ratelimit.WithHooks(h), ratelimit.WithName("month"), ratelimit.WithClock(clock))

@@ -123,7 +123,7 @@ func (r *replica) newLimiter(client redis.Scripter) (*ratelimit.Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	tokens, err := ratelimit.NewRedisTokenBucket(client, free.Tokens, float64(free.Tokens)/planWindow.Seconds(),
+	tokens, err := ratelimit.NewRedisTokenBucket(client, ratelimit.Per(free.Tokens, planWindow), free.Tokens,
 		ratelimit.WithPolicyFunc(partPolicy(r.table, tokensPart)))
 	if err != nil {
 		return nil, err

@@ -105,7 +105,7 @@ func Simulate(reqs []time.Duration) ([]Outcome, error) {
 	clock := ratelimittest.NewClock(start)
 	opt := ratelimit.WithClock(clock)
 
-	tb, err := ratelimit.NewTokenBucket(limit, rate, opt)
+	tb, err := ratelimit.NewTokenBucket(ratelimit.Per(limit, period), limit, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ const (
 	requests = 30
 	interval = 100 * time.Millisecond
 	capacity = 10
-	rate     = 5.0 // tokens per second
+	rate     = 5 // tokens per second
 	key      = "demo:shared"
 	// prefix is the demo's own key prefix, which the parent's limiter
 	// shares with the workers' to reset the key.
@@ -66,7 +66,7 @@ func parent() error {
 	// shares their key.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	bucket, err := ratelimit.NewRedisTokenBucket(r.Client, capacity, rate, ratelimit.WithKeyPrefix(prefix))
+	bucket, err := ratelimit.NewRedisTokenBucket(r.Client, ratelimit.PerSecond(rate), capacity, ratelimit.WithKeyPrefix(prefix))
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func parent() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d workers × %d requests, %v apart, on one bucket: capacity %d, %.0f tokens/s\n",
+	fmt.Printf("%d workers × %d requests, %v apart, on one bucket: capacity %d, %d tokens/s\n",
 		workers, requests, interval, capacity, rate)
 
 	reports := make([]report, workers)
@@ -109,7 +109,7 @@ func parent() error {
 	// the capacity plus what refills in that span.
 	span := time.Duration(last - first)
 	fmt.Printf("total allowed: %d of %d\n", total, workers*requests)
-	fmt.Printf("theoretical bound: capacity + rate × span of the requests = %d + %.0f × %.2f s = %.1f (wall time %.1f s)\n",
+	fmt.Printf("theoretical bound: capacity + rate × span of the requests = %d + %d × %.2f s = %.1f (wall time %.1f s)\n",
 		capacity, rate, span.Seconds(), capacity+rate*span.Seconds(), elapsed.Seconds())
 	return nil
 }
@@ -163,7 +163,7 @@ func worker(id string) error {
 		return err
 	}
 	defer r.Close()
-	limiter, err := ratelimit.NewRedisTokenBucket(r.Client, capacity, rate, ratelimit.WithKeyPrefix(prefix))
+	limiter, err := ratelimit.NewRedisTokenBucket(r.Client, ratelimit.PerSecond(rate), capacity, ratelimit.WithKeyPrefix(prefix))
 	if err != nil {
 		return err
 	}

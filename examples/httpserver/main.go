@@ -26,8 +26,8 @@ import (
 
 const (
 	capacity    = 10
-	rate        = 2.0 // tokens per second
-	maxUserID   = 64  // bytes: a longer user_id is refused, so keys stay small
+	rate        = 2  // tokens per second
+	maxUserID   = 64 // bytes: a longer user_id is refused, so keys stay small
 	defaultAddr = "127.0.0.1:8080"
 )
 
@@ -53,7 +53,7 @@ func run() error {
 	}
 	defer rdb.Close()
 
-	limiter, err := ratelimit.NewRedisTokenBucket(rdb.Client, capacity, rate)
+	limiter, err := ratelimit.NewRedisTokenBucket(rdb.Client, ratelimit.PerSecond(rate), capacity)
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func run() error {
 		return err
 	}
 	log.Printf("%s", rdb.Describe())
-	log.Printf("listening on http://%s/api/v1/data?user_id=42 (capacity %d, %.0f tokens/s per user)", ln.Addr(), capacity, rate)
+	log.Printf("listening on http://%s/api/v1/data?user_id=42 (capacity %d, %d tokens/s per user)", ln.Addr(), capacity, rate)
 
 	return demoserve.Serve(srv, ln)
 }

@@ -24,14 +24,14 @@ func main() {
 func run() error {
 	const (
 		capacity = 5
-		rate     = 2.0 // tokens per second
+		rate     = 2 // tokens per second
 		interval = 300 * time.Millisecond
 	)
-	limiter, err := ratelimit.NewTokenBucket(capacity, rate)
+	limiter, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(rate), capacity)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("token bucket: capacity %d, %.0f tokens/s, one request every %v\n", capacity, rate, interval)
+	fmt.Printf("token bucket: capacity %d, %d tokens/s, one request every %v\n", capacity, rate, interval)
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	allowed := 0

@@ -58,7 +58,7 @@ func run(w io.Writer) error {
 	})
 	defer client.Close()
 
-	shared, err := ratelimit.NewRedisTokenBucket(client, 10, 5)
+	shared, err := ratelimit.NewRedisTokenBucket(client, ratelimit.PerSecond(5), 10)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fallback, err := ratelimit.NewTokenBucket(3, 1.25)
+	fallback, err := ratelimit.NewTokenBucket(ratelimit.PerMinute(75), 3)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 // exhausted).
 const (
 	ipBurst = 20
-	ipRate  = 5.0 // requests per second
+	ipRate  = 5 // requests per second
 
 	maxAPIKey    = 200  // bytes
 	maxAdminBody = 1024 // bytes
@@ -115,13 +115,13 @@ func newIPShadow(cfg config) (*ratelimit.Shadow, error) {
 	// Client addresses are no secret: the log names them whole (the
 	// limiters show keys as digests by default).
 	if cfg.redis != nil {
-		bucket, err = ratelimit.NewRedisTokenBucket(cfg.redis, ipBurst, ipRate, ratelimit.WithKeysShown())
+		bucket, err = ratelimit.NewRedisTokenBucket(cfg.redis, ratelimit.PerSecond(ipRate), ipBurst, ratelimit.WithKeysShown())
 	} else {
 		opts := []ratelimit.Option{ratelimit.WithKeysShown()}
 		if cfg.clock != nil {
 			opts = append(opts, ratelimit.WithClock(cfg.clock))
 		}
-		bucket, err = ratelimit.NewTokenBucket(ipBurst, ipRate, opts...)
+		bucket, err = ratelimit.NewTokenBucket(ratelimit.PerSecond(ipRate), ipBurst, opts...)
 	}
 	if err != nil {
 		return nil, err

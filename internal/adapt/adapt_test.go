@@ -21,7 +21,7 @@ func (a allowOnly) Allow(context.Context, string, int) (ratelimit.Result, error)
 // policy named "default" of its Limit, or of none when its Limit is 0.
 func TestDecideAsksADeciderAndAdaptsAnyOtherLimiter(t *testing.T) {
 	ctx := context.Background()
-	tb, err := ratelimit.NewTokenBucket(2, 1)
+	tb, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 2)
 	require.NoError(t, err)
 	d, err := Decide(ctx, tb, "k", 1)
 	require.NoError(t, err)

@@ -176,9 +176,9 @@ func TestValuesGiveEachItemItsEffectiveWindowInWholeSeconds(t *testing.T) {
 	// A bucket of 10 refilling 10 a second has its next unit within 100 ms
 	// of a take (t=1); one of 1000 refilling 1000 an hour, within 3.6 s
 	// (t=4 unless the test is 0.6 s late between the take and Format).
-	fast, err := ratelimit.NewTokenBucket(10, 10)
+	fast, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(10), 10)
 	require.NoError(t, err)
-	slow, err := ratelimit.NewTokenBucket(1000, 1000.0/3600)
+	slow, err := ratelimit.NewTokenBucket(ratelimit.PerHour(1000), 1000)
 	require.NoError(t, err)
 	c, err := ratelimit.NewComposite(ratelimit.Part{Name: "per-second", Limiter: fast}, ratelimit.Part{Name: "per-hour", Limiter: slow})
 	require.NoError(t, err)
