@@ -247,3 +247,57 @@ func TestOutageLogSeesAFailureThatRacesTheEnd(t *testing.T) {
 	assert.Equal(t, "up", lines[len(lines)-1].msg)
 	assert.GreaterOrEqual(t, down, 100)
 }
+
+func TestFleetLogsFailingHeartbeatsOnceAndTheirReturn(t *testing.T) {
+	redisDown := fmt.Errorf("dial tcp 10.0.0.1:6379: %w", errDown)
+	client := &cannedScripter{reply: int64(3)}
+	var heard []error
+	f, err := NewFleet(client, FleetConfig{Name: "ratelimit:fleet:api", ID: "r1", OnError: func(err error) { heard = append(heard, err) }})
+	require.NoError(t, err)
+	log := &recordingLog{}
+	clock := ratelimittest.NewClock(epoch)
+	f.outage = fleetOutageLog(slog.New(log), clock, "ratelimit:fleet:api", "r1")
+	ctx := context.Background()
+
+	f.beat(ctx)
+	assert.Equal(t, 3, f.Live())
+	client.reply, client.err = nil, redisDown
+	for range 5 {
+		f.beat(ctx)
+		clock.Advance(time.Second)
+	}
+	assert.Len(t, heard, 5, "OnError hears every failure")
+	lines := log.taken()
+	require.Len(t, lines, 1)
+	assert.Equal(t, slog.LevelWarn, lines[0].level)
+	assert.Equal(t, "ratelimit: fleet heartbeats failing; keeping the latest count of live replicas", lines[0].msg)
+	assert.Equal(t, "ratelimit:fleet:api", lines[0].attrs["fleet"])
+	assert.Equal(t, "r1", lines[0].attrs["id"])
+	assert.Equal(t, "3", lines[0].attrs["live"])
+	assert.Contains(t, lines[0].attrs["err"], "connection refused")
+
+	client.reply, client.err = int64(2), nil
+	for range 9 { // the latest failure was at 4 s: beats at 5 s to 13 s
+		f.beat(ctx)
+		clock.Advance(time.Second)
+	}
+	assert.Empty(t, log.taken(), "not before 10 s without a failure")
+	f.beat(ctx)
+	lines = log.taken()
+	require.Len(t, lines, 1)
+	assert.Equal(t, slog.LevelInfo, lines[0].level)
+	assert.Equal(t, "ratelimit: fleet heartbeats answering again", lines[0].msg)
+	assert.Equal(t, "5", lines[0].attrs["failed_heartbeats"])
+	assert.Equal(t, "4s", lines[0].attrs["outage"])
+}
+
+func TestFleetDoesNotLogAHeartbeatCutShortByTheEndOfRun(t *testing.T) {
+	f, err := NewFleet(&cannedScripter{err: context.Canceled}, FleetConfig{Name: "f", Logger: slog.New(&recordingLog{})})
+	require.NoError(t, err)
+	log := &recordingLog{}
+	f.outage = fleetOutageLog(slog.New(log), ratelimittest.NewClock(epoch), "f", "r")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f.beat(ctx)
+	assert.Empty(t, log.taken())
+}
