@@ -53,7 +53,7 @@ func readmeBlocks(md string) []readmeBlock {
 		start := i
 		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
 		}
-		if lang != "go" {
+		if lang != "go" && lang != "golang" {
 			continue
 		}
 		b := readmeBlock{line: start + 1, code: strings.Join(lines[start+1:min(i, len(lines))], "\n")}
