@@ -354,17 +354,21 @@ func (g *Guard) call(ctx context.Context, key string, n int, leased bool) (Lease
 		// says nothing of its class.
 		outcome = backendFailed
 	}
+	switch outcome {
+	case backendOK:
+		g.outage.ok()
+	case backendFailed:
+		// Before the breaker hears of it, so that the outage's line comes
+		// before the line of the breaker it opens.
+		g.outage.failed(err)
+	}
 	if br != nil {
 		g.report(br.record(outcome, tk, g.clock.Now()))
 	}
 	if outcome != backendFailed {
-		if outcome == backendOK {
-			g.outage.ok()
-		}
 		g.decided(key, n, d, lease, err, nil, start)
 		return lease, d, err
 	}
-	g.outage.failed(err)
 	return g.failed(ctx, key, n, leased, g.cfg.FailClosedRetryAfter, err, start)
 }
 
@@ -626,8 +630,12 @@ func (g *Guard) decided(key string, n int, d Decision, _ Lease, err, backendErr 
 	})
 }
 
-// report tells the breaker's hooks of a change, if there was one.
+// report tells the breaker's hooks of a change, if there was one, and logs
+// the first time the breaker opens in an outage.
 func (g *Guard) report(t transition) {
+	if t.to == BreakerOpen && t.from == BreakerClosed {
+		g.outage.once(slog.LevelWarn, "ratelimit: circuit breaker open; the backend is called again by one probe per cool-down")
+	}
 	if g.breakerHooks != nil && t.from != t.to {
 		g.breakerHooks.BreakerChanged(t.from, t.to)
 	}

@@ -31,6 +31,7 @@ type outageLog struct {
 	attrs                        []slog.Attr
 
 	failing  atomic.Bool
+	noted    atomic.Bool  // once has logged in this outage
 	count    atomic.Int64 // failures in the outage so far
 	lastFail atomic.Int64 // on base: the outage's latest failure
 	mu       sync.Mutex   // held while an outage starts or ends
@@ -60,6 +61,7 @@ func (o *outageLog) failed(err error, extra ...slog.Attr) {
 		return
 	}
 	o.started = o.lastFail.Load()
+	o.noted.Store(false)
 	o.failing.Store(true)
 	attrs := append(append([]slog.Attr{}, extra...), slog.Any("err", err))
 	o.log(slog.LevelWarn, o.failingMsg, attrs...)
@@ -88,6 +90,14 @@ func (o *outageLog) ok() {
 	// The outage is timed from its first failure to its latest.
 	o.log(slog.LevelInfo, o.backMsg,
 		slog.Duration("outage", time.Duration(o.lastFail.Load()-o.started)), slog.Int64(o.counted, n))
+}
+
+// once logs msg at level, with attrs, the first time it is called in an
+// outage; never outside one.
+func (o *outageLog) once(level slog.Level, msg string, attrs ...slog.Attr) {
+	if o.failing.Load() && !o.noted.Swap(true) {
+		o.log(level, msg, attrs...)
+	}
 }
 
 // log logs one line at level.

@@ -146,8 +146,10 @@ func TestGuardLogsCallsTheOpenBreakerKeepsAsPartOfTheOutage(t *testing.T) {
 	}
 	assert.Equal(t, int64(2), backend.calls.Load())
 	lines := log.taken()
-	require.Len(t, lines, 1)
+	require.Len(t, lines, 2)
 	assert.Equal(t, "connection refused", lines[0].attrs["err"])
+	assert.Equal(t, slog.LevelWarn, lines[1].level)
+	assert.Equal(t, "ratelimit: circuit breaker open; the backend is called again by one probe per cool-down", lines[1].msg)
 
 	clock.Advance(time.Second) // the cool-down ends: the probe succeeds
 	_, err := g.Allow(ctx, "k", 1)
@@ -300,4 +302,33 @@ func TestFleetDoesNotLogAHeartbeatCutShortByTheEndOfRun(t *testing.T) {
 	cancel()
 	f.beat(ctx)
 	assert.Empty(t, log.taken())
+}
+
+func TestGuardLogsTheBreakerOpeningOncePerOutage(t *testing.T) {
+	g, backend, log, clock := loggedGuard(t, GuardConfig{BreakerFailures: 1, BreakerCoolDown: time.Second})
+	ctx := context.Background()
+	for range 5 { // fails, opens; the probe a second later succeeds and closes it
+		backend.set(Result{}, errDown)
+		_, err := g.Allow(ctx, "k", 1)
+		require.NoError(t, err)
+		require.Equal(t, BreakerOpen, g.BreakerState())
+		clock.Advance(time.Second)
+		backend.set(Result{Allowed: true, Limit: 10}, nil)
+		_, err = g.Allow(ctx, "k", 1)
+		require.NoError(t, err)
+		require.Equal(t, BreakerClosed, g.BreakerState())
+	}
+	lines := log.taken()
+	require.Len(t, lines, 2, "one outage, one opening logged: %v", lines)
+	clock.Advance(10 * time.Second)
+	_, err := g.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	require.Len(t, log.taken(), 1, "the end")
+
+	backend.set(Result{}, errDown)
+	_, err = g.Allow(ctx, "k", 1)
+	require.NoError(t, err)
+	lines = log.taken()
+	require.Len(t, lines, 2, "a new outage, its opening logged again")
+	assert.Contains(t, lines[1].msg, "circuit breaker open")
 }
