@@ -63,7 +63,7 @@ func (o *outageLog) failed(err error, extra ...slog.Attr) {
 	o.started = o.lastFail.Load()
 	o.noted.Store(false)
 	o.failing.Store(true)
-	attrs := append(append([]slog.Attr{}, extra...), slog.Any("err", err))
+	attrs := append(append([]slog.Attr{}, extra...), slog.Any("error", err))
 	o.log(slog.LevelWarn, o.failingMsg, attrs...)
 }
 

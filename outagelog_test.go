@@ -86,7 +86,7 @@ func TestGuardLogsAnOutageOnceAtWarnAndItsEndAtInfo(t *testing.T) {
 	require.Len(t, lines, 1, "one line for the outage, not one per call")
 	assert.Equal(t, slog.LevelWarn, lines[0].level)
 	assert.Equal(t, "ratelimit: backend failing; calls answered by the failure policy", lines[0].msg)
-	assert.Equal(t, map[string]string{"limiter": "api", "on_failure": "fail_closed", "err": "connection refused"}, lines[0].attrs)
+	assert.Equal(t, map[string]string{"limiter": "api", "on_failure": "fail_closed", "error": "connection refused"}, lines[0].attrs)
 
 	backend.set(Result{Allowed: true, Limit: 10, Remaining: 9}, nil)
 	for range 99 { // 9.9 s of answers after the latest failure
@@ -147,7 +147,7 @@ func TestGuardLogsCallsTheOpenBreakerKeepsAsPartOfTheOutage(t *testing.T) {
 	assert.Equal(t, int64(2), backend.calls.Load())
 	lines := log.taken()
 	require.Len(t, lines, 2)
-	assert.Equal(t, "connection refused", lines[0].attrs["err"])
+	assert.Equal(t, "connection refused", lines[0].attrs["error"])
 	assert.Equal(t, slog.LevelWarn, lines[1].level)
 	assert.Equal(t, "ratelimit: circuit breaker open; the backend is called again by one probe per cool-down", lines[1].msg)
 
@@ -204,7 +204,7 @@ func TestGuardLogsToTheDefaultLoggerWithoutOne(t *testing.T) {
 	require.NoError(t, err)
 	_, err = g.Allow(context.Background(), "k", 1)
 	require.NoError(t, err)
-	assert.Contains(t, buf.String(), `level=WARN msg="ratelimit: backend failing; calls answered by the failure policy" limiter=edge on_failure=fail_open err="connection refused"`)
+	assert.Contains(t, buf.String(), `level=WARN msg="ratelimit: backend failing; calls answered by the failure policy" limiter=edge on_failure=fail_open error="connection refused"`)
 	assert.Equal(t, 1, strings.Count(buf.String(), "\n"))
 }
 
@@ -276,7 +276,7 @@ func TestFleetLogsFailingHeartbeatsOnceAndTheirReturn(t *testing.T) {
 	assert.Equal(t, "ratelimit:fleet:api", lines[0].attrs["fleet"])
 	assert.Equal(t, "r1", lines[0].attrs["id"])
 	assert.Equal(t, "3", lines[0].attrs["live"])
-	assert.Contains(t, lines[0].attrs["err"], "connection refused")
+	assert.Contains(t, lines[0].attrs["error"], "connection refused")
 
 	client.reply, client.err = int64(2), nil
 	for range 9 { // the latest failure was at 4 s: beats at 5 s to 13 s
