@@ -24,15 +24,15 @@ const minWait = time.Millisecond
 var errNilLimiter = fmt.Errorf("%w: Wait: nil limiter", ErrInvalidConfig)
 
 // Wait blocks until l allows n for key, sleeping RetryAfter between tries.
-// By default each sleep is lengthened by a random jitter of up to a tenth of
-// it (at most 250 ms), so that many waiters denied together do not all come
-// back at the same instant; that costs a lone waiter up to a tenth of its
-// rate (about 5% on average). WithoutJitter sleeps RetryAfter exactly, which
-// suits a single worker that waits before each call; WithJitter sets the
-// fraction and its cap:
+// Each sleep is lengthened by a random jitter of up to a tenth of it (at
+// most 250 ms), so that waiters denied together do not all come back at
+// once. A single worker that waits before each call loses up to a tenth of
+// its rate to it (about 5% on a limiter without burst): give it
+// WithoutJitter, and it sleeps RetryAfter exactly:
 //
 //	res, err := ratelimit.Wait(ctx, l, "api", 1, ratelimit.WithoutJitter())
 //
+// WithJitter sets the jitter's fraction and cap.
 // A bad option (see WithJitter), or a zero WaitOption, is an error wrapping
 // ErrInvalidConfig, and l is not called.
 //
