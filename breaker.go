@@ -11,7 +11,9 @@ import (
 // once it opens, every one of them answers by its failure policy at once,
 // without paying a timeout of its own, until a probe by any of them after
 // the cool-down succeeds. Its changes are reported once, to its own Hooks,
-// and never to the Guards' Hooks, which hear only of their decisions.
+// and never to the Guards' Hooks, which hear only of their decisions; the
+// Guard whose call opens it logs the opening, once per outage, and each
+// Guard logs its own outage (see GuardConfig.Logger).
 // Give it to each Guard through GuardConfig.Breaker; Guards that share a
 // Breaker should share a Clock, since each times the cool-down by its own.
 //

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,15 @@ type FleetConfig struct {
 	// OnError, when not nil, hears every error of Run's heartbeats and of
 	// its leaving, from Run's goroutine; Run carries on after an error.
 	OnError func(error)
+	// Logger hears when Run's heartbeats start failing, so that a replica
+	// sizing its fallbacks by a stale count is not silent: one line at
+	// Warn at the first failure, with the fleet's Name, this replica's ID,
+	// the count of live replicas it keeps and the error, and one at Info
+	// once the heartbeats have answered again with no failure for 10 s,
+	// with how long they failed and how many did (see GuardConfig.Logger),
+	// whether or not OnError is set. nil means slog.Default(), read at each
+	// line; to log nothing, give slog.New(slog.DiscardHandler).
+	Logger *slog.Logger
 	// CallerClock, when not nil, is the clock the heartbeats read (µs of
 	// Unix time, which the script rounds down to whole ms), sent with each
 	// heartbeat to a variant of the fleet script that never calls TIME, for servers that
@@ -72,7 +82,8 @@ type FleetConfig struct {
 // stopped leaves nothing in Redis.
 //
 // While Redis is unreachable, the heartbeats fail and Live keeps the count
-// of the latest one that answered: each replica keeps its share as it was.
+// of the latest one that answered: each replica keeps its share as it was,
+// and Run logs the outage once (see FleetConfig.Logger).
 // After a restart of Redis, or a FLUSHALL, every replica is counted again
 // by its next heartbeat.
 //
@@ -87,6 +98,7 @@ type Fleet struct {
 	// within it of a heartbeat is not counted.
 	beatMillis int64
 	onError    func(error)
+	outage     *outageLog            // logs Run's heartbeats' outages
 	now        func() (int64, error) // CallerClock's time in µs; nil: the server's TIME
 	live       atomic.Int64          // the latest count, >= 1
 	running    atomic.Bool           // Run is running
@@ -139,6 +151,7 @@ func NewFleet(client redis.Scripter, cfg FleetConfig) (*Fleet, error) {
 		return nil, fmt.Errorf("%w: %s: CallerClock is a nil %T", ErrInvalidConfig, kind, cfg.CallerClock)
 	}
 	f := &Fleet{client: client, key: cfg.Name, id: cfg.ID, heartbeat: cfg.Heartbeat, ttlMillis: ttl, beatMillis: beat, onError: cfg.OnError}
+	f.outage = fleetOutageLog(cfg.Logger, systemClock{}, cfg.Name, cfg.ID)
 	f.now = callerNow(cfg.CallerClock)
 	f.live.Store(int64(max(cfg.Assume, 1)))
 	return f, nil
@@ -208,7 +221,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 	tick := time.NewTicker(f.heartbeat)
 	defer tick.Stop()
 	for {
-		f.report(f.bounded(ctx, f.Beat))
+		f.beat(ctx)
 		select {
 		case <-ctx.Done():
 			f.report(f.bounded(context.WithoutCancel(ctx), f.leave))
@@ -216,6 +229,29 @@ func (f *Fleet) Run(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// beat sends one of Run's heartbeats, bounded by Heartbeat, and logs and
+// reports its error. A heartbeat cut short by the end of Run's ctx is
+// neither.
+func (f *Fleet) beat(ctx context.Context) {
+	err := f.bounded(ctx, f.Beat)
+	switch {
+	case err == nil:
+		f.outage.ok()
+	case ctx.Err() == nil:
+		f.outage.failed(err, slog.Int("live", f.Live()))
+	}
+	f.report(err)
+}
+
+// fleetOutageLog returns the outageLog of the heartbeats of replica id of
+// the fleet name, on clock.
+func fleetOutageLog(logger *slog.Logger, clock Clock, name, id string) *outageLog {
+	return newOutageLog(logger, clock,
+		"ratelimit: fleet heartbeats failing; keeping the latest count of live replicas",
+		"ratelimit: fleet heartbeats answering again", "failed_heartbeats",
+		slog.String("fleet", name), slog.String("id", id))
 }
 
 // leave removes this replica from the fleet.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -13,7 +14,8 @@ import (
 // Guard wraps a Limiter whose backend can fail, typically a Redis limiter,
 // so that its failures cannot take the service down with it. Each call gets
 // the configured timeout; a backend error is answered by the failure policy
-// with a nil error and reported to Hooks; and a circuit breaker stops
+// with a nil error, reported to Hooks and, once per outage, logged (see
+// GuardConfig.Logger); and a circuit breaker stops
 // calling a backend that keeps failing, answering from the policy at once
 // until a probe after the cool-down succeeds (on a Redis Cluster or Ring,
 // one breaker per node: see GuardConfig.BreakerFailures).
@@ -161,6 +163,7 @@ type Guard struct {
 	seeds        []seedTarget
 	perCall      []bool // each part's PerCall, for a Composite backend
 	base         clockBase
+	outage       *outageLog // logs the backend's outages
 }
 
 // NewGuard returns a Guard around backend. It returns an error wrapping
@@ -231,6 +234,14 @@ func NewGuard(backend Limiter, cfg GuardConfig) (*Guard, error) {
 		g.clock = systemClock{}
 	}
 	g.base = newClockBase(g.clock)
+	policy := failurePolicyNames[g.cfg.OnFailure]
+	if g.parts != nil {
+		policy = "by part"
+	}
+	g.outage = newOutageLog(cfg.Logger, g.clock,
+		"ratelimit: backend failing; calls answered by the failure policy",
+		"ratelimit: backend answering again", "answered_by_policy",
+		slog.String("limiter", g.cfg.Name), slog.String("on_failure", policy))
 	if len(g.seeds) > 0 {
 		g.rememberKeys = int64(cmp.Or(cfg.RememberKeys, DefaultRememberKeys))
 		g.memory = newKeyTable[memo](int64(time.Minute)).outliving(func(m memo) int64 { return m.until })
@@ -300,6 +311,7 @@ func (g *Guard) call(ctx context.Context, key string, n int, leased bool) (Lease
 		g.report(change)
 	}
 	if !admitted {
+		g.outage.failed(errBreakerOpen)
 		return g.failed(ctx, key, n, leased, wait, errBreakerOpen, start)
 	}
 
@@ -341,6 +353,14 @@ func (g *Guard) call(ctx context.Context, key string, n int, leased bool) (Lease
 		// ErrBackend, or an error of a Limiter of another package, which
 		// says nothing of its class.
 		outcome = backendFailed
+	}
+	switch outcome {
+	case backendOK:
+		g.outage.ok()
+	case backendFailed:
+		// Before the breaker hears of it, so that the outage's line comes
+		// before the line of the breaker it opens.
+		g.outage.failed(err)
 	}
 	if br != nil {
 		g.report(br.record(outcome, tk, g.clock.Now()))
@@ -591,6 +611,9 @@ func partsOver(policies []NamedPolicy, fd Decision) ([]Result, []time.Duration) 
 	return parts, nexts
 }
 
+// failurePolicyNames names each policy in the Guard's log lines.
+var failurePolicyNames = [...]string{FailOpen: "fail_open", FailClosed: "fail_closed", FailOver: "fail_over"}
+
 // policySource is the Source of each policy's answers.
 var policySource = [...]Source{FailOpen: FromFailOpen, FailClosed: FromFailClosed, FailOver: FromFallback}
 
@@ -607,8 +630,12 @@ func (g *Guard) decided(key string, n int, d Decision, _ Lease, err, backendErr 
 	})
 }
 
-// report tells the breaker's hooks of a change, if there was one.
+// report tells the breaker's hooks of a change, if there was one, and logs
+// the first time the breaker opens in an outage.
 func (g *Guard) report(t transition) {
+	if t.to == BreakerOpen && t.from == BreakerClosed {
+		g.outage.once(slog.LevelWarn, "ratelimit: circuit breaker open; the backend is called again by one probe per cool-down")
+	}
 	if g.breakerHooks != nil && t.from != t.to {
 		g.breakerHooks.BreakerChanged(t.from, t.to)
 	}

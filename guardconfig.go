@@ -1,6 +1,9 @@
 package ratelimit
 
-import "time"
+import (
+	"log/slog"
+	"time"
+)
 
 // FailurePolicy says how a Guard answers while its backend is failing.
 type FailurePolicy int
@@ -108,4 +111,18 @@ type GuardConfig struct {
 	// Clock times calls and the breaker's cool-down; nil means the system
 	// clock.
 	Clock Clock
+	// Logger hears of the backend's outages, so that a failure answered
+	// by the policy is not silent: one line at Warn when the backend
+	// starts failing (a call it fails or the open breaker keeps from it),
+	// with the Guard's Name, its failure policy and the error; one at
+	// Warn the first time in the outage that the breaker (its own or a
+	// shared one) opens; and one at Info once the backend has answered
+	// again with no failure for 10 s, with how long the outage lasted
+	// (its first failure to its latest) and how many calls the failure
+	// policy answered. Never a line per call, and never a key (this
+	// package's errors show keys as digests unless the backend was built
+	// WithKeysShown); a backend that flaps gives at most one outage's
+	// lines per 10 s. nil means slog.Default(), read at each line. To log
+	// nothing, give slog.New(slog.DiscardHandler).
+	Logger *slog.Logger
 }

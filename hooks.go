@@ -13,8 +13,9 @@ import (
 // Hooks itself has no method for them, so that an implementation of
 // Decided and BreakerChanged alone stays one. Implementations must be safe
 // for concurrent use and fast: they are called on the request path, after
-// each decision. The library never logs; NopHooks, the default, does
-// nothing.
+// each decision. NopHooks, the default, does nothing. The library logs no
+// decision: only the start and end of a backend's outage (see
+// GuardConfig.Logger and FleetConfig.Logger).
 type Hooks interface {
 	// Decided is called once per call the limiter or decorator answered
 	// (Allow, Decide or Acquire).

@@ -3,11 +3,14 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // The tests of Wait's loop run waitWith on a waitFakeTime: its sleeps return
@@ -66,6 +69,7 @@ func newWaitFakeTime() *waitFakeTime { return &waitFakeTime{now: epoch} }
 
 func (f *waitFakeTime) waitTime() waitTime {
 	return waitTime{
+		fraction: defaultJitterFraction, maxJitter: defaultMaxJitter,
 		now: func() time.Time { return f.now },
 		sleep: func(ctx context.Context, d time.Duration) error {
 			f.sleeps = append(f.sleeps, d)
@@ -332,4 +336,131 @@ func TestRandomJitterStaysWithinItsBound(t *testing.T) {
 		assert.GreaterOrEqual(t, j, time.Duration(0))
 		assert.LessOrEqual(t, j, time.Duration(3))
 	}
+}
+
+// waitOnGCRA runs a single worker that Waits for calls one-unit tries, with
+// opts, on a GCRA of 1 per 200 ms (5 per second, a burst of 1, so that no
+// late call is made up for) whose clock is ft's, and returns the fake time
+// the calls took after the first (allowed at once).
+func waitOnGCRA(t *testing.T, ft *waitFakeTime, calls int, opts ...WaitOption) time.Duration {
+	t.Helper()
+	clock := ratelimittest.NewClock(epoch)
+	l, err := NewGCRA(1, 200*time.Millisecond, WithClock(clock))
+	require.NoError(t, err)
+	wt, err := ft.waitTime().with(opts)
+	require.NoError(t, err)
+	sleep := wt.sleep
+	wt.sleep = func(ctx context.Context, d time.Duration) error {
+		clock.Advance(d)
+		return sleep(ctx, d)
+	}
+	_, err = waitWith(context.Background(), l, "worker", 1, wt)
+	require.NoError(t, err)
+	start := ft.now
+	for range calls {
+		res, err := waitWith(context.Background(), l, "worker", 1, wt)
+		require.NoError(t, err)
+		require.True(t, res.Allowed)
+	}
+	return ft.now.Sub(start)
+}
+
+func TestWaitWithoutJitterGivesASingleWorkerExactlyTheLimitersRate(t *testing.T) {
+	ft := newWaitFakeTime()
+	ft.atMax = true // a jitter asked for would be its largest
+
+	took := waitOnGCRA(t, ft, 1000, WithoutJitter())
+	assert.Equal(t, 200*time.Second, took, "1,000 calls at 5 per second")
+	assert.Empty(t, ft.bounds, "no jitter asked for")
+	for _, d := range ft.sleeps {
+		assert.Equal(t, 200*time.Millisecond, d)
+	}
+}
+
+func TestWaitWithTheDefaultJitterSleepsUpToATenthLongerAsBefore(t *testing.T) {
+	for _, opts := range [][]WaitOption{nil, {WithJitter(0.1, 250*time.Millisecond)}} {
+		ft := newWaitFakeTime()
+		ft.atMax = true // each jitter is its bound
+
+		took := waitOnGCRA(t, ft, 1000, opts...)
+		assert.Equal(t, 220*time.Second, took, "each 200 ms sleep 20 ms longer, options %v", opts)
+		assert.Len(t, ft.bounds, 1000)
+		for _, b := range ft.bounds {
+			assert.Equal(t, 20*time.Millisecond, b)
+		}
+	}
+}
+
+func TestWaitWithJitterBoundsEachSleepByItsFractionAndMax(t *testing.T) {
+	l := &waitScript{t: t, answers: []waitAnswer{waitDenied(200 * time.Millisecond), waitDenied(time.Second), waitAllowed}}
+	ft := newWaitFakeTime()
+	ft.atMax = true
+	wt, err := ft.waitTime().with([]WaitOption{WithJitter(0.5, 300*time.Millisecond)})
+	require.NoError(t, err)
+
+	_, err = waitWith(context.Background(), l, "k", 1, wt)
+	require.NoError(t, err)
+	assert.Equal(t, []time.Duration{100 * time.Millisecond, 300 * time.Millisecond}, ft.bounds)
+	assert.Equal(t, []time.Duration{300 * time.Millisecond, 1300 * time.Millisecond}, ft.sleeps)
+}
+
+func TestWaitTheLastJitterOptionWins(t *testing.T) {
+	wt, err := systemWaitTime.with([]WaitOption{WithoutJitter(), WithJitter(1, time.Second)})
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, wt.jitterBound(time.Hour))
+	wt, err = systemWaitTime.with([]WaitOption{WithJitter(1, time.Second), WithoutJitter()})
+	require.NoError(t, err)
+	assert.Equal(t, time.Duration(0), wt.jitterBound(time.Hour))
+}
+
+func TestWaitJitterBoundDoesNotOverflowOnTheLongestWait(t *testing.T) {
+	wt, err := systemWaitTime.with([]WaitOption{WithJitter(1, time.Duration(math.MaxInt64))})
+	require.NoError(t, err)
+	assert.Equal(t, time.Duration(math.MaxInt64), wt.jitterBound(time.Duration(math.MaxInt64)))
+	assert.Equal(t, time.Hour, wt.jitterBound(time.Hour))
+}
+
+func TestWaitRefusesABadJitterByNameWithoutCallingTheLimiter(t *testing.T) {
+	tests := []struct {
+		name string
+		opt  WaitOption
+		want string
+	}{
+		{"a zero fraction", WithJitter(0, time.Second), "WithJitter's fraction 0 must be in (0, 1]"},
+		{"a negative fraction", WithJitter(-0.1, time.Second), "WithJitter's fraction -0.1 must be in (0, 1]"},
+		{"a fraction above 1", WithJitter(1.5, time.Second), "WithJitter's fraction 1.5 must be in (0, 1]"},
+		{"a NaN fraction", WithJitter(math.NaN(), time.Second), "WithJitter's fraction NaN must be in (0, 1]"},
+		{"an infinite fraction", WithJitter(math.Inf(1), time.Second), "WithJitter's fraction +Inf must be in (0, 1]"},
+		{"a zero max", WithJitter(0.1, 0), "WithJitter's maxJitter 0s must be > 0"},
+		{"a negative max", WithJitter(0.1, -time.Second), "WithJitter's maxJitter -1s must be > 0"},
+		{"a zero WaitOption", WaitOption{}, "a zero WaitOption"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &waitScript{t: t}
+			res, err := Wait(context.Background(), l, "k", 1, WithoutJitter(), tt.opt)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.ErrorContains(t, err, tt.want)
+			assert.Equal(t, Result{}, res)
+			assert.Equal(t, 0, l.calls())
+		})
+	}
+}
+
+func TestLimiterOptionsDoNotCompileInWait(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("type-checks the package")
+	}
+	calls := []string{
+		`ratelimit.Wait(nil, nil, "k", 1)`,
+		`ratelimit.Wait(nil, nil, "k", 1, ratelimit.WithoutJitter(), ratelimit.WithJitter(0.2, time.Second))`,
+		`ratelimit.Wait(nil, nil, "k", 1, ratelimit.WithName("n"))`,
+		`ratelimit.Wait(nil, nil, "k", 1, ratelimit.WithKeyPrefix("x:"))`,
+	}
+	errs := typeErrors(t, calls)
+	assert.Empty(t, errs[0], calls[0])
+	assert.Empty(t, errs[1], calls[1])
+	assert.NotEmpty(t, errs[2], calls[2])
+	assert.NotEmpty(t, errs[3], calls[3])
 }
