@@ -19,10 +19,7 @@ func ExampleTokenBucket_Allow() {
 	ctx := context.Background()
 
 	// readme:begin
-	limiter, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(5), 10) // 5 a second, bursts of 10
-	if err != nil {
-		log.Fatal(err)
-	}
+	limiter := ratelimit.Must(ratelimit.NewTokenBucket(ratelimit.PerSecond(5), 10)) // 5 a second, bursts of 10
 	res, err := limiter.Allow(ctx, "user:42", 1)
 	if err != nil {
 		log.Fatal(err) // the limiter failed (Redis down, a bad key): not a denial
@@ -47,10 +44,7 @@ func ExampleWait_worker() {
 	start := time.Now()
 
 	// readme:begin
-	limiter, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(5), 1) // at most 5 a second, no burst
-	if err != nil {
-		log.Fatal(err)
-	}
+	limiter := ratelimit.Must(ratelimit.NewTokenBucket(ratelimit.PerSecond(5), 1)) // at most 5 a second, no burst
 	for _, job := range jobs {
 		if _, err := ratelimit.Wait(ctx, limiter, "partner-api", 1, ratelimit.WithoutJitter()); err != nil {
 			log.Fatal(err) // ctx ended, or its deadline comes before the wait would end

@@ -25,14 +25,8 @@ func ExamplePerIP_frontPage() {
 	mux := http.NewServeMux()
 
 	// readme:begin
-	limiter, err := ratelimit.NewTokenBucket(ratelimit.PerMinute(100), 10) // 100 a minute, bursts of 10
-	if err != nil {
-		log.Fatal(err)
-	}
-	h, err := httplimit.PerIP(limiter, api, httplimit.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8")))
-	if err != nil {
-		log.Fatal(err)
-	}
+	limiter := ratelimit.Must(ratelimit.NewTokenBucket(ratelimit.PerMinute(100), 10)) // 100 a minute, bursts of 10
+	h := ratelimit.Must(httplimit.PerIP(limiter, api, httplimit.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8"))))
 	mux.Handle("/api/", h)
 	// readme:end
 
@@ -72,14 +66,8 @@ func ExamplePerIP_redis() {
 
 	replica := func() http.Handler {
 		// readme:begin
-		limiter, err := ratelimit.NewRedisTokenBucket(client, ratelimit.PerMinute(100), 10)
-		if err != nil {
-			log.Fatal(err)
-		}
-		h, err := httplimit.PerIP(limiter, api, httplimit.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8")))
-		if err != nil {
-			log.Fatal(err)
-		}
+		limiter := ratelimit.Must(ratelimit.NewRedisTokenBucket(client, ratelimit.PerMinute(100), 10))
+		h := ratelimit.Must(httplimit.PerIP(limiter, api, httplimit.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8"))))
 		// readme:end
 		return h
 	}
@@ -109,14 +97,8 @@ func ExamplePerIP_testing() {
 
 	// readme:begin
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	limiter, err := ratelimit.NewGCRA(3, time.Minute, ratelimit.WithClock(clock))
-	if err != nil {
-		log.Fatal(err) // t.Fatal(err) in a test
-	}
-	h, err := httplimit.PerIP(limiter, api)
-	if err != nil {
-		log.Fatal(err)
-	}
+	limiter := ratelimit.Must(ratelimit.NewGCRA(3, time.Minute, ratelimit.WithClock(clock)))
+	h := ratelimit.Must(httplimit.PerIP(limiter, api))
 	status := func() int {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/api/orders", nil))
