@@ -332,3 +332,44 @@ func TestGuardLogsTheBreakerOpeningOncePerOutage(t *testing.T) {
 	require.Len(t, lines, 2, "a new outage, its opening logged again")
 	assert.Contains(t, lines[1].msg, "circuit breaker open")
 }
+
+func TestPolicyTableLogsFailingReadsOnceAndTheirReturn(t *testing.T) {
+	_, client, _ := miniredisClock(t)
+	var heard []error
+	table, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans", OnError: func(err error) { heard = append(heard, err) }})
+	require.NoError(t, err)
+	log := &recordingLog{}
+	clock := ratelimittest.NewClock(epoch)
+	table.outage = tableOutageLog(slog.New(log), clock, "plans")
+
+	redisDown := fmt.Errorf("dial tcp 10.0.0.1:6379: %w", errDown)
+	for range 3 {
+		table.report(redisDown)
+		clock.Advance(time.Second)
+	}
+	assert.Len(t, heard, 3, "OnError hears every error")
+	lines := log.taken()
+	require.Len(t, lines, 1)
+	assert.Equal(t, slog.LevelWarn, lines[0].level)
+	assert.Equal(t, "ratelimit: policy table reads failing; deciding on the last copy read", lines[0].msg)
+	assert.Equal(t, "plans", lines[0].attrs["table"])
+	assert.Contains(t, lines[0].attrs["error"], "connection refused")
+
+	clock.Advance(10 * time.Second)
+	table.report(nil)
+	lines = log.taken()
+	require.Len(t, lines, 1)
+	assert.Equal(t, slog.LevelInfo, lines[0].level)
+	assert.Equal(t, "3", lines[0].attrs["failed_reads"])
+}
+
+func TestAPolicyTableWithoutOnErrorStillLogsItsErrors(t *testing.T) {
+	_, client, _ := miniredisClock(t)
+	log := &recordingLog{}
+	table, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans", Logger: slog.New(log)})
+	require.NoError(t, err)
+	table.report(fmt.Errorf("ratelimit: PolicyTable %q: %w", "plans", ErrTableMissing))
+	lines := log.taken()
+	require.Len(t, lines, 1)
+	assert.Contains(t, lines[0].attrs["error"], "plans")
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"strings"
 	"sync"
@@ -72,8 +73,16 @@ type PolicyTableConfig struct {
 	// (ErrTableMissing), fields skipped, or a key that is not a table's
 	// (ErrCorruptState). It is called on Run's goroutine, one call at a
 	// time, and may call the table's methods (Replace or Seed, to re-seed
-	// it); nil drops them.
+	// it); nil drops them (Logger still logs them).
 	OnError func(error)
+	// Logger hears when Run's reads start failing, so that replicas
+	// deciding on a stale copy are not silent: one line at Warn at the
+	// first error, with the table's Name and the error, and one at Info
+	// once Run's reads have succeeded again with no error for 10 s, with
+	// how long they failed and how many did (see GuardConfig.Logger),
+	// whether or not OnError is set. nil means slog.Default(), read at each
+	// line; to log nothing, give slog.New(slog.DiscardHandler).
+	Logger *slog.Logger
 	// CallerClock, when not nil, is the clock a write reads for the
 	// table's new version (max(previous + 1, now in µs of Unix time)),
 	// sent with the write to a variant of the write script that never
@@ -147,6 +156,7 @@ type PolicyTable struct {
 	minReload time.Duration
 	check     func(part string, p Policy) error
 	onError   func(error)
+	outage    *outageLog            // logs Run's errors, once an outage
 	now       func() (int64, error) // CallerClock's time in µs; nil: the server's TIME
 
 	cur atomic.Pointer[tableSnapshot] // never nil once built
@@ -199,6 +209,7 @@ func NewPolicyTable(client redis.UniversalClient, cfg PolicyTableConfig) (*Polic
 		minReload: cmp.Or(cfg.MinReload, DefaultPolicyTableMinReload),
 		check:     cfg.Check,
 		onError:   cfg.OnError,
+		outage:    tableOutageLog(cfg.Logger, systemClock{}, name),
 		now:       callerNow(cfg.CallerClock),
 	}
 	t.cur.Store(emptySnapshot())

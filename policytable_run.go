@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -182,9 +183,24 @@ func (t *PolicyTable) bounded(ctx context.Context, f func(context.Context) error
 	return f(ctx)
 }
 
-// report passes a non-nil err to OnError.
+// report logs err's outage (see PolicyTableConfig.Logger), or an answer
+// that may end one, and passes a non-nil err to OnError.
 func (t *PolicyTable) report(err error) {
-	if err != nil && t.onError != nil {
+	if err == nil {
+		t.outage.ok()
+		return
+	}
+	t.outage.failed(err)
+	if t.onError != nil {
 		t.onError(err)
 	}
+}
+
+// tableOutageLog returns the outageLog of the reads of Run of the table
+// name, on clock.
+func tableOutageLog(logger *slog.Logger, clock Clock, name string) *outageLog {
+	return newOutageLog(logger, clock,
+		"ratelimit: policy table reads failing; deciding on the last copy read",
+		"ratelimit: policy table reads answering again", "failed_reads",
+		slog.String("table", name))
 }
