@@ -73,6 +73,7 @@ func hotKeyTrial(t *testing.T, cache *DenyCache, counted *adjustingCounter, floo
 // of the flood's calls is a script call: on a real server MaxKeys 10,000
 // and 10,000 flood keys, on miniredis (whose scripts are slow) 2,000.
 func TestDenyCacheKeepsProtectingTheHotKeyAfterAFloodOfDeniedKeys(t *testing.T) {
+	t.Parallel()
 	t.Run("in process", func(t *testing.T) {
 		t.Parallel()
 		clock := ratelimittest.NewClock(epoch)
@@ -87,35 +88,43 @@ func TestDenyCacheKeepsProtectingTheHotKeyAfterAFloodOfDeniedKeys(t *testing.T) 
 		assert.LessOrEqual(t, after, int64(4), "the flood does not unseat the hot key")
 		assert.LessOrEqual(t, cache.denials.len(), 100_000)
 	})
-	redisTrial := func(t *testing.T, client redis.Scripter, step func(time.Duration), keys int) {
-		clock := ratelimittest.NewClock(epoch)
-		backend, err := NewRedisTokenBucket(client, Every(100*time.Second), 10)
-		require.NoError(t, err)
-		counted := &adjustingCounter{countingLimiter{l: backend}}
-		cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, MaxKeys: keys})
-		require.NoError(t, err)
-		before, after := hotKeyTrial(t, cache, counted, keys, func(d time.Duration) {
-			clock.Advance(d)
-			if step != nil {
-				step(d)
-			}
-		})
-		t.Logf("hot key calls that reached the backend: %d of 1000 before the flood, %d of 1000 after", before, after)
-		assert.LessOrEqual(t, before, int64(2))
-		assert.LessOrEqual(t, after, int64(4), "the flood does not unseat the hot key")
-		assert.LessOrEqual(t, cache.denials.len(), keys)
-	}
 	t.Run("miniredis", func(t *testing.T) {
 		t.Parallel()
 		_, client, step := miniredisClock(t)
-		redisTrial(t, client, step, 2_000)
+		hotKeyRedisTrial(t, client, step, 2_000)
 	})
-	t.Run("real Redis", func(t *testing.T) {
-		// The server's time is its own: the hot key (1 a second) and the
-		// flood keys stay denied through the few seconds the trial takes
-		// there, while the DenyCache's fake clock follows the schedule.
-		redisTrial(t, redistest.Shared(t).Client(t), nil, 10_000)
+}
+
+// TestDenyCacheKeepsProtectingTheHotKeyAfterAFloodOfDeniedKeysOnARealServer
+// does as TestDenyCacheKeepsProtectingTheHotKeyAfterAFloodOfDeniedKeys on a
+// real server, apart from the tests that run in parallel. The server's time
+// is its own: the hot key (1 a second) and the flood keys stay denied
+// through the few seconds the trial takes there, while the DenyCache's fake
+// clock follows the schedule.
+func TestDenyCacheKeepsProtectingTheHotKeyAfterAFloodOfDeniedKeysOnARealServer(t *testing.T) {
+	hotKeyRedisTrial(t, redistest.Shared(t).Client(t), nil, 10_000)
+}
+
+// hotKeyRedisTrial runs hotKeyTrial on a DenyCache of at most keys keys
+// around a Redis token bucket through client; step, if not nil, steps the
+// server's time with the cache's.
+func hotKeyRedisTrial(t *testing.T, client redis.Scripter, step func(time.Duration), keys int) {
+	clock := ratelimittest.NewClock(epoch)
+	backend, err := NewRedisTokenBucket(client, Every(100*time.Second), 10)
+	require.NoError(t, err)
+	counted := &adjustingCounter{countingLimiter{l: backend}}
+	cache, err := NewDenyCache(counted, DenyCacheConfig{Clock: clock, MaxKeys: keys})
+	require.NoError(t, err)
+	before, after := hotKeyTrial(t, cache, counted, keys, func(d time.Duration) {
+		clock.Advance(d)
+		if step != nil {
+			step(d)
+		}
 	})
+	t.Logf("hot key calls that reached the backend: %d of 1000 before the flood, %d of 1000 after", before, after)
+	assert.LessOrEqual(t, before, int64(2))
+	assert.LessOrEqual(t, after, int64(4), "the flood does not unseat the hot key")
+	assert.LessOrEqual(t, cache.denials.len(), keys)
 }
 
 // TestDenyCacheEvictsOnlyDenialsWorthNoMoreThanTheNewOne: in a full
