@@ -149,7 +149,7 @@ func TestScriptDiff(t *testing.T) {
 	t.Parallel()
 	old, new := oldScript(t), scriptUnderTest(t)
 	y := newTally(t, "per kind")
-	n := sized(2_000, 200_000)
+	n := sized(1_000, 200_000)
 	if *diffBatches > 0 {
 		n = *diffBatches
 	}
@@ -167,7 +167,7 @@ func TestScriptDiffOwnKinds(t *testing.T) {
 	t.Parallel()
 	old := oldScript(t)
 	y := newTally(t, "per kind, on its own script")
-	n := sized(1_000, 200_000)
+	n := sized(500, 200_000)
 	if *diffBatches > 0 {
 		n = *diffBatches
 	}
