@@ -108,3 +108,12 @@ func (o *outageLog) log(level slog.Level, msg string, attrs ...slog.Attr) {
 	}
 	logger.LogAttrs(context.Background(), level, msg, append(append([]slog.Attr{}, o.attrs...), attrs...)...)
 }
+
+// tableOutageLog returns the outageLog of the reads of Run of the table
+// name, on clock.
+func tableOutageLog(logger *slog.Logger, clock Clock, name string) *outageLog {
+	return newOutageLog(logger, clock,
+		"ratelimit: policy table reads failing; deciding on the last copy read",
+		"ratelimit: policy table reads answering again", "failed_reads",
+		slog.String("table", name))
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -194,13 +193,4 @@ func (t *PolicyTable) report(err error) {
 	if t.onError != nil {
 		t.onError(err)
 	}
-}
-
-// tableOutageLog returns the outageLog of the reads of Run of the table
-// name, on clock.
-func tableOutageLog(logger *slog.Logger, clock Clock, name string) *outageLog {
-	return newOutageLog(logger, clock,
-		"ratelimit: policy table reads failing; deciding on the last copy read",
-		"ratelimit: policy table reads answering again", "failed_reads",
-		slog.String("table", name))
 }
