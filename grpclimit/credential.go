@@ -12,7 +12,8 @@ import (
 // credential, KeyByMetadata's without its key): the Interceptor answers
 // codes.Unauthenticated, unless the error carries a gRPC status of its own.
 // A KeyFunc of your own wraps it for such calls. It is the same error as
-// httplimit's ErrMissingCredential, answered 401 there.
+// httplimit's ErrMissingCredential, answered 401 there (400 when the error
+// names no challenge, since an HTTP 401 must carry one).
 var ErrMissingCredential = keyclass.ErrMissingCredential
 
 // ErrMalformedCredential is wrapped by a KeyFunc's error when the call

@@ -98,8 +98,10 @@
 // credential, ErrMalformedCredential, or a cost that is not valid: a
 // negative cost, or an error wrapping ratelimit.ErrInvalidCost);
 // codes.Internal for any other, the server's (KeyByPeer's call without an
-// IP address, say). These are the classes httplimit answers 401, 400 and
-// 500, through the same errors. A key the limiter refuses as longer than it takes
+// IP address, say). These are the classes httplimit answers 401 (400 for a
+// missing credential whose error names no challenge), 400 and 500, through
+// the same errors; httplimit's KeyByHeader, unlike KeyByMetadata, answers a
+// missing header 400, since a header is not always a credential. A key the limiter refuses as longer than it takes
 // (ratelimit.ErrInvalidKey, see ratelimit.WithMaxKeyLength) answers
 // codes.InvalidArgument: the call is never let through unlimited. A call
 // of cost 0 takes 1 unit all the same (see CostFunc): a call whose handler

@@ -9,9 +9,10 @@ import (
 // ErrMissingCredential is wrapped by a KeyFunc's error when the request
 // carries no credential to key it by (KeyByBearer's request without a
 // Bearer credential, KeyByContext's without its value): the Middleware
-// answers 401 Unauthorized, with WWW-Authenticate when the error names a
-// challenge (KeyByBearer's says "Bearer"), unless WithKeyErrorHandler says
-// otherwise. A KeyFunc of your own wraps it for such requests; an error
+// answers 401 Unauthorized with WWW-Authenticate when the error names a
+// challenge (KeyByBearer's says "Bearer"), and 400 Bad Request when it
+// names none, since a 401 must carry one (RFC 9110, section 15.5.2),
+// unless WithKeyErrorHandler says otherwise. A KeyFunc of your own wraps it for such requests; an error
 // in its chain with a method Challenge() string names the challenge
 // (`Basic realm="api"`, say). It is the same error as grpclimit's
 // ErrMissingCredential, answered codes.Unauthenticated there.

@@ -18,10 +18,10 @@ import (
 )
 
 // Every class of KeyFunc and CostFunc error has a status of its own, with a
-// problem document: a request without its credential is 401 (with the
-// challenge its KeyFunc names), the client's other mistakes (a malformed
-// credential, a request without its key header, a cost that is not
-// valid) are 400, the server's (its KeyFunc or CostFunc failing, its
+// problem document: a request without its credential is 401 with the
+// challenge its KeyFunc names (400 when it names none, since a 401 must
+// carry one), the client's other mistakes (a malformed credential, a
+// request without its key header, a cost that is not valid) are 400, the server's (its KeyFunc or CostFunc failing, its
 // set-up) 500. The limiter is never asked.
 func TestKeyAndCostErrorStatusByClass(t *testing.T) {
 	errLookup := errors.New("user store down")
@@ -58,18 +58,19 @@ func TestKeyAndCostErrorStatusByClass(t *testing.T) {
 		{"KeyByBearer, two Authorization lines", httplimit.KeyByBearer(), nil, auth("Bearer a", "Bearer b"), 400, badRequest, `Bearer error="invalid_request"`},
 		{"KeyByHeader, header missing", httplimit.KeyByHeader("X-Other"), nil, nil, 400, badRequest, ""},
 		{"KeyByHeader, invalid field name", httplimit.KeyByHeader("X Api Key"), nil, nil, 500, serverError, ""},
-		{"KeyByContext, no value", httplimit.KeyByContext(ctxKey{}), nil, nil, 401, unauthorized, ""},
-		{"KeyByContext, empty value", httplimit.KeyByContext(ctxKey{}), nil, withValue(""), 401, unauthorized, ""},
+		{"KeyByContext, no value", httplimit.KeyByContext(ctxKey{}), nil, nil, 400, badRequest, ""},
+		{"KeyByContext, empty value", httplimit.KeyByContext(ctxKey{}), nil, withValue(""), 400, badRequest, ""},
 		{"KeyByContext, value of another type", httplimit.KeyByContext(ctxKey{}), nil, withValue(42), 500, serverError, ""},
 		{"KeyByIP, RemoteAddr not an address", mustKeyByIP(t), nil, func(r *http.Request) { r.RemoteAddr = "@unix" }, 500, serverError, ""},
 		{"KeyFunc's own error", failing(errLookup), nil, nil, 500, serverError, ""},
-		{"KeyFunc's error of class ErrMissingCredential", failing(fmt.Errorf("%w: no session", httplimit.ErrMissingCredential)), nil, nil, 401, unauthorized, ""},
+		{"KeyFunc's error of class ErrMissingCredential", failing(fmt.Errorf("%w: no session", httplimit.ErrMissingCredential)), nil, nil, 400, badRequest, ""},
+		{"KeyFunc's error of class ErrMissingCredential naming a challenge", failing(challenged{fmt.Errorf("%w: no session", httplimit.ErrMissingCredential)}), nil, nil, 401, unauthorized, `Basic realm="api"`},
 		{"KeyFunc's error of class ErrMalformedCredential", failing(fmt.Errorf("%w: bad cookie", httplimit.ErrMalformedCredential)), nil, nil, 400, badRequest, ""},
 		{"KeyFunc's error of class ErrInvalidRequest", failing(fmt.Errorf("%w: unsigned token", httplimit.ErrInvalidRequest)), nil, nil, 400, badRequest, ""},
 		{"negative cost", nil, constant(-1, nil), nil, 400, badRequest, ""},
 		{"CostFunc error wrapping ErrInvalidCost", nil, constant(0, fmt.Errorf("estimate %q: %w", "x", ratelimit.ErrInvalidCost)), nil, 400, badRequest, ""},
 		{"CostFunc error wrapping ErrInvalidRequest", nil, constant(0, fmt.Errorf("%w: no max_tokens", httplimit.ErrInvalidRequest)), nil, 400, badRequest, ""},
-		{"CostFunc error wrapping ErrMissingCredential", nil, constant(0, fmt.Errorf("%w: no account", httplimit.ErrMissingCredential)), nil, 401, unauthorized, ""},
+		{"CostFunc error wrapping ErrMissingCredential", nil, constant(0, fmt.Errorf("%w: no account", httplimit.ErrMissingCredential)), nil, 400, badRequest, ""},
 		{"CostFunc's own error", nil, constant(0, errLookup), nil, 500, serverError, ""},
 	}
 	for _, tc := range cases {
@@ -151,3 +152,9 @@ func TestKeyByContextOfAnotherTypeIs500(t *testing.T) {
 	m.Handler(&counter{}).ServeHTTP(w, r)
 	assert.Equal(t, http.StatusInternalServerError, w.Code)
 }
+
+// challenged is an error that names the challenge of its 401.
+type challenged struct{ error }
+
+func (challenged) Challenge() string { return `Basic realm="api"` }
+func (c challenged) Unwrap() error   { return c.error }

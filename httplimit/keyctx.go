@@ -10,10 +10,10 @@ import (
 // put there before this one. The value must be a non-empty string or a
 // non-nil fmt.Stringer whose String is not empty. A request without one
 // (or with an empty one) gets an error wrapping ErrMissingCredential and
-// ErrNoKey, answered 401 Unauthorized without WWW-Authenticate (the
-// KeyFunc cannot know the scheme: set one with WithKeyErrorHandler): the
-// authentication middleware in front let through a request it did not
-// authenticate. One whose value is of another type gets an error wrapping
+// ErrNoKey, answered 400 Bad Request: the authentication middleware in
+// front let through a request it did not authenticate, and a 401 must name
+// a challenge, which the KeyFunc cannot know (answer one with
+// WithKeyErrorHandler). One whose value is of another type gets an error wrapping
 // ErrNoKey alone: the server's mistake, answered 500.
 // The KeyFunc is safe for concurrent use as far as the value's String method
 // is.

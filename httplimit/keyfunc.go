@@ -11,8 +11,10 @@ import (
 // id, an API key, a client address), so that each key has its own limit. It
 // must be safe for concurrent use. An error answers the request without
 // asking the limiter: 401 Unauthorized when it wraps ErrMissingCredential
-// (no credential), 400 Bad Request when it wraps ErrMalformedCredential or
-// ErrInvalidRequest (the client's other mistakes), 500 Internal Server
+// (no credential) and names a challenge (see ErrMissingCredential), 400
+// Bad Request when it wraps ErrMissingCredential without one,
+// ErrMalformedCredential or ErrInvalidRequest (the client's other
+// mistakes), 500 Internal Server
 // Error otherwise, or as WithKeyErrorHandler says.
 type KeyFunc func(*http.Request) (string, error)
 

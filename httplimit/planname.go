@@ -16,6 +16,9 @@ import (
 //	l, err := ratelimit.NewGCRA(10, time.Second, ratelimit.WithPolicyFunc(table.PolicyFunc()))
 //	m, err := httplimit.NewMiddleware(l, httplimit.KeyByBearer(), httplimit.WithPlanName(table.PlanOf))
 //
+// The Decision the observer (WithObserver) and the handler (DecisionOf)
+// see names the plan too.
+//
 // A key that follows no plan, or whose plan's name is empty or not a
 // structured-field string (printable ASCII), keeps the name it has
 // without the option (WithPolicyName's, or the limiter's). It names the

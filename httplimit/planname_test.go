@@ -86,3 +86,27 @@ func mustGCRA(t *testing.T, limit int, period time.Duration) *ratelimit.GCRA {
 	require.NoError(t, err)
 	return l
 }
+
+// The observer and the handler see the plan's name in the Decision, as
+// the client does in the fields.
+func TestPlanNameReachesTheObserverAndTheHandler(t *testing.T) {
+	l, err := ratelimit.NewGCRA(2, time.Minute)
+	require.NoError(t, err)
+	planOf := func(key string) (string, bool) { return "pro", key == "bob" }
+	var observed []string
+	m, err := httplimit.NewMiddleware(l, httplimit.KeyByHeader(keyHeader), httplimit.WithPlanName(planOf),
+		httplimit.WithDecisionContext(),
+		httplimit.WithObserver(func(_ *http.Request, d ratelimit.Decision, _ error) { observed = append(observed, d.Policy.Name) }))
+	require.NoError(t, err)
+	var handled []string
+	h := m.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		d, ok := httplimit.DecisionOf(r.Context())
+		require.True(t, ok)
+		handled = append(handled, d.Policy.Name, d.Policies[0].Name)
+	}))
+
+	do(h, "bob", "")
+	do(h, "carol", "")
+	assert.Equal(t, []string{"pro", "default"}, observed)
+	assert.Equal(t, []string{"pro", "pro", "default", "default"}, handled)
+}

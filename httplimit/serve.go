@@ -130,6 +130,11 @@ func (h *limitedHandler) serve(w http.ResponseWriter, r *http.Request, key strin
 		policies = []ratelimit.NamedPolicy{{Name: name, Policy: ratelimit.Policy{Limit: d.Limit}}}
 	}
 	policies, planned := m.planned(policies, key)
+	if planned {
+		// The observer and the handler (DecisionOf) see the plan's name,
+		// as the client does.
+		d.Policies, d.Policy = policies, policies[0]
+	}
 	f, ferr := m.formatFor(policies, planned)
 	if ferr != nil {
 		h.release(r, lease)
@@ -238,8 +243,9 @@ func backendFailure(err error) bool {
 // answerKeyError answers a request whose key or cost could not be found,
 // or whose key the limiter refused as too long: by the
 // WithKeyErrorHandler; or by the error's class (see WithKeyErrorHandler):
-// 401 with the challenge the error names, if any, for a missing
-// credential; bad, a 400, for the client's other mistakes; or else 500.
+// 401 with the challenge the error names for a missing credential; bad, a
+// 400, for a missing credential whose error names no challenge and the
+// client's other mistakes; or else 500.
 func (m *Middleware) answerKeyError(w http.ResponseWriter, r *http.Request, err error, bad *reply) {
 	m.observe(r, ratelimit.Decision{}, err)
 	if m.keyError != nil {
@@ -248,9 +254,14 @@ func (m *Middleware) answerKeyError(w http.ResponseWriter, r *http.Request, err 
 	}
 	switch keyclass.Of(err, ErrInvalidRequest) {
 	case keyclass.Unauthenticated:
-		if c := keyclass.Challenge(err); c != "" {
-			w.Header()["Www-Authenticate"] = []string{c}
+		// A 401 must name a challenge (RFC 9110, section 15.5.2): without
+		// one, the request is answered as the client's other mistakes.
+		c := keyclass.Challenge(err)
+		if c == "" {
+			bad.write(w, r)
+			return
 		}
+		w.Header()["Www-Authenticate"] = []string{c}
 		m.replies.unauthenticated.write(w, r)
 	case keyclass.Invalid:
 		if c := keyclass.Challenge(err); c != "" {
