@@ -9,9 +9,10 @@ import (
 )
 
 // outageQuiet is how long a backend must go without a failure before the
-// end of its outage is logged: a Guard (and a Fleet's Run) logs the first
-// failure of an outage at once, at Warn, and its end at Info on the first
-// answer at least outageQuiet after the outage's latest failure. So a
+// end of its outage is logged: a Guard (and a Fleet's or a PolicyTable's
+// Run) logs the first failure of an outage at once, at Warn, and its end
+// at Info on the first answer at least outageQuiet after the outage's
+// latest failure. So a
 // backend that fails now and then, or flaps, gives at most one pair of
 // lines per outageQuiet, each end line counting what the outage cost.
 const outageQuiet = 10 * time.Second

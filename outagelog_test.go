@@ -344,7 +344,7 @@ func TestPolicyTableLogsFailingReadsOnceAndTheirReturn(t *testing.T) {
 
 	redisDown := fmt.Errorf("dial tcp 10.0.0.1:6379: %w", errDown)
 	for range 3 {
-		table.report(redisDown)
+		table.report(context.Background(), redisDown)
 		clock.Advance(time.Second)
 	}
 	assert.Len(t, heard, 3, "OnError hears every error")
@@ -356,7 +356,7 @@ func TestPolicyTableLogsFailingReadsOnceAndTheirReturn(t *testing.T) {
 	assert.Contains(t, lines[0].attrs["error"], "connection refused")
 
 	clock.Advance(10 * time.Second)
-	table.report(nil)
+	table.report(context.Background(), nil)
 	lines = log.taken()
 	require.Len(t, lines, 1)
 	assert.Equal(t, slog.LevelInfo, lines[0].level)
@@ -368,8 +368,22 @@ func TestAPolicyTableWithoutOnErrorStillLogsItsErrors(t *testing.T) {
 	log := &recordingLog{}
 	table, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans", Logger: slog.New(log)})
 	require.NoError(t, err)
-	table.report(fmt.Errorf("ratelimit: PolicyTable %q: %w", "plans", ErrTableMissing))
+	table.report(context.Background(), fmt.Errorf("ratelimit: PolicyTable %q: %w", "plans", ErrTableMissing))
 	lines := log.taken()
 	require.Len(t, lines, 1)
 	assert.Contains(t, lines[0].attrs["error"], "plans")
+}
+
+func TestPolicyTableDoesNotLogAReadCutShortByTheEndOfRun(t *testing.T) {
+	_, client, _ := miniredisClock(t)
+	var heard []error
+	table, err := NewPolicyTable(client, PolicyTableConfig{Name: "plans", OnError: func(err error) { heard = append(heard, err) }})
+	require.NoError(t, err)
+	log := &recordingLog{}
+	table.outage = tableOutageLog(slog.New(log), ratelimittest.NewClock(epoch), "plans")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	table.report(ctx, fmt.Errorf("ratelimit: PolicyTable %q: %w", "plans", context.Canceled))
+	assert.Empty(t, log.taken())
+	assert.Empty(t, heard)
 }

@@ -80,8 +80,10 @@ type PolicyTableConfig struct {
 	// first error, with the table's Name and the error, and one at Info
 	// once Run's reads have succeeded again with no error for 10 s, with
 	// how long they failed and how many did (see GuardConfig.Logger),
-	// whether or not OnError is set. nil means slog.Default(), read at each
-	// line; to log nothing, give slog.New(slog.DiscardHandler).
+	// whether or not OnError is set. A read cut short by the end of Run's
+	// ctx is no failure (nor reported to OnError). nil means
+	// slog.Default(), read at each line; to log nothing, give
+	// slog.New(slog.DiscardHandler).
 	Logger *slog.Logger
 	// CallerClock, when not nil, is the clock a write reads for the
 	// table's new version (max(previous + 1, now in µs of Unix time)),

@@ -58,7 +58,7 @@ func (t *PolicyTable) Run(ctx context.Context) error {
 		if subscribed {
 			backoff = t.firstBackoff()
 		}
-		t.report(err)
+		t.report(ctx, err)
 		timer := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -144,7 +144,7 @@ func (t *PolicyTable) follow(ctx context.Context, reads *tableReads) (subscribed
 		}
 		at, wanted := reads.next()
 		if wanted && !now.Before(at) {
-			t.report(t.bounded(ctx, func(ctx context.Context) error { return t.read(ctx, reads, now) }))
+			t.report(ctx, t.bounded(ctx, func(ctx context.Context) error { return t.read(ctx, reads, now) }))
 			continue
 		}
 		wait := refreshAt.Sub(now)
@@ -183,8 +183,13 @@ func (t *PolicyTable) bounded(ctx context.Context, f func(context.Context) error
 }
 
 // report logs err's outage (see PolicyTableConfig.Logger), or an answer
-// that may end one, and passes a non-nil err to OnError.
-func (t *PolicyTable) report(err error) {
+// that may end one, and passes a non-nil err to OnError. An error of a read
+// cut short by the end of Run's ctx is neither logged nor reported: Run is
+// ending.
+func (t *PolicyTable) report(ctx context.Context, err error) {
+	if err != nil && ctx.Err() != nil {
+		return
+	}
 	if err == nil {
 		t.outage.ok()
 		return

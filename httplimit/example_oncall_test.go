@@ -158,16 +158,17 @@ func ExampleWithLogger() {
 	if err != nil {
 		panic(err)
 	}
-	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/things/{id}", m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	for range 3 {
-		r := httptest.NewRequest(http.MethodGet, "/v1/things", nil)
+		r := httptest.NewRequest(http.MethodGet, "/v1/things/42", nil)
 		r.Header.Set("X-API-Key", "key-1")
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
+		mux.ServeHTTP(w, r)
 		fmt.Println(w.Code)
 	}
 	// Output:
-	// level=WARN msg="httplimit: rate limiter error" error="ratelimit: backend failure: connection refused" method=GET route=/v1/things
+	// level=WARN msg="httplimit: rate limiter error" error="ratelimit: backend failure: connection refused" method=GET route="GET /v1/things/{id}"
 	// 200
 	// 200
 	// 200

@@ -52,12 +52,13 @@ func WithObserver(o Observer) Option {
 // Without WithOnError, every error that hook would get (a limiter error,
 // before the request is let through or answered 503; a failed adjustment
 // or lease) is logged at slog.LevelWarn as "httplimit: rate limiter
-// error", with the attributes error, method (the HTTP method) and route
-// (r.Pattern, the ServeMux pattern that matched, or the URL path when
-// none did), and never the request's key or credential. One line is
-// written per 10 seconds at most for each Middleware: the errors in
-// between are counted, and the next line gives their number as
-// suppressed. WithOnError replaces this log.
+// error", with the attributes error, method (the HTTP method) and, when a
+// ServeMux pattern matched the request before the Middleware ran, route
+// (r.Pattern), never the URL path, which the client chooses, nor the
+// request's key or credential. One line is written per 10 seconds at most
+// for each Middleware, measured on its clock (WithClock): the errors in
+// between are counted, and the next line written, at the next error,
+// gives their number as suppressed. WithOnError replaces this log.
 func WithLogger(l *slog.Logger) Option {
 	return func(s *settings) error {
 		if l == nil {
@@ -78,11 +79,11 @@ func (m *Middleware) observe(r *http.Request, d ratelimit.Decision, err error) {
 // logError is the WithOnError hook of a Middleware without one: err
 // logged by the Middleware's errlog.Logger.
 func (m *Middleware) logError(r *http.Request, err error) {
-	route := r.Pattern
-	if route == "" && r.URL != nil {
-		route = r.URL.Path
+	if r.Pattern == "" {
+		m.log.Log(r.Context(), err, slog.String("method", r.Method))
+		return
 	}
-	m.log.Log(r.Context(), err, slog.String("method", r.Method), slog.String("route", route))
+	m.log.Log(r.Context(), err, slog.String("method", r.Method), slog.String("route", r.Pattern))
 }
 
 // newLog returns the errlog.Logger of m, on m's clock.

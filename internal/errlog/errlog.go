@@ -11,8 +11,8 @@ import (
 )
 
 // Interval is the least time between two lines of one Logger: errors in
-// between are counted, and the next line gives their number as
-// "suppressed".
+// between are counted, and the next line written (at the next error after
+// Interval) gives their number as "suppressed".
 const Interval = 10 * time.Second
 
 // Logger logs errors at slog.LevelWarn, at most one line per Interval.
