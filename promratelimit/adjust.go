@@ -1,19 +1,21 @@
 package promratelimit
 
 import (
-	"errors"
-
 	"github.com/ratelimit-go/ratelimit"
 )
 
 // Adjusted counts ev by limiter, op and outcome ("ok" or "error", and
 // then its error_type in ratelimit_errors_total), and, when it succeeded
-// and is not a Reset, adds its Taken and Cost units. A Release of a lease
-// (see releasesLease) takes 1 from the leases held by its limiter.
+// and is not a Reset, adds its Taken and Cost units. A Release that gave
+// its lease's units back (see freesLease) takes 1 from the leases held by
+// its limiter.
 func (h *Hooks) Adjusted(ev ratelimit.AdjustEvent) {
+	if h.off() {
+		return
+	}
 	m := h.m
 	op := ev.Op.String()
-	if releasesLease(ev) {
+	if freesLease(ev) {
 		m.leases.WithLabelValues(ev.Limiter).Dec()
 	}
 	if ev.Err != nil {
@@ -29,11 +31,13 @@ func (h *Hooks) Adjusted(ev ratelimit.AdjustEvent) {
 	m.adjustUnits.WithLabelValues(ev.Limiter, op, "cost").Add(float64(max(ev.Cost, 0)))
 }
 
-// releasesLease reports whether ev ends a lease this process held: a
-// Release of a lease that held units, whether or not its limiter still
-// held it and whether or not the limiter could be reached (the lease then
-// ends by its TTL). A Release refused as the caller's mistake
-// (ratelimit.ErrCaller) ends nothing.
-func releasesLease(ev ratelimit.AdjustEvent) bool {
-	return ev.Op == ratelimit.AdjustRelease && ev.Taken > 0 && !errors.Is(ev.Err, ratelimit.ErrCaller)
+// freesLease reports whether ev is a Release that gave a lease's units
+// back to its key: its limiter still held the lease (Result.Allowed, see
+// ratelimit.AdjustRelease) and it returned no error. A second Release of
+// the same lease, a Release after the lease expired or its key was Reset,
+// and a Release that failed free nothing, so the leases held count each
+// lease once, on the Release that ended it; a lease that expired is
+// never taken off (see the package documentation).
+func freesLease(ev ratelimit.AdjustEvent) bool {
+	return ev.Op == ratelimit.AdjustRelease && ev.Taken > 0 && ev.Err == nil && ev.Result.Allowed
 }

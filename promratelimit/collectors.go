@@ -32,7 +32,7 @@ func newCollectors(cfg config) *collectors {
 	}
 	return &collectors{
 		decisions: counter(DecisionsName,
-			"Rate-limit decisions, by limiter, who answered (source: backend, fallback, fail_open, fail_closed, deny_cache, shadow) and outcome (allowed, denied, error).",
+			"Rate-limit decisions, by limiter, who answered (source: backend, fallback, fail_open, fail_closed, deny_cache, shadow) and outcome (allowed, denied, rejected for the request's own mistake, error for any other error).",
 			"limiter", "source", "outcome"),
 		units: counter(DecisionUnitsName,
 			"Units the decisions were asked for (their cost), by limiter and outcome.",
@@ -59,10 +59,10 @@ func newCollectors(cfg config) *collectors {
 			"Circuit breaker state changes, by breaker and the state changed to.",
 			"breaker", "to"),
 		leases: gauge(LeasesHeldName,
-			"Leases of concurrency limiters acquired and not yet released, by limiter.",
+			"Leases of concurrency limiters acquired and not yet given back by a Release, by limiter: a lease that expired without one stays counted.",
 			"limiter"),
 		requests: counter(RequestsName,
-			"Requests a middleware decided on, by route, policy and outcome (allowed, denied, error).",
+			"Requests a middleware decided on, by route, policy and outcome (allowed, denied, rejected for the request's own mistake, error for any other error).",
 			"route", "policy", "outcome"),
 		routes: routeSet{max: cfg.maxRoutes, seen: map[string]struct{}{}},
 	}

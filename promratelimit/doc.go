@@ -25,7 +25,7 @@
 //	ratelimit_adjustment_units_total     counter    limiter, op, units          the units of the adjustments that succeeded
 //	ratelimit_breakers                   gauge      breaker, state              the circuit breakers open or half-open
 //	ratelimit_breaker_transitions_total  counter    breaker, to                 the breakers' state changes
-//	ratelimit_leases_held                gauge      limiter                     the leases acquired and not yet released
+//	ratelimit_leases_held                gauge      limiter                     the leases acquired and not yet given back by a Release (see below)
 //	ratelimit_requests_total             counter    route, policy, outcome      the requests a middleware decided on (Observe)
 //
 // The labels and their values:
@@ -40,10 +40,22 @@
 //     remembered denial: Redis calls saved), "shadow" (a denial a Shadow
 //     let through). The backend's latency is the duration of source
 //     "backend" of a Redis limiter.
-//   - outcome: "allowed", "denied" or "error" on decisions and requests; a
-//     denial a Shadow let through is "denied", what the enforced limit
-//     would have answered, and its RetryAfter the enforced one. "ok" or
-//     "error" on adjustments.
+//   - outcome: "allowed", "denied", "rejected" or "error" on decisions and
+//     requests. "rejected" is an error that is the request's own mistake,
+//     which httplimit answers 401, 400 or 413 (grpclimit Unauthenticated,
+//     InvalidArgument, or ResourceExhausted without a retry): a missing or
+//     malformed credential (httplimit.ErrMissingCredential,
+//     ErrMalformedCredential), a request that cannot be rate-limited as
+//     sent (httplimit.ErrInvalidRequest), a bad cost
+//     (ratelimit.ErrInvalidCost), a cost above the limit
+//     (ratelimit.ErrCostExceedsLimit), a key the limiter refuses
+//     (ratelimit.ErrInvalidKey). "error" is any other: the backend failing,
+//     and the server's own mistakes (a limiter never built, a PolicyFunc
+//     that failed, a KeyFunc's error of no client class), so that an alert
+//     on outcome="error" does not fire on clients sending bad requests.
+//     Both count in ratelimit_errors_total. A denial a Shadow let through
+//     is "denied", what the enforced limit would have answered, and its
+//     RetryAfter the enforced one. "ok" or "error" on adjustments.
 //   - op: "decide" (Allow, Decide, Acquire) on errors, and the
 //     adjustment's call, ratelimit.AdjustOp's String: "settle", "refund",
 //     "reset", "release", "extend".
@@ -68,6 +80,17 @@
 //     the others as OtherRoute. policy: the name of the policy that bound
 //     the request's Decision ("default" for a limiter of one policy, a
 //     plan's name for a per-key policy that names one), NoPolicy for none.
+//
+// The gauge ratelimit_leases_held adds 1 for each lease a concurrency
+// limiter grants, and takes 1 off on the Release that gives its units
+// back (a ratelimit.AdjustRelease whose Result.Allowed is true). A second
+// Release of the same lease, a Release that failed, and one that came
+// after the lease expired or its key was Reset take nothing off, so a
+// double release does not make it drift. But a lease that expires (its
+// holder never released it, or released it too late) stays counted for
+// the life of the process: the limiter, not the process, knows when a
+// lease expires. A gauge that keeps rising counts leases leaked or held
+// past their TTL, besides those held now.
 //
 // Keys (user ids, API keys, IPs) are never a label: they are unbounded and
 // would make a series each, and may be secrets. The Hooks tells the

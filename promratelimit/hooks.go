@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/httplimit"
 )
 
 // DurationBuckets are the default bucket boundaries of
@@ -105,6 +106,12 @@ func checkBuckets(b []float64) error {
 // none to it. A Hooks is safe for concurrent use. Create one with
 // NewHooks; Breaker returns one that shares its metrics under another
 // breaker label.
+//
+// A nil *Hooks and the zero Hooks, which no constructor returns, have no
+// metrics: every method does nothing, Breaker returns another Hooks that
+// records nothing, and HTTPObserver and GRPCObserver return observers
+// that record nothing. They never panic, so a Hooks{} given to
+// ratelimit.WithHooks by mistake loses the metrics, not the requests.
 type Hooks struct {
 	m *collectors
 	// breaker is the breaker label of BreakerChanged.
@@ -179,14 +186,24 @@ func NewHooks(reg prometheus.Registerer, opts ...Option) (*Hooks, error) {
 // until it opens (those of DefaultBreaker, from its first change only, as
 // a Hooks that no Guard reports to has no breaker). Decisions keep the
 // limiter label they report. An empty name is an error.
+//
+// On a nil or zero Hooks, Breaker returns a zero Hooks, which records
+// nothing.
 func (h *Hooks) Breaker(name string) (*Hooks, error) {
 	if name == "" {
 		return nil, errors.New("promratelimit: Breaker: empty name")
+	}
+	if h.off() {
+		return &Hooks{breaker: name}, nil
 	}
 	b := &Hooks{m: h.m, breaker: name}
 	b.initBreaker()
 	return b, nil
 }
+
+// off reports whether h has no metrics to record to: a nil or zero Hooks,
+// whose methods do nothing.
+func (h *Hooks) off() bool { return h == nil || h.m == nil }
 
 // initBreaker makes h's breaker series exist at 0, so that a scrape shows
 // them before the breaker opens.
@@ -202,14 +219,22 @@ func (*Hooks) IgnoresKeys() {}
 
 // Decided counts ev by limiter, source and outcome, adds its cost to the
 // units of its outcome, records its latency (a negative one as 0), the
-// RetryAfter of a denial, and the class of an error. An ev whose Lease is
+// RetryAfter of a denial, and the type of an error. An ev whose Lease is
 // held (an Acquire that granted a lease) adds 1 to the leases held by its
 // limiter.
+//
+// An error that is the request's own mistake (see the outcome label in
+// the package documentation: a bad cost, a cost above the limit, a key
+// the limiter refuses) counts as outcome "rejected", any other as
+// "error"; both count in ratelimit_errors_total.
 //
 // A denial a Shadow let through (WouldDeny, Source FromShadow) counts as
 // denied, what the enforced limit would have answered, with the enforced
 // denial's RetryAfter, although the caller got an allowed Result.
 func (h *Hooks) Decided(ev ratelimit.Event) {
+	if h.off() {
+		return
+	}
 	m := h.m
 	out := outcomeOf(ev.Decision, ev.Err)
 	source := ev.Source.String()
@@ -221,7 +246,7 @@ func (h *Hooks) Decided(ev ratelimit.Event) {
 	switch out {
 	case outcomeDenied:
 		m.retryAfter.WithLabelValues(ev.Limiter).Observe(seconds(ev.Enforced.RetryAfter))
-	case outcomeError:
+	case outcomeError, outcomeRejected:
 		m.errs.WithLabelValues(ev.Limiter, opDecide, errorType(ev.Err)).Inc()
 	}
 	if ev.Lease.Held() {
@@ -232,6 +257,9 @@ func (h *Hooks) Decided(ev ratelimit.Event) {
 // BreakerChanged moves a breaker from one state to the other in
 // ratelimit_breakers and counts the change.
 func (h *Hooks) BreakerChanged(from, to ratelimit.BreakerState) {
+	if h.off() {
+		return
+	}
 	if from != ratelimit.BreakerClosed {
 		h.m.breakers.WithLabelValues(h.breaker, from.String()).Dec()
 	}
@@ -246,18 +274,41 @@ const (
 	outcomeAllowed = "allowed"
 	outcomeDenied  = "denied"
 	outcomeError   = "error"
+	// outcomeRejected is an error that is the request's own mistake (see
+	// rejected).
+	outcomeRejected = "rejected"
 )
 
 // outcomeOf returns the outcome label of a call that decided d and
 // returned err.
 func outcomeOf(d ratelimit.Decision, err error) string {
 	switch {
+	case err != nil && rejected(err):
+		return outcomeRejected
 	case err != nil:
 		return outcomeError
 	case d.Allowed && !d.WouldDeny:
 		return outcomeAllowed
 	}
 	return outcomeDenied
+}
+
+// rejected reports whether err is the request's own mistake, one that
+// httplimit answers 401, 400 or 413 and grpclimit Unauthenticated,
+// InvalidArgument or ResourceExhausted without a retry: a missing or
+// malformed credential, a request httplimit cannot rate-limit as sent, a
+// bad cost, a cost above the limit, or a key the limiter refuses. The
+// other errors of class ratelimit.ErrCaller are not: a limiter never built
+// (ErrInvalidConfig), a PolicyFunc that failed (ErrPolicy, perhaps its
+// store down), keys one store cannot serve together (ErrKeysApart) are
+// the server's, and fail every request alike.
+func rejected(err error) bool {
+	return errors.Is(err, ratelimit.ErrCostExceedsLimit) ||
+		errors.Is(err, ratelimit.ErrInvalidCost) ||
+		errors.Is(err, ratelimit.ErrInvalidKey) ||
+		errors.Is(err, httplimit.ErrMissingCredential) ||
+		errors.Is(err, httplimit.ErrMalformedCredential) ||
+		errors.Is(err, httplimit.ErrInvalidRequest)
 }
 
 // seconds is d in seconds, 0 for a negative d.

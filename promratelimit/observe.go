@@ -15,12 +15,17 @@ const NoPolicy = "none"
 // route's pattern. It adds 1 to ratelimit_requests_total with route, the
 // name of the policy that bound d (its Policy.Name: "default" for a
 // limiter of one policy, a plan's name for a per-key policy that names
-// one, NoPolicy for none) and the outcome ("allowed", "denied" or
-// "error"; a denial a Shadow let through is "denied"). The Hooks keeps
+// one, NoPolicy for none) and the outcome ("allowed", "denied",
+// "rejected" for an error that is the request's own mistake, answered
+// 401, 400 or 413, or "error" for any other; a denial a Shadow let
+// through is "denied"). The Hooks keeps
 // the first WithMaxRoutes distinct routes apart and counts the others
 // under OtherRoute. Observe is for an adapter of a middleware's observer;
 // the limiters' own reports go to Decided.
 func (h *Hooks) Observe(route string, d ratelimit.Decision, err error) {
+	if h.off() {
+		return
+	}
 	policy := d.Policy.Name
 	if policy == "" {
 		policy = NoPolicy

@@ -25,6 +25,9 @@ func Pattern(r *http.Request) string { return r.Pattern }
 //		httplimit.WithObserver(hooks.HTTPObserver(nil)))
 //	mux.Handle("GET /search", mw.Handler(search))
 func (h *Hooks) HTTPObserver(route func(*http.Request) string) func(*http.Request, ratelimit.Decision, error) {
+	if h.off() {
+		return func(*http.Request, ratelimit.Decision, error) {}
+	}
 	if route == nil {
 		route = Pattern
 	}
@@ -40,6 +43,9 @@ func (h *Hooks) HTTPObserver(route func(*http.Request) string) func(*http.Reques
 // registered to its interceptors, so the routes are bounded by its
 // services.
 func (h *Hooks) GRPCObserver() func(ctx context.Context, fullMethod string, d ratelimit.Decision, err error) {
+	if h.off() {
+		return func(context.Context, string, ratelimit.Decision, error) {}
+	}
 	return func(_ context.Context, fullMethod string, d ratelimit.Decision, err error) {
 		h.Observe(fullMethod, d, err)
 	}

@@ -43,11 +43,11 @@ func TestTheHTTPObserverCountsEachRequestUnderItsMuxPattern(t *testing.T) {
 	mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/upload", nil))
 
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP ratelimit_requests_total Requests a middleware decided on, by route, policy and outcome (allowed, denied, error).
+# HELP ratelimit_requests_total Requests a middleware decided on, by route, policy and outcome (allowed, denied, rejected for the request's own mistake, error for any other error).
 # TYPE ratelimit_requests_total counter
 ratelimit_requests_total{outcome="allowed",policy="pro",route="GET /search"} 2
 ratelimit_requests_total{outcome="denied",policy="free",route="GET /users/{id}"} 3
-ratelimit_requests_total{outcome="error",policy="none",route="POST /upload"} 1
+ratelimit_requests_total{outcome="rejected",policy="none",route="POST /upload"} 1
 `), promratelimit.RequestsName))
 }
 
@@ -62,7 +62,7 @@ func TestTheHTTPObserverTakesTheCallersRoute(t *testing.T) {
 	observe(r, ratelimit.Decision{Result: ratelimit.Result{Allowed: true}}, nil)
 
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP ratelimit_requests_total Requests a middleware decided on, by route, policy and outcome (allowed, denied, error).
+# HELP ratelimit_requests_total Requests a middleware decided on, by route, policy and outcome (allowed, denied, rejected for the request's own mistake, error for any other error).
 # TYPE ratelimit_requests_total counter
 ratelimit_requests_total{outcome="allowed",policy="none",route="gold"} 1
 `), promratelimit.RequestsName))
@@ -76,7 +76,7 @@ func TestTheGRPCObserverCountsEachCallUnderItsMethod(t *testing.T) {
 	observe(context.Background(), "/shop.Orders/Create", ratelimit.Decision{Policy: ratelimit.NamedPolicy{Name: "default"}}, nil)
 
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP ratelimit_requests_total Requests a middleware decided on, by route, policy and outcome (allowed, denied, error).
+# HELP ratelimit_requests_total Requests a middleware decided on, by route, policy and outcome (allowed, denied, rejected for the request's own mistake, error for any other error).
 # TYPE ratelimit_requests_total counter
 ratelimit_requests_total{outcome="denied",policy="default",route="/shop.Orders/Create"} 1
 `), promratelimit.RequestsName))

@@ -160,7 +160,7 @@ func TestRoutesPastTheMaximumAreCountedAsOther(t *testing.T) {
 	h.Observe("/b", ratelimit.Decision{Source: ratelimit.FromShadow, WouldDeny: true, Result: ratelimit.Result{Allowed: true}}, nil)
 
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP ratelimit_requests_total Requests a middleware decided on, by route, policy and outcome (allowed, denied, error).
+# HELP ratelimit_requests_total Requests a middleware decided on, by route, policy and outcome (allowed, denied, rejected for the request's own mistake, error for any other error).
 # TYPE ratelimit_requests_total counter
 ratelimit_requests_total{outcome="allowed",policy="pro",route="/a"} 2
 ratelimit_requests_total{outcome="allowed",policy="pro",route="/b"} 1

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/promratelimit"
 	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
@@ -134,6 +135,13 @@ func TestAScrapeShowsTheDocumentedSeriesAfterAKnownSequenceOfDecisions(t *testin
 	hooks.Observe("/jobs", d, nil)
 	require.NoError(t, lease.Release(ctx))
 
+	// Two requests a middleware answered on an error: one without its
+	// credential (401), the client's mistake, and one the backend failed
+	// (503).
+	hooks.Observe("/search", ratelimit.Decision{}, fmt.Errorf("%w: no Bearer credential", httplimit.ErrMissingCredential))
+	_, err = down{}.Allow(ctx, "user:6", 1)
+	hooks.Observe("/orders", ratelimit.Decision{}, err)
+
 	assertDocumented(t, reg)
 	samples, buckets := scrape(t, reg)
 	assert.Equal(t, []string{
@@ -161,7 +169,7 @@ func TestAScrapeShowsTheDocumentedSeriesAfterAKnownSequenceOfDecisions(t *testin
 		`ratelimit_decision_duration_seconds_count{limiter="orders",source="fail_open"} 3`,
 		`ratelimit_decision_units_total{limiter="api",outcome="allowed"} 4`,
 		`ratelimit_decision_units_total{limiter="api",outcome="denied"} 1`,
-		`ratelimit_decision_units_total{limiter="api",outcome="error"} 3`,
+		`ratelimit_decision_units_total{limiter="api",outcome="rejected"} 3`,
 		`ratelimit_decision_units_total{limiter="beta",outcome="allowed"} 1`,
 		`ratelimit_decision_units_total{limiter="beta",outcome="denied"} 1`,
 		`ratelimit_decision_units_total{limiter="jobs",outcome="allowed"} 1`,
@@ -169,7 +177,7 @@ func TestAScrapeShowsTheDocumentedSeriesAfterAKnownSequenceOfDecisions(t *testin
 		`ratelimit_decision_units_total{limiter="orders",outcome="allowed"} 3`,
 		`ratelimit_decisions_total{limiter="api",outcome="allowed",source="backend"} 3`,
 		`ratelimit_decisions_total{limiter="api",outcome="denied",source="backend"} 1`,
-		`ratelimit_decisions_total{limiter="api",outcome="error",source="backend"} 1`,
+		`ratelimit_decisions_total{limiter="api",outcome="rejected",source="backend"} 1`,
 		`ratelimit_decisions_total{limiter="beta",outcome="allowed",source="backend"} 1`,
 		`ratelimit_decisions_total{limiter="beta",outcome="denied",source="shadow"} 1`,
 		`ratelimit_decisions_total{limiter="jobs",outcome="allowed",source="backend"} 1`,
@@ -180,6 +188,8 @@ func TestAScrapeShowsTheDocumentedSeriesAfterAKnownSequenceOfDecisions(t *testin
 		`ratelimit_requests_total{outcome="allowed",policy="default",route="/search"} 1`,
 		`ratelimit_requests_total{outcome="allowed",policy="none",route="/orders"} 3`,
 		`ratelimit_requests_total{outcome="denied",policy="default",route="/jobs"} 1`,
+		`ratelimit_requests_total{outcome="error",policy="none",route="/orders"} 1`,
+		`ratelimit_requests_total{outcome="rejected",policy="none",route="/search"} 1`,
 		`ratelimit_retry_after_seconds_sum{limiter="api"} 0.5`,
 		`ratelimit_retry_after_seconds_count{limiter="api"} 1`,
 		`ratelimit_retry_after_seconds_sum{limiter="beta"} 60`,
