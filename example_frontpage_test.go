@@ -47,7 +47,7 @@ func ExampleWait_worker() {
 	limiter := ratelimit.Must(ratelimit.NewTokenBucket(ratelimit.PerSecond(5), 1)) // at most 5 a second, no burst
 	for _, job := range jobs {
 		if _, err := ratelimit.Wait(ctx, limiter, "partner-api", 1, ratelimit.WithoutJitter()); err != nil {
-			log.Fatal(err) // ctx ended, or its deadline comes before the wait would end
+			log.Fatal(err) // the limiter failed, or ctx ends before the wait would
 		}
 		call(job)
 	}

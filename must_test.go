@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMustReturnsTheValueWithoutAnError(t *testing.T) {
@@ -13,7 +14,7 @@ func TestMustReturnsTheValueWithoutAnError(t *testing.T) {
 
 func TestMustPanicsWithTheConstructorsError(t *testing.T) {
 	_, err := NewTokenBucket(PerSecond(5), 0)
-	assert.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorIs(t, err, ErrInvalidConfig)
 	assert.PanicsWithError(t, err.Error(), func() { Must(NewTokenBucket(PerSecond(5), 0)) })
 	assert.PanicsWithValue(t, errors.ErrUnsupported, func() { Must(0, errors.ErrUnsupported) })
 }

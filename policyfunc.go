@@ -16,11 +16,11 @@ import (
 //			return plans[planOf(key)], nil // the zero Policy: the limiter's own
 //		}))
 //
-// The constructor's numbers are the Policy of a key f gives the zero
-// Policy. A Policy{Limit: L, Window: W} means what the constructor's two
-// numbers mean (a token bucket: L tokens refilling one every W/L; a
-// calendar window: the period whose nominal length is W, in the zone
-// Policy.Zone names). f runs on every call: it must be fast, safe for
+// A key f gives the zero Policy has the limiter's own, which its Policy
+// method reports. A Policy{Limit: L, Window: W} means L per W: for a token
+// bucket, a burst of L refilling one every W/L (NewTokenBucket(Per(L, W),
+// L)); for a calendar window, L per the period whose nominal length is W,
+// in the zone Policy.Zone names. f runs on every call: it must be fast, safe for
 // concurrent use, and must not panic.
 //
 // A key whose policy changes keeps what it has used: raised from 10 to 100

@@ -51,8 +51,9 @@ type RedisTokenBucket struct {
 // WithKeysShown, WithHooks and WithName; by default the key prefix is
 // DefaultKeyPrefix + "tb:<burst>:<interval>:" (see KeyPrefix). It returns an
 // error wrapping ErrInvalidConfig for a nil client, an invalid rate (see
-// Rate), a rate faster than one token a microsecond, a burst <= 0 or above
-// 2^52, a fill time beyond 2^52 µs, or a nil or invalid option or WithClock.
+// Rate), a rate faster than one token a microsecond or so slow that one
+// token overflows the clock, a burst <= 0 or above 2^52, a fill time beyond
+// 2^52 µs, or a nil or invalid option or WithClock.
 // The time per token is rate's period over its units, rounded to the
 // nearest microsecond.
 func NewRedisTokenBucket(client redis.Scripter, rate Rate, burst int, opts ...RedisOption) (*RedisTokenBucket, error) {
