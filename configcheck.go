@@ -59,13 +59,19 @@ func periodInterval(kind string, limit int, period, unit time.Duration) (int64, 
 	if int64(period)/int64(unit) < int64(limit) {
 		return 0, fmt.Errorf("%w: %s: period %v / limit %d is under one clock unit (%v) per request", ErrInvalidConfig, kind, period, limit, unit)
 	}
-	// period/(limit·unit) rounded to nearest, halves up; limit·unit <= period.
-	d := int64(limit) * int64(unit)
-	interval, rem := int64(period)/d, int64(period)%d
-	if rem >= d-rem {
+	return perUnit(period, int64(limit), unit), nil
+}
+
+// perUnit returns d/(n·unit), the time per unit of n units every d, in
+// whole clock units of unit, rounded to nearest, halves up. The caller has
+// checked that n > 0 and n·unit <= d, so nothing overflows.
+func perUnit(d time.Duration, n int64, unit time.Duration) int64 {
+	den := n * int64(unit)
+	interval, rem := int64(d)/den, int64(d)%den
+	if rem >= den-rem {
 		interval++
 	}
-	return interval, nil
+	return interval
 }
 
 // checkWindow rejects a limit or window <= 0.

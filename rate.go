@@ -130,12 +130,7 @@ func (r Rate) interval(kind string, unit time.Duration) (int64, error) {
 	case int64(r.d)/int64(unit) < int64(r.n):
 		return 0, fmt.Errorf("%w: %s: rate %v gives less than one clock unit (%v) per token", ErrInvalidConfig, kind, r, unit)
 	}
-	// d/(n·unit) rounded to nearest, halves up; n·unit <= d cannot overflow.
-	den := int64(r.n) * int64(unit)
-	interval, rem := int64(r.d)/den, int64(r.d)%den
-	if rem >= den-rem {
-		interval++
-	}
+	interval := perUnit(r.d, int64(r.n), unit)
 	if interval > maxSpan {
 		return 0, fmt.Errorf("%w: %s: rate %v is so slow that one token overflows the clock", ErrInvalidConfig, kind, r)
 	}
