@@ -8,7 +8,7 @@ import (
 // then its error_type in ratelimit_errors_total), and, when it succeeded
 // and is not a Reset, adds its Taken and Cost units. A Release that gave
 // its lease's units back (see freesLease) takes 1 from the leases held by
-// its limiter.
+// its limiter; one that gave nothing back adds no units.
 func (h *Hooks) Adjusted(ev ratelimit.AdjustEvent) {
 	if h.off() {
 		return
@@ -27,7 +27,11 @@ func (h *Hooks) Adjusted(ev ratelimit.AdjustEvent) {
 	if ev.Op == ratelimit.AdjustReset {
 		return
 	}
-	m.adjustUnits.WithLabelValues(ev.Limiter, op, "taken").Add(float64(max(ev.Taken, 0)))
+	taken := max(ev.Taken, 0)
+	if ev.Op == ratelimit.AdjustRelease && !ev.Result.Allowed {
+		taken = 0 // a lease already released or expired: nothing came back
+	}
+	m.adjustUnits.WithLabelValues(ev.Limiter, op, "taken").Add(float64(taken))
 	m.adjustUnits.WithLabelValues(ev.Limiter, op, "cost").Add(float64(max(ev.Cost, 0)))
 }
 

@@ -66,9 +66,11 @@
 //     failed with "backend" or "deadline_exceeded" may or may not have
 //     been applied: retry it with the same ratelimit.WithToken token.
 //   - units: "taken", the units an adjustment replaced (a Refund's n, a
-//     Settle's taken, a Release's lease units), and "cost", those it
-//     charged instead (a Settle's cost; 0 for a Refund and a Release).
-//     "taken" minus "cost" is the units given back. A Reset counts none.
+//     Settle's taken, the lease's units of a Release that gave them back,
+//     0 for one that found the lease released or expired), and "cost",
+//     those it charged instead (a Settle's cost; 0 for a Refund and a
+//     Release). "taken" minus "cost" is the units given back. A Reset
+//     counts none.
 //   - breaker: DefaultBreaker, or the name given to Breaker. state: "open"
 //     or "half_open" (closed breakers are not counted: a Hooks does not
 //     know a Guard until it reports a change); to: the state changed to,

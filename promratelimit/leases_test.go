@@ -42,6 +42,13 @@ func TestReleasingALeaseTwiceTakesItOffTheLeasesHeldOnce(t *testing.T) {
 
 	require.NoError(t, second.Release(ctx))
 	assert.NoError(t, testutil.GatherAndCompare(reg, leasesHeld("0"), promratelimit.LeasesHeldName))
+	// Three releases, two units given back.
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP ratelimit_adjustment_units_total Units of the adjustments that succeeded, by limiter, op and units: taken (those they replaced) and cost (those they charged instead).
+# TYPE ratelimit_adjustment_units_total counter
+ratelimit_adjustment_units_total{limiter="jobs",op="release",units="cost"} 0
+ratelimit_adjustment_units_total{limiter="jobs",op="release",units="taken"} 2
+`), promratelimit.AdjustmentUnitsName))
 }
 
 func TestALeaseReleasedAfterItExpiredStaysCountedAsHeld(t *testing.T) {
