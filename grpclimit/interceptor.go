@@ -354,10 +354,13 @@ func keyStatus(err error) error {
 	case keyclass.Unauthenticated:
 		return status.Error(codes.Unauthenticated, "grpclimit: the call carries no credential to key its rate limit by")
 	case keyclass.Invalid:
-		if errors.Is(err, ratelimit.ErrInvalidCost) {
+		switch {
+		case errors.Is(err, ratelimit.ErrInvalidCost):
 			return status.Error(codes.InvalidArgument, "grpclimit: the call's cost is not valid")
+		case errors.Is(err, ErrMalformedCredential):
+			return status.Error(codes.InvalidArgument, "grpclimit: the call's credential is malformed")
 		}
-		return status.Error(codes.InvalidArgument, "grpclimit: the call's credential is malformed")
+		return status.Error(codes.InvalidArgument, "grpclimit: the call's rate-limit key is not valid")
 	}
 	return status.Error(codes.Internal, "grpclimit: the call's rate-limit key or cost could not be found")
 }

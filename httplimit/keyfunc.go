@@ -41,7 +41,9 @@ var ErrInvalidRequest = errors.New("httplimit: the request cannot be rate-limite
 // The KeyFunc is safe for concurrent use and does not allocate. Only key by
 // a header the client cannot forge, or one whose value is a
 // credential checked before the limit (an API key), since each new value is
-// a fresh limit.
+// a fresh limit. The key is the value as sent: a Redis limiter keeps it in
+// its keys' names, where whoever can list keys reads it, so key a
+// credential by KeyByBearer, or by a KeyFunc of your own that hashes it.
 func KeyByHeader(name string) KeyFunc {
 	canonical := textproto.CanonicalMIMEHeaderKey(name)
 	if !isToken(name) {
