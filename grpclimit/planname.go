@@ -32,15 +32,7 @@ func WithPlanName(plan func(key string) (name string, ok bool)) Option {
 // name names d's one policy after key's plan, when WithPlanName gives
 // one.
 func (i *Interceptor) name(d *ratelimit.Decision, key string) {
-	if i.planName == nil || len(d.Policies) != 1 {
-		return
+	if policies, ok := ratefields.Planned(d.Policies, i.planName, key); ok {
+		d.Policies, d.Policy = policies, policies[0]
 	}
-	name, ok := i.planName(key)
-	if !ok || name == "" || ratefields.BadByte(name) >= 0 {
-		return
-	}
-	p := d.Policies[0]
-	p.Name = name
-	d.Policies = []ratelimit.NamedPolicy{p}
-	d.Policy = p
 }

@@ -42,14 +42,5 @@ func WithPlanName(plan func(key string) (name string, ok bool)) Option {
 // key's plan (a new slice), and true; or policies and false when there
 // is no such plan (or no WithPlanName).
 func (m *Middleware) planned(policies []ratelimit.NamedPolicy, key string) ([]ratelimit.NamedPolicy, bool) {
-	if m.planName == nil || len(policies) != 1 {
-		return policies, false
-	}
-	name, ok := m.planName(key)
-	if !ok || name == "" || ratefields.BadByte(name) >= 0 {
-		return policies, false
-	}
-	p := policies[0]
-	p.Name = name
-	return []ratelimit.NamedPolicy{p}, true
+	return ratefields.Planned(policies, m.planName, key)
 }

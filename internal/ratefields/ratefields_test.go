@@ -268,3 +268,23 @@ func TestClientAddressesAreKeyedAsIPv4OrByTheirIPv6Prefix(t *testing.T) {
 		assert.Equal(t, tt.want, ratefields.AddrKey(ratefields.Normalize(a), tt.bits), tt.what)
 	}
 }
+
+func TestPlannedNamesTheOnePolicyAfterItsKeysPlanWhenTheNameCanBeSent(t *testing.T) {
+	one := []ratelimit.NamedPolicy{{Name: "default", Policy: ratelimit.Policy{Limit: 10, Window: time.Minute}}}
+	plans := map[string]string{"bob": "pro", "eve": "", "mallory": "pro\n"}
+	plan := func(key string) (string, bool) { p, ok := plans[key]; return p, ok }
+
+	named, ok := ratefields.Planned(one, plan, "bob")
+	assert.True(t, ok)
+	assert.Equal(t, "pro", named[0].Name)
+	assert.Equal(t, "default", one[0].Name, "the Decision's own slice is not written")
+	for _, key := range []string{"carol", "eve", "mallory"} {
+		kept, ok := ratefields.Planned(one, plan, key)
+		assert.False(t, ok, key)
+		assert.Equal(t, one, kept, key)
+	}
+	_, ok = ratefields.Planned(one, nil, "bob")
+	assert.False(t, ok)
+	_, ok = ratefields.Planned(append(one, one[0]), plan, "bob")
+	assert.False(t, ok, "a limiter of several policies")
+}
