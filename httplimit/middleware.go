@@ -110,13 +110,14 @@ func NewMiddleware(l ratelimit.Limiter, key KeyFunc, opts ...Option) (*Middlewar
 	return newMiddleware(l, key, false, opts)
 }
 
-// newMiddleware is NewMiddleware, and PerIP's when perIP is true, which
-// takes WithTrustedProxies.
+// newMiddleware is NewMiddleware, and PerIP's when perIP is true: then it
+// takes WithTrustedProxies and keys by the client's address past them, in
+// place of key.
 func newMiddleware(l ratelimit.Limiter, key KeyFunc, perIP bool, opts []Option) (*Middleware, error) {
 	if isNil(l) {
 		return nil, fmt.Errorf("%w: httplimit: nil limiter", ratelimit.ErrInvalidConfig)
 	}
-	if key == nil {
+	if key == nil && !perIP {
 		return nil, fmt.Errorf("%w: httplimit: nil KeyFunc", ratelimit.ErrInvalidConfig)
 	}
 	s := settings{policyName: defaultPolicyName, closedRetry: defaultClosedRetry, adjustWait: DefaultAdjustTimeout}
@@ -130,6 +131,9 @@ func newMiddleware(l ratelimit.Limiter, key KeyFunc, perIP bool, opts []Option) 
 	}
 	if s.trustedSet && !perIP {
 		return nil, fmt.Errorf("%w: httplimit: WithTrustedProxies is PerIP's; with NewMiddleware, name the proxies in KeyByIP's IPConfig", ratelimit.ErrInvalidConfig)
+	}
+	if perIP {
+		key = perIPKey(s.trusted)
 	}
 	m := &Middleware{
 		limiter:       l,

@@ -32,23 +32,19 @@ func PerIP(l ratelimit.Limiter, next http.Handler, opts ...Option) (http.Handler
 	if isNil(next) {
 		return nil, fmt.Errorf("%w: httplimit: PerIP: nil next handler", ratelimit.ErrInvalidConfig)
 	}
-	// The options are read once here for the proxies, and again by
-	// newMiddleware: an Option only sets what it is given.
-	var s settings
-	for _, opt := range opts {
-		if opt != nil {
-			if err := opt(&s); err != nil {
-				return nil, err
-			}
-		}
-	}
-	bits, _ := ratefields.IPv6Bits(0)
-	k := &ipKeyer{trusted: s.trusted, v6Bits: bits, header: XForwardedFor}
-	m, err := newMiddleware(l, k.key, true, opts)
+	m, err := newMiddleware(l, nil, true, opts)
 	if err != nil {
 		return nil, err
 	}
 	return m.Handler(next), nil
+}
+
+// perIPKey returns PerIP's KeyFunc: the client's address, read from
+// X-Forwarded-For past the trusted proxies, IPv6 clients by their /64.
+func perIPKey(trusted []netip.Prefix) KeyFunc {
+	bits, _ := ratefields.IPv6Bits(0)
+	k := &ipKeyer{trusted: trusted, v6Bits: bits, header: XForwardedFor}
+	return k.key
 }
 
 // WithTrustedProxies names the proxies PerIP believes: prefixes such as
