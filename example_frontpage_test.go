@@ -34,10 +34,12 @@ func ExampleTokenBucket_Allow() {
 	// true 9
 }
 
-// The README's worker: a loop that calls a partner's API at most 5 times a
-// second, waiting before each call as long as the limiter says, exactly
-// (WithoutJitter: one worker has no one to spread out from).
-func ExampleWait_worker() {
+// A worker (the README's) calls a partner's API at most 5 times a second,
+// one call at a time, waiting before each call as long as the limiter
+// says. WithoutJitter makes it sleep exactly that long, so that it gets the
+// whole rate (one worker has no one to spread out from): three calls take
+// 400 ms, with Wait's default jitter up to 440 ms.
+func ExampleWithoutJitter() {
 	ctx := context.Background()
 	jobs := []string{"a", "b", "c"}
 	call := func(job string) { fmt.Println("called for", job) }
