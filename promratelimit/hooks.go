@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/internal/keyclass"
 )
 
 // DurationBuckets are the default bucket boundaries of
@@ -302,13 +303,11 @@ func outcomeOf(d ratelimit.Decision, err error) string {
 // (ErrInvalidConfig), a PolicyFunc that failed (ErrPolicy, perhaps its
 // store down), keys one store cannot serve together (ErrKeysApart) are
 // the server's, and fail every request alike.
+// The classes are the ones httplimit and grpclimit answer by
+// (internal/keyclass), and a cost above the limit.
 func rejected(err error) bool {
 	return errors.Is(err, ratelimit.ErrCostExceedsLimit) ||
-		errors.Is(err, ratelimit.ErrInvalidCost) ||
-		errors.Is(err, ratelimit.ErrInvalidKey) ||
-		errors.Is(err, httplimit.ErrMissingCredential) ||
-		errors.Is(err, httplimit.ErrMalformedCredential) ||
-		errors.Is(err, httplimit.ErrInvalidRequest)
+		keyclass.Of(err, httplimit.ErrInvalidRequest) != keyclass.Server
 }
 
 // seconds is d in seconds, 0 for a negative d.
