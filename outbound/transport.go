@@ -1,0 +1,207 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// MaxRetries is the most a Transport's Retries may be.
+const MaxRetries = 10
+
+// Transport is an http.RoundTripper that sends each request through an
+// Upstream: it waits until the limiter allows the request's cost in its
+// partition and the partition is not paused (or fails at once, see
+// Config.MaxWait), sends it with Base, and learns from the answer. It
+// composes with any other RoundTripper: put it inside a retrying
+// transport to have each attempt limited, or outside a tracing one.
+//
+//	client := &http.Client{Transport: &outbound.Transport{Upstream: up}}
+//
+// A request that is not sent returns an error wrapping ErrLimited (see
+// Upstream.Admit), closing the request's body as a RoundTripper must. A
+// 429 is returned as the upstream sent it, after its lesson is kept;
+// with Retries, a request that can be sent again is, after the pause the
+// answer asks for (see Retries).
+//
+// Its fields must not change once it is in use; it is then safe for
+// concurrent use. A Transport whose Upstream is nil fails every request
+// with an error wrapping ratelimit.ErrInvalidConfig.
+type Transport struct {
+	// Upstream admits the requests and learns from their answers.
+	Upstream *Upstream
+	// Base sends the requests. nil: http.DefaultTransport.
+	Base http.RoundTripper
+	// Partition returns a request's partition, the limiter's key: the
+	// upstream's host, the credential it is sent with, its route. It
+	// must not be a secret, since Events show it: hash a credential
+	// first. An error fails the request, unsent. nil: ByHost.
+	Partition func(*http.Request) (string, error)
+	// Cost returns the units a request takes, such as an LLM call's
+	// estimated tokens; an error fails the request, unsent. nil: 1.
+	Cost func(*http.Request) (int, error)
+	// Settle, when not nil, reads the true cost of a request from its
+	// answer, and reports false when the answer does not tell it: the
+	// units taken are then settled at that cost (see Upstream.Settle).
+	// If it reads the body, it must put back one that reads the same.
+	// A settle that fails is reported to the Config's Observer
+	// (StoreFailed), and the response returned all the same.
+	Settle func(*http.Response) (cost int, ok bool)
+	// Retries is how many times a request the upstream refused (a 429,
+	// or a 503 with a Retry-After) is sent again, after the pause the
+	// answer set, and only when the wait fits Config.MaxWait and the
+	// request's deadline. Only a request that can be replayed is: of an
+	// idempotent method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or with
+	// an Idempotency-Key field, and with no body or one that GetBody
+	// gives again. 0: none; at most MaxRetries.
+	Retries int
+	// RetryAnyMethod lets Retries resend a request of any method (a POST
+	// without an Idempotency-Key), still only with a body GetBody gives
+	// again: for an upstream known to act on none of the calls it
+	// refuses.
+	RetryAnyMethod bool
+}
+
+// ByHost is the default partition of a Transport: the request's URL's
+// host, with its port if it has one.
+func ByHost(r *http.Request) (string, error) {
+	if r.URL == nil || r.URL.Host == "" {
+		return "", errors.New("outbound: the request's URL has no host")
+	}
+	return r.URL.Host, nil
+}
+
+// RoundTrip sends req within the Upstream's limits, as the type's
+// documentation says.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	u := t.Upstream
+	if u == nil || u.limiter == nil {
+		return nil, closeBody(req, errNilUpstream)
+	}
+	if t.Retries < 0 || t.Retries > MaxRetries {
+		return nil, closeBody(req, fmt.Errorf("%w: outbound: Transport.Retries is %d; it must be in [0, %d]", ratelimit.ErrInvalidConfig, t.Retries, MaxRetries))
+	}
+	partition, cost, err := t.callOf(req)
+	if err != nil {
+		return nil, closeBody(req, err)
+	}
+	ctx := req.Context()
+	var floor time.Duration
+	for attempt := 1; ; attempt++ {
+		p, err := u.admit(ctx, partition, cost, floor)
+		if err != nil {
+			return nil, closeBody(req, err)
+		}
+		resp, err := t.base().RoundTrip(req)
+		if err != nil {
+			return nil, err
+		}
+		l := u.Observe(ctx, p, Answer{Status: resp.StatusCode, Header: resp.Header, Now: u.now()})
+		if t.Settle != nil {
+			if c, ok := t.Settle(resp); ok {
+				if err := u.Settle(ctx, p, c); err != nil {
+					u.report(Event{Kind: StoreFailed, Partition: partition, Err: err})
+				}
+			}
+		}
+		if !l.Limited || attempt > t.Retries || !u.fits(ctx, l.Pause) {
+			return resp, nil
+		}
+		next, ok := t.replay(req)
+		if !ok {
+			return resp, nil
+		}
+		drain(resp.Body)
+		u.report(Event{Kind: Retried, Partition: partition, Status: resp.StatusCode, Attempt: attempt + 1})
+		req, floor = next, l.Pause
+	}
+}
+
+// callOf returns req's partition and cost.
+func (t *Transport) callOf(req *http.Request) (string, int, error) {
+	part := ByHost
+	if t.Partition != nil {
+		part = t.Partition
+	}
+	partition, err := part(req)
+	if err != nil {
+		return "", 0, fmt.Errorf("outbound: the request's partition: %w", err)
+	}
+	cost := 1
+	if t.Cost != nil {
+		if cost, err = t.Cost(req); err != nil {
+			return "", 0, fmt.Errorf("outbound: the request's cost: %w", err)
+		}
+	}
+	return partition, cost, nil
+}
+
+// base returns the RoundTripper that sends the requests.
+func (t *Transport) base() http.RoundTripper {
+	if t.Base != nil {
+		return t.Base
+	}
+	return http.DefaultTransport
+}
+
+// replay returns a copy of req to send again, and false when req cannot be
+// replayed (see Retries).
+func (t *Transport) replay(req *http.Request) (*http.Request, bool) {
+	if !t.RetryAnyMethod && !idempotent(req) {
+		return nil, false
+	}
+	next := req.Clone(req.Context())
+	if req.Body == nil || req.Body == http.NoBody {
+		return next, true
+	}
+	if req.GetBody == nil {
+		return nil, false
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, false
+	}
+	next.Body = body
+	return next, true
+}
+
+// idempotent reports whether req may be sent twice with the effect of
+// once: by its method (RFC 9110, section 9.2.2), or by an Idempotency-Key.
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != ""
+}
+
+// fits reports whether a wait of d from now fits MaxWait and ctx's
+// deadline.
+func (u *Upstream) fits(ctx context.Context, d time.Duration) bool {
+	if u.maxWait < 0 || d > u.maxWait {
+		return false
+	}
+	deadline, ok := ctx.Deadline()
+	return !ok || d <= deadline.Sub(u.now())
+}
+
+// drain reads what is left of body, up to 64 KiB so that the connection
+// can be reused, and closes it.
+func drain(body io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, body, 64<<10)
+	_ = body.Close()
+}
+
+// closeBody closes req's body, as a RoundTripper must even when it fails,
+// and returns err.
+func closeBody(req *http.Request, err error) error {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	return err
+}
