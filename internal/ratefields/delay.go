@@ -11,10 +11,10 @@ import (
 // taken as it, and the caller caps it.
 const maxWait = time.Duration(math.MaxInt64)
 
-// MinUnixReset is the smallest reset value that ParseReset takes as a Unix
+// minUnixReset is the smallest reset value that ParseReset takes as a Unix
 // time, in seconds, rather than as a delay: 1_000_000_000 (September 2001),
 // beyond any delay an upstream means (31 years).
-const MinUnixReset = 1_000_000_000
+const minUnixReset = 1_000_000_000
 
 // ParseRetryAfter reads a Retry-After value (RFC 9110, section 10.2.3):
 // delay-seconds, an integer of digits alone, or an HTTP-date in any of its
@@ -38,7 +38,8 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 // an integer ("30") or a decimal ("1.5", read to the nanosecond); a Go
 // duration ("6m0s", "20ms", "1h2m3.5s", units ns, us, µs, ms, s, m and h);
 // a Unix time in seconds, an integer or a decimal of at least
-// MinUnixReset, read against now; or an HTTP-date, read against now. now
+// 1_000_000_000 (September 2001; no upstream means a delay of 31 years),
+// read against now; or an HTTP-date, read against now. now
 // is as ParseRetryAfter's. It returns the wait and true, or 0 and false
 // for a value that is none of these (a sign, NaN or junk). A time in the
 // past is a wait of 0, and a wait beyond the largest time.Duration is
@@ -48,7 +49,7 @@ func ParseReset(v string, now time.Time) (time.Duration, bool) {
 	v = strings.Trim(v, " \t")
 	whole, nanos, ok := parseDecimal(v)
 	switch {
-	case ok && whole >= MinUnixReset:
+	case ok && whole >= minUnixReset:
 		return clampWait(time.Unix(min(whole, 1<<62), nanos).Sub(now)), true
 	case ok:
 		return saturate(whole, nanos), true

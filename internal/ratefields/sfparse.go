@@ -100,7 +100,7 @@ func readList(values []string, f func(item bareItem, params string)) bool {
 // section 4.2.1.1).
 func (p *scanner) member() (bareItem, string, bool) {
 	if p.peek() != '(' {
-		item, ok := p.bareItem()
+		item, ok := p.item()
 		if !ok {
 			return bareItem{}, "", false
 		}
@@ -118,7 +118,7 @@ func (p *scanner) member() (bareItem, string, bool) {
 			params, ok := p.params()
 			return bareItem{kind: kindInnerList}, params, ok
 		}
-		if _, ok := p.bareItem(); !ok {
+		if _, ok := p.item(); !ok {
 			return bareItem{}, "", false
 		}
 		if _, ok := p.params(); !ok {
@@ -142,7 +142,7 @@ func (p *scanner) params() (string, bool) {
 		}
 		if p.peek() == '=' {
 			p.i++
-			if _, ok := p.bareItem(); !ok {
+			if _, ok := p.item(); !ok {
 				return "", false
 			}
 		}
@@ -165,8 +165,8 @@ func (p *scanner) key() (string, bool) {
 	return p.s[start:p.i], true
 }
 
-// bareItem reads a bare item (RFC 9651, section 4.2.3.1).
-func (p *scanner) bareItem() (bareItem, bool) {
+// item reads a bare item (RFC 9651, section 4.2.3.1).
+func (p *scanner) item() (bareItem, bool) {
 	switch c := p.peek(); {
 	case c == '-' || isDigit(c):
 		return p.number()
@@ -366,7 +366,7 @@ func param(params, key string) (bareItem, bool) {
 		item := bareItem{kind: kindBoolean, n: 1}
 		if p.peek() == '=' {
 			p.i++
-			item, _ = p.bareItem()
+			item, _ = p.item()
 		}
 		if k == key {
 			v, found = item, true
