@@ -97,7 +97,7 @@ var malformed = []struct{ what, v string }{
 	{"junk after a member", `x;q=1;r=1, y;q=1;r=1 z`},
 	{"a bare item that is none", `x;q=1;r=1, &;q=1;r=1`},
 	{"a tab after ';'", "x;q=1;r=1, y;\tq=1;r=1"},
-	{"a malformed second field line", "x;q=1;r=1\x00y"},
+	{"a NUL byte after a member", "x;q=1;r=1\x00y"},
 }
 
 func TestMalformedFieldsAreIgnoredAsAWhole(t *testing.T) {
