@@ -492,8 +492,10 @@ func fleetCall(ctx context.Context, client *http.Client, url string) (int, error
 // an outbound.Transport over the same kind of http.Transport, whose
 // in-process GCRA (WithPolicyFunc(LearnedPolicy), the default parsers, a
 // MemoryStore) allows far more than any run asks, so that no request ever
-// waits: the difference is the outbound Transport's own cost. The
-// limiter-only row times the GCRA's Allow alone, with what the Transport
+// waits: the difference is the outbound Transport's own cost. The stub
+// and outbound-stub rows do the same over a RoundTripper that answers at
+// once without a network (stubRoundTripper), which times that cost
+// without the round trip's noise. The limiter-only row times the GCRA's Allow alone, with what the Transport
 // gives it, to tell the limiter's allocations from the Transport's. Each
 // row runs on one goroutine (run=serial) and under b.RunParallel
 // (run=parallel). Compare with benchstat -col /transport.
@@ -503,18 +505,23 @@ func BenchmarkOutboundTransportOverhead(b *testing.B) {
 	}))
 	defer srv.Close()
 	for _, run := range []string{"serial", "parallel"} {
-		for _, kind := range []string{"bare", "outbound", "limiter-only"} {
+		for _, kind := range []string{"bare", "outbound", "stub", "outbound-stub", "limiter-only"} {
 			b.Run("transport="+kind+"/run="+run, func(b *testing.B) {
 				b.ReportAllocs()
 				if kind == "limiter-only" {
 					benchOverheadLimiter(b, srv.URL, run == "parallel")
 					return
 				}
-				base := &http.Transport{MaxIdleConnsPerHost: 64}
-				defer base.CloseIdleConnections()
-				var rt http.RoundTripper = base
-				if kind == "outbound" {
-					rt = &outbound.Transport{Upstream: overheadUpstream(b), Base: base}
+				var rt http.RoundTripper
+				if strings.HasSuffix(kind, "stub") {
+					rt = stubRoundTripper{}
+				} else {
+					base := &http.Transport{MaxIdleConnsPerHost: 64}
+					defer base.CloseIdleConnections()
+					rt = base
+				}
+				if strings.HasPrefix(kind, "outbound") {
+					rt = &outbound.Transport{Upstream: overheadUpstream(b), Base: rt}
 				}
 				roundTrip := func(req *http.Request) {
 					resp, err := rt.RoundTrip(req)
@@ -553,6 +560,20 @@ func BenchmarkOutboundTransportOverhead(b *testing.B) {
 			})
 		}
 	}
+}
+
+// stubResponse is the answer of stubRoundTripper: 200, no fields, no
+// body. It is shared, and only read.
+var stubResponse = &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody}
+
+// stubRoundTripper answers every request with stubResponse at once,
+// without a network: the overhead rows' stub and outbound-stub time the
+// outbound Transport's own cost without the noise of a round trip.
+type stubRoundTripper struct{}
+
+// RoundTrip returns stubResponse.
+func (stubRoundTripper) RoundTrip(*http.Request) (*http.Response, error) {
+	return stubResponse, nil
 }
 
 // overheadLimit is the limit a second of the overhead rows' GCRA: one
