@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -93,8 +94,13 @@ var fleetScenarios = []fleetScenario{
 //
 // The replicas' Redis is the one at RATELIMIT_BENCH_REDIS_ADDR when set,
 // else a throwaway redis-server when one is on PATH, else miniredis in
-// this process; the log names it.
+// this process; the log names it. It skips unless -benchtime is 1x, so
+// that a run of every benchmark for a time, or a smoke run of 100x, does
+// not take minutes.
 func BenchmarkOutboundFleet(b *testing.B) {
+	if f := flag.Lookup("test.benchtime"); f == nil || f.Value.String() != "1x" {
+		b.Skip("each iteration is a whole run of 20 s: run it with -benchtime 1x (and -count for more runs)")
+	}
 	duration, drop := fleetTimes(b)
 	for _, sc := range fleetScenarios {
 		b.Run(sc.name, func(b *testing.B) {
