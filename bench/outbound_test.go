@@ -57,6 +57,9 @@ const (
 	// upstreamIETF is httplimit's middleware, with its default fields:
 	// RateLimit and RateLimit-Policy, and the drafts' legacy ones.
 	upstreamIETF fleetUpstreamKind = iota
+	// upstreamIETFOnly is httplimit's middleware sending RateLimit and
+	// RateLimit-Policy only (WithHeaderStyle(IETFHeaders)).
+	upstreamIETFOnly
 	// upstreamVendor sends X-RateLimit-Remaining and X-RateLimit-Reset
 	// (whole seconds until the limit is full again) on every answer, and
 	// nothing else: a 429 without Retry-After.
@@ -76,6 +79,7 @@ type fleetScenario struct {
 
 var fleetScenarios = []fleetScenario{
 	{name: "learn-ietf", upstream: upstreamIETF, drops: true, learns: true},
+	{name: "learn-ietf-only", upstream: upstreamIETFOnly, drops: true, learns: true},
 	{name: "learn-vendor", upstream: upstreamVendor, drops: true, learns: true},
 	{name: "learn-retry-after", upstream: upstreamRetryAfter, drops: true, learns: true},
 	{name: "no-learning", upstream: upstreamIETF, drops: true, learns: false},
@@ -267,8 +271,12 @@ func (u *fleetUpstream) handler(kind fleetUpstreamKind) (http.Handler, error) {
 		w.WriteHeader(http.StatusOK)
 	})
 	switch kind {
-	case upstreamIETF:
-		m, err := httplimit.NewMiddleware(u.limiter, func(*http.Request) (string, error) { return fleetPartition, nil })
+	case upstreamIETF, upstreamIETFOnly:
+		var opts []httplimit.Option
+		if kind == upstreamIETFOnly {
+			opts = append(opts, httplimit.WithHeaderStyle(httplimit.IETFHeaders))
+		}
+		m, err := httplimit.NewMiddleware(u.limiter, func(*http.Request) (string, error) { return fleetPartition, nil }, opts...)
 		if err != nil {
 			return nil, err
 		}
