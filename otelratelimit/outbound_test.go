@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -295,4 +296,55 @@ func TestAnUpstreamsTransportReportsA429ItsPauseTheRetryAndARefusal(t *testing.T
 	assert.GreaterOrEqual(t, waits[base].sum, maxPause.Seconds(), "the retry waited out the pause")
 	assert.NotContains(t, got, otelratelimit.OutboundLearnedName)
 	assert.NotContains(t, got, otelratelimit.OutboundStoreFailuresName)
+}
+
+// An Upstream that fails fast reports a call refused for its limit, and a
+// 429 that pauses its partition.
+func ExampleNewOutboundObserver() {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+
+	observe, err := otelratelimit.NewOutboundObserver(mp, otelratelimit.WithLimiterName("partner"))
+	if err != nil {
+		panic(err)
+	}
+	limiter, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 2)
+	if err != nil {
+		panic(err)
+	}
+	up, err := outbound.New(limiter, outbound.Config{IgnorePolicies: true, MaxWait: -1, Observer: observe})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	p, err := up.Admit(ctx, "api.partner.example", 1)
+	if err != nil {
+		panic(err)
+	}
+	up.Observe(ctx, p, outbound.Answer{Status: http.StatusTooManyRequests, Header: http.Header{}, Now: time.Now()})
+	_, err = up.Admit(ctx, "api.partner.example", 1) // paused: refused at once
+	fmt.Println(errors.Is(err, outbound.ErrLimited))
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		panic(err)
+	}
+	var lines []string
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
+			for _, dp := range sum.DataPoints {
+				lines = append(lines, fmt.Sprintf("%s{%s} %d", m.Name, dp.Attributes.Encoded(attribute.DefaultEncoder()), dp.Value))
+			}
+		}
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	// Output:
+	// true
+	// ratelimit.outbound.pauses{ratelimit.limiter=partner} 1
+	// ratelimit.outbound.refusals{ratelimit.limiter=partner,ratelimit.outbound.reason=limited} 1
+	// ratelimit.outbound.upstream_limited{http.response.status_code=429,ratelimit.limiter=partner} 1
 }
