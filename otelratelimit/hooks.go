@@ -73,7 +73,7 @@ const (
 const (
 	// LimiterKey is the reporting limiter's name: Event.Limiter, which
 	// ratelimit.WithName or a decorator's config Name sets; on breaker
-	// measurements, the name WithLimiterName gave, if any.
+	// and outbound measurements, the name WithLimiterName gave, if any.
 	LimiterKey = attribute.Key("ratelimit.limiter")
 	// OutcomeKey is "allowed", "denied" or "error" on decisions; "ok" or
 	// "error" on adjustments.
@@ -142,9 +142,9 @@ func WithLimiterName(name string) Option {
 }
 
 // WithAttributes adds attrs to every measurement, decisions, breaker
-// changes and outbound events alike; for instance a tier or region that several Hooks share
-// one meter with. Keep them few and of few values. An empty key, or one of
-// this package's, is an error.
+// changes and outbound events alike; for instance a tier or region that
+// several Hooks share one meter with. Keep them few and of few values. An
+// empty key, or one of this package's, is an error.
 func WithAttributes(attrs ...attribute.KeyValue) Option {
 	return func(c *config) error {
 		for _, kv := range attrs {

@@ -348,3 +348,12 @@ func ExampleNewOutboundObserver() {
 	// ratelimit.outbound.refusals{ratelimit.limiter=partner,ratelimit.outbound.reason=limited} 1
 	// ratelimit.outbound.upstream_limited{http.response.status_code=429,ratelimit.limiter=partner} 1
 }
+
+func BenchmarkOutboundObserver(b *testing.B) {
+	observe, _ := newOutboundObserver(b, otelratelimit.WithLimiterName("partner"))
+	e := outbound.Event{Kind: outbound.UpstreamLimited, Partition: "p", Status: http.StatusTooManyRequests}
+	b.ReportAllocs()
+	for b.Loop() {
+		observe(e)
+	}
+}
