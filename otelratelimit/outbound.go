@@ -40,6 +40,9 @@ const (
 	// OutboundStoreFailuresName counts the failures of the Upstream's
 	// Store (unit {failure}), by error.type.
 	OutboundStoreFailuresName = "ratelimit.outbound.store.failures"
+	// OutboundSettleFailuresName counts the settles of a call's true cost
+	// that failed (unit {failure}), by error.type.
+	OutboundSettleFailuresName = "ratelimit.outbound.settle.failures"
 )
 
 // The attributes' keys of NewOutboundObserver's measurements, besides
@@ -86,6 +89,7 @@ type outboundObserver struct {
 	learned       metric.Int64Counter
 	retries       metric.Int64Counter
 	storeFailures metric.Int64Counter
+	settleFailed  metric.Int64Counter
 
 	// plain is the options of the measurements that carry no attribute
 	// of their own: the base attributes and the limiter's name.
@@ -138,6 +142,9 @@ type outboundObserver struct {
 //   - ratelimit.outbound.store.failures, a Counter ({failure}): the
 //     failures of the Upstream's Store (outbound.StoreFailed), by
 //     error.type; the calls went on by the limiter alone.
+//   - ratelimit.outbound.settle.failures, a Counter ({failure}): the
+//     settles of a call's true cost that failed (outbound.SettleFailed),
+//     by error.type; the calls kept the units they took.
 //
 // Every measurement carries the options' WithAttributes, and
 // ratelimit.limiter when WithLimiterName names the upstream: give each
@@ -208,6 +215,7 @@ func (o *outboundObserver) instruments(meter metric.Meter) error {
 		{&o.learned, OutboundLearnedName, "{limit}", "Changes of the limit the upstream states."},
 		{&o.retries, OutboundRetriesName, "{retry}", "Outbound calls sent again after the upstream refused them, by the status that refused."},
 		{&o.storeFailures, OutboundStoreFailuresName, "{failure}", "Failures of the store of what upstreams taught."},
+		{&o.settleFailed, OutboundSettleFailuresName, "{failure}", "Settles of an outbound call's true cost that failed."},
 	}
 	for _, c := range counters {
 		if *c.c, err = meter.Int64Counter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.descr)); err != nil {
@@ -253,6 +261,8 @@ func (o *outboundObserver) observe(e outbound.Event) {
 		o.retries.Add(ctx, 1, o.status(e.Status)...)
 	case outbound.StoreFailed:
 		o.storeFailures.Add(ctx, 1, o.failed[classify(e.Err)]...)
+	case outbound.SettleFailed:
+		o.settleFailed.Add(ctx, 1, o.failed[classify(e.Err)]...)
 	}
 }
 

@@ -95,6 +95,7 @@ func TestTheOutboundObserverRecordsEachKindOfEvent(t *testing.T) {
 		{Kind: outbound.Retried, Partition: secret, Status: http.StatusTooManyRequests, Attempt: 2},
 		{Kind: outbound.StoreFailed, Partition: secret, Err: fmt.Errorf("outbound: %w", ratelimit.ErrBackend)},
 		{Kind: outbound.StoreFailed, Partition: secret, Err: errors.New("something else")},
+		{Kind: outbound.SettleFailed, Partition: secret, Err: fmt.Errorf("outbound: Settle: %w", ratelimit.ErrInvalidConfig)},
 		{Kind: outbound.EventKind(99), Partition: secret}, // unknown: ignored
 	} {
 		observe(e)
@@ -102,7 +103,7 @@ func TestTheOutboundObserverRecordsEachKindOfEvent(t *testing.T) {
 
 	const base = "ratelimit.limiter=partner,region=eu"
 	got := collect(t, reader)
-	assert.Len(t, got, 8, "the unknown event records nothing")
+	assert.Len(t, got, 9, "the unknown event records nothing")
 	waits := got[otelratelimit.OutboundWaitName]
 	assert.Equal(t, "s", waits.Unit)
 	assert.Equal(t, map[string]histogram{
@@ -127,6 +128,7 @@ func TestTheOutboundObserverRecordsEachKindOfEvent(t *testing.T) {
 		"error.type=backend," + base: 1,
 		"error.type=_OTHER," + base:  1,
 	}, sums(t, got[otelratelimit.OutboundStoreFailuresName]))
+	assert.Equal(t, map[string]int64{"error.type=invalid_config," + base: 1}, sums(t, got[otelratelimit.OutboundSettleFailuresName]))
 
 	for name, m := range got {
 		for _, s := range attributeSets(t, m) {
@@ -137,7 +139,7 @@ func TestTheOutboundObserverRecordsEachKindOfEvent(t *testing.T) {
 
 func TestTheOutboundInstrumentsUnitsAndKinds(t *testing.T) {
 	observe, reader := newOutboundObserver(t)
-	for k := outbound.Waited; k <= outbound.StoreFailed; k++ {
+	for k := outbound.Waited; k <= outbound.SettleFailed; k++ {
 		observe(outbound.Event{Kind: k, Status: http.StatusTooManyRequests, Wait: time.Millisecond, Pause: time.Second})
 	}
 	got := collect(t, reader)
@@ -148,6 +150,7 @@ func TestTheOutboundInstrumentsUnitsAndKinds(t *testing.T) {
 		otelratelimit.OutboundLearnedName:         "{limit}",
 		otelratelimit.OutboundRetriesName:         "{retry}",
 		otelratelimit.OutboundStoreFailuresName:   "{failure}",
+		otelratelimit.OutboundSettleFailuresName:  "{failure}",
 	} {
 		assert.Equal(t, unit, got[name].Unit, name)
 		sum, ok := got[name].Data.(metricdata.Sum[int64])
