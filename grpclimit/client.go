@@ -151,7 +151,7 @@ func (c *client) admit(ctx context.Context, cc *grpc.ClientConn, method string, 
 	if c.partition != nil {
 		var err error
 		if partition, err = c.partition(ctx, method); err != nil {
-			return outbound.Permit{}, statusError(fmt.Errorf("grpclimit: the call's partition: %w", err))
+			return outbound.Permit{}, funcError(fmt.Errorf("grpclimit: the call's partition: %w", err))
 		}
 	} else if cc != nil {
 		partition = cc.Target()
@@ -160,7 +160,7 @@ func (c *client) admit(ctx context.Context, cc *grpc.ClientConn, method string, 
 	if c.cost != nil {
 		var err error
 		if cost, err = c.cost(ctx, method, req); err != nil {
-			return outbound.Permit{}, statusError(fmt.Errorf("grpclimit: the call's cost: %w", err))
+			return outbound.Permit{}, funcError(fmt.Errorf("grpclimit: the call's cost: %w", err))
 		}
 	}
 	p, err := c.up.Admit(ctx, partition, cost)
@@ -194,6 +194,22 @@ func statusError(err error) error {
 	return &clientError{st: status.New(refusedCode(err), err.Error()), err: err}
 }
 
+// funcError returns err, the error of a partition or cost function, as
+// the status error of a call not sent: of the code of the status err
+// carries, or InvalidArgument for a bad cost (ratelimit.ErrInvalidCost),
+// or Internal.
+func funcError(err error) error {
+	code := codes.Internal
+	var st interface{ GRPCStatus() *status.Status }
+	switch {
+	case errors.As(err, &st) && st.GRPCStatus() != nil:
+		code = st.GRPCStatus().Code()
+	case errors.Is(err, ratelimit.ErrInvalidCost):
+		code = codes.InvalidArgument
+	}
+	return &clientError{st: status.New(code, err.Error()), err: err}
+}
+
 // refusedCode returns the code of a call not sent for err: ResourceExhausted
 // for the Upstream's limit (outbound.ErrLimited, checked first: it may
 // wrap context.DeadlineExceeded) or a cost above the limiter's; the
@@ -203,7 +219,6 @@ func statusError(err error) error {
 // mistakes of the caller or corrupt state; Unavailable for a failure of
 // the limiter's backend.
 func refusedCode(err error) codes.Code {
-	var st interface{ GRPCStatus() *status.Status }
 	switch {
 	case errors.Is(err, outbound.ErrLimited), errors.Is(err, ratelimit.ErrCostExceedsLimit):
 		return codes.ResourceExhausted
@@ -211,8 +226,6 @@ func refusedCode(err error) codes.Code {
 		return codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		return codes.Canceled
-	case errors.As(err, &st) && st.GRPCStatus() != nil:
-		return st.GRPCStatus().Code()
 	case errors.Is(err, ratelimit.ErrInvalidCost):
 		return codes.InvalidArgument
 	case errors.Is(err, ratelimit.ErrCaller), errors.Is(err, ratelimit.ErrCorruptState):
