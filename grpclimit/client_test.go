@@ -150,7 +150,10 @@ func TestClientResourceExhaustedPausesThePartitionForEveryUpstreamOfTheStore(t *
 	target, calls := upstreamServer(t, oncePerMinute)
 	store := outbound.NewMemoryStore(nil)
 	var ev events
-	up, err := outbound.New(learning(t, 1_000_000, 1000), outbound.Config{Store: store, Observer: ev.observe})
+	// Retry-After alone: the server's ratelimit field (r=0 after the first
+	// call) would pause the partition before the server refuses any.
+	retryAfterOnly := []outbound.Parser{outbound.RetryAfter}
+	up, err := outbound.New(learning(t, 1_000_000, 1000), outbound.Config{Store: store, Observer: ev.observe, Parsers: retryAfterOnly})
 	require.NoError(t, err)
 	c := dialThrough(t, target, up)
 
@@ -219,6 +222,26 @@ func TestClientLearnsTheServersPolicyAndLowersItsLimit(t *testing.T) {
 	require.ErrorIs(t, err, outbound.ErrLimited)
 }
 
+func TestClientPausesWhenTheServerSaysItsQuotaIsSpent(t *testing.T) {
+	if !parsersRead() {
+		t.Skip("outbound's parsers read nothing while internal/ratefields/zz_stub_parse.go stands in for ratefields.ParseLimits")
+	}
+	oncePerMinute, err := ratelimit.NewGCRA(1, time.Minute)
+	require.NoError(t, err)
+	target, calls := upstreamServer(t, oncePerMinute)
+	up, err := outbound.New(learning(t, 1_000_000, 1000), outbound.Config{MaxWait: -1})
+	require.NoError(t, err)
+	c := dialThrough(t, target, up)
+
+	_, err = c.Check(callCtx(t), &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	// ratelimit: "default";r=0;t=60 paused the partition: the next call
+	// is not sent, and the server refuses none.
+	_, err = c.Check(callCtx(t), &healthpb.HealthCheckRequest{})
+	require.ErrorIs(t, err, outbound.ErrLimited)
+	assert.Equal(t, int64(1), calls.Load())
+}
+
 func TestClientStreamLearnsFromItsHeaderWhenTheFirstMessageArrives(t *testing.T) {
 	if !parsersRead() {
 		t.Skip("outbound's parsers read nothing while internal/ratefields/zz_stub_parse.go stands in for ratefields.ParsePolicies")
@@ -247,7 +270,8 @@ func TestClientStreamRefusedByTheServerPausesThePartition(t *testing.T) {
 	require.NoError(t, err)
 	target, calls := upstreamServer(t, oncePerMinute)
 	store := outbound.NewMemoryStore(nil)
-	up, err := outbound.New(learning(t, 1_000_000, 1000), outbound.Config{Store: store})
+	// Retry-After alone, as in the unary test.
+	up, err := outbound.New(learning(t, 1_000_000, 1000), outbound.Config{Store: store, Parsers: []outbound.Parser{outbound.RetryAfter}})
 	require.NoError(t, err)
 	c := dialThrough(t, target, up)
 
