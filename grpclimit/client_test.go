@@ -128,20 +128,21 @@ func parsersRead() bool {
 func TestClientWaitsForItsLimiterBeforeEachCall(t *testing.T) {
 	target, calls := upstreamServer(t, learning(t, 1_000_000, 1000))
 	var ev events
-	// Two at once, then one every 10 ms: six calls take 40 ms at least.
-	up, err := outbound.New(learning(t, 100, 2), outbound.Config{NoJitter: true, Observer: ev.observe})
+	// Two at once, then one every 50 ms: four calls take 100 ms at least,
+	// and unless a call takes 50 ms, some wait.
+	up, err := outbound.New(learning(t, 20, 2), outbound.Config{NoJitter: true, Observer: ev.observe})
 	require.NoError(t, err)
 	c := dialThrough(t, target, up)
 
 	start := time.Now()
-	for i := range 6 {
+	for i := range 4 {
 		_, err := c.Check(callCtx(t), &healthpb.HealthCheckRequest{})
 		require.NoError(t, err, "call %d", i)
 	}
-	assert.GreaterOrEqual(t, time.Since(start), 40*time.Millisecond)
+	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
 	assert.NotEmpty(t, ev.of(outbound.Waited))
 	assert.Empty(t, ev.of(outbound.Refused))
-	assert.Equal(t, int64(6), calls.Load())
+	assert.Equal(t, int64(4), calls.Load())
 }
 
 func TestClientResourceExhaustedPausesThePartitionForEveryUpstreamOfTheStore(t *testing.T) {
