@@ -17,7 +17,11 @@ local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
-if redis.call('HLEN', key) > 0 then
+local ty = redis.call('TYPE', key)['ok']
+if ty ~= 'none' and ty ~= 'hash' then
+	return redis.error_reply('CORRUPT the key holds a ' .. ty .. ', not an outbound partition\'s HASH')
+end
+if ty == 'hash' then
 	local all = redis.call('HGETALL', key)
 	for i = 1, #all, 2 do
 		local f, v = all[i], all[i + 1]
