@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
-	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/outbound"
@@ -62,13 +61,13 @@ func UnaryClientInterceptor(up *outbound.Upstream, opts ...ClientOption) grpc.Un
 		// appended to in place.
 		callOpts = append(callOpts[:len(callOpts):len(callOpts)], grpc.Header(&header), grpc.Trailer(&trailer))
 		err = invoker(ctx, method, req, reply, cc, callOpts...)
-		c.up.Observe(ctx, p, answerOf(status.Code(err), header, trailer, time.Now()))
+		c.up.Observe(ctx, p, answerOf(status.Code(err), header, trailer))
 		if c.settle != nil {
 			if err != nil {
 				reply = nil
 			}
 			if cost, ok := c.settle(method, reply, header, trailer); ok {
-				// Dropped on failure: see WithClientSettle.
+				// Reported to the Upstream's Observer on failure.
 				_ = c.up.Settle(context.WithoutCancel(ctx), p, cost)
 			}
 		}
@@ -106,7 +105,7 @@ func StreamClientInterceptor(up *outbound.Upstream, opts ...ClientOption) grpc.S
 		}
 		cs, err := streamer(ctx, desc, cc, method, callOpts...)
 		if err != nil {
-			c.up.Observe(ctx, p, answerOf(status.Code(err), nil, nil, time.Now()))
+			c.up.Observe(ctx, p, answerOf(status.Code(err), nil, nil))
 			return nil, err
 		}
 		return &observedStream{ClientStream: cs, c: c, ctx: ctx, permit: p, serverStreams: desc.ServerStreams}, nil
@@ -278,7 +277,7 @@ func (s *observedStream) RecvMsg(m any) error {
 // observeHeader observes md, the stream's header, once.
 func (s *observedStream) observeHeader(md metadata.MD) {
 	if s.header.CompareAndSwap(false, true) {
-		s.c.up.Observe(s.ctx, s.permit, answerOf(codes.OK, md, nil, time.Now()))
+		s.c.up.Observe(s.ctx, s.permit, answerOf(codes.OK, md, nil))
 	}
 }
 
@@ -297,5 +296,5 @@ func (s *observedStream) end(err error) {
 	// The stream has ended: Header does not block.
 	header, _ := s.ClientStream.Header()
 	s.header.Store(true)
-	s.c.up.Observe(s.ctx, s.permit, answerOf(code, header, s.ClientStream.Trailer(), time.Now()))
+	s.c.up.Observe(s.ctx, s.permit, answerOf(code, header, s.ClientStream.Trailer()))
 }

@@ -2,7 +2,6 @@ package grpclimit
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/ratelimit-go/ratelimit/outbound"
 	"google.golang.org/grpc/codes"
@@ -45,13 +44,14 @@ func HTTPStatus(c codes.Code) int {
 	return http.StatusInternalServerError
 }
 
-// answerOf returns the outbound.Answer, read at now, of a call that ended
+// answerOf returns the outbound.Answer of a call that ended
 // with code c, whose response carried header and trailer: their metadata merged,
 // keyed in canonical form ("retry-after" is "Retry-After"), header's values
 // first, so that outbound's parsers read the fields the server
-// interceptors of this package write.
-func answerOf(c codes.Code, header, trailer metadata.MD, now time.Time) outbound.Answer {
-	a := outbound.Answer{Status: HTTPStatus(c), Now: now}
+// interceptors of this package write. Its Now is zero: Observe reads it
+// as the Upstream's clock's now.
+func answerOf(c codes.Code, header, trailer metadata.MD) outbound.Answer {
+	a := outbound.Answer{Status: HTTPStatus(c)}
 	if n := len(header) + len(trailer); n > 0 {
 		a.Header = make(http.Header, n)
 		addFields(a.Header, header)

@@ -76,8 +76,8 @@ func WithClientCost(f ClientCostFunc) ClientOption {
 // cost f reads from its answer, when f reports true (see
 // outbound.Upstream.Settle): the units the call took are replaced by its
 // true cost. The limiter must be a ratelimit.Adjuster. A settle that
-// fails is dropped: the call's own error or reply is returned all the
-// same. Streams are not settled. A nil f is an error.
+// fails is reported to the Upstream's Observer (outbound.SettleFailed),
+// and the call's own error or reply returned all the same. Streams are not settled. A nil f is an error.
 func WithClientSettle(f ClientSettleFunc) ClientOption {
 	return func(s *clientSettings) error {
 		if f == nil {

@@ -101,12 +101,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		l := u.Observe(ctx, p, Answer{Status: resp.StatusCode, Header: resp.Header, Now: u.now()})
+		l := u.Observe(ctx, p, Answer{Status: resp.StatusCode, Header: resp.Header})
 		if t.Settle != nil {
 			if c, ok := t.Settle(resp); ok {
-				if err := u.Settle(ctx, p, c); err != nil {
-					u.report(Event{Kind: SettleFailed, Partition: partition, Err: err})
-				}
+				_ = u.Settle(ctx, p, c) // reported to the Observer
 			}
 		}
 		if !l.Limited || attempt > t.Retries || !u.fits(ctx, l.Pause) {

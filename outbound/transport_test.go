@@ -217,3 +217,15 @@ func TestATransportFailsUnsentOnABadPartitionCostOrConfiguration(t *testing.T) {
 	_, err = (&Transport{Upstream: tr.Upstream}).RoundTrip(&http.Request{Method: http.MethodGet, Header: http.Header{}})
 	assert.ErrorContains(t, err, "no host")
 }
+
+func TestATransportReportsASettleThatFailsAndReturnsTheAnswer(t *testing.T) {
+	_, srv, tr, _, ev := newTransportCase(t, 0)
+	tr.Settle = func(*http.Response) (int, bool) { return -1, true }
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	failed := ev.of(SettleFailed)
+	require.Len(t, failed, 1)
+	assert.ErrorIs(t, failed[0].Err, ratelimit.ErrInvalidCost)
+}

@@ -315,6 +315,9 @@ func (u *Upstream) Observe(ctx context.Context, p Permit, a Answer) Lesson {
 	if u == nil || u.limiter == nil {
 		return Lesson{}
 	}
+	if a.Now.IsZero() {
+		a.Now = u.now()
+	}
 	var l Lesson
 	for _, parse := range u.parsers {
 		l = l.merge(parse(a))
@@ -367,11 +370,21 @@ var errNotAdjuster = errors.New("outbound: Settle: the limiter is not a ratelimi
 // Settle replaces the units p's call took by cost, its true cost (see
 // ratelimit.Adjuster's Settle), with the limit the call was admitted by.
 // It returns an error wrapping ratelimit.ErrInvalidConfig when the
-// limiter cannot settle, and the limiter's error otherwise.
+// limiter cannot settle, and the limiter's error otherwise, and reports
+// either to the Observer (SettleFailed).
 func (u *Upstream) Settle(ctx context.Context, p Permit, cost int) error {
 	if u == nil || u.limiter == nil {
 		return errNilUpstream
 	}
+	err := u.settle(ctx, p, cost)
+	if err != nil {
+		u.report(Event{Kind: SettleFailed, Partition: p.partition, Err: err})
+	}
+	return err
+}
+
+// settle is Settle without the report.
+func (u *Upstream) settle(ctx context.Context, p Permit, cost int) error {
 	adj, ok := u.limiter.(ratelimit.Adjuster)
 	if !ok {
 		return fmt.Errorf("%w: %w", ratelimit.ErrInvalidConfig, errNotAdjuster)
