@@ -1,5 +1,7 @@
 // Package grpclimit is gRPC server middleware that rate-limits calls with
-// any ratelimit.Limiter, as package httplimit does for net/http.
+// any ratelimit.Limiter, as package httplimit does for net/http, and gRPC
+// client middleware that keeps a client's calls within an upstream's
+// limits, as package outbound does for net/http (see Client side).
 //
 // NewInterceptor takes a limiter and a KeyFunc that names the caller of a
 // call from its context and method (KeyByPeer, KeyByBearer,
@@ -175,6 +177,34 @@
 // QuotaFailure, and key errors and fail-closed answers become
 // ResourceExhausted too. The retry-after metadata still gets through. Use
 // Unary and Stream when clients should see the details.
+//
+// # Client side
+//
+// UnaryClientInterceptor and StreamClientInterceptor send each call
+// through an outbound.Upstream: the call waits for the Upstream's limiter
+// and for any pause its partition is under (the ClientConn's Target() by
+// default, WithClientPartition otherwise), or fails at once, unsent, with
+// a codes.ResourceExhausted status whose error wraps outbound.ErrLimited
+// when it would wait past the Upstream's MaxWait or its deadline. Its
+// answer then teaches the Upstream: its code as an HTTP status
+// (HTTPStatus: ResourceExhausted is 429, Unavailable 503) and its header
+// and trailer metadata, read as HTTP fields, so that the fields the server
+// interceptors above write (retry-after, ratelimit, ratelimit-policy)
+// pause the partition or lower its limit, for every replica that shares
+// the Upstream's Store.
+//
+//	limiter, _ := ratelimit.NewRedisGCRA(rdb, 10, time.Second, // the upstream's documented 10/s
+//		ratelimit.WithPolicyFunc(outbound.LearnedPolicy))
+//	up, _ := outbound.New(limiter, outbound.Config{Store: store})
+//	conn, _ := grpc.NewClient(target,
+//		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(up)),
+//		grpc.WithStreamInterceptor(grpclimit.StreamClientInterceptor(up)))
+//
+// A stream is admitted once, when it opens; its header is learned from
+// when its first message arrives, and its end when the caller reads it.
+// The client interceptors never retry: gRPC's retry policy (in the service
+// config) retries inside the call, and its attempts after the first are
+// neither admitted nor counted.
 //
 // # Concurrency
 //

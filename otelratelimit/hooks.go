@@ -15,6 +15,16 @@
 // Keys are never an attribute: they are unbounded (user ids, IPs) and would
 // make a series each, and may be secrets. The Hooks tells the limiters so
 // (ratelimit.KeylessHooks), and they report no key to it.
+//
+// NewOutboundObserver does the same for an outbound.Upstream, the limiter
+// of calls to other people's APIs: its Config.Observer records the waits
+// before calls, the calls refused, the upstream's 429s, the pauses and
+// limits its answers set, the retries, and the failures of its Store, as
+// the ratelimit.outbound.* instruments. Partitions are never an
+// attribute, as keys are not:
+//
+//	observe, err := otelratelimit.NewOutboundObserver(otel.GetMeterProvider(), otelratelimit.WithLimiterName("partner-api"))
+//	up, err := outbound.New(limiter, outbound.Config{Observer: observe})
 package otelratelimit
 
 import (
@@ -63,7 +73,7 @@ const (
 const (
 	// LimiterKey is the reporting limiter's name: Event.Limiter, which
 	// ratelimit.WithName or a decorator's config Name sets; on breaker
-	// measurements, the name WithLimiterName gave, if any.
+	// and outbound measurements, the name WithLimiterName gave, if any.
 	LimiterKey = attribute.Key("ratelimit.limiter")
 	// OutcomeKey is "allowed", "denied" or "error" on decisions; "ok" or
 	// "error" on adjustments.
@@ -104,7 +114,7 @@ var DurationBuckets = []float64{
 // from the program, so a real one never gets near it.
 const maxCached = 1024
 
-// Option configures a Hooks.
+// Option configures a Hooks, or the observer of NewOutboundObserver.
 type Option func(*config) error
 
 type config struct {
@@ -117,8 +127,10 @@ type config struct {
 // changed: to tell breakers apart, give each Guard a Hooks of its own, with
 // its GuardConfig.Name here (and a ratelimit.Breaker that Guards share, which
 // reports to its BreakerConfig.Hooks and not to the Guards', one with its
-// own name). Decisions keep the name they report. An empty
-// name is an error.
+// own name). Decisions keep the name they report. For
+// NewOutboundObserver, it names the upstream: the ratelimit.limiter
+// attribute of every measurement, since an outbound.Event names none. An
+// empty name is an error.
 func WithLimiterName(name string) Option {
 	return func(c *config) error {
 		if name == "" {
@@ -129,15 +141,15 @@ func WithLimiterName(name string) Option {
 	}
 }
 
-// WithAttributes adds attrs to every measurement, decisions and breaker
-// changes alike; for instance a tier or region that several Hooks share
-// one meter with. Keep them few and of few values. An empty key, or one of
-// this package's, is an error.
+// WithAttributes adds attrs to every measurement, decisions, breaker
+// changes and outbound events alike; for instance a tier or region that
+// several Hooks share one meter with. Keep them few and of few values. An
+// empty key, or one of this package's, is an error.
 func WithAttributes(attrs ...attribute.KeyValue) Option {
 	return func(c *config) error {
 		for _, kv := range attrs {
 			switch kv.Key {
-			case LimiterKey, OutcomeKey, SourceKey, ErrorTypeKey, BreakerStateKey, OperationKey, UnitsKey:
+			case LimiterKey, OutcomeKey, SourceKey, ErrorTypeKey, BreakerStateKey, OperationKey, UnitsKey, ReasonKey, StatusKey:
 				return fmt.Errorf("otelratelimit: WithAttributes: %s is set by the Hooks", kv.Key)
 			}
 			if !kv.Valid() {

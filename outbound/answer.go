@@ -16,10 +16,10 @@ type Answer struct {
 	// Header holds the answer's fields, keyed in canonical form (as
 	// http.Header keeps them): a gRPC call's header and trailer metadata.
 	Header http.Header
-	// Now is when the answer was read, on the Upstream's clock. A time a
-	// field states (an HTTP-date, a Unix time) is read against the
-	// answer's Date field when it has a valid one, and against Now
-	// otherwise.
+	// Now is when the answer was read, on the Upstream's clock; the zero
+	// time is read as the Upstream's now by Observe. A time a field
+	// states (an HTTP-date, a Unix time) is read against the answer's
+	// Date field when it has a valid one, and against Now otherwise.
 	Now time.Time
 }
 

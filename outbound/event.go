@@ -24,9 +24,10 @@ const (
 	// by Config.MaxPause).
 	Paused
 	// Learned: an answer stated a limit other than the one the partition
-	// had: Policy, as the upstream stated it (the limiter applies it
-	// lowered to no more than its own), or the zero Policy when a stated
-	// limit is forgotten.
+	// had (none, when it had none or its limit was forgotten): Policy, as
+	// the upstream stated it (the limiter applies it lowered to no more
+	// than its own). A limit forgotten after Config.Forget is not
+	// reported: the store lets it lapse.
 	Learned
 	// Retried: a call the upstream refused is sent again (Attempt is the
 	// new attempt's number, from 2), after Status.
@@ -34,9 +35,14 @@ const (
 	// StoreFailed: the Store failed (Err); the call went on as if nothing
 	// were learned, or what an answer taught is lost.
 	StoreFailed
+	// SettleFailed: settling a call's true cost failed (Err, see
+	// Transport.Settle); the call keeps the units it took.
+	SettleFailed
 )
 
-// String returns the kind's name, "waited" to "store-failed".
+// String returns the kind's name: "waited", "refused",
+// "upstream-limited", "paused", "learned", "retried", "store-failed" or
+// "settle-failed"; "unknown" for any other value.
 func (k EventKind) String() string {
 	switch k {
 	case Waited:
@@ -53,6 +59,8 @@ func (k EventKind) String() string {
 		return "retried"
 	case StoreFailed:
 		return "store-failed"
+	case SettleFailed:
+		return "settle-failed"
 	}
 	return "unknown"
 }
@@ -75,6 +83,6 @@ type Event struct {
 	Status int
 	// Attempt is the number of the attempt about to be sent (Retried).
 	Attempt int
-	// Err is the error (Refused, StoreFailed).
+	// Err is the error (Refused, StoreFailed, SettleFailed).
 	Err error
 }

@@ -51,13 +51,13 @@ func (s *MemoryStore) Load(_ context.Context, partition string) (State, error) {
 	if s == nil || s.entries == nil {
 		return State{}, errNilStore
 	}
-	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entries[partition]
 	if e == nil {
 		return State{}, nil
 	}
+	now := s.clock.Now()
 	var st State
 	if d := e.pauseEnd.Sub(now); d > 0 {
 		st.Pause = d

@@ -50,7 +50,7 @@ type Transport struct {
 	// units taken are then settled at that cost (see Upstream.Settle).
 	// If it reads the body, it must put back one that reads the same.
 	// A settle that fails is reported to the Config's Observer
-	// (StoreFailed), and the response returned all the same.
+	// (SettleFailed), and the response returned all the same.
 	Settle func(*http.Response) (cost int, ok bool)
 	// Retries is how many times a request the upstream refused (a 429,
 	// or a 503 with a Retry-After) is sent again, after the pause the
@@ -101,12 +101,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		l := u.Observe(ctx, p, Answer{Status: resp.StatusCode, Header: resp.Header, Now: u.now()})
+		l := u.Observe(ctx, p, Answer{Status: resp.StatusCode, Header: resp.Header})
 		if t.Settle != nil {
 			if c, ok := t.Settle(resp); ok {
-				if err := u.Settle(ctx, p, c); err != nil {
-					u.report(Event{Kind: StoreFailed, Partition: partition, Err: err})
-				}
+				_ = u.Settle(ctx, p, c) // reported to the Observer
 			}
 		}
 		if !l.Limited || attempt > t.Retries || !u.fits(ctx, l.Pause) {

@@ -217,3 +217,58 @@ func TestATransportFailsUnsentOnABadPartitionCostOrConfiguration(t *testing.T) {
 	_, err = (&Transport{Upstream: tr.Upstream}).RoundTrip(&http.Request{Method: http.MethodGet, Header: http.Header{}})
 	assert.ErrorContains(t, err, "no host")
 }
+
+func TestATransportReportsASettleThatFailsAndReturnsTheAnswer(t *testing.T) {
+	_, srv, tr, _, ev := newTransportCase(t, 0)
+	tr.Settle = func(*http.Response) (int, bool) { return -1, true }
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	failed := ev.of(SettleFailed)
+	require.Len(t, failed, 1)
+	assert.ErrorIs(t, failed[0].Err, ratelimit.ErrInvalidCost)
+}
+
+// retrying is a RoundTripper that sends a request again once after any
+// 429, as the retrying transports of other packages do.
+type retrying struct{ next http.RoundTripper }
+
+func (r retrying) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+		return resp, err
+	}
+	drain(resp.Body)
+	return r.next.RoundTrip(req)
+}
+
+// tracing is a RoundTripper that counts what it sends, as a tracing
+// transport would.
+type tracing struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	sent int
+}
+
+func (t *tracing) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.mu.Lock()
+	t.sent++
+	t.mu.Unlock()
+	return t.next.RoundTrip(req)
+}
+
+func TestATransportComposesWithRetryingAndTracingTransports(t *testing.T) {
+	up, srv, tr, ft, ev := newTransportCase(t, 0, 429)
+	trace := &tracing{next: http.DefaultTransport}
+	tr.Base = trace
+	client := &http.Client{Transport: retrying{next: tr}}
+	resp, err := client.Get(srv.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Len(t, up.received(), 2)
+	assert.Equal(t, 2, trace.sent, "each attempt traced")
+	assert.Equal(t, []time.Duration{DefaultLimitedPause}, ft.slept(), "the outer retry waited for the pause the 429 set")
+	assert.Len(t, ev.of(UpstreamLimited), 1)
+}

@@ -191,8 +191,19 @@ func (u *Upstream) admit(ctx context.Context, partition string, cost int, floor 
 	if ctx == nil {
 		return Permit{}, fmt.Errorf("%w: outbound: Admit: nil context", ratelimit.ErrInvalidConfig)
 	}
-	start := u.now()
+	// start is read at the first wait only: a call that does not wait
+	// reads no clock here.
+	var start time.Time
 	slept := false
+	wait := func(d time.Duration) error {
+		if !slept {
+			start, slept = u.now(), true
+		}
+		if err := u.wait(ctx, start, d); err != nil {
+			return u.refuse(partition, start, err)
+		}
+		return nil
+	}
 	for {
 		st, err := u.store.Load(ctx, partition)
 		if err != nil {
@@ -204,10 +215,9 @@ func (u *Upstream) admit(ctx context.Context, partition string, cost int, floor 
 		}
 		if pause := max(st.Pause, floor); pause > 0 {
 			floor = 0
-			if err := u.wait(ctx, start, pause); err != nil {
-				return Permit{}, u.refuse(partition, start, err)
+			if err := wait(pause); err != nil {
+				return Permit{}, err
 			}
-			slept = true
 			continue
 		}
 		policy := u.learned(st.Policy)
@@ -221,10 +231,9 @@ func (u *Upstream) admit(ctx context.Context, partition string, cost int, floor 
 			}
 			return Permit{partition: partition, cost: cost, policy: policy, state: st}, nil
 		}
-		if err := u.wait(ctx, start, max(res.RetryAfter, minWait)); err != nil {
-			return Permit{}, u.refuse(partition, start, err)
+		if err := wait(max(res.RetryAfter, minWait)); err != nil {
+			return Permit{}, err
 		}
-		slept = true
 	}
 }
 
@@ -272,10 +281,16 @@ func (u *Upstream) wait(ctx context.Context, start time.Time, d time.Duration) e
 	return nil
 }
 
-// refuse reports the refusal of a call that waited since start, and
-// returns err.
+// refuse reports the refusal of a call that waited since start (the zero
+// time: it did not wait), and returns err.
 func (u *Upstream) refuse(partition string, start time.Time, err error) error {
-	u.report(Event{Kind: Refused, Partition: partition, Wait: max(u.now().Sub(start), 0), Err: err})
+	if u.observer != nil {
+		var waited time.Duration
+		if !start.IsZero() {
+			waited = max(u.now().Sub(start), 0)
+		}
+		u.observer(Event{Kind: Refused, Partition: partition, Wait: waited, Err: err})
+	}
 	return err
 }
 
@@ -300,6 +315,9 @@ func (u *Upstream) Observe(ctx context.Context, p Permit, a Answer) Lesson {
 	if u == nil || u.limiter == nil {
 		return Lesson{}
 	}
+	if a.Now.IsZero() {
+		a.Now = u.now()
+	}
 	var l Lesson
 	for _, parse := range u.parsers {
 		l = l.merge(parse(a))
@@ -307,7 +325,6 @@ func (u *Upstream) Observe(ctx context.Context, p Permit, a Answer) Lesson {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx = context.WithoutCancel(ctx)
 	if l.Limited {
 		u.report(Event{Kind: UpstreamLimited, Partition: p.partition, Status: a.Status})
 		if l.Pause == 0 {
@@ -316,7 +333,7 @@ func (u *Upstream) Observe(ctx context.Context, p Permit, a Answer) Lesson {
 	}
 	l.Pause = min(l.Pause, u.maxPause)
 	if l.Pause > 0 {
-		if err := u.store.Pause(ctx, p.partition, l.Pause); err != nil {
+		if err := u.store.Pause(context.WithoutCancel(ctx), p.partition, l.Pause); err != nil {
 			u.report(Event{Kind: StoreFailed, Partition: p.partition, Err: err})
 		} else {
 			u.report(Event{Kind: Paused, Partition: p.partition, Pause: l.Pause})
@@ -337,7 +354,7 @@ func (u *Upstream) keep(ctx context.Context, p Permit, stated ratelimit.Policy) 
 	if same && p.state.PolicyLeft > u.forget/2 {
 		return
 	}
-	if err := u.store.Learn(ctx, p.partition, stated, u.forget); err != nil {
+	if err := u.store.Learn(context.WithoutCancel(ctx), p.partition, stated, u.forget); err != nil {
 		u.report(Event{Kind: StoreFailed, Partition: p.partition, Err: err})
 		return
 	}
@@ -353,11 +370,21 @@ var errNotAdjuster = errors.New("outbound: Settle: the limiter is not a ratelimi
 // Settle replaces the units p's call took by cost, its true cost (see
 // ratelimit.Adjuster's Settle), with the limit the call was admitted by.
 // It returns an error wrapping ratelimit.ErrInvalidConfig when the
-// limiter cannot settle, and the limiter's error otherwise.
+// limiter cannot settle, and the limiter's error otherwise, and reports
+// either to the Observer (SettleFailed).
 func (u *Upstream) Settle(ctx context.Context, p Permit, cost int) error {
 	if u == nil || u.limiter == nil {
 		return errNilUpstream
 	}
+	err := u.settle(ctx, p, cost)
+	if err != nil {
+		u.report(Event{Kind: SettleFailed, Partition: p.partition, Err: err})
+	}
+	return err
+}
+
+// settle is Settle without the report.
+func (u *Upstream) settle(ctx context.Context, p Permit, cost int) error {
 	adj, ok := u.limiter.(ratelimit.Adjuster)
 	if !ok {
 		return fmt.Errorf("%w: %w", ratelimit.ErrInvalidConfig, errNotAdjuster)
