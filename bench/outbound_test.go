@@ -415,13 +415,15 @@ func runFleet(b *testing.B, sc fleetScenario, addr string, duration, drop time.D
 				for ctx.Err() == nil {
 					status, err := fleetCall(ctx, client, srv.URL)
 					switch {
-					case err != nil && errors.Is(err, outbound.ErrLimited):
+					case errors.Is(err, outbound.ErrLimited):
 						// The wait would pass the run's end: nothing
 						// more to send.
 						refused.Add(1)
 						return
+					case errors.Is(err, context.DeadlineExceeded):
+						return // the run's end came during the call
 					case err != nil:
-						if ctx.Err() == nil {
+						if end, _ := ctx.Deadline(); time.Now().Before(end) {
 							other.Add(1)
 							time.Sleep(10 * time.Millisecond)
 						}

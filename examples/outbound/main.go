@@ -297,11 +297,11 @@ func (rep *replica) learned(s int) string {
 func (rep *replica) work(ctx context.Context, url string, start time.Time) {
 	for ctx.Err() == nil {
 		status, err := call(ctx, rep.client, url)
-		if errors.Is(err, outbound.ErrLimited) {
-			return // the wait would pass the end of the run
+		if errors.Is(err, outbound.ErrLimited) || errors.Is(err, context.DeadlineExceeded) {
+			return // the wait would pass the end of the run, or it has come
 		}
 		if err != nil {
-			if ctx.Err() == nil {
+			if end, _ := ctx.Deadline(); time.Now().Before(end) {
 				fmt.Fprintf(os.Stderr, "replica %d: %v\n", rep.id+1, err)
 				time.Sleep(100 * time.Millisecond)
 			}
