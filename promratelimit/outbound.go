@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -111,7 +112,7 @@ func WithPauseBuckets(b ...float64) Option {
 // An outbound.Event names no upstream, so give each outbound.Upstream an
 // observer of its own, named for it; the name of its limiter
 // (ratelimit.WithName) joins its series to the limiter's decisions. An
-// empty name is an error. It is an option of NewOutboundObserver:
+// empty name, or one not valid UTF-8, is an error. It is an option of NewOutboundObserver:
 // NewHooks, whose limiters name themselves, refuses it.
 func WithLimiterName(name string) Option {
 	return func(c *config) error {
@@ -120,6 +121,9 @@ func WithLimiterName(name string) Option {
 		}
 		if name == "" {
 			return errors.New("promratelimit: WithLimiterName: empty name")
+		}
+		if !utf8.ValidString(name) {
+			return fmt.Errorf("promratelimit: WithLimiterName: %q is not valid UTF-8", name)
 		}
 		c.limiter = name
 		return nil

@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,6 +183,7 @@ func TestBadOutboundArgumentsAreErrorsNamingThem(t *testing.T) {
 	}{
 		{"nil option", nil, "option 0 is nil"},
 		{"empty name", promratelimit.WithLimiterName(""), "WithLimiterName: empty name"},
+		{"name not UTF-8", promratelimit.WithLimiterName("\xff"), `WithLimiterName: "\xff" is not valid UTF-8`},
 		{"no wait buckets", promratelimit.WithWaitBuckets(), "WithWaitBuckets: no buckets"},
 		{"pause buckets out of order", promratelimit.WithPauseBuckets(2, 1), "WithPauseBuckets: bucket 1 (1) is not above bucket 0 (2)"},
 		{"an option of NewHooks", promratelimit.WithMaxRoutes(3), "WithMaxRoutes is an option of NewHooks, not of NewOutboundObserver"},
@@ -269,6 +272,94 @@ func TestTheOutboundObserverAllocatesNothingOnceTheSeriesExist(t *testing.T) {
 		observe(e) // creates the series
 		assert.Zero(t, testing.AllocsPerRun(100, func() { observe(e) }), e.Kind.String())
 	}
+}
+
+// retryAfterSeconds reads a Retry-After of delay-seconds on a 429, so that
+// the test does not depend on the default parsers' reading of it.
+func retryAfterSeconds(a outbound.Answer) outbound.Lesson {
+	if a.Status != http.StatusTooManyRequests {
+		return outbound.Lesson{}
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(a.Header.Get("Retry-After")))
+	if err != nil || n < 0 {
+		return outbound.Lesson{Limited: true}
+	}
+	return outbound.Lesson{Limited: true, Pause: time.Duration(n) * time.Second}
+}
+
+func TestATransportsRefused429ItsPauseRetryAndRefusalAreScraped(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+
+	reg := prometheus.NewRegistry()
+	observe, err := promratelimit.NewOutboundObserver(reg, promratelimit.WithLimiterName("partner"))
+	require.NoError(t, err)
+	// 3 calls at once, then 1 a second: the 4th call cannot be sent
+	// within its deadline.
+	limiter, err := ratelimit.NewTokenBucket(ratelimit.PerSecond(1), 3)
+	require.NoError(t, err)
+	const maxPause = 10 * time.Millisecond // bounds the Retry-After of 1 s, so the retry waits 10 ms
+	up, err := outbound.New(limiter, outbound.Config{
+		IgnorePolicies: true,
+		MaxPause:       maxPause,
+		NoJitter:       true,
+		Parsers:        append(outbound.DefaultParsers(), retryAfterSeconds),
+		Observer:       observe,
+	})
+	require.NoError(t, err)
+	client := &http.Client{Transport: &outbound.Transport{Upstream: up, Retries: 1}}
+
+	get := func(ctx context.Context) (int, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	for range 2 { // the first is refused with a 429 and retried
+		status, err := get(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, status)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = get(ctx)
+	require.ErrorIs(t, err, outbound.ErrLimited)
+	assert.Equal(t, int64(3), calls.Load(), "the refused call was not sent")
+
+	samples, _ := scrape(t, reg)
+	var waited string
+	samples = slices.DeleteFunc(samples, func(line string) bool {
+		if strings.HasPrefix(line, "ratelimit_outbound_wait_seconds_sum") {
+			waited = line
+			return true
+		}
+		return false
+	})
+	assert.Equal(t, []string{
+		`ratelimit_outbound_learned_total{limiter="partner"} 0`,
+		`ratelimit_outbound_pause_seconds_sum{limiter="partner"} 0.01`,
+		`ratelimit_outbound_pause_seconds_count{limiter="partner"} 1`,
+		`ratelimit_outbound_refusals_total{error_type="",limiter="partner",reason="limited"} 1`,
+		`ratelimit_outbound_retries_total{limiter="partner",status="429"} 1`,
+		`ratelimit_outbound_upstream_limited_total{limiter="partner",status="429"} 1`,
+		`ratelimit_outbound_wait_seconds_count{limiter="partner"} 1`,
+	}, samples, "only the retry waited")
+	var sum float64
+	_, err = fmt.Sscanf(strings.TrimPrefix(waited, `ratelimit_outbound_wait_seconds_sum{limiter="partner"} `), "%g", &sum)
+	require.NoError(t, err, waited)
+	assert.GreaterOrEqual(t, sum, maxPause.Seconds(), "the retry waited out the pause")
 }
 
 // An Upstream that fails fast reports a 429 that pauses its partition,
