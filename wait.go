@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/pace"
 )
 
 // The default jitter: a tenth of each sleep, at most 250 ms (see
@@ -119,7 +120,7 @@ type waitTime struct {
 // systemWaitTime is the waitTime of the system clock and real timers, with
 // the default jitter.
 var systemWaitTime = waitTime{
-	now: time.Now, sleep: sleepContext, jitter: randomJitter,
+	now: time.Now, sleep: pace.Sleep, jitter: pace.Jitter,
 	fraction: defaultJitterFraction, maxJitter: defaultMaxJitter,
 }
 
@@ -168,26 +169,4 @@ func waitWith(ctx context.Context, l Limiter, key string, n int, wt waitTime) (R
 			return res, callerErr(fmt.Errorf("ratelimit: Wait: %w", err))
 		}
 	}
-}
-
-// sleepContext sleeps for d on a real timer. It returns nil when d has
-// passed, or ctx.Err() as soon as ctx is done.
-func sleepContext(ctx context.Context, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
-}
-
-// randomJitter returns a uniformly random duration in [0, bound]; 0 for a
-// bound <= 0.
-func randomJitter(bound time.Duration) time.Duration {
-	if bound <= 0 {
-		return 0
-	}
-	return time.Duration(rand.Int64N(int64(bound) + 1))
 }

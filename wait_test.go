@@ -322,22 +322,6 @@ func TestWaitGivesUpAtOnceOnARealDeadlineBeforeRetryAfter(t *testing.T) {
 	assert.False(t, res.Allowed)
 }
 
-func TestSleepContextReturnsAtOnceWhenTheContextIsDone(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	assert.Equal(t, context.Canceled, sleepContext(ctx, time.Hour))
-}
-
-func TestRandomJitterStaysWithinItsBound(t *testing.T) {
-	assert.Equal(t, time.Duration(0), randomJitter(0))
-	assert.Equal(t, time.Duration(0), randomJitter(-time.Second))
-	for range 1000 {
-		j := randomJitter(3)
-		assert.GreaterOrEqual(t, j, time.Duration(0))
-		assert.LessOrEqual(t, j, time.Duration(3))
-	}
-}
-
 // waitOnGCRA runs a single worker that Waits for calls one-unit tries, with
 // opts, on a GCRA of 1 per 200 ms (5 per second, a burst of 1, so that no
 // late call is made up for) whose clock is ft's, and returns the fake time

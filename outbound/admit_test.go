@@ -177,3 +177,25 @@ func TestANilOrZeroUpstreamFailsWithoutPanicking(t *testing.T) {
 		require.ErrorIs(t, u.Settle(context.Background(), Permit{}, 1), ratelimit.ErrInvalidConfig)
 	}
 }
+
+func TestAdmitsJitterNeverSleepsPastMaxWait(t *testing.T) {
+	ft := newFakeTime()
+	u, _ := newTestUpstream(t, ft, newLearningGCRA(t, ft, 1, time.Second), Config{MaxWait: time.Second + 30*time.Millisecond})
+	_, err := u.Admit(context.Background(), "api", 1)
+	require.NoError(t, err)
+	_, err = u.Admit(context.Background(), "api", 1)
+	require.NoError(t, err)
+	assert.Equal(t, []time.Duration{time.Second + 30*time.Millisecond}, ft.slept(), "the jitter is cut at MaxWait")
+}
+
+func TestAdmitsLongestWaitsDoNotOverflow(t *testing.T) {
+	ft := newFakeTime()
+	store := NewMemoryStore(ft.clock)
+	u, _ := newTestUpstream(t, ft, newLearningGCRA(t, ft, 1, time.Second), Config{Store: store, MaxWait: maxDuration, MaxPause: maxDuration})
+	require.NoError(t, store.Pause(context.Background(), "api", maxDuration-time.Hour))
+	_, err := u.Admit(context.Background(), "api", 1)
+	require.NoError(t, err)
+	slept := ft.slept()
+	require.Len(t, slept, 1)
+	assert.Positive(t, slept[0])
+}

@@ -39,12 +39,13 @@ type Lesson struct {
 }
 
 // merge returns what l and m tell together: limited if either says so,
-// the longer pause, and the policy that allows no more than either. So
-// fields that contradict each other are read the cautious way.
+// the longer pause (never below 0), and the policy that allows no more
+// than either. So fields that contradict each other are read the
+// cautious way.
 func (l Lesson) merge(m Lesson) Lesson {
 	return Lesson{
 		Limited: l.Limited || m.Limited,
-		Pause:   max(l.Pause, m.Pause),
+		Pause:   max(l.Pause, m.Pause, 0),
 		Policy:  tighter(l.Policy, m.Policy),
 	}
 }

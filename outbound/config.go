@@ -30,10 +30,11 @@ type Config struct {
 	// pauses them all. nil: a MemoryStore of this Upstream's own.
 	Store Store
 	// MaxWait bounds how long a call waits before it is sent, for the
-	// limiter or for a pause; a call that would wait longer is not sent,
-	// and fails at once with an error wrapping ErrLimited. A call never
-	// waits past its context's deadline either. 0: DefaultMaxWait; a
-	// negative MaxWait never waits (fail fast).
+	// limiter or for a pause, jitter included; a call that would wait
+	// longer is not sent, and fails at once with an error wrapping
+	// ErrLimited. A call never waits past its context's deadline either.
+	// A Transport's retry is a call of its own (see Transport.Retries).
+	// 0: DefaultMaxWait; a negative MaxWait never waits (fail fast).
 	MaxWait time.Duration
 	// MaxPause bounds the pause one answer can set. 0: DefaultMaxPause;
 	// negative is an error.
@@ -43,7 +44,8 @@ type Config struct {
 	// until an answer states one. 0: DefaultForget; negative is an error.
 	Forget time.Duration
 	// LimitedPause is the pause of an answer that is Limited (a 429) but
-	// tells no pause. 0: DefaultLimitedPause; negative is an error.
+	// tells no pause, or a pause of 0. 0: DefaultLimitedPause; negative is
+	// an error.
 	LimitedPause time.Duration
 	// Parsers read each answer, and their Lessons are merged: the
 	// longest pause and the tightest limit win, so that fields that
@@ -51,8 +53,9 @@ type Config struct {
 	// DefaultParsers(). Give DefaultParsers() and your own to add one.
 	Parsers []Parser
 	// IgnorePolicies makes the Upstream learn pauses only, never a
-	// limit: for a limiter not built WithPolicyFunc(LearnedPolicy),
-	// which New otherwise refuses.
+	// limit: for a limiter not built WithPolicyFunc(LearnedPolicy), or
+	// one of calls in flight (a concurrency limiter), which New
+	// otherwise refuses.
 	IgnorePolicies bool
 	// NoJitter makes each wait exactly what the limiter or the pause
 	// asks. By default each sleep is lengthened by up to a tenth of it
@@ -65,7 +68,10 @@ type Config struct {
 	// concurrent use.
 	Observer func(Event)
 	// Clock is the clock answers are read by (an HTTP-date, a Unix
-	// time) and waits are measured on. nil: the system clock. Sleeps are
-	// always the system's timers.
+	// time) and waits are measured on, against MaxWait and against a
+	// call's context deadline, which is a time of the system clock: give
+	// a Clock that follows it when calls carry deadlines. It is also the
+	// clock of the MemoryStore made when Store is nil. nil: the system
+	// clock. Sleeps are always the system's timers.
 	Clock ratelimit.Clock
 }

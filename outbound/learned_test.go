@@ -102,3 +102,13 @@ func TestLearnedPolicyTellsTheLimitersOwnOutsideAnUpstream(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ratelimit.Policy{}, p)
 }
+
+func TestNewRefusesToLearnALimitForALimiterOfCallsInFlight(t *testing.T) {
+	c, err := ratelimit.NewConcurrency(5, time.Minute, ratelimit.WithPolicyFunc(LearnedPolicy))
+	require.NoError(t, err)
+	_, err = New(c, Config{})
+	require.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
+	assert.ErrorContains(t, err, "IgnorePolicies")
+	_, err = New(c, Config{IgnorePolicies: true})
+	assert.NoError(t, err)
+}

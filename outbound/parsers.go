@@ -31,6 +31,27 @@ const maxPolicyWindow = maxStoreDuration
 // nothing (RFC 9651 ignores it whole), as do members without the numbers
 // the draft requires.
 func IETFFields(a Answer) Lesson {
+	return ietfFields(a, "")
+}
+
+// IETFFieldsIn returns a Parser that reads the IETF fields as IETFFields
+// does, but learns the policies counted in unit (the qu parameter) rather
+// than in requests: for a limiter whose units are not calls, such as one
+// a Transport charges an LLM call's tokens (Transport.Cost), which must
+// learn `qu="tokens"` and never a limit of requests. "" and "requests"
+// make IETFFields.
+//
+//	cfg.Parsers = []outbound.Parser{outbound.IETFFieldsIn("tokens"), outbound.RetryAfter, outbound.VendorFields}
+func IETFFieldsIn(unit string) Parser {
+	if unit == "requests" {
+		unit = ""
+	}
+	return func(a Answer) Lesson { return ietfFields(a, unit) }
+}
+
+// ietfFields is IETFFields learning the policies of unit ("" for
+// requests).
+func ietfFields(a Answer, unit string) Lesson {
 	var l Lesson
 	for _, it := range ratefields.ParseLimits(a.Header["Ratelimit"]) {
 		if it.R == 0 && it.T > 0 {
@@ -38,7 +59,11 @@ func IETFFields(a Answer) Lesson {
 		}
 	}
 	for _, p := range ratefields.ParsePolicies(a.Header["Ratelimit-Policy"]) {
-		if p.Q <= 0 || p.W <= 0 || !(p.QU == "" || p.QU == "requests") {
+		qu := p.QU
+		if qu == "requests" {
+			qu = ""
+		}
+		if p.Q <= 0 || p.W <= 0 || qu != unit {
 			continue
 		}
 		limit := int(min(p.Q, int64(maxLimit)))
@@ -52,16 +77,18 @@ func IETFFields(a Answer) Lesson {
 const maxLimit = 1 << 52
 
 // RetryAfter reads the status and the Retry-After field (RFC 9110,
-// section 10.2.3): a 429 is Limited, and a 429 or 503 with a Retry-After
-// of delay-seconds or an HTTP-date is Limited with a pause until then. A
-// Retry-After on any other status (a redirect's) tells nothing of limits.
+// section 10.2.3): a 429 is Limited, with a pause until the Retry-After
+// (delay-seconds or an HTTP-date) when it has one; a 503 is Limited only
+// with a Retry-After of a wait longer than 0, and paused until then. A
+// 503 without one says nothing of limits, nor does a Retry-After on any
+// other status (a redirect's).
 func RetryAfter(a Answer) Lesson {
 	l := Lesson{Limited: a.Status == http.StatusTooManyRequests}
 	if a.Status != http.StatusTooManyRequests && a.Status != http.StatusServiceUnavailable {
 		return l
 	}
 	if v := a.Header["Retry-After"]; len(v) > 0 {
-		if d, ok := ratefields.ParseRetryAfter(v[0], dateOf(a)); ok {
+		if d, ok := ratefields.ParseRetryAfter(v[0], dateOf(a)); ok && d > 0 {
 			l.Limited, l.Pause = true, d
 		}
 	}

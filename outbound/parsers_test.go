@@ -171,3 +171,15 @@ func TestIgnorePoliciesLearnsPausesOnly(t *testing.T) {
 	l := u.Observe(context.Background(), p, answer(200, ft.clock.Now(), "RateLimit", `"a";r=0;t=1`, "RateLimit-Policy", `"a";q=5;w=1`))
 	assert.Equal(t, Lesson{Pause: time.Second}, l)
 }
+
+func TestAParserForTokensLearnsOnlyLimitsStatedInTokens(t *testing.T) {
+	a := answer(200, time.Now(), "RateLimit-Policy", `"rpm";q=100;w=60, "tpm";q=90000;w=60;qu="tokens"`)
+	assert.Equal(t, Lesson{Policy: ratelimit.Policy{Limit: 90000, Window: time.Minute}}, IETFFieldsIn("tokens")(a))
+	assert.Equal(t, Lesson{Policy: ratelimit.Policy{Limit: 100, Window: time.Minute}}, IETFFieldsIn("requests")(a))
+	assert.Equal(t, IETFFields(a), IETFFieldsIn("")(a))
+}
+
+func TestARetryAfterOfZeroOnA503IsNoLimitAndANegativePauseIsNone(t *testing.T) {
+	assert.Equal(t, Lesson{}, RetryAfter(answer(503, time.Now(), "Retry-After", "0")))
+	assert.Equal(t, Lesson{}, Lesson{}.merge(Lesson{Pause: -time.Second}))
+}

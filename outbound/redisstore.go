@@ -5,11 +5,11 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/nilcheck"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -53,19 +53,13 @@ type RedisStore struct {
 // partition, or DefaultStorePrefix + partition for a prefix of "". A nil
 // client (a typed nil too) is an error wrapping ratelimit.ErrInvalidConfig.
 func NewRedisStore(client redis.Scripter, prefix string) (*RedisStore, error) {
-	if client == nil || isNilPointer(client) {
+	if nilcheck.IsNil(client) {
 		return nil, fmt.Errorf("%w: outbound: NewRedisStore: nil client", ratelimit.ErrInvalidConfig)
 	}
 	if prefix == "" {
 		prefix = DefaultStorePrefix
 	}
 	return &RedisStore{client: client, prefix: prefix}, nil
-}
-
-// isNilPointer reports whether v holds a nil pointer.
-func isNilPointer(v any) bool {
-	r := reflect.ValueOf(v)
-	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
 // Load returns partition's state now, in the server's time.

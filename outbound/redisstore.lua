@@ -3,10 +3,12 @@
 --   q  the limit the upstream stated, w its window
 --   f  the end of the time q and w are kept
 -- p, w and f are microseconds (p and f of the server's TIME); a field that
--- is absent is 0. Every write sets the key's TTL to the later of p and f,
--- and deletes the key when both have passed. Any other field, or a value
--- that is not a non-negative integer, is another's state: the script then
--- answers an error naming neither and changes nothing.
+-- is absent is 0; q, w and f are there together or not at all. Every
+-- write sets the key's TTL to the later of p and f, and deletes the key
+-- when both have passed. Another type, a HASH without a TTL, any other
+-- field, a value that is not a non-negative integer of at most 16 digits,
+-- or a part of a limit is another's state: the script then answers an
+-- error and changes nothing.
 --
 -- KEYS[1]  the partition's key
 -- ARGV[1]  "L" load: answers {pause left, q, w, policy left}, in µs
@@ -21,17 +23,26 @@ local ty = redis.call('TYPE', key)['ok']
 if ty ~= 'none' and ty ~= 'hash' then
 	return redis.error_reply('CORRUPT the key holds a ' .. ty .. ', not an outbound partition\'s HASH')
 end
+local p, q, w, f = 0, 0, 0, 0
 if ty == 'hash' then
+	if redis.call('PTTL', key) < 0 then
+		return redis.error_reply('CORRUPT the key has no TTL, which an outbound partition\'s always has')
+	end
 	local all = redis.call('HGETALL', key)
+	local seen = {}
 	for i = 1, #all, 2 do
-		local f, v = all[i], all[i + 1]
-		if not (f == 'p' or f == 'q' or f == 'w' or f == 'f') or not string.match(v, '^%d+$') then
+		local name, v = all[i], all[i + 1]
+		if not (name == 'p' or name == 'q' or name == 'w' or name == 'f') or not string.match(v, '^%d+$') or #v > 16 then
 			return redis.error_reply('CORRUPT the key holds fields that are not an outbound partition\'s')
 		end
+		seen[name] = tonumber(v)
 	end
+	p, q, w, f = seen.p or 0, seen.q, seen.w, seen.f
+	if (q == nil) ~= (w == nil) or (q == nil) ~= (f == nil) then
+		return redis.error_reply('CORRUPT the key holds a part of a stated limit, not q, w and f together')
+	end
+	q, w, f = q or 0, w or 0, f or 0
 end
-local v = redis.call('HMGET', key, 'p', 'q', 'w', 'f')
-local p, q, w, f = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0, tonumber(v[4]) or 0
 
 local op = ARGV[1]
 if op == 'L' then

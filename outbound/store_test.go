@@ -127,9 +127,12 @@ func TestARedisStoreRefusesAKeyThatIsNotItsOwnAndLeavesIt(t *testing.T) {
 	key := DefaultStorePrefix + "api"
 	for name, setup := range map[string]func(){
 		"a string":           func() { require.NoError(t, mr.Set(key, "x")) },
-		"another field":      func() { mr.HSet(key, "p", "1", "token", "2") },
-		"a value not a time": func() { mr.HSet(key, "p", "soon") },
-		"a negative value":   func() { mr.HSet(key, "q", "-5") },
+		"another field":      func() { mr.HSet(key, "p", "1", "token", "2"); mr.SetTTL(key, time.Minute) },
+		"a value not a time": func() { mr.HSet(key, "p", "soon"); mr.SetTTL(key, time.Minute) },
+		"a negative value":   func() { mr.HSet(key, "q", "-5"); mr.SetTTL(key, time.Minute) },
+		"a value too long":   func() { mr.HSet(key, "p", "12345678901234567"); mr.SetTTL(key, time.Minute) },
+		"a part of a limit":  func() { mr.HSet(key, "q", "5"); mr.SetTTL(key, time.Minute) },
+		"no TTL":             func() { mr.HSet(key, "p", "1") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			mr.Del(key)

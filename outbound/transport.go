@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -40,10 +41,14 @@ type Transport struct {
 	// Partition returns a request's partition, the limiter's key: the
 	// upstream's host, the credential it is sent with, its route. It
 	// must not be a secret, since Events show it: hash a credential
-	// first. An error fails the request, unsent. nil: ByHost.
+	// first. An error fails the request, unsent, with an error wrapping
+	// it and ratelimit.ErrCaller. nil: ByHost.
 	Partition func(*http.Request) (string, error)
 	// Cost returns the units a request takes, such as an LLM call's
-	// estimated tokens; an error fails the request, unsent. nil: 1.
+	// estimated tokens; an error fails the request, unsent, with an error
+	// wrapping it and ratelimit.ErrCaller. nil: 1. A limiter that counts
+	// tokens must learn limits stated in tokens, not in requests: see
+	// IETFFieldsIn.
 	Cost func(*http.Request) (int, error)
 	// Settle, when not nil, reads the true cost of a request from its
 	// answer, and reports false when the answer does not tell it: the
@@ -57,8 +62,14 @@ type Transport struct {
 	// answer set, and only when the wait fits Config.MaxWait and the
 	// request's deadline. Only a request that can be replayed is: of an
 	// idempotent method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or with
-	// an Idempotency-Key field, and with no body or one that GetBody
-	// gives again. 0: none; at most MaxRetries.
+	// an Idempotency-Key (or X-Idempotency-Key) field, and with no body or
+	// one that GetBody gives again. Each attempt waits at most
+	// Config.MaxWait, so a request with Retries may wait up to
+	// (Retries+1) × MaxWait in all, within its deadline. The next attempt
+	// is admitted before the refusal is let go: when it cannot be (the
+	// limiter, a longer pause, the deadline), or the refusal's body is
+	// over 64 KiB, the refusal is returned as the upstream sent it.
+	// 0: none; at most MaxRetries.
 	Retries int
 	// RetryAnyMethod lets Retries resend a request of any method (a POST
 	// without an Idempotency-Key), still only with a body GetBody gives
@@ -91,12 +102,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, closeBody(req, err)
 	}
 	ctx := req.Context()
-	var floor time.Duration
+	p, err := u.admit(ctx, partition, cost, 0)
+	if err != nil {
+		return nil, closeBody(req, err)
+	}
 	for attempt := 1; ; attempt++ {
-		p, err := u.admit(ctx, partition, cost, floor)
-		if err != nil {
-			return nil, closeBody(req, err)
-		}
 		resp, err := t.base().RoundTrip(req)
 		if err != nil {
 			return nil, err
@@ -111,13 +121,46 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		next, ok := t.replay(req)
-		if !ok {
+		if !ok || !buffer(resp) {
 			return resp, nil
 		}
-		drain(resp.Body)
+		// The next attempt is admitted before the refusal is let go: one
+		// that is not (the limiter, a longer pause another replica set,
+		// ctx's end) returns the refusal as the upstream sent it.
+		np, err := u.admit(ctx, partition, cost, l.Pause)
+		if err != nil {
+			closeBody(next, nil)
+			return resp, nil
+		}
+		_ = resp.Body.Close()
 		u.report(Event{Kind: Retried, Partition: partition, Status: resp.StatusCode, Attempt: attempt + 1})
-		req, floor = next, l.Pause
+		req, p = next, np
 	}
+}
+
+// maxBuffered is the largest body of a refusal a Transport keeps while it
+// waits to send the request again: a larger one is returned at once.
+const maxBuffered = 64 << 10
+
+// buffer reads resp's body into memory and closes it, so that the
+// connection is free while the request waits to be sent again, and
+// reports whether it could: false for a body larger than maxBuffered or
+// one that fails to read, which is then left readable as it was.
+func buffer(resp *http.Response) bool {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBuffered+1))
+	if err != nil || len(b) > maxBuffered {
+		resp.Body = readCloser{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+		return false
+	}
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return true
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // callOf returns req's partition and cost.
@@ -128,12 +171,12 @@ func (t *Transport) callOf(req *http.Request) (string, int, error) {
 	}
 	partition, err := part(req)
 	if err != nil {
-		return "", 0, fmt.Errorf("outbound: the request's partition: %w", err)
+		return "", 0, fmt.Errorf("outbound: the request's partition: %w: %w", ratelimit.ErrCaller, err)
 	}
 	cost := 1
 	if t.Cost != nil {
 		if cost, err = t.Cost(req); err != nil {
-			return "", 0, fmt.Errorf("outbound: the request's cost: %w", err)
+			return "", 0, fmt.Errorf("outbound: the request's cost: %w: %w", ratelimit.ErrCaller, err)
 		}
 	}
 	return partition, cost, nil
@@ -169,13 +212,19 @@ func (t *Transport) replay(req *http.Request) (*http.Request, bool) {
 }
 
 // idempotent reports whether req may be sent twice with the effect of
-// once: by its method (RFC 9110, section 9.2.2), or by an Idempotency-Key.
+// once: by its method (RFC 9110, section 9.2.2), or by an Idempotency-Key
+// or X-Idempotency-Key field, present even without a value, as net/http
+// reads them when it replays a request.
 func idempotent(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 		return true
 	}
-	return req.Header.Get("Idempotency-Key") != ""
+	if _, ok := req.Header["Idempotency-Key"]; ok {
+		return true
+	}
+	_, ok := req.Header["X-Idempotency-Key"]
+	return ok
 }
 
 // fits reports whether a wait of d from now fits MaxWait and ctx's
@@ -186,13 +235,6 @@ func (u *Upstream) fits(ctx context.Context, d time.Duration) bool {
 	}
 	deadline, ok := ctx.Deadline()
 	return !ok || d <= deadline.Sub(u.now())
-}
-
-// drain reads what is left of body, up to 64 KiB so that the connection
-// can be reused, and closes it.
-func drain(body io.ReadCloser) {
-	_, _ = io.CopyN(io.Discard, body, 64<<10)
-	_ = body.Close()
 }
 
 // closeBody closes req's body, as a RoundTripper must even when it fails,

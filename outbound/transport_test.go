@@ -239,7 +239,8 @@ func (r retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.StatusCode != http.StatusTooManyRequests {
 		return resp, err
 	}
-	drain(resp.Body)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
 	return r.next.RoundTrip(req)
 }
 
@@ -271,4 +272,44 @@ func TestATransportComposesWithRetryingAndTracingTransports(t *testing.T) {
 	assert.Equal(t, 2, trace.sent, "each attempt traced")
 	assert.Equal(t, []time.Duration{DefaultLimitedPause}, ft.slept(), "the outer retry waited for the pause the 429 set")
 	assert.Len(t, ev.of(UpstreamLimited), 1)
+}
+
+func TestATransportReturnsTheRefusalWhenItsRetryCannotBeAdmitted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, "slow down")
+	}))
+	t.Cleanup(srv.Close)
+	ft := newFakeTime()
+	// One call per 2 s, and at most 1.5 s of wait: the pause of a second
+	// the refusal sets fits, but not the limiter's next unit after it.
+	u, ev := newTestUpstream(t, ft, newLearningGCRA(t, ft, 1, 2*time.Second), Config{NoJitter: true, MaxWait: 1500 * time.Millisecond})
+	resp, err := (&http.Client{Transport: &Transport{Upstream: u, Retries: 3}}).Get(srv.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, "slow down", string(body), "the refusal as the upstream sent it")
+	assert.Empty(t, ev.of(Retried))
+	assert.Len(t, ev.of(Refused), 1)
+}
+
+func TestATransportRetriesAPOSTWithAnXIdempotencyKeyEvenWithoutAValue(t *testing.T) {
+	up, srv, tr, _, _ := newTransportCase(t, 0, 429)
+	tr.Retries = 1
+	req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("pay"))
+	require.NoError(t, err)
+	req.Header["X-Idempotency-Key"] = nil
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Len(t, up.received(), 2)
+}
+
+func TestAPartitionOrCostErrorIsTheCallersMistake(t *testing.T) {
+	_, srv, tr, _, _ := newTransportCase(t, 0)
+	tr.Partition = func(*http.Request) (string, error) { return "", errors.New("no tenant") }
+	_, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	require.ErrorIs(t, err, ratelimit.ErrCaller)
 }

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/nilcheck"
+	"github.com/ratelimit-go/ratelimit/internal/pace"
 )
 
 // The jitter of a wait, as ratelimit.Wait's: a tenth of each sleep, at
@@ -60,12 +61,15 @@ type Upstream struct {
 //
 // It returns an error wrapping ratelimit.ErrInvalidConfig for a nil
 // limiter (a typed nil too), a negative MaxPause, Forget or LimitedPause,
-// a nil Parser, or a limiter that does not read LearnedPolicy without
-// IgnorePolicies. A limiter that does must tell its policies (implement
+// a nil Parser, or, without IgnorePolicies, a limiter that does not read
+// LearnedPolicy or has no rate to lower (its policies limit calls in
+// flight). A limiter that learns must tell its policies (implement
 // ratelimit.Decider, as every limiter of package ratelimit does): the
-// learned limit is lowered to no more than the tightest of them.
+// learned limit is lowered to no more than the tightest of them, as it
+// tells them for a key New asks about, so that a PolicyFunc's per-key
+// plans are not read here.
 func New(limiter ratelimit.Limiter, cfg Config) (*Upstream, error) {
-	if limiter == nil || isNilPointer(limiter) {
+	if nilcheck.IsNil(limiter) {
 		return nil, fmt.Errorf("%w: outbound: New: nil limiter", ratelimit.ErrInvalidConfig)
 	}
 	for _, c := range []struct {
@@ -87,13 +91,13 @@ func New(limiter ratelimit.Limiter, cfg Config) (*Upstream, error) {
 		jitter:   !cfg.NoJitter,
 		observer: cfg.Observer,
 		now:      time.Now,
-		sleep:    sleepContext,
-		rand:     randomJitter,
+		sleep:    pace.Sleep,
+		rand:     pace.Jitter,
 	}
 	if cfg.Clock != nil {
 		u.now = cfg.Clock.Now
 	}
-	if u.store == nil || isNilPointer(u.store) {
+	if nilcheck.IsNil(u.store) {
 		u.store = NewMemoryStore(cfg.Clock)
 	}
 	if u.parsers == nil {
@@ -135,6 +139,9 @@ func ownPolicy(limiter ratelimit.Limiter) (ratelimit.Policy, error) {
 		if !p.InFlight {
 			own = tighter(own, p.Policy)
 		}
+	}
+	if own.Limit <= 0 || own.Window <= 0 {
+		return ratelimit.Policy{}, fmt.Errorf("%w: outbound: New: the limiter has no rate a stated limit could lower (its policies limit calls in flight, or state no limit): set Config.IgnorePolicies to learn pauses only", ratelimit.ErrInvalidConfig)
 	}
 	return own, nil
 }
@@ -254,26 +261,29 @@ func (u *Upstream) learned(stated ratelimit.Policy) ratelimit.Policy {
 
 // wait sleeps d and a jitter, unless the call, which started waiting at
 // start, would then have waited past MaxWait or past ctx's deadline: then
-// it returns an error wrapping ErrLimited at once.
+// it returns an error wrapping ErrLimited at once. The jitter is cut so
+// that the sleep ends by both, and the sum cannot overflow: it is at most
+// what is left of MaxWait.
 func (u *Upstream) wait(ctx context.Context, start time.Time, d time.Duration) error {
-	now := u.now()
 	if u.maxWait < 0 {
 		return fmt.Errorf("%w: %v to wait, and Config.MaxWait allows no wait", ErrLimited, d)
 	}
-	if waited := now.Sub(start); d > u.maxWait-waited {
+	now := u.now()
+	waited := max(now.Sub(start), 0)
+	left := u.maxWait - waited
+	if d > left {
 		return fmt.Errorf("%w: %v more to wait after %v, past Config.MaxWait of %v", ErrLimited, d, waited, u.maxWait)
 	}
-	sleep := d
 	if deadline, ok := ctx.Deadline(); ok {
-		left := deadline.Sub(now)
-		if d > left {
-			return fmt.Errorf("%w: %v to wait, past the call's deadline in %v: %w", ErrLimited, d, max(left, 0), context.DeadlineExceeded)
+		untilDeadline := deadline.Sub(now)
+		if d > untilDeadline {
+			return fmt.Errorf("%w: %v to wait, past the call's deadline in %v: %w", ErrLimited, d, max(untilDeadline, 0), context.DeadlineExceeded)
 		}
-		if u.jitter {
-			sleep += min(u.rand(min(d/jitterFraction, maxJitter)), left-d)
-		}
-	} else if u.jitter {
-		sleep += u.rand(min(d/jitterFraction, maxJitter))
+		left = min(left, untilDeadline)
+	}
+	sleep := d
+	if u.jitter {
+		sleep += min(u.rand(min(d/jitterFraction, maxJitter)), left-d)
 	}
 	if err := u.sleep(ctx, sleep); err != nil {
 		return fmt.Errorf("outbound: waiting %v: %w", d, err)
@@ -396,24 +406,4 @@ func (u *Upstream) settle(ctx context.Context, p Permit, cost int) error {
 		return fmt.Errorf("outbound: Settle: %w", err)
 	}
 	return nil
-}
-
-// sleepContext sleeps d, or returns ctx's error as soon as ctx ends.
-func sleepContext(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// randomJitter returns a random duration in [0, bound].
-func randomJitter(bound time.Duration) time.Duration {
-	if bound <= 0 {
-		return 0
-	}
-	return rand.N(bound + 1)
 }

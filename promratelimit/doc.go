@@ -108,6 +108,42 @@
 // and RetryAfterBuckets 12 (WithDurationBuckets and WithRetryAfterBuckets
 // replace them).
 //
+// # Outbound calls
+//
+// NewOutboundObserver returns an observer for outbound.Config.Observer,
+// which records what an outbound.Upstream (a client of someone else's
+// API, within its limits) reports:
+//
+//	metric                                     type       labels                       meaning
+//	ratelimit_outbound_wait_seconds            histogram  limiter                      how long each call that waited waited before it was sent (WaitBuckets)
+//	ratelimit_outbound_refusals_total          counter    limiter, reason, error_type  the calls not sent
+//	ratelimit_outbound_upstream_limited_total  counter    limiter, status              the answers by which the upstream refused a call for its limit
+//	ratelimit_outbound_pause_seconds           histogram  limiter                      the pauses answers set, bounded by Config.MaxPause (PauseBuckets); _count counts them
+//	ratelimit_outbound_learned_total           counter    limiter                      the answers that stated another limit than the partition had
+//	ratelimit_outbound_retries_total           counter    limiter, status              the calls sent again after the upstream refused them
+//	ratelimit_outbound_store_failures_total    counter    limiter, error_type          the failures of the Upstream's Store (the calls went on by the limiter alone)
+//	ratelimit_outbound_settle_failures_total   counter    limiter, error_type          the settles of a call's true cost that failed
+//
+// Their labels:
+//
+//   - limiter: WithLimiterName's name, DefaultOutboundLimiter without one.
+//     An event names no upstream: give each Upstream an observer of its
+//     own. Observers of different names share a registry.
+//   - reason: "limited" when the call would have waited past
+//     Config.MaxWait or its deadline (its error wraps outbound.ErrLimited),
+//     with an empty error_type; "error" when the limiter failed or the
+//     call's context ended during a wait, with error_type as above.
+//   - status: the answer's status (429, or 503 with a Retry-After; on a
+//     retry, the answer that refused): the first MaxStatuses distinct
+//     statuses, the others, and any outside 100 to 599, as OtherStatus.
+//
+// The partition of a call (a host, a route, a credential) is never a
+// label: partitions may be unbounded or secret. So the limit an upstream
+// states is counted, not kept in a gauge: without the partition, one gauge
+// would show whichever partition spoke last. With a shared Store, a pause
+// or a limit one replica learns holds for the whole fleet, but only the
+// replica that read the answer records it: sum over the fleet.
+//
 // # Queries
 //
 //	sum by (limiter) (rate(ratelimit_decisions_total{outcome="denied"}[5m]))   denials per second
@@ -115,6 +151,7 @@
 //	sum(rate(ratelimit_decisions_total{source="deny_cache"}[5m]))             Redis calls a DenyCache saved
 //	sum(rate(ratelimit_adjustment_units_total{op="settle",units="cost"}[5m])) units settled per second (such as LLM tokens)
 //	sum by (route) (rate(ratelimit_requests_total{outcome="denied"}[5m]))     denials per route
+//	sum by (limiter) (rate(ratelimit_outbound_upstream_limited_total[5m]))   the upstreams' 429s per second
 //
 // # Registration
 //

@@ -10,6 +10,12 @@ import (
 // opDecide is the op label of a decision's error.
 const opDecide = "decide"
 
+// errorTypes are the values errorType returns.
+var errorTypes = [...]string{
+	"invalid_cost", "cost_exceeds_limit", "corrupt_state", "invalid_config", "invalid_key",
+	"lease_expired", "canceled", "deadline_exceeded", "backend", "other",
+}
+
 // errorType returns the error_type label of err: "invalid_cost",
 // "cost_exceeds_limit", "corrupt_state", "invalid_config", "invalid_key",
 // "lease_expired", "canceled", "deadline_exceeded", "backend" (any other

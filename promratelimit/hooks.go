@@ -36,20 +36,43 @@ const OtherRoute = "_other"
 // DefaultBreaker is the breaker label of a Hooks that Breaker did not name.
 const DefaultBreaker = "default"
 
-// Option configures a Hooks.
+// Option configures a Hooks (NewHooks) or an outbound observer
+// (NewOutboundObserver); each option says which it configures, and the
+// other constructor refuses it.
 type Option func(*config) error
 
 type config struct {
 	duration   []float64
 	retryAfter []float64
 	maxRoutes  int
+
+	// outbound is set when the options are given to NewOutboundObserver
+	// rather than NewHooks.
+	outbound bool
+	// waits, pauses and limiter configure NewOutboundObserver.
+	waits   []float64
+	pauses  []float64
+	limiter string
+}
+
+// hooksOnly returns the error of an option of NewHooks given to
+// NewOutboundObserver, nil for one given to NewHooks.
+func (c *config) hooksOnly(option string) error {
+	if c.outbound {
+		return fmt.Errorf("promratelimit: %s is an option of NewHooks, not of NewOutboundObserver", option)
+	}
+	return nil
 }
 
 // WithDurationBuckets replaces DurationBuckets, the bucket boundaries of
 // ratelimit_decision_duration_seconds, in seconds. They must be
-// increasing; none is an error.
+// increasing; none is an error. It is an option of NewHooks:
+// NewOutboundObserver refuses it.
 func WithDurationBuckets(b ...float64) Option {
 	return func(c *config) error {
+		if err := c.hooksOnly("WithDurationBuckets"); err != nil {
+			return err
+		}
 		if err := checkBuckets(b); err != nil {
 			return fmt.Errorf("promratelimit: WithDurationBuckets: %w", err)
 		}
@@ -60,9 +83,13 @@ func WithDurationBuckets(b ...float64) Option {
 
 // WithRetryAfterBuckets replaces RetryAfterBuckets, the bucket boundaries
 // of ratelimit_retry_after_seconds, in seconds. They must be increasing;
-// none is an error.
+// none is an error. It is an option of NewHooks: NewOutboundObserver
+// refuses it.
 func WithRetryAfterBuckets(b ...float64) Option {
 	return func(c *config) error {
+		if err := c.hooksOnly("WithRetryAfterBuckets"); err != nil {
+			return err
+		}
 		if err := checkBuckets(b); err != nil {
 			return fmt.Errorf("promratelimit: WithRetryAfterBuckets: %w", err)
 		}
@@ -75,9 +102,12 @@ func WithRetryAfterBuckets(b ...float64) Option {
 // DefaultMaxRoutes by default: the requests of every route seen after the
 // first n are counted under OtherRoute, so that a route built from
 // request data by mistake cannot make a series per request. n < 1 is an
-// error.
+// error. It is an option of NewHooks: NewOutboundObserver refuses it.
 func WithMaxRoutes(n int) Option {
 	return func(c *config) error {
+		if err := c.hooksOnly("WithMaxRoutes"); err != nil {
+			return err
+		}
 		if n < 1 {
 			return fmt.Errorf("promratelimit: WithMaxRoutes: %d routes, want at least 1", n)
 		}

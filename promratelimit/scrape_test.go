@@ -142,7 +142,7 @@ func TestAScrapeShowsTheDocumentedSeriesAfterAKnownSequenceOfDecisions(t *testin
 	_, err = down{}.Allow(ctx, "user:6", 1)
 	hooks.Observe("/orders", ratelimit.Decision{}, err)
 
-	assertDocumented(t, reg)
+	assertDocumented(t, reg, false)
 	samples, buckets := scrape(t, reg)
 	assert.Equal(t, []string{
 		`ratelimit_adjustment_units_total{limiter="api",op="refund",units="cost"} 0`,
@@ -212,15 +212,18 @@ func TestAScrapeShowsTheDocumentedSeriesAfterAKnownSequenceOfDecisions(t *testin
 }
 
 // assertDocumented checks that the metrics reg gathers are those of the
-// package documentation's table, each of the type and labels it lists.
-func assertDocumented(t *testing.T, reg *prometheus.Registry) {
+// package documentation's tables, each of the type and labels it lists:
+// those of NewOutboundObserver (ratelimit_outbound_) if outbound, else
+// those of NewHooks.
+func assertDocumented(t *testing.T, reg *prometheus.Registry, outbound bool) {
 	t.Helper()
 	doc, err := os.ReadFile("doc.go")
 	require.NoError(t, err)
 	documented := map[string]string{}
 	for _, line := range strings.Split(string(doc), "\n") {
 		fields := strings.Fields(strings.TrimPrefix(line, "//"))
-		if len(fields) < 3 || !strings.HasPrefix(fields[0], "ratelimit_") {
+		if len(fields) < 3 || !strings.HasPrefix(fields[0], "ratelimit_") ||
+			strings.HasPrefix(fields[0], "ratelimit_outbound_") != outbound {
 			continue
 		}
 		var labels []string
