@@ -148,8 +148,8 @@ var errStoreDown = errors.New("store down")
 
 func (failingStore) Load(context.Context, string) (State, error)        { return State{}, errStoreDown }
 func (failingStore) Pause(context.Context, string, time.Duration) error { return errStoreDown }
-func (failingStore) Learn(context.Context, string, ratelimit.Policy, time.Duration) error {
-	return errStoreDown
+func (failingStore) Learn(context.Context, string, ratelimit.Policy, time.Duration) (bool, error) {
+	return false, errStoreDown
 }
 
 func TestAStoreThatFailsIsReportedAndTheLimiterStillHoldsTheBudget(t *testing.T) {

@@ -104,3 +104,12 @@ func newTestUpstream(t testing.TB, ft *fakeTime, limiter ratelimit.Limiter, cfg 
 	ft.install(u)
 	return u, ev
 }
+
+// learn calls s.Learn, requires it not to fail, and returns whether it
+// changed the partition's limit.
+func learn(t testing.TB, s Store, ctx context.Context, partition string, p ratelimit.Policy, keep time.Duration) bool {
+	t.Helper()
+	changed, err := s.Learn(ctx, partition, p, keep)
+	require.NoError(t, err)
+	return changed
+}

@@ -68,7 +68,7 @@ func TestAStatedLimitLowersTheLimiterUntilItIsForgotten(t *testing.T) {
 	store := NewMemoryStore(ft.clock)
 	u, _ := newTestUpstream(t, ft, newLearningGCRA(t, ft, 10, time.Second), Config{Store: store, MaxWait: -1, Forget: time.Minute})
 	ctx := context.Background()
-	require.NoError(t, store.Learn(ctx, "api", ratelimit.Policy{Limit: 4, Window: time.Second}, time.Minute))
+	learn(t, store, ctx, "api", ratelimit.Policy{Limit: 4, Window: time.Second}, time.Minute)
 
 	assert.Equal(t, 4, burst(t, u, "api"), "the stated 4 per second")
 	ft.clock.Advance(time.Minute)
@@ -79,7 +79,7 @@ func TestAStatedLimitAboveTheLimitersOwnNeverRaisesIt(t *testing.T) {
 	ft := newFakeTime()
 	store := NewMemoryStore(ft.clock)
 	u, _ := newTestUpstream(t, ft, newLearningGCRA(t, ft, 10, time.Second), Config{Store: store, MaxWait: -1})
-	require.NoError(t, store.Learn(context.Background(), "api", ratelimit.Policy{Limit: 1000, Window: time.Second}, time.Minute))
+	learn(t, store, context.Background(), "api", ratelimit.Policy{Limit: 1000, Window: time.Second}, time.Minute)
 	assert.Equal(t, 10, burst(t, u, "api"))
 }
 

@@ -88,24 +88,29 @@ func (s *MemoryStore) Pause(_ context.Context, partition string, d time.Duration
 }
 
 // Learn makes p partition's stated limit for keep from now, or forgets it
-// for the zero p. It fails only for keep <= 0; ctx is not used.
-func (s *MemoryStore) Learn(_ context.Context, partition string, p ratelimit.Policy, keep time.Duration) error {
+// for the zero p, and reports whether the limit changed. It fails only for
+// keep <= 0; ctx is not used.
+func (s *MemoryStore) Learn(_ context.Context, partition string, p ratelimit.Policy, keep time.Duration) (bool, error) {
 	if s == nil || s.entries == nil {
-		return errNilStore
+		return false, errNilStore
 	}
 	if keep <= 0 {
-		return errKeepNotPositive(keep)
+		return false, errKeepNotPositive(keep)
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entry(partition, now)
+	old := e.policy
+	if !e.policyEnd.After(now) {
+		old = ratelimit.Policy{}
+	}
 	if p == (ratelimit.Policy{}) {
 		e.policy, e.policyEnd = ratelimit.Policy{}, time.Time{}
-		return nil
+	} else {
+		e.policy, e.policyEnd = p, now.Add(keep)
 	}
-	e.policy, e.policyEnd = p, now.Add(keep)
-	return nil
+	return p != old, nil
 }
 
 // entry returns partition's entry, made if need be, sweeping the ended

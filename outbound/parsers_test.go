@@ -150,7 +150,7 @@ type countingStore struct {
 	learns int
 }
 
-func (s *countingStore) Learn(ctx context.Context, partition string, p ratelimit.Policy, keep time.Duration) error {
+func (s *countingStore) Learn(ctx context.Context, partition string, p ratelimit.Policy, keep time.Duration) (bool, error) {
 	s.learns++
 	return s.Store.Learn(ctx, partition, p, keep)
 }

@@ -99,21 +99,31 @@ func (s *RedisStore) Pause(ctx context.Context, partition string, d time.Duratio
 }
 
 // Learn makes p partition's stated limit for keep from now (keep > 0), or
-// forgets it for the zero p. p's Limit and Window must be > 0 unless p is
-// zero.
-func (s *RedisStore) Learn(ctx context.Context, partition string, p ratelimit.Policy, keep time.Duration) error {
+// forgets it for the zero p, and reports whether the limit changed. p's
+// Limit must be > 0 and at most 2^52, and its Window at least 1µs, unless
+// p is zero; the Window is kept in whole microseconds.
+func (s *RedisStore) Learn(ctx context.Context, partition string, p ratelimit.Policy, keep time.Duration) (bool, error) {
 	if keep <= 0 {
-		return errKeepNotPositive(keep)
+		return false, errKeepNotPositive(keep)
 	}
+	var reply any
+	var err error
 	if p == (ratelimit.Policy{}) {
-		_, err := s.run(ctx, partition, "K", 0)
-		return err
+		reply, err = s.run(ctx, partition, "K", 0)
+	} else {
+		if p.Limit <= 0 || p.Limit > maxLimit || p.Window < time.Microsecond {
+			return false, fmt.Errorf("%w: outbound: a learned policy of %d per %v; the limit must be in [1, 2^52] and the window at least 1µs", ratelimit.ErrInvalidConfig, p.Limit, p.Window)
+		}
+		reply, err = s.run(ctx, partition, "K", p.Limit, micros(p.Window), micros(keep))
 	}
-	if p.Limit <= 0 || p.Window < time.Microsecond {
-		return fmt.Errorf("%w: outbound: a learned policy of %d per %v; both must be > 0 (the window at least 1µs)", ratelimit.ErrInvalidConfig, p.Limit, p.Window)
+	if err != nil {
+		return false, err
 	}
-	_, err := s.run(ctx, partition, "K", p.Limit, micros(p.Window), micros(keep))
-	return err
+	changed, ok := reply.(int64)
+	if !ok || changed != 0 && changed != 1 {
+		return false, s.badReply(partition, reply)
+	}
+	return changed == 1, nil
 }
 
 // micros returns d in whole microseconds, at least 1 and at most

@@ -14,7 +14,10 @@
 -- ARGV[1]  "L" load: answers {pause left, q, w, policy left}, in µs
 --          "P" pause: ARGV[2] the pause in µs, > 0
 --          "K" learn: ARGV[2] q, ARGV[3] w in µs, ARGV[4] the keeping in µs;
---                     q 0 forgets the policy
+--                     q 0 forgets the policy; answers 1 when the limit
+--                     changed (another q or w, or none kept before), 0
+--                     otherwise
+-- "P" answers 1.
 local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -52,6 +55,7 @@ if op == 'L' then
 	return {math.max(p - now, 0), q, w, f - now}
 end
 
+local changed = 1
 if op == 'P' then
 	local e = now + tonumber(ARGV[2])
 	if e > p then
@@ -59,7 +63,14 @@ if op == 'P' then
 		redis.call('HSET', key, 'p', string.format('%d', p))
 	end
 elseif op == 'K' then
+	local oldq, oldw = q, w
+	if f <= now then
+		oldq, oldw = 0, 0
+	end
 	q = tonumber(ARGV[2])
+	if q == oldq and (q == 0 or tonumber(ARGV[3]) == oldw) then
+		changed = 0
+	end
 	if q == 0 then
 		f = 0
 		redis.call('HDEL', key, 'q', 'w', 'f')
@@ -77,4 +88,4 @@ if e <= 0 then
 else
 	redis.call('PEXPIRE', key, math.ceil(e / 1000))
 end
-return 1
+return changed

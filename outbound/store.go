@@ -27,8 +27,10 @@ type Store interface {
 	Pause(ctx context.Context, partition string, d time.Duration) error
 	// Learn makes p the limit the upstream states for partition, for
 	// keep from now (keep > 0), replacing the one stored; the zero p
-	// forgets it.
-	Learn(ctx context.Context, partition string, p ratelimit.Policy, keep time.Duration) error
+	// forgets it. It reports whether the partition's limit changed: p is
+	// not the one it held (none, when it held none or it was
+	// forgotten).
+	Learn(ctx context.Context, partition string, p ratelimit.Policy, keep time.Duration) (changed bool, err error)
 }
 
 // State is what a Store holds of one partition now.

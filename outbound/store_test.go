@@ -73,7 +73,10 @@ func TestStoresKeepTheLongestPauseAndTheLastStatedLimit(t *testing.T) {
 			assert.InDelta(t, 3*time.Second, st.Pause, float64(100*time.Millisecond))
 
 			five := ratelimit.Policy{Limit: 5, Window: time.Second}
-			require.NoError(t, s.Learn(ctx, "api", five, time.Minute))
+			assert.True(t, learn(t, s, ctx, "api", five, time.Minute), "none before")
+			assert.False(t, learn(t, s, ctx, "api", five, time.Minute), "the same again")
+			assert.True(t, learn(t, s, ctx, "api", ratelimit.Policy{Limit: 5, Window: 2 * time.Second}, time.Minute), "another window")
+			assert.True(t, learn(t, s, ctx, "api", five, time.Minute))
 			st, err = s.Load(ctx, "api")
 			require.NoError(t, err)
 			assert.Equal(t, five, st.Policy)
@@ -83,7 +86,8 @@ func TestStoresKeepTheLongestPauseAndTheLastStatedLimit(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, State{}, st, "a partition of its own")
 
-			require.NoError(t, s.Learn(ctx, "api", ratelimit.Policy{}, time.Minute))
+			assert.True(t, learn(t, s, ctx, "api", ratelimit.Policy{}, time.Minute), "forgotten")
+			assert.False(t, learn(t, s, ctx, "api", ratelimit.Policy{}, time.Minute))
 			st, err = s.Load(ctx, "api")
 			require.NoError(t, err)
 			assert.Equal(t, ratelimit.Policy{}, st.Policy, "the zero policy forgets")
@@ -91,12 +95,13 @@ func TestStoresKeepTheLongestPauseAndTheLastStatedLimit(t *testing.T) {
 			assert.Positive(t, st.Pause, "forgetting the policy keeps the pause")
 
 			require.ErrorIs(t, s.Pause(ctx, "api", 0), ratelimit.ErrInvalidConfig)
-			require.ErrorIs(t, s.Learn(ctx, "api", five, 0), ratelimit.ErrInvalidConfig)
+			_, err = s.Learn(ctx, "api", five, 0)
+			require.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
 
 			if sc.advance == nil {
 				return
 			}
-			require.NoError(t, s.Learn(ctx, "api", five, 10*time.Second))
+			assert.True(t, learn(t, s, ctx, "api", five, 10*time.Second))
 			sc.advance(3 * time.Second)
 			st, err = s.Load(ctx, "api")
 			require.NoError(t, err)
@@ -105,6 +110,7 @@ func TestStoresKeepTheLongestPauseAndTheLastStatedLimit(t *testing.T) {
 			st, err = s.Load(ctx, "api")
 			require.NoError(t, err)
 			assert.Equal(t, State{}, st, "the policy forgotten")
+			assert.True(t, learn(t, s, ctx, "api", five, 10*time.Second), "stated again after it lapsed")
 		})
 	}
 }
@@ -114,7 +120,7 @@ func TestARedisStoreKeyLastsAsLongAsItsStateAndNoLonger(t *testing.T) {
 	s := mustRedisStore(t, c, "")
 	ctx := context.Background()
 	require.NoError(t, s.Pause(ctx, "api", 2*time.Second))
-	require.NoError(t, s.Learn(ctx, "api", ratelimit.Policy{Limit: 5, Window: time.Second}, 5*time.Second))
+	learn(t, s, ctx, "api", ratelimit.Policy{Limit: 5, Window: time.Second}, 5*time.Second)
 	assert.Equal(t, 5*time.Second, mr.TTL(DefaultStorePrefix+"api"))
 	advance(5 * time.Second)
 	assert.False(t, mr.Exists(DefaultStorePrefix+"api"))
@@ -162,7 +168,8 @@ func TestARedisStoreTellsItsFailuresAndMistakesByClass(t *testing.T) {
 	s = mustRedisStore(t, c, "")
 	_, err = s.Load(context.Background(), strings.Repeat("x", MaxPartitionLength+1))
 	require.ErrorIs(t, err, ratelimit.ErrInvalidKey)
-	require.ErrorIs(t, s.Learn(context.Background(), "api", ratelimit.Policy{Limit: -1, Window: time.Second}, time.Second), ratelimit.ErrInvalidConfig)
+	_, err = s.Learn(context.Background(), "api", ratelimit.Policy{Limit: -1, Window: time.Second}, time.Second)
+	require.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
 
 	var zero *RedisStore
 	_, err = zero.Load(context.Background(), "api")

@@ -358,17 +358,19 @@ func (u *Upstream) Observe(ctx context.Context, p Permit, a Answer) Lesson {
 }
 
 // keep stores stated, the limit an answer to p's call stated, unless the
-// store holds it already for more than half of Config.Forget.
+// store held it already, when p's call was admitted, for more than half of
+// Config.Forget, and reports it as Learned when the store says it changed
+// the partition's limit: once, however many calls in flight state it.
 func (u *Upstream) keep(ctx context.Context, p Permit, stated ratelimit.Policy) {
-	same := stated == p.state.Policy
-	if same && p.state.PolicyLeft > u.forget/2 {
+	if stated == p.state.Policy && p.state.PolicyLeft > u.forget/2 {
 		return
 	}
-	if err := u.store.Learn(context.WithoutCancel(ctx), p.partition, stated, u.forget); err != nil {
+	changed, err := u.store.Learn(context.WithoutCancel(ctx), p.partition, stated, u.forget)
+	if err != nil {
 		u.report(Event{Kind: StoreFailed, Partition: p.partition, Err: err})
 		return
 	}
-	if !same {
+	if changed {
 		u.report(Event{Kind: Learned, Partition: p.partition, Policy: stated})
 	}
 }
