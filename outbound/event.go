@@ -24,9 +24,11 @@ const (
 	// by Config.MaxPause).
 	Paused
 	// Learned: an answer stated a limit other than the one the partition
-	// had (none, when it had none or its limit was forgotten): Policy, as
+	// had, and the limiter applies another limit from now on: Policy, as
 	// the upstream stated it (the limiter applies it lowered to no more
-	// than its own). A limit forgotten after Config.Forget is not
+	// than its own, so that a limit at or above its own brings it back to
+	// its own). It is reported once per change, by the replica whose
+	// answer made it. A limit forgotten after Config.Forget is not
 	// reported: the store lets it lapse.
 	Learned
 	// Retried: a call the upstream refused is sent again (Attempt is the

@@ -183,3 +183,17 @@ func TestARetryAfterOfZeroOnA503IsNoLimitAndANegativePauseIsNone(t *testing.T) {
 	assert.Equal(t, Lesson{}, RetryAfter(answer(503, time.Now(), "Retry-After", "0")))
 	assert.Equal(t, Lesson{}, Lesson{}.merge(Lesson{Pause: -time.Second}))
 }
+
+func TestALimitStatedAtTheLimitersOwnIsKeptButNotReportedAsLearned(t *testing.T) {
+	ft := newFakeTime()
+	store := NewMemoryStore(ft.clock)
+	u, ev := newTestUpstream(t, ft, newLearningGCRA(t, ft, 10, time.Second), Config{Store: store})
+	ctx := context.Background()
+	p, err := u.Admit(ctx, "api", 1)
+	require.NoError(t, err)
+	u.Observe(ctx, p, answer(200, ft.clock.Now(), "RateLimit-Policy", `"a";q=10;w=1`))
+	assert.Empty(t, ev.of(Learned), "the limiter applies what it did")
+	st, err := store.Load(ctx, "api")
+	require.NoError(t, err)
+	assert.Equal(t, ratelimit.Policy{Limit: 10, Window: time.Second}, st.Policy)
+}

@@ -360,7 +360,9 @@ func (u *Upstream) Observe(ctx context.Context, p Permit, a Answer) Lesson {
 // keep stores stated, the limit an answer to p's call stated, unless the
 // store held it already, when p's call was admitted, for more than half of
 // Config.Forget, and reports it as Learned when the store says it changed
-// the partition's limit: once, however many calls in flight state it.
+// the partition's limit (once, however many calls in flight state it) and
+// the limiter then applies another limit than before: a stated limit at
+// or above the limiter's own, where none was, changes nothing applied.
 func (u *Upstream) keep(ctx context.Context, p Permit, stated ratelimit.Policy) {
 	if stated == p.state.Policy && p.state.PolicyLeft > u.forget/2 {
 		return
@@ -370,7 +372,7 @@ func (u *Upstream) keep(ctx context.Context, p Permit, stated ratelimit.Policy) 
 		u.report(Event{Kind: StoreFailed, Partition: p.partition, Err: err})
 		return
 	}
-	if changed {
+	if changed && u.learned(stated) != u.learned(p.state.Policy) {
 		u.report(Event{Kind: Learned, Partition: p.partition, Policy: stated})
 	}
 }
