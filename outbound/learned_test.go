@@ -112,3 +112,13 @@ func TestNewRefusesToLearnALimitForALimiterOfCallsInFlight(t *testing.T) {
 	_, err = New(c, Config{IgnorePolicies: true})
 	assert.NoError(t, err)
 }
+
+func TestNewRefusesToLearnForACalendarWindow(t *testing.T) {
+	cal, err := ratelimit.NewCalendarWindow(100, ratelimit.Calendar{Period: ratelimit.CalendarDay}, ratelimit.WithPolicyFunc(LearnedPolicy))
+	require.NoError(t, err)
+	_, err = New(cal, Config{})
+	require.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
+	assert.ErrorContains(t, err, "IgnorePolicies")
+	_, err = New(cal, Config{IgnorePolicies: true})
+	assert.NoError(t, err)
+}

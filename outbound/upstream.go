@@ -65,9 +65,11 @@ type Upstream struct {
 // LearnedPolicy or has no rate to lower (its policies limit calls in
 // flight). A limiter that learns must tell its policies (implement
 // ratelimit.Decider, as every limiter of package ratelimit does): the
-// learned limit is lowered to no more than the tightest of them, as it
+// learned limit is lowered to no more than the tightest of the policies
+// that read LearnedPolicy (a Composite's learning parts), as the limiter
 // tells them for a key New asks about, so that a PolicyFunc's per-key
-// plans are not read here.
+// plans are not read here. A calendar window cannot learn: a stated
+// limit is no calendar period.
 func New(limiter ratelimit.Limiter, cfg Config) (*Upstream, error) {
 	if nilcheck.IsNil(limiter) {
 		return nil, fmt.Errorf("%w: outbound: New: nil limiter", ratelimit.ErrInvalidConfig)
@@ -118,32 +120,45 @@ func New(limiter ratelimit.Limiter, cfg Config) (*Upstream, error) {
 	return u, nil
 }
 
-// ownPolicy returns the tightest of the policies limiter applies without
-// a learned limit, having checked that it reads LearnedPolicy.
+// probePolicy is the limit New puts in a probe's context to find the
+// policies that read LearnedPolicy: a value no limiter is likely to have
+// of its own, that every kind but the calendar window accepts.
+var probePolicy = ratelimit.Policy{Limit: 7, Window: 7*time.Hour + 7*time.Second}
+
+// ownPolicy returns the tightest of the policies of limiter that read
+// LearnedPolicy, as they are with no limit learned, having checked that
+// some policy reads it: a Composite whose one part learns is lowered by
+// that part's own policy, not by the others'.
 func ownPolicy(limiter ratelimit.Limiter) (ratelimit.Policy, error) {
 	d, ok := limiter.(ratelimit.Decider)
 	if !ok {
 		return ratelimit.Policy{}, fmt.Errorf("%w: outbound: New: a %T does not tell its policies (ratelimit.Decider), so a limit the upstream states cannot be kept below them; set Config.IgnorePolicies to learn pauses only", ratelimit.ErrInvalidConfig, limiter)
 	}
 	var probed atomic.Bool
-	ctx := context.WithValue(context.Background(), learnedKey{}, &learnedValue{probe: &probed})
-	policies, err := d.Policies(ctx, probeKey)
+	plain := context.WithValue(context.Background(), learnedKey{}, &learnedValue{probe: &probed})
+	own, err := d.Policies(plain, probeKey)
 	if err != nil {
 		return ratelimit.Policy{}, fmt.Errorf("outbound: New: the limiter's policies: %w", err)
 	}
 	if !probed.Load() {
 		return ratelimit.Policy{}, fmt.Errorf("%w: outbound: New: the limiter does not read the limits an upstream states: build it WithPolicyFunc(outbound.LearnedPolicy), or set Config.IgnorePolicies to learn pauses only", ratelimit.ErrInvalidConfig)
 	}
-	var own ratelimit.Policy
-	for _, p := range policies {
-		if !p.InFlight {
-			own = tighter(own, p.Policy)
+	learning, err := d.Policies(context.WithValue(context.Background(), learnedKey{}, &learnedValue{policy: probePolicy}), probeKey)
+	if err != nil {
+		return ratelimit.Policy{}, fmt.Errorf("%w: outbound: New: the limiter refuses a limit an upstream could state (a calendar window takes calendar periods only); set Config.IgnorePolicies to learn pauses only: %w", ratelimit.ErrInvalidConfig, err)
+	}
+	var tightest ratelimit.Policy
+	if len(learning) == len(own) {
+		for i := range own {
+			if learning[i].Policy == probePolicy && own[i].Policy != probePolicy && !own[i].InFlight {
+				tightest = tighter(tightest, own[i].Policy)
+			}
 		}
 	}
-	if own.Limit <= 0 || own.Window <= 0 {
-		return ratelimit.Policy{}, fmt.Errorf("%w: outbound: New: the limiter has no rate a stated limit could lower (its policies limit calls in flight, or state no limit): set Config.IgnorePolicies to learn pauses only", ratelimit.ErrInvalidConfig)
+	if tightest.Limit <= 0 || tightest.Window <= 0 {
+		return ratelimit.Policy{}, fmt.Errorf("%w: outbound: New: the limiter has no rate a stated limit could lower (the policies that read it limit calls in flight, or state no limit): set Config.IgnorePolicies to learn pauses only", ratelimit.ErrInvalidConfig)
 	}
-	return own, nil
+	return tightest, nil
 }
 
 // orDefault returns d, or def for d == 0.
