@@ -87,6 +87,28 @@ func ByHost(r *http.Request) (string, error) {
 	return r.URL.Host, nil
 }
 
+// ByCredential returns a partition function for Transport.Partition
+// that gives each credential its own budget at each host: the request's
+// host, a space, and the digest of its field (ratelimit.KeyDigest: never
+// the credential itself, which Events would show), such as
+// "api.example.com sha256:1f2e3d4c5b6a7980" for ByCredential
+// ("Authorization"). A request without the field, or with it empty, fails
+// unsent with an error wrapping ratelimit.ErrCaller.
+func ByCredential(field string) func(*http.Request) (string, error) {
+	field = http.CanonicalHeaderKey(field)
+	return func(r *http.Request) (string, error) {
+		host, err := ByHost(r)
+		if err != nil {
+			return "", err
+		}
+		v := r.Header.Get(field)
+		if v == "" {
+			return "", fmt.Errorf("outbound: the request has no %s field to partition by", field)
+		}
+		return host + " " + ratelimit.KeyDigest(v), nil
+	}
+}
+
 // RoundTrip sends req within the Upstream's limits, as the type's
 // documentation says.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -313,3 +313,28 @@ func TestAPartitionOrCostErrorIsTheCallersMistake(t *testing.T) {
 	_, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	require.ErrorIs(t, err, ratelimit.ErrCaller)
 }
+
+func TestByCredentialGivesEachCredentialItsOwnPartitionWithoutShowingIt(t *testing.T) {
+	part := ByCredential("authorization")
+	req := func(token string) *http.Request {
+		r, err := http.NewRequest(http.MethodGet, "https://api.example.com/v1", nil)
+		require.NoError(t, err)
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		return r
+	}
+	a, err := part(req("alice-secret"))
+	require.NoError(t, err)
+	b, err := part(req("bob-secret"))
+	require.NoError(t, err)
+	assert.NotEqual(t, a, b)
+	assert.Equal(t, "api.example.com "+ratelimit.KeyDigest("Bearer alice-secret"), a)
+	assert.NotContains(t, a, "alice-secret")
+
+	_, srv, tr, _, _ := newTransportCase(t, 0)
+	tr.Partition = part
+	_, err = (&http.Client{Transport: tr}).Get(srv.URL)
+	require.ErrorIs(t, err, ratelimit.ErrCaller, "no Authorization field")
+	assert.ErrorContains(t, err, "Authorization")
+}
