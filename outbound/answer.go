@@ -56,8 +56,10 @@ func (l Lesson) merge(m Lesson) Lesson {
 // nothing. An Upstream merges the Lessons of its parsers (see Config).
 type Parser func(a Answer) Lesson
 
-// DefaultParsers returns the parsers an Upstream uses when its Config
-// names none: IETFFields, RetryAfter and VendorFields, in that order.
+// DefaultParsers returns the parsers an Upstream of calls uses when its
+// Config names none: IETFFields, RetryAfter and VendorFields, in that
+// order. One of another Config.Unit uses IETFFieldsIn(Unit) in place of
+// IETFFields.
 func DefaultParsers() []Parser {
 	return []Parser{IETFFields, RetryAfter, VendorFields}
 }

@@ -47,10 +47,21 @@ type Config struct {
 	// tells no pause, or a pause of 0. 0: DefaultLimitedPause; negative is
 	// an error.
 	LimitedPause time.Duration
+	// Unit names what the limiter's units count, as the IETF fields'
+	// qu parameter names it: "" (or "requests") for calls, "tokens" for
+	// a limiter a Transport charges an LLM call's tokens. The default
+	// parsers learn the stated limits of this unit only (IETFFieldsIn),
+	// and what the Upstream learns is kept under the partition's name
+	// followed by ` qu=` and the unit, unless it counts calls, so that
+	// Upstreams of different units never read each other's limits (nor
+	// share pauses) through one Store. It must be printable ASCII
+	// without spaces.
+	Unit string
 	// Parsers read each answer, and their Lessons are merged: the
 	// longest pause and the tightest limit win, so that fields that
 	// contradict each other are read the cautious way. nil:
-	// DefaultParsers(). Give DefaultParsers() and your own to add one.
+	// DefaultParsers(), with IETFFieldsIn(Unit) for IETFFields. Give
+	// DefaultParsers() and your own to add one.
 	Parsers []Parser
 	// IgnorePolicies makes the Upstream learn pauses only, never a
 	// limit: for a limiter not built WithPolicyFunc(LearnedPolicy), or

@@ -122,3 +122,28 @@ func TestNewRefusesToLearnForACalendarWindow(t *testing.T) {
 	_, err = New(cal, Config{IgnorePolicies: true})
 	assert.NoError(t, err)
 }
+
+func TestUpstreamsOfCallsAndOfTokensNeverReadEachOthersLimitsThroughOneStore(t *testing.T) {
+	ft := newFakeTime()
+	store := NewMemoryStore(ft.clock)
+	calls, _ := newTestUpstream(t, ft, newLearningGCRA(t, ft, 100, time.Minute), Config{Store: store, MaxWait: -1})
+	tokens, _ := newTestUpstream(t, ft, newLearningGCRA(t, ft, 90000, time.Minute), Config{Store: store, MaxWait: -1, Unit: "tokens"})
+	ctx := context.Background()
+	stated := answer(200, ft.clock.Now(), "RateLimit-Policy", `"rpm";q=10;w=60, "tpm";q=9000;w=60;qu="tokens"`)
+	for _, u := range []*Upstream{calls, tokens} {
+		p, err := u.Admit(ctx, "api", 1)
+		require.NoError(t, err)
+		u.Observe(ctx, p, stated)
+	}
+	st, err := store.Load(ctx, "api")
+	require.NoError(t, err)
+	assert.Equal(t, ratelimit.Policy{Limit: 10, Window: time.Minute}, st.Policy)
+	st, err = store.Load(ctx, "api qu=tokens")
+	require.NoError(t, err)
+	assert.Equal(t, ratelimit.Policy{Limit: 9000, Window: time.Minute}, st.Policy)
+
+	_, err = New(newLearningGCRA(t, ft, 1, time.Second), Config{Unit: "my tokens"})
+	require.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
+	_, err = New(newLearningGCRA(t, ft, 1, time.Second), Config{Unit: "requests"})
+	require.NoError(t, err)
+}

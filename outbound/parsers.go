@@ -39,10 +39,8 @@ func IETFFields(a Answer) Lesson {
 // than in requests: for a limiter whose units are not calls, such as one
 // a Transport charges an LLM call's tokens (Transport.Cost), which must
 // learn `qu="tokens"` and never a limit of requests. "" and "requests"
-// make IETFFields. Such an Upstream needs a partition or a store prefix
-// of its own (see Store).
-//
-//	cfg.Parsers = []outbound.Parser{outbound.IETFFieldsIn("tokens"), outbound.RetryAfter, outbound.VendorFields}
+// make IETFFields. An Upstream whose Config.Unit is unit uses it by
+// default.
 func IETFFieldsIn(unit string) Parser {
 	if unit == "requests" {
 		unit = ""

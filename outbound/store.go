@@ -14,10 +14,10 @@ import (
 // learns holds for every replica that shares the store.
 //
 // NewMemoryStore keeps it in the process; NewRedisStore in Redis, for a
-// fleet. Upstreams that share a Store and a partition share what they
-// learn: give Upstreams whose limiters count different units (calls, and
-// tokens with IETFFieldsIn) partitions or store prefixes of their own, or
-// one would apply the other's limit to its units. Implementations must be safe for concurrent use. Times are
+// fleet. Upstreams that share a Store share what they learn of a
+// partition, when their limiters count the same units: an Upstream whose
+// Config.Unit is not calls keeps its state under the partition's name
+// followed by its unit. Implementations must be safe for concurrent use. Times are
 // durations from the store's own now, so that replicas whose clocks
 // disagree still agree on when a pause ends (see the package
 // documentation).

@@ -47,8 +47,8 @@ type Transport struct {
 	// Cost returns the units a request takes, such as an LLM call's
 	// estimated tokens; an error fails the request, unsent, with an error
 	// wrapping it and ratelimit.ErrCaller. nil: 1. A limiter that counts
-	// tokens must learn limits stated in tokens, not in requests: see
-	// IETFFieldsIn.
+	// tokens must learn limits stated in tokens, not in requests: set
+	// Config.Unit.
 	Cost func(*http.Request) (int, error)
 	// Settle, when not nil, reads the true cost of a request from its
 	// answer, and reports false when the answer does not tell it: the

@@ -38,6 +38,7 @@ const probeKey = "outbound-probe"
 type Upstream struct {
 	limiter  ratelimit.Limiter
 	store    Store
+	suffix   string // after a partition's name in the store: "" or " qu=" and the unit
 	own      ratelimit.Policy // the limiter's own, when it learns
 	learns   bool             // the limiter reads LearnedPolicy
 	parsers  []Parser
@@ -102,8 +103,20 @@ func New(limiter ratelimit.Limiter, cfg Config) (*Upstream, error) {
 	if nilcheck.IsNil(u.store) {
 		u.store = NewMemoryStore(cfg.Clock)
 	}
+	unit := cfg.Unit
+	if unit == "requests" {
+		unit = ""
+	}
+	for i := 0; i < len(unit); i++ {
+		if c := unit[i]; c <= ' ' || c > '~' {
+			return nil, fmt.Errorf("%w: outbound: Config.Unit %q must be printable ASCII without spaces", ratelimit.ErrInvalidConfig, cfg.Unit)
+		}
+	}
+	if unit != "" {
+		u.suffix = " qu=" + unit
+	}
 	if u.parsers == nil {
-		u.parsers = DefaultParsers()
+		u.parsers = []Parser{IETFFieldsIn(unit), RetryAfter, VendorFields}
 	}
 	for i, p := range u.parsers {
 		if p == nil {
@@ -227,7 +240,7 @@ func (u *Upstream) admit(ctx context.Context, partition string, cost int, floor 
 		return nil
 	}
 	for {
-		st, err := u.store.Load(ctx, partition)
+		st, err := u.store.Load(ctx, u.stored(partition))
 		if err != nil {
 			if ctx.Err() != nil {
 				return Permit{}, u.refuse(partition, start, fmt.Errorf("outbound: %w", ctx.Err()))
@@ -257,6 +270,15 @@ func (u *Upstream) admit(ctx context.Context, partition string, cost int, floor 
 			return Permit{}, err
 		}
 	}
+}
+
+// stored returns the name partition's state is kept under in the store:
+// partition, followed by the unit unless the limiter counts calls.
+func (u *Upstream) stored(partition string) string {
+	if u.suffix == "" {
+		return partition
+	}
+	return partition + u.suffix
 }
 
 // learned returns the limit the limiter applies for a partition whose
@@ -358,7 +380,7 @@ func (u *Upstream) Observe(ctx context.Context, p Permit, a Answer) Lesson {
 	}
 	l.Pause = min(l.Pause, u.maxPause)
 	if l.Pause > 0 {
-		if err := u.store.Pause(context.WithoutCancel(ctx), p.partition, l.Pause); err != nil {
+		if err := u.store.Pause(context.WithoutCancel(ctx), u.stored(p.partition), l.Pause); err != nil {
 			u.report(Event{Kind: StoreFailed, Partition: p.partition, Err: err})
 		} else {
 			u.report(Event{Kind: Paused, Partition: p.partition, Pause: l.Pause})
@@ -382,7 +404,7 @@ func (u *Upstream) keep(ctx context.Context, p Permit, stated ratelimit.Policy) 
 	if stated == p.state.Policy && p.state.PolicyLeft > u.forget/2 {
 		return
 	}
-	changed, err := u.store.Learn(context.WithoutCancel(ctx), p.partition, stated, u.forget)
+	changed, err := u.store.Learn(context.WithoutCancel(ctx), u.stored(p.partition), stated, u.forget)
 	if err != nil {
 		u.report(Event{Kind: StoreFailed, Partition: p.partition, Err: err})
 		return
