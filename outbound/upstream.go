@@ -38,7 +38,7 @@ const probeKey = "outbound-probe"
 type Upstream struct {
 	limiter  ratelimit.Limiter
 	store    Store
-	suffix   string // after a partition's name in the store: "" or " qu=" and the unit
+	suffix   string           // after a partition's name in the store: "" or " qu=" and the unit
 	own      ratelimit.Policy // the limiter's own, when it learns
 	learns   bool             // the limiter reads LearnedPolicy
 	parsers  []Parser
