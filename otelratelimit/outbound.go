@@ -31,8 +31,8 @@ const (
 	// OutboundPauseName is the histogram of the pauses answers set (unit
 	// s, PauseBuckets).
 	OutboundPauseName = "ratelimit.outbound.pause.duration"
-	// OutboundLearnedName counts the changes of the limit upstreams state
-	// (unit {limit}).
+	// OutboundLearnedName counts the changes of the limit the limiter
+	// applies that upstreams' answers made (unit {limit}).
 	OutboundLearnedName = "ratelimit.outbound.learned"
 	// OutboundRetriesName counts the calls sent again after the upstream
 	// refused them (unit {retry}), by http.response.status_code.
@@ -133,8 +133,8 @@ type outboundObserver struct {
 //     the pauses answers set (outbound.Paused), already bounded by
 //     Config.MaxPause. With a shared Store, a pause holds for the whole
 //     fleet, but only the replica that read the answer records it.
-//   - ratelimit.outbound.learned, a Counter ({limit}): the answers that
-//     stated a limit other than the one the partition had, or forgot one
+//   - ratelimit.outbound.learned, a Counter ({limit}): the changes of the
+//     limit the limiter applies that an answer made, once each
 //     (outbound.Learned). The limit itself is not recorded: see below.
 //   - ratelimit.outbound.retries, a Counter ({retry}): the calls sent
 //     again after the upstream refused them (outbound.Retried), by
@@ -212,7 +212,7 @@ func (o *outboundObserver) instruments(meter metric.Meter) error {
 		{&o.refusals, OutboundRefusalsName, "{call}", "Outbound calls not sent, by reason: limited (the wait allowed was too short) or error."},
 		{&o.limited, OutboundUpstreamLimitedName, "{answer}", "Answers by which the upstream refused a call for its limit, by status."},
 		{&o.pauses, OutboundPausesName, "{pause}", "Pauses the upstream's answers set."},
-		{&o.learned, OutboundLearnedName, "{limit}", "Changes of the limit the upstream states."},
+		{&o.learned, OutboundLearnedName, "{limit}", "Changes of the limit the limiter applies that upstreams' answers made."},
 		{&o.retries, OutboundRetriesName, "{retry}", "Outbound calls sent again after the upstream refused them, by the status that refused."},
 		{&o.storeFailures, OutboundStoreFailuresName, "{failure}", "Failures of the store of what upstreams taught."},
 		{&o.settleFailed, OutboundSettleFailuresName, "{failure}", "Settles of an outbound call's true cost that failed."},

@@ -119,7 +119,7 @@
 //	ratelimit_outbound_refusals_total          counter    limiter, reason, error_type  the calls not sent
 //	ratelimit_outbound_upstream_limited_total  counter    limiter, status              the answers by which the upstream refused a call for its limit
 //	ratelimit_outbound_pause_seconds           histogram  limiter                      the pauses answers set, bounded by Config.MaxPause (PauseBuckets); _count counts them
-//	ratelimit_outbound_learned_total           counter    limiter                      the answers that stated another limit than the partition had
+//	ratelimit_outbound_learned_total           counter    limiter                      the changes of the limit the limiter applies an answer made
 //	ratelimit_outbound_retries_total           counter    limiter, status              the calls sent again after the upstream refused them
 //	ratelimit_outbound_store_failures_total    counter    limiter, error_type          the failures of the Upstream's Store (the calls went on by the limiter alone)
 //	ratelimit_outbound_settle_failures_total   counter    limiter, error_type          the settles of a call's true cost that failed

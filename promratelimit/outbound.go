@@ -174,9 +174,9 @@ type outboundObserver struct {
 //     Config.MaxPause; its _count counts them. With a shared Store, a
 //     pause holds for the whole fleet, but only the replica that read the
 //     answer records it.
-//   - ratelimit_outbound_learned_total: the answers that stated a limit
-//     other than the one the partition had (outbound.Learned). The limit
-//     itself is not recorded: see below.
+//   - ratelimit_outbound_learned_total: the changes of the limit the
+//     limiter applies that an answer made, once each (outbound.Learned).
+//     The limit itself is not recorded: see below.
 //   - ratelimit_outbound_retries_total: the calls sent again after the
 //     upstream refused them (outbound.Retried), by status, that of the
 //     answer that refused.
@@ -252,7 +252,7 @@ func newOutboundObserver(cfg config) *outboundObserver {
 			"Pauses the upstream's answers set, by limiter.",
 			cfg.pauses),
 		learned: prometheus.NewCounter(prometheus.CounterOpts{Name: OutboundLearnedName, ConstLabels: labels,
-			Help: "Changes of the limit the upstream states, by limiter."}),
+			Help: "Changes of the limit the limiter applies that upstreams' answers made, by limiter."}),
 		refusals: counter(OutboundRefusalsName,
 			"Outbound calls not sent, by limiter, reason (limited: the wait allowed was too short; error) and error_type.",
 			"reason", "error_type"),

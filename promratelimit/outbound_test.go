@@ -157,7 +157,7 @@ func TestASecondOutboundObserverOfTheSameNameOnARegistryIsAnError(t *testing.T) 
 	other(outbound.Event{Kind: outbound.Learned})
 	other(outbound.Event{Kind: outbound.Learned})
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP ratelimit_outbound_learned_total Changes of the limit the upstream states, by limiter.
+# HELP ratelimit_outbound_learned_total Changes of the limit the limiter applies that upstreams' answers made, by limiter.
 # TYPE ratelimit_outbound_learned_total counter
 ratelimit_outbound_learned_total{limiter="partner"} 1
 ratelimit_outbound_learned_total{limiter="payments"} 2
