@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -191,11 +192,24 @@ func TestAdmitsJitterNeverSleepsPastMaxWait(t *testing.T) {
 func TestAdmitsLongestWaitsDoNotOverflow(t *testing.T) {
 	ft := newFakeTime()
 	store := NewMemoryStore(ft.clock)
-	u, _ := newTestUpstream(t, ft, newLearningGCRA(t, ft, 1, time.Second), Config{Store: store, MaxWait: maxDuration, MaxPause: maxDuration})
-	require.NoError(t, store.Pause(context.Background(), "api", maxDuration-time.Hour))
+	u, _ := newTestUpstream(t, ft, newLearningGCRA(t, ft, 1, time.Second), Config{Store: store, MaxWait: time.Duration(math.MaxInt64), MaxPause: time.Duration(math.MaxInt64)})
+	require.NoError(t, store.Pause(context.Background(), "api", time.Duration(math.MaxInt64)-time.Hour))
 	_, err := u.Admit(context.Background(), "api", 1)
 	require.NoError(t, err)
 	slept := ft.slept()
 	require.Len(t, slept, 1)
 	assert.Positive(t, slept[0])
+}
+
+func TestAdmitRefusesACostBelowOneThatWouldSendACallOutsideTheBudget(t *testing.T) {
+	ft := newFakeTime()
+	u, ev := newTestUpstream(t, ft, newLearningGCRA(t, ft, 1, time.Second), Config{MaxWait: -1})
+	for _, cost := range []int{0, -1} {
+		_, err := u.Admit(context.Background(), "api", cost)
+		require.ErrorIs(t, err, ratelimit.ErrInvalidCost)
+		assert.NotErrorIs(t, err, ErrLimited)
+	}
+	assert.Len(t, ev.of(Refused), 2)
+	_, err := u.Admit(context.Background(), "api", 1)
+	require.NoError(t, err, "the refused calls took nothing")
 }

@@ -2,7 +2,6 @@ package outbound
 
 import (
 	"context"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
 	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/stretchr/testify/assert"
@@ -79,11 +79,11 @@ func newLiveUpstream(t *testing.T, clock ratelimit.Clock, limit int, style upstr
 			}
 			if style == tellsVendor {
 				w.Header().Set("X-RateLimit-Remaining", strconv.Itoa(res.Remaining))
-				w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(max(res.ResetAfter, res.RetryAfter)), 10))
+				w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(ratefields.CeilSeconds(max(res.ResetAfter, res.RetryAfter)), 10))
 			}
 			if !res.Allowed {
 				if style == tellsRetryAfter {
-					w.Header().Set("Retry-After", strconv.FormatInt(max(ceilSeconds(res.RetryAfter), 1), 10))
+					w.Header().Set("Retry-After", strconv.FormatInt(max(ratefields.CeilSeconds(res.RetryAfter), 1), 10))
 				}
 				w.WriteHeader(http.StatusTooManyRequests)
 			}
@@ -92,11 +92,6 @@ func newLiveUpstream(t *testing.T, clock ratelimit.Clock, limit int, style upstr
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return u, srv
-}
-
-// ceilSeconds returns d in whole seconds, rounded up.
-func ceilSeconds(d time.Duration) int64 {
-	return int64(math.Ceil(d.Seconds()))
 }
 
 // tally counts the answers of a run.

@@ -54,7 +54,7 @@ func ietfFields(a Answer, unit string) Lesson {
 	var l Lesson
 	for _, it := range ratefields.ParseLimits(a.Header["Ratelimit"]) {
 		if it.R == 0 && it.T > 0 {
-			l.Pause = max(l.Pause, seconds(it.T))
+			l.Pause = max(l.Pause, ratefields.Seconds(it.T))
 		}
 	}
 	for _, p := range ratefields.ParsePolicies(a.Header["Ratelimit-Policy"]) {
@@ -66,7 +66,7 @@ func ietfFields(a Answer, unit string) Lesson {
 			continue
 		}
 		limit := int(min(p.Q, int64(maxLimit)))
-		l.Policy = tighter(l.Policy, ratelimit.Policy{Limit: limit, Window: min(seconds(p.W), maxPolicyWindow)})
+		l.Policy = tighter(l.Policy, ratelimit.Policy{Limit: limit, Window: min(ratefields.Seconds(p.W), maxPolicyWindow)})
 	}
 	return l
 }
@@ -162,14 +162,3 @@ func spentUntil(a Answer, remaining, reset string) time.Duration {
 	}
 	return d
 }
-
-// seconds returns n seconds, saturated at the largest Duration.
-func seconds(n int64) time.Duration {
-	if n > int64(maxDuration/time.Second) {
-		return maxDuration
-	}
-	return time.Duration(n) * time.Second
-}
-
-// maxDuration is the largest Duration.
-const maxDuration = time.Duration(1<<63 - 1)

@@ -45,8 +45,10 @@ type Transport struct {
 	// it and ratelimit.ErrCaller. nil: ByHost.
 	Partition func(*http.Request) (string, error)
 	// Cost returns the units a request takes, such as an LLM call's
-	// estimated tokens; an error fails the request, unsent, with an error
-	// wrapping it and ratelimit.ErrCaller. nil: 1. A limiter that counts
+	// estimated tokens, at least 1 (a cost below fails the request,
+	// unsent, with an error wrapping ratelimit.ErrInvalidCost); an error
+	// fails the request, unsent, with an error wrapping it and
+	// ratelimit.ErrCaller. nil: 1. A limiter that counts
 	// tokens must learn limits stated in tokens, not in requests: set
 	// Config.Unit.
 	Cost func(*http.Request) (int, error)
@@ -250,13 +252,10 @@ func idempotent(req *http.Request) bool {
 }
 
 // fits reports whether a wait of d from now fits MaxWait and ctx's
-// deadline.
+// deadline, as a call that has not waited yet is held to.
 func (u *Upstream) fits(ctx context.Context, d time.Duration) bool {
-	if u.maxWait < 0 || d > u.maxWait {
-		return false
-	}
-	deadline, ok := ctx.Deadline()
-	return !ok || d <= deadline.Sub(u.now())
+	_, err := u.room(ctx, 0, d)
+	return err == nil
 }
 
 // closeBody closes req's body, as a RoundTripper must even when it fails,

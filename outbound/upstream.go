@@ -205,8 +205,10 @@ func (p Permit) Cost() int { return p.cost }
 // then give its answer to Observe. Each sleep is jittered (see
 // Config.NoJitter) and ends early when ctx ends.
 //
-// A call that would wait past Config.MaxWait, or past ctx's deadline, is
-// not made to wait in vain: Admit returns at once an error wrapping
+// cost is at least 1: a call of cost 0 would be sent without taking from
+// the budget, and fails, unsent, with an error wrapping
+// ratelimit.ErrInvalidCost. A call that would wait past Config.MaxWait,
+// or past ctx's deadline, is not made to wait in vain: Admit returns at once an error wrapping
 // ErrLimited (and context.DeadlineExceeded for the deadline), and takes
 // nothing. It returns ctx's error when ctx ends during a sleep, and the
 // limiter's error when it fails (a cost above its limit, a Redis
@@ -225,6 +227,11 @@ func (u *Upstream) admit(ctx context.Context, partition string, cost int, floor 
 	}
 	if ctx == nil {
 		return Permit{}, fmt.Errorf("%w: outbound: Admit: nil context", ratelimit.ErrInvalidConfig)
+	}
+	if cost < 1 {
+		// A limiter lets a cost of 0 through as a peek, taking nothing:
+		// the call would be sent outside the budget.
+		return Permit{}, u.refuse(partition, time.Time{}, fmt.Errorf("%w: outbound: a call's cost of %d; every call costs at least 1 unit", ratelimit.ErrInvalidCost, cost))
 	}
 	// start is read at the first wait only: a call that does not wait
 	// reads no clock here.
@@ -298,25 +305,13 @@ func (u *Upstream) learned(stated ratelimit.Policy) ratelimit.Policy {
 
 // wait sleeps d and a jitter, unless the call, which started waiting at
 // start, would then have waited past MaxWait or past ctx's deadline: then
-// it returns an error wrapping ErrLimited at once. The jitter is cut so
-// that the sleep ends by both, and the sum cannot overflow: it is at most
-// what is left of MaxWait.
+// it returns an error wrapping ErrLimited at once (see room). The jitter
+// is cut so that the sleep ends by both, and the sum cannot overflow: it
+// is at most what is left of MaxWait.
 func (u *Upstream) wait(ctx context.Context, start time.Time, d time.Duration) error {
-	if u.maxWait < 0 {
-		return fmt.Errorf("%w: %v to wait, and Config.MaxWait allows no wait", ErrLimited, d)
-	}
-	now := u.now()
-	waited := max(now.Sub(start), 0)
-	left := u.maxWait - waited
-	if d > left {
-		return fmt.Errorf("%w: %v more to wait after %v, past Config.MaxWait of %v", ErrLimited, d, waited, u.maxWait)
-	}
-	if deadline, ok := ctx.Deadline(); ok {
-		untilDeadline := deadline.Sub(now)
-		if d > untilDeadline {
-			return fmt.Errorf("%w: %v to wait, past the call's deadline in %v: %w", ErrLimited, d, max(untilDeadline, 0), context.DeadlineExceeded)
-		}
-		left = min(left, untilDeadline)
+	left, err := u.room(ctx, max(u.now().Sub(start), 0), d)
+	if err != nil {
+		return err
 	}
 	sleep := d
 	if u.jitter {
@@ -326,6 +321,28 @@ func (u *Upstream) wait(ctx context.Context, start time.Time, d time.Duration) e
 		return fmt.Errorf("outbound: waiting %v: %w", d, err)
 	}
 	return nil
+}
+
+// room returns the most a call that has waited waited may still wait,
+// by MaxWait and ctx's deadline, having checked that a wait of d fits it:
+// otherwise it returns an error wrapping ErrLimited (and
+// context.DeadlineExceeded when the deadline is what d passes).
+func (u *Upstream) room(ctx context.Context, waited, d time.Duration) (time.Duration, error) {
+	if u.maxWait < 0 {
+		return 0, fmt.Errorf("%w: %v to wait, and Config.MaxWait allows no wait", ErrLimited, d)
+	}
+	left := u.maxWait - waited
+	if d > left {
+		return 0, fmt.Errorf("%w: %v more to wait after %v, past Config.MaxWait of %v", ErrLimited, d, waited, u.maxWait)
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		untilDeadline := deadline.Sub(u.now())
+		if d > untilDeadline {
+			return 0, fmt.Errorf("%w: %v to wait, past the call's deadline in %v: %w", ErrLimited, d, max(untilDeadline, 0), context.DeadlineExceeded)
+		}
+		left = min(left, untilDeadline)
+	}
+	return left, nil
 }
 
 // refuse reports the refusal of a call that waited since start (the zero

@@ -106,6 +106,15 @@ func addDigit(n int64, c byte) int64 {
 	return n*10 + int64(c-'0')
 }
 
+// Seconds returns n whole seconds as a Duration, saturated at the largest
+// Duration; 0 for n <= 0.
+func Seconds(n int64) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return saturate(n, 0)
+}
+
 // saturate returns whole seconds and nanos as a Duration, at most maxWait.
 func saturate(whole, nanos int64) time.Duration {
 	if whole > int64(maxWait/time.Second) {
