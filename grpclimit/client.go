@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/keyclass"
 	"github.com/ratelimit-go/ratelimit/outbound"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -36,7 +37,7 @@ import (
 // status.Code and errors.Is read it; a context that ends during the wait
 // gives codes.Canceled or codes.DeadlineExceeded, wrapping the context's
 // error; a limiter that fails gives codes.Unavailable (codes.InvalidArgument
-// for a negative cost, codes.ResourceExhausted for a cost above the
+// for a cost below 1, codes.ResourceExhausted for a cost above the
 // limit, codes.Internal for a limiter or Upstream that was never built),
 // wrapping its error.
 //
@@ -195,16 +196,22 @@ func statusError(err error) error {
 
 // funcError returns err, the error of a partition or cost function, as
 // the status error of a call not sent: of the code of the status err
-// carries, or InvalidArgument for a bad cost (ratelimit.ErrInvalidCost),
-// or Internal.
+// carries, or else by its class, as the server interceptors answer the
+// same errors (keyclass.Of): Unauthenticated for a missing credential,
+// InvalidArgument for a malformed one or a bad cost
+// (ratelimit.ErrInvalidCost), Internal for the rest.
 func funcError(err error) error {
 	code := codes.Internal
 	var st interface{ GRPCStatus() *status.Status }
-	switch {
-	case errors.As(err, &st) && st.GRPCStatus() != nil:
+	if errors.As(err, &st) && st.GRPCStatus() != nil {
 		code = st.GRPCStatus().Code()
-	case errors.Is(err, ratelimit.ErrInvalidCost):
-		code = codes.InvalidArgument
+	} else {
+		switch keyclass.Of(err) {
+		case keyclass.Unauthenticated:
+			code = codes.Unauthenticated
+		case keyclass.Invalid:
+			code = codes.InvalidArgument
+		}
 	}
 	return &clientError{st: status.New(code, err.Error()), err: err}
 }

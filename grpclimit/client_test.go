@@ -388,6 +388,10 @@ func TestClientPartitionAndCostFuncs(t *testing.T) {
 			return 0, status.Error(codes.PermissionDenied, "no budget for you")
 		case v[0] == "negative":
 			return -1, nil
+		case v[0] == "zero":
+			return 0, nil
+		case v[0] == "anonymous":
+			return 0, grpclimit.ErrMissingCredential
 		}
 		return 11, nil
 	})
@@ -406,6 +410,14 @@ func TestClientPartitionAndCostFuncs(t *testing.T) {
 	_, err = c.Check(tenant("cost", "negative"), &healthpb.HealthCheckRequest{})
 	require.ErrorIs(t, err, ratelimit.ErrInvalidCost)
 	assert.Equal(t, codes.InvalidArgument, status.Code(err))
+
+	_, err = c.Check(tenant("cost", "zero"), &healthpb.HealthCheckRequest{})
+	require.ErrorIs(t, err, ratelimit.ErrInvalidCost, "a cost of 0 would go out of budget")
+	assert.Equal(t, codes.InvalidArgument, status.Code(err))
+
+	_, err = c.Check(tenant("cost", "anonymous"), &healthpb.HealthCheckRequest{})
+	require.ErrorIs(t, err, grpclimit.ErrMissingCredential)
+	assert.Equal(t, codes.Unauthenticated, status.Code(err), "classed as the server interceptors class it")
 
 	_, err = c.Check(tenant("cost", "11"), &healthpb.HealthCheckRequest{})
 	require.ErrorIs(t, err, ratelimit.ErrCostExceedsLimit)

@@ -46,8 +46,12 @@ type clientSettings struct {
 // WithClientPartition makes f give each call's partition. By default a
 // call's partition is its ClientConn's Target(), the address it was dialed
 // with: one budget per upstream. An error from f fails the call, unsent,
-// with the error's own gRPC status when it carries one and codes.Internal
-// otherwise. A nil f is an error.
+// with the error's own gRPC status when it carries one, or else by its
+// class, as the server interceptors answer a key function's error:
+// codes.Unauthenticated for one wrapping ErrMissingCredential,
+// codes.InvalidArgument for ErrMalformedCredential or
+// ratelimit.ErrInvalidCost, codes.Internal for the rest. A nil f is an
+// error.
 func WithClientPartition(f ClientPartitionFunc) ClientOption {
 	return func(s *clientSettings) error {
 		if f == nil {
@@ -60,8 +64,8 @@ func WithClientPartition(f ClientPartitionFunc) ClientOption {
 
 // WithClientCost makes each call take f's units of the limit instead of
 // 1. An error from f fails the call, unsent, as WithClientPartition's does;
-// a negative cost fails it with codes.InvalidArgument. A nil f is an
-// error.
+// a cost below 1 fails it with codes.InvalidArgument (a cost of 0 would
+// send the call without taking from the budget). A nil f is an error.
 func WithClientCost(f ClientCostFunc) ClientOption {
 	return func(s *clientSettings) error {
 		if f == nil {
