@@ -23,11 +23,11 @@
 //     for Config.LimitedPause);
 //   - the RateLimit field of draft-ietf-httpapi-ratelimit-headers-11: an
 //     item with r=0 and a t pauses the partition for t seconds;
-//   - its RateLimit-Policy field: a limit of q calls per w seconds (of
-//     q units of Config.Unit, tokens say, for a limiter that counts
-//     them) lowers the limiter's, never above what you configured, until an answer
-//     states another (a larger one brings the limiter back up, at most to
-//     its own) or Config.Forget passes without one;
+//   - its RateLimit-Policy field: a limit of q calls per w seconds (q
+//     units of Config.Unit, tokens say, for a limiter that counts them)
+//     lowers the limiter's, never above what you configured, until an
+//     answer states another (a larger one brings the limiter back up, at
+//     most to its own) or Config.Forget passes without one;
 //   - the vendor fields X-RateLimit-Remaining and X-RateLimit-Reset (a
 //     Unix time, seconds or a duration), with their -Requests and
 //     -Tokens forms: a remaining count of 0 pauses until the reset.

@@ -85,3 +85,31 @@ func TestALearnedLimitLowersEveryKindAndDecoratorThatReadsIt(t *testing.T) {
 		})
 	}
 }
+
+// shadowHooks counts the denials a Shadow let through.
+type shadowHooks struct {
+	ratelimit.NopHooks
+	wouldDeny int
+}
+
+func (h *shadowHooks) Decided(e ratelimit.Event) {
+	if e.WouldDeny {
+		h.wouldDeny++
+	}
+}
+
+func TestAShadowLetsEveryCallThroughAndReportsWhatALearnedLimitWouldDeny(t *testing.T) {
+	ft := newFakeTime()
+	store := NewMemoryStore(ft.clock)
+	backend := ratelimit.Must(ratelimit.NewGCRA(10, time.Second, ratelimit.WithPolicyFunc(LearnedPolicy), ratelimit.WithClock(ft.clock)))
+	hooks := &shadowHooks{}
+	shadow := ratelimit.Must(ratelimit.NewShadow(backend, ratelimit.ShadowConfig{Hooks: hooks}))
+	up, _ := newTestUpstream(t, ft, shadow, Config{Store: store, MaxWait: -1})
+	_, err := store.Learn(context.Background(), "api", ratelimit.Policy{Limit: 4, Window: time.Second}, time.Minute)
+	require.NoError(t, err)
+	for range 6 {
+		_, err := up.Admit(context.Background(), "api", 1)
+		require.NoError(t, err, "nothing waits behind a Shadow")
+	}
+	assert.Equal(t, 2, hooks.wouldDeny, "the learned 4 would deny the 5th and 6th")
+}
