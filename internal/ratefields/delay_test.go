@@ -152,3 +152,11 @@ func FuzzParseReset(f *testing.F) {
 		}
 	})
 }
+
+func TestSecondsSaturatesAtTheLargestDuration(t *testing.T) {
+	assert.Equal(t, time.Duration(0), ratefields.Seconds(0))
+	assert.Equal(t, time.Duration(0), ratefields.Seconds(-5))
+	assert.Equal(t, 3*time.Second, ratefields.Seconds(3))
+	assert.Equal(t, time.Duration(math.MaxInt64), ratefields.Seconds(math.MaxInt64))
+	assert.Equal(t, time.Duration(math.MaxInt64), ratefields.Seconds(int64(math.MaxInt64/time.Second)+1))
+}
