@@ -17,6 +17,7 @@ import (
 // immutable but for those answers, and safe for concurrent use.
 type format struct {
 	policies []ratelimit.NamedPolicy // as the Decision listed them
+	planned  bool                    // the policies name the key's plan (see formatFor)
 	parts    []ratefields.Policy     // one per policy; one of limit 0 when none is known
 	denied   []atomic.Pointer[reply]
 	tooLarge []atomic.Pointer[reply]
@@ -27,7 +28,9 @@ type format struct {
 const formats = 4
 
 // formatFor returns the format of policies: a kept one when it has the
-// same policies, or else a new one, kept in place of the oldest. An error
+// same policies, planned alike (a plan's name and WithPolicyName's make
+// other fields of the same policies), or else a new one, kept in place of
+// the oldest. An error
 // says that policies cannot be sent: several policies, one of which has
 // no limit or a name that is not a structured-field string.
 //
@@ -35,7 +38,7 @@ const formats = 4
 // name WithPolicyName does not replace.
 func (m *Middleware) formatFor(policies []ratelimit.NamedPolicy, planned bool) (*format, error) {
 	for i := range m.formats {
-		if f := m.formats[i].Load(); f != nil && samePolicies(f.policies, policies) {
+		if f := m.formats[i].Load(); f != nil && f.planned == planned && samePolicies(f.policies, policies) {
 			return f, nil
 		}
 	}
@@ -57,7 +60,7 @@ func samePolicies(a, b []ratelimit.NamedPolicy) bool {
 // goes by the name WithPolicyName gave, or its own; WithPolicyWindow sets
 // its w.
 func (m *Middleware) newFormat(policies []ratelimit.NamedPolicy, planned bool) (*format, error) {
-	f := &format{policies: policies}
+	f := &format{policies: policies, planned: planned}
 	if len(policies) <= 1 {
 		p := ratelimit.NamedPolicy{Name: m.policyName}
 		if len(policies) == 1 {

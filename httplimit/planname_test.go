@@ -57,12 +57,17 @@ func TestPlanNameOverWithPolicyName(t *testing.T) {
 			return "gold", true
 		case "b":
 			return "bad\nname", true
+		case "d":
+			return "default", true // the limiter's own policy's name
 		}
 		return "", false
 	}
 	h, _ := limited(t, l, httplimit.WithPlanName(plan), httplimit.WithPolicyName("api"))
 	assert.Equal(t, `"gold";q=5;w=60`, do(h, "a", "").Header().Get("RateLimit-Policy"))
 	assert.Equal(t, `"api";q=5;w=60`, do(h, "b", "").Header().Get("RateLimit-Policy"))
+	assert.Equal(t, `"api";q=5;w=60`, do(h, "c", "").Header().Get("RateLimit-Policy"))
+	assert.Equal(t, `"default";q=5;w=60`, do(h, "d", "").Header().Get("RateLimit-Policy"),
+		"a plan named as the limiter's policy is not sent as a key of no plan is, whatever was sent before")
 	assert.Equal(t, `"api";q=5;w=60`, do(h, "c", "").Header().Get("RateLimit-Policy"))
 }
 
