@@ -298,7 +298,8 @@ func (g *Guard) call(ctx context.Context, key string, n int, leased bool) (Lease
 	if ctx == nil {
 		return Lease{}, Decision{}, fmt.Errorf("ratelimit: Guard: %w", errNilContext)
 	}
-	// The clock is read only for a breaker or a listener.
+	// The clock is read here only for a breaker or a listener; the outage
+	// log reads it on a failure, and on answers for outageQuiet after one.
 	var start time.Time
 	if g.breaker != nil || g.hooks != nil {
 		start = g.clock.Now()

@@ -22,7 +22,9 @@ const outageQuiet = 10 * time.Second
 // never one per failure. Its lines name who logs them and the error, never
 // a key (this package's errors show keys as digests unless the limiter was
 // built WithKeysShown). It is safe for concurrent use; while the backend
-// answers, a call costs one atomic load.
+// answers, a call costs one atomic load, and for outageQuiet after an
+// outage's latest failure a clock read and two atomic loads, never a lock
+// but for the one call that logs the end.
 type outageLog struct {
 	logger *slog.Logger // nil: slog.Default() when a line is logged
 	base   clockBase
@@ -74,9 +76,14 @@ func (o *outageLog) ok() {
 	if !o.failing.Load() {
 		return
 	}
+	// Checked before the lock too, so that the answers of a backend back
+	// from an outage do not queue on one mutex for outageQuiet.
+	now := o.base.elapsed()
+	if now-o.lastFail.Load() < int64(outageQuiet) {
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	now := o.base.elapsed()
 	n := o.count.Load()
 	if !o.failing.Load() || now-o.lastFail.Load() < int64(outageQuiet) {
 		return
