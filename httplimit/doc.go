@@ -16,8 +16,9 @@
 // the client of a request (KeyByBearer, KeyByHeader, KeyByContext, KeyByIP,
 // or your own). Its Handler asks the limiter about every request and either
 // passes it on or answers it. A request without the credential its KeyFunc
-// reads is answered 401 Unauthorized, one with a malformed credential 400
-// Bad Request (see Failures). With a plan per key, WithPlanName names each
+// reads is answered 401 Unauthorized (400 when its error names no
+// challenge to send, as KeyByContext's does not), one with a malformed
+// credential 400 Bad Request (see Failures). With a plan per key, WithPlanName names each
 // key's policy after its plan in the fields ("free", "pro"). WithObserver
 // sees every decided request with its ratelimit.Decision, for metrics with
 // a route or tenant label. Limiter errors are logged through log/slog by
@@ -282,7 +283,8 @@
 // WithKeyErrorHandler says otherwise: 401 Unauthorized for a request
 // without its credential (ErrMissingCredential, such as KeyByBearer's
 // request without a Bearer credential, with the WWW-Authenticate
-// challenge the error names, or KeyByContext's without its value), 400
+// challenge the error names; KeyByContext's without its value names
+// none, and is answered 400), 400
 // Bad Request for the client's other mistakes (ErrMalformedCredential,
 // ErrInvalidRequest, such as KeyByHeader's request without its header,
 // ratelimit.ErrInvalidCost, such as a negative cost, or

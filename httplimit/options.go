@@ -26,7 +26,8 @@ type Option func(*settings) error
 // all. A negative cost or an error is answered as a KeyFunc error is (see
 // WithKeyErrorHandler): 400 for a negative cost or an error wrapping
 // ErrInvalidRequest or ratelimit.ErrInvalidCost, 401 for one wrapping
-// ErrMissingCredential, 500 for any other.
+// ErrMissingCredential that names a challenge (400 when it names none),
+// 500 for any other.
 type CostFunc func(*http.Request) (int, error)
 
 // ErrorHandler answers a request whose key or cost could not be found, or
@@ -221,9 +222,10 @@ func WithFailClosed(retryAfter time.Duration) Option {
 //
 //   - 401 Unauthorized for a request without its credential: an error
 //     wrapping ErrMissingCredential (KeyByBearer's request without a
-//     Bearer credential, KeyByContext's without its value, or a KeyFunc's
-//     or CostFunc's own), with a WWW-Authenticate field when the error
-//     names a challenge (KeyByBearer's: "Bearer");
+//     Bearer credential, or a KeyFunc's or CostFunc's own) that names a
+//     challenge, sent in a WWW-Authenticate field (KeyByBearer's:
+//     "Bearer"); one that names none (KeyByContext's request without its
+//     value) is answered 400, since a 401 must carry a challenge;
 //   - 400 Bad Request for the client's other mistakes: an error wrapping
 //     ErrMalformedCredential (KeyByBearer's malformed Authorization field,
 //     with its challenge), ErrInvalidRequest (KeyByHeader's request

@@ -21,7 +21,8 @@ type limitedHandler struct {
 //
 //   - skipped (WithSkip): passed on, no fields;
 //   - KeyFunc or CostFunc error, or a negative cost: the key-error answer
-//     (401 for a missing credential, 400 for the client's other mistakes,
+//     (401 for a missing credential whose error names a challenge, 400
+//     for one that names none and for the client's other mistakes,
 //     500 for the server's);
 //   - a key the limiter refuses as too long (ratelimit.ErrInvalidKey): the
 //     key-error answer (400), never passed on;
