@@ -77,13 +77,27 @@ func (m *Middleware) observe(r *http.Request, d ratelimit.Decision, err error) {
 }
 
 // logError is the WithOnError hook of a Middleware without one: err
-// logged by the Middleware's errlog.Logger.
+// logged by the Middleware's errlog.Logger, with the request's method when
+// it is one of RFC 9110's ("other" for any other a client made up, as
+// the path is never logged) and the pattern of the route it matched.
 func (m *Middleware) logError(r *http.Request, err error) {
+	method := slog.String("method", knownMethod(r.Method))
 	if r.Pattern == "" {
-		m.log.Log(r.Context(), err, slog.String("method", r.Method))
+		m.log.Log(r.Context(), err, method)
 		return
 	}
-	m.log.Log(r.Context(), err, slog.String("method", r.Method), slog.String("route", r.Pattern))
+	m.log.Log(r.Context(), err, method, slog.String("route", r.Pattern))
+}
+
+// knownMethod returns method when it is one of RFC 9110's or PATCH, and
+// "other" otherwise.
+func knownMethod(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
 
 // newLog returns the errlog.Logger of m, on m's clock.

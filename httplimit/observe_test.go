@@ -141,6 +141,15 @@ func TestLimiterErrorsAreLoggedOncePerInterval(t *testing.T) {
 	assert.Contains(t, lines[1], "suppressed=4")
 	assert.NotContains(t, buf.String(), "secret-api-key")
 
+	// A method the client made up is not logged as sent.
+	buf.Reset()
+	clock.Advance(10 * time.Second)
+	r := httptest.NewRequest("X-INJECTED-BY-CLIENT", "/", nil)
+	r.Header.Set(keyHeader, "k")
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	assert.Contains(t, buf.String(), "method=other")
+	assert.NotContains(t, buf.String(), "X-INJECTED")
+
 	buf.Reset()
 	var hooked []error
 	m, err = httplimit.NewMiddleware(stub, httplimit.KeyByHeader(keyHeader), httplimit.WithLogger(logger),
